@@ -1,0 +1,111 @@
+"""The `airlock` command line. Each subcommand parses its flags here and hands off to
+the module that does the work; nothing here decides anything."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+DEFAULT_POLICIES = Path("policies")
+DEFAULT_CERT_DIR = Path("certs")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from webhook.admission.serving import run_server
+
+    return run_server(port=args.port, cert_dir=args.cert_dir, policies=args.policies,
+                      host=args.host)
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from webhook.admission.explaining import run_explain
+
+    return run_explain(files=args.file, policies=args.policies, output=args.output)
+
+
+def _lint(args: argparse.Namespace) -> int:
+    from webhook.policy.linting import run_lint
+
+    return run_lint(args.dir, schema_out=args.schema)
+
+
+def _certs(args: argparse.Namespace) -> int:
+    from webhook.certificates import run_certs
+
+    return run_certs(out=args.out, hosts=args.host)
+
+
+def _controller(args: argparse.Namespace) -> int:
+    from webhook.controller.running import run_controller
+
+    return run_controller(args)
+
+
+def _sandbox(args: argparse.Namespace) -> int:
+    from webhook.sandbox.commands import run_sandbox
+
+    return run_sandbox(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="airlock",
+        description="Gang admission and GPU-aware policy for the stock Kubernetes scheduler.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the admission webhook over HTTPS")
+    serve.add_argument("--port", type=int, default=8443)
+    serve.add_argument("--host", default="0.0.0.0", help="address to listen on")
+    serve.add_argument("--cert-dir", type=Path, default=None,
+                       help="directory with tls.crt and tls.key (default: make a development "
+                            "CA and certificate under certs/)")
+    serve.add_argument("--policies", type=Path, default=DEFAULT_POLICIES)
+    serve.set_defaults(func=_serve)
+
+    explain = sub.add_parser("explain", help="show offline what admission does to pods")
+    explain.add_argument("-f", "--file", action="append", required=True, type=Path,
+                         help="YAML or JSON file of Pods (multi-document); repeatable; - for stdin")
+    explain.add_argument("--policies", type=Path, default=DEFAULT_POLICIES)
+    explain.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    explain.set_defaults(func=_explain)
+
+    lint = sub.add_parser("lint", help="validate policy files")
+    lint.add_argument("dir", nargs="?", type=Path, default=DEFAULT_POLICIES)
+    lint.add_argument("--schema", type=Path, default=None,
+                      help="also write the policy JSON Schema to this file")
+    lint.set_defaults(func=_lint)
+
+    certs = sub.add_parser("certs", help="make a development CA and serving certificate")
+    certs.add_argument("--out", type=Path, default=DEFAULT_CERT_DIR)
+    certs.add_argument("--host", action="append", default=None,
+                       help="extra DNS name or IP for the serving certificate; repeatable")
+    certs.set_defaults(func=_certs)
+
+    controller = sub.add_parser("controller", help="run the gang controller")
+    from webhook.controller.options import add_controller_arguments
+
+    add_controller_arguments(controller)
+    controller.set_defaults(func=_controller)
+
+    sandbox = sub.add_parser("sandbox", help="a real local control plane with Airlock wired in")
+    from webhook.sandbox.options import add_sandbox_arguments
+
+    add_sandbox_arguments(sandbox)
+    sandbox.set_defaults(func=_sandbox)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

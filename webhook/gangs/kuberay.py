@@ -1,0 +1,14 @@
+"""KubeRay clusters: head plus workers start together. Size: looked up on the RayCluster."""
+
+from webhook.gangs.base import Gang
+from webhook.pods import PodView
+
+CLUSTER_LABEL = "ray.io/cluster"
+
+
+class KubeRayConvention:
+    name = "kuberay"
+
+    def detect(self, pod: PodView) -> Gang | None:
+        cluster = pod.labels.get(CLUSTER_LABEL)
+        return Gang(name=cluster, size=None, source=self.name) if cluster else None

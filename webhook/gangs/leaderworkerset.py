@@ -1,0 +1,19 @@
+"""LeaderWorkerSet: each replica group (leader plus workers) is one gang."""
+
+from webhook.gangs.base import Gang, sized
+from webhook.pods import PodView
+
+NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
+
+
+class LeaderWorkerSetConvention:
+    name = "leaderworkerset"
+
+    def detect(self, pod: PodView) -> Gang | None:
+        lws = pod.labels.get(NAME_LABEL)
+        index = pod.labels.get(GROUP_INDEX_LABEL)
+        if not lws or index is None:
+            return None
+        return sized(f"{lws}-{index}", self.name, pod, SIZE_ANNOTATION)

@@ -1,0 +1,41 @@
+"""The string keys the webhook and the controller share, and nothing else.
+
+The webhook marks pods with these; the controller reads them back. Keeping them in
+one place is what lets the two halves evolve without importing each other.
+"""
+
+from typing import Final, Literal
+
+PREFIX: Final = "gpu-airlock.io/"
+
+# --- the public contract (DESIGN.md) ---------------------------------------------
+GATE: Final = "gpu-airlock.io/gang"
+CLASS_LABEL: Final = "gpu-airlock.io/class"
+GANG_NAME_LABEL: Final = "gpu-airlock.io/gang-name"
+GANG_SIZE_ANNOTATION: Final = "gpu-airlock.io/gang-size"
+IGNORE_NAMESPACE_LABEL: Final = "gpu-airlock.io/ignore"
+SYSTEM_NAMESPACE: Final = "airlock-system"
+CONTROLLER_IDENTITY: Final = "system:serviceaccount:airlock-system:airlock-controller"
+API_VERSION: Final = "gpu-airlock.io/v1alpha1"
+
+ClassName = Literal["training", "inference", "scavenger"]
+CLASSES: Final[tuple[ClassName, ...]] = ("training", "inference", "scavenger")
+
+# --- what the webhook records on a pod for the controller --------------------------
+# The gang a pod belongs to, as a label value (<= 63 chars, so it can be selected on).
+GANG_LABEL: Final = "gpu-airlock.io/gang"
+# The gang's full name, the convention that found it, and its size when the pod says.
+GANG_KEY_ANNOTATION: Final = "gpu-airlock.io/gang-key"
+GANG_SOURCE_ANNOTATION: Final = "gpu-airlock.io/gang-source"
+GANG_EXPECTED_SIZE_ANNOTATION: Final = "gpu-airlock.io/gang-expected-size"
+# The policy rule that decided the class.
+RULE_ANNOTATION: Final = "gpu-airlock.io/rule"
+# The node label that names the gang's topology domain, and whether one domain is a must.
+TOPOLOGY_KEY_ANNOTATION: Final = "gpu-airlock.io/topology-key"
+TOPOLOGY_MODE_ANNOTATION: Final = "gpu-airlock.io/topology-mode"
+
+# --- what the controller records ---------------------------------------------------
+# The durable admission decision, written before any gate is lifted (JSON).
+PLACEMENT_ANNOTATION: Final = "gpu-airlock.io/placement"
+
+DEFAULT_SCHEDULER: Final = "default-scheduler"

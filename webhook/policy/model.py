@@ -1,0 +1,279 @@
+"""The policy model: what one `gpu-airlock.io/v1alpha1` file may say, and the merged
+policy the webhook decides with.
+
+Every field a platform engineer writes is declared here, with a description that
+becomes the JSON Schema editors validate against and the policy reference in docs/.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from webhook.keys import API_VERSION, CLASSES, CONTROLLER_IDENTITY, SYSTEM_NAMESPACE, ClassName
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+class _Strict(BaseModel):
+    # A misspelt key is an error a person must see, not a silently ignored setting.
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
+TopologyMode = Literal["required", "preferred"]
+
+
+class PriorityClassSpec(_Strict):
+    name: str = Field(description="Name of the PriorityClass pods of this class get.")
+    value: int = Field(
+        ge=-2_147_483_648,
+        le=1_000_000_000,
+        description="The PriorityClass value (user classes may not exceed 1e9).",
+    )
+    preemption_policy: PreemptionPolicy = Field(
+        "PreemptLowerPriority",
+        alias="preemptionPolicy",
+        description="`Never` lets the class wait instead of evicting lower-priority pods.",
+    )
+    override_user: bool = Field(
+        False,
+        alias="overrideUser",
+        description="Replace a priorityClassName the user set. By default Airlock keeps it "
+        "and warns.",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _dns_name(cls, v: str) -> str:
+        if not _NAME.match(v) or len(v) > 253:
+            raise ValueError(f"{v!r} is not a valid PriorityClass name (DNS subdomain)")
+        return v
+
+
+class Toleration(_Strict):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = Field(None, alias="tolerationSeconds")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Toleration:
+        if self.operator == "Exists" and self.value:
+            raise ValueError("a toleration with operator Exists may not set a value")
+        if self.key is None and self.operator != "Exists":
+            raise ValueError("a toleration without a key must use operator Exists")
+        return self
+
+    def as_k8s(self) -> dict[str, object]:
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+class TopologyPlacement(_Strict):
+    level: str = Field(description="A level named in `topology.levels`.")
+    mode: TopologyMode = Field(
+        "preferred",
+        description="`required`: the whole gang in one domain of this level or not at all. "
+        "`preferred`: the best single domain if one fits, else the gang may span domains.",
+    )
+
+
+class ClassSpec(_Strict):
+    priority_class: PriorityClassSpec = Field(alias="priorityClass")
+    tolerations: tuple[Toleration, ...] = ()
+    topology: TopologyPlacement | None = Field(
+        None, description="Where a gang of this class must or should land."
+    )
+    gate_gangs: bool = Field(
+        True,
+        alias="gateGangs",
+        description="Add the scheduling gate to pods in a gang, so the controller starts "
+        "the gang whole.",
+    )
+    placement: Literal["none", "spread", "pack"] = Field(
+        "none",
+        description="For single pods: `spread` replicas across domains of `placementLevel` "
+        "(resilience), or `pack` them together (free whole nodes for gangs).",
+    )
+    placement_level: str = Field(
+        "host",
+        alias="placementLevel",
+        description="The topology level `placement` spreads or packs over.",
+    )
+
+
+class Match(_Strict):
+    """All given conditions must hold; a list condition holds when any item matches."""
+
+    labels: dict[str, str] = Field(default_factory=dict, description="Labels with these values.")
+    has_any_label: tuple[str, ...] = Field((), alias="hasAnyLabel")
+    lacks_labels: tuple[str, ...] = Field((), alias="lacksLabels")
+    annotations: dict[str, str] = Field(default_factory=dict)
+    has_any_annotation: tuple[str, ...] = Field((), alias="hasAnyAnnotation")
+    owner_kinds: tuple[str, ...] = Field(
+        (), alias="ownerKinds", description="Kind of the pod's controlling owner."
+    )
+    images: tuple[str, ...] = Field(
+        (), description="Shell-style globs; any container image matching any glob."
+    )
+    namespaces: tuple[str, ...] = Field((), description="Shell-style globs on the namespace.")
+    requests: tuple[str, ...] = Field(
+        (), description="Resource names; the pod requests at least one of them."
+    )
+    in_gang: bool | None = Field(
+        None, alias="inGang", description="Whether a gang convention recognised the pod."
+    )
+
+
+class Rule(_Strict):
+    name: str = Field(description="Unique across all files; recorded on the pod it decides.")
+    class_: ClassName = Field(alias="class")
+    match: Match = Field(default_factory=Match)
+
+    @field_validator("name")
+    @classmethod
+    def _rule_name(cls, v: str) -> str:
+        if not _NAME.match(v) or len(v) > 63:
+            raise ValueError(f"{v!r}: rule names are lowercase letters, digits, '-' and '.'")
+        return v
+
+
+class TopologyLevel(_Strict):
+    name: str
+    node_label: str = Field(alias="nodeLabel", description="The node label naming the domain.")
+
+
+class NamespaceAccess(_Strict):
+    namespaces: tuple[str, ...] = Field(description="Shell-style globs; the first entry "
+                                        "whose globs match a namespace decides for it.")
+    classes: tuple[ClassName, ...] = Field(description="Classes pods there may use.")
+
+
+class Scope(_Strict):
+    excluded_namespaces: tuple[str, ...] = Field(
+        (),
+        alias="excludedNamespaces",
+        description="Never touched, in addition to kube-system and airlock-system.",
+    )
+    schedulers: tuple[str, ...] = Field(
+        (),
+        description="Scheduler names Airlock handles, in addition to default-scheduler.",
+    )
+    accelerators: tuple[str, ...] = Field(
+        (),
+        description="Extended resources that make a pod a GPU pod.",
+    )
+
+
+class Admission(_Strict):
+    gate_removers: tuple[str, ...] = Field(
+        (),
+        alias="gateRemovers",
+        description="Usernames allowed to remove Airlock's gate, in addition to the "
+        "controller's service account.",
+    )
+
+
+class PolicySpec(_Strict):
+    """What one file contributes. Files merge: see `webhook.policy.merging`."""
+
+    scope: Scope | None = None
+    topology_levels: tuple[TopologyLevel, ...] = Field((), alias="topologyLevels")
+    classes: dict[ClassName, ClassSpec] = Field(default_factory=dict)
+    rules: tuple[Rule, ...] = ()
+    namespace_access: tuple[NamespaceAccess, ...] = Field((), alias="namespaceAccess")
+    admission: Admission | None = None
+
+
+class Metadata(_Strict):
+    name: str
+
+
+class PolicyFile(_Strict):
+    api_version: Literal["gpu-airlock.io/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["AirlockPolicy"]
+    metadata: Metadata
+    spec: PolicySpec
+
+
+BUILTIN_EXCLUDED: tuple[str, ...] = ("kube-system", SYSTEM_NAMESPACE)
+DEFAULT_ACCELERATORS: tuple[str, ...] = ("nvidia.com/gpu",)
+
+
+class Policy(_Strict):
+    """The merged policy the webhook decides with."""
+
+    excluded_namespaces: frozenset[str]
+    schedulers: frozenset[str]
+    accelerators: tuple[str, ...]
+    topology_levels: Annotated[dict[str, str], Field(description="level name -> node label")]
+    classes: dict[ClassName, ClassSpec]
+    rules: tuple[Rule, ...]
+    namespace_access: tuple[NamespaceAccess, ...]
+    gate_removers: frozenset[str]
+    sources: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _references(self) -> Policy:
+        errors: list[str] = []
+        for cls_name, spec in self.classes.items():
+            if spec.topology and spec.topology.level not in self.topology_levels:
+                errors.append(f"class {cls_name}: topology level {spec.topology.level!r} "
+                              f"is not defined in topologyLevels")
+            if spec.placement != "none" and spec.placement_level not in self.topology_levels:
+                errors.append(f"class {cls_name}: placementLevel {spec.placement_level!r} "
+                              f"is not defined in topologyLevels")
+        for rule in self.rules:
+            if rule.class_ not in self.classes:
+                errors.append(f"rule {rule.name}: class {rule.class_} has no definition "
+                              f"under classes")
+        if errors:
+            raise ValueError("; ".join(errors))
+        return self
+
+    def allowed_classes(self, namespace: str) -> tuple[ClassName, ...]:
+        for access in self.namespace_access:
+            if any(fnmatch.fnmatchcase(namespace, g) for g in access.namespaces):
+                return access.classes
+        return CLASSES
+
+    def priority_class_owner(self, priority_class_name: str) -> ClassName | None:
+        for cls_name, spec in self.classes.items():
+            if spec.priority_class.name == priority_class_name:
+                return cls_name
+        return None
+
+
+def empty_policy_parts() -> dict[str, object]:
+    """Defaults for a merged policy before any file contributes."""
+    return {
+        "excluded_namespaces": frozenset(BUILTIN_EXCLUDED),
+        "schedulers": frozenset({"default-scheduler"}),
+        "accelerators": DEFAULT_ACCELERATORS,
+        "topology_levels": {},
+        "classes": {},
+        "rules": (),
+        "namespace_access": (),
+        "gate_removers": frozenset({CONTROLLER_IDENTITY}),
+    }
+
+
+__all__ = [
+    "API_VERSION",
+    "ClassSpec",
+    "Match",
+    "NamespaceAccess",
+    "Policy",
+    "PolicyFile",
+    "PolicySpec",
+    "PriorityClassSpec",
+    "Rule",
+    "Toleration",
+    "TopologyLevel",
+    "TopologyPlacement",
+    "empty_policy_parts",
+]

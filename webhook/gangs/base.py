@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -46,3 +48,16 @@ def parse_size(raw: str | None, key: str) -> tuple[int | None, str | None]:
 def sized(name: str, source: str, pod: PodView, key: str) -> Gang:
     size, error = parse_size(pod.annotations.get(key), key)
     return Gang(name=name, size=size, source=source, size_error=error)
+
+
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def label_value(name: str) -> str:
+    """The gang's name as a label value: itself when it is one, else a readable prefix
+    and a hash, so long compound names (jobset + replicated job) still select cleanly."""
+    if len(name) <= 63 and _LABEL_VALUE.match(name):
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    prefix = re.sub(r"[^-A-Za-z0-9_.]", "-", name)[:52].strip("-_.")
+    return f"{prefix}-{digest}" if prefix else digest

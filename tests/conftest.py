@@ -1,0 +1,58 @@
+"""Fixtures shared by every test level."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from webhook.policy.model import ClassSpec, Policy, Rule, empty_policy_parts
+
+CLASS_SPECS: dict[str, dict[str, Any]] = {
+    "inference": {
+        "priorityClass": {"name": "airlock-inference", "value": 100000},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
+                         "effect": "NoSchedule"}],
+        "placement": "spread", "placementLevel": "host",
+    },
+    "training": {
+        "priorityClass": {"name": "airlock-training", "value": 50000},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
+                         "effect": "NoSchedule"}],
+        "topology": {"level": "nvlink", "mode": "required"},
+    },
+    "scavenger": {
+        "priorityClass": {"name": "airlock-scavenger", "value": 1000,
+                          "preemptionPolicy": "Never"},
+    },
+}
+
+RULES: list[dict[str, Any]] = [
+    {"name": "serving-images", "class": "inference",
+     "match": {"images": ["*vllm*", "*tritonserver*"]}},
+    {"name": "kubeflow-training", "class": "training",
+     "match": {"hasAnyLabel": ["training.kubeflow.org/job-name"]}},
+    {"name": "lws", "class": "inference",
+     "match": {"hasAnyLabel": ["leaderworkerset.sigs.k8s.io/name"]}},
+    {"name": "gpu-deployments", "class": "inference",
+     "match": {"ownerKinds": ["ReplicaSet", "StatefulSet"]}},
+    {"name": "plain-jobs", "class": "scavenger",
+     "match": {"ownerKinds": ["Job"], "inGang": False}},
+]
+
+
+def make_policy(**overrides: Any) -> Policy:
+    """A small policy built in Python, independent of the YAML in policies/."""
+    parts: dict[str, Any] = empty_policy_parts()
+    parts.update(
+        topology_levels={"nvlink": "nvidia.com/gpu.clique", "host": "kubernetes.io/hostname"},
+        classes={k: ClassSpec.model_validate(v) for k, v in CLASS_SPECS.items()},
+        rules=tuple(Rule.model_validate(r) for r in RULES),
+    )
+    parts.update(overrides)
+    return Policy(**parts)
+
+
+@pytest.fixture
+def policy() -> Policy:
+    return make_policy()

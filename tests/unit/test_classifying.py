@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.builders import pod
+from webhook.gangs.base import label_value
+from webhook.keys import CLASS_LABEL, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION, GATE
+from webhook.pods import PodView
+from webhook.policy.classifying import classify
+from webhook.policy.model import Policy
+
+CASES: list[tuple[str, Any, bool, str | None, str | None]] = [
+    # id, pod, in scope, class, rule
+    ("kube-system", pod(namespace="kube-system").gpus(1), False, None, None),
+    ("airlock-system", pod(namespace="airlock-system").gpus(1), False, None, None),
+    ("other scheduler", pod().gpus(1).set("schedulerName", "volcano"), False, None, None),
+    ("kueue gated", pod().gpus(1).gate("kueue.x-k8s.io/admission"), False, None, None),
+    ("no accelerator", pod().cpu(), False, None, None),
+    ("explicit class without gpu", pod().label(CLASS_LABEL, "scavenger"), True, "scavenger",
+     "class-label"),
+    ("explicit wins over rules", pod().gpus(1).image("vllm/vllm-openai:v0.6")
+     .label(CLASS_LABEL, "training"), True, "training", "class-label"),
+    ("serving image", pod().gpus(1).image("vllm/vllm-openai:v0.6"), True, "inference",
+     "serving-images"),
+    ("kubeflow", pod().gpus(8).label("training.kubeflow.org/job-name", "llama"), True,
+     "training", "kubeflow-training"),
+    ("deployment", pod().gpus(1).owner("ReplicaSet", "web-5d8", "apps/v1"), True,
+     "inference", "gpu-deployments"),
+    ("plain job", pod().gpus(1).owner("Job", "sweep"), True, "scavenger", "plain-jobs"),
+    ("indexed job is a gang", pod().gpus(1).owner("Job", "ddp")
+     .label("batch.kubernetes.io/job-name", "ddp")
+     .annotation("batch.kubernetes.io/job-completion-index", "0"), True, "training",
+     "gang-member"),
+    ("our own gate is not foreign", pod().gpus(1).gate(GATE)
+     .label("training.kubeflow.org/job-name", "x"), True, "training", "kubeflow-training"),
+    ("bare gpu pod", pod().gpus(1), True, None, None),
+]
+
+
+@pytest.mark.parametrize(("builder", "in_scope", "cls", "rule"),
+                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_classify(policy: Policy, builder: Any, in_scope: bool, cls: str | None,
+                  rule: str | None) -> None:
+    d = classify(PodView.parse(builder.build()), policy)
+    assert (d.in_scope, d.class_, d.rule) == (in_scope, cls, rule), d.reason
+
+
+def test_ignored_namespace_label(policy: Policy) -> None:
+    d = classify(PodView.parse(pod().gpus(1).build()), policy, {"gpu-airlock.io/ignore": "true"})
+    assert not d.in_scope and "ignore" in d.reason
+
+
+def test_invalid_explicit_class(policy: Policy) -> None:
+    d = classify(PodView.parse(pod().gpus(1).label(CLASS_LABEL, "urgent").build()), policy)
+    assert d.in_scope and d.class_ is None
+    assert d.class_label_error and "urgent" in d.class_label_error
+
+
+GANGS: list[tuple[str, Any, tuple[str, int | None, str] | None]] = [
+    ("airlock", pod().gpus(1).label(GANG_NAME_LABEL, "g1").annotation(GANG_SIZE_ANNOTATION, "8"),
+     ("g1", 8, "airlock")),
+    ("kueue", pod().gpus(1).label("kueue.x-k8s.io/pod-group-name", "pg")
+     .annotation("kueue.x-k8s.io/pod-group-total-count", "4"), ("pg", 4, "kueue")),
+    ("lws", pod().gpus(1).label("leaderworkerset.sigs.k8s.io/name", "llm")
+     .label("leaderworkerset.sigs.k8s.io/group-index", "2")
+     .annotation("leaderworkerset.sigs.k8s.io/size", "4"), ("llm-2", 4, "leaderworkerset")),
+    ("jobset", pod().gpus(1).label("jobset.sigs.k8s.io/jobset-name", "js")
+     .label("jobset.sigs.k8s.io/replicatedjob-name", "workers"), ("js-workers", None, "jobset")),
+    ("kubeflow", pod().gpus(1).label("training.kubeflow.org/job-name", "pt"),
+     ("pt", None, "kubeflow")),
+    ("podgroup", pod().gpus(1).label("scheduling.x-k8s.io/pod-group", "pg"),
+     ("pg", None, "podgroup")),
+    ("indexed-job", pod().gpus(1).label("batch.kubernetes.io/job-name", "j")
+     .label("batch.kubernetes.io/job-completion-index", "3"), ("j", None, "indexed-job")),
+    ("kuberay", pod().gpus(1).label("ray.io/cluster", "rc"), ("rc", None, "kuberay")),
+    ("plain job is no gang", pod().gpus(1).label("batch.kubernetes.io/job-name", "j"), None),
+    ("airlock first in table order", pod().gpus(1).label(GANG_NAME_LABEL, "mine")
+     .annotation(GANG_SIZE_ANNOTATION, "2").label("ray.io/cluster", "rc"),
+     ("mine", 2, "airlock")),
+]
+
+
+@pytest.mark.parametrize(("builder", "expected"), [g[1:] for g in GANGS],
+                         ids=[g[0] for g in GANGS])
+def test_gang_conventions(policy: Policy, builder: Any,
+                          expected: tuple[str, int | None, str] | None) -> None:
+    gang = classify(PodView.parse(builder.build()), policy).gang
+    assert (None if gang is None else (gang.name, gang.size, gang.source)) == expected
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "eight", "2.5", ""])
+def test_bad_gang_size_is_flagged(policy: Policy, raw: str) -> None:
+    p = pod().gpus(1).label(GANG_NAME_LABEL, "g").annotation(GANG_SIZE_ANNOTATION, raw).build()
+    gang = classify(PodView.parse(p), policy).gang
+    assert gang is not None and gang.size is None and gang.size_error
+
+
+@pytest.mark.parametrize("name", ["a" * 63, "a" * 64, "x" * 200, "-bad-", "ok.name_1"])
+def test_label_value_is_always_a_valid_label(name: str) -> None:
+    import re
+    value = label_value(name)
+    assert len(value) <= 63
+    assert re.fullmatch(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?", value)
+    assert label_value(name) == value

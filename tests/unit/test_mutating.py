@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from tests.builders import pod
+from webhook.admission.mutating import mutate
+from webhook.keys import (
+    CLASS_LABEL,
+    GANG_LABEL,
+    GANG_NAME_LABEL,
+    GANG_SIZE_ANNOTATION,
+    GATE,
+    RULE_ANNOTATION,
+    TOPOLOGY_KEY_ANNOTATION,
+)
+from webhook.pods import PodView
+from webhook.policy.classifying import classify
+from webhook.policy.model import Policy
+
+
+def run(obj: dict[str, Any], policy: Policy, operation: str = "CREATE") -> tuple[
+        list[Any], dict[str, Any]]:
+    view = PodView.parse(obj)
+    patch = mutate(view, classify(view, policy), policy, operation).patch
+    return list(patch), jsonpatch.apply_patch(obj, list(patch))
+
+
+PODS = {
+    "kubeflow worker": pod().gpus(8).label("training.kubeflow.org/job-name", "llama")
+    .set("priority", 0).set("tolerations", [{"key": "other", "operator": "Exists"}]),
+    "airlock gang with affinity": pod().gpus(8).label(GANG_NAME_LABEL, "g")
+    .annotation(GANG_SIZE_ANNOTATION, "4").set("affinity", {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["h100"]}]},
+            {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["b200"]}]}]}}}),
+    "deployment replica": pod().gpus(1).owner("ReplicaSet", "web-1", "apps/v1")
+    .label("pod-template-hash", "abc").set("priority", 0).set("preemptionPolicy",
+                                                              "PreemptLowerPriority"),
+    "scavenger job": pod().gpus(1).owner("Job", "sweep"),
+    "lws group": pod().gpus(8).label("leaderworkerset.sigs.k8s.io/name", "llm")
+    .label("leaderworkerset.sigs.k8s.io/group-index", "0")
+    .annotation("leaderworkerset.sigs.k8s.io/size", "2"),
+    "out of scope": pod().cpu(),
+    "bare gpu pod": pod().gpus(1),
+}
+
+
+@pytest.mark.parametrize("name", PODS)
+def test_mutation_is_idempotent(policy: Policy, name: str) -> None:
+    _, once = run(PODS[name].build(), policy)
+    again, _ = run(once, policy)
+    assert again == []
+
+
+@pytest.mark.parametrize("name", PODS)
+def test_patch_touches_no_user_container(policy: Policy, name: str) -> None:
+    obj = PODS[name].build()
+    _, out = run(obj, policy)
+    assert out["spec"]["containers"] == obj["spec"]["containers"]
+
+
+def test_training_gang_gets_everything(policy: Policy) -> None:
+    obj = PODS["kubeflow worker"].build()
+    patch, out = run(obj, policy)
+    spec, meta = out["spec"], out["metadata"]
+    assert spec["priorityClassName"] == "airlock-training"
+    # The Priority plugin already set spec.priority; a stale value next to a new class
+    # name is rejected by the apiserver, so it must go.
+    assert "priority" not in spec
+    assert {"name": GATE} in spec["schedulingGates"]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} \
+        in spec["tolerations"]
+    assert {"key": "other", "operator": "Exists"} in spec["tolerations"]
+    assert meta["labels"][CLASS_LABEL] == "training"
+    assert meta["labels"][GANG_LABEL] == "llama"
+    assert meta["annotations"][RULE_ANNOTATION] == "kubeflow-training"
+    assert meta["annotations"][TOPOLOGY_KEY_ANNOTATION] == "nvidia.com/gpu.clique"
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [{"matchExpressions": [
+        {"key": "nvidia.com/gpu.clique", "operator": "Exists"}]}]
+
+
+def test_required_topology_is_added_to_every_existing_term(policy: Policy) -> None:
+    _, out = run(PODS["airlock gang with affinity"].build(), policy)
+    terms = out["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert len(terms) == 2
+    for term in terms:
+        assert term["matchExpressions"][0]["key"] == "gpu"
+        assert {"key": "nvidia.com/gpu.clique", "operator": "Exists"} in term["matchExpressions"]
+
+
+def test_gate_only_at_creation(policy: Policy) -> None:
+    _, out = run(PODS["kubeflow worker"].build(), policy, operation="UPDATE")
+    assert "schedulingGates" not in out["spec"]
+
+
+def test_preemption_policy_removed_with_priority(policy: Policy) -> None:
+    _, out = run(PODS["deployment replica"].build(), policy)
+    assert out["spec"]["priorityClassName"] == "airlock-inference"
+    assert "priority" not in out["spec"] and "preemptionPolicy" not in out["spec"]
+    spread = out["spec"]["topologySpreadConstraints"]
+    assert spread[0]["topologyKey"] == "kubernetes.io/hostname"
+
+
+def test_user_priority_class_is_kept_with_a_warning(policy: Policy) -> None:
+    obj = PODS["scavenger job"].set("priorityClassName", "team-high").build()
+    view = PodView.parse(obj)
+    mutation = mutate(view, classify(view, policy), policy, "CREATE")
+    out = jsonpatch.apply_patch(obj, list(mutation.patch))
+    assert out["spec"]["priorityClassName"] == "team-high"
+    assert any("team-high" in w for w in mutation.warnings)
+
+
+def test_out_of_scope_and_unclassified_pods_are_untouched(policy: Policy) -> None:
+    assert run(PODS["out of scope"].build(), policy)[0] == []
+    assert run(PODS["bare gpu pod"].build(), policy)[0] == []
+
+
+def test_keys_with_slashes_are_escaped(policy: Policy) -> None:
+    patch, _ = run(pod().gpus(1).owner("Job", "j").label("x", "y").build(), policy)
+    assert any(op["path"] == "/metadata/labels/gpu-airlock.io~1class" for op in patch)

@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.builders import pod
+from tests.conftest import make_policy
+from webhook.admission.validating import validate_create, validate_update
+from webhook.keys import CLASS_LABEL, CONTROLLER_IDENTITY, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION, GATE
+from webhook.pods import PodView
+from webhook.policy.classifying import classify
+from webhook.policy.model import NamespaceAccess, Policy
+
+restricted = make_policy(namespace_access=(
+    NamespaceAccess(namespaces=("sandbox-*",), classes=("scavenger",)),))
+
+
+def create(obj: dict[str, Any], policy: Policy) -> tuple[str | None, tuple[str, ...]]:
+    view = PodView.parse(obj)
+    v = validate_create(view, classify(view, policy), policy)
+    return v.denial, v.warnings
+
+
+DENIALS = [
+    ("class not allowed", pod(namespace="sandbox-1").gpus(1).label(CLASS_LABEL, "inference"),
+     "may not run inference"),
+    ("rule class not allowed", pod(namespace="sandbox-1").gpus(1).image("vllm/vllm:1"),
+     "may not run inference"),
+    ("priority class escalation", pod(namespace="sandbox-1").gpus(1).owner("Job", "j")
+     .set("priorityClassName", "airlock-inference"), "belongs to class inference"),
+    ("invalid class label", pod().gpus(1).label(CLASS_LABEL, "vip"), "is not one of"),
+    ("gang without size", pod().gpus(1).label(GANG_NAME_LABEL, "g"), "is missing"),
+    ("gang with bad size", pod().gpus(1).label(GANG_NAME_LABEL, "g")
+     .annotation(GANG_SIZE_ANNOTATION, "many"), "not a whole number"),
+    ("fractional gpu", pod().gpus("500m").owner("Job", "j"), "not a whole number"),
+    ("fractional gpu decimal", pod().gpus("0.5").owner("Job", "j"), "not a whole number"),
+    ("no limit", pod().gpus(1).owner("Job", "j"), None),
+]
+
+
+@pytest.mark.parametrize(("builder", "message"), [d[1:] for d in DENIALS],
+                         ids=[d[0] for d in DENIALS])
+def test_create_denials(builder: Any, message: str | None) -> None:
+    obj = builder.build()
+    if message is None:  # request without a limit
+        del obj["spec"]["containers"][0]["resources"]["limits"]
+        message = "without a limit"
+    denial, _ = create(obj, restricted)
+    assert denial is not None and message in denial
+
+
+def test_request_limit_mismatch() -> None:
+    denial, _ = create(pod().gpus(2, limit=4).owner("Job", "j").build(), restricted)
+    assert denial and "differs from its limit" in denial
+
+
+@pytest.mark.parametrize("builder", [
+    pod(namespace="sandbox-1").gpus(1).owner("Job", "j"),
+    pod().gpus("2").owner("Job", "j"),
+    pod(namespace="kube-system").gpus("500m"),  # out of scope: not Airlock's to judge
+])
+def test_create_allowed(builder: Any) -> None:
+    assert create(builder.build(), restricted)[0] is None
+
+
+def test_unclassified_gpu_pod_is_warned_not_denied() -> None:
+    denial, warnings = create(pod().gpus(1).build(), restricted)
+    assert denial is None and any("no Airlock policy rule" in w for w in warnings)
+
+
+def gated() -> Any:
+    return pod().gpus(1).label(CLASS_LABEL, "training").label(GANG_NAME_LABEL, "g").gate(GATE)
+
+
+def test_gate_removal_by_a_user_is_denied(policy: Policy) -> None:
+    old = PodView.parse(gated().build())
+    new_obj = gated().build()
+    new_obj["spec"]["schedulingGates"] = []
+    v = validate_update(old, PodView.parse(new_obj), "alice", policy)
+    assert v.denial and "only the Airlock controller" in v.denial and "alice" in v.denial
+
+
+def test_gate_removal_by_the_controller_is_allowed(policy: Policy) -> None:
+    new_obj = gated().build()
+    new_obj["spec"]["schedulingGates"] = []
+    new_obj["spec"]["nodeSelector"] = {"nvidia.com/gpu.clique": "c1"}
+    v = validate_update(PodView.parse(gated().build()), PodView.parse(new_obj),
+                        CONTROLLER_IDENTITY, policy)
+    assert v.allowed
+
+
+def test_configured_gate_remover_is_allowed() -> None:
+    policy = make_policy(gate_removers=frozenset({CONTROLLER_IDENTITY, "ops-bot"}))
+    new_obj = gated().build()
+    new_obj["spec"]["schedulingGates"] = []
+    assert validate_update(PodView.parse(gated().build()), PodView.parse(new_obj), "ops-bot",
+                           policy).allowed
+
+
+@pytest.mark.parametrize("key", [CLASS_LABEL, GANG_NAME_LABEL])
+def test_pinned_labels_cannot_change_while_gated(policy: Policy, key: str) -> None:
+    new = gated().label(key, "other").build()
+    v = validate_update(PodView.parse(gated().build()), PodView.parse(new), "alice", policy)
+    assert v.denial and key in v.denial
+
+
+def test_ungated_pods_may_change_labels(policy: Policy) -> None:
+    old = pod().gpus(1).label(CLASS_LABEL, "training").build()
+    new = pod().gpus(1).label(CLASS_LABEL, "scavenger").build()
+    assert validate_update(PodView.parse(old), PodView.parse(new), "alice", policy).allowed

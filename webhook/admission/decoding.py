@@ -1,0 +1,64 @@
+"""AdmissionReview bytes to a Request. A body that is not a well-formed review raises
+BadReview, which the server answers with HTTP 400 and the message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from webhook.admission.reviews import REVIEW_API_VERSION, Operation, Request
+
+MAX_BODY = 3 * 1024 * 1024
+_OPERATIONS: frozenset[str] = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+
+
+class BadReview(ValueError):
+    """The body is not an AdmissionReview this webhook can answer."""
+
+
+def _field(obj: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    value = obj.get(key)
+    if not isinstance(value, kind):
+        raise BadReview(f"{where}.{key} must be a {kind.__name__}, got "
+                        f"{type(value).__name__ if value is not None else 'nothing'}")
+    return value
+
+
+def decode(body: bytes) -> Request:
+    if len(body) > MAX_BODY:
+        raise BadReview(f"body is {len(body)} bytes; the limit is {MAX_BODY} (3 MiB)")
+    try:
+        review = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise BadReview(f"body is not valid JSON: {e}") from None
+    if not isinstance(review, dict):
+        raise BadReview("body must be a JSON object (an AdmissionReview)")
+    if review.get("apiVersion") != REVIEW_API_VERSION:
+        raise BadReview(f"apiVersion must be {REVIEW_API_VERSION}, got "
+                        f"{review.get('apiVersion')!r}")
+    if review.get("kind") != "AdmissionReview":
+        raise BadReview(f"kind must be AdmissionReview, got {review.get('kind')!r}")
+    request = _field(review, "request", dict, "AdmissionReview")
+    uid = _field(request, "uid", str, "request")
+    if not uid:
+        raise BadReview("request.uid must not be empty")
+    operation = _field(request, "operation", str, "request")
+    if operation not in _OPERATIONS:
+        raise BadReview(f"request.operation {operation!r} is not one of {sorted(_OPERATIONS)}")
+    user = request.get("userInfo") or {}
+    if not isinstance(user, dict) or not isinstance(user.get("username", ""), str):
+        raise BadReview("request.userInfo.username must be a string")
+    namespace = request.get("namespace") or ""
+    if not isinstance(namespace, str):
+        raise BadReview("request.namespace must be a string")
+    op: Operation = operation
+    return Request(
+        uid=uid,
+        operation=op,
+        namespace=namespace,
+        username=user.get("username", ""),
+        object=request.get("object"),
+        old_object=request.get("oldObject"),
+        dry_run=request.get("dryRun") is True,
+    )

@@ -1,0 +1,85 @@
+"""The admission engine: a decoded Request and the current Policy in, a Response out.
+It knows nothing of HTTP; anything unexpected is caught here, once."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from webhook.admission import responses
+from webhook.admission.mutating import mutate
+from webhook.admission.reviews import Request, Response
+from webhook.admission.validating import validate_create, validate_update
+from webhook.pods import PodShapeError, PodView
+from webhook.policy.classifying import Decision, classify
+from webhook.policy.model import Policy
+
+log = logging.getLogger("airlock.admission")
+
+NO_POLICY = "Airlock has no valid policy loaded; the pod passes unchanged"
+
+
+class NotAPod(ValueError):
+    pass
+
+
+def _pod(obj: Any, namespace: str, role: str) -> PodView:
+    if isinstance(obj, dict):
+        kind = obj.get("kind")
+        if kind is not None and kind != "Pod":
+            raise NotAPod(f"Airlock handles only Pods, got {kind!r} as {role}; check the "
+                          f"webhook configuration's rules")
+    try:
+        return PodView.parse(obj, namespace)
+    except PodShapeError as e:
+        raise PodShapeError(f"{role}.{e.path}", e.expected) from None
+
+
+def _outcome(decision: Decision) -> str:
+    if not decision.in_scope:
+        return "out-of-scope"
+    return decision.class_ or "unclassified"
+
+
+def _mutate(request: Request, policy: Policy) -> Response:
+    if request.operation != "CREATE":
+        return responses.allowed()
+    pod = _pod(request.object, request.namespace, "object")
+    decision = classify(pod, policy)
+    mutation = mutate(pod, decision, policy, request.operation)
+    return responses.patched(mutation.patch, mutation.warnings, _outcome(decision))
+
+
+def _validate(request: Request, policy: Policy) -> Response:
+    if request.operation == "CREATE":
+        pod = _pod(request.object, request.namespace, "object")
+        decision = classify(pod, policy)
+        verdict = validate_create(pod, decision, policy)
+    elif request.operation == "UPDATE":
+        pod = _pod(request.object, request.namespace, "object")
+        old = _pod(request.old_object, request.namespace, "oldObject")
+        verdict = validate_update(old, pod, request.username, policy)
+        decision = Decision(in_scope=True, reason="update", class_=None)
+    else:
+        return responses.allowed()
+    if verdict.denial is not None:
+        return responses.denied(verdict.denial, outcome="denied")
+    return responses.allowed(verdict.warnings, _outcome(decision))
+
+
+Handler = Callable[[Request, Policy], Response]
+MUTATE: Handler = _mutate
+VALIDATE: Handler = _validate
+
+
+def handle(handler: Handler, request: Request, policy: Policy | None) -> Response:
+    if policy is None:
+        return responses.allowed((NO_POLICY,), outcome="no-policy")
+    try:
+        return handler(request, policy)
+    except (PodShapeError, NotAPod) as e:
+        return responses.denied(str(e), outcome="bad-object", code=400)
+    except Exception:
+        log.exception("unexpected error reviewing %s", request.uid)
+        return responses.errored("Airlock failed to review this pod; see the webhook's log")

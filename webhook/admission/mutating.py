@@ -1,0 +1,161 @@
+"""Mutation: what a class needs, as one JSON Patch. Pure and idempotent: applied to its
+own output it returns no operations, because every step first checks what is there."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.admission.patches import PatchBuilder, PatchOp
+from webhook.gangs.base import label_value
+from webhook.keys import (
+    CLASS_LABEL,
+    GANG_EXPECTED_SIZE_ANNOTATION,
+    GANG_KEY_ANNOTATION,
+    GANG_LABEL,
+    GANG_SOURCE_ANNOTATION,
+    GATE,
+    RULE_ANNOTATION,
+    TOPOLOGY_KEY_ANNOTATION,
+    TOPOLOGY_MODE_ANNOTATION,
+)
+from webhook.pods import PodView
+from webhook.policy.classifying import Decision
+from webhook.policy.model import ClassSpec, Policy
+
+
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    patch: list[PatchOp]
+    warnings: tuple[str, ...] = field(default=())
+
+
+def _same_toleration(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    keys = ("key", "operator", "value", "effect")
+    defaults = {"operator": "Equal"}
+    return all(a.get(k, defaults.get(k)) == b.get(k, defaults.get(k)) for k in keys)
+
+
+def _record(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpec,
+            policy: Policy) -> None:
+    assert decision.class_ is not None
+    b.label(CLASS_LABEL, decision.class_)
+    if decision.rule:
+        b.annotation(RULE_ANNOTATION, decision.rule)
+    gang = decision.gang
+    if gang is None:
+        return
+    b.label(GANG_LABEL, label_value(gang.name))
+    b.annotation(GANG_KEY_ANNOTATION, gang.name)
+    b.annotation(GANG_SOURCE_ANNOTATION, gang.source)
+    if gang.size is not None:
+        b.annotation(GANG_EXPECTED_SIZE_ANNOTATION, str(gang.size))
+    if spec.topology:
+        b.annotation(TOPOLOGY_KEY_ANNOTATION, policy.topology_levels[spec.topology.level])
+        b.annotation(TOPOLOGY_MODE_ANNOTATION, spec.topology.mode)
+
+
+def _priority(b: PatchBuilder, pod: PodView, spec: ClassSpec, policy: Policy) -> list[str]:
+    wanted = spec.priority_class.name
+    current = pod.priority_class_name
+    if current == wanted:
+        return []
+    if current and not spec.priority_class.override_user:
+        if policy.priority_class_owner(current) is None:
+            return [f"kept the pod's priorityClassName {current}; the class would set {wanted}"]
+        return []
+    # The Priority plugin has already resolved spec.priority from the old class; the
+    # apiserver rejects a new class name next to a stale value, so both go.
+    b.spec_field("priorityClassName", wanted)
+    if pod.has_priority:
+        b.remove_spec_field("priority")
+    if pod.has_preemption_policy:
+        b.remove_spec_field("preemptionPolicy")
+    return []
+
+
+def _tolerations(b: PatchBuilder, pod: PodView, spec: ClassSpec) -> None:
+    present = list(pod.tolerations)
+    for t in spec.tolerations:
+        wanted = t.as_k8s()
+        if not any(_same_toleration(p, wanted) for p in present):
+            b.append("tolerations", wanted)
+            present.append(wanted)
+
+
+def _node_affinity_exists(affinity: dict[str, Any], key: str) -> bool:
+    """Require nodes that carry the topology label, in every term; True if changed."""
+    requirement = {"key": key, "operator": "Exists"}
+    node = affinity.setdefault("nodeAffinity", {})
+    required = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.setdefault("nodeSelectorTerms", [])
+    if not terms:
+        terms.append({"matchExpressions": [requirement]})
+        return True
+    changed = False
+    for term in terms:
+        exprs = term.setdefault("matchExpressions", [])
+        if not any(e.get("key") == key for e in exprs):
+            exprs.append(dict(requirement))
+            changed = True
+    return changed
+
+
+def _preferred_pod_affinity(affinity: dict[str, Any], selector: dict[str, str], key: str,
+                            weight: int) -> bool:
+    term = {"labelSelector": {"matchLabels": selector}, "topologyKey": key}
+    prefs = affinity.setdefault("podAffinity", {}).setdefault(
+        "preferredDuringSchedulingIgnoredDuringExecution", []
+    )
+    if any(p.get("podAffinityTerm") == term for p in prefs):
+        return False
+    prefs.append({"weight": weight, "podAffinityTerm": term})
+    return True
+
+
+def _placement(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpec,
+               policy: Policy) -> None:
+    affinity = copy.deepcopy(dict(pod.affinity))
+    changed = False
+    gang = decision.gang
+    if gang is not None and spec.topology:
+        key = policy.topology_levels[spec.topology.level]
+        if spec.topology.mode == "required":
+            changed |= _node_affinity_exists(affinity, key)
+        else:
+            changed |= _preferred_pod_affinity(
+                affinity, {GANG_LABEL: label_value(gang.name)}, key, 100)
+    elif gang is None and spec.placement != "none":
+        key = policy.topology_levels[spec.placement_level]
+        assert decision.class_ is not None
+        if spec.placement == "pack":
+            changed |= _preferred_pod_affinity(affinity, {CLASS_LABEL: decision.class_}, key, 50)
+        elif not any(c.get("topologyKey") == key for c in pod.topology_spread):
+            b.append("topologySpreadConstraints", {
+                "maxSkew": 1,
+                "topologyKey": key,
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": {CLASS_LABEL: decision.class_}},
+                "matchLabelKeys": ["pod-template-hash"],
+            })
+    if changed:
+        b.spec_field("affinity", affinity)
+
+
+def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> Mutation:
+    """The patch that gives the pod what its class needs; empty when out of scope."""
+    if not decision.in_scope or decision.class_ is None:
+        return Mutation([])
+    spec = policy.classes[decision.class_]
+    b = PatchBuilder(pod.raw)
+    _record(b, pod, decision, spec, policy)
+    warnings = _priority(b, pod, spec, policy)
+    _tolerations(b, pod, spec)
+    _placement(b, pod, decision, spec, policy)
+    # Gates can only be added when the pod is created.
+    if decision.gang is not None and spec.gate_gangs and operation == "CREATE" \
+            and GATE not in pod.gates:
+        b.append("schedulingGates", {"name": GATE})
+    return Mutation(b.ops, tuple(warnings))

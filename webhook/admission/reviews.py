@@ -1,0 +1,58 @@
+"""AdmissionReview v1 wire formats, as TypedDicts (only the fields Airlock reads)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, NotRequired, TypedDict
+
+from webhook.admission.patches import PatchOp
+
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+REVIEW_API_VERSION = "admission.k8s.io/v1"
+
+
+class Status(TypedDict):
+    code: int
+    message: str
+    reason: NotRequired[str]
+
+
+class ResponseBody(TypedDict):
+    uid: str
+    allowed: bool
+    status: NotRequired[Status]
+    patchType: NotRequired[Literal["JSONPatch"]]
+    patch: NotRequired[str]
+    warnings: NotRequired[list[str]]
+
+
+class ReviewBody(TypedDict):
+    apiVersion: str
+    kind: Literal["AdmissionReview"]
+    response: ResponseBody
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """The decoded request: what the engine needs, nothing of HTTP."""
+
+    uid: str
+    operation: Operation
+    namespace: str
+    username: str
+    object: Any
+    old_object: Any
+    dry_run: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A decision before it is completed into the wire format."""
+
+    allowed: bool
+    message: str | None = None
+    code: int = 200
+    patch: tuple[PatchOp, ...] = ()
+    warnings: tuple[str, ...] = ()
+    # What was decided, for metrics and logs: a class name, "out-of-scope" or "error".
+    outcome: str = "out-of-scope"

@@ -1,0 +1,158 @@
+"""The HTTPS server around the admission engine. It only translates: bytes to Request,
+Response to bytes, bad reviews to HTTP 400. It also keeps the certificate and the policy
+fresh, and reports readiness and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import orjson
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from webhook.admission import engine
+from webhook.admission.certwatching import CertWatcher
+from webhook.admission.decoding import MAX_BODY, BadReview, decode
+from webhook.admission.metrics import WebhookMetrics
+from webhook.admission.responses import complete
+from webhook.certificates import ensure_dev_certs
+from webhook.logs import setup_logging
+from webhook.policy.reloading import PolicyStore
+
+log = logging.getLogger("airlock.server")
+
+RELOAD_INTERVAL = 2.0
+
+
+class WebhookServer:
+    def __init__(self, policies: PolicyStore, certs: CertWatcher,
+                 reload_interval: float = RELOAD_INTERVAL) -> None:
+        self.policies = policies
+        self.certs = certs
+        self.reload_interval = reload_interval
+        self.draining = False
+        self.metrics = WebhookMetrics(
+            certs.seconds_to_expiry, lambda: 1.0 if policies.policy is not None else 0.0)
+        self._results = {
+            (endpoint, result): self.metrics.requests.labels(endpoint, result)
+            for endpoint in ("mutate", "validate")
+            for result in ("allowed", "denied", "bad-request")
+        }
+        self._durations = {e: self.metrics.duration.labels(e) for e in ("mutate", "validate")}
+
+    def reload(self) -> None:
+        self.certs.reload_if_changed()
+        outcome = self.policies.reload_if_changed()
+        if outcome == "reloaded":
+            self.metrics.policy_reloads.labels("ok").inc()
+        elif outcome == "failed":
+            self.metrics.policy_reloads.labels("failed").inc()
+
+    def problems(self) -> list[str]:
+        problems = []
+        if self.draining:
+            problems.append("shutting down")
+        if self.policies.policy is None:
+            problems.append(f"no policy loaded: {self.policies.last_error or 'not yet read'}")
+        cert_problem = self.certs.problem()
+        if cert_problem:
+            problems.append(cert_problem)
+        return problems
+
+    async def _review(self, request: web.Request, endpoint: str,
+                      handler: engine.Handler) -> web.Response:
+        start = time.perf_counter()
+        try:
+            review = decode(await request.read())
+        except (BadReview, web.HTTPRequestEntityTooLarge) as e:
+            message = str(e) if isinstance(e, BadReview) else \
+                f"body exceeds the limit of {MAX_BODY} bytes (3 MiB)"
+            self._results[endpoint, "bad-request"].inc()
+            return web.Response(status=400, text=message + "\n")
+        response = engine.handle(handler, review, self.policies.policy)
+        body = complete(review.uid, response)
+        self.metrics.decisions.labels(response.outcome).inc()
+        self._results[endpoint, "allowed" if response.allowed else "denied"].inc()
+        self._durations[endpoint].observe(time.perf_counter() - start)
+        return web.Response(body=body, content_type="application/json")
+
+    async def mutate(self, request: web.Request) -> web.Response:
+        return await self._review(request, "mutate", engine.MUTATE)
+
+    async def validate(self, request: web.Request) -> web.Response:
+        return await self._review(request, "validate", engine.VALIDATE)
+
+    async def healthz(self, _: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(self, _: web.Request) -> web.Response:
+        problems = self.problems()
+        status = 503 if problems else 200
+        body = {"ready": not problems, "problems": problems,
+                "policyError": self.policies.last_error}
+        return web.Response(status=status, body=orjson.dumps(body),
+                            content_type="application/json")
+
+    async def metrics_endpoint(self, _: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(self.metrics.registry),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _reloading(self, app: web.Application) -> AsyncIterator[None]:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(self.reload_interval)
+                self.reload()
+
+        task = asyncio.create_task(loop())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def _on_shutdown(self, _: web.Application) -> None:
+        self.draining = True
+        log.info("draining in-flight requests")
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_post("/mutate", self.mutate)
+        app.router.add_post("/validate", self.validate)
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/readyz", self.readyz)
+        app.router.add_get("/metrics", self.metrics_endpoint)
+        app.cleanup_ctx.append(self._reloading)
+        app.on_shutdown.append(self._on_shutdown)
+        return app
+
+
+def build_server(cert_dir: Path, policies: Path,
+                 reload_interval: float = RELOAD_INTERVAL) -> WebhookServer:
+    certs = CertWatcher(cert_dir)
+    store = PolicyStore(policies)
+    server = WebhookServer(store, certs, reload_interval)
+    server.reload()
+    return server
+
+
+def run_server(port: int, cert_dir: Path | None, policies: Path, host: str = "0.0.0.0") -> int:
+    setup_logging()
+    if cert_dir is None:
+        cert_dir = Path("certs")
+        ensure_dev_certs(cert_dir)
+        log.info("using development certificates", extra={"dir": str(cert_dir)})
+    server = build_server(cert_dir, policies)
+    if server.certs.not_after is None:
+        log.error("cannot serve without a certificate", extra={"error": server.certs.error})
+        return 1
+    for problem in server.problems():
+        log.error("not ready", extra={"problem": problem})
+    log.info("serving", extra={"host": host, "port": port, "policies": str(policies)})
+    # run_app drains in-flight requests on SIGTERM before it returns.
+    web.run_app(server.app(), host=host, port=port, ssl_context=server.certs.context,
+                shutdown_timeout=15, print=None, access_log=None)
+    return 0

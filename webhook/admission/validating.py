@@ -1,0 +1,105 @@
+"""Validation, split by operation. Each check returns a denial a person can act on;
+odd-but-legal pods get warnings instead."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from webhook.keys import CLASS_LABEL, GANG_LABEL, GANG_NAME_LABEL, GATE
+from webhook.pods import PodView, Quantity
+from webhook.policy.classifying import Decision
+from webhook.policy.model import Policy
+from webhook.quantities import parse_quantity
+
+# Labels that tie a gated pod to its gang; changing them would orphan it.
+_PINNED_LABELS = (CLASS_LABEL, GANG_LABEL, GANG_NAME_LABEL)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    denial: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def allowed(self) -> bool:
+        return self.denial is None
+
+
+def _whole_number(q: Quantity) -> bool:
+    try:
+        value = parse_quantity(q)
+    except ValueError:
+        return False
+    return value >= 0 and value == value.to_integral_value()
+
+
+def _accelerator_problem(pod: PodView, policy: Policy) -> str | None:
+    for c in pod.all_containers():
+        for resource in policy.accelerators:
+            request, limit = c.requests.get(resource), c.limits.get(resource)
+            if request is None and limit is None:
+                continue
+            for kind, q in (("request", request), ("limit", limit)):
+                if q is not None and not _whole_number(q):
+                    return (f"container {c.name}: {resource} {kind} {q!r} is not a whole "
+                            f"number; accelerators cannot be shared by fractions")
+            if limit is None:
+                return (f"container {c.name}: requests {resource} without a limit; "
+                        f"set resources.limits.{resource} to {request}")
+            if request is not None and parse_quantity(request) != parse_quantity(limit):
+                return (f"container {c.name}: {resource} request {request} differs from its "
+                        f"limit {limit}; they must be equal")
+    return None
+
+
+def _class_problem(pod: PodView, decision: Decision, policy: Policy) -> str | None:
+    if decision.class_label_error:
+        return decision.class_label_error
+    allowed = policy.allowed_classes(pod.namespace)
+    if decision.class_ is not None and decision.class_ not in allowed:
+        return (f"namespace {pod.namespace} may not run {decision.class_} pods "
+                f"(decided by {decision.reason}); allowed here: {', '.join(allowed) or 'none'}")
+    pc = pod.priority_class_name
+    owner = policy.priority_class_owner(pc) if pc else None
+    if owner is not None and owner not in allowed:
+        return (f"priorityClassName {pc} belongs to class {owner}, which namespace "
+                f"{pod.namespace} may not use; allowed here: {', '.join(allowed) or 'none'}")
+    return None
+
+
+def validate_create(pod: PodView, decision: Decision, policy: Policy) -> Verdict:
+    if not decision.in_scope:
+        return Verdict()
+    problem = _class_problem(pod, decision, policy) or _accelerator_problem(pod, policy)
+    gang = decision.gang
+    if problem is None and gang is not None and gang.size_error:
+        problem = f"gang {gang.name}: {gang.size_error}; set it to the number of pods in the gang"
+    if problem:
+        return Verdict(problem)
+    warnings: list[str] = []
+    if decision.class_ is None:
+        warnings.append("no Airlock policy rule classified this GPU pod; it keeps its priority")
+    if gang is not None and gang.size is not None and gang.size > 1 \
+            and GATE not in pod.gates and decision.class_ is not None \
+            and policy.classes[decision.class_].gate_gangs:
+        warnings.append(f"gang {gang.name} pod is not gated; it may start before its gang")
+    return Verdict(warnings=tuple(warnings))
+
+
+def validate_update(old: PodView, new: PodView, username: str, policy: Policy) -> Verdict:
+    if GATE not in old.gates:
+        return Verdict()
+    if GATE not in new.gates and username not in policy.gate_removers:
+        return Verdict(
+            f"only the Airlock controller may remove the {GATE} scheduling gate ({username} "
+            f"tried); it lifts the gate when the whole gang fits. See `kubectl describe pod` "
+            f"events for why the gang waits"
+        )
+    for key in _PINNED_LABELS:
+        if old.labels.get(key) != new.labels.get(key):
+            return Verdict(
+                f"label {key} cannot change while the pod waits for its gang "
+                f"({old.labels.get(key)!r} -> {new.labels.get(key)!r}); delete and recreate "
+                f"the pod instead"
+            )
+    return Verdict()

@@ -64,7 +64,7 @@ def test_patch_touches_no_user_container(policy: Policy, name: str) -> None:
 
 def test_training_gang_gets_everything(policy: Policy) -> None:
     obj = PODS["kubeflow worker"].build()
-    patch, out = run(obj, policy)
+    _, out = run(obj, policy)
     spec, meta = out["spec"], out["metadata"]
     assert spec["priorityClassName"] == "airlock-training"
     # The Priority plugin already set spec.priority; a stale value next to a new class

@@ -7,7 +7,13 @@ import pytest
 from tests.builders import pod
 from tests.conftest import make_policy
 from webhook.admission.validating import validate_create, validate_update
-from webhook.keys import CLASS_LABEL, CONTROLLER_IDENTITY, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION, GATE
+from webhook.keys import (
+    CLASS_LABEL,
+    CONTROLLER_IDENTITY,
+    GANG_NAME_LABEL,
+    GANG_SIZE_ANNOTATION,
+    GATE,
+)
 from webhook.pods import PodView
 from webhook.policy.classifying import classify
 from webhook.policy.model import NamespaceAccess, Policy

@@ -33,7 +33,8 @@ def _pod(obj: Any, namespace: str, role: str) -> PodView:
     try:
         return PodView.parse(obj, namespace)
     except PodShapeError as e:
-        raise PodShapeError(f"{role}.{e.path}", e.expected) from None
+        path = role if e.path == "object" else f"{role}.{e.path}"
+        raise PodShapeError(path, e.expected) from None
 
 
 def _outcome(decision: Decision) -> str:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from webhook.keys import DEFAULT_SCHEDULER
 
 Quantity = str | int | float
+_QUANTITY_TYPES = (str, int, float)
+_EMPTY: Mapping[str, Any] = {}
 
 
 class PodShapeError(ValueError):
@@ -25,10 +27,13 @@ class PodShapeError(ValueError):
         self.expected = expected
 
 
+# These run on every admission request, so the common case (right types) is a tight
+# loop, and the path for the error message is only built when there is an error.
+
 def _mapping(obj: Any, path: str) -> Mapping[str, Any]:
     if obj is None:
-        return {}
-    if not isinstance(obj, dict):
+        return _EMPTY
+    if type(obj) is not dict:
         raise PodShapeError(path, "an object")
     return obj
 
@@ -36,7 +41,7 @@ def _mapping(obj: Any, path: str) -> Mapping[str, Any]:
 def _string_map(obj: Any, path: str) -> Mapping[str, str]:
     m = _mapping(obj, path)
     for k, v in m.items():
-        if not isinstance(v, str):
+        if type(v) is not str:
             raise PodShapeError(f"{path}.{k}", "a string")
     return m
 
@@ -44,58 +49,62 @@ def _string_map(obj: Any, path: str) -> Mapping[str, str]:
 def _quantity_map(obj: Any, path: str) -> Mapping[str, Quantity]:
     m = _mapping(obj, path)
     for k, v in m.items():
-        if isinstance(v, bool) or not isinstance(v, str | int | float):
+        if type(v) not in _QUANTITY_TYPES:
             raise PodShapeError(f"{path}.{k}", "a quantity (string or number)")
     return m
 
 
-def _list(obj: Any, path: str) -> list[Any]:
-    if obj is None:
-        return []
-    if not isinstance(obj, list):
-        raise PodShapeError(path, "a list")
-    return obj
-
-
 def _optional_str(obj: Mapping[str, Any], key: str, path: str) -> str | None:
     v = obj.get(key)
-    if v is not None and not isinstance(v, str):
+    if v is not None and type(v) is not str:
         raise PodShapeError(f"{path}.{key}", "a string")
     return v
 
 
 def _objects(obj: Any, path: str) -> list[Mapping[str, Any]]:
-    items = _list(obj, path)
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise PodShapeError(f"{path}[{i}]", "an object")
-    return items
+    if obj is None:
+        return []
+    if type(obj) is not list:
+        raise PodShapeError(path, "a list")
+    for item in obj:
+        if type(item) is not dict:
+            raise PodShapeError(f"{path}[{obj.index(item)}]", "an object")
+    return obj
 
 
-@dataclass(frozen=True, slots=True)
-class Container:
+class Container(NamedTuple):
     name: str
     image: str
     requests: Mapping[str, Quantity]
     limits: Mapping[str, Quantity]
 
 
-@dataclass(frozen=True, slots=True)
-class OwnerRef:
+class OwnerRef(NamedTuple):
     api_version: str
     kind: str
     name: str
     controller: bool
 
 
-def _container(raw: Mapping[str, Any], path: str) -> Container:
-    resources = _mapping(raw.get("resources"), f"{path}.resources")
-    return Container(
-        name=_optional_str(raw, "name", path) or "",
-        image=_optional_str(raw, "image", path) or "",
-        requests=_quantity_map(resources.get("requests"), f"{path}.resources.requests"),
-        limits=_quantity_map(resources.get("limits"), f"{path}.resources.limits"),
-    )
+def _containers(raw: Any, field: str) -> tuple[Container, ...]:
+    return tuple([_container(c, field, i)
+                  for i, c in enumerate(_objects(raw, f"spec.{field}"))])
+
+
+def _container(raw: Mapping[str, Any], field: str, index: int) -> Container:
+    path = f"spec.{field}[{index}]"
+    resources = raw.get("resources")
+    if resources:
+        resources = _mapping(resources, f"{path}.resources")
+        requests = _quantity_map(resources.get("requests"), f"{path}.resources.requests")
+        limits = _quantity_map(resources.get("limits"), f"{path}.resources.limits")
+    else:
+        requests = limits = _EMPTY
+    name, image = raw.get("name") or "", raw.get("image") or ""
+    if not isinstance(name, str) or not isinstance(image, str):
+        raise PodShapeError(f"{path}.{'name' if not isinstance(name, str) else 'image'}",
+                            "a string")
+    return Container(name, image, requests, limits)
 
 
 def _owner(raw: Mapping[str, Any], path: str) -> OwnerRef:
@@ -103,16 +112,17 @@ def _owner(raw: Mapping[str, Any], path: str) -> OwnerRef:
     if controller is not None and not isinstance(controller, bool):
         raise PodShapeError(f"{path}.controller", "a boolean")
     return OwnerRef(
-        api_version=_optional_str(raw, "apiVersion", path) or "",
-        kind=_optional_str(raw, "kind", path) or "",
-        name=_optional_str(raw, "name", path) or "",
-        controller=bool(controller),
+        _optional_str(raw, "apiVersion", path) or "",
+        _optional_str(raw, "kind", path) or "",
+        _optional_str(raw, "name", path) or "",
+        bool(controller),
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PodView:
-    """The parts of a Pod that classification, mutation and validation read."""
+    """The parts of a Pod that classification, mutation and validation read.
+    Treat it as read-only: it is built once per review and shared by every step."""
 
     raw: Mapping[str, Any]
     name: str
@@ -131,6 +141,10 @@ class PodView:
     tolerations: tuple[Mapping[str, Any], ...]
     affinity: Mapping[str, Any]
     topology_spread: tuple[Mapping[str, Any], ...]
+    # Every resource any container requests or limits, and every image: what
+    # classification asks most often, computed once.
+    resources: frozenset[str]
+    image_names: tuple[str, ...]
 
     @classmethod
     def parse(cls, obj: Any, namespace: str = "") -> PodView:
@@ -139,40 +153,37 @@ class PodView:
         generateName in a namespaced request)."""
         if not isinstance(obj, dict):
             raise PodShapeError("object", "an object")
-        pod: Mapping[str, Any] = obj
-        meta = _mapping(pod.get("metadata"), "metadata")
-        spec = _mapping(pod.get("spec"), "spec")
+        meta = _mapping(obj.get("metadata"), "metadata")
+        spec = _mapping(obj.get("spec"), "spec")
         name = _optional_str(meta, "name", "metadata") or _optional_str(
-            meta, "generateName", "metadata"
-        ) or ""
-        ns = _optional_str(meta, "namespace", "metadata") or namespace
-        gates = tuple(
+            meta, "generateName", "metadata") or ""
+        raw_gates = spec.get("schedulingGates")
+        gates = tuple([
             _optional_str(g, "name", f"spec.schedulingGates[{i}]") or ""
-            for i, g in enumerate(_objects(spec.get("schedulingGates"), "spec.schedulingGates"))
-        )
+            for i, g in enumerate(_objects(raw_gates, "spec.schedulingGates"))
+        ]) if raw_gates else ()
         priority = spec.get("priority")
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise PodShapeError("spec.priority", "an integer")
+        containers = _containers(spec.get("containers"), "containers")
+        init = spec.get("initContainers")
+        init_containers = _containers(init, "initContainers") if init else ()
+        resources: set[str] = set()
+        for c in containers + init_containers:
+            resources.update(c.requests, c.limits)
+        owners = meta.get("ownerReferences")
         return cls(
-            raw=pod,
+            raw=obj,
             name=name,
-            namespace=ns,
+            namespace=_optional_str(meta, "namespace", "metadata") or namespace,
             labels=_string_map(meta.get("labels"), "metadata.labels"),
             annotations=_string_map(meta.get("annotations"), "metadata.annotations"),
-            owners=tuple(
+            owners=tuple([
                 _owner(o, f"metadata.ownerReferences[{i}]")
-                for i, o in enumerate(_objects(meta.get("ownerReferences"),
-                                               "metadata.ownerReferences"))
-            ),
-            containers=tuple(
-                _container(c, f"spec.containers[{i}]")
-                for i, c in enumerate(_objects(spec.get("containers"), "spec.containers"))
-            ),
-            init_containers=tuple(
-                _container(c, f"spec.initContainers[{i}]")
-                for i, c in enumerate(_objects(spec.get("initContainers"),
-                                               "spec.initContainers"))
-            ),
+                for i, o in enumerate(_objects(owners, "metadata.ownerReferences"))
+            ]) if owners else (),
+            containers=containers,
+            init_containers=init_containers,
             scheduler_name=_optional_str(spec, "schedulerName", "spec") or DEFAULT_SCHEDULER,
             gates=gates,
             priority_class_name=_optional_str(spec, "priorityClassName", "spec") or None,
@@ -184,6 +195,8 @@ class PodView:
             topology_spread=tuple(
                 _objects(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
             ),
+            resources=frozenset(resources),
+            image_names=tuple([c.image for c in containers + init_containers]),
         )
 
     def all_containers(self) -> Iterator[Container]:
@@ -191,14 +204,12 @@ class PodView:
         yield from self.containers
 
     def images(self) -> Iterator[str]:
-        return (c.image for c in self.all_containers())
+        return iter(self.image_names)
 
     def requested(self, resource: str) -> bool:
         """True when any container requests or limits `resource` (an extended resource
         given only as a limit defaults its request to the limit)."""
-        return any(
-            resource in c.requests or resource in c.limits for c in self.all_containers()
-        )
+        return resource in self.resources
 
     def controller_owner(self) -> OwnerRef | None:
         for o in self.owners:

@@ -117,7 +117,7 @@ def _preferred_pod_affinity(affinity: dict[str, Any], selector: dict[str, str], 
 
 def _placement(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpec,
                policy: Policy) -> None:
-    affinity = copy.deepcopy(dict(pod.affinity))
+    affinity: dict[str, Any] = copy.deepcopy(dict(pod.affinity)) if pod.affinity else {}
     changed = False
     gang = decision.gang
     if gang is not None and spec.topology:
@@ -158,4 +158,4 @@ def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> 
     if decision.gang is not None and spec.gate_gangs and operation == "CREATE" \
             and GATE not in pod.gates:
         b.append("schedulingGates", {"name": GATE})
-    return Mutation(b.ops, tuple(warnings))
+    return Mutation(b.ops(), tuple(warnings))

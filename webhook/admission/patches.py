@@ -7,6 +7,7 @@ Building ops directly is far cheaper on the hot path than copying the pod and di
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -17,54 +18,68 @@ class PatchOp(TypedDict):
     value: NotRequired[Any]
 
 
-def pointer(*parts: str | int) -> str:
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+@functools.cache
+def escape(key: str) -> str:
+    """A map key as a JSON Pointer token; the same few keys recur on every request."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 class PatchBuilder:
+    """Collects changes to a pod, then writes them as the fewest operations: a map or
+    list the pod lacks is added whole, one it has is extended entry by entry."""
+
     def __init__(self, pod: Mapping[str, Any]) -> None:
         self._meta: Mapping[str, Any] = pod.get("metadata") or {}
         self._spec: Mapping[str, Any] = pod.get("spec") or {}
-        self.ops: list[PatchOp] = []
-        # Maps and lists this patch has created, so a second entry appends to them.
-        self._created: set[str] = set()
+        self._ops: list[PatchOp] = []
+        self._labels: dict[str, str] = {}
+        self._annotations: dict[str, str] = {}
+        self._appends: dict[str, list[Any]] = {}
 
-    def _set_in_map(self, section: str, parent: Mapping[str, Any], key: str,
-                    value: Any) -> None:
-        path = pointer(*section.split("/"))
-        if parent.get(key) == value:
-            return
-        if key in parent:
-            self.ops.append({"op": "replace", "path": pointer(*section.split("/"), key),
-                             "value": value})
-        elif parent or path in self._created:
-            self.ops.append({"op": "add", "path": pointer(*section.split("/"), key),
-                             "value": value})
-        else:
-            self.ops.append({"op": "add", "path": path, "value": {key: value}})
-            self._created.add(path)
+    @staticmethod
+    def _changed(parent: Mapping[str, Any] | None, key: str, value: Any) -> bool:
+        return parent is None or parent.get(key) != value
 
     def label(self, key: str, value: str) -> None:
-        self._set_in_map("metadata/labels", self._meta.get("labels") or {}, key, value)
+        if self._changed(self._meta.get("labels"), key, value):
+            self._labels[key] = value
 
     def annotation(self, key: str, value: str) -> None:
-        self._set_in_map("metadata/annotations", self._meta.get("annotations") or {}, key, value)
+        if self._changed(self._meta.get("annotations"), key, value):
+            self._annotations[key] = value
 
     def spec_field(self, key: str, value: Any) -> None:
-        self._set_in_map("spec", self._spec, key, value)
+        if key not in self._spec:
+            self._ops.append({"op": "add", "path": f"/spec/{escape(key)}", "value": value})
+        elif self._spec[key] != value:
+            self._ops.append({"op": "replace", "path": f"/spec/{escape(key)}", "value": value})
 
     def remove_spec_field(self, key: str) -> None:
         if key in self._spec:
-            self.ops.append({"op": "remove", "path": pointer("spec", key)})
+            self._ops.append({"op": "remove", "path": f"/spec/{escape(key)}"})
 
     def append(self, field: str, item: Any) -> None:
         """Append to a spec list, creating it when the pod has none."""
-        path = pointer("spec", field)
-        if self._spec.get(field) or path in self._created:
-            self.ops.append({"op": "add", "path": path + "/-", "value": item})
-        else:
-            self.ops.append({"op": "add", "path": path, "value": [item]})
-            self._created.add(path)
+        self._appends.setdefault(field, []).append(item)
 
-    def replace(self, path: str, value: Any) -> None:
-        self.ops.append({"op": "add", "path": path, "value": value})
+    def _map_ops(self, path: str, parent: Mapping[str, Any] | None,
+                 changes: dict[str, Any]) -> None:
+        if not changes:
+            return
+        if not parent:
+            self._ops.append({"op": "add", "path": path, "value": changes})
+            return
+        for key, value in changes.items():
+            op: Literal["add", "replace"] = "replace" if key in parent else "add"
+            self._ops.append({"op": op, "path": f"{path}/{escape(key)}", "value": value})
+
+    def ops(self) -> list[PatchOp]:
+        self._map_ops("/metadata/labels", self._meta.get("labels"), self._labels)
+        self._map_ops("/metadata/annotations", self._meta.get("annotations"), self._annotations)
+        for field, items in self._appends.items():
+            path = f"/spec/{escape(field)}"
+            if self._spec.get(field):
+                self._ops.extend({"op": "add", "path": path + "/-", "value": i} for i in items)
+            else:
+                self._ops.append({"op": "add", "path": path, "value": items})
+        return self._ops

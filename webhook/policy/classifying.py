@@ -7,7 +7,9 @@ checks is the contract in DESIGN.md ("Default policy").
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping
+import functools
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from webhook.gangs.base import Gang
@@ -21,7 +23,7 @@ from webhook.keys import (
     ClassName,
 )
 from webhook.pods import PodView
-from webhook.policy.model import Match, Policy
+from webhook.policy.model import Match, Policy, Rule
 
 # Names recorded as the deciding "rule" when no policy rule decided.
 RULE_CLASS_LABEL = "class-label"
@@ -43,34 +45,66 @@ def _out(reason: str) -> Decision:
     return Decision(in_scope=False, reason=reason)
 
 
-def _any_glob(value: str, globs: tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatchcase(value, g) for g in globs)
+@functools.lru_cache(maxsize=512)
+def _globs(globs: tuple[str, ...]) -> re.Pattern[str]:
+    """One compiled regex for a rule's globs: this runs on every admission request."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs))
 
 
-def matches(match: Match, pod: PodView, gang: Gang | None) -> bool:
-    """Whether every condition of `match` holds for the pod (cheapest checks first)."""
-    labels, annotations = pod.labels, pod.annotations
-    if match.in_gang is not None and match.in_gang != (gang is not None):
-        return False
-    if match.has_any_label and not any(k in labels for k in match.has_any_label):
-        return False
-    if any(k in labels for k in match.lacks_labels):
-        return False
-    if any(labels.get(k) != v for k, v in match.labels.items()):
-        return False
-    if match.has_any_annotation and not any(k in annotations for k in match.has_any_annotation):
-        return False
-    if any(annotations.get(k) != v for k, v in match.annotations.items()):
-        return False
+Check = Callable[[PodView, Gang | None], bool]
+
+
+def _checks(match: Match) -> tuple[Check, ...]:
+    """The conditions a Match sets, as small predicates, cheapest first. Compiled once per
+    policy: empty conditions cost nothing on the admission hot path."""
+    checks: list[Check] = []
+    if match.in_gang is not None:
+        want = match.in_gang
+        checks.append(lambda _, gang: want == (gang is not None))
+    if match.has_any_label:
+        keys = frozenset(match.has_any_label)
+        checks.append(lambda pod, _: not keys.isdisjoint(pod.labels))
+    if match.lacks_labels:
+        absent = frozenset(match.lacks_labels)
+        checks.append(lambda pod, _: absent.isdisjoint(pod.labels))
+    if match.labels:
+        labels = tuple(match.labels.items())
+        checks.append(lambda pod, _: all(pod.labels.get(k) == v for k, v in labels))
+    if match.has_any_annotation:
+        akeys = frozenset(match.has_any_annotation)
+        checks.append(lambda pod, _: not akeys.isdisjoint(pod.annotations))
+    if match.annotations:
+        annotations = tuple(match.annotations.items())
+        checks.append(lambda pod, _: all(pod.annotations.get(k) == v for k, v in annotations))
     if match.owner_kinds:
-        owner = pod.controller_owner()
-        if owner is None or owner.kind not in match.owner_kinds:
-            return False
-    if match.namespaces and not _any_glob(pod.namespace, match.namespaces):
-        return False
-    if match.requests and not any(pod.requested(r) for r in match.requests):
-        return False
-    return not match.images or any(_any_glob(i, match.images) for i in pod.images())
+        kinds = frozenset(match.owner_kinds)
+        checks.append(lambda pod, _: (o := pod.controller_owner()) is not None
+                      and o.kind in kinds)
+    if match.requests:
+        requests = frozenset(match.requests)
+        checks.append(lambda pod, _: not requests.isdisjoint(pod.resources))
+    if match.namespaces:
+        namespaces = _globs(match.namespaces)
+        checks.append(lambda pod, _: namespaces.match(pod.namespace) is not None)
+    if match.images:
+        images = _globs(match.images)
+        checks.append(lambda pod, _: any(images.match(i) for i in pod.image_names))
+    return tuple(checks)
+
+
+# The rules of the policies in use, compiled. Each entry holds its policy, so an id is
+# never reused while it is a key; a reload adds one entry and the oldest goes.
+_COMPILED: dict[int, tuple[Policy, tuple[tuple[Rule, tuple[Check, ...]], ...]]] = {}
+
+
+def _compiled_rules(policy: Policy) -> tuple[tuple[Rule, tuple[Check, ...]], ...]:
+    entry = _COMPILED.get(id(policy))
+    if entry is None:
+        entry = (policy, tuple((rule, _checks(rule.match)) for rule in policy.rules))
+        if len(_COMPILED) >= 4:
+            del _COMPILED[next(iter(_COMPILED))]
+        _COMPILED[id(policy)] = entry
+    return entry[1]
 
 
 def _scope_exclusion(
@@ -95,7 +129,7 @@ def classify(
     if excluded:
         return _out(excluded)
     explicit = pod.labels.get(CLASS_LABEL)
-    if explicit is None and not any(pod.requested(r) for r in policy.accelerators):
+    if explicit is None and pod.resources.isdisjoint(policy.accelerators):
         return _out("requests no accelerator and has no explicit class")
     gang = find_gang(pod)
     if explicit is not None:
@@ -110,8 +144,8 @@ def classify(
         # On reinvocation the label is Airlock's own record: keep the rule it names.
         rule = pod.annotations.get(RULE_ANNOTATION, RULE_CLASS_LABEL)
         return Decision(True, f"label {CLASS_LABEL}", explicit, rule, gang)
-    for rule in policy.rules:
-        if matches(rule.match, pod, gang):
+    for rule, checks in _compiled_rules(policy):
+        if all(check(pod, gang) for check in checks):
             return Decision(True, f"policy rule {rule.name}", rule.class_, rule.name, gang)
     if gang is not None:
         return Decision(True, f"member of {gang.source} gang", "training", RULE_GANG_MEMBER, gang)

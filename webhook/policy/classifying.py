@@ -11,7 +11,6 @@ import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import cast
 
 from webhook.gangs.base import Gang
 from webhook.gangs.registry import find_gang
@@ -144,7 +143,7 @@ def classify(
             )
         # On reinvocation the label is Airlock's own record: keep the rule it names.
         recorded = pod.annotations.get(RULE_ANNOTATION, RULE_CLASS_LABEL)
-        return Decision(True, f"label {CLASS_LABEL}", cast(ClassName, explicit), recorded, gang)
+        return Decision(True, f"label {CLASS_LABEL}", explicit, recorded, gang)
     for rule, checks in _compiled_rules(policy):
         if all(check(pod, gang) for check in checks):
             return Decision(True, f"policy rule {rule.name}", rule.class_, rule.name, gang)

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 echo "== ruff";  .venv/bin/ruff check .
 echo "== mypy";  .venv/bin/mypy
+echo "== import layers"; .venv/bin/lint-imports --no-cache
 echo "== policy lint"; .venv/bin/airlock lint policies
 echo "== Kubernetes binaries"; .venv/bin/python -m webhook.sandbox.binaries
 echo "== tests"; .venv/bin/pytest -q -ra "$@"

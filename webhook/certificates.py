@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,7 +64,10 @@ def make_certs(out: Path, hosts: tuple[str, ...] = SERVICE_HOSTS, days: int = 36
     start = not_before or datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
     end = start + datetime.timedelta(days=days)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "airlock-dev-ca")])
+    # A unique name per CA: a trust bundle holding the old and the new CA during a
+    # rotation must tell them apart by subject.
+    ca_name = x509.Name([x509.NameAttribute(
+        NameOID.COMMON_NAME, f"airlock-dev-ca-{secrets.token_hex(4)}")])
     ca = (
         x509.CertificateBuilder()
         .subject_name(ca_name).issuer_name(ca_name)

@@ -16,7 +16,7 @@ def _serve(args: argparse.Namespace) -> int:
     from webhook.admission.serving import run_server
 
     return run_server(port=args.port, cert_dir=args.cert_dir, policies=args.policies,
-                      host=args.host)
+                      host=args.host, drain_seconds=args.drain_seconds)
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="directory with tls.crt and tls.key (default: make a development "
                             "CA and certificate under certs/)")
     serve.add_argument("--policies", type=Path, default=DEFAULT_POLICIES)
+    serve.add_argument("--drain-seconds", type=float, default=5.0,
+                       help="on SIGTERM, report not-ready and keep serving this long before "
+                            "closing, so the apiserver stops sending first")
     serve.set_defaults(func=_serve)
 
     explain = sub.add_parser("explain", help="show offline what admission does to pods")

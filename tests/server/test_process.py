@@ -51,7 +51,8 @@ def served(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--cert-dir", str(tmp_path / "certs"), "--policies", str(ROOT / "policies")],
+         "--cert-dir", str(tmp_path / "certs"), "--policies", str(ROOT / "policies"),
+         "--drain-seconds", "1.5"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_ready(port, certs.ca, proc)
@@ -64,6 +65,8 @@ def served(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]
 
 async def test_sigterm_drains_an_in_flight_request(
         served: tuple[subprocess.Popen[bytes], int, Path]) -> None:
+    """A request under way when SIGTERM arrives completes; the server then reports
+    not-ready while it drains, and exits 0."""
     proc, port, ca = served
     body = orjson.dumps(review(pod().gpus(1).owner("Job", "j").build()))
     reader, writer = await asyncio.open_connection(
@@ -81,6 +84,10 @@ async def test_sigterm_drains_an_in_flight_request(
     status = await asyncio.wait_for(reader.readline(), 10)
     assert status.startswith(b"HTTP/1.1 200")
     writer.close()
+    ctx = ssl.create_default_context(cafile=str(ca))
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
+    writer.write(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert (await reader.read()).startswith(b"HTTP/1.1 503")
     assert await asyncio.to_thread(proc.wait, 20) == 0
 
 

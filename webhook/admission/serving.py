@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,6 +29,8 @@ from webhook.policy.reloading import PolicyStore
 log = logging.getLogger("airlock.server")
 
 RELOAD_INTERVAL = 2.0
+OUTCOMES = ("training", "inference", "scavenger", "out-of-scope", "unclassified", "denied",
+            "bad-object", "error", "no-policy")
 
 
 class WebhookServer:
@@ -44,6 +48,8 @@ class WebhookServer:
             for result in ("allowed", "denied", "bad-request")
         }
         self._durations = {e: self.metrics.duration.labels(e) for e in ("mutate", "validate")}
+        # Bound label children: a labels() lookup per request is measurable on this path.
+        self._decisions = {o: self.metrics.decisions.labels(o) for o in OUTCOMES}
 
     def reload(self) -> None:
         self.certs.reload_if_changed()
@@ -76,7 +82,8 @@ class WebhookServer:
             return web.Response(status=400, text=message + "\n")
         response = engine.handle(handler, review, self.policies.policy)
         body = complete(review.uid, response)
-        self.metrics.decisions.labels(response.outcome).inc()
+        decision = self._decisions.get(response.outcome)
+        (decision or self.metrics.decisions.labels(response.outcome)).inc()
         self._results[endpoint, "allowed" if response.allowed else "denied"].inc()
         self._durations[endpoint].observe(time.perf_counter() - start)
         return web.Response(body=body, content_type="application/json")
@@ -114,10 +121,6 @@ class WebhookServer:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    async def _on_shutdown(self, _: web.Application) -> None:
-        self.draining = True
-        log.info("draining in-flight requests")
-
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_post("/mutate", self.mutate)
@@ -126,7 +129,6 @@ class WebhookServer:
         app.router.add_get("/readyz", self.readyz)
         app.router.add_get("/metrics", self.metrics_endpoint)
         app.cleanup_ctx.append(self._reloading)
-        app.on_shutdown.append(self._on_shutdown)
         return app
 
 
@@ -139,7 +141,28 @@ def build_server(cert_dir: Path, policies: Path,
     return server
 
 
-def run_server(port: int, cert_dir: Path | None, policies: Path, host: str = "0.0.0.0") -> int:
+async def _serve(server: WebhookServer, host: str, port: int, drain_seconds: float) -> None:
+    runner = web.AppRunner(server.app(), access_log=None, shutdown_timeout=15)
+    await runner.setup()
+    await web.TCPSite(runner, host, port, ssl_context=server.certs.context).start()
+    log.info("serving", extra={"host": host, "port": port,
+                               "policies": str(server.policies.directory)})
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    # Report not-ready first and keep serving while the endpoint is removed and the
+    # apiserver stops sending; then close and let the requests under way finish.
+    server.draining = True
+    log.info("stopping: not ready, draining", extra={"seconds": drain_seconds})
+    await asyncio.sleep(drain_seconds)
+    await runner.cleanup()
+    log.info("stopped")
+
+
+def run_server(port: int, cert_dir: Path | None, policies: Path, host: str = "0.0.0.0",
+               drain_seconds: float = 5.0) -> int:
     setup_logging()
     if cert_dir is None:
         cert_dir = Path("certs")
@@ -148,11 +171,9 @@ def run_server(port: int, cert_dir: Path | None, policies: Path, host: str = "0.
     server = build_server(cert_dir, policies)
     if server.certs.not_after is None:
         log.error("cannot serve without a certificate", extra={"error": server.certs.error})
+        print(f"airlock serve: {server.certs.error}", file=sys.stderr)
         return 1
     for problem in server.problems():
         log.error("not ready", extra={"problem": problem})
-    log.info("serving", extra={"host": host, "port": port, "policies": str(policies)})
-    # run_app drains in-flight requests on SIGTERM before it returns.
-    web.run_app(server.app(), host=host, port=port, ssl_context=server.certs.context,
-                shutdown_timeout=15, print=None, access_log=None)
+    asyncio.run(_serve(server, host, port, drain_seconds))
     return 0

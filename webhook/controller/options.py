@@ -1,0 +1,29 @@
+"""Command-line options of `airlock controller`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from pathlib import Path
+
+
+def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", type=Path, default=None,
+                        help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+    parser.add_argument("--namespace", default="airlock-system",
+                        help="namespace of the leader-election Lease")
+    parser.add_argument("--lease-name", default="airlock-controller")
+    parser.add_argument("--no-leader-election", action="store_true",
+                        help="act at once, without a Lease (one replica only)")
+    parser.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}",
+                        help="this replica's name in the Lease")
+    parser.add_argument("--metrics-port", type=int, default=8080,
+                        help="port for /metrics and /healthz (0 to disable)")
+    parser.add_argument("--order", choices=("strict", "backfill"), default="backfill",
+                        help="strict: the head gang blocks all behind it; backfill: smaller "
+                             "gangs may start if they leave the head's domain alone")
+    parser.add_argument("--reservation-timeout", type=float, default=120.0,
+                        help="seconds an ungated but unbound pod keeps its capacity reserved")
+    parser.add_argument("--incomplete-warning-after", type=float, default=300.0,
+                        help="seconds before a gang with missing members gets a Warning event")

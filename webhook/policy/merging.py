@@ -1,0 +1,129 @@
+"""Several policy documents into one Policy, in a defined order.
+
+Files are taken in name order (prefix them `00-`, `10-`, ...) and documents in file
+order. Lists (rules, namespaceAccess) concatenate in that order, so an earlier file's rule
+wins. Sets (excluded namespaces, schedulers, accelerators, gate removers) are unions with
+the built-in ones. Maps (classes, topology levels) and names (rules, metadata.name) may be
+defined once: a second definition is a conflict that names both places.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from webhook.policy.model import Policy, PolicyFile, empty_policy_parts
+from webhook.policy.sources import Document, Loc, PolicyError, Problem
+
+
+def _validation_problems(doc: Document, error: ValidationError) -> list[Problem]:
+    problems = []
+    for e in error.errors():
+        loc: Loc = tuple(e["loc"])
+        where = ".".join(str(p) for p in loc) or "document"
+        message = e["msg"]
+        if e["type"] == "extra_forbidden":
+            message = "unknown field (check the spelling; see docs/policy-reference.md)"
+        problems.append(Problem(doc.file, doc.line(loc), f"{where}: {message}"))
+    return problems
+
+
+def _parse(doc: Document) -> PolicyFile:
+    if not isinstance(doc.data, dict):
+        raise PolicyError([Problem(doc.file, doc.start_line,
+                                   "a policy document must be a mapping")])
+    try:
+        return PolicyFile.model_validate(doc.data)
+    except ValidationError as e:
+        raise PolicyError(_validation_problems(doc, e)) from None
+
+
+class _Merger:
+    def __init__(self) -> None:
+        self.parts: dict[str, Any] = empty_policy_parts()
+        self.classes: dict[str, Any] = {}
+        self.levels: dict[str, str] = {}
+        self.rules: list[Any] = []
+        self.access: list[Any] = []
+        self.problems: list[Problem] = []
+        # Where each once-only name was defined, for conflict messages.
+        self.seen: dict[tuple[str, str], str] = {}
+
+    def _once(self, kind: str, name: str, doc: Document, loc: Loc) -> bool:
+        here = f"{doc.file}:{doc.line(loc)}"
+        first = self.seen.setdefault((kind, name), here)
+        if first != here:
+            self.problems.append(Problem(doc.file, doc.line(loc),
+                                         f"{kind} {name!r} is already defined at {first}"))
+            return False
+        return True
+
+    def add(self, doc: Document, pf: PolicyFile) -> None:
+        self._once("policy", pf.metadata.name, doc, ("metadata", "name"))
+        spec = pf.spec
+        if spec.scope:
+            self.parts["excluded_namespaces"] |= set(spec.scope.excluded_namespaces)
+            self.parts["schedulers"] |= set(spec.scope.schedulers)
+            self.parts["accelerators"] = tuple(dict.fromkeys(
+                (*self.parts["accelerators"], *spec.scope.accelerators)))
+        if spec.admission:
+            self.parts["gate_removers"] |= set(spec.admission.gate_removers)
+        for i, level in enumerate(spec.topology_levels):
+            if self._once("topology level", level.name, doc, ("spec", "topologyLevels", i)):
+                self.levels[level.name] = level.node_label
+        for cls_name, cls_spec in spec.classes.items():
+            if self._once("class", cls_name, doc, ("spec", "classes", cls_name)):
+                self.classes[cls_name] = (cls_spec, doc)
+        for i, rule in enumerate(spec.rules):
+            if self._once("rule", rule.name, doc, ("spec", "rules", i, "name")):
+                self.rules.append((rule, doc, i))
+        self.access.extend(spec.namespace_access)
+
+    def _references(self) -> None:
+        for cls_name, (cls_spec, doc) in self.classes.items():
+            loc: Loc = ("spec", "classes", cls_name)
+            for level, field in ((cls_spec.topology and cls_spec.topology.level, "topology"),
+                                 (cls_spec.placement != "none" and cls_spec.placement_level,
+                                  "placementLevel")):
+                if level and level not in self.levels:
+                    self.problems.append(Problem(
+                        doc.file, doc.line((*loc, field)),
+                        f"class {cls_name}: {field} level {level!r} is not one of the "
+                        f"topologyLevels ({', '.join(self.levels) or 'none defined'})"))
+        for rule, doc, i in self.rules:
+            if rule.class_ not in self.classes:
+                self.problems.append(Problem(
+                    doc.file, doc.line(("spec", "rules", i, "class")),
+                    f"rule {rule.name}: class {rule.class_} has no definition under "
+                    f"spec.classes"))
+
+    def policy(self, sources: tuple[str, ...]) -> Policy:
+        self._references()
+        if self.problems:
+            raise PolicyError(self.problems)
+        self.parts.update(
+            excluded_namespaces=frozenset(self.parts["excluded_namespaces"]),
+            schedulers=frozenset(self.parts["schedulers"]),
+            gate_removers=frozenset(self.parts["gate_removers"]),
+            topology_levels=dict(self.levels),
+            classes={k: v for k, (v, _) in self.classes.items()},
+            rules=tuple(r for r, _, _ in self.rules),
+            namespace_access=tuple(self.access),
+            sources=sources,
+        )
+        return Policy(**self.parts)
+
+
+def merge(docs: list[Document]) -> Policy:
+    """The merged policy; PolicyError listing every problem found."""
+    merger = _Merger()
+    problems: list[Problem] = []
+    for doc in docs:
+        try:
+            merger.add(doc, _parse(doc))
+        except PolicyError as e:
+            problems.extend(e.problems)
+    if problems:
+        raise PolicyError(problems + merger.problems)
+    return merger.policy(tuple(dict.fromkeys(d.file for d in docs)))

@@ -1,0 +1,22 @@
+"""Command-line options of `airlock sandbox`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("up", "down", "status"))
+    parser.add_argument("--state-dir", type=Path, default=None,
+                        help="where the sandbox keeps its files (default: "
+                             "~/.cache/airlock/sandbox)")
+    parser.add_argument("--nodes", type=int, default=8, help="fake GPU nodes")
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--nodes-per-domain", type=int, default=4,
+                        help="nodes per NVLink domain (nvidia.com/gpu.clique)")
+    parser.add_argument("--domains-per-block", type=int, default=2,
+                        help="NVLink domains per block (cloud.google.com/gce-topology-block)")
+    parser.add_argument("--demo", action="store_true",
+                        help="create the example workloads and show what happened to them")
+    parser.add_argument("--policies", type=Path, default=Path("policies"))

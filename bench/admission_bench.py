@@ -32,6 +32,7 @@ SERVER_CORE, LOAD_CORE = "0", "1"
 @dataclass(frozen=True)
 class Result:
     name: str
+    mode: str
     rps: float
     p50_ms: float
     p99_ms: float
@@ -69,11 +70,11 @@ def _ms(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-def _wrk(url: str, bodies: list[Path], duration: int, connections: int) -> tuple[float, float,
-                                                                              float, int]:
+def _wrk(url: str, bodies: list[Path], duration: int, connections: int,
+         pause_ms: int = 0) -> tuple[float, float, float, int]:
     cmd = ["taskset", "-c", LOAD_CORE, "wrk", "-t1", f"-c{connections}", f"-d{duration}s",
            "--latency", "-s", str(ROOT / "bench" / "rotate.lua"), url, "--",
-           *map(str, bodies)]
+           *map(str, bodies), f"pause={pause_ms}"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     p50 = _ms(re.search(r"\s50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
@@ -83,15 +84,15 @@ def _wrk(url: str, bodies: list[Path], duration: int, connections: int) -> tuple
 
 
 def _measure(name: str, argv: list[str], port: int, ca: Path, bodies: list[Path],
-             duration: int, connections: int) -> Result:
+             duration: int, connections: int, pause_ms: int) -> list[Result]:
     proc = subprocess.Popen(["taskset", "-c", SERVER_CORE, *argv], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_healthy(f"https://127.0.0.1:{port}/healthz", ca, proc)
         url = f"https://127.0.0.1:{port}/mutate"
         _wrk(url, bodies, 2, connections)  # warm-up
-        rps, p50, p99, errors = _wrk(url, bodies, duration, connections)
-        return Result(name, rps, p50, p99, errors)
+        return [Result(name, mode, *_wrk(url, bodies, duration, connections, pause))
+                for mode, pause in (("saturated", 0), (f"paced {pause_ms}ms", pause_ms))]
     finally:
         proc.terminate()
         proc.wait(timeout=20)
@@ -102,6 +103,8 @@ def main() -> int:
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--policies", type=Path, default=ROOT / "policies")
+    parser.add_argument("--pause-ms", type=int, default=10,
+                        help="per-connection pause of the paced run")
     args = parser.parse_args()
     for tool in ("wrk", "taskset"):
         if shutil.which(tool) is None:
@@ -115,29 +118,33 @@ def main() -> int:
             path.write_bytes(make())
             bodies.append(path)
         py = sys.executable
-        results = []
         port = _free_port()
-        results.append(_measure(
+        bare = _measure(
             "bare aiohttp+orjson", [py, "-m", "bench.echo_server", "--port", str(port),
                                     "--cert-dir", str(certs.cert.parent)],
-            port, certs.ca, bodies, args.duration, args.connections))
+            port, certs.ca, bodies, args.duration, args.connections, args.pause_ms)
         port = _free_port()
-        results.append(_measure(
+        hook = _measure(
             "airlock webhook", [py, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port",
                                 str(port), "--cert-dir", str(certs.cert.parent),
                                 "--policies", str(args.policies)],
-            port, certs.ca, bodies, args.duration, args.connections))
+            port, certs.ca, bodies, args.duration, args.connections, args.pause_ms)
     print(f"\nadmission benchmark: {args.connections} connections, {args.duration}s, bodies: "
           f"{', '.join(BODIES)}; servers on core {SERVER_CORE}, wrk on core {LOAD_CORE}\n")
-    print(f"{'endpoint':<22}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'non-2xx':>10}")
-    for r in results:
-        print(f"{r.name:<22}{r.rps:>10.0f}{r.p50_ms:>10.2f}{r.p99_ms:>10.2f}{r.errors:>10}")
-    bare, hook = results
-    ratio = hook.rps / bare.rps
-    print(f"\nthroughput ratio webhook/bare: {ratio:.0%} (target >= 60%: "
+    print(f"{'endpoint':<22}{'load':<14}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'non-2xx':>9}")
+    for r in bare + hook:
+        print(f"{r.name:<22}{r.mode:<14}{r.rps:>9.0f}{r.p50_ms:>9.2f}{r.p99_ms:>9.2f}"
+              f"{r.errors:>9}")
+    ratio = hook[0].rps / bare[0].rps
+    print(f"\nthroughput ratio webhook/bare (saturated): {ratio:.0%} (target >= 60%: "
           f"{'met' if ratio >= 0.6 else 'MISSED'})")
-    print(f"webhook p99: {hook.p99_ms:.2f} ms (target <= 5 ms: "
-          f"{'met' if hook.p99_ms <= 5 else 'MISSED'})")
+    for r in hook:
+        print(f"webhook p99, {r.mode}: {r.p99_ms:.2f} ms (target <= 5 ms: "
+              f"{'met' if r.p99_ms <= 5 else 'missed'})")
+    print("Saturated is a closed loop: each of the connections sends as soon as it has its "
+          "answer, so latency there is mostly queueing (connections / throughput); even the "
+          "bare endpoint's p99 shows it. Paced is the apiserver's case: a steady load below "
+          "capacity.")
     return 0
 
 

@@ -4,6 +4,7 @@ own output it returns no operations, because every step first checks what is the
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,7 @@ from webhook.keys import (
 )
 from webhook.pods import PodView
 from webhook.policy.classifying import Decision
-from webhook.policy.model import ClassSpec, Policy
+from webhook.policy.model import ClassSpec, Policy, Toleration
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +77,15 @@ def _priority(b: PatchBuilder, pod: PodView, spec: ClassSpec, policy: Policy) ->
     return []
 
 
+@functools.lru_cache(maxsize=256)
+def _toleration(t: Toleration) -> dict[str, object]:
+    return t.as_k8s()
+
+
 def _tolerations(b: PatchBuilder, pod: PodView, spec: ClassSpec) -> None:
     present = list(pod.tolerations)
     for t in spec.tolerations:
-        wanted = t.as_k8s()
+        wanted = _toleration(t)
         if not any(_same_toleration(p, wanted) for p in present):
             b.append("tolerations", wanted)
             present.append(wanted)

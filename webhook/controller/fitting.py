@@ -1,0 +1,106 @@
+"""Does a whole gang fit, and where? A pure function of the gang's pods and a snapshot.
+
+Required topology: every pod inside one domain (nodes sharing the topology label's
+value). Preferred: the best single domain, else across domains. Among domains that fit,
+the tightest wins (least free GPUs), so big holes stay free for big gangs. Inside a
+domain, pods are placed largest first, each on the fullest node that still takes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from webhook.controller.objects import PodInfo, Resources
+from webhook.controller.snapshot import Snapshot, fits, gpus, with_pod_slot
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    domain: str | None
+    assignments: dict[tuple[str, str], str]
+
+
+@dataclass(frozen=True, slots=True)
+class NoFit:
+    reason: str
+    # The domain the gang would take first once capacity frees up (for backfill).
+    best_domain_nodes: tuple[str, ...] = ()
+
+
+def _pack(pods: Sequence[PodInfo], candidates: Sequence[str], snap: Snapshot
+          ) -> dict[tuple[str, str], str] | None:
+    """Place every pod on one of `candidates`, or None. Tentative: the snapshot is left
+    as it was."""
+    local: dict[str, Resources] = {}
+    placed: dict[tuple[str, str], str] = {}
+    for pod in sorted(pods, key=lambda p: (-gpus(p.requests), -p.requests.get("cpu", 0))):
+        need = with_pod_slot(pod.requests)
+        allowed = snap.eligible_set(pod)
+        best: str | None = None
+        best_free = 0
+        for node in candidates:
+            if node not in allowed:
+                continue
+            free = local[node] if node in local else snap.free[node]
+            if fits(free, need):
+                left = gpus(free)
+                if best is None or left < best_free:
+                    best, best_free = node, left
+        if best is None:
+            return None
+        placed[pod.key] = best
+        current = local[best] if best in local else snap.free[best]
+        local[best] = {k: current.get(k, 0) - need.get(k, 0) for k in current.keys() | need}
+    return placed
+
+
+def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
+        mode: str | None, level: str = "topology", avoid: Collection[str] = ()) -> Plan | NoFit:
+    """A plan for the whole gang, or the reason it does not fit. `avoid` holds nodes kept
+    for a gang ahead in the queue."""
+    need = sum(gpus(p.requests) for p in pods)
+    anchor = pods[0]
+    everywhere = [n for n in snap.eligible_nodes(anchor) if n not in avoid]
+    if not topology_key:
+        placed = _pack(pods, everywhere, snap)
+        if placed is not None:
+            return Plan(None, placed)
+        return NoFit(f"needs {need} GPUs on eligible nodes; {snap.free_gpus(everywhere)} free",
+                     tuple(everywhere))
+    domains = snap.domains(anchor, topology_key)
+    ranked = sorted(
+        ((snap.free_gpus(nodes), name, nodes) for name, nodes in domains.items()),
+        key=lambda d: (d[0], d[1]))
+    best_free, best_nodes = 0, tuple[str, ...]()
+    for free, name, nodes in ranked:
+        usable = [n for n in nodes if n not in avoid]
+        if free > best_free:
+            best_free, best_nodes = free, tuple(usable)
+        if free < need:
+            continue
+        placed = _pack(pods, usable, snap)
+        if placed is not None:
+            return Plan(name, placed)
+    if mode != "required":
+        placed = _pack(pods, everywhere, snap)
+        if placed is not None:
+            return Plan(None, placed)
+    return NoFit(f"needs {need} GPUs in one {level} domain ({topology_key}), the best has "
+                 f"{best_free} free" if domains else
+                 f"needs {need} GPUs in one {level} domain, and no eligible node has the "
+                 f"label {topology_key}", best_nodes)
+
+
+def reserve(plan: Plan, pods: Sequence[PodInfo], snap: Snapshot) -> None:
+    by_key = {p.key: p for p in pods}
+    for key, node in plan.assignments.items():
+        snap.take(node, with_pod_slot(by_key[key].requests))
+
+
+def place_in(pods: Sequence[PodInfo], snap: Snapshot, candidates: Sequence[str]
+             ) -> Plan | None:
+    """Where already-promised pods go among `candidates` (their recorded domain), to
+    hold their capacity in the snapshot; None when they no longer fit there."""
+    placed = _pack(pods, candidates, snap)
+    return None if placed is None else Plan(None, placed)

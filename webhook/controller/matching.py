@@ -1,0 +1,72 @@
+"""Whether a pod may go to a node at all, as the scheduler's filters decide it: taints
+and tolerations, nodeSelector, required node affinity, and unready or cordoned nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.controller.objects import NodeInfo, PodInfo
+
+_BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+def _tolerated(taint: Mapping[str, Any], tolerations: tuple[Mapping[str, Any], ...]) -> bool:
+    for t in tolerations:
+        effect = t.get("effect")
+        if effect and effect != taint.get("effect"):
+            continue
+        if t.get("operator") == "Exists":
+            if not t.get("key") or t.get("key") == taint.get("key"):
+                return True
+        elif t.get("key") == taint.get("key") and (t.get("value") or "") == (
+                taint.get("value") or ""):
+            return True
+    return False
+
+
+def _requirement(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key, op, values = expr.get("key", ""), expr.get("operator"), expr.get("values") or []
+    present = key in labels
+    if op == "In":
+        return present and labels[key] in values
+    if op == "NotIn":
+        return not present or labels[key] not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt") and present and values:
+        try:
+            have, bound = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return have > bound if op == "Gt" else have < bound
+    return False
+
+
+def _term(term: Mapping[str, Any], node: NodeInfo) -> bool:
+    exprs = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not exprs and not fields:
+        return False  # an empty term matches no node
+    if not all(_requirement(e, node.labels) for e in exprs):
+        return False
+    return all(_requirement(f, {"metadata.name": node.name}) for f in fields)
+
+
+def eligible(pod: PodInfo, node: NodeInfo) -> bool:
+    if not node.ready or node.unschedulable:
+        return False
+    if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
+        return False
+    if pod.affinity_terms is not None and not any(_term(t, node) for t in pod.affinity_terms):
+        return False
+    return all(taint.get("effect") not in _BLOCKING_EFFECTS or _tolerated(taint, pod.tolerations)
+               for taint in node.taints)
+
+
+def signature(pod: PodInfo) -> tuple[Any, ...]:
+    """Pods with the same signature are eligible for the same nodes."""
+    return (tuple(sorted(pod.node_selector.items())), repr(pod.affinity_terms),
+            repr(pod.tolerations))

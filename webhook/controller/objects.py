@@ -1,0 +1,153 @@
+"""Small typed views of the raw Pod and Node JSON the watches deliver: only the fields the
+controller decides with. Client model objects for 50,000 pods would be slow and heavy."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.keys import (
+    GANG_EXPECTED_SIZE_ANNOTATION,
+    GANG_KEY_ANNOTATION,
+    GANG_LABEL,
+    GANG_SOURCE_ANNOTATION,
+    GATE,
+    PLACEMENT_ANNOTATION,
+    TOPOLOGY_KEY_ANNOTATION,
+    TOPOLOGY_MODE_ANNOTATION,
+)
+from webhook.quantities import parse_quantity
+
+Resources = dict[str, int]
+# CPU is counted in millicores and everything else in whole units (bytes for memory).
+_MILLI = frozenset({"cpu"})
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def _amount(resource: str, quantity: Any) -> int:
+    try:
+        value = parse_quantity(quantity)
+    except ValueError:
+        return 0
+    return int(value * 1000) if resource in _MILLI else int(value)
+
+
+def _resources(raw: Mapping[str, Any] | None) -> Resources:
+    return {k: _amount(k, v) for k, v in (raw or {}).items()}
+
+
+def pod_requests(spec: Mapping[str, Any]) -> Resources:
+    """What the scheduler counts for a pod: the larger of the containers' sum and any
+    one init container, plus the pod overhead."""
+    total: Resources = {}
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        requests = {**_resources(res.get("limits")), **_resources(res.get("requests"))}
+        for k, v in requests.items():
+            total[k] = total.get(k, 0) + v
+    for c in spec.get("initContainers") or []:
+        res = c.get("resources") or {}
+        requests = {**_resources(res.get("limits")), **_resources(res.get("requests"))}
+        for k, v in requests.items():
+            total[k] = max(total.get(k, 0), v)
+    for k, v in _resources(spec.get("overhead")).items():
+        total[k] = total.get(k, 0) + v
+    return total
+
+
+def _timestamp(text: str | None) -> float:
+    if not text:
+        return 0.0
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    uid: str
+    node_name: str | None
+    terminal: bool
+    deleting: bool
+    requests: Resources
+    gated: bool
+    gate_index: int | None
+    gang: str | None
+    gang_key: str | None
+    source: str | None
+    expected_size: int | None
+    topology_key: str | None
+    topology_mode: str | None
+    priority: int
+    created: float
+    labels: Mapping[str, str]
+    node_selector: Mapping[str, str]
+    affinity_terms: tuple[Mapping[str, Any], ...] | None
+    tolerations: tuple[Mapping[str, Any], ...]
+    owners: tuple[Mapping[str, Any], ...]
+    placement: str | None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.namespace, self.name
+
+    @property
+    def gang_id(self) -> tuple[str, str] | None:
+        return (self.namespace, self.gang) if self.gang else None
+
+    @property
+    def active(self) -> bool:
+        return not self.terminal and not self.deleting
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> PodInfo:
+        meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
+        labels = meta.get("labels") or {}
+        annotations = meta.get("annotations") or {}
+        gates = [g.get("name") for g in spec.get("schedulingGates") or []]
+        size = annotations.get(GANG_EXPECTED_SIZE_ANNOTATION)
+        required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution")
+        return cls(
+            namespace=meta.get("namespace", ""), name=meta.get("name", ""),
+            uid=meta.get("uid", ""), node_name=spec.get("nodeName") or None,
+            terminal=(raw.get("status") or {}).get("phase") in TERMINAL_PHASES,
+            deleting=meta.get("deletionTimestamp") is not None,
+            requests=pod_requests(spec),
+            gated=GATE in gates, gate_index=gates.index(GATE) if GATE in gates else None,
+            gang=labels.get(GANG_LABEL), gang_key=annotations.get(GANG_KEY_ANNOTATION),
+            source=annotations.get(GANG_SOURCE_ANNOTATION),
+            expected_size=int(size) if size and size.isdigit() else None,
+            topology_key=annotations.get(TOPOLOGY_KEY_ANNOTATION),
+            topology_mode=annotations.get(TOPOLOGY_MODE_ANNOTATION),
+            priority=spec.get("priority") or 0,
+            created=_timestamp(meta.get("creationTimestamp")),
+            labels=labels, node_selector=spec.get("nodeSelector") or {},
+            affinity_terms=tuple(required.get("nodeSelectorTerms") or ()) if required else None,
+            tolerations=tuple(spec.get("tolerations") or ()),
+            owners=tuple(meta.get("ownerReferences") or ()),
+            placement=annotations.get(PLACEMENT_ANNOTATION),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Mapping[str, Any], ...]
+    allocatable: Resources
+    ready: bool
+    unschedulable: bool
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> NodeInfo:
+        meta, spec, status = (raw.get("metadata") or {}, raw.get("spec") or {},
+                              raw.get("status") or {})
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in status.get("conditions") or [])
+        return cls(name=meta.get("name", ""), labels=meta.get("labels") or {},
+                   taints=tuple(spec.get("taints") or ()),
+                   allocatable=_resources(status.get("allocatable")),
+                   ready=ready, unschedulable=bool(spec.get("unschedulable")))

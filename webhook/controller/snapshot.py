@@ -1,0 +1,84 @@
+"""The cluster as the controller sees it for one round of decisions: every node's free
+capacity (allocatable minus what bound pods request minus what is reserved for pods that
+were let go but are not bound yet). Decisions reserve into it, so two gangs are never
+promised the same GPUs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from webhook.controller.matching import eligible, signature
+from webhook.controller.objects import NodeInfo, PodInfo, Resources
+
+
+def gpus(resources: Resources) -> int:
+    return sum(v for k, v in resources.items() if "gpu" in k)
+
+
+def with_pod_slot(requests: Resources) -> Resources:
+    return {**requests, "pods": 1}
+
+
+def fits(free: Resources, requests: Resources) -> bool:
+    for k, v in requests.items():
+        have = free.get(k)
+        # A resource the node does not report at all is not one it can run out of
+        # (ephemeral storage on nodes that don't say), unless it is extended.
+        if have is None:
+            if "/" in k and v > 0:
+                return False
+            continue
+        if have < v:
+            return False
+    return True
+
+
+class Snapshot:
+    def __init__(self, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo]) -> None:
+        self.nodes: dict[str, NodeInfo] = {n.name: n for n in nodes}
+        self.free: dict[str, Resources] = {n: dict(i.allocatable) for n, i in self.nodes.items()}
+        for pod in pods:
+            if pod.node_name and pod.active and pod.node_name in self.free:
+                self.take(pod.node_name, with_pod_slot(pod.requests))
+        self._eligible: dict[tuple[Any, ...], list[str]] = {}
+        self._eligible_sets: dict[tuple[Any, ...], frozenset[str]] = {}
+        self._domains: dict[tuple[Any, ...], dict[str, list[str]]] = {}
+
+    def take(self, node: str, requests: Resources) -> None:
+        free = self.free[node]
+        for k, v in requests.items():
+            free[k] = free.get(k, 0) - v
+
+    def eligible_nodes(self, pod: PodInfo) -> list[str]:
+        """Nodes the pod may use at all; cached per scheduling signature, since the pods
+        of a gang, and of many gangs, mostly share one."""
+        sig = signature(pod)
+        found = self._eligible.get(sig)
+        if found is None:
+            found = [n for n, info in self.nodes.items() if eligible(pod, info)]
+            self._eligible[sig] = found
+        return found
+
+    def eligible_set(self, pod: PodInfo) -> frozenset[str]:
+        sig = signature(pod)
+        found = self._eligible_sets.get(sig)
+        if found is None:
+            found = self._eligible_sets[sig] = frozenset(self.eligible_nodes(pod))
+        return found
+
+    def domains(self, pod: PodInfo, topology_key: str) -> dict[str, list[str]]:
+        """The pod's eligible nodes by their value of the topology label."""
+        key = (signature(pod), topology_key)
+        found = self._domains.get(key)
+        if found is None:
+            found = {}
+            for name in self.eligible_nodes(pod):
+                value = self.nodes[name].labels.get(topology_key)
+                if value is not None:
+                    found.setdefault(value, []).append(name)
+            self._domains[key] = found
+        return found
+
+    def free_gpus(self, names: Iterable[str]) -> int:
+        return sum(max(gpus(self.free[n]), 0) for n in names)

@@ -1,0 +1,71 @@
+"""Airlock's own processes next to a control plane: the webhook and the controller,
+each a real `python -m webhook ...` process, as a cluster would run them."""
+
+from __future__ import annotations
+
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from webhook.certificates import SERVICE_HOSTS, CertFiles, make_certs
+from webhook.sandbox.controlplane import free_port
+
+
+@dataclass
+class AirlockProcess:
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+def _spawn(argv: list[str], log: Path, detached: bool) -> AirlockProcess:
+    with log.open("ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "webhook", *argv], stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=detached)
+    return AirlockProcess(proc, log)
+
+
+@dataclass
+class Webhook:
+    url: str
+    certs: CertFiles
+    running: AirlockProcess
+
+
+def start_webhook(workdir: Path, policies: Path, detached: bool = False,
+                  timeout: float = 30.0) -> Webhook:
+    certs = make_certs(workdir / "webhook-certs", SERVICE_HOSTS)
+    port = free_port()
+    running = _spawn(["serve", "--host", "127.0.0.1", "--port", str(port), "--cert-dir",
+                      str(certs.cert.parent), "--policies", str(policies),
+                      "--drain-seconds", "0"], workdir / "webhook.log", detached)
+    url = f"https://127.0.0.1:{port}"
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if running.process.poll() is not None:
+            raise RuntimeError(f"the webhook exited: {running.tail()}")
+        try:
+            with urllib.request.urlopen(f"{url}/readyz", context=context, timeout=2):
+                return Webhook(url, certs, running)
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.1)
+    raise RuntimeError(f"the webhook was not ready after {timeout}s: {running.tail()}")
+
+
+def start_controller(workdir: Path, kubeconfig: Path, extra: list[str] | None = None,
+                     detached: bool = False) -> AirlockProcess:
+    return _spawn(["controller", "--kubeconfig", str(kubeconfig), "--no-leader-election",
+                   "--metrics-port", str(free_port()), *(extra or [])],
+                  workdir / "controller.log", detached)

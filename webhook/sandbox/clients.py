@@ -1,0 +1,38 @@
+"""kubernetes_asyncio clients for a kubeconfig, a bearer token or an impersonated user."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kubernetes_asyncio import client, config
+
+
+async def from_kubeconfig(path: Path, impersonate: str | None = None,
+                          groups: tuple[str, ...] = ()) -> client.ApiClient:
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(path), client_configuration=configuration)
+    api = client.ApiClient(configuration=configuration)
+    if impersonate:
+        api.set_default_header("Impersonate-User", impersonate)
+        for group in groups:
+            # The client sends one value per header name; one group is what tests need.
+            api.set_default_header("Impersonate-Group", group)
+    return api
+
+
+def from_token(server: str, ca_file: Path, token: str) -> client.ApiClient:
+    configuration = client.Configuration(host=server)
+    configuration.ssl_ca_cert = str(ca_file)
+    configuration.api_key = {"authorization": token}
+    configuration.api_key_prefix = {"authorization": "Bearer"}
+    return client.ApiClient(configuration=configuration)
+
+
+async def service_account_token(api: client.ApiClient, namespace: str, name: str,
+                                seconds: int = 3600) -> str:
+    """A token for the ServiceAccount through the TokenRequest API."""
+    core = client.CoreV1Api(api)
+    response = await core.create_namespaced_service_account_token(
+        name, namespace, body={"spec": {"expirationSeconds": seconds}})
+    token: str = response.status.token
+    return token

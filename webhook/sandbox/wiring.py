@@ -1,0 +1,92 @@
+"""Airlock wired into a control plane: its webhook configurations (the very file
+deploy/ installs, pointed at a loopback URL), PriorityClasses and namespaces."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from webhook.policy.model import Policy
+
+WEBHOOK_CONFIGURATIONS = (Path(__file__).resolve().parents[2] / "deploy" / "base"
+                          / "webhook-configurations.yaml")
+
+
+def webhook_configurations(url: str, ca_pem: bytes,
+                           source: Path = WEBHOOK_CONFIGURATIONS) -> list[dict[str, Any]]:
+    """The configurations of `source` with each webhook's Service swapped for `url`."""
+    docs = [d for d in yaml.safe_load_all(source.read_text()) if d]
+    out = []
+    for doc in docs:
+        doc = copy.deepcopy(doc)
+        doc["metadata"].pop("annotations", None)  # cert-manager's CA injection
+        for hook in doc["webhooks"]:
+            path = hook["clientConfig"]["service"].get("path", "/")
+            hook["clientConfig"] = {"url": f"{url}{path}",
+                                    "caBundle": base64.b64encode(ca_pem).decode()}
+        out.append(doc)
+    return out
+
+
+async def apply_webhook_configurations(api: client.ApiClient,
+                                       docs: list[dict[str, Any]]) -> None:
+    admission = client.AdmissionregistrationV1Api(api)
+    for doc in docs:
+        name = doc["metadata"]["name"]
+        if doc["kind"] == "MutatingWebhookConfiguration":
+            create, delete = (admission.create_mutating_webhook_configuration,
+                              admission.delete_mutating_webhook_configuration)
+        else:
+            create, delete = (admission.create_validating_webhook_configuration,
+                              admission.delete_validating_webhook_configuration)
+        try:
+            await delete(name)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+        await create(body=doc)
+
+
+def priority_classes(policy: Policy) -> list[dict[str, Any]]:
+    return [{
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": spec.priority_class.name,
+                     "labels": {"app.kubernetes.io/part-of": "airlock"}},
+        "value": spec.priority_class.value,
+        "preemptionPolicy": spec.priority_class.preemption_policy,
+        "description": f"Airlock class {name}",
+    } for name, spec in policy.classes.items()]
+
+
+async def create_priority_classes(api: client.ApiClient, policy: Policy) -> None:
+    scheduling = client.SchedulingV1Api(api)
+    for pc in priority_classes(policy):
+        try:
+            await scheduling.create_priority_class(body=pc)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+
+
+async def create_namespace(api: client.ApiClient, name: str,
+                           labels: dict[str, str] | None = None) -> None:
+    """A namespace with its `default` ServiceAccount, which the ServiceAccount admission
+    plugin wants and which only kube-controller-manager would otherwise create."""
+    core = client.CoreV1Api(api)
+    try:
+        await core.create_namespace(body={"metadata": {"name": name, "labels": labels or {}}})
+    except ApiException as e:
+        if e.status != 409:
+            raise
+    try:
+        await core.create_namespaced_service_account(
+            name, body={"metadata": {"name": "default"}})
+    except ApiException as e:
+        if e.status != 409:
+            raise

@@ -144,7 +144,8 @@ async def test_only_the_controller_may_remove_the_gate(
         assert review.status.user_info.username == CONTROLLER_IDENTITY
         await client.CoreV1Api(controller).patch_namespaced_pod(
             "llama-worker-0", namespace,
-            body=[*REMOVE_GATE, {"op": "add", "path": "/spec/nodeSelector", "value": {"nvidia.com/gpu.clique": "clique-0"}}],
+            body=[*REMOVE_GATE, {"op": "add", "path": "/spec/nodeSelector",
+                                 "value": {"nvidia.com/gpu.clique": "clique-0"}}],
             _content_type="application/json-patch+json")
     stored = await read(api, namespace, "llama-worker-0")
     assert not stored["spec"].get("schedulingGates")

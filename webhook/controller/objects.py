@@ -24,6 +24,7 @@ Resources = dict[str, int]
 # CPU is counted in millicores and everything else in whole units (bytes for memory).
 _MILLI = frozenset({"cpu"})
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+_NONE: Mapping[str, str] = {}
 
 
 def _amount(resource: str, quantity: Any) -> int:
@@ -110,6 +111,9 @@ class PodInfo:
         size = annotations.get(GANG_EXPECTED_SIZE_ANNOTATION)
         required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
             "requiredDuringSchedulingIgnoredDuringExecution")
+        # Pods outside any gang only count for capacity: keep nothing else of them, which
+        # is most of the memory at 50,000 pods.
+        in_gang = GANG_LABEL in labels
         return cls(
             namespace=meta.get("namespace", ""), name=meta.get("name", ""),
             uid=meta.get("uid", ""), node_name=spec.get("nodeName") or None,
@@ -124,10 +128,12 @@ class PodInfo:
             topology_mode=annotations.get(TOPOLOGY_MODE_ANNOTATION),
             priority=spec.get("priority") or 0,
             created=_timestamp(meta.get("creationTimestamp")),
-            labels=labels, node_selector=spec.get("nodeSelector") or {},
-            affinity_terms=tuple(required.get("nodeSelectorTerms") or ()) if required else None,
-            tolerations=tuple(spec.get("tolerations") or ()),
-            owners=tuple(meta.get("ownerReferences") or ()),
+            labels=labels if in_gang else _NONE,
+            node_selector=(spec.get("nodeSelector") or _NONE) if in_gang else _NONE,
+            affinity_terms=tuple(required.get("nodeSelectorTerms") or ())
+            if required and in_gang else None,
+            tolerations=tuple(spec.get("tolerations") or ()) if in_gang else (),
+            owners=tuple(meta.get("ownerReferences") or ()) if in_gang else (),
             placement=annotations.get(PLACEMENT_ANNOTATION),
         )
 

@@ -27,3 +27,4 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds an ungated but unbound pod keeps its capacity reserved")
     parser.add_argument("--incomplete-warning-after", type=float, default=300.0,
                         help="seconds before a gang with missing members gets a Warning event")
+    parser.add_argument("--patch-pause", type=float, default=0.0, help=argparse.SUPPRESS)

@@ -1,0 +1,213 @@
+"""The controller's decisions, without a cluster: snapshot, fit, order, records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from webhook.controller.deciding import Admit, Finish, Options, Record, Wait, decide
+from webhook.controller.objects import NodeInfo, PodInfo
+from webhook.keys import (
+    GANG_EXPECTED_SIZE_ANNOTATION,
+    GANG_LABEL,
+    GATE,
+    PLACEMENT_ANNOTATION,
+    TOPOLOGY_KEY_ANNOTATION,
+    TOPOLOGY_MODE_ANNOTATION,
+)
+
+CLIQUE = "nvidia.com/gpu.clique"
+
+
+def node(name: str, domain: str | None, gpus: int = 8, **extra: Any) -> NodeInfo:
+    labels = {"kubernetes.io/hostname": name}
+    if domain:
+        labels[CLIQUE] = domain
+    raw = {"metadata": {"name": name, "labels": labels},
+           "spec": {"taints": extra.get("taints", []),
+                    "unschedulable": extra.get("unschedulable", False)},
+           "status": {"allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "96",
+                                      "memory": "1Ti", "pods": "110"},
+                      "conditions": [{"type": "Ready",
+                                      "status": extra.get("ready", "True")}]}}
+    return NodeInfo.parse(raw)
+
+
+def cluster(domains: dict[str, int], gpus: int = 8) -> list[NodeInfo]:
+    """`domains`: domain name -> number of nodes."""
+    return [node(f"{d}-n{i}", d, gpus) for d, count in domains.items() for i in range(count)]
+
+
+def member(gang: str, i: int, gpus: int = 8, size: int | None = None, *, gated: bool = True,
+           mode: str = "required", priority: int = 0, created: int = 0, ns: str = "ml",
+           node_name: str | None = None, placement: str | None = None,
+           **spec: Any) -> PodInfo:
+    annotations = {TOPOLOGY_KEY_ANNOTATION: CLIQUE, TOPOLOGY_MODE_ANNOTATION: mode}
+    if size is not None:
+        annotations[GANG_EXPECTED_SIZE_ANNOTATION] = str(size)
+    if placement:
+        annotations[PLACEMENT_ANNOTATION] = placement
+    raw = {
+        "metadata": {"name": f"{gang}-{i}", "namespace": ns, "labels": {GANG_LABEL: gang},
+                     "annotations": annotations,
+                     "creationTimestamp": f"2026-11-22T10:{created:02d}:{i:02d}Z"},
+        "spec": {"priority": priority, "nodeName": node_name,
+                 "schedulingGates": [{"name": GATE}] if gated else [],
+                 "containers": [{"name": "c", "resources": {
+                     "requests": {"nvidia.com/gpu": str(gpus), "cpu": "8"},
+                     "limits": {"nvidia.com/gpu": str(gpus)}}}],
+                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}], **spec},
+    }
+    return PodInfo.parse(raw)
+
+
+def gang(name: str, n: int, gpus: int = 8, **kw: Any) -> list[PodInfo]:
+    return [member(name, i, gpus, size=n, **kw) for i in range(n)]
+
+
+def admitted(actions: list[Any]) -> dict[str, str | None]:
+    return {a.gang[1]: a.record.domain for a in actions if isinstance(a, Admit)}
+
+
+def waits(actions: list[Any]) -> dict[str, str]:
+    return {a.gang[1]: a.message for a in actions if isinstance(a, Wait)}
+
+
+NOW = 1_900_000_000.0
+
+
+def test_whole_gang_lands_in_one_domain() -> None:
+    actions = decide(cluster({"a": 4, "b": 4}), gang("g", 4), {}, NOW)
+    (admit,) = [a for a in actions if isinstance(a, Admit)]
+    assert admit.record.domain in ("a", "b")
+    assert {p.name for p in admit.ungate} == {"g-0", "g-1", "g-2", "g-3"}
+    assert admit.anchor.name == "g-0"
+
+
+def test_tightest_domain_wins() -> None:
+    nodes = cluster({"big": 8, "small": 2})
+    assert admitted(decide(nodes, gang("g", 2), {}, NOW)) == {"g": "small"}
+
+
+def test_gang_too_big_for_any_domain_waits_with_numbers() -> None:
+    actions = decide(cluster({"a": 4, "b": 4}), gang("g", 8), {}, NOW)
+    assert not admitted(actions)
+    assert waits(actions)["g"] == ("Waiting: 8/8 pods present; needs 64 GPUs in one "
+                                   "nvidia.com/gpu.clique domain (nvidia.com/gpu.clique), "
+                                   "the best has 32 free")
+
+
+def test_preferred_topology_may_span_domains() -> None:
+    actions = decide(cluster({"a": 4, "b": 4}), gang("g", 8, mode="preferred"), {}, NOW)
+    assert admitted(actions) == {"g": None}
+
+
+def test_incomplete_gang_waits_then_warns() -> None:
+    pods = gang("g", 4)[:3]
+    early = decide(cluster({"a": 4}), pods, {}, pods[0].created + 10)
+    assert waits(early) == {"g": "Waiting: 3/4 pods present"}
+    late = decide(cluster({"a": 4}), pods, {}, pods[0].created + 3600)
+    (wait,) = [a for a in late if isinstance(a, Wait)]
+    assert wait.warning and wait.message.startswith("Incomplete: 3/4")
+
+
+def test_size_from_the_owner_lookup_and_its_errors() -> None:
+    pods = [member("job", i) for i in range(2)]
+    assert admitted(decide(cluster({"a": 4}), pods, {("ml", "job"): 2}, NOW)) == {"job": "a"}
+    assert decide(cluster({"a": 4}), pods, {}, NOW) == []  # lookup under way
+    actions = decide(cluster({"a": 4}), pods, {("ml", "job"): "PyTorchJob not installed"}, NOW)
+    assert waits(actions)["job"] == "SizeUnknown: PyTorchJob not installed"
+
+
+def test_higher_priority_gang_goes_first() -> None:
+    low = gang("low", 4, priority=1, created=1)
+    high = gang("high", 4, priority=100, created=2)
+    actions = decide(cluster({"a": 4}), low + high, {}, NOW)
+    assert admitted(actions) == {"high": "a"}
+    assert "low" in waits(actions)
+
+
+@pytest.mark.parametrize(("order", "small_goes"), [("strict", False), ("backfill", True)])
+def test_head_of_queue_and_backfill(order: str, small_goes: bool) -> None:
+    # The head needs a whole 4-node domain; one node of each domain is busy.
+    nodes = cluster({"a": 4, "b": 4})
+    busy = [member("busy", 0, node_name="a-n0", gated=False),
+            member("busy", 1, node_name="b-n0", gated=False)]
+    head = gang("head", 4, priority=10)
+    small = gang("small", 1, priority=1)
+    actions = decide(nodes, busy + head + small, {}, NOW, Options(order=order))  # type: ignore[arg-type]
+    assert "head" in waits(actions)
+    assert ("small" in admitted(actions)) == small_goes
+    if small_goes:
+        # Backfill keeps the head's best domain free for it.
+        (admit,) = [a for a in actions if isinstance(a, Admit)]
+        kept = "a"  # both have 24 free; ties break by name
+        assert admit.record.domain != kept
+
+
+def test_two_gangs_are_never_promised_the_same_gpus() -> None:
+    actions = decide(cluster({"a": 4}), gang("g1", 4, created=1) + gang("g2", 4, created=2),
+                     {}, NOW)
+    assert admitted(actions) == {"g1": "a"}
+
+
+def test_ungated_unbound_pods_hold_their_capacity_until_timeout() -> None:
+    record = Record("a", CLIQUE, ("first-0", "first-1", "first-2", "first-3"), NOW - 5)
+    first = [member("first", i, size=4, gated=False, placement=record.dumps() if i == 0
+                    else None) for i in range(4)]
+    second = gang("second", 4, created=5)
+    assert "second" in waits(decide(cluster({"a": 4}), first + second, {}, NOW))
+    later = NOW + 3600
+    assert admitted(decide(cluster({"a": 4}), first + second, {}, later)) == {"second": "a"}
+
+
+def test_recorded_decision_is_finished_first_in_its_domain() -> None:
+    members = ("g-0", "g-1", "g-2", "g-3")
+    record = Record("b", CLIQUE, members, NOW - 1)
+    pods = [member("g", i, size=4, gated=i >= 2, placement=record.dumps() if i == 0 else None)
+            for i in range(4)]
+    rival = gang("rival", 4, priority=1000)
+    actions = decide(cluster({"a": 4, "b": 4}), pods + rival, {}, NOW)
+    (finish,) = [a for a in actions if isinstance(a, Finish)]
+    assert finish.record.domain == "b"
+    assert {p.name for p in finish.ungate} == {"g-2", "g-3"}
+    # The rival gets the other domain, not the half-admitted gang's.
+    assert admitted(actions) == {"rival": "a"}
+
+
+def test_oversize_gang_admits_its_first_members_and_says_why() -> None:
+    pods = [member("g", i, size=2, created=i) for i in range(3)]
+    actions = decide(cluster({"a": 4}), pods, {}, NOW)
+    (admit,) = [a for a in actions if isinstance(a, Admit)]
+    assert {p.name for p in admit.ungate} == {"g-0", "g-1"}
+    (extra,) = [a for a in actions if isinstance(a, Wait)]
+    assert extra.warning and [p.name for p in extra.pods] == ["g-2"]
+
+
+@pytest.mark.parametrize("bad", [
+    {"taints": [{"key": "maintenance", "effect": "NoSchedule"}]},
+    {"unschedulable": True},
+    {"ready": "False"},
+])
+def test_unusable_nodes_are_skipped(bad: dict[str, Any]) -> None:
+    nodes = [node("a-n0", "a", **bad), node("a-n1", "a"), node("b-n0", "b"), node("b-n1", "b")]
+    actions = decide(nodes, gang("g", 2), {}, NOW)
+    assert admitted(actions) == {"g": "b"}
+
+
+def test_node_selector_and_affinity_are_honoured() -> None:
+    nodes = cluster({"a": 2, "b": 2})
+    pinned = gang("g", 2, nodeSelector={"kubernetes.io/hostname": "b-n1"}, mode="preferred")
+    assert "g" in waits(decide(nodes, pinned, {}, NOW))  # two 8-GPU pods, one node
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": CLIQUE, "operator": "NotIn", "values": ["a"]}]}]}}}
+    assert admitted(decide(nodes, gang("h", 2, affinity=affinity), {}, NOW)) == {"h": "b"}
+
+
+def test_record_round_trips_and_rejects_garbage() -> None:
+    r = Record("a", CLIQUE, ("x", "y"), 12.5)
+    assert Record.loads(r.dumps()) == r
+    assert Record.loads("{not json") is None
+    assert Record.loads('{"domain": "a"}') is None

@@ -1,0 +1,128 @@
+"""Carrying out decisions: the record first, then each pod narrowed and ungated, then
+events. Every write returns the pod as stored, which goes straight back into the cache,
+so the next round never decides from a state older than our own writes."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from webhook.controller.deciding import Action, Admit, Finish, Record, Wait, describe
+from webhook.controller.objects import PodInfo
+from webhook.keys import GATE, PLACEMENT_ANNOTATION
+
+log = logging.getLogger("airlock.controller")
+
+Stored = Callable[[dict[str, Any]], None]
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def ungate_patch(pod: PodInfo, record: Record) -> list[dict[str, Any]]:
+    """Remove Airlock's gate and pin the pod to the recorded domain, in one JSON Patch.
+    The `test` makes it fail, not misfire, if the gates moved since we read the pod."""
+    index = pod.gate_index
+    ops: list[dict[str, Any]] = [
+        {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GATE},
+        {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
+    ]
+    if record.domain is not None and record.topology_key:
+        if pod.node_selector:
+            ops.append({"op": "add", "path": f"/spec/nodeSelector/{_escape(record.topology_key)}",
+                        "value": record.domain})
+        else:
+            ops.append({"op": "add", "path": "/spec/nodeSelector",
+                        "value": {record.topology_key: record.domain}})
+    return ops
+
+
+class Applier:
+    def __init__(self, api: client.ApiClient, stored: Stored, identity: str,
+                 concurrency: int = 16, pause: float = 0.0) -> None:
+        self.core = client.CoreV1Api(api)
+        self.stored = stored
+        self.identity = identity
+        self.limit = asyncio.Semaphore(concurrency)
+        # Seconds to wait between pod patches: only for crash tests that need a lift to
+        # take long enough to be interrupted half-way.
+        self.pause = pause
+        self._said: dict[tuple[str, str], str] = {}
+
+    async def apply(self, actions: list[Action]) -> None:
+        for action in actions:
+            try:
+                if isinstance(action, Admit):
+                    await self._record(action)
+                    await self._ungate(action.ungate, action.record)
+                elif isinstance(action, Finish):
+                    await self._ungate(action.ungate, action.record)
+                await self._events(action)
+            except ApiException as e:
+                log.warning("could not apply a decision; the next round retries",
+                            extra={"gang": "/".join(action.gang), "status": e.status,
+                                   "reason": e.reason})
+
+    async def _patch(self, pod: PodInfo, body: Any, content_type: str) -> None:
+        async with self.limit:
+            response = await self.core.patch_namespaced_pod(
+                pod.name, pod.namespace, body=body, _content_type=content_type,
+                _preload_content=False)
+            self.stored(await response.json())
+
+    async def _record(self, admit: Admit) -> None:
+        body = {"metadata": {"annotations": {PLACEMENT_ANNOTATION: admit.record.dumps()}}}
+        await self._patch(admit.anchor, body, "application/merge-patch+json")
+        log.info("gang admitted", extra={"gang": "/".join(admit.gang),
+                                         "domain": admit.record.domain,
+                                         "pods": len(admit.ungate)})
+
+    async def _ungate(self, pods: tuple[PodInfo, ...], record: Record) -> None:
+        async def one(pod: PodInfo) -> None:
+            try:
+                await self._patch(pod, ungate_patch(pod, record), "application/json-patch+json")
+            except ApiException as e:
+                if e.status != 404:  # a pod deleted meanwhile needs no ungating
+                    raise
+        if self.pause:
+            for pod in pods:
+                await one(pod)
+                await asyncio.sleep(self.pause)
+        else:
+            await asyncio.gather(*(one(p) for p in pods))
+
+    async def _events(self, action: Action) -> None:
+        message = describe(action)
+        pods = action.pods if isinstance(action, Wait) else action.ungate
+        reason = message.split(":", 1)[0]
+        kind = "Warning" if isinstance(action, Wait) and action.warning else "Normal"
+        for pod in pods:
+            if self._said.get(pod.key) == message:
+                continue  # say each thing once, not every round
+            self._said[pod.key] = message
+            await self._event(pod, kind, reason, message)
+
+    async def _event(self, pod: PodInfo, kind: str, reason: str, message: str) -> None:
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+            "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": pod.name,
+                               "namespace": pod.namespace, "uid": pod.uid},
+            "type": kind, "reason": reason, "message": message[:1024],
+            "source": {"component": "airlock-controller"},
+            "reportingComponent": "gpu-airlock.io/controller",
+            "reportingInstance": self.identity or os.uname().nodename,
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        try:
+            await self.core.create_namespaced_event(pod.namespace, body=body)
+        except ApiException as e:
+            log.debug("event not recorded", extra={"status": e.status})

@@ -1,0 +1,75 @@
+"""What the watches have told us, as typed views, plus our own writes as they return."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from webhook.controller.objects import NodeInfo, PodInfo
+
+
+def _version(obj: dict[str, Any]) -> int:
+    # Resource versions are opaque, but etcd's are increasing integers: enough to keep a
+    # late watch event from rolling back what one of our own writes already returned.
+    text = (obj.get("metadata") or {}).get("resourceVersion", "")
+    return int(text) if text.isdigit() else 0
+
+
+class Cache:
+    def __init__(self) -> None:
+        self.pods: dict[tuple[str, str], PodInfo] = {}
+        self.nodes: dict[str, NodeInfo] = {}
+        self._versions: dict[tuple[str, str], int] = {}
+        self.changed = asyncio.Event()
+
+    def list_pods(self, items: list[dict[str, Any]]) -> None:
+        self.pods.clear()
+        self._versions.clear()
+        for obj in items:
+            self.stored(obj)
+        self.changed.set()
+
+    def stored(self, obj: dict[str, Any]) -> None:
+        info = PodInfo.parse(obj)
+        version = _version(obj)
+        if version and version < self._versions.get(info.key, 0):
+            return
+        self._versions[info.key] = version
+        self.pods[info.key] = info
+        self.changed.set()
+
+    def pod_event(self, kind: str, obj: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            meta = obj.get("metadata") or {}
+            key = (meta.get("namespace", ""), meta.get("name", ""))
+            self.pods.pop(key, None)
+            self._versions.pop(key, None)
+            self.changed.set()
+        else:
+            self.stored(obj)
+
+    def list_nodes(self, items: list[dict[str, Any]]) -> None:
+        self.nodes = {n.name: n for n in map(NodeInfo.parse, items)}
+        self.changed.set()
+
+    def node_event(self, kind: str, obj: dict[str, Any]) -> None:
+        info = NodeInfo.parse(obj)
+        if kind == "DELETED":
+            self.nodes.pop(info.name, None)
+        else:
+            self.nodes[info.name] = info
+        self.changed.set()
+
+    def gangs_needing_size(self) -> dict[tuple[str, str], PodInfo]:
+        """Waiting gangs whose size only the owner knows: one member of each."""
+        stated: set[tuple[str, str]] = set()
+        waiting: dict[tuple[str, str], PodInfo] = {}
+        for pod in self.pods.values():
+            gang = pod.gang_id
+            if gang is None or not pod.active:
+                continue
+            if pod.expected_size is not None or pod.placement:
+                stated.add(gang)
+            elif pod.gated:
+                waiting.setdefault(gang, pod)
+        return {g: p for g, p in waiting.items() if g not in stated}

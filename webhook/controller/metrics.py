@@ -1,0 +1,23 @@
+"""The controller's Prometheus metrics, in a registry of its own."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class ControllerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.gangs_waiting = Gauge("airlock_gangs_waiting", "Gangs waiting to be admitted.",
+                                   registry=self.registry)
+        self.admitted = Counter("airlock_gangs_admitted", "Gangs admitted.",
+                                registry=self.registry)
+        self.time_to_admit = Histogram(
+            "airlock_gang_time_to_admit_seconds",
+            "From a gang's first member's creation to its admission.",
+            buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
+            registry=self.registry)
+        self.fit_seconds = Histogram(
+            "airlock_fit_duration_seconds", "Time to decide one round (snapshot and fit).",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+            registry=self.registry)

@@ -1,0 +1,167 @@
+"""`airlock controller`: watches feed a cache; while this replica leads, rounds of
+snapshot -> decide -> apply run whenever the cache changes (and every few seconds, for
+time-based rules such as reservation expiry)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
+from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from webhook.controller.applying import Applier
+from webhook.controller.cache import Cache
+from webhook.controller.deciding import Admit, Options, Wait, decide
+from webhook.controller.metrics import ControllerMetrics
+from webhook.controller.owners import OwnerSizes
+from webhook.controller.watching import watch
+from webhook.logs import setup_logging
+
+log = logging.getLogger("airlock.controller")
+PERIOD = 2.0
+
+
+async def api_client(kubeconfig: Path | None) -> client.ApiClient:
+    configuration = client.Configuration()
+    if kubeconfig is not None:
+        await config.load_kube_config(config_file=str(kubeconfig),
+                                      client_configuration=configuration)
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        await config.load_kube_config(client_configuration=configuration)
+    return client.ApiClient(configuration=configuration)
+
+
+class Controller:
+    def __init__(self, api: client.ApiClient, options: Options, identity: str,
+                 pause: float = 0.0) -> None:
+        self.api = api
+        self.options = options
+        self.cache = Cache()
+        self.metrics = ControllerMetrics()
+        self.sizes = OwnerSizes(api)
+        self.applier = Applier(api, self.cache.stored, identity, pause=pause)
+        self.synced = asyncio.Event()
+
+    async def watch_all(self) -> None:
+        core = client.CoreV1Api(self.api)
+        pods_ready, nodes_ready = asyncio.Event(), asyncio.Event()
+        tasks = [
+            asyncio.create_task(watch("pods", core.list_pod_for_all_namespaces,
+                                      self.cache.list_pods, self.cache.pod_event, pods_ready)),
+            asyncio.create_task(watch("nodes", core.list_node, self.cache.list_nodes,
+                                      self.cache.node_event, nodes_ready)),
+        ]
+        await pods_ready.wait()
+        await nodes_ready.wait()
+        self.synced.set()
+        await asyncio.gather(*tasks)
+
+    async def _sizes(self) -> dict[tuple[str, str], int | str]:
+        sizes: dict[tuple[str, str], int | str] = {}
+        for gang, pod in self.cache.gangs_needing_size().items():
+            sizes[gang] = await self.sizes.lookup(gang, pod)
+        return sizes
+
+    async def round(self) -> None:
+        sizes = await self._sizes()
+        started = time.perf_counter()
+        actions = decide(self.cache.nodes.values(), self.cache.pods.values(), sizes,
+                         time.time(), self.options)
+        self.metrics.fit_seconds.observe(time.perf_counter() - started)
+        self.metrics.gangs_waiting.set(len({a.gang for a in actions if isinstance(a, Wait)}))
+        await self.applier.apply(actions)
+        for action in actions:
+            if isinstance(action, Admit):
+                self.metrics.admitted.inc()
+                arrival = min(p.created for p in action.ungate)
+                self.metrics.time_to_admit.observe(max(time.time() - arrival, 0.0))
+
+    async def lead(self) -> None:
+        log.info("leading: deciding from now on")
+        await self.synced.wait()
+        while True:
+            self.cache.changed.clear()
+            try:
+                await self.round()
+            except Exception:
+                log.exception("round failed; retrying")
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.cache.changed.wait(), PERIOD)
+            # Let a burst of events (a gang's pods arriving) settle into one round.
+            await asyncio.sleep(0.02)
+
+
+async def _serve_metrics(controller: Controller, port: int) -> web.AppRunner | None:
+    if not port:
+        return None
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(controller.metrics.registry),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "0.0.0.0", port).start()
+    return runner
+
+
+async def _main(args: argparse.Namespace) -> int:
+    api = await api_client(args.kubeconfig)
+    options = Options(order=args.order, reservation_timeout=args.reservation_timeout,
+                      incomplete_warning_after=args.incomplete_warning_after)
+    controller = Controller(api, options, args.identity, pause=args.patch_pause)
+    runner = await _serve_metrics(controller, args.metrics_port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    watching = asyncio.create_task(controller.watch_all())
+    if args.no_leader_election:
+        work = asyncio.create_task(controller.lead())
+    else:
+        lock = LeaseLock(args.lease_name, args.namespace, args.identity, api)
+        election = leaderelection.LeaderElection(electionconfig.Config(
+            lock, lease_duration=15, renew_deadline=10, retry_period=2,
+            onstarted_leading=controller.lead, onstopped_leading=_lost_lead(stop)))
+        work = asyncio.create_task(election.run())
+    await asyncio.wait([asyncio.create_task(stop.wait()), work, watching],
+                       return_when=asyncio.FIRST_COMPLETED)
+    for task in (work, watching):
+        task.cancel()
+    if runner is not None:
+        await runner.cleanup()
+    await api.close()
+    return 0
+
+
+def _lost_lead(stop: asyncio.Event) -> Any:
+    async def lost() -> None:
+        # Another replica may be leading now: stop, and let Kubernetes restart us as a
+        # follower, rather than risk two deciders.
+        log.error("lost the lease; stopping")
+        stop.set()
+    return lost
+
+
+def run_controller(args: argparse.Namespace) -> int:
+    setup_logging()
+    return asyncio.run(_main(args))

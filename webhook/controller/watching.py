@@ -1,0 +1,78 @@
+"""List-then-watch of one resource as raw JSON: resourceVersion tracking, bookmarks, a
+relist on 410 Gone, and backoff on errors. Events go to a callback; nothing here decides."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from kubernetes_asyncio.client.exceptions import ApiException
+
+log = logging.getLogger("airlock.watch")
+
+Lister = Callable[..., Awaitable[Any]]
+OnList = Callable[[list[dict[str, Any]]], None]
+OnEvent = Callable[[str, dict[str, Any]], None]
+
+
+class Gone(Exception):
+    pass
+
+
+async def _body(response: Any) -> dict[str, Any]:
+    data: dict[str, Any] = orjson.loads(await response.read())
+    return data
+
+
+async def watch(kind: str, lister: Lister, on_list: OnList, on_event: OnEvent,
+                ready: asyncio.Event | None = None, timeout_seconds: int = 300) -> None:
+    """Keep `on_list`/`on_event` in step with the cluster until cancelled."""
+    backoff = 0.5
+    while True:
+        try:
+            listed = await _body(await lister(_preload_content=False))
+            on_list(listed.get("items") or [])
+            version = listed["metadata"]["resourceVersion"]
+            if ready is not None:
+                ready.set()
+            backoff = 0.5
+            while True:
+                version = await _stream(lister, version, on_event, timeout_seconds)
+        except Gone:
+            log.info("watch expired; listing again", extra={"kind": kind})
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # any failure: back off, then list again
+            log.warning("watch failed; retrying", extra={"kind": kind, "error": str(e),
+                                                         "retry_in": backoff})
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 30.0)
+
+
+async def _stream(lister: Lister, version: str, on_event: OnEvent,
+                  timeout_seconds: int) -> str:
+    try:
+        response = await lister(watch=True, resource_version=version,
+                                allow_watch_bookmarks=True, timeout_seconds=timeout_seconds,
+                                _preload_content=False)
+    except ApiException as e:
+        if e.status == 410:
+            raise Gone from None
+        raise
+    async with response:
+        async for line in response.content:
+            if not line.strip():
+                continue
+            event = orjson.loads(line)
+            kind, obj = event.get("type"), event.get("object") or {}
+            if kind == "ERROR":
+                if obj.get("code") == 410:
+                    raise Gone
+                raise RuntimeError(obj.get("message", "watch error"))
+            version = (obj.get("metadata") or {}).get("resourceVersion", version)
+            if kind != "BOOKMARK":
+                on_event(kind, obj)
+    return version

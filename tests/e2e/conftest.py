@@ -81,7 +81,12 @@ async def api(control_plane: ControlPlane) -> AsyncIterator[client.ApiClient]:
 
 @pytest.fixture
 async def namespace(api: client.ApiClient) -> AsyncIterator[str]:
+    """A fresh namespace. Its pods are force-deleted afterwards: with no kubelet, a bound
+    pod would otherwise wait forever to terminate, and with no namespace controller
+    nothing else would remove them; either way they would hold GPUs of the next test."""
     name = f"e2e-{uuid.uuid4().hex[:8]}"
     await wiring.create_namespace(api, name)
     yield name
-    await client.CoreV1Api(api).delete_namespace(name)
+    core = client.CoreV1Api(api)
+    await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+    await core.delete_namespace(name)

@@ -102,10 +102,14 @@ REMOVE_GATE = [{"op": "test", "path": "/spec/schedulingGates/0/name", "value": G
 async def _grant_pod_patch(api: client.ApiClient, namespace: str, subject: dict[str, str]
                            ) -> None:
     rbac = client.RbacAuthorizationV1Api(api)
-    await rbac.create_namespaced_role(namespace, body={
-        "metadata": {"name": "pod-editor"},
-        "rules": [{"apiGroups": [""], "resources": ["pods"],
-                   "verbs": ["get", "list", "patch", "update"]}]})
+    try:
+        await rbac.create_namespaced_role(namespace, body={
+            "metadata": {"name": "pod-editor"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"],
+                       "verbs": ["get", "list", "patch", "update"]}]})
+    except ApiException as e:
+        if e.status != 409:
+            raise
     await rbac.create_namespaced_role_binding(namespace, body={
         "metadata": {"name": f"pod-editor-{subject['name'].replace(':', '-')}"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",

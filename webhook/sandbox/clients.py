@@ -23,8 +23,8 @@ async def from_kubeconfig(path: Path, impersonate: str | None = None,
 def from_token(server: str, ca_file: Path, token: str) -> client.ApiClient:
     configuration = client.Configuration(host=server)
     configuration.ssl_ca_cert = str(ca_file)
-    configuration.api_key = {"authorization": token}
-    configuration.api_key_prefix = {"authorization": "Bearer"}
+    configuration.api_key = {"BearerToken": token}
+    configuration.api_key_prefix = {"BearerToken": "Bearer"}
     return client.ApiClient(configuration=configuration)
 
 

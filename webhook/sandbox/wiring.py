@@ -90,3 +90,53 @@ async def create_namespace(api: client.ApiClient, name: str,
     except ApiException as e:
         if e.status != 409:
             raise
+
+
+CONTROLLER_RBAC = WEBHOOK_CONFIGURATIONS.parent / "controller-rbac.yaml"
+
+
+async def _create_rbac(api: client.ApiClient, doc: dict[str, Any]) -> None:
+    rbac = client.RbacAuthorizationV1Api(api)
+    ns = doc["metadata"].get("namespace")
+    create = {
+        "ClusterRole": lambda: rbac.create_cluster_role(body=doc),
+        "ClusterRoleBinding": lambda: rbac.create_cluster_role_binding(body=doc),
+        "Role": lambda: rbac.create_namespaced_role(ns, body=doc),
+        "RoleBinding": lambda: rbac.create_namespaced_role_binding(ns, body=doc),
+    }[doc["kind"]]
+    try:
+        await create()
+    except ApiException as e:
+        if e.status != 409:
+            raise
+
+
+async def controller_kubeconfig(api: client.ApiClient, server: str, ca_file: Path,
+                                path: Path) -> Path:
+    """A kubeconfig for the controller's own ServiceAccount, with exactly the RBAC that
+    deploy/ grants it: the sandbox and the tests run it as it runs in a cluster."""
+    await create_namespace(api, "airlock-system")
+    try:
+        await client.CoreV1Api(api).create_namespaced_service_account(
+            "airlock-system", body={"metadata": {"name": "airlock-controller"}})
+    except ApiException as e:
+        if e.status != 409:
+            raise
+    for doc in yaml.safe_load_all(CONTROLLER_RBAC.read_text()):
+        if doc:
+            await _create_rbac(api, doc)
+    token = await client.CoreV1Api(api).create_namespaced_service_account_token(
+        "airlock-controller", "airlock-system",
+        body={"spec": {"expirationSeconds": 86400}})
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "airlock-controller",
+        "clusters": [{"name": "sandbox", "cluster": {
+            "server": server,
+            "certificate-authority-data": base64.b64encode(ca_file.read_bytes()).decode()}}],
+        "users": [{"name": "airlock-controller", "user": {"token": token.status.token}}],
+        "contexts": [{"name": "airlock-controller", "context": {
+            "cluster": "sandbox", "user": "airlock-controller"}}],
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path

@@ -94,8 +94,7 @@ def test_gang_too_big_for_any_domain_waits_with_numbers() -> None:
     actions = decide(cluster({"a": 4, "b": 4}), gang("g", 8), {}, NOW)
     assert not admitted(actions)
     assert waits(actions)["g"] == ("Waiting: 8/8 pods present; needs 64 GPUs in one "
-                                   "nvidia.com/gpu.clique domain (nvidia.com/gpu.clique), "
-                                   "the best has 32 free")
+                                   "nvidia.com/gpu.clique domain, the best has 32 free")
 
 
 def test_preferred_topology_may_span_domains() -> None:

@@ -62,6 +62,9 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     need = sum(gpus(p.requests) for p in pods)
     anchor = pods[0]
     everywhere = [n for n in snap.eligible_nodes(anchor) if n not in avoid]
+    if not everywhere:
+        return NoFit(f"needs {need} GPUs, and no node is eligible: none is Ready, "
+                     f"schedulable, tolerated and matched by the pods' node selection")
     if not topology_key:
         placed = _pack(pods, everywhere, snap)
         if placed is not None:
@@ -86,8 +89,8 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
         placed = _pack(pods, everywhere, snap)
         if placed is not None:
             return Plan(None, placed)
-    return NoFit(f"needs {need} GPUs in one {level} domain ({topology_key}), the best has "
-                 f"{best_free} free" if domains else
+    return NoFit(f"needs {need} GPUs in one {level} domain, the best has {best_free} free"
+                 if domains else
                  f"needs {need} GPUs in one {level} domain, and no eligible node has the "
                  f"label {topology_key}", best_nodes)
 

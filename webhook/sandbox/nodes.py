@@ -65,8 +65,12 @@ async def create_nodes(api: client.ApiClient, nodes: list[dict[str, Any]],
         async with limit:
             await core.create_node(body=node)
             # Status is a subresource: the create above ignores it.
-            await core.patch_node_status(node["metadata"]["name"],
-                                         body={"status": node["status"]},
+            name = node["metadata"]["name"]
+            await core.patch_node_status(name, body={"status": node["status"]},
                                          _content_type="application/merge-patch+json")
+            # The TaintNodesByCondition plugin taints every new node not-ready; only the
+            # node lifecycle controller (not run here) would lift it once Ready.
+            await core.patch_node(name, body={"spec": {"taints": node["spec"]["taints"]}},
+                                  _content_type="application/merge-patch+json")
 
     await asyncio.gather(*(one(n) for n in nodes))

@@ -20,3 +20,5 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--demo", action="store_true",
                         help="create the example workloads and show what happened to them")
     parser.add_argument("--policies", type=Path, default=Path("policies"))
+    parser.add_argument("--settle", type=float, default=5.0,
+                        help="with --demo: seconds to let the controller and scheduler act")

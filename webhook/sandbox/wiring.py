@@ -97,15 +97,16 @@ CONTROLLER_RBAC = WEBHOOK_CONFIGURATIONS.parent / "controller-rbac.yaml"
 
 async def _create_rbac(api: client.ApiClient, doc: dict[str, Any]) -> None:
     rbac = client.RbacAuthorizationV1Api(api)
-    ns = doc["metadata"].get("namespace")
-    create = {
-        "ClusterRole": lambda: rbac.create_cluster_role(body=doc),
-        "ClusterRoleBinding": lambda: rbac.create_cluster_role_binding(body=doc),
-        "Role": lambda: rbac.create_namespaced_role(ns, body=doc),
-        "RoleBinding": lambda: rbac.create_namespaced_role_binding(ns, body=doc),
-    }[doc["kind"]]
+    ns, kind = doc["metadata"].get("namespace"), doc["kind"]
     try:
-        await create()
+        if kind == "ClusterRole":
+            await rbac.create_cluster_role(body=doc)
+        elif kind == "ClusterRoleBinding":
+            await rbac.create_cluster_role_binding(body=doc)
+        elif kind == "Role":
+            await rbac.create_namespaced_role(ns, body=doc)
+        else:
+            await rbac.create_namespaced_role_binding(ns, body=doc)
     except ApiException as e:
         if e.status != 409:
             raise

@@ -1,0 +1,197 @@
+"""`airlock sandbox up|down|status`: the local control plane with Airlock wired in, left
+running in the background for kubectl and scripts."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from webhook.keys import CLASS_LABEL, GATE
+from webhook.policy.loading import PolicyError, load_policy
+from webhook.sandbox import wiring
+from webhook.sandbox.airlock import start_controller, start_webhook
+from webhook.sandbox.binaries import BinariesError, cache_root, ensure_binaries
+from webhook.sandbox.clients import from_kubeconfig
+from webhook.sandbox.controlplane import ControlPlane, ControlPlaneError, stop_process_group
+from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL, Shape, create_nodes, topology
+
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo"
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    return Path(args.state_dir) if args.state_dir else cache_root() / "sandbox"
+
+
+def _read_state(state_dir: Path) -> dict[str, Any] | None:
+    try:
+        state: dict[str, Any] = json.loads((state_dir / "state.json").read_text())
+        return state
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def _wire(plane: ControlPlane, hook_url: str, ca: bytes, shape: Shape,
+                policies: Path) -> Path:
+    async with await from_kubeconfig(plane.admin_kubeconfig) as api:
+        await wiring.create_priority_classes(api, load_policy(policies))
+        await create_nodes(api, topology(shape))
+        await wiring.apply_webhook_configurations(api, wiring.webhook_configurations(hook_url, ca))
+        return await wiring.controller_kubeconfig(api, plane.url, plane.ca_file,
+                                                  plane.workdir / "controller.kubeconfig")
+
+
+def up(args: argparse.Namespace) -> int:
+    state_dir = _state_dir(args)
+    state = _read_state(state_dir)
+    if state and all(_alive(pid) for pid in state["pids"]):
+        print(f"the sandbox is already up\nkubeconfig: {state['kubeconfig']}")
+        return _demo(state, args) if args.demo else 0
+    if state_dir.exists():
+        shutil.rmtree(state_dir)
+    try:
+        load_policy(args.policies)
+        binaries = ensure_binaries(lambda line: print(line, file=sys.stderr, flush=True))
+        print("starting etcd, kube-apiserver and kube-scheduler ...", file=sys.stderr)
+        plane = ControlPlane(binaries, workdir=state_dir, detached=True).start()
+    except (PolicyError, BinariesError, ControlPlaneError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"control plane ready in {plane.start_seconds:.1f}s", file=sys.stderr)
+    shape = Shape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+                  nodes_per_domain=args.nodes_per_domain,
+                  domains_per_block=args.domains_per_block)
+    hook = start_webhook(state_dir, args.policies, detached=True)
+    controller_kubeconfig = asyncio.run(
+        _wire(plane, hook.url, hook.certs.ca.read_bytes(), shape, args.policies))
+    controller = start_controller(state_dir, controller_kubeconfig, detached=True)
+    state = {
+        "kubeconfig": str(plane.admin_kubeconfig), "apiserver": plane.url,
+        "webhook": hook.url,
+        "pids": [c.process.pid for c in plane.components]
+        + [hook.running.process.pid, controller.process.pid],
+        "logs": str(state_dir),
+    }
+    (state_dir / "state.json").write_text(json.dumps(state, indent=2))
+    print(f"{shape.nodes} fake GPU nodes ({shape.gpus_per_node} GPUs each), webhook at "
+          f"{hook.url}, controller running; logs in {state_dir}", file=sys.stderr)
+    print(f"kubeconfig: {plane.admin_kubeconfig}")
+    return _demo(state, args) if args.demo else 0
+
+
+def down(args: argparse.Namespace) -> int:
+    state_dir = _state_dir(args)
+    state = _read_state(state_dir)
+    if state is None:
+        print("the sandbox is not up")
+        return 0
+    for pid in reversed(state["pids"]):
+        stop_process_group(pid)
+    shutil.rmtree(state_dir, ignore_errors=True)
+    print("the sandbox is down")
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    state = _read_state(_state_dir(args))
+    if state is None:
+        print("the sandbox is not up")
+        return 1
+    alive = [_alive(pid) for pid in state["pids"]]
+    print(f"processes: {sum(alive)}/{len(alive)} running; apiserver {state['apiserver']}; "
+          f"webhook {state['webhook']}")
+    print(f"kubeconfig: {state['kubeconfig']}")
+    if not all(alive):
+        return 1
+    print(asyncio.run(_table(Path(state["kubeconfig"]))))
+    return 0
+
+
+async def _create_demo(kubeconfig: Path) -> None:
+    # Serving first, as in a cluster where it already runs; then batch, then the gang.
+    docs = [d for f in ("crds.yaml", "inference-deployment.yaml", "scavenger-job.yaml",
+                        "training-pytorchjob.yaml")
+            for d in yaml.safe_load_all((DEMO / f).read_text()) if d]
+    async with await from_kubeconfig(kubeconfig) as api:
+        for ns in ("research", "serving"):
+            await wiring.create_namespace(api, ns)
+        uids: dict[tuple[str, str], str] = {}
+        for doc in docs:
+            try:
+                if doc["kind"] == "CustomResourceDefinition":
+                    await client.ApiextensionsV1Api(api).create_custom_resource_definition(
+                        body=doc)
+                    await asyncio.sleep(2)  # the new kind takes a moment to be served
+                elif doc["kind"] == "PyTorchJob":
+                    made = await client.CustomObjectsApi(api).create_namespaced_custom_object(
+                        "kubeflow.org", "v1", doc["metadata"]["namespace"], "pytorchjobs", doc)
+                    uids[("PyTorchJob", doc["metadata"]["name"])] = made["metadata"]["uid"]
+                else:
+                    for ref in doc["metadata"].get("ownerReferences", []):
+                        ref["uid"] = uids.setdefault((ref["kind"], ref["name"]),
+                                                     str(uuid.uuid4()))
+                    await client.CoreV1Api(api).create_namespaced_pod(
+                        doc["metadata"]["namespace"], body=doc)
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+
+
+async def _table(kubeconfig: Path) -> str:
+    async with await from_kubeconfig(kubeconfig) as api:
+        core = client.CoreV1Api(api)
+        nodes = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in (
+            await (await core.list_node(_preload_content=False)).json())["items"]}
+        pods = (await (await core.list_pod_for_all_namespaces(
+            _preload_content=False)).json())["items"]
+    rows = [("POD", "CLASS", "PRIORITY", "GATED", "NODE", "DOMAIN (nvlink / block)")]
+    for p in sorted(pods, key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"])):
+        meta, spec = p["metadata"], p["spec"]
+        node = spec.get("nodeName") or "-"
+        labels = nodes.get(node, {})
+        domain = f"{labels.get(CLIQUE_LABEL, '-')} / {labels.get(BLOCK_LABEL, '-')}" \
+            if node != "-" else "-"
+        gated = "yes" if any(g["name"] == GATE for g in spec.get("schedulingGates", [])) \
+            else "no"
+        rows.append((f"{meta['namespace']}/{meta['name']}",
+                     (meta.get("labels") or {}).get(CLASS_LABEL, "-"),
+                     f"{spec.get('priorityClassName') or '-'} ({spec.get('priority', 0)})",
+                     gated, node, domain))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+def _demo(state: dict[str, Any], args: argparse.Namespace) -> int:
+    kubeconfig = Path(state["kubeconfig"])
+    print("creating the example workloads from examples/demo ...", file=sys.stderr)
+    asyncio.run(_create_demo(kubeconfig))
+    # Give the controller and the scheduler a moment to act.
+    time.sleep(args.settle)
+    print(asyncio.run(_table(kubeconfig)))
+    return 0
+
+
+def run_sandbox(args: argparse.Namespace) -> int:
+    return {"up": up, "down": down, "status": status}[args.action](args)

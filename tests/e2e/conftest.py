@@ -15,7 +15,7 @@ from kubernetes_asyncio import client
 
 from webhook.policy.loading import load_policy
 from webhook.sandbox import wiring
-from webhook.sandbox.airlock import Webhook, start_webhook
+from webhook.sandbox.airlock import AirlockProcess, Webhook, start_controller, start_webhook
 from webhook.sandbox.binaries import Binaries, BinariesError, ensure_binaries
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import ControlPlane
@@ -90,3 +90,40 @@ async def namespace(api: client.ApiClient) -> AsyncIterator[str]:
     core = client.CoreV1Api(api)
     await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
     await core.delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def controller_kubeconfig(control_plane: ControlPlane, airlock: Webhook) -> Path:
+    """Credentials of the controller's own ServiceAccount, bound to deploy/'s RBAC."""
+    async def make() -> Path:
+        async with await from_kubeconfig(control_plane.admin_kubeconfig) as api:
+            return await wiring.controller_kubeconfig(
+                api, control_plane.url, control_plane.ca_file,
+                control_plane.workdir / "controller.kubeconfig")
+    return asyncio.run(make())
+
+
+class Controllers:
+    """Controller processes for one test, all stopped (SIGKILL if need be) after it."""
+
+    def __init__(self, workdir: Path, kubeconfig: Path) -> None:
+        self.workdir, self.kubeconfig = workdir, kubeconfig
+        self.running: list[AirlockProcess] = []
+
+    def start(self, *extra: str) -> AirlockProcess:
+        proc = start_controller(self.workdir, self.kubeconfig, list(extra))
+        self.running.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in self.running:
+            if proc.process.poll() is None:
+                proc.process.kill()
+            proc.process.wait()
+
+
+@pytest.fixture
+def controllers(controller_kubeconfig: Path, tmp_path: Path) -> Iterator[Controllers]:
+    running = Controllers(tmp_path, controller_kubeconfig)
+    yield running
+    running.stop_all()

@@ -1,0 +1,198 @@
+"""The gang controller on the real control plane, with the real kube-scheduler placing
+what it lets go. The cluster: 8 nodes of 8 GPUs, NVLink domains clique-0 (gpu-0000..3)
+and clique-1 (gpu-0004..7). Pods go through Airlock's webhook, which gates them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from tests.builders import pod
+from tests.e2e.conftest import Controllers
+from webhook.keys import (
+    CLASS_LABEL,
+    GANG_NAME_LABEL,
+    GANG_SIZE_ANNOTATION,
+    GATE,
+    PLACEMENT_ANNOTATION,
+)
+
+GPUS_PER_NODE = 8
+
+
+def gang_pod(gang: str, i: int, size: int, gpus: int = 8, cls: str | None = None
+             ) -> dict[str, Any]:
+    b = (pod(f"{gang}-{i}").gpus(gpus).label(GANG_NAME_LABEL, gang)
+         .annotation(GANG_SIZE_ANNOTATION, str(size)))
+    if cls:
+        b.label(CLASS_LABEL, cls)
+    obj = b.build()
+    del obj["metadata"]["namespace"]  # the request's namespace decides
+    return obj
+
+
+async def create_gang(api: client.ApiClient, ns: str, gang: str, size: int, count: int | None
+                      = None, **kw: Any) -> None:
+    core = client.CoreV1Api(api)
+    await asyncio.gather(*(core.create_namespaced_pod(ns, body=gang_pod(gang, i, size, **kw))
+                           for i in range(size if count is None else count)))
+
+
+async def pods_of(api: client.ApiClient, ns: str, prefix: str = "") -> list[dict[str, Any]]:
+    response = await client.CoreV1Api(api).list_namespaced_pod(ns, _preload_content=False)
+    items: list[dict[str, Any]] = (await response.json())["items"]
+    return [p for p in items if p["metadata"]["name"].startswith(prefix)]
+
+
+def gated(p: dict[str, Any]) -> bool:
+    return any(g["name"] == GATE for g in p["spec"].get("schedulingGates") or [])
+
+
+async def until(check: Callable[[], Awaitable[bool]], within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {within}s")
+        await asyncio.sleep(0.2)
+
+
+async def nodes_by_name(api: client.ApiClient) -> dict[str, dict[str, str]]:
+    response = await client.CoreV1Api(api).list_node(_preload_content=False)
+    return {n["metadata"]["name"]: n["metadata"]["labels"]
+            for n in (await response.json())["items"]}
+
+
+async def events(api: client.ApiClient, ns: str, prefix: str = "") -> list[str]:
+    response = await client.CoreV1Api(api).list_namespaced_event(ns, _preload_content=False)
+    return [e["message"] for e in (await response.json())["items"]
+            if e["involvedObject"]["name"].startswith(prefix)]
+
+
+async def test_gang_lands_whole_inside_one_domain(api: client.ApiClient, namespace: str,
+                                                  controllers: Controllers) -> None:
+    controllers.start()
+    await create_gang(api, namespace, "ddp", 4)
+
+    async def all_bound() -> bool:
+        return all(p["spec"].get("nodeName") for p in await pods_of(api, namespace, "ddp"))
+
+    await until(all_bound)
+    pods = await pods_of(api, namespace, "ddp")
+    nodes = await nodes_by_name(api)
+    domains = {nodes[p["spec"]["nodeName"]]["nvidia.com/gpu.clique"] for p in pods}
+    assert len(domains) == 1
+    (domain,) = domains
+    assert all(p["spec"]["nodeSelector"] == {"nvidia.com/gpu.clique": domain} for p in pods)
+    assert any(f"Admitted: domain {domain}" in e for e in await events(api, namespace))
+
+
+async def test_a_gang_that_cannot_fit_never_runs_partially(
+        api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
+    controllers.start()
+    await create_gang(api, namespace, "huge", 9)  # 72 GPUs; the cluster has 64
+
+    async def said_why() -> bool:
+        return any("Waiting: 9/9 pods present; needs 72 GPUs" in e
+                   for e in await events(api, namespace))
+
+    await until(said_why)
+    await asyncio.sleep(2)
+    pods = await pods_of(api, namespace, "huge")
+    assert len(pods) == 9 and all(gated(p) and not p["spec"].get("nodeName") for p in pods)
+
+
+async def test_incomplete_gang_waits_for_every_member(
+        api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
+    controllers.start()
+    await create_gang(api, namespace, "late", 3, count=2)
+
+    async def said_two_of_three() -> bool:
+        return "Waiting: 2/3 pods present" in await events(api, namespace)
+
+    await until(said_two_of_three)
+    assert all(gated(p) for p in await pods_of(api, namespace, "late"))
+    await client.CoreV1Api(api).create_namespaced_pod(namespace,
+                                                      body=gang_pod("late", 2, 3))
+
+    async def all_bound() -> bool:
+        pods = await pods_of(api, namespace, "late")
+        return len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods)
+
+    await until(all_bound)
+
+
+async def test_competing_gangs_are_admitted_by_priority(
+        api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
+    core = client.CoreV1Api(api)
+    # Fill every GPU with bound pods so both gangs wait side by side.
+    blockers = [pod(f"blocker-{i}").gpus(GPUS_PER_NODE).owner("Job", "blocker")
+                .label("role", "blocker").set("nodeName", f"gpu-{i:04d}").build()
+                for i in range(8)]
+    for b in blockers:
+        b["metadata"]["ownerReferences"][0]["uid"] = "00000000-0000-4000-8000-00000000b10c"
+        del b["metadata"]["namespace"]
+    await asyncio.gather(*(core.create_namespaced_pod(namespace, body=b) for b in blockers))
+    controllers.start()
+    # Each gang needs 6 of the 8 nodes: only one of them can run.
+    await create_gang(api, namespace, "batch", 6, cls="scavenger")
+    await create_gang(api, namespace, "urgent", 6, cls="training")
+
+    async def both_waiting() -> bool:
+        for gang in ("batch", "urgent"):
+            if not any(e.startswith("Waiting: 6/6") for e in await events(api, namespace, gang)):
+                return False
+        return True
+
+    await until(both_waiting)
+    await core.delete_collection_namespaced_pod(namespace, label_selector="role=blocker",
+                                                grace_period_seconds=0)
+
+    async def urgent_bound() -> bool:
+        return all(p["spec"].get("nodeName") for p in await pods_of(api, namespace, "urgent"))
+
+    await until(urgent_bound)
+    await asyncio.sleep(2)
+    assert all(gated(p) for p in await pods_of(api, namespace, "batch"))
+
+
+async def test_controller_killed_half_way_finishes_after_restart(
+        api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
+    # A slow lift (a pause between pod patches) gives the kill a moment to land in.
+    slow = controllers.start("--patch-pause", "1.0")
+    await create_gang(api, namespace, "crash", 4)
+
+    async def half_way() -> bool:
+        pods = await pods_of(api, namespace, "crash")
+        recorded = any(PLACEMENT_ANNOTATION in (p["metadata"].get("annotations") or {})
+                       for p in pods)
+        return recorded and 0 < sum(not gated(p) for p in pods) < 4
+
+    await until(half_way)
+    slow.process.send_signal(signal.SIGKILL)
+    slow.process.wait()
+    pods = await pods_of(api, namespace, "crash")
+    assert 0 < sum(gated(p) for p in pods) < 4, "the kill must land half-way"
+    record = json.loads(next(p["metadata"]["annotations"][PLACEMENT_ANNOTATION] for p in pods
+                             if PLACEMENT_ANNOTATION in (p["metadata"].get("annotations") or {})))
+    controllers.start()
+
+    async def all_bound() -> bool:
+        return all(p["spec"].get("nodeName") for p in await pods_of(api, namespace, "crash"))
+
+    await until(all_bound)
+    pods = await pods_of(api, namespace, "crash")
+    nodes = await nodes_by_name(api)
+    assert {nodes[p["spec"]["nodeName"]]["nvidia.com/gpu.clique"] for p in pods} == \
+        {record["domain"]}
+    used: dict[str, int] = {}
+    for p in pods:
+        node = p["spec"]["nodeName"]
+        used[node] = used.get(node, 0) + int(
+            p["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"])
+    assert max(used.values()) <= GPUS_PER_NODE

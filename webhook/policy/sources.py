@@ -46,15 +46,13 @@ class Document:
 
 
 def _walk(node: yaml.Node, loc: Loc, lines: dict[Loc, int]) -> None:
-    lines[loc] = node.start_mark.line + 1
+    # A mapping entry points at its key, which is where a person looks for it.
+    lines.setdefault(loc, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             name = key.value if isinstance(key, yaml.ScalarNode) else str(key.start_mark.line)
             lines[(*loc, name)] = key.start_mark.line + 1
             _walk(value, (*loc, name), lines)
-            # Point at the key, which is where a person looks for a wrong value.
-            if isinstance(value, yaml.ScalarNode):
-                lines[(*loc, name)] = key.start_mark.line + 1
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _walk(item, (*loc, i), lines)

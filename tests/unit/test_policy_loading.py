@@ -126,3 +126,9 @@ def test_team_access_example_merges_with_the_defaults() -> None:
     assert policy.allowed_classes("serving-llm") == ("inference",)
     assert policy.allowed_classes("notebooks") == ("scavenger",)
     assert set(policy.allowed_classes("default")) == {"training", "inference", "scavenger"}
+
+
+def test_policy_reference_is_in_step_with_the_model() -> None:
+    from webhook.policy.schema import reference_markdown
+    assert (ROOT / "docs" / "policy-reference.md").read_text() == reference_markdown(), \
+        "run: python -m webhook.policy.schema --markdown > docs/policy-reference.md"

@@ -83,8 +83,10 @@ class TopologyPlacement(_Strict):
 
 
 class ClassSpec(_Strict):
-    priority_class: PriorityClassSpec = Field(alias="priorityClass")
-    tolerations: tuple[Toleration, ...] = ()
+    priority_class: PriorityClassSpec = Field(
+        alias="priorityClass", description="The PriorityClass pods of this class get.")
+    tolerations: tuple[Toleration, ...] = Field(
+        (), description="Added to the pod when it lacks them (e.g. for tainted GPU nodes).")
     topology: TopologyPlacement | None = Field(
         None, description="Where a gang of this class must or should land."
     )
@@ -110,10 +112,14 @@ class Match(_Strict):
     """All given conditions must hold; a list condition holds when any item matches."""
 
     labels: dict[str, str] = Field(default_factory=dict, description="Labels with these values.")
-    has_any_label: tuple[str, ...] = Field((), alias="hasAnyLabel")
-    lacks_labels: tuple[str, ...] = Field((), alias="lacksLabels")
-    annotations: dict[str, str] = Field(default_factory=dict)
-    has_any_annotation: tuple[str, ...] = Field((), alias="hasAnyAnnotation")
+    has_any_label: tuple[str, ...] = Field(
+        (), alias="hasAnyLabel", description="Label keys; at least one present.")
+    lacks_labels: tuple[str, ...] = Field(
+        (), alias="lacksLabels", description="Label keys; none present.")
+    annotations: dict[str, str] = Field(
+        default_factory=dict, description="Annotations with these values.")
+    has_any_annotation: tuple[str, ...] = Field(
+        (), alias="hasAnyAnnotation", description="Annotation keys; at least one present.")
     owner_kinds: tuple[str, ...] = Field(
         (), alias="ownerKinds", description="Kind of the pod's controlling owner."
     )
@@ -131,8 +137,9 @@ class Match(_Strict):
 
 class Rule(_Strict):
     name: str = Field(description="Unique across all files; recorded on the pod it decides.")
-    class_: ClassName = Field(alias="class")
-    match: Match = Field(default_factory=Match)
+    class_: ClassName = Field(alias="class", description="The class the rule gives.")
+    match: Match = Field(default_factory=Match,
+                         description="Conditions; an empty match matches every GPU pod.")
 
     @field_validator("name")
     @classmethod
@@ -143,7 +150,7 @@ class Rule(_Strict):
 
 
 class TopologyLevel(_Strict):
-    name: str
+    name: str = Field(description="The name classes refer to, e.g. nvlink, block, host.")
     node_label: str = Field(alias="nodeLabel", description="The node label naming the domain.")
 
 
@@ -181,16 +188,23 @@ class Admission(_Strict):
 class PolicySpec(_Strict):
     """What one file contributes. Files merge: see `webhook.policy.merging`."""
 
-    scope: Scope | None = None
-    topology_levels: tuple[TopologyLevel, ...] = Field((), alias="topologyLevels")
-    classes: dict[ClassName, ClassSpec] = Field(default_factory=dict)
-    rules: tuple[Rule, ...] = ()
-    namespace_access: tuple[NamespaceAccess, ...] = Field((), alias="namespaceAccess")
-    admission: Admission | None = None
+    scope: Scope | None = Field(None, description="What Airlock touches at all.")
+    topology_levels: tuple[TopologyLevel, ...] = Field(
+        (), alias="topologyLevels", description="Named levels of the topology, by node label.")
+    classes: dict[ClassName, ClassSpec] = Field(
+        default_factory=dict, description="What each class gets: training, inference, "
+        "scavenger.")
+    rules: tuple[Rule, ...] = Field(
+        (), description="Ordered classification rules; the first that matches decides.")
+    namespace_access: tuple[NamespaceAccess, ...] = Field(
+        (), alias="namespaceAccess",
+        description="Which classes a namespace may use; first match wins; unmatched "
+        "namespaces may use every class.")
+    admission: Admission | None = Field(None, description="Admission settings.")
 
 
 class Metadata(_Strict):
-    name: str
+    name: str = Field(description="Unique across the policy files.")
 
 
 class PolicyFile(_Strict):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
 
 from webhook.policy.model import ClassSpec, Policy, Rule, empty_policy_parts
+from webhook.sandbox.binaries import Binaries, BinariesError, ensure_binaries
 
 CLASS_SPECS: dict[str, dict[str, Any]] = {
     "inference": {
@@ -56,3 +58,15 @@ def make_policy(**overrides: Any) -> Policy:
 @pytest.fixture
 def policy() -> Policy:
     return make_policy()
+
+
+@pytest.fixture(scope="session")
+def binaries() -> Binaries:
+    """etcd, kube-apiserver, kube-scheduler and kubectl (built once, then cached). Under
+    CI=true their absence fails the run instead of skipping."""
+    try:
+        return ensure_binaries(lambda line: print(line, flush=True))
+    except BinariesError as e:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"Kubernetes binaries missing: {e}")
+        pytest.skip(f"no Kubernetes binaries: {e}")

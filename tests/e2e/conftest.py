@@ -5,7 +5,6 @@ configurations deploy/ installs. Under CI=true a missing prerequisite fails the 
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,7 +15,7 @@ from kubernetes_asyncio import client
 from webhook.policy.loading import load_policy
 from webhook.sandbox import wiring
 from webhook.sandbox.airlock import AirlockProcess, Webhook, start_controller, start_webhook
-from webhook.sandbox.binaries import Binaries, BinariesError, ensure_binaries
+from webhook.sandbox.binaries import Binaries
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import ControlPlane
 from webhook.sandbox.nodes import Shape, create_nodes, topology
@@ -29,16 +28,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
-
-
-@pytest.fixture(scope="session")
-def binaries() -> Binaries:
-    try:
-        return ensure_binaries(lambda line: print(line, flush=True))
-    except BinariesError as e:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"end-to-end prerequisites missing: {e}")
-        pytest.skip(f"no Kubernetes binaries: {e}")
 
 
 @pytest.fixture(scope="session")

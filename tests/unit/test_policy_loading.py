@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.server.conftest import KubeletDir
-from webhook.policy.loading import PolicyError, load_policy
+from webhook.policy.loading import PolicyError, load_policy, policy_files
 from webhook.policy.reloading import PolicyStore
 from webhook.policy.schema import schema_text
 
@@ -120,8 +120,8 @@ def test_reload_keeps_last_good_and_follows_kubelet_swaps(tmp_path: Path) -> Non
 
 
 def test_team_access_example_merges_with_the_defaults() -> None:
-    files = sorted((ROOT / "policies").glob("*.yaml")) + [
-        ROOT / "policies" / "examples" / "team-namespaces" / "access.yaml"]
+    access = ROOT / "policies" / "examples" / "team-namespaces" / "access.yaml"
+    files = [*policy_files(ROOT / "policies"), access]
     policy = load_policy(files)
     assert policy.allowed_classes("serving-llm") == ("inference",)
     assert policy.allowed_classes("notebooks") == ("scavenger",)

@@ -15,10 +15,12 @@ __all__ = ["PolicyError", "Problem", "load_policy", "policy_files"]
 def policy_files(directory: Path) -> list[Path]:
     """The `*.yaml`/`*.yml` files directly in `directory`, in name order. Hidden entries
     are skipped: a mounted ConfigMap keeps its real files under `..data` and timestamped
-    `..2025_...` directories, and shows each file as a link to them."""
+    `..2025_...` directories, and shows each file as a link to them. So is the
+    kustomization that turns the directory into that ConfigMap."""
     return sorted(
         p for p in directory.iterdir()
         if not p.name.startswith(".") and p.suffix in (".yaml", ".yml") and p.is_file()
+        and p.stem != "kustomization"
     )
 
 

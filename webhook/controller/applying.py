@@ -58,18 +58,22 @@ class Applier:
         self._said: dict[tuple[str, str], str] = {}
 
     async def apply(self, actions: list[Action]) -> None:
-        for action in actions:
-            try:
-                if isinstance(action, Admit):
-                    await self._record(action)
-                    await self._ungate(action.ungate, action.record)
-                elif isinstance(action, Finish):
-                    await self._ungate(action.ungate, action.record)
-                await self._events(action)
-            except ApiException as e:
-                log.warning("could not apply a decision; the next round retries",
-                            extra={"gang": "/".join(action.gang), "status": e.status,
-                                   "reason": e.reason})
+        """Gangs are independent once decided: carry them out side by side (the semaphore
+        bounds the writes in flight); within a gang, the record always comes first."""
+        await asyncio.gather(*(self._apply(a) for a in actions))
+
+    async def _apply(self, action: Action) -> None:
+        try:
+            if isinstance(action, Admit):
+                await self._record(action)
+                await self._ungate(action.ungate, action.record)
+            elif isinstance(action, Finish):
+                await self._ungate(action.ungate, action.record)
+            await self._events(action)
+        except ApiException as e:
+            log.warning("could not apply a decision; the next round retries",
+                        extra={"gang": "/".join(action.gang), "status": e.status,
+                               "reason": e.reason})
 
     async def _patch(self, pod: PodInfo, body: Any, content_type: str) -> None:
         async with self.limit:
@@ -104,11 +108,10 @@ class Applier:
         pods = action.pods if isinstance(action, Wait) else action.ungate
         reason = message.split(":", 1)[0]
         kind = "Warning" if isinstance(action, Wait) and action.warning else "Normal"
-        for pod in pods:
-            if self._said.get(pod.key) == message:
-                continue  # say each thing once, not every round
+        fresh = [p for p in pods if self._said.get(p.key) != message]  # say things once
+        for pod in fresh:
             self._said[pod.key] = message
-            await self._event(pod, kind, reason, message)
+        await asyncio.gather(*(self._event(p, kind, reason, message) for p in fresh))
 
     async def _event(self, pod: PodInfo, kind: str, reason: str, message: str) -> None:
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -123,6 +126,7 @@ class Applier:
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
         try:
-            await self.core.create_namespaced_event(pod.namespace, body=body)
+            async with self.limit:
+                await self.core.create_namespaced_event(pod.namespace, body=body)
         except ApiException as e:
             log.debug("event not recorded", extra={"status": e.status})

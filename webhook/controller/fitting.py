@@ -36,17 +36,23 @@ def _pack(pods: Sequence[PodInfo], candidates: Sequence[str], snap: Snapshot
     placed: dict[tuple[str, str], str] = {}
     for pod in sorted(pods, key=lambda p: (-gpus(p.requests), -p.requests.get("cpu", 0))):
         need = with_pod_slot(pod.requests)
+        need_gpu = gpus(pod.requests)
         allowed = snap.eligible_set(pod)
         best: str | None = None
         best_free = 0
         for node in candidates:
             if node not in allowed:
                 continue
-            free = local[node] if node in local else snap.free[node]
-            if fits(free, need):
+            if node in local:
+                free = local[node]
                 left = gpus(free)
-                if best is None or left < best_free:
-                    best, best_free = node, left
+            else:
+                free, left = snap.free[node], snap.free_gpu[node]
+            # Best fit: the fullest node that still takes the pod; GPUs decide first.
+            if left < need_gpu or (best is not None and left >= best_free):
+                continue
+            if fits(free, need):
+                best, best_free = node, left
         if best is None:
             return None
         placed[pod.key] = best

@@ -38,6 +38,8 @@ class Snapshot:
     def __init__(self, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo]) -> None:
         self.nodes: dict[str, NodeInfo] = {n.name: n for n in nodes}
         self.free: dict[str, Resources] = {n: dict(i.allocatable) for n, i in self.nodes.items()}
+        # Free GPUs per node, kept in step with `free`: fit asks for it per node per domain.
+        self.free_gpu: dict[str, int] = {n: gpus(r) for n, r in self.free.items()}
         for pod in pods:
             if pod.node_name and pod.active and pod.node_name in self.free:
                 self.take(pod.node_name, with_pod_slot(pod.requests))
@@ -49,6 +51,7 @@ class Snapshot:
         free = self.free[node]
         for k, v in requests.items():
             free[k] = free.get(k, 0) - v
+        self.free_gpu[node] = gpus(free)
 
     def eligible_nodes(self, pod: PodInfo) -> list[str]:
         """Nodes the pod may use at all; cached per scheduling signature, since the pods
@@ -81,4 +84,5 @@ class Snapshot:
         return found
 
     def free_gpus(self, names: Iterable[str]) -> int:
-        return sum(max(gpus(self.free[n]), 0) for n in names)
+        free_gpu = self.free_gpu
+        return sum(max(free_gpu[n], 0) for n in names)

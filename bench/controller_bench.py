@@ -1,0 +1,239 @@
+"""Controller benchmark. Prints, in one run:
+
+1. pure decision time at 1,000 and 5,000 fake nodes (8 GPUs each, NVLink domains of 8
+   nodes, 60% of GPUs busy): one round's snapshot, and fit per gang, p50/p99
+   (goal: fit p99 <= 10 ms at 5,000 nodes);
+2. on the real apiserver: raw PATCH throughput of pods, measured first, then gangs
+   admitted per second by the controller and the time from a gang's last member being
+   created to all its gates lifted, p50/p99 (goals: >= 80% of raw PATCH, p99 <= 1 s);
+3. with --memory: the controller's resident memory with 5,000 nodes and 50,000 pods
+   (goal: <= 300 MiB).
+
+    .venv/bin/python -m bench.controller_bench [--gangs 40] [--memory]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+from kubernetes_asyncio import client
+
+from webhook.controller.fitting import fit
+from webhook.controller.objects import NodeInfo, PodInfo
+from webhook.controller.snapshot import Snapshot
+from webhook.keys import (
+    GANG_EXPECTED_SIZE_ANNOTATION,
+    GANG_LABEL,
+    GATE,
+    TOPOLOGY_KEY_ANNOTATION,
+    TOPOLOGY_MODE_ANNOTATION,
+)
+from webhook.sandbox import wiring
+from webhook.sandbox.airlock import start_controller
+from webhook.sandbox.binaries import ensure_binaries
+from webhook.sandbox.clients import from_kubeconfig
+from webhook.sandbox.controlplane import ControlPlane
+from webhook.sandbox.nodes import CLIQUE_LABEL, Shape, create_nodes, topology
+
+GPU = "nvidia.com/gpu"
+
+
+def gang_pods(name: str, size: int, gpus: int, ns: str = "bench") -> list[dict[str, Any]]:
+    return [{
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{name}-{i}", "namespace": ns, "labels": {GANG_LABEL: name},
+                     "annotations": {GANG_EXPECTED_SIZE_ANNOTATION: str(size),
+                                     TOPOLOGY_KEY_ANNOTATION: CLIQUE_LABEL,
+                                     TOPOLOGY_MODE_ANNOTATION: "required"}},
+        "spec": {"schedulingGates": [{"name": GATE}],
+                 "tolerations": [{"key": GPU, "operator": "Exists"}],
+                 "containers": [{"name": "c", "image": "trainer", "resources": {
+                     "requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}}}]},
+    } for i in range(size)]
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def pure_fit(node_count: int, rounds: int = 200) -> None:
+    nodes = [NodeInfo.parse(n) for n in topology(Shape(nodes=node_count, nodes_per_domain=8,
+                                                       domains_per_block=4, taint_gpus=False))]
+    rng = random.Random(7)
+    busy = []
+    for i, n in enumerate(nodes):
+        used = rng.choice((0, 4, 8, 8))  # about 60% of GPUs in use
+        if used:
+            busy.append(PodInfo.parse({
+                "metadata": {"name": f"busy-{i}", "namespace": "x"},
+                "spec": {"nodeName": n.name, "containers": [{"resources": {
+                    "requests": {GPU: str(used)}}}]}}))
+    started = time.perf_counter()
+    snap = Snapshot(nodes, busy)
+    snapshot_ms = (time.perf_counter() - started) * 1000
+    times = []
+    for r in range(rounds):
+        size = rng.choice((2, 4, 8, 16))
+        pods = [PodInfo.parse(p) for p in gang_pods(f"g{r}", size, 8)]
+        started = time.perf_counter()
+        fit(pods, snap, CLIQUE_LABEL, "required")
+        times.append((time.perf_counter() - started) * 1000)
+    print(f"  {node_count:>5} nodes: snapshot {snapshot_ms:7.1f} ms per round; fit per gang "
+          f"p50 {statistics.median(times):.2f} ms, p99 {pct(times, 0.99):.2f} ms "
+          f"({rounds} gangs of 2-16 pods)")
+
+
+async def _patch_throughput(core: Any, n: int) -> float:
+    await asyncio.gather(*(core.create_namespaced_pod("bench", body={
+        "metadata": {"name": f"patch-{i}"},
+        "spec": {"schedulingGates": [{"name": "bench/hold"}],
+                 "containers": [{"name": "c", "image": "x"}]}}) for i in range(n)))
+    limit = asyncio.Semaphore(16)
+
+    async def one(i: int) -> None:
+        async with limit:
+            await core.patch_namespaced_pod(f"patch-{i}", "bench", body={
+                "metadata": {"annotations": {"bench": str(i)}}}, _preload_content=False)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(n)))
+    return n / (time.perf_counter() - started)
+
+
+async def _admissions(plane: ControlPlane, gangs: int, size: int, workdir: Path) -> None:
+    async with await from_kubeconfig(plane.admin_kubeconfig) as api:
+        core = client.CoreV1Api(api)
+        await wiring.create_namespace(api, "bench")
+        await create_nodes(api, topology(Shape(nodes=64, nodes_per_domain=8,
+                                               taint_gpus=False)))
+        patches = await _patch_throughput(core, 400)
+        kubeconfig = await wiring.controller_kubeconfig(api, plane.url, plane.ca_file,
+                                                        workdir / "controller.kubeconfig")
+        controller = start_controller(workdir, kubeconfig)
+        try:
+            await asyncio.sleep(3)  # let it list and start leading
+            lifted: dict[str, float] = {}
+            last_created: dict[str, float] = {}
+            # 8 GPUs x `size` pods per gang, one gang per domain at a time: gangs that
+            # finish are deleted so the next ones fit.
+            for g in range(gangs):
+                name = f"gang-{g}"
+                for body in gang_pods(name, size, 8):
+                    await core.create_namespaced_pod("bench", body=body)
+                last_created[name] = time.perf_counter()
+                while True:
+                    pods = (await (await core.list_namespaced_pod(
+                        "bench", label_selector=f"{GANG_LABEL}={name}",
+                        _preload_content=False)).json())["items"]
+                    if all(not p["spec"].get("schedulingGates") for p in pods):
+                        lifted[name] = time.perf_counter()
+                        break
+                    await asyncio.sleep(0.01)
+                await core.delete_collection_namespaced_pod(
+                    "bench", label_selector=f"{GANG_LABEL}={name}", grace_period_seconds=0)
+        finally:
+            controller.process.terminate()
+            controller.process.wait()
+        latency = [(lifted[g] - last_created[g]) * 1000 for g in lifted]
+        print(f"  time from last member created to all gates lifted: p50 "
+              f"{statistics.median(latency):.0f} ms, p99 {pct(latency, 0.99):.0f} ms "
+              f"({len(lifted)} gangs of {size} pods x 8 GPUs, one after another)")
+        # Throughput: many complete gangs waiting at once (1-GPU pods, so all fit), then a
+        # controller starts and lifts them all.
+        for g in range(gangs):
+            await asyncio.gather(*(core.create_namespaced_pod("bench", body=b)
+                                   for b in gang_pods(f"burst-{g}", size, 1)))
+        listed = await (await core.list_namespaced_pod("bench", _preload_content=False)).json()
+        waiting = {p["metadata"]["name"] for p in listed["items"]
+                   if any(g["name"] == GATE for g in p["spec"].get("schedulingGates") or [])}
+        # A watch, not polling: the bench must not take the CPU the controller needs.
+        stream = await core.list_namespaced_pod(
+            "bench", watch=True, resource_version=listed["metadata"]["resourceVersion"],
+            _preload_content=False)
+        controller = start_controller(workdir, kubeconfig)
+        try:
+            first: float | None = None
+            async for line in stream.content:
+                obj = orjson.loads(line)["object"]
+                gates = [g["name"] for g in obj["spec"].get("schedulingGates") or []]
+                if GATE not in gates and obj["metadata"]["name"] in waiting:
+                    waiting.discard(obj["metadata"]["name"])
+                    first = first or time.perf_counter()
+                    if not waiting:
+                        break
+            stream.close()
+            elapsed = time.perf_counter() - (first or time.perf_counter())
+        finally:
+            controller.process.terminate()
+            controller.process.wait()
+        rate = gangs * size / elapsed
+        print(f"  raw PATCH throughput of this apiserver: {patches:.0f} pods/s")
+        print(f"  {gangs} waiting gangs of {size} lifted in {elapsed:.2f} s from the first "
+              f"lift: {gangs / elapsed:.1f} gangs/s, {rate:.0f} pods/s = {rate / patches:.0%} "
+              f"of raw PATCH (each gang also writes its record: {size + 1} writes per gang)")
+
+
+async def _memory(plane: ControlPlane, workdir: Path, nodes: int, pods: int) -> None:
+    async with await from_kubeconfig(plane.admin_kubeconfig) as api:
+        core = client.CoreV1Api(api)
+        await wiring.create_namespace(api, "mem")
+        names = [n["metadata"]["name"] for n in topology(Shape(nodes=nodes, taint_gpus=False),
+                                                         prefix="mem")]
+        await create_nodes(api, topology(Shape(nodes=nodes, taint_gpus=False), prefix="mem"))
+        limit = asyncio.Semaphore(32)
+
+        async def one(i: int) -> None:
+            async with limit:
+                await core.create_namespaced_pod("mem", body={
+                    "metadata": {"name": f"p-{i}", "labels": {"app": f"a{i % 50}"}},
+                    "spec": {"nodeName": names[i % nodes], "containers": [{
+                        "name": "c", "image": "x",
+                        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}})
+
+        await asyncio.gather(*(one(i) for i in range(pods)))
+        kubeconfig = await wiring.controller_kubeconfig(api, plane.url, plane.ca_file,
+                                                        workdir / "controller.kubeconfig")
+    controller = start_controller(workdir, kubeconfig)
+    try:
+        await asyncio.sleep(30)
+        status = await asyncio.to_thread(
+            Path(f"/proc/{controller.process.pid}/status").read_text)
+        rss = next(line for line in status.splitlines() if line.startswith("VmRSS"))
+        print(f"  controller with {nodes} nodes and {pods} pods: {rss.split(':')[1].strip()}")
+    finally:
+        controller.process.terminate()
+        controller.process.wait()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--gangs", type=int, default=40)
+    parser.add_argument("--gang-size", type=int, default=8)
+    parser.add_argument("--memory", action="store_true")
+    args = parser.parse_args()
+    print("pure decision time:")
+    for n in (1000, 5000):
+        pure_fit(n)
+    binaries = ensure_binaries(lambda line: print(line, file=sys.stderr))
+    print("on the real apiserver (64 nodes of 8 GPUs, domains of 8 nodes):")
+    with tempfile.TemporaryDirectory() as tmp, ControlPlane(binaries) as plane:
+        asyncio.run(_admissions(plane, args.gangs, args.gang_size, Path(tmp)))
+    if args.memory:
+        print("memory:")
+        with tempfile.TemporaryDirectory() as tmp, ControlPlane(binaries) as plane:
+            asyncio.run(_memory(plane, Path(tmp), 5000, 50000))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

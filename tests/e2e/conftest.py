@@ -99,8 +99,8 @@ class Controllers:
         self.workdir, self.kubeconfig = workdir, kubeconfig
         self.running: list[AirlockProcess] = []
 
-    def start(self, *extra: str) -> AirlockProcess:
-        proc = start_controller(self.workdir, self.kubeconfig, list(extra))
+    def start(self, *extra: str, identity: str | None = None) -> AirlockProcess:
+        proc = start_controller(self.workdir, self.kubeconfig, list(extra), identity=identity)
         self.running.append(proc)
         return proc
 

@@ -196,3 +196,50 @@ async def test_controller_killed_half_way_finishes_after_restart(
         used[node] = used.get(node, 0) + int(
             p["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"])
     assert max(used.values()) <= GPUS_PER_NODE
+
+
+async def test_two_replicas_one_leader_and_failover(
+        api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
+    replicas = {name: controllers.start(identity=name) for name in ("replica-a", "replica-b")}
+    coordination = client.CoordinationV1Api(api)
+
+    async def holder() -> str | None:
+        try:
+            lease = await coordination.read_namespaced_lease("airlock-controller",
+                                                             "airlock-system")
+        except client.exceptions.ApiException:
+            return None
+        return lease.spec.holder_identity
+
+    async def has_leader() -> bool:
+        return await holder() in replicas
+
+    await until(has_leader)
+    leader = await holder()
+    assert leader is not None
+    await create_gang(api, namespace, "first", 2)
+
+    async def lifted(prefix: str) -> bool:
+        pods = await pods_of(api, namespace, prefix)
+        return bool(pods) and not any(gated(p) for p in pods)
+
+    async def first_lifted() -> bool:
+        return await lifted("first")
+
+    await until(first_lifted)
+    leading = [name for name, proc in replicas.items() if "leading" in proc.tail(200)]
+    assert leading == [leader], "exactly one replica decides"
+    replicas[leader].process.kill()
+    replicas[leader].process.wait()
+    follower = next(name for name in replicas if name != leader)
+
+    async def took_over() -> bool:
+        return await holder() == follower
+
+    await until(took_over, within=40)
+    await create_gang(api, namespace, "second", 2)
+
+    async def second_lifted() -> bool:
+        return await lifted("second")
+
+    await until(second_lifted)

@@ -65,7 +65,10 @@ def start_webhook(workdir: Path, policies: Path, detached: bool = False,
 
 
 def start_controller(workdir: Path, kubeconfig: Path, extra: list[str] | None = None,
-                     detached: bool = False) -> AirlockProcess:
-    return _spawn(["controller", "--kubeconfig", str(kubeconfig), "--no-leader-election",
-                   "--metrics-port", str(free_port()), *(extra or [])],
-                  workdir / "controller.log", detached)
+                     detached: bool = False, identity: str | None = None) -> AirlockProcess:
+    """One controller replica. With an `identity` it takes part in leader election
+    under that name (and logs to controller-IDENTITY.log); without, it acts at once."""
+    election = ["--identity", identity] if identity else ["--no-leader-election"]
+    log = workdir / (f"controller-{identity}.log" if identity else "controller.log")
+    return _spawn(["controller", "--kubeconfig", str(kubeconfig), *election,
+                   "--metrics-port", str(free_port()), *(extra or [])], log, detached)

@@ -1,0 +1,222 @@
+"""The install against a real kube-apiserver: every object of the rendered overlays passes
+a server-side dry-run apply (schema, defaulting, validation, admission), the pods pass
+the restricted Pod Security Standard, and the controller's RBAC, applied for real,
+allows what the controller does and nothing it should not do.
+
+cert-manager's kinds are left out of the dry-run (the test apiserver has no cert-manager
+CRDs); tests/unit/test_manifests.py checks them against cert-manager's documented fields.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+import yaml
+
+from webhook.sandbox.binaries import Binaries
+from webhook.sandbox.controlplane import ControlPlane
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "install-no-cert-manager.sh"
+CONTROLLER = "system:serviceaccount:airlock-system:airlock-controller"
+WEBHOOK = "system:serviceaccount:airlock-system:airlock-webhook"
+RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+Doc = dict[str, Any]
+
+
+class Kubectl(Protocol):
+    def __call__(self, *args: str, stdin: str | None = None,
+                 check: bool = True) -> subprocess.CompletedProcess[str]: ...
+
+
+@pytest.fixture(scope="module")
+def kubectl(binaries: Binaries, control_plane: ControlPlane) -> Kubectl:
+    def run(*args: str, stdin: str | None = None,
+            check: bool = True) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(
+            [str(binaries.kubectl), "--kubeconfig", str(control_plane.admin_kubeconfig),
+             *args], input=stdin, capture_output=True, text=True, timeout=120, check=False)
+        if check:
+            assert out.returncode == 0, f"kubectl {' '.join(args)}:\n{out.stderr}"
+        return out
+    return run
+
+
+def docs_of(text: str) -> list[Doc]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def dump(docs: list[Doc]) -> str:
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+@pytest.fixture(scope="module")
+def namespace_exists(kubectl: Kubectl) -> None:
+    """Namespaced objects are dry-run into an existing namespace. It is made without the
+    install's labels, as the rest of the end-to-end suite makes it."""
+    out = kubectl("create", "namespace", "airlock-system", check=False)
+    assert out.returncode == 0 or "AlreadyExists" in out.stderr, out.stderr
+
+
+@pytest.fixture(scope="module")
+def no_cert_manager_install(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory
+                            ) -> list[Doc]:
+    """What scripts/install-no-cert-manager.sh applies: the overlay, the Secret and the
+    caBundle patches."""
+    airlock = Path(sys.executable).parent / "airlock"
+    out = subprocess.run(
+        [str(SCRIPT), "--render", str(tmp_path_factory.mktemp("install") / "certs")],
+        env={"PATH": "/usr/bin:/bin", "KUBECTL": str(binaries.kubectl),
+             "AIRLOCK": str(airlock)},
+        capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    return docs_of(out.stdout)
+
+
+def dry_run_apply(kubectl: Kubectl, docs: list[Doc]) -> list[str]:
+    out = kubectl("apply", "--server-side", "--dry-run=server", "--force-conflicts",
+                  "--field-manager=airlock-e2e", "-f", "-", stdin=dump(docs))
+    return [line for line in out.stdout.splitlines() if line.strip()]
+
+
+def test_no_cert_manager_install_passes_a_server_side_dry_run(
+        kubectl: Kubectl, namespace_exists: None, no_cert_manager_install: list[Doc]
+) -> None:
+    lines = dry_run_apply(kubectl, no_cert_manager_install)
+    assert len(lines) == len(no_cert_manager_install)
+    assert all(line.endswith("(server dry run)") for line in lines), lines
+    kinds = {d["kind"] for d in no_cert_manager_install}
+    assert {"Deployment", "Secret", "MutatingWebhookConfiguration",
+            "ValidatingWebhookConfiguration", "NetworkPolicy", "PodDisruptionBudget",
+            "PriorityClass", "ConfigMap"} <= kinds
+
+
+def test_cert_manager_install_passes_without_the_cert_manager_kinds(
+        kubectl: Kubectl, binaries: Binaries, namespace_exists: None) -> None:
+    out = subprocess.run([str(binaries.kubectl), "kustomize",
+                          str(ROOT / "deploy" / "overlays" / "cert-manager")],
+                         capture_output=True, text=True, timeout=120, check=True)
+    docs = docs_of(out.stdout)
+    ours = [d for d in docs if not d["apiVersion"].startswith("cert-manager.io/")]
+    assert len(docs) - len(ours) == 4  # two Issuers, two Certificates
+    lines = dry_run_apply(kubectl, ours)
+    assert len(lines) == len(ours)
+
+
+@pytest.fixture
+def restricted_namespace(kubectl: Kubectl) -> Iterator[str]:
+    name = f"pss-{uuid.uuid4().hex[:8]}"
+    kubectl("create", "namespace", name)
+    kubectl("label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted",
+            "gpu-airlock.io/ignore=true")
+    kubectl("create", "serviceaccount", "default", "-n", name, check=False)
+    yield name
+    kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def test_pods_pass_the_restricted_pod_security_standard(
+        kubectl: Kubectl, no_cert_manager_install: list[Doc], restricted_namespace: str
+) -> None:
+    """PodSecurity only warns about Deployments; a Pod of each template is enforced."""
+    for deploy in (d for d in no_cert_manager_install if d["kind"] == "Deployment"):
+        template = deploy["spec"]["template"]
+        spec = {k: v for k, v in template["spec"].items() if k != "serviceAccountName"}
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": deploy["metadata"]["name"],
+                            "namespace": restricted_namespace,
+                            "labels": template["metadata"]["labels"]},
+               "spec": spec}
+        out = kubectl("apply", "--server-side", "--dry-run=server", "-f", "-",
+                      stdin=dump([pod]), check=False)
+        assert out.returncode == 0, out.stderr
+        assert "violate" not in out.stderr, out.stderr
+
+
+# --- the controller's RBAC, applied for real ------------------------------------------
+
+@pytest.fixture(scope="module")
+def rbac_applied(kubectl: Kubectl, namespace_exists: None,
+                 no_cert_manager_install: list[Doc]) -> None:
+    docs = [d for d in no_cert_manager_install if d["kind"] in RBAC_KINDS]
+    kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=airlock-e2e",
+            "-f", "-", stdin=dump(docs))
+
+
+def can_i(kubectl: Kubectl, user: str, *args: str) -> bool:
+    out = kubectl("auth", "can-i", *args, f"--as={user}", check=False)
+    answer = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+    assert answer in ("yes", "no"), out.stderr
+    return answer == "yes"
+
+
+CONTROLLER_MAY = [
+    ("watch", "pods", "-A"), ("list", "pods", "-A"), ("patch", "pods", "-n", "team-a"),
+    ("list", "nodes"), ("watch", "nodes"), ("list", "priorityclasses.scheduling.k8s.io"),
+    ("create", "events", "-n", "team-a"), ("create", "events.events.k8s.io", "-n", "team-a"),
+    ("get", "leases.coordination.k8s.io", "-n", "airlock-system"),
+    ("create", "leases.coordination.k8s.io", "-n", "airlock-system"),
+    ("update", "leases.coordination.k8s.io", "-n", "airlock-system"),
+    ("get", "jobs.batch", "-n", "team-a"), ("watch", "jobs.batch", "-A"),
+    ("get", "jobsets.jobset.x-k8s.io", "-n", "team-a"),
+    ("get", "pytorchjobs.kubeflow.org", "-n", "team-a"),
+    ("get", "mpijobs.kubeflow.org", "-n", "team-a"),
+    ("get", "trainjobs.trainer.kubeflow.org", "-n", "team-a"),
+    ("get", "podgroups.scheduling.x-k8s.io", "-n", "team-a"),
+    ("get", "rayclusters.ray.io", "-n", "team-a"),
+    ("get", "leaderworkersets.leaderworkerset.x-k8s.io", "-n", "team-a"),
+]
+CONTROLLER_MAY_NOT = [
+    ("get", "secrets", "-n", "airlock-system"), ("list", "secrets", "-A"),
+    ("get", "configmaps", "-n", "airlock-system"),
+    ("delete", "nodes"), ("patch", "nodes"), ("update", "nodes"),
+    ("create", "pods", "-n", "team-a"), ("delete", "pods", "-n", "team-a"),
+    ("create", "pods/eviction", "-n", "team-a"), ("create", "pods/binding", "-n", "team-a"),
+    ("create", "pods/exec", "-n", "team-a"),
+    ("update", "leases.coordination.k8s.io", "-n", "kube-system"),
+    ("delete", "leases.coordination.k8s.io", "-n", "airlock-system"),
+    ("patch", "jobs.batch", "-n", "team-a"), ("delete", "jobsets.jobset.x-k8s.io", "-A"),
+    ("update", "mutatingwebhookconfigurations.admissionregistration.k8s.io"),
+    ("create", "clusterrolebindings.rbac.authorization.k8s.io"),
+    ("impersonate", "serviceaccounts"), ("create", "serviceaccounts/token", "-A"),
+]
+
+
+@pytest.mark.parametrize("request_", CONTROLLER_MAY, ids=" ".join)
+def test_controller_may(kubectl: Kubectl, rbac_applied: None,
+                        request_: tuple[str, ...]) -> None:
+    assert can_i(kubectl, CONTROLLER, *request_)
+
+
+@pytest.mark.parametrize("request_", CONTROLLER_MAY_NOT, ids=" ".join)
+def test_controller_may_not(kubectl: Kubectl, rbac_applied: None,
+                            request_: tuple[str, ...]) -> None:
+    assert not can_i(kubectl, CONTROLLER, *request_)
+
+
+@pytest.mark.parametrize("request_", [
+    ("get", "pods", "-A"), ("list", "configmaps", "-n", "airlock-system"),
+    ("get", "secrets", "-n", "airlock-system"), ("list", "nodes"),
+    ("get", "leases.coordination.k8s.io", "-n", "airlock-system"),
+], ids=" ".join)
+def test_webhook_account_may_do_nothing(kubectl: Kubectl, rbac_applied: None,
+                                        request_: tuple[str, ...]) -> None:
+    assert not can_i(kubectl, WEBHOOK, *request_)
+
+
+def test_emergency_removal_command_names_both_configurations(kubectl: Kubectl,
+                                                             airlock: object) -> None:
+    """The command docs/operations.md gives, as a server-side dry run against the
+    configurations the sandbox installed (their names are the install's)."""
+    out = kubectl("delete", "--dry-run=server", "mutatingwebhookconfiguration/airlock",
+                  "validatingwebhookconfiguration/airlock")
+    deleted = [line for line in out.stdout.splitlines() if "deleted" in line]
+    assert len(deleted) == 2, out.stdout

@@ -22,16 +22,17 @@ class Cache:
         self._versions: dict[tuple[str, str], int] = {}
         self.changed = asyncio.Event()
 
-    def list_pods(self, items: list[dict[str, Any]]) -> None:
-        self.pods.clear()
-        self._versions.clear()
-        for obj in items:
-            self.stored(obj)
+    @staticmethod
+    def parse_pod(obj: dict[str, Any]) -> tuple[PodInfo, int]:
+        return PodInfo.parse(obj), _version(obj)
+
+    def list_pods(self, listed: list[tuple[PodInfo, int]]) -> None:
+        self.pods = {info.key: info for info, _ in listed}
+        self._versions = {info.key: version for info, version in listed}
         self.changed.set()
 
     def stored(self, obj: dict[str, Any]) -> None:
-        info = PodInfo.parse(obj)
-        version = _version(obj)
+        info, version = self.parse_pod(obj)
         if version and version < self._versions.get(info.key, 0):
             return
         self._versions[info.key] = version
@@ -48,8 +49,8 @@ class Cache:
         else:
             self.stored(obj)
 
-    def list_nodes(self, items: list[dict[str, Any]]) -> None:
-        self.nodes = {n.name: n for n in map(NodeInfo.parse, items)}
+    def list_nodes(self, listed: list[NodeInfo]) -> None:
+        self.nodes = {n.name: n for n in listed}
         self.changed.set()
 
     def node_event(self, kind: str, obj: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ from webhook.controller.applying import Applier
 from webhook.controller.cache import Cache
 from webhook.controller.deciding import Admit, Options, Wait, decide
 from webhook.controller.metrics import ControllerMetrics
+from webhook.controller.objects import NodeInfo
 from webhook.controller.owners import OwnerSizes
 from webhook.controller.watching import watch
 from webhook.logs import setup_logging
@@ -60,9 +61,11 @@ class Controller:
         pods_ready, nodes_ready = asyncio.Event(), asyncio.Event()
         tasks = [
             asyncio.create_task(watch("pods", core.list_pod_for_all_namespaces,
-                                      self.cache.list_pods, self.cache.pod_event, pods_ready)),
-            asyncio.create_task(watch("nodes", core.list_node, self.cache.list_nodes,
-                                      self.cache.node_event, nodes_ready)),
+                                      self.cache.parse_pod, self.cache.list_pods,
+                                      self.cache.pod_event, pods_ready)),
+            asyncio.create_task(watch("nodes", core.list_node, NodeInfo.parse,
+                                      self.cache.list_nodes, self.cache.node_event,
+                                      nodes_ready)),
         ]
         await pods_ready.wait()
         await nodes_ready.wait()

@@ -14,7 +14,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 log = logging.getLogger("airlock.watch")
 
 Lister = Callable[..., Awaitable[Any]]
-OnList = Callable[[list[dict[str, Any]]], None]
+Parse = Callable[[dict[str, Any]], Any]
+OnList = Callable[[list[Any]], None]
 OnEvent = Callable[[str, dict[str, Any]], None]
 
 
@@ -27,15 +28,16 @@ async def _body(response: Any) -> dict[str, Any]:
     return data
 
 
-async def watch(kind: str, lister: Lister, on_list: OnList, on_event: OnEvent,
+async def watch(kind: str, lister: Lister, parse: Parse, on_list: OnList, on_event: OnEvent,
                 ready: asyncio.Event | None = None, timeout_seconds: int = 300) -> None:
-    """Keep `on_list`/`on_event` in step with the cluster until cancelled."""
+    """Keep `on_list`/`on_event` in step with the cluster until cancelled. A list hands
+    `on_list` everything at once, parsed, so a relist is swapped in whole."""
     backoff = 0.5
     while True:
         try:
-            listed = await _body(await lister(_preload_content=False))
-            on_list(listed.get("items") or [])
-            version = listed["metadata"]["resourceVersion"]
+            items, version = await _list(lister, parse)
+            on_list(items)
+            del items
             if ready is not None:
                 ready.set()
             backoff = 0.5
@@ -50,6 +52,22 @@ async def watch(kind: str, lister: Lister, on_list: OnList, on_event: OnEvent,
                                                          "retry_in": backoff})
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 30.0)
+
+
+async def _list(lister: Lister, parse: Parse, page: int = 500) -> tuple[list[Any], str]:
+    """Everything, in pages, each parsed before the next is read: one 50,000-pod response
+    decoded at once would set the process's memory high-water mark for good."""
+    items: list[Any] = []
+    token: str | None = None
+    while True:
+        kwargs: dict[str, Any] = {"limit": page, "_preload_content": False}
+        if token:
+            kwargs["_continue"] = token
+        listed = await _body(await lister(**kwargs))
+        items.extend(parse(item) for item in listed.get("items") or [])
+        token = listed["metadata"].get("continue")
+        if not token:
+            return items, listed["metadata"]["resourceVersion"]
 
 
 async def _stream(lister: Lister, version: str, on_event: OnEvent,

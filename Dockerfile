@@ -1,0 +1,40 @@
+# syntax=docker/dockerfile:1
+# Airlock: the webhook and the controller in one image; the command picks the role
+# (deploy/base passes `serve ...` or `controller ...`).
+#   docker build -t ghcr.io/gpu-airlock/airlock:0.1.0 .
+# For production, pin the base image by digest as well:
+#   --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:...
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+# --- build: a wheel of Airlock, and a virtualenv of exactly the pinned dependencies ---
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+WORKDIR /src
+RUN python -m venv /opt/airlock
+# Dependencies first (their layer survives source edits), exactly as locked: --no-deps,
+# so nothing unpinned comes in transitively.
+COPY deploy/image/requirements.lock /tmp/requirements.lock
+RUN /opt/airlock/bin/pip install --no-deps -r /tmp/requirements.lock
+COPY pyproject.toml README.md ./
+COPY webhook ./webhook
+RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
+ && /opt/airlock/bin/pip install --no-deps /wheels/*.whl \
+ && /opt/airlock/bin/pip check
+
+# --- runtime: slim, no build tools, non-root ---
+FROM ${PYTHON_IMAGE} AS runtime
+LABEL org.opencontainers.image.title="airlock" \
+      org.opencontainers.image.description="GPU admission webhook and gang controller" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/gpu-airlock/airlock"
+COPY --from=build /opt/airlock /opt/airlock
+ENV PATH=/opt/airlock/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+# The certificate and the policies come from mounts (deploy/base); nothing is written
+# at run time but under /tmp, so the root filesystem can be read-only.
+WORKDIR /tmp
+USER 65532:65532
+EXPOSE 8443 8080
+ENTRYPOINT ["airlock"]
+CMD ["serve", "--port", "8443", "--cert-dir", "/etc/airlock/certs", "--policies", "/etc/airlock/policies"]

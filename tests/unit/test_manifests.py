@@ -1,0 +1,600 @@
+"""The install as kustomize renders it: every overlay builds, and the properties the docs
+promise hold (scope, timeouts, failure policy, certificates, security, RBAC, image).
+
+cert-manager's kinds cannot be served by the test apiserver without its CRDs, so they
+are checked here against the fields cert-manager documents for `cert-manager.io/v1`.
+
+kubectl (for `kubectl kustomize`) is the harness-built one when it is cached, else one on
+PATH; under CI=true a missing kubectl fails the run instead of skipping it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from webhook.policy.loading import load_policy, policy_files
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+BUILDS = ["deploy/base", "deploy/overlays/cert-manager", "deploy/overlays/no-cert-manager",
+          "deploy/observability", "policies"]
+INSTALLS = ["deploy/overlays/cert-manager", "deploy/overlays/no-cert-manager"]
+NAMESPACE = "airlock-system"
+CERT_DIR, POLICY_DIR = "/etc/airlock/certs", "/etc/airlock/policies"
+EMERGENCY_REMOVAL = ("kubectl delete mutatingwebhookconfiguration/airlock "
+                     "validatingwebhookconfiguration/airlock")
+SERVE_ARGS = ["serve", "--port", "8443", "--cert-dir", CERT_DIR, "--policies", POLICY_DIR]
+
+Doc = dict[str, Any]
+Docs = list[Doc]
+
+
+# --- rendering ------------------------------------------------------------------------
+
+def _cached_harness_kubectl() -> Path | None:
+    from webhook.sandbox import binaries
+
+    candidates = [binaries.version_dir() / "bin" / "kubectl"]
+    if os.environ.get("KUBEBUILDER_ASSETS"):
+        candidates.insert(0, Path(os.environ["KUBEBUILDER_ASSETS"]) / "kubectl")
+    return next((c for c in candidates if os.access(c, os.X_OK)), None)
+
+
+@pytest.fixture(scope="session")
+def kubectl(request: pytest.FixtureRequest) -> Path:
+    """The harness's kubectl if it is built; under CI the harness builds it (or the run
+    fails); elsewhere a kubectl on PATH will do, and with none the tests skip."""
+    cached = _cached_harness_kubectl()
+    if cached:
+        return cached
+    on_path = shutil.which("kubectl")
+    if on_path and os.environ.get("CI") != "true":
+        return Path(on_path)
+    return Path(request.getfixturevalue("binaries").kubectl)
+
+
+def kustomize(kubectl: Path, path: Path) -> Docs:
+    out = subprocess.run([str(kubectl), "kustomize", str(path)], capture_output=True,
+                         text=True, check=False, timeout=120)
+    assert out.returncode == 0, f"kubectl kustomize {path} failed:\n{out.stderr}"
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+@pytest.fixture(scope="module")
+def rendered(kubectl: Path) -> dict[str, Docs]:
+    return {path: kustomize(kubectl, ROOT / path) for path in BUILDS}
+
+
+def find(docs: Docs, kind: str, name: str | None = None) -> Docs:
+    return [d for d in docs if d["kind"] == kind
+            and (name is None or d["metadata"]["name"] == name)]
+
+
+def one(docs: Docs, kind: str, name: str) -> Doc:
+    found = find(docs, kind, name)
+    assert len(found) == 1, f"expected one {kind}/{name}, found {len(found)}"
+    return found[0]
+
+
+def webhooks(docs: Docs) -> Iterator[tuple[str, Doc]]:
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for config in find(docs, kind):
+            for hook in config["webhooks"]:
+                yield kind, hook
+
+
+def pod_spec(docs: Docs, deployment: str) -> Doc:
+    spec: Doc = one(docs, "Deployment", deployment)["spec"]["template"]["spec"]
+    return spec
+
+
+# --- every build ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", BUILDS)
+def test_every_kustomization_renders(rendered: dict[str, Docs], path: str) -> None:
+    assert rendered[path]
+
+
+@pytest.mark.parametrize("path", INSTALLS)
+def test_every_namespaced_object_is_in_airlock_system(rendered: dict[str, Docs],
+                                                      path: str) -> None:
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass",
+                      "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+    for doc in rendered[path]:
+        if doc["kind"] not in cluster_scoped:
+            assert doc["metadata"].get("namespace") == NAMESPACE, doc["metadata"]["name"]
+        assert doc["metadata"]["labels"]["app.kubernetes.io/part-of"] == "airlock"
+
+
+# --- webhook configurations -----------------------------------------------------------
+
+@pytest.mark.parametrize("path", INSTALLS)
+def test_webhook_configurations_do_no_harm(rendered: dict[str, Docs], path: str) -> None:
+    hooks = dict(webhooks(rendered[path]))
+    assert set(hooks) == {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+    for hook in hooks.values():
+        exprs = {e["key"]: e for e in hook["namespaceSelector"]["matchExpressions"]}
+        excluded = exprs["kubernetes.io/metadata.name"]
+        assert excluded["operator"] == "NotIn"
+        assert {"kube-system", NAMESPACE} <= set(excluded["values"])
+        assert exprs["gpu-airlock.io/ignore"] == {
+            "key": "gpu-airlock.io/ignore", "operator": "NotIn", "values": ["true"]}
+        assert 1 <= hook["timeoutSeconds"] <= 5
+        assert hook["admissionReviewVersions"] == ["v1"]
+        assert hook["sideEffects"] == "None"
+        # Fail open, for the reasons docs/operations.md gives (and how to change it).
+        assert hook["failurePolicy"] == "Ignore"
+        assert hook["matchConditions"], "skip pods without accelerators in the apiserver"
+        service = hook["clientConfig"]["service"]
+        assert (service["name"], service["namespace"], service["port"]) == (
+            "airlock-webhook", NAMESPACE, 443)
+        (rule,) = hook["rules"]
+        assert rule["resources"] == ["pods"] and rule["apiGroups"] == [""]
+    mutate, validate = hooks["MutatingWebhookConfiguration"], \
+        hooks["ValidatingWebhookConfiguration"]
+    assert mutate["clientConfig"]["service"]["path"] == "/mutate"
+    assert validate["clientConfig"]["service"]["path"] == "/validate"
+    assert mutate["reinvocationPolicy"] == "IfNeeded"
+    assert mutate["rules"][0]["operations"] == ["CREATE"]
+    # UPDATE is what protects the gate from anyone but the controller.
+    assert {"CREATE", "UPDATE"} <= set(validate["rules"][0]["operations"])
+
+
+def test_the_service_reaches_the_webhook_port(rendered: dict[str, Docs]) -> None:
+    docs = rendered["deploy/base"]
+    service = one(docs, "Service", "airlock-webhook")["spec"]
+    (port,) = service["ports"]
+    assert port["port"] == 443
+    (container,) = pod_spec(docs, "airlock-webhook")["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports[port["targetPort"]] == 8443
+    labels = one(docs, "Deployment", "airlock-webhook")["spec"]["template"]["metadata"]
+    assert service["selector"].items() <= labels["labels"].items()
+
+
+# --- cert-manager (checked against its documented fields) -----------------------------
+
+# cert-manager.io/v1 Certificate spec fields, as cert-manager documents them.
+CERTIFICATE_FIELDS = {
+    "additionalOutputFormats", "commonName", "dnsNames", "duration", "emailAddresses",
+    "encodeUsagesInRequest", "ipAddresses", "isCA", "issuerRef", "keystores",
+    "literalSubject", "nameConstraints", "otherNames", "privateKey", "renewBefore",
+    "renewBeforePercentage", "revisionHistoryLimit", "secretName", "secretTemplate",
+    "subject", "uris", "usages",
+}
+ISSUER_TYPES = {"acme", "ca", "selfSigned", "vault", "venafi"}
+KEY_USAGES = {
+    "signing", "digital signature", "content commitment", "key encipherment",
+    "key agreement", "data encipherment", "cert sign", "crl sign", "encipher only",
+    "decipher only", "any", "server auth", "client auth", "code signing",
+    "email protection", "s/mime", "ipsec end system", "ipsec tunnel", "ipsec user",
+    "timestamping", "ocsp signing", "microsoft sgc", "netscape sgc",
+}
+GO_DURATION = re.compile(r"^(\d+(\.\d+)?(h|m|s|ms|us|µs|ns))+$")
+
+
+def test_cert_manager_kinds_use_only_documented_fields(rendered: dict[str, Docs]) -> None:
+    docs = rendered["deploy/overlays/cert-manager"]
+    certs, issuers = find(docs, "Certificate"), find(docs, "Issuer")
+    assert len(certs) == 2 and len(issuers) == 2
+    for doc in certs + issuers:
+        assert doc["apiVersion"] == "cert-manager.io/v1"
+    for issuer in issuers:
+        (kind,) = issuer["spec"]
+        assert kind in ISSUER_TYPES
+    for cert in certs:
+        spec = cert["spec"]
+        assert set(spec) <= CERTIFICATE_FIELDS, set(spec) - CERTIFICATE_FIELDS
+        assert spec["secretName"]
+        assert set(spec["issuerRef"]) <= {"name", "kind", "group"}
+        assert spec["issuerRef"].get("kind", "Issuer") in {"Issuer", "ClusterIssuer"}
+        assert spec["issuerRef"].get("group", "cert-manager.io") == "cert-manager.io"
+        key = spec.get("privateKey", {})
+        assert set(key) <= {"algorithm", "encoding", "rotationPolicy", "size"}
+        assert key.get("algorithm", "RSA") in {"RSA", "ECDSA", "Ed25519"}
+        assert key.get("rotationPolicy", "Always") in {"Never", "Always"}
+        assert set(spec.get("usages", [])) <= KEY_USAGES
+        for field in ("duration", "renewBefore"):
+            if field in spec:
+                assert GO_DURATION.match(spec[field]), f"{field}: {spec[field]!r}"
+        assert isinstance(spec.get("isCA", False), bool)
+
+
+def test_cert_manager_chain_issues_the_mounted_secret(rendered: dict[str, Docs]) -> None:
+    docs = rendered["deploy/overlays/cert-manager"]
+    serving = one(docs, "Certificate", "airlock-webhook")["spec"]
+    # serving Certificate <- CA Issuer <- CA Certificate <- self-signed Issuer
+    ca_issuer = one(docs, "Issuer", serving["issuerRef"]["name"])["spec"]
+    ca_cert = next(c["spec"] for c in find(docs, "Certificate")
+                   if c["spec"]["secretName"] == ca_issuer["ca"]["secretName"])
+    assert ca_cert["isCA"] is True and ca_cert.get("commonName")
+    root = one(docs, "Issuer", ca_cert["issuerRef"]["name"])["spec"]
+    assert "selfSigned" in root
+    assert serving.get("isCA", False) is False
+    assert set(serving["dnsNames"]) >= {"airlock-webhook.airlock-system.svc",
+                                        "airlock-webhook.airlock-system.svc.cluster.local"}
+    assert "server auth" in serving["usages"]
+    assert serving["secretName"] == "airlock-webhook-tls"
+    volumes = {v["name"]: v for v in pod_spec(docs, "airlock-webhook")["volumes"]}
+    assert volumes["certs"]["secret"]["secretName"] == serving["secretName"]
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        annotations = one(docs, kind, "airlock")["metadata"]["annotations"]
+        assert annotations["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/airlock-webhook"
+
+
+def test_no_cert_manager_overlay_has_no_cert_manager(rendered: dict[str, Docs]) -> None:
+    docs = rendered["deploy/overlays/no-cert-manager"]
+    assert not [d for d in docs if d["apiVersion"].startswith("cert-manager.io/")]
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        annotations = one(docs, kind, "airlock")["metadata"].get("annotations") or {}
+        assert "cert-manager.io/inject-ca-from" not in annotations
+
+
+def _airlock_command() -> Path | None:
+    candidate = Path(sys.executable).parent / "airlock"
+    found = candidate if candidate.exists() else shutil.which("airlock")
+    return Path(found) if found else None
+
+
+def test_no_cert_manager_script_renders_secret_and_ca_bundle(kubectl: Path,
+                                                            tmp_path: Path) -> None:
+    airlock = _airlock_command()
+    if airlock is None:
+        pytest.skip("the airlock command is not installed")
+    env = {**os.environ, "KUBECTL": str(kubectl), "AIRLOCK": str(airlock)}
+    script = ROOT / "scripts" / "install-no-cert-manager.sh"
+    out = subprocess.run([str(script), "--render", str(tmp_path / "certs")], env=env,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    secret = one(docs, "Secret", "airlock-webhook-tls")
+    assert secret["type"] == "kubernetes.io/tls"
+    assert set(secret["data"]) == {"tls.crt", "tls.key", "ca.crt"}
+    ca = base64.b64decode(secret["data"]["ca.crt"])
+    assert ca == (tmp_path / "certs" / "ca.crt").read_bytes()
+    for _, hook in webhooks(docs):
+        assert base64.b64decode(hook["clientConfig"]["caBundle"]) == ca
+    # A rotation trusts the new and the previous CA while replicas pick up the new pair.
+    rotated = subprocess.run([str(script), "--render", str(tmp_path / "certs")],
+                             env={**env, "ROTATE": "1"}, capture_output=True, text=True,
+                             timeout=120, check=False)
+    assert rotated.returncode == 0, rotated.stderr
+    for _, hook in webhooks([d for d in yaml.safe_load_all(rotated.stdout) if d]):
+        bundle = base64.b64decode(hook["clientConfig"]["caBundle"])
+        assert ca in bundle and bundle.count(b"BEGIN CERTIFICATE") == 2
+
+
+# --- workloads ------------------------------------------------------------------------
+
+def assert_restricted(pod: Doc) -> None:
+    """The restricted Pod Security Standard, and a read-only root filesystem."""
+    pod_security = pod["securityContext"]
+    assert pod_security["runAsNonRoot"] is True
+    assert pod_security.get("runAsUser", 65532) != 0
+    assert pod_security["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
+    for container in pod["containers"] + pod.get("initContainers", []):
+        security = container["securityContext"]
+        assert security["readOnlyRootFilesystem"] is True
+        assert security["allowPrivilegeEscalation"] is False
+        assert security["capabilities"]["drop"] == ["ALL"]
+        assert not security["capabilities"].get("add")
+        assert not security.get("privileged")
+        assert security.get("runAsNonRoot", True) is True
+        resources = container["resources"]
+        assert resources["requests"]["cpu"] and resources["requests"]["memory"]
+        assert resources["limits"]["memory"]
+        image = container["image"]
+        assert ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest"), image
+
+
+def test_webhook_deployment_is_available_and_locked_down(rendered: dict[str, Docs]) -> None:
+    docs = rendered["deploy/base"]
+    deploy = one(docs, "Deployment", "airlock-webhook")
+    selector = deploy["spec"]["selector"]["matchLabels"]
+    pod = pod_spec(docs, "airlock-webhook")
+    assert deploy["spec"]["replicas"] == 3
+    anti = pod["affinity"]["podAntiAffinity"]
+    terms = [t.get("podAffinityTerm", t) for key in (
+        "requiredDuringSchedulingIgnoredDuringExecution",
+        "preferredDuringSchedulingIgnoredDuringExecution") for t in anti.get(key, [])]
+    assert any(t["topologyKey"] == "kubernetes.io/hostname"
+               and t["labelSelector"]["matchLabels"] == selector for t in terms)
+    pdb = one(docs, "PodDisruptionBudget", "airlock-webhook")["spec"]
+    assert pdb["selector"]["matchLabels"] == selector
+    assert pdb.get("maxUnavailable") == 1 or pdb.get("minAvailable", 0) >= 2
+
+    assert pod["serviceAccountName"] == "airlock-webhook"
+    assert pod["automountServiceAccountToken"] is False
+    assert one(docs, "ServiceAccount", "airlock-webhook")["automountServiceAccountToken"] \
+        is False
+    assert_restricted(pod)
+    (container,) = pod["containers"]
+    assert container["args"] == SERVE_ARGS
+    probes = {"readinessProbe": "/readyz", "livenessProbe": "/healthz"}
+    for probe, path in probes.items():
+        get = container[probe]["httpGet"]
+        assert (get["path"], get["scheme"], get["port"]) == (path, "HTTPS", "https")
+
+
+@pytest.mark.parametrize("path", ["deploy/base", *INSTALLS])
+def test_certificate_and_policies_are_directory_mounts(rendered: dict[str, Docs],
+                                                       path: str) -> None:
+    docs = rendered[path]
+    pod = pod_spec(docs, "airlock-webhook")
+    (container,) = pod["containers"]
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for mount_path in (CERT_DIR, POLICY_DIR):
+        mount = mounts[mount_path]
+        assert "subPath" not in mount and "subPathExpr" not in mount, \
+            "a subPath mount never sees the kubelet's ..data swap"
+        assert mount["readOnly"] is True
+    assert volumes[mounts[CERT_DIR]["name"]]["secret"]["secretName"] == "airlock-webhook-tls"
+    policies = volumes[mounts[POLICY_DIR]["name"]]["configMap"]
+    assert "items" not in policies, "items would hide new policy files"
+    one(docs, "ConfigMap", policies["name"])
+
+
+def test_controller_deployment_runs_two_replicas_with_leader_election(
+        rendered: dict[str, Docs]) -> None:
+    docs = rendered["deploy/base"]
+    deploy = one(docs, "Deployment", "airlock-controller")
+    assert deploy["spec"]["replicas"] == 2
+    pod = pod_spec(docs, "airlock-controller")
+    assert pod["serviceAccountName"] == "airlock-controller"
+    assert_restricted(pod)
+    (container,) = pod["containers"]
+    args = container["args"]
+    assert args[0] == "controller" and "--no-leader-election" not in args
+    assert args[args.index("--namespace") + 1] == NAMESPACE
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert int(args[args.index("--metrics-port") + 1]) == ports["metrics"] == 8080
+    assert args[args.index("--identity") + 1] == "$(POD_NAME)"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    one(docs, "PodDisruptionBudget", "airlock-controller")
+
+
+def test_network_policies_admit_the_apiserver_and_scrapes(rendered: dict[str, Docs]) -> None:
+    docs = rendered["deploy/base"]
+    expected = {"airlock-webhook": 8443, "airlock-controller": 8080}
+    for name, port in expected.items():
+        policy = one(docs, "NetworkPolicy", name)["spec"]
+        deploy = one(docs, "Deployment", name)
+        assert policy["podSelector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
+        ports = {p["port"] for rule in policy["ingress"] for p in rule["ports"]}
+        assert ports == {port}
+    webhook = one(docs, "NetworkPolicy", "airlock-webhook")["spec"]
+    assert "Egress" in webhook["policyTypes"] and not webhook.get("egress")
+
+
+# --- policies from Git ----------------------------------------------------------------
+
+def test_policy_configmap_carries_every_policy_file(rendered: dict[str, Docs]) -> None:
+    for path in ("deploy/base", *INSTALLS):
+        configmap = one(rendered[path], "ConfigMap", "airlock-policies")
+        files = {p.name: p.read_text() for p in policy_files(ROOT / "policies")}
+        assert configmap["data"] == files, "list every policy file in policies/kustomization.yaml"
+        assert configmap["metadata"]["namespace"] == NAMESPACE
+
+
+def test_priority_classes_match_the_default_policy(rendered: dict[str, Docs]) -> None:
+    policy = load_policy(ROOT / "policies")
+    want = {s.priority_class.name: (s.priority_class.value, s.priority_class.preemption_policy)
+            for s in policy.classes.values()}
+    have = {d["metadata"]["name"]: (d["value"], d["preemptionPolicy"])
+            for d in find(rendered["deploy/base"], "PriorityClass")}
+    assert have == want
+    assert have["airlock-scavenger"] == (1000, "Never")
+    assert have["airlock-inference"][0] > have["airlock-training"][0] \
+        > have["airlock-scavenger"][0]
+    assert not any(d.get("globalDefault") for d in find(rendered["deploy/base"],
+                                                        "PriorityClass"))
+
+
+# --- RBAC -----------------------------------------------------------------------------
+
+def test_webhook_has_no_api_access(rendered: dict[str, Docs]) -> None:
+    docs = rendered["deploy/base"]
+    for binding in find(docs, "ClusterRoleBinding") + find(docs, "RoleBinding"):
+        for subject in binding["subjects"]:
+            assert subject["name"] != "airlock-webhook", binding["metadata"]["name"]
+
+
+def test_controller_rbac_is_least_privilege(rendered: dict[str, Docs]) -> None:
+    docs = rendered["deploy/base"]
+    role = one(docs, "ClusterRole", "airlock-controller")
+    grants: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        for field in ("verbs", "resources", "apiGroups"):
+            assert "*" not in rule[field], f"wildcard in {field}"
+        assert "resourceNames" not in rule and "nonResourceURLs" not in rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                grants.setdefault((group, resource), set()).update(rule["verbs"])
+    assert not {r for _, r in grants} & {"secrets", "configmaps", "serviceaccounts",
+                                         "pods/exec", "pods/eviction", "pods/binding"}
+    assert all(not {"escalate", "bind", "impersonate", "delete", "deletecollection"} & verbs
+               for verbs in grants.values())
+    assert grants["", "pods"] == {"get", "list", "watch", "patch"}
+    assert grants["", "nodes"] == {"get", "list", "watch"}
+    assert grants["", "events"] >= {"create"} and grants["events.k8s.io", "events"] >= {"create"}
+    read = {"get", "list", "watch"}
+    for owner in [("batch", "jobs"), ("jobset.x-k8s.io", "jobsets"),
+                  ("kubeflow.org", "pytorchjobs"), ("kubeflow.org", "mpijobs"),
+                  ("trainer.kubeflow.org", "trainjobs"), ("scheduling.x-k8s.io", "podgroups"),
+                  ("ray.io", "rayclusters"), ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+                  ("scheduling.k8s.io", "priorityclasses")]:
+        assert grants[owner] == read, owner
+    # Leases only in Airlock's namespace, through a Role, never cluster-wide.
+    assert ("coordination.k8s.io", "leases") not in grants
+    lease_role = one(docs, "Role", "airlock-controller-leader-election")
+    assert lease_role["metadata"]["namespace"] == NAMESPACE
+    assert lease_role["rules"] == [{"apiGroups": ["coordination.k8s.io"],
+                                    "resources": ["leases"],
+                                    "verbs": ["get", "create", "update"]}]
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        for binding in find(docs, kind):
+            assert binding["subjects"] == [{"kind": "ServiceAccount",
+                                            "name": "airlock-controller",
+                                            "namespace": NAMESPACE}]
+
+
+def test_controller_rbac_file_stays_loadable_by_the_sandbox() -> None:
+    """The sandbox creates each document of this file through the RBAC API."""
+    docs = [d for d in yaml.safe_load_all((DEPLOY / "base" / "controller-rbac.yaml")
+                                          .read_text()) if d]
+    assert {d["kind"] for d in docs} <= {"ClusterRole", "ClusterRoleBinding", "Role",
+                                         "RoleBinding"}
+
+
+# --- image ----------------------------------------------------------------------------
+
+def test_dockerfile_is_multi_stage_slim_non_root_and_pinned() -> None:
+    lines = [line.strip() for line in (ROOT / "Dockerfile").read_text().splitlines()]
+    args = dict(line[4:].split("=", 1) for line in lines if line.startswith("ARG ")
+                and "=" in line)
+    froms = [line.split()[1] for line in lines if line.startswith("FROM ")]
+    assert len(froms) >= 2, "multi-stage"
+    for image in froms:
+        image = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], image)
+        name, _, tag = image.partition(":")
+        assert tag and tag != "latest" and "latest" not in image, image
+        assert "slim" in tag or "distroless" in name, image
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    assert users, "the runtime stage sets USER"
+    uid = users[-1].split(":")[0]
+    assert uid.isdigit() and int(uid) != 0, "a numeric non-root UID (runAsNonRoot checks it)"
+    assert uid == "65532"
+    text = "\n".join(lines)
+    assert "requirements.lock" in text and "--no-deps" in text
+    assert not re.search(r"pip install(?!.*--no-deps)", text), "every pip install is --no-deps"
+    entry = next(line for line in lines if line.startswith("ENTRYPOINT"))
+    assert json.loads(entry.split(None, 1)[1]) == ["airlock"]
+
+
+def test_dockerignore_keeps_secrets_and_junk_out() -> None:
+    ignored = set((ROOT / ".dockerignore").read_text().split())
+    assert {".git", ".venv", "certs"} <= ignored
+
+
+def _runtime_closure() -> set[str]:
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import Requirement
+
+    def norm(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    seen: set[str] = set()
+    todo = ["gpu-airlock"]
+    while todo:
+        name = todo.pop()
+        if norm(name) in seen:
+            continue
+        try:
+            dist = distribution(name)
+        except PackageNotFoundError:
+            if name == "gpu-airlock":
+                pytest.skip("gpu-airlock is not installed")
+            raise
+        seen.add(norm(name))
+        for spec in dist.requires or []:
+            req = Requirement(spec)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return seen - {"gpu-airlock"}
+
+
+def test_requirements_lock_pins_every_runtime_dependency() -> None:
+    pytest.importorskip("packaging")
+    lock = [line for line in (DEPLOY / "image" / "requirements.lock").read_text()
+            .splitlines() if line.strip() and not line.startswith("#")]
+    pinned = {}
+    for line in lock:
+        assert re.fullmatch(r"[A-Za-z0-9_.-]+==[A-Za-z0-9_.+!-]+", line), line
+        name, version = line.split("==")
+        pinned[re.sub(r"[-_.]+", "-", name).lower()] = version
+    missing = _runtime_closure() - set(pinned)
+    assert not missing, f"add to deploy/image/requirements.lock: {sorted(missing)}"
+
+
+# --- observability --------------------------------------------------------------------
+
+def _metric_names() -> set[str]:
+    from webhook.admission.metrics import WebhookMetrics
+    from webhook.controller.metrics import ControllerMetrics
+
+    names = set()
+    for registry in (WebhookMetrics(lambda: 0.0, lambda: 1.0).registry,
+                     ControllerMetrics().registry):
+        for family in registry.collect():
+            suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"],
+                        "gauge": [""]}[family.type]
+            names |= {family.name + s for s in suffixes}
+    return names
+
+
+def test_dashboard_and_alerts_use_airlocks_real_metrics(rendered: dict[str, Docs]) -> None:
+    docs = rendered["deploy/observability"]
+    dashboard = json.loads(one(docs, "ConfigMap", "airlock-grafana-dashboard")["data"]
+                           ["airlock-dashboard.json"])
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
+    rules = one(docs, "PrometheusRule", "airlock")["spec"]["groups"]
+    exprs += [r["expr"] for group in rules for r in group["rules"]]
+    used = {m for expr in exprs for m in re.findall(r"\bairlock_\w+", expr)}
+    known = _metric_names()
+    assert used and used <= known, used - known
+    # Every metric Airlock exports is on the dashboard.
+    base = {re.sub(r"_(bucket|sum|count)$", "", m) for m in used}
+    assert {re.sub(r"_(bucket|sum|count)$", "", m) for m in known} <= base
+
+
+def test_service_monitors_select_services_and_ports_of_the_install(
+        rendered: dict[str, Docs]) -> None:
+    services = find(rendered["deploy/base"], "Service")
+    for monitor in find(rendered["deploy/observability"], "ServiceMonitor"):
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        matched = [s for s in services if selector.items() <= s["metadata"]["labels"].items()]
+        assert matched, monitor["metadata"]["name"]
+        for endpoint in monitor["spec"]["endpoints"]:
+            for service in matched:
+                assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+
+
+# --- GitOps examples and docs ---------------------------------------------------------
+
+def test_gitops_examples_point_at_the_cert_manager_overlay() -> None:
+    argo = [d for d in yaml.safe_load_all((ROOT / "docs/gitops/argocd-application.yaml")
+                                          .read_text()) if d]
+    app = next(d for d in argo if d["kind"] == "Application")
+    assert app["apiVersion"] == "argoproj.io/v1alpha1"
+    assert app["spec"]["source"]["path"] == "deploy/overlays/cert-manager"
+    flux = [d for d in yaml.safe_load_all((ROOT / "docs/gitops/flux-kustomization.yaml")
+                                          .read_text()) if d]
+    kustomization = next(d for d in flux if d["kind"] == "Kustomization")
+    assert kustomization["apiVersion"] == "kustomize.toolkit.fluxcd.io/v1"
+    assert kustomization["spec"]["path"] == "./deploy/overlays/cert-manager"
+    source = next(d for d in flux if d["kind"] == "GitRepository")
+    assert kustomization["spec"]["sourceRef"] == {"kind": "GitRepository",
+                                                 "name": source["metadata"]["name"]}
+
+
+def test_operations_doc_has_the_emergency_removal_command() -> None:
+    # TYPE/NAME pairs: `kubectl delete TYPE NAME TYPE NAME` would read the second type
+    # as another name of the first and leave the validating webhook in place.
+    text = (ROOT / "docs" / "operations.md").read_text()
+    assert EMERGENCY_REMOVAL in " ".join(text.split())

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 SERVICE_HOSTS = (
@@ -36,12 +36,13 @@ class CertFiles:
     key: Path
 
 
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+def pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
 
 
-def _san(host: str) -> x509.GeneralName:
+def san(host: str) -> x509.GeneralName:
+    """A DNS name or an IP address, as a subjectAltName entry."""
     try:
         return x509.IPAddress(ipaddress.ip_address(host))
     except ValueError:
@@ -87,14 +88,14 @@ def make_certs(out: Path, hosts: tuple[str, ...] = SERVICE_HOSTS, days: int = 36
         .issuer_name(ca_name)
         .public_key(key.public_key()).serial_number(x509.random_serial_number())
         .not_valid_before(start).not_valid_after(end)
-        .add_extension(x509.SubjectAlternativeName([_san(h) for h in hosts]), critical=False)
+        .add_extension(x509.SubjectAlternativeName([san(h) for h in hosts]), critical=False)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
     files = CertFiles(out / CA_FILE, out / CERT_FILE, out / KEY_FILE)
     _write(files.ca, ca.public_bytes(serialization.Encoding.PEM))
-    _write(files.key, _pem_key(key), private=True)
+    _write(files.key, pem_key(key), private=True)
     _write(files.cert, cert.public_bytes(serialization.Encoding.PEM))
     return files
 

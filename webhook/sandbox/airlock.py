@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from webhook.certificates import SERVICE_HOSTS, CertFiles, make_certs
-from webhook.sandbox.controlplane import free_port
+from webhook.sandbox.controlplane import free_port, tail
 
 
 @dataclass
@@ -22,10 +22,7 @@ class AirlockProcess:
     log: Path
 
     def tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return tail(self.log, lines)
 
 
 def _spawn(argv: list[str], log: Path, detached: bool) -> AirlockProcess:

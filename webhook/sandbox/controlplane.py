@@ -28,6 +28,14 @@ class ControlPlaneError(RuntimeError):
     pass
 
 
+def tail(log: Path, lines: int) -> str:
+    """The last lines of a component's log, for error messages."""
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -42,10 +50,7 @@ class Component:
     log: Path
 
     def tail(self, lines: int = 25) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return tail(self.log, lines)
 
 
 @dataclass

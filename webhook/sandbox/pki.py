@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import datetime
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,17 +14,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-
-def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
-
-
-def _san(host: str) -> x509.GeneralName:
-    try:
-        return x509.IPAddress(ipaddress.ip_address(host))
-    except ValueError:
-        return x509.DNSName(host)
+from webhook.certificates import pem_key, san
 
 
 def _b64(path: Path) -> str:
@@ -72,18 +61,18 @@ class Pki:
         )
         if hosts:
             builder = builder.add_extension(
-                x509.SubjectAlternativeName([_san(h) for h in hosts]), critical=False)
+                x509.SubjectAlternativeName([san(h) for h in hosts]), critical=False)
         cert = builder.sign(self._ca_key, hashes.SHA256())
         pair = KeyPair(self.dir / f"{name}.crt", self.dir / f"{name}.key")
         pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        pair.key.write_bytes(_pem_key(key))
+        pair.key.write_bytes(pem_key(key))
         pair.key.chmod(0o600)
         return pair
 
     def service_account_keys(self) -> KeyPair:
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         pair = KeyPair(self.dir / "sa.pub", self.dir / "sa.key")
-        pair.key.write_bytes(_pem_key(key))
+        pair.key.write_bytes(pem_key(key))
         pair.cert.write_bytes(key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
         return pair

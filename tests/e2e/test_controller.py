@@ -113,7 +113,8 @@ async def test_incomplete_gang_waits_for_every_member(
     await create_gang(api, namespace, "late", 3, count=2)
 
     async def said_two_of_three() -> bool:
-        return "Waiting: 2/3 pods present" in await events(api, namespace)
+        return any(e.startswith("Waiting: 2/3 pods present; needs 24 GPUs")
+                   for e in await events(api, namespace))
 
     await until(said_two_of_three)
     assert all(gated(p) for p in await pods_of(api, namespace, "late"))

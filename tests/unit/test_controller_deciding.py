@@ -105,7 +105,8 @@ def test_preferred_topology_may_span_domains() -> None:
 def test_incomplete_gang_waits_then_warns() -> None:
     pods = gang("g", 4)[:3]
     early = decide(cluster({"a": 4}), pods, {}, pods[0].created + 10)
-    assert waits(early) == {"g": "Waiting: 3/4 pods present"}
+    assert waits(early) == {"g": "Waiting: 3/4 pods present; needs 32 GPUs in one "
+                                 "nvidia.com/gpu.clique domain, the best has 32 free"}
     late = decide(cluster({"a": 4}), pods, {}, pods[0].created + 3600)
     (wait,) = [a for a in late if isinstance(a, Wait)]
     assert wait.warning and wait.message.startswith("Incomplete: 3/4")

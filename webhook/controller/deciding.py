@@ -149,8 +149,20 @@ def _domain_nodes(snap: Snapshot, pod: PodInfo, record: Record) -> list[str]:
     return snap.domains(pod, record.topology_key).get(record.domain, [])
 
 
+def _outlook(gang: Gang, size: int, snap: Snapshot) -> str:
+    """What the whole gang will need, judged from the members present, and the best room
+    there is now: so a person knows early whether waiting for the rest will be enough."""
+    anchor = gang.members[0]
+    if not anchor.topology_key:
+        return ""
+    need = round(sum(gpus(p.requests) for p in gang.members) * size / len(gang.members))
+    domains = snap.domains(anchor, anchor.topology_key)
+    best = max((snap.free_gpus(nodes) for nodes in domains.values()), default=0)
+    return f"; needs {need} GPUs in one {anchor.topology_key} domain, the best has {best} free"
+
+
 def _pending(gang: Gang, looked_up: Mapping[GangId, int | str], now: float,
-             options: Options) -> tuple[list[PodInfo] | None, Wait | None]:
+             options: Options, snap: Snapshot) -> tuple[list[PodInfo] | None, Wait | None]:
     """The members to admit if the gang is complete, or why it waits."""
     size = gang.size(looked_up)
     present = len(gang.members)
@@ -162,7 +174,7 @@ def _pending(gang: Gang, looked_up: Mapping[GangId, int | str], now: float,
         late = now - gang.arrival > options.incomplete_warning_after
         return None, Wait(gang.id, tuple(gang.gated),
                           f"{'Incomplete' if late else 'Waiting'}: {present}/{size} pods "
-                          f"present", warning=late)
+                          f"present{_outlook(gang, size, snap)}", warning=late)
     if present > size:
         # The first `size` by creation make the gang; later ones stay gated and say why.
         return gang.members[:size], Wait(
@@ -186,7 +198,7 @@ def decide(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
     kept: set[str] = set()
     blocked_by: GangId | None = None
     for gang in queue:
-        members, note = _pending(gang, looked_up, now, options)
+        members, note = _pending(gang, looked_up, now, options, snap)
         if note:
             actions.append(note)
         if members is None:

@@ -244,3 +244,21 @@ async def test_two_replicas_one_leader_and_failover(
         return await lifted("second")
 
     await until(second_lifted)
+
+
+async def test_owner_kind_not_installed_is_an_event_not_a_crash(
+        api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
+    proc = controllers.start()
+    worker = (pod("tf-worker-0").gpus(8).label("training.kubeflow.org/job-name", "tf")
+              .owner("TFJob", "tf", "kubeflow.org/v1").build())
+    worker["metadata"]["ownerReferences"][0]["uid"] = "00000000-0000-4000-8000-0000000000f1"
+    del worker["metadata"]["namespace"]
+    await client.CoreV1Api(api).create_namespaced_pod(namespace, body=worker)
+
+    async def explained() -> bool:
+        return any(e.startswith("SizeUnknown: tfjobs.kubeflow.org/v1") and
+                   "not installed" in e for e in await events(api, namespace))
+
+    await until(explained)
+    assert proc.process.poll() is None
+    assert all(gated(p) for p in await pods_of(api, namespace, "tf-"))

@@ -16,6 +16,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.controller.deciding import Action, Admit, Finish, Record, Wait, describe
 from webhook.controller.objects import PodInfo
+from webhook.controller.raw import json_of
 from webhook.keys import GATE, PLACEMENT_ANNOTATION
 
 log = logging.getLogger("airlock.controller")
@@ -77,10 +78,9 @@ class Applier:
 
     async def _patch(self, pod: PodInfo, body: Any, content_type: str) -> None:
         async with self.limit:
-            response = await self.core.patch_namespaced_pod(
+            self.stored(await json_of(await self.core.patch_namespaced_pod(
                 pod.name, pod.namespace, body=body, _content_type=content_type,
-                _preload_content=False)
-            self.stored(await response.json())
+                _preload_content=False)))
 
     async def _record(self, admit: Admit) -> None:
         body = {"metadata": {"annotations": {PLACEMENT_ANNOTATION: admit.record.dumps()}}}

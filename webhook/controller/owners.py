@@ -11,6 +11,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.controller.objects import PodInfo
+from webhook.controller.raw import json_of
 
 # (group, version, plural) of the training-operator kinds, by ownerReference kind.
 KUBEFLOW = {
@@ -82,15 +83,14 @@ class OwnerSizes:
     async def _get(self, group: str, version: str, plural: str, ns: str,
                    name: str) -> dict[str, Any] | str:
         try:
-            response = await client.CustomObjectsApi(self.api).get_namespaced_custom_object(
-                group, version, ns, plural, name, _preload_content=False)
+            return await json_of(await client.CustomObjectsApi(self.api)
+                                 .get_namespaced_custom_object(group, version, ns, plural, name,
+                                                               _preload_content=False))
         except ApiException as e:
             if e.status == 404:
                 return (f"{plural}.{group}/{version} {ns}/{name} not found: the kind is not "
                         f"installed or the object is gone")
             raise
-        found: dict[str, Any] = await response.json()
-        return found
 
     async def _owner(self, pod: PodInfo) -> dict[str, Any] | str:
         ns, source = pod.namespace, pod.source
@@ -112,11 +112,9 @@ class OwnerSizes:
 
     async def _get_job(self, ns: str, name: str) -> dict[str, Any] | str:
         try:
-            response = await client.BatchV1Api(self.api).read_namespaced_job(
-                name, ns, _preload_content=False)
+            return await json_of(await client.BatchV1Api(self.api).read_namespaced_job(
+                name, ns, _preload_content=False))
         except ApiException as e:
             if e.status == 404:
                 return f"Job {ns}/{name} not found"
             raise
-        found: dict[str, Any] = await response.json()
-        return found

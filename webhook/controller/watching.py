@@ -11,6 +11,8 @@ from typing import Any
 import orjson
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from webhook.controller.raw import check, json_of
+
 log = logging.getLogger("airlock.watch")
 
 Lister = Callable[..., Awaitable[Any]]
@@ -21,11 +23,6 @@ OnEvent = Callable[[str, dict[str, Any]], None]
 
 class Gone(Exception):
     pass
-
-
-async def _body(response: Any) -> dict[str, Any]:
-    data: dict[str, Any] = orjson.loads(await response.read())
-    return data
 
 
 async def watch(kind: str, lister: Lister, parse: Parse, on_list: OnList, on_event: OnEvent,
@@ -63,7 +60,7 @@ async def _list(lister: Lister, parse: Parse, page: int = 500) -> tuple[list[Any
         kwargs: dict[str, Any] = {"limit": page, "_preload_content": False}
         if token:
             kwargs["_continue"] = token
-        listed = await _body(await lister(**kwargs))
+        listed = await json_of(await lister(**kwargs))
         items.extend(parse(item) for item in listed.get("items") or [])
         token = listed["metadata"].get("continue")
         if not token:
@@ -80,6 +77,9 @@ async def _stream(lister: Lister, version: str, on_event: OnEvent,
         if e.status == 410:
             raise Gone from None
         raise
+    if response.status == 410:
+        raise Gone
+    check(response)
     async with response:
         async for line in response.content:
             if not line.strip():

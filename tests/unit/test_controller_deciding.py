@@ -211,3 +211,11 @@ def test_record_round_trips_and_rejects_garbage() -> None:
     assert Record.loads(r.dumps()) == r
     assert Record.loads("{not json") is None
     assert Record.loads('{"domain": "a"}') is None
+
+
+def test_members_disagreeing_on_the_size_wait_with_a_warning() -> None:
+    pods = [member("g", 0, size=2), member("g", 1, size=3), member("g", 2, size=3)]
+    (wait,) = decide(cluster({"a": 4}), pods, {}, NOW)
+    assert isinstance(wait, Wait) and wait.warning
+    assert wait.message == ("SizeUnknown: members state different sizes (2, 3); "
+                            "waiting until they agree")

@@ -99,9 +99,14 @@ class Gang:
         return min(p.created for p in self.members)
 
     def size(self, looked_up: Mapping[GangId, int | str]) -> int | str | None:
-        for p in self.members:
-            if p.expected_size is not None:
-                return p.expected_size
+        stated = {p.expected_size for p in self.members if p.expected_size is not None}
+        if len(stated) > 1:
+            # A size that changed half-way (pods of two revisions): no guess, the gang
+            # waits until its pods agree.
+            return (f"members state different sizes ({', '.join(map(str, sorted(stated)))}); "
+                    f"waiting until they agree")
+        if stated:
+            return stated.pop()
         return looked_up.get(self.id)
 
     def record(self) -> Record | None:

@@ -73,3 +73,19 @@ def test_ungate_patch_refuses_when_the_gates_moved() -> None:
     moved = {**pod, "spec": {"schedulingGates": [{"name": "other/gate"}]}}
     with pytest.raises(jsonpatch.JsonPatchTestFailed):
         jsonpatch.apply_patch(moved, patch)
+
+
+@pytest.mark.parametrize("annotations", [None, {"gpu-airlock.io/rule": "kubeflow"}])
+def test_record_and_anchor_ungate_are_one_patch(annotations: dict[str, str] | None) -> None:
+    from webhook.controller.applying import record_patch
+    from webhook.keys import PLACEMENT_ANNOTATION
+    meta: dict[str, Any] = {"name": "p", "namespace": "ml", "labels": {GANG_LABEL: "g"}}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    pod = {"metadata": meta, "spec": {"schedulingGates": [{"name": GATE}]}}
+    record = Record("clique-1", "nvidia.com/gpu.clique", ("p", "q"), 5.0)
+    info = PodInfo.parse(pod)
+    out = jsonpatch.apply_patch(pod, record_patch(info, record) + ungate_patch(info, record))
+    assert Record.loads(out["metadata"]["annotations"][PLACEMENT_ANNOTATION]) == record
+    assert out["metadata"]["annotations"].items() >= (annotations or {}).items()
+    assert out["spec"]["schedulingGates"] == []

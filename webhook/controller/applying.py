@@ -22,10 +22,23 @@ from webhook.keys import GATE, PLACEMENT_ANNOTATION
 log = logging.getLogger("airlock.controller")
 
 Stored = Callable[[dict[str, Any]], None]
+# Writes in flight at once: enough to keep the apiserver busy across its round trips
+# (measured: 16 reached 52% of its PATCH throughput, 64 reached 74%).
+WRITES_IN_FLIGHT = 64
 
 
 def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
+
+
+def record_patch(pod: PodInfo, record: Record) -> list[dict[str, Any]]:
+    """Write the decision onto the anchor pod, in the same JSON Patch that lifts the
+    anchor's gate: atomic, so no gate is ever lifted before the record exists."""
+    if pod.annotated:
+        return [{"op": "add", "path": f"/metadata/annotations/{_escape(PLACEMENT_ANNOTATION)}",
+                 "value": record.dumps()}]
+    return [{"op": "add", "path": "/metadata/annotations",
+             "value": {PLACEMENT_ANNOTATION: record.dumps()}}]
 
 
 def ungate_patch(pod: PodInfo, record: Record) -> list[dict[str, Any]]:
@@ -48,11 +61,15 @@ def ungate_patch(pod: PodInfo, record: Record) -> list[dict[str, Any]]:
 
 class Applier:
     def __init__(self, api: client.ApiClient, stored: Stored, identity: str,
-                 concurrency: int = 16, pause: float = 0.0) -> None:
+                 concurrency: int = WRITES_IN_FLIGHT, pause: float = 0.0) -> None:
         self.core = client.CoreV1Api(api)
         self.stored = stored
         self.identity = identity
         self.limit = asyncio.Semaphore(concurrency)
+        # Events trickle out behind the ungating (two at a time): they tell, gates decide,
+        # and a burst of admissions should spend the apiserver's writes on the gates.
+        self.event_limit = asyncio.Semaphore(2)
+        self._telling: set[asyncio.Task[None]] = set()
         # Seconds to wait between pod patches: only for crash tests that need a lift to
         # take long enough to be interrupted half-way.
         self.pause = pause
@@ -60,21 +77,31 @@ class Applier:
 
     async def apply(self, actions: list[Action]) -> None:
         """Gangs are independent once decided: carry them out side by side (the semaphore
-        bounds the writes in flight); within a gang, the record always comes first."""
-        await asyncio.gather(*(self._apply(a) for a in actions))
+        bounds the writes in flight); within a gang, the record always comes first. The
+        events follow in the background."""
+        done = await asyncio.gather(*(self._apply(a) for a in actions))
+        told = [a for a, ok in zip(actions, done, strict=True) if ok]
+        task = asyncio.create_task(self._tell(told))
+        self._telling.add(task)
+        task.add_done_callback(self._telling.discard)
 
-    async def _apply(self, action: Action) -> None:
+    async def _tell(self, actions: list[Action]) -> None:
+        await asyncio.gather(*(self._events(a) for a in actions))
+
+    async def _apply(self, action: Action) -> bool:
         try:
             if isinstance(action, Admit):
                 await self._record(action)
-                await self._ungate(action.ungate, action.record)
+                await self._ungate(tuple(p for p in action.ungate if p != action.anchor),
+                                   action.record)
             elif isinstance(action, Finish):
                 await self._ungate(action.ungate, action.record)
-            await self._events(action)
+            return True
         except ApiException as e:
             log.warning("could not apply a decision; the next round retries",
                         extra={"gang": "/".join(action.gang), "status": e.status,
                                "reason": e.reason})
+            return False
 
     async def _patch(self, pod: PodInfo, body: Any, content_type: str) -> None:
         async with self.limit:
@@ -83,8 +110,11 @@ class Applier:
                 _preload_content=False)))
 
     async def _record(self, admit: Admit) -> None:
-        body = {"metadata": {"annotations": {PLACEMENT_ANNOTATION: admit.record.dumps()}}}
-        await self._patch(admit.anchor, body, "application/merge-patch+json")
+        anchor = admit.anchor
+        ops = record_patch(anchor, admit.record) + ungate_patch(anchor, admit.record)
+        await self._patch(anchor, ops, "application/json-patch+json")
+        if self.pause:
+            await asyncio.sleep(self.pause)
         log.info("gang admitted", extra={"gang": "/".join(admit.gang),
                                          "domain": admit.record.domain,
                                          "pods": len(admit.ungate)})
@@ -126,7 +156,7 @@ class Applier:
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
         try:
-            async with self.limit:
+            async with self.event_limit:
                 await self.core.create_namespaced_event(pod.namespace, body=body)
         except ApiException as e:
             log.debug("event not recorded", extra={"status": e.status})

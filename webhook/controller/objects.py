@@ -89,6 +89,7 @@ class PodInfo:
     tolerations: tuple[Mapping[str, Any], ...]
     owners: tuple[Mapping[str, Any], ...]
     placement: str | None
+    annotated: bool
 
     @property
     def key(self) -> tuple[str, str]:
@@ -135,6 +136,7 @@ class PodInfo:
             tolerations=tuple(spec.get("tolerations") or ()) if in_gang else (),
             owners=tuple(meta.get("ownerReferences") or ()) if in_gang else (),
             placement=annotations.get(PLACEMENT_ANNOTATION),
+            annotated=bool(annotations),
         )
 
 

@@ -11,6 +11,7 @@ async def from_kubeconfig(path: Path, impersonate: str | None = None,
                           groups: tuple[str, ...] = ()) -> client.ApiClient:
     configuration = client.Configuration()
     await config.load_kube_config(config_file=str(path), client_configuration=configuration)
+    configuration.connection_pool_maxsize = 72  # the client's default is 5 per core
     api = client.ApiClient(configuration=configuration)
     if impersonate:
         api.set_default_header("Impersonate-User", impersonate)

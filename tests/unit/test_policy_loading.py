@@ -1,134 +1,135 @@
-"""Policy files: loading, merging in a defined order, errors at file:line, hot reload."""
+"""Loading a policy directory: which files count, the defaults, and the examples."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.server.conftest import KubeletDir
+from webhook.policy.linting import run_lint
 from webhook.policy.loading import PolicyError, load_policy, policy_files
-from webhook.policy.reloading import PolicyStore
-from webhook.policy.schema import schema_text
+from webhook.policy.model import Policy
 
 ROOT = Path(__file__).resolve().parents[2]
-HEADER = "apiVersion: gpu-airlock.io/v1alpha1\nkind: AirlockPolicy\n"
-DEFAULTS = {p.name: p.read_text() for p in sorted((ROOT / "policies").glob("*.yaml"))}
+POLICIES = ROOT / "policies"
+EXAMPLES = POLICIES / "examples"
+BASE = Path(__file__).parent / "testdata" / "policies" / "base" / "00-base.yaml"
+# Complete policies, each used instead of the defaults; the rest add to the defaults.
+TOPOLOGY_EXAMPLES = ["aws-network-layers", "gke-topology", "nvidia-nvlink", "single-host"]
 
 
-def write(tmp: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        (tmp / name).write_text(text)
-    return tmp
+@pytest.fixture(scope="module")
+def defaults() -> Policy:
+    return load_policy(POLICIES)
 
 
-def problems(tmp: Path, files: dict[str, str]) -> list[str]:
-    with pytest.raises(PolicyError) as caught:
-        load_policy(write(tmp, files))
-    return [str(p) for p in caught.value.problems]
+def test_defaults_classes_and_priorities(defaults: Policy) -> None:
+    pcs = {c: s.priority_class for c, s in defaults.classes.items()}
+    assert {c: p.name for c, p in pcs.items()} == {
+        "inference": "airlock-inference", "training": "airlock-training",
+        "scavenger": "airlock-scavenger"}
+    assert pcs["inference"].value > pcs["training"].value > pcs["scavenger"].value
+    assert [c for c, p in pcs.items() if p.preemption_policy == "Never"] == ["scavenger"]
 
 
-def test_default_policies_load() -> None:
-    policy = load_policy(ROOT / "policies")
-    assert set(policy.classes) == {"training", "inference", "scavenger"}
-    assert policy.classes["scavenger"].priority_class.preemption_policy == "Never"
-    values = {c: s.priority_class.value for c, s in policy.classes.items()}
-    assert values["inference"] > values["training"] > values["scavenger"]
-    assert {"kube-system", "airlock-system"} <= policy.excluded_namespaces
+def test_defaults_scope_and_topology(defaults: Policy) -> None:
+    assert {"kube-system", "airlock-system"} <= defaults.excluded_namespaces
+    assert defaults.schedulers == {"default-scheduler"}
+    assert {"nvidia.com/gpu", "amd.com/gpu"} <= set(defaults.accelerators)
+    assert defaults.topology_levels == {"nvlink": "nvidia.com/gpu.clique",
+                                        "block": "cloud.google.com/gce-topology-block",
+                                        "host": "kubernetes.io/hostname"}
+    training = defaults.classes["training"]
+    # Required would hold gangs forever on clusters without the clique label.
+    assert training.topology is not None and training.topology.mode == "preferred"
+    assert all(any(t.key == "nvidia.com/gpu" and t.operator == "Exists" for t in s.tolerations)
+               for s in defaults.classes.values())
 
 
-@pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "policies" / "examples")
-                                           .iterdir() if p.is_dir()))
-def test_every_example_loads_on_its_own(example: str) -> None:
-    load_policy(ROOT / "policies" / "examples" / example)
+def test_lint_accepts_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_lint(POLICIES) == 0
+    assert "3 file(s), 3 classes, 10 rules" in capsys.readouterr().out
 
 
-BROKEN: list[tuple[str, dict[str, str], str]] = [
-    ("wrong type", {"50-x.yaml": HEADER + "metadata: {name: x}\nspec:\n  rules:\n"
-                    "    - name: r\n      class: training\n      match:\n"
-                    "        inGang: maybe\n"},
-     "50-x.yaml:9: spec.rules.0.match.inGang"),
-    ("unknown field", {"50-x.yaml": HEADER + "metadata: {name: x}\nspec:\n  clases: {}\n"},
-     "50-x.yaml:5: spec.clases: unknown field"),
-    ("bad yaml", {"50-x.yaml": HEADER + "metadata: {name: x\nspec: {}\n"},
-     "50-x.yaml:"),
-    ("unknown class", {"50-x.yaml": HEADER + "metadata: {name: x}\nspec:\n  rules:\n"
-                       "    - {name: r, class: royalty}\n"},
-     "50-x.yaml:6: spec.rules.0.class"),
-    ("unknown topology level", {"10-classes.yaml": DEFAULTS["10-classes.yaml"].replace(
-        "level: nvlink", "level: galaxy")},
-     "10-classes.yaml:27: class training: topology level 'galaxy' is not one of"),
-    ("class defined twice", {"50-x.yaml": HEADER + "metadata: {name: x}\nspec:\n  classes:\n"
-                             "    scavenger:\n      priorityClass: {name: s2, value: 1}\n"},
-     "50-x.yaml:6: class 'scavenger' is already defined at "),
-    ("policy name twice", {"50-x.yaml": HEADER + "metadata: {name: rules}\nspec: {}\n"},
-     "50-x.yaml:3: policy 'rules' is already defined at "),
-    ("rule name twice", {"50-x.yaml": HEADER + "metadata: {name: x}\nspec:\n  rules:\n"
-                         "    - {name: kserve, class: inference}\n"},
-     "50-x.yaml:6: rule 'kserve' is already defined at "),
-]
+@pytest.mark.parametrize("example", TOPOLOGY_EXAMPLES)
+def test_topology_example_stands_alone_with_the_default_rules(
+        example: str, defaults: Policy, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_lint(EXAMPLES / example) == 0, capsys.readouterr().out
+    policy = load_policy(EXAMPLES / example)
+    # The examples differ from the defaults in topology only; the rest is copied so each
+    # file reads whole, and this keeps the copies honest.
+    assert policy.rules == defaults.rules
+    assert (policy.excluded_namespaces, policy.schedulers, policy.accelerators) == \
+        (defaults.excluded_namespaces, defaults.schedulers, defaults.accelerators)
+    assert {c: s.priority_class for c, s in policy.classes.items()} == \
+        {c: s.priority_class for c, s in defaults.classes.items()}
 
 
-@pytest.mark.parametrize(("files", "expected"), [b[1:] for b in BROKEN],
-                         ids=[b[0] for b in BROKEN])
-def test_broken_policy_names_file_and_line(tmp_path: Path, files: dict[str, str],
-                                           expected: str) -> None:
-    found = problems(tmp_path, {**DEFAULTS, **files})
-    assert any(expected in p for p in found), found
+def test_every_example_is_covered() -> None:
+    assert sorted(p.name for p in EXAMPLES.iterdir()) == sorted(
+        [*TOPOLOGY_EXAMPLES, "team-namespaces"])
 
 
-def test_lint_prints_file_line_and_exits_1(tmp_path: Path) -> None:
-    write(tmp_path, {**DEFAULTS, "50-x.yaml": HEADER + "metadata: {name: x}\nspec:\n"
-                     "  clases: {}\n"})
-    out = subprocess.run([sys.executable, "-m", "webhook", "lint", str(tmp_path)],
-                         capture_output=True, text=True)
-    assert out.returncode == 1
-    assert f"{tmp_path}/50-x.yaml:5: spec.clases: unknown field" in out.stdout
-    ok = subprocess.run([sys.executable, "-m", "webhook", "lint", str(ROOT / "policies")],
-                        capture_output=True, text=True)
-    assert ok.returncode == 0 and "ok" in ok.stdout
+def test_nvidia_example_requires_one_nvlink_domain() -> None:
+    training = load_policy(EXAMPLES / "nvidia-nvlink").classes["training"]
+    assert training.topology is not None
+    assert (training.topology.level, training.topology.mode) == ("nvlink", "required")
 
 
-def test_empty_directory_is_an_error(tmp_path: Path) -> None:
-    assert any("no policy files" in p for p in problems(tmp_path, {}))
-
-
-def test_committed_schema_is_current() -> None:
-    assert (ROOT / "policies" / "schema.json").read_text() == schema_text(), \
-        "run: airlock lint policies --schema policies/schema.json"
-
-
-def test_reload_keeps_last_good_and_follows_kubelet_swaps(tmp_path: Path) -> None:
-    mounted = KubeletDir(tmp_path / "policies")
-    mounted.publish({k: v.encode() for k, v in DEFAULTS.items()})
-    store = PolicyStore(mounted.path)
-    assert store.reload_if_changed() == "reloaded"
-    good = store.policy
-    assert store.reload_if_changed() == "unchanged"
-    broken = {**DEFAULTS, "20-rules.yaml": DEFAULTS["20-rules.yaml"] + "    - {name: x}\n"}
-    mounted.publish({k: v.encode() for k, v in broken.items()})
-    assert store.reload_if_changed() == "failed"
-    assert store.policy is good and store.last_error and "20-rules.yaml" in store.last_error
-    fixed = {**DEFAULTS, "20-rules.yaml": DEFAULTS["20-rules.yaml"].replace(
-        "name: ray\n", "name: ray-clusters\n")}
-    mounted.publish({k: v.encode() for k, v in fixed.items()})
-    assert store.reload_if_changed() == "reloaded"
-    assert store.last_error is None and store.policy is not good
-    assert any(r.name == "ray-clusters" for r in store.policy.rules)
-
-
-def test_team_access_example_merges_with_the_defaults() -> None:
-    access = ROOT / "policies" / "examples" / "team-namespaces" / "access.yaml"
-    files = [*policy_files(ROOT / "policies"), access]
-    policy = load_policy(files)
+def test_team_access_example_adds_to_the_defaults(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    for f in [*policy_files(POLICIES), *policy_files(EXAMPLES / "team-namespaces")]:
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    assert run_lint(tmp_path) == 0, capsys.readouterr().out
+    policy = load_policy(tmp_path)
     assert policy.allowed_classes("serving-llm") == ("inference",)
+    assert policy.allowed_classes("research-vision") == ("training", "scavenger")
     assert policy.allowed_classes("notebooks") == ("scavenger",)
     assert set(policy.allowed_classes("default")) == {"training", "inference", "scavenger"}
 
 
-def test_policy_reference_is_in_step_with_the_model() -> None:
-    from webhook.policy.schema import reference_markdown
-    assert (ROOT / "docs" / "policy-reference.md").read_text() == reference_markdown(), \
-        "run: python -m webhook.policy.schema --markdown > docs/policy-reference.md"
+def test_a_mounted_configmap_reads_only_its_files(tmp_path: Path) -> None:
+    # The kubelet's layout: real files in a timestamped dir, `..data` pointing at it, and
+    # one link per file through `..data`.
+    version = tmp_path / "..2025_01_01_00_00_00.000000001"
+    version.mkdir()
+    (version / "00-base.yaml").write_bytes(BASE.read_bytes())
+    (version / "notes.txt").write_text("not a policy")
+    (tmp_path / "..data").symlink_to(version.name)
+    for name in ("00-base.yaml", "notes.txt"):
+        (tmp_path / name).symlink_to(f"..data/{name}")
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "x.yaml").write_text("not: read")
+    (tmp_path / ".hidden.yaml").write_text("not: read")
+    (tmp_path / "kustomization.yaml").write_text("kind: Kustomization\n")
+    assert [p.name for p in policy_files(tmp_path)] == ["00-base.yaml"]
+    assert load_policy(tmp_path).sources == (str(tmp_path / "00-base.yaml"),)
+
+
+def test_files_load_in_name_order_and_yml_counts(tmp_path: Path) -> None:
+    (tmp_path / "00-base.yaml").write_bytes(BASE.read_bytes())
+    (tmp_path / "20-late.yml").write_text(rules_doc("late", "ray.io/cluster"))
+    (tmp_path / "10-early.yaml").write_text(rules_doc("early", "jobset.sigs.k8s.io/jobset-name"))
+    assert [r.name for r in load_policy(tmp_path).rules] == ["kubeflow", "early", "late"]
+
+
+def rules_doc(name: str, label: str) -> str:
+    return (f"apiVersion: gpu-airlock.io/v1alpha1\nkind: AirlockPolicy\nmetadata: {{name: "
+            f"{name}}}\nspec:\n  rules:\n    - {{name: {name}, class: training, match: "
+            f"{{hasAnyLabel: [{label}]}}}}\n")
+
+
+@pytest.mark.parametrize(("layout", "message"), [
+    ("empty", ": no policy files (*.yaml, *.yml) in the directory"),
+    ("missing", ": cannot list policy directory: No such file or directory"),
+    ("only comments", ": the policy files hold no documents"),
+])
+def test_nothing_to_load_is_an_error(tmp_path: Path, layout: str, message: str) -> None:
+    directory = tmp_path / "policies"
+    if layout != "missing":
+        directory.mkdir()
+    if layout == "only comments":
+        (directory / "00-x.yaml").write_text("# nothing yet\n")
+    with pytest.raises(PolicyError) as caught:
+        load_policy(directory)
+    assert str(caught.value).endswith(message), str(caught.value)

@@ -13,7 +13,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from webhook.policy.model import Policy, PolicyFile, empty_policy_parts
+from webhook.keys import CLASSES, ClassName
+from webhook.policy.model import (
+    ClassSpec,
+    NamespaceAccess,
+    Policy,
+    PolicyFile,
+    Rule,
+    empty_policy_parts,
+)
 from webhook.policy.sources import Document, Loc, PolicyError, Problem
 
 
@@ -25,6 +33,8 @@ def _validation_problems(doc: Document, error: ValidationError) -> list[Problem]
         message = e["msg"]
         if e["type"] == "extra_forbidden":
             message = "unknown field (check the spelling; see docs/policy-reference.md)"
+        elif not isinstance(e["input"], dict | list):
+            message += f", got {e['input']!r}"
         problems.append(Problem(doc.file, doc.line(loc), f"{where}: {message}"))
     return problems
 
@@ -42,16 +52,16 @@ def _parse(doc: Document) -> PolicyFile:
 class _Merger:
     def __init__(self) -> None:
         self.parts: dict[str, Any] = empty_policy_parts()
-        self.classes: dict[str, Any] = {}
+        self.classes: dict[ClassName, tuple[ClassSpec, Document]] = {}
         self.levels: dict[str, str] = {}
-        self.rules: list[Any] = []
-        self.access: list[Any] = []
+        self.rules: list[tuple[Rule, Document, int]] = []
+        self.access: list[NamespaceAccess] = []
         self.problems: list[Problem] = []
         # Where each once-only name was defined, for conflict messages.
         self.seen: dict[tuple[str, str], str] = {}
 
     def _once(self, kind: str, name: str, doc: Document, loc: Loc) -> bool:
-        here = f"{doc.file}:{doc.line(loc)}"
+        here = doc.where(loc)
         first = self.seen.setdefault((kind, name), here)
         if first != here:
             self.problems.append(Problem(doc.file, doc.line(loc),
@@ -81,25 +91,42 @@ class _Merger:
         self.access.extend(spec.namespace_access)
 
     def _references(self) -> None:
+        known = ", ".join(self.levels) or "none defined"
         for cls_name, (cls_spec, doc) in self.classes.items():
             loc: Loc = ("spec", "classes", cls_name)
-            for level, field in ((cls_spec.topology and cls_spec.topology.level, "topology"),
-                                 (cls_spec.placement != "none" and cls_spec.placement_level,
-                                  "placementLevel")):
-                if level and level not in self.levels:
+            used: list[tuple[str, str, Loc]] = []
+            if cls_spec.topology:
+                used.append((cls_spec.topology.level, "topology.level",
+                             (*loc, "topology", "level")))
+            if cls_spec.placement != "none":
+                used.append((cls_spec.placement_level, "placementLevel",
+                             (*loc, "placementLevel")))
+            for level, field, where in used:
+                if level not in self.levels:
                     self.problems.append(Problem(
-                        doc.file, doc.line((*loc, field)),
-                        f"class {cls_name}: {field} level {level!r} is not one of the "
-                        f"topologyLevels ({', '.join(self.levels) or 'none defined'})"))
+                        doc.file, doc.line(where),
+                        f"class {cls_name}: {field} {level!r} is not one of the "
+                        f"topologyLevels ({known})"))
         for rule, doc, i in self.rules:
             if rule.class_ not in self.classes:
                 self.problems.append(Problem(
                     doc.file, doc.line(("spec", "rules", i, "class")),
-                    f"rule {rule.name}: class {rule.class_} has no definition under "
-                    f"spec.classes"))
+                    f"rule {rule.name}: class {rule.class_} is not defined under "
+                    f"spec.classes in any policy file"))
+
+    def _every_class(self, sources: tuple[str, ...]) -> None:
+        # A pod may ask for any class with the class label, and a gang member no rule
+        # matches is training: each class needs a definition even if no rule gives it.
+        missing = [c for c in CLASSES if c not in self.classes]
+        if missing:
+            self.problems.append(Problem(
+                ", ".join(sources), None,
+                f"spec.classes defines no {' or '.join(missing)} in any file; every class "
+                f"({', '.join(CLASSES)}) needs a definition"))
 
     def policy(self, sources: tuple[str, ...]) -> Policy:
         self._references()
+        self._every_class(sources)
         if self.problems:
             raise PolicyError(self.problems)
         self.parts.update(
@@ -112,7 +139,13 @@ class _Merger:
             namespace_access=tuple(self.access),
             sources=sources,
         )
-        return Policy(**self.parts)
+        try:
+            return Policy(**self.parts)
+        except ValidationError as e:
+            # The checks above should have caught it; never let a reload die of it.
+            raise PolicyError([Problem(", ".join(sources), None,
+                                       f"invalid merged policy: {err['msg']}")
+                               for err in e.errors()]) from None
 
 
 def merge(docs: list[Document]) -> Policy:

@@ -16,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from webhook.keys import API_VERSION, CLASSES, CONTROLLER_IDENTITY, SYSTEM_NAMESPACE, ClassName
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+# A Kubernetes label key: an optional DNS-subdomain prefix and `/`, then a name.
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*"
+                        r"[A-Za-z0-9])?$")
 
 
 class _Strict(BaseModel):
@@ -55,11 +58,18 @@ class PriorityClassSpec(_Strict):
 
 
 class Toleration(_Strict):
-    key: str | None = None
-    operator: Literal["Exists", "Equal"] = "Equal"
-    value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = Field(None, alias="tolerationSeconds")
+    """A Kubernetes toleration, added to pods of the class that lack it."""
+
+    key: str | None = Field(None, description="Taint key; empty with `Exists` tolerates "
+                            "every taint.")
+    operator: Literal["Exists", "Equal"] = Field("Equal", description="`Exists` matches "
+                                                 "any value of the key.")
+    value: str | None = Field(None, description="Taint value, for `Equal`.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        None, description="Taint effect; empty matches every effect.")
+    toleration_seconds: int | None = Field(
+        None, alias="tolerationSeconds",
+        description="How long a `NoExecute` taint is tolerated before eviction.")
 
     @model_validator(mode="after")
     def _consistent(self) -> Toleration:
@@ -67,6 +77,9 @@ class Toleration(_Strict):
             raise ValueError("a toleration with operator Exists may not set a value")
         if self.key is None and self.operator != "Exists":
             raise ValueError("a toleration without a key must use operator Exists")
+        # The apiserver rejects the pod otherwise, after Airlock has patched it.
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError("tolerationSeconds needs effect NoExecute")
         return self
 
     def as_k8s(self) -> dict[str, object]:
@@ -153,6 +166,21 @@ class TopologyLevel(_Strict):
     name: str = Field(description="The name classes refer to, e.g. nvlink, block, host.")
     node_label: str = Field(alias="nodeLabel", description="The node label naming the domain.")
 
+    @field_validator("name")
+    @classmethod
+    def _level_name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(f"{v!r}: level names are lowercase letters, digits, '-' and '.'")
+        return v
+
+    @field_validator("node_label")
+    @classmethod
+    def _label_key(cls, v: str) -> str:
+        prefix, _, name = v.rpartition("/")
+        if not _LABEL_KEY.match(v) or len(name) > 63 or len(prefix) > 253:
+            raise ValueError(f"{v!r} is not a valid node label key")
+        return v
+
 
 class NamespaceAccess(_Strict):
     namespaces: tuple[str, ...] = Field(description="Shell-style globs; the first entry "
@@ -208,10 +236,13 @@ class Metadata(_Strict):
 
 
 class PolicyFile(_Strict):
-    api_version: Literal["gpu-airlock.io/v1alpha1"] = Field(alias="apiVersion")
-    kind: Literal["AirlockPolicy"]
-    metadata: Metadata
-    spec: PolicySpec
+    """One YAML document of a policy file; a file may hold several."""
+
+    api_version: Literal["gpu-airlock.io/v1alpha1"] = Field(
+        alias="apiVersion", description="The policy format version.")
+    kind: Literal["AirlockPolicy"] = Field(description="Always `AirlockPolicy`.")
+    metadata: Metadata = Field(description="Names the document in error messages.")
+    spec: PolicySpec = Field(description="What this document contributes to the policy.")
 
 
 BUILTIN_EXCLUDED: tuple[str, ...] = ("kube-system", SYSTEM_NAMESPACE)
@@ -241,6 +272,9 @@ class Policy(_Strict):
             if spec.placement != "none" and spec.placement_level not in self.topology_levels:
                 errors.append(f"class {cls_name}: placementLevel {spec.placement_level!r} "
                               f"is not defined in topologyLevels")
+        missing = [c for c in CLASSES if c not in self.classes]
+        if missing:
+            errors.append(f"classes {', '.join(missing)} are not defined")
         for rule in self.rules:
             if rule.class_ not in self.classes:
                 errors.append(f"rule {rule.name}: class {rule.class_} has no definition "

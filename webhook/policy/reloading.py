@@ -7,56 +7,82 @@ cheap and cannot miss the swap the way a lost inotify watch can.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from webhook.policy.loading import load_policy, policy_files
+from webhook.policy.loading import SUFFIXES, load_policy
 from webhook.policy.model import Policy
 from webhook.policy.sources import PolicyError
 
 log = logging.getLogger("airlock.policy")
 
 Outcome = Literal["unchanged", "reloaded", "failed"]
-Fingerprint = tuple[tuple[str, int, int], ...]
+Fingerprint = tuple[tuple[str, str, int, int], ...]
 
 
 def fingerprint(directory: Path) -> Fingerprint:
+    """Name, resolved path, mtime and size of each candidate file. Cheap: no parsing.
+    Anything unreadable still changes the fingerprint, so the loader gets to say why."""
     try:
-        out = []
-        for p in policy_files(directory):
-            resolved = p.resolve(strict=True)
+        names = sorted(p.name for p in directory.iterdir()
+                       if not p.name.startswith(".") and p.suffix in SUFFIXES)
+    except OSError as e:
+        return (("", f"unlistable: {e.strerror}", 0, 0),)
+    out = []
+    for name in names:
+        try:
+            resolved = (directory / name).resolve(strict=True)
             st = resolved.stat()
-            out.append((str(resolved), st.st_mtime_ns, st.st_size))
-        return tuple(out)
-    except OSError:
-        return ()
+            out.append((name, str(resolved), st.st_mtime_ns, st.st_size))
+        except OSError as e:
+            out.append((name, f"unreadable: {e.strerror}", 0, 0))
+    return tuple(out)
 
 
 class PolicyStore:
+    """The current good policy of a directory. `policy` is None until one has loaded;
+    `last_error` holds why the newest files were rejected (None once they load)."""
+
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.policy: Policy | None = None
-        self.last_error: str | None = None
         self.loaded_at: float | None = None
+        self.last_error: str | None = None
+        self.failed_at: float | None = None
         self._seen: Fingerprint | None = None
 
     def reload_if_changed(self) -> Outcome:
         seen = fingerprint(self.directory)
         if seen == self._seen:
             return "unchanged"
+        # Remembered before parsing: a broken edit is reported once, not on every poll.
         self._seen = seen
         try:
             policy = load_policy(self.directory)
         except PolicyError as e:
-            self.last_error = str(e)
+            self.last_error, self.failed_at = str(e), time.time()
             log.error("policy rejected; keeping the last good one" if self.policy
                       else "policy rejected; no policy loaded",
-                      extra={"directory": str(self.directory), "problems": str(e)})
+                      extra={"directory": str(self.directory),
+                             "problems": [str(p) for p in e.problems]})
             return "failed"
-        self.policy, self.last_error, self.loaded_at = policy, None, time.time()
+        self.policy, self.loaded_at = policy, time.time()
+        self.last_error = self.failed_at = None
         log.info("policy loaded", extra={"directory": str(self.directory),
                                          "files": list(policy.sources),
                                          "rules": len(policy.rules)})
         return "reloaded"
+
+    async def watch(self, interval: float,
+                    on_outcome: Callable[[Outcome], None] | None = None) -> None:
+        """Poll every `interval` seconds until cancelled; `on_outcome` sees each result
+        other than "unchanged" (e.g. to count reloads)."""
+        while True:
+            outcome = self.reload_if_changed()
+            if on_outcome is not None and outcome != "unchanged":
+                on_outcome(outcome)
+            await asyncio.sleep(interval)

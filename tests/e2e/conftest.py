@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -33,7 +33,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def control_plane(binaries: Binaries) -> Iterator[ControlPlane]:
     plane = ControlPlane(binaries).start()
-    print(f"control plane ready in {plane.start_seconds:.1f}s at {plane.url}")
+    parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in plane.timings.items())
+    print(f"control plane ready in {plane.start_seconds:.1f}s ({parts}) at {plane.url}")
     yield plane
     plane.remove()
 
@@ -68,17 +69,34 @@ async def api(control_plane: ControlPlane) -> AsyncIterator[client.ApiClient]:
         yield api_client
 
 
+NamespaceFactory = Callable[..., Awaitable[str]]
+
+
 @pytest.fixture
-async def namespace(api: client.ApiClient) -> AsyncIterator[str]:
-    """A fresh namespace. Its pods are force-deleted afterwards: with no kubelet, a bound
-    pod would otherwise wait forever to terminate, and with no namespace controller
-    nothing else would remove them; either way they would hold GPUs of the next test."""
-    name = f"e2e-{uuid.uuid4().hex[:8]}"
-    await wiring.create_namespace(api, name)
-    yield name
+async def namespaces(api: client.ApiClient) -> AsyncIterator[NamespaceFactory]:
+    """Make fresh namespaces: `await namespaces(labels={...})`. Their pods are
+    force-deleted afterwards: with no kubelet, a bound pod would otherwise wait forever to
+    terminate, and with no namespace controller nothing else would remove them; either
+    way they would hold GPUs of the next test."""
+    made: list[str] = []
+
+    async def make(labels: dict[str, str] | None = None) -> str:
+        name = f"e2e-{uuid.uuid4().hex[:8]}"
+        await wiring.create_namespace(api, name, labels)
+        made.append(name)
+        return name
+
+    yield make
     core = client.CoreV1Api(api)
-    await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
-    await core.delete_namespace(name)
+    for name in made:
+        await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+        await core.delete_namespace(name)
+
+
+@pytest.fixture
+async def namespace(namespaces: NamespaceFactory) -> str:
+    """A fresh namespace (with its `default` ServiceAccount)."""
+    return await namespaces()
 
 
 @pytest.fixture(scope="session")

@@ -9,13 +9,15 @@ version, so only the first run pays the few minutes of the build.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +43,24 @@ PACKAGES = {
     "kubectl": "k8s.io/kubernetes/cmd/kubectl",
     "etcd": "go.etcd.io/etcd/server/v3",
 }
+
+# What `kube-apiserver --version`, `kubectl version` and discovery report. A module build
+# leaves the placeholder v0.0.0-master, so set what Kubernetes' own release build sets
+# (hack/lib/version.sh), in both places it reads it from.
+_VERSION_VARS = {
+    "gitVersion": KUBERNETES_VERSION,
+    "gitMajor": KUBERNETES_VERSION.lstrip("v").split(".")[0],
+    "gitMinor": KUBERNETES_VERSION.split(".")[1],
+    "gitTreeState": "clean",
+}
+_VERSION_FLAGS = " ".join(
+    f"-X {pkg}.{key}={value}" for pkg in ("k8s.io/component-base/version",
+                                          "k8s.io/client-go/pkg/version")
+    for key, value in _VERSION_VARS.items())
+
+# A cached binary is reused only when made by this recipe; changing the versions or the
+# flags here rebuilds it.
+RECIPE = f"k8s {KUBERNETES_VERSION} etcd {ETCD_VERSION} ldflags -s -w {_VERSION_FLAGS}"
 
 Progress = Callable[[str], None]
 
@@ -113,10 +133,10 @@ def _build(names: list[str], progress: Progress) -> Path:
     go = shutil.which("go")
     if go is None:
         raise BinariesError(
-            "Go is needed to build etcd, kube-apiserver, kube-scheduler and kubectl for the "
-            "local control plane, and `go` is not on PATH. Install Go 1.21 or newer (it "
-            "fetches the toolchain version it needs by itself), or point KUBEBUILDER_ASSETS "
-            "at a directory with those binaries.")
+            f"Go is needed to build {', '.join(names)} for the local control plane, and "
+            "`go` is not on PATH. Install Go 1.21 or newer (https://go.dev/dl/; it fetches "
+            "the toolchain version the build needs by itself), or point KUBEBUILDER_ASSETS "
+            "at a directory with etcd, kube-apiserver, kube-scheduler and kubectl.")
     root = version_dir()
     bin_dir = root / "bin"
     module = root / "module"
@@ -134,14 +154,61 @@ def _build(names: list[str], progress: Progress) -> Path:
     scratch.mkdir()
     for name in names:
         progress(f"  compiling {name}")
-        _run([go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(scratch / name),
+        ldflags = "-s -w" if name == "etcd" else f"-s -w {_VERSION_FLAGS}"
+        _run([go, "build", "-trimpath", f"-ldflags={ldflags}", "-o", str(scratch / name),
               PACKAGES[name]], module, progress, f"compiling {name}")
     bin_dir.mkdir(exist_ok=True)
     for name in names:
         os.replace(scratch / name, bin_dir / name)
+        # The stamp comes last: a binary without it is rebuilt.
+        _stamp(bin_dir, name).write_text(RECIPE)
     scratch.rmdir()
     progress(f"built in {time.monotonic() - started:.0f}s")
     return bin_dir
+
+
+def _stamp(bin_dir: Path, name: str) -> Path:
+    return bin_dir / f".{name}.recipe"
+
+
+def _cached(bin_dir: Path, name: str) -> bool:
+    try:
+        stamp = _stamp(bin_dir, name).read_text()
+    except OSError:
+        return False
+    return stamp == RECIPE and os.access(bin_dir / name, os.X_OK)
+
+
+def _warn_on_skew(apiserver: Path, progress: Progress) -> None:
+    """envtest assets carry no kube-scheduler, so ours (KUBERNETES_VERSION) joins their
+    apiserver; a scheduler newer than its apiserver is outside the supported skew."""
+    try:
+        out = subprocess.run([str(apiserver), "--version"], capture_output=True, text=True,
+                             timeout=30).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return
+    version = out[-1] if out else "unknown"
+    if version != KUBERNETES_VERSION:
+        progress(f"warning: kube-apiserver {version} from KUBEBUILDER_ASSETS runs with "
+                 f"kube-scheduler {KUBERNETES_VERSION}; a scheduler newer than its "
+                 "apiserver is unsupported (use assets of the same version)")
+
+
+@contextlib.contextmanager
+def _lock(path: Path, progress: Progress) -> Iterator[None]:
+    """One build at a time per version: two would share the module directory and each
+    spend minutes of both cores."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"waiting for another build of the binaries to finish ({path})")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def ensure_binaries(progress: Progress = print) -> Binaries:
@@ -154,13 +221,19 @@ def ensure_binaries(progress: Progress = print) -> Binaries:
                 found[name] = candidate
     bin_dir = version_dir() / "bin"
     for name in PACKAGES:
-        candidate = bin_dir / name
-        if name not in found and os.access(candidate, os.X_OK):
-            found[name] = candidate
+        if name not in found and _cached(bin_dir, name):
+            found[name] = bin_dir / name
     missing = [name for name in PACKAGES if name not in found]
     if missing:
-        built = _build(missing, progress)
-        found.update({name: built / name for name in missing})
+        with _lock(version_dir() / "build.lock", progress):
+            # Another process (a second test run, `airlock sandbox up`) may have built
+            # them while this one waited for the lock.
+            missing = [name for name in missing if not _cached(bin_dir, name)]
+            if missing:
+                _build(missing, progress)
+        found.update({name: bin_dir / name for name in PACKAGES if name not in found})
+    if found["kube-apiserver"].parent != found["kube-scheduler"].parent:
+        _warn_on_skew(found["kube-apiserver"], progress)
     return Binaries(etcd=found["etcd"], kube_apiserver=found["kube-apiserver"],
                     kube_scheduler=found["kube-scheduler"], kubectl=found["kubectl"])
 

@@ -42,6 +42,12 @@ def _read_state(state_dir: Path) -> dict[str, Any] | None:
         return None
 
 
+def _write_state(state_dir: Path, state: dict[str, Any]) -> None:
+    tmp = state_dir / "state.json.tmp"
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(state_dir / "state.json")
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -68,6 +74,10 @@ def up(args: argparse.Namespace) -> int:
     if state and all(_alive(pid) for pid in state["pids"]):
         print(f"the sandbox is already up\nkubeconfig: {state['kubeconfig']}")
         return _demo(state, args) if args.demo else 0
+    if state:
+        # A half-dead sandbox: stop what is left of it before starting afresh.
+        for pid in reversed(state["pids"]):
+            stop_process_group(pid)
     if state_dir.exists():
         shutil.rmtree(state_dir)
     try:
@@ -82,18 +92,30 @@ def up(args: argparse.Namespace) -> int:
     shape = Shape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                   nodes_per_domain=args.nodes_per_domain,
                   domains_per_block=args.domains_per_block)
-    hook = start_webhook(state_dir, args.policies, detached=True)
-    controller_kubeconfig = asyncio.run(
-        _wire(plane, hook.url, hook.certs.ca.read_bytes(), shape, args.policies))
-    controller = start_controller(state_dir, controller_kubeconfig, detached=True)
     state = {
-        "kubeconfig": str(plane.admin_kubeconfig), "apiserver": plane.url,
-        "webhook": hook.url,
-        "pids": [c.process.pid for c in plane.components]
-        + [hook.running.process.pid, controller.process.pid],
-        "logs": str(state_dir),
+        "kubeconfig": str(plane.admin_kubeconfig), "apiserver": plane.url, "webhook": "",
+        "pids": [c.process.pid for c in plane.components], "logs": str(state_dir),
     }
-    (state_dir / "state.json").write_text(json.dumps(state, indent=2))
+    # Recorded at once and after each process, so `down` can stop whatever started even
+    # if a later step fails.
+    _write_state(state_dir, state)
+    try:
+        hook = start_webhook(state_dir, args.policies, detached=True)
+        state["webhook"] = hook.url
+        state["pids"].append(hook.running.process.pid)
+        _write_state(state_dir, state)
+        controller_kubeconfig = asyncio.run(
+            _wire(plane, hook.url, hook.certs.ca.read_bytes(), shape, args.policies))
+        controller = start_controller(state_dir, controller_kubeconfig, detached=True)
+        state["pids"].append(controller.process.pid)
+        _write_state(state_dir, state)
+    except Exception as e:
+        for pid in reversed(state["pids"]):
+            stop_process_group(pid)
+        # Nothing left to stop: a later `up` or `down` must not signal reused pids.
+        (state_dir / "state.json").unlink(missing_ok=True)
+        print(f"error: {e}; logs in {state_dir}", file=sys.stderr)
+        return 1
     print(f"{shape.nodes} fake GPU nodes ({shape.gpus_per_node} GPUs each), webhook at "
           f"{hook.url}, controller running; logs in {state_dir}", file=sys.stderr)
     print(f"kubeconfig: {plane.admin_kubeconfig}")
@@ -128,6 +150,20 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _established(api: client.ApiClient, name: str, within: float = 30.0) -> None:
+    """Wait until a new CustomResourceDefinition is served (its Established condition)."""
+    extensions = client.ApiextensionsV1Api(api)
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        crd = await (await extensions.read_custom_resource_definition(
+            name, _preload_content=False)).json()
+        if any(c["type"] == "Established" and c["status"] == "True"
+               for c in crd.get("status", {}).get("conditions", [])):
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"CustomResourceDefinition {name} not established after {within}s")
+
+
 async def _create_demo(kubeconfig: Path) -> None:
     # Serving first, as in a cluster where it already runs; then batch, then the gang.
     docs = [d for f in ("crds.yaml", "inference-deployment.yaml", "scavenger-job.yaml",
@@ -142,7 +178,7 @@ async def _create_demo(kubeconfig: Path) -> None:
                 if doc["kind"] == "CustomResourceDefinition":
                     await client.ApiextensionsV1Api(api).create_custom_resource_definition(
                         body=doc)
-                    await asyncio.sleep(2)  # the new kind takes a moment to be served
+                    await _established(api, doc["metadata"]["name"])
                 elif doc["kind"] == "PyTorchJob":
                     made = await client.CustomObjectsApi(api).create_namespaced_custom_object(
                         "kubeflow.org", "v1", doc["metadata"]["namespace"], "pytorchjobs", doc)

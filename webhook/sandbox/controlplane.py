@@ -23,6 +23,9 @@ from types import TracebackType
 from webhook.sandbox.binaries import Binaries
 from webhook.sandbox.pki import Pki
 
+# util-linux, on virtually every Linux; without it only atexit and teardown stop the plane.
+SETPRIV = shutil.which("setpriv")
+
 
 class ControlPlaneError(RuntimeError):
     pass
@@ -62,6 +65,8 @@ class ControlPlane:
     components: list[Component] = field(default_factory=list)
     url: str = ""
     start_seconds: float = 0.0
+    # Seconds each component took to become ready, for the start-time figure.
+    timings: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.pki = Pki(self.workdir / "pki")
@@ -71,6 +76,12 @@ class ControlPlane:
     # --- processes --------------------------------------------------------------
     def _spawn(self, name: str, argv: list[str]) -> Component:
         log = self.workdir / f"{name}.log"
+        if not self.detached and SETPRIV:
+            # atexit and fixture teardown cover exceptions and Ctrl-C, not a SIGKILL or a
+            # CI timeout's SIGTERM; the kernel's parent-death signal covers those, so no
+            # etcd or apiserver outlives the test run. (It fires when the *thread* that
+            # started the plane exits: start() from a thread that lives as long.)
+            argv = [SETPRIV, "--pdeathsig", "KILL", "--", *argv]
         with log.open("wb") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
@@ -80,7 +91,8 @@ class ControlPlane:
 
     def _wait(self, component: Component, url: str, timeout: float,
               context: ssl.SSLContext | None) -> None:
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
         last = ""
         while time.monotonic() < deadline:
             if component.process.poll() is not None:
@@ -90,6 +102,7 @@ class ControlPlane:
             try:
                 with urllib.request.urlopen(url, context=context, timeout=2) as r:
                     if r.status == 200:
+                        self.timings[component.name] = time.monotonic() - started
                         return
             except (urllib.error.URLError, OSError) as e:
                 last = str(e)

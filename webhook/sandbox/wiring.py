@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import copy
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -53,25 +54,41 @@ async def apply_webhook_configurations(api: client.ApiClient,
         await create(body=doc)
 
 
-def priority_classes(policy: Policy) -> list[dict[str, Any]]:
-    return [{
+PriorityClassValues = tuple[str, int, str]  # name, value, preemptionPolicy
+
+
+def priority_class(name: str, value: int, preemption_policy: str = "PreemptLowerPriority",
+                   description: str = "") -> dict[str, Any]:
+    return {
         "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-        "metadata": {"name": spec.priority_class.name,
-                     "labels": {"app.kubernetes.io/part-of": "airlock"}},
-        "value": spec.priority_class.value,
-        "preemptionPolicy": spec.priority_class.preemption_policy,
-        "description": f"Airlock class {name}",
-    } for name, spec in policy.classes.items()]
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "airlock"}},
+        "value": value, "preemptionPolicy": preemption_policy, "description": description,
+    }
 
 
-async def create_priority_classes(api: client.ApiClient, policy: Policy) -> None:
+def priority_classes(policy: Policy) -> list[dict[str, Any]]:
+    return [priority_class(spec.priority_class.name, spec.priority_class.value,
+                           spec.priority_class.preemption_policy, f"Airlock class {name}")
+            for name, spec in policy.classes.items()]
+
+
+async def apply_priority_classes(api: client.ApiClient,
+                                 classes: Iterable[dict[str, Any] | PriorityClassValues]
+                                 ) -> None:
+    """Create PriorityClasses (manifests or (name, value, preemptionPolicy) tuples); one
+    that exists already is left as it is (its value is immutable anyway)."""
     scheduling = client.SchedulingV1Api(api)
-    for pc in priority_classes(policy):
+    for pc in classes:
+        body = priority_class(*pc) if isinstance(pc, tuple) else pc
         try:
-            await scheduling.create_priority_class(body=pc)
+            await scheduling.create_priority_class(body=body)
         except ApiException as e:
             if e.status != 409:
                 raise
+
+
+async def create_priority_classes(api: client.ApiClient, policy: Policy) -> None:
+    await apply_priority_classes(api, priority_classes(policy))
 
 
 async def create_namespace(api: client.ApiClient, name: str,

@@ -9,7 +9,7 @@
 3. with --memory: the controller's resident memory with 5,000 nodes and 50,000 pods
    (goal: <= 300 MiB).
 
-    .venv/bin/python -m bench.controller_bench [--gangs 40] [--memory]
+    .venv/bin/python -m bench.controller_bench [--gangs 40] [--memory] [--pure-only]
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import orjson
 from kubernetes_asyncio import client
 
 from webhook.controller.applying import WRITES_IN_FLIGHT
+from webhook.controller.deciding import decide
 from webhook.controller.fitting import fit
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.snapshot import Snapshot
@@ -92,6 +93,32 @@ def pure_fit(node_count: int, rounds: int = 200) -> None:
     print(f"  {node_count:>5} nodes: snapshot {snapshot_ms:7.1f} ms per round; fit per gang "
           f"p50 {statistics.median(times):.2f} ms, p99 {pct(times, 0.99):.2f} ms "
           f"({rounds} gangs of 2-16 pods)")
+
+
+def decide_round(node_count: int, waiting: int = 50, rounds: int = 5) -> None:
+    """A whole round as the controller runs it: snapshot of every node and bound pod,
+    then `waiting` gangs through the queue (each fitted, reserved, or told why not)."""
+    raw_nodes = topology(Shape(nodes=node_count, nodes_per_domain=8, domains_per_block=4,
+                               taint_gpus=False))
+    nodes = [NodeInfo.parse(n) for n in raw_nodes]
+    rng = random.Random(11)
+    pods: list[PodInfo] = []
+    for i, n in enumerate(nodes):
+        for j in range(rng.choice((0, 1, 2, 2))):  # about 60% of GPUs in use, 4 per pod
+            pods.append(PodInfo.parse({
+                "metadata": {"name": f"busy-{i}-{j}", "namespace": "x"},
+                "spec": {"nodeName": n.name, "containers": [{"resources": {
+                    "requests": {GPU: "4", "cpu": "8"}}}]}}))
+    for g in range(waiting):
+        pods += [PodInfo.parse(p) for p in gang_pods(f"w{g}", rng.choice((2, 4, 8, 16)), 8)]
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        decide(nodes, pods, {}, time.time())
+        times.append((time.perf_counter() - started) * 1000)
+    print(f"  {node_count:>5} nodes, {len(pods):,} pods: one round deciding {waiting} gangs "
+          f"p50 {statistics.median(times):.1f} ms, max {max(times):.1f} ms "
+          f"({statistics.median(times) / waiting:.2f} ms per gang)")
 
 
 async def _patch_throughput(core: Any, n: int) -> float:
@@ -222,10 +249,16 @@ def main() -> int:
     parser.add_argument("--gangs", type=int, default=40)
     parser.add_argument("--gang-size", type=int, default=8)
     parser.add_argument("--memory", action="store_true")
+    parser.add_argument("--pure-only", action="store_true",
+                        help="only the pure decision timings; no control plane")
     args = parser.parse_args()
     print("pure decision time:")
     for n in (1000, 5000):
         pure_fit(n)
+    for n in (1000, 5000):
+        decide_round(n)
+    if args.pure_only:
+        return 0
     binaries = ensure_binaries(lambda line: print(line, file=sys.stderr))
     print("on the real apiserver (64 nodes of 8 GPUs, domains of 8 nodes):")
     with tempfile.TemporaryDirectory() as tmp, ControlPlane(binaries) as plane:

@@ -210,7 +210,8 @@ async def test_two_replicas_one_leader_and_failover(
                                                              "airlock-system")
         except client.exceptions.ApiException:
             return None
-        return lease.spec.holder_identity
+        holder_identity: str | None = lease.spec.holder_identity
+        return holder_identity
 
     async def has_leader() -> bool:
         return await holder() in replicas

@@ -8,13 +8,14 @@ import asyncio
 import datetime
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.controller.deciding import Action, Admit, Finish, Record, Wait, describe
+from webhook.controller.leading import Fence, NotLeading
 from webhook.controller.objects import PodInfo
 from webhook.controller.raw import json_of
 from webhook.keys import GATE, PLACEMENT_ANNOTATION
@@ -61,8 +62,10 @@ def ungate_patch(pod: PodInfo, record: Record) -> list[dict[str, Any]]:
 
 class Applier:
     def __init__(self, api: client.ApiClient, stored: Stored, identity: str,
-                 concurrency: int = WRITES_IN_FLIGHT, pause: float = 0.0) -> None:
+                 concurrency: int = WRITES_IN_FLIGHT, pause: float = 0.0,
+                 fence: Fence | None = None) -> None:
         self.core = client.CoreV1Api(api)
+        self.fence = fence or Fence(None)
         self.stored = stored
         self.identity = identity
         self.limit = asyncio.Semaphore(concurrency)
@@ -74,6 +77,12 @@ class Applier:
         # take long enough to be interrupted half-way.
         self.pause = pause
         self._said: dict[tuple[str, str], str] = {}
+
+    def forget_all_but(self, pods: Iterable[tuple[str, str]]) -> None:
+        """Drop what was said to pods that are gone, so the memory of events stays the
+        size of the cluster, not of its history."""
+        alive = set(pods)
+        self._said = {k: v for k, v in self._said.items() if k in alive}
 
     async def apply(self, actions: list[Action]) -> None:
         """Gangs are independent once decided: carry them out side by side (the semaphore
@@ -102,9 +111,14 @@ class Applier:
                         extra={"gang": "/".join(action.gang), "status": e.status,
                                "reason": e.reason})
             return False
+        except NotLeading as e:
+            log.error("decision not applied", extra={"gang": "/".join(action.gang),
+                                                     "reason": str(e)})
+            return False
 
     async def _patch(self, pod: PodInfo, body: Any, content_type: str) -> None:
         async with self.limit:
+            self.fence.check()  # right before the write: a lapsed leader writes nothing
             self.stored(await json_of(await self.core.patch_namespaced_pod(
                 pod.name, pod.namespace, body=body, _content_type=content_type,
                 _preload_content=False)))

@@ -69,7 +69,9 @@ class Cache:
             gang = pod.gang_id
             if gang is None or not pod.active:
                 continue
-            if pod.expected_size is not None or pod.placement:
+            # Gangs that already run ask too, when a pod waits: a replacement or a
+            # late joiner is let in against the owner's current size.
+            if pod.expected_size is not None:
                 stated.add(gang)
             elif pod.gated:
                 waiting.setdefault(gang, pod)

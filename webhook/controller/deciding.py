@@ -3,26 +3,25 @@ the clock passed in, so every rule here is tested without a cluster.
 
 Order of work in a round:
 1. capacity promised earlier is held: pods let go but not yet bound (until the
-   reservation times out), and gangs whose decision is recorded but not finished (a
-   controller that died half-way); the latter are finished first, in their recorded domain;
-2. waiting gangs, by priority then arrival: each whole gang fits, or it waits. In
-   `strict` order the first gang that does not fit stops the queue; in `backfill` order
-   smaller gangs behind it may go, but never onto the domain kept for it.
+   reservation times out), and members named in a recorded decision but still gated (a
+   controller that died half-way): those are finished first, in their recorded domain;
+2. gangs with waiting members, in queue order (`ordering`): a new gang goes whole or
+   not at all; a gang that already runs takes in replacements and late joiners, in its
+   own domain, once all of them are there.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from webhook.controller.fitting import NoFit, Plan, fit, place_in, reserve
+from webhook.controller.gangs import Gang, GangId, Record, SizeAnswer, gangs_of
 from webhook.controller.objects import NodeInfo, PodInfo
+from webhook.controller.ordering import Order, Queue, queue_order
 from webhook.controller.snapshot import Snapshot, gpus
 
-GangId = tuple[str, str]
-Order = Literal["strict", "backfill"]
+__all__ = ["Action", "Admit", "Finish", "Options", "Record", "Wait", "decide", "describe"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,38 +32,21 @@ class Options:
 
 
 @dataclass(frozen=True, slots=True)
-class Record:
-    """The durable decision, kept as JSON in an annotation on the gang's anchor pod."""
-
-    domain: str | None
-    topology_key: str | None
-    members: tuple[str, ...]
-    at: float
-
-    def dumps(self) -> str:
-        return json.dumps({"domain": self.domain, "topologyKey": self.topology_key,
-                           "members": list(self.members), "at": self.at}, sort_keys=True)
-
-    @classmethod
-    def loads(cls, text: str) -> Record | None:
-        try:
-            raw = json.loads(text)
-            return cls(raw.get("domain"), raw.get("topologyKey"), tuple(raw["members"]),
-                       float(raw["at"]))
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return None
-
-
-@dataclass(frozen=True, slots=True)
 class Admit:
+    """Record the decision on `anchor` (with the anchor's own ungate, in one patch), then
+    ungate the rest of `ungate`."""
+
     gang: GangId
     record: Record
     anchor: PodInfo
     ungate: tuple[PodInfo, ...]
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class Finish:
+    """Ungate members an earlier, recorded decision named (the record already exists)."""
+
     gang: GangId
     record: Record
     ungate: tuple[PodInfo, ...]
@@ -81,77 +63,33 @@ class Wait:
 Action = Admit | Finish | Wait
 
 
-@dataclass
-class Gang:
-    id: GangId
-    members: list[PodInfo] = field(default_factory=list)
-
-    @property
-    def gated(self) -> list[PodInfo]:
-        return [p for p in self.members if p.gated]
-
-    @property
-    def priority(self) -> int:
-        return max(p.priority for p in self.members)
-
-    @property
-    def arrival(self) -> float:
-        return min(p.created for p in self.members)
-
-    def size(self, looked_up: Mapping[GangId, int | str]) -> int | str | None:
-        stated = {p.expected_size for p in self.members if p.expected_size is not None}
-        if len(stated) > 1:
-            # A size that changed half-way (pods of two revisions): no guess, the gang
-            # waits until its pods agree.
-            return (f"members state different sizes ({', '.join(map(str, sorted(stated)))}); "
-                    f"waiting until they agree")
-        if stated:
-            return stated.pop()
-        return looked_up.get(self.id)
-
-    def record(self) -> Record | None:
-        for p in self.members:
-            if p.placement:
-                return Record.loads(p.placement)
-        return None
+def _hold(pods: Sequence[PodInfo], record: Record, snap: Snapshot) -> None:
+    if not pods:
+        return
+    candidates = _domain_nodes(snap, pods[0], record.topology_key, record.domain)
+    held = place_in(pods, snap, candidates)
+    if held:
+        reserve(held, pods, snap)
 
 
-def gangs_of(pods: Iterable[PodInfo]) -> dict[GangId, Gang]:
-    gangs: dict[GangId, Gang] = {}
-    for p in pods:
-        if p.gang_id and p.active:
-            gangs.setdefault(p.gang_id, Gang(p.gang_id)).members.append(p)
-    for g in gangs.values():
-        g.members.sort(key=lambda p: (p.created, p.name))
-    return gangs
-
-
-def _hold_promised(gangs: dict[GangId, Gang], snap: Snapshot, now: float,
-                   options: Options) -> list[Action]:
-    actions: list[Action] = []
-    for gang in gangs.values():
-        record = gang.record()
-        if record is None:
-            continue
+def _hold_promised(gang: Gang, snap: Snapshot, now: float, options: Options) -> Finish | None:
+    for record in gang.records:
         if now - record.at < options.reservation_timeout:
-            unbound = [p for p in gang.members if not p.gated and not p.node_name]
-            if unbound:
-                held = place_in(unbound, snap, _domain_nodes(snap, unbound[0], record))
-                if held:
-                    reserve(held, unbound, snap)
-        if gang.gated and any(p.name in record.members for p in gang.gated):
-            ungate = tuple(p for p in gang.gated if p.name in record.members)
-            held = place_in(ungate, snap, _domain_nodes(snap, ungate[0], record))
-            if held:
-                reserve(held, list(ungate), snap)
-            actions.append(Finish(gang.id, record, ungate))
-    return actions
+            _hold([p for p in gang.let_go if not p.node_name and p.name in record.members],
+                  record, snap)
+    promised = gang.promised
+    if not promised:
+        return None
+    record = next(r for r in gang.records if promised[0].name in r.members)
+    _hold(promised, record, snap)
+    return Finish(gang.id, record, tuple(promised))
 
 
-def _domain_nodes(snap: Snapshot, pod: PodInfo, record: Record) -> list[str]:
-    if record.domain is None or record.topology_key is None:
+def _domain_nodes(snap: Snapshot, pod: PodInfo, key: str | None,
+                  domain: str | None) -> list[str]:
+    if domain is None or key is None:
         return snap.eligible_nodes(pod)
-    return snap.domains(pod, record.topology_key).get(record.domain, [])
+    return snap.domains(pod, key).get(domain, [])
 
 
 def _outlook(gang: Gang, size: int, snap: Snapshot) -> str:
@@ -166,77 +104,125 @@ def _outlook(gang: Gang, size: int, snap: Snapshot) -> str:
     return f"; needs {need} GPUs in one {anchor.topology_key} domain, the best has {best} free"
 
 
-def _pending(gang: Gang, looked_up: Mapping[GangId, int | str], now: float,
-             options: Options, snap: Snapshot) -> tuple[list[PodInfo] | None, Wait | None]:
-    """The members to admit if the gang is complete, or why it waits."""
+def _size(gang: Gang, looked_up: Mapping[GangId, SizeAnswer]) -> int | Wait | None:
     size = gang.size(looked_up)
-    present = len(gang.members)
     if isinstance(size, str):
-        return None, Wait(gang.id, tuple(gang.gated), f"SizeUnknown: {size}", warning=True)
-    if size is None:
-        return None, None  # the size lookup is under way
+        return Wait(gang.id, tuple(gang.waiting), f"SizeUnknown: {size}", warning=True)
+    return size  # None: the owner lookup is under way
+
+
+def _oversize(gang: Gang, extras: Sequence[PodInfo], message: str) -> list[Wait]:
+    return [Wait(gang.id, tuple(extras), f"Oversize: {message}; this pod is not part of it",
+                 warning=True)] if extras else []
+
+
+def _whole(gang: Gang, size: int, now: float, options: Options, snap: Snapshot
+           ) -> tuple[list[PodInfo] | None, list[Wait]]:
+    """A new gang: all of it, once every member exists. Beyond its size, the first by
+    creation make the gang and later ones stay gated, saying why."""
+    present = len(gang.members)
     if present < size:
         late = now - gang.arrival > options.incomplete_warning_after
-        return None, Wait(gang.id, tuple(gang.gated),
-                          f"{'Incomplete' if late else 'Waiting'}: {present}/{size} pods "
-                          f"present{_outlook(gang, size, snap)}", warning=late)
-    if present > size:
-        # The first `size` by creation make the gang; later ones stay gated and say why.
-        return gang.members[:size], Wait(
-            gang.id, tuple(p for p in gang.members[size:] if p.gated),
-            f"Oversize: {present} pods for a gang of {size}; this pod is not part of it",
-            warning=True)
-    return gang.members, None
+        return None, [Wait(gang.id, tuple(gang.members),
+                           f"{'Incomplete' if late else 'Waiting'}: {present}/{size} pods "
+                           f"present{_outlook(gang, size, snap)}", warning=late)]
+    return gang.members[:size], _oversize(gang, gang.members[size:],
+                                          f"{present} pods for a gang of {size}")
+
+
+def _joiners(gang: Gang, size: int, now: float, options: Options
+             ) -> tuple[list[PodInfo] | None, list[Wait]]:
+    """A gang that already runs: waiting pods replace members that are gone, or join
+    after the size grew; they go together once enough are there to make the gang whole."""
+    placed = len(gang.let_go) + len(gang.promised)
+    room, waiting = size - placed, gang.waiting
+    if room <= 0:
+        return None, _oversize(gang, waiting, f"the gang of {size} already has {placed} "
+                                              f"members admitted")
+    if len(waiting) < room:
+        late = now - min(p.created for p in waiting) > options.incomplete_warning_after
+        return None, [Wait(gang.id, tuple(waiting),
+                           f"{'Incomplete' if late else 'Waiting'}: {len(waiting)}/{room} "
+                           f"pods present to rejoin a gang of {size} running with {placed}",
+                           warning=late)]
+    return waiting[:room], _oversize(gang, waiting[room:], f"{placed + len(waiting)} pods "
+                                                           f"for a gang of {size}")
+
+
+def _fit_joiners(gang: Gang, pods: list[PodInfo], snap: Snapshot, avoid: set[str]
+                 ) -> tuple[Plan | NoFit, str | None]:
+    """Joiners go where the gang runs; the domain they must use, and the outcome."""
+    key, domain = gang.home()
+    anchor = pods[0]
+    if key is None or domain is None:
+        return fit(pods, snap, anchor.topology_key, anchor.topology_mode,
+                   level=anchor.topology_key or "topology", avoid=avoid), None
+    nodes = [n for n in _domain_nodes(snap, anchor, key, domain) if n not in avoid]
+    placed = place_in(pods, snap, nodes)
+    if placed is not None:
+        return Plan(domain, placed.assignments), key
+    need = sum(gpus(p.requests) for p in pods)
+    return NoFit(f"needs {need} GPUs in {key} domain {domain}, where the gang runs; it has "
+                 f"{snap.free_gpus(nodes)} free", tuple(nodes)), key
+
+
+def _consider(gang: Gang, snap: Snapshot, looked_up: Mapping[GangId, SizeAnswer],
+              now: float, options: Options, queue: Queue) -> list[Action]:
+    size = _size(gang, looked_up)
+    if size is None or isinstance(size, Wait):
+        return [size] if size else []
+    started = gang.started
+    members, out = (_joiners(gang, size, now, options) if started
+                    else _whole(gang, size, now, options, snap))
+    actions: list[Action] = list(out)
+    if members is None:
+        return actions
+    if (why := queue.behind()) is not None:
+        return [*actions, Wait(gang.id, tuple(members), why)]
+    anchor = members[0]
+    key: str | None = anchor.topology_key
+    if started:
+        outcome, home_key = _fit_joiners(gang, members, snap, queue.kept)
+        key = home_key or key
+    else:
+        outcome = fit(members, snap, key, anchor.topology_mode, level=key or "topology",
+                      avoid=queue.kept)
+    if isinstance(outcome, NoFit):
+        present = f"{len(members)}/{size} pods present" if not started else \
+            f"{len(members)} pods to rejoin a gang of {size}"
+        queue.did_not_fit(gang, outcome)
+        return [*actions, Wait(gang.id, tuple(members), f"Waiting: {present}; {outcome.reason}")]
+    reserve(outcome, members, snap)
+    record = Record(outcome.domain, key if outcome.domain else None,
+                    tuple(sorted(p.name for p in members)), now, size)
+    return [*actions, Admit(gang.id, record, min(members, key=lambda p: p.name),
+                            tuple(members), _joining_note(gang, size) if started else "")]
+
+
+def _joining_note(gang: Gang, size: int) -> str:
+    running = len(gang.let_go) + len(gang.promised)
+    note = f"; joining {running} members already admitted"
+    first = gang.records[0].size if gang.records else None
+    if first is not None and first != size:
+        note += f"; the gang's size changed from {first} to {size}"
+    return note
 
 
 def decide(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
-           looked_up: Mapping[GangId, int | str], now: float,
+           looked_up: Mapping[GangId, SizeAnswer], now: float,
            options: Options = Options()) -> list[Action]:
     all_pods = list(pods)
     snap = Snapshot(nodes, all_pods)
     gangs = gangs_of(all_pods)
-    actions = _hold_promised(gangs, snap, now, options)
-    finishing = {a.gang for a in actions}
-    queue = sorted((g for g in gangs.values() if g.gated and g.id not in finishing
-                    and g.record() is None),
-                   key=lambda g: (-g.priority, g.arrival, g.id))
-    kept: set[str] = set()
-    blocked_by: GangId | None = None
-    for gang in queue:
-        members, note = _pending(gang, looked_up, now, options, snap)
-        if note:
-            actions.append(note)
-        if members is None:
-            continue
-        gated = [p for p in members if p.gated]
-        if not gated:
-            continue
-        if blocked_by is not None and options.order == "strict":
-            actions.append(Wait(gang.id, tuple(gated), f"Waiting: behind gang "
-                                f"{blocked_by[0]}/{blocked_by[1]}, first in the queue"))
-            continue
-        anchor = gated[0]
-        outcome = fit(members, snap, anchor.topology_key, anchor.topology_mode,
-                      level=anchor.topology_key or "topology", avoid=kept)
-        if isinstance(outcome, NoFit):
-            actions.append(Wait(gang.id, tuple(gated),
-                                f"Waiting: {len(gang.members)}/{len(members)} pods present; "
-                                f"{outcome.reason}"))
-            if blocked_by is None:
-                blocked_by = gang.id
-                kept.update(outcome.best_domain_nodes)
-            continue
-        reserve(outcome, members, snap)
-        actions.append(_admit(gang, gated, outcome, anchor, now))
+    actions: list[Action] = []
+    for gang in gangs.values():
+        finish = _hold_promised(gang, snap, now, options)
+        if finish is not None:
+            actions.append(finish)
+    queue = Queue(options.order)
+    for gang in queue_order(g for g in gangs.values() if g.waiting):
+        actions.extend(_consider(gang, snap, looked_up, now, options, queue))
     return actions
-
-
-def _admit(gang: Gang, gated: list[PodInfo], plan: Plan, anchor: PodInfo,
-           now: float) -> Admit:
-    members = tuple(sorted(p.name for p in gated))
-    record = Record(plan.domain, anchor.topology_key if plan.domain else None, members, now)
-    first = min(gated, key=lambda p: p.name)
-    return Admit(gang.id, record, first, tuple(gated))
 
 
 def describe(action: Action) -> str:
@@ -245,5 +231,6 @@ def describe(action: Action) -> str:
         return action.message
     where = f"domain {action.record.domain}" if action.record.domain else "any domain"
     need = sum(gpus(p.requests) for p in action.ungate)
-    verb = "Admitted" if isinstance(action, Admit) else "Resumed"
-    return f"{verb}: {where}; {len(action.ungate)} pods, {need} GPUs"
+    if isinstance(action, Admit):
+        return f"Admitted: {where}; {len(action.ungate)} pods, {need} GPUs{action.note}"
+    return f"Resumed: {where}; {len(action.ungate)} pods, {need} GPUs"

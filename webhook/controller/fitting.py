@@ -78,11 +78,11 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
         return NoFit(f"needs {need} GPUs on eligible nodes; {snap.free_gpus(everywhere)} free",
                      tuple(everywhere))
     domains = snap.domains(anchor, topology_key)
-    ranked = sorted(
-        ((snap.free_gpus(nodes), name, nodes) for name, nodes in domains.items()),
-        key=lambda d: (d[0], d[1]))
+    ranked = sorted((free, name) for name, free in
+                    snap.domain_free(anchor, topology_key).items())
     best_free, best_nodes = 0, tuple[str, ...]()
-    for free, name, nodes in ranked:
+    for free, name in ranked:
+        nodes = domains[name]
         usable = [n for n in nodes if n not in avoid]
         if free > best_free:
             best_free, best_nodes = free, tuple(usable)

@@ -4,6 +4,7 @@ controller decides with. Client model objects for 50,000 pods would be slow and 
 from __future__ import annotations
 
 import datetime
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,33 +29,58 @@ _NONE: Mapping[str, str] = {}
 
 
 def _amount(resource: str, quantity: Any) -> int:
+    """Whole units, rounded up as the scheduler rounds (milli-CPU, bytes, devices)."""
     try:
         value = parse_quantity(quantity)
     except ValueError:
         return 0
-    return int(value * 1000) if resource in _MILLI else int(value)
+    return math.ceil(value * 1000) if resource in _MILLI else math.ceil(value)
 
 
 def _resources(raw: Mapping[str, Any] | None) -> Resources:
     return {k: _amount(k, v) for k, v in (raw or {}).items()}
 
 
-def pod_requests(spec: Mapping[str, Any]) -> Resources:
-    """What the scheduler counts for a pod: the larger of the containers' sum and any
-    one init container, plus the pod overhead."""
-    total: Resources = {}
-    for c in spec.get("containers") or []:
-        res = c.get("resources") or {}
-        requests = {**_resources(res.get("limits")), **_resources(res.get("requests"))}
-        for k, v in requests.items():
-            total[k] = total.get(k, 0) + v
-    for c in spec.get("initContainers") or []:
-        res = c.get("resources") or {}
-        requests = {**_resources(res.get("limits")), **_resources(res.get("requests"))}
-        for k, v in requests.items():
-            total[k] = max(total.get(k, 0), v)
-    for k, v in _resources(spec.get("overhead")).items():
+def _container_requests(container: Mapping[str, Any]) -> Resources:
+    # A resource given only as a limit is requested at the limit (the apiserver's
+    # defaulting; extended resources such as GPUs are often written that way).
+    res = container.get("resources") or {}
+    return {**_resources(res.get("limits")), **_resources(res.get("requests"))}
+
+
+def _add(total: Resources, more: Resources) -> None:
+    for k, v in more.items():
         total[k] = total.get(k, 0) + v
+
+
+def _at_least(total: Resources, floor: Resources) -> None:
+    for k, v in floor.items():
+        total[k] = max(total.get(k, 0), v)
+
+
+def pod_requests(spec: Mapping[str, Any]) -> Resources:
+    """What the scheduler counts for a pod, resource by resource: the larger of
+    - the app containers plus every sidecar (an init container with
+      `restartPolicy: Always`, which keeps running beside them), and
+    - each regular init container plus the sidecars started before it (and each sidecar
+      plus those before it), since init containers run one at a time;
+    then the pod overhead (RuntimeClass) on top."""
+    sidecars: Resources = {}
+    init_peak: Resources = {}
+    for c in spec.get("initContainers") or []:
+        requests = _container_requests(c)
+        if c.get("restartPolicy") == "Always":
+            _add(sidecars, requests)
+            _at_least(init_peak, sidecars)
+        else:
+            running = dict(sidecars)
+            _add(running, requests)
+            _at_least(init_peak, running)
+    total: Resources = dict(sidecars)
+    for c in spec.get("containers") or []:
+        _add(total, _container_requests(c))
+    _at_least(total, init_peak)
+    _add(total, _resources(spec.get("overhead")))
     return total
 
 

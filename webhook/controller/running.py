@@ -17,12 +17,18 @@ from typing import Any
 from aiohttp import web
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
-from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook.controller.applying import WRITES_IN_FLIGHT, Applier
 from webhook.controller.cache import Cache
 from webhook.controller.deciding import Admit, Options, Wait, decide
+from webhook.controller.leading import (
+    LEASE_SECONDS,
+    RENEW_DEADLINE_SECONDS,
+    RETRY_SECONDS,
+    Fence,
+    FencedLeaseLock,
+)
 from webhook.controller.metrics import ControllerMetrics
 from webhook.controller.objects import NodeInfo
 from webhook.controller.owners import OwnerSizes
@@ -50,14 +56,15 @@ async def api_client(kubeconfig: Path | None) -> client.ApiClient:
 
 class Controller:
     def __init__(self, api: client.ApiClient, options: Options, identity: str,
-                 pause: float = 0.0) -> None:
+                 pause: float = 0.0, fence: Fence | None = None) -> None:
         self.api = api
         self.options = options
         self.cache = Cache()
         self.metrics = ControllerMetrics()
         self.sizes = OwnerSizes(api)
-        self.applier = Applier(api, self.cache.stored, identity, pause=pause)
+        self.applier = Applier(api, self.cache.stored, identity, pause=pause, fence=fence)
         self.synced = asyncio.Event()
+        self.rounds = 0
 
     async def watch_all(self) -> None:
         core = client.CoreV1Api(self.api)
@@ -76,10 +83,11 @@ class Controller:
         await asyncio.gather(*tasks)
 
     async def _sizes(self) -> dict[tuple[str, str], int | str]:
-        sizes: dict[tuple[str, str], int | str] = {}
-        for gang, pod in self.cache.gangs_needing_size().items():
-            sizes[gang] = await self.sizes.lookup(gang, pod)
-        return sizes
+        """Owner-stated sizes of the gangs that need one: cached answers at once, the
+        misses looked up side by side (the applier's limit bounds the pool anyway)."""
+        needed = self.cache.gangs_needing_size()
+        found = await asyncio.gather(*(self.sizes.lookup(g, p) for g, p in needed.items()))
+        return dict(zip(needed, found, strict=True))
 
     async def round(self) -> None:
         sizes = await self._sizes()
@@ -89,6 +97,9 @@ class Controller:
         self.metrics.fit_seconds.observe(time.perf_counter() - started)
         self.metrics.gangs_waiting.set(len({a.gang for a in actions if isinstance(a, Wait)}))
         await self.applier.apply(actions)
+        self.rounds += 1
+        if self.rounds % 500 == 0:
+            self.applier.forget_all_but(self.cache.pods.keys())
         for action in actions:
             if isinstance(action, Admit):
                 self.metrics.admitted.inc()
@@ -134,7 +145,8 @@ async def _main(args: argparse.Namespace) -> int:
     api = await api_client(args.kubeconfig)
     options = Options(order=args.order, reservation_timeout=args.reservation_timeout,
                       incomplete_warning_after=args.incomplete_warning_after)
-    controller = Controller(api, options, args.identity, pause=args.patch_pause)
+    fence = Fence(None if args.no_leader_election else RENEW_DEADLINE_SECONDS)
+    controller = Controller(api, options, args.identity, pause=args.patch_pause, fence=fence)
     runner = await _serve_metrics(controller, args.metrics_port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -144,9 +156,10 @@ async def _main(args: argparse.Namespace) -> int:
     if args.no_leader_election:
         work = asyncio.create_task(controller.lead())
     else:
-        lock = LeaseLock(args.lease_name, args.namespace, args.identity, api)
+        lock = FencedLeaseLock(args.lease_name, args.namespace, args.identity, api, fence)
         election = leaderelection.LeaderElection(electionconfig.Config(
-            lock, lease_duration=15, renew_deadline=10, retry_period=2,
+            lock, lease_duration=LEASE_SECONDS, renew_deadline=RENEW_DEADLINE_SECONDS,
+            retry_period=RETRY_SECONDS,
             onstarted_leading=controller.lead, onstopped_leading=_lost_lead(stop)))
         work = asyncio.create_task(election.run())
     await asyncio.wait([asyncio.create_task(stop.wait()), work, watching],

@@ -40,18 +40,28 @@ class Snapshot:
         self.free: dict[str, Resources] = {n: dict(i.allocatable) for n, i in self.nodes.items()}
         # Free GPUs per node, kept in step with `free`: fit asks for it per node per domain.
         self.free_gpu: dict[str, int] = {n: gpus(r) for n, r in self.free.items()}
-        for pod in pods:
-            if pod.node_name and pod.active and pod.node_name in self.free:
-                self.take(pod.node_name, with_pod_slot(pod.requests))
         self._eligible: dict[tuple[Any, ...], list[str]] = {}
         self._eligible_sets: dict[tuple[Any, ...], frozenset[str]] = {}
         self._domains: dict[tuple[Any, ...], dict[str, list[str]]] = {}
+        self._domain_free: dict[tuple[Any, ...], dict[str, int]] = {}
+        for pod in pods:
+            if pod.node_name and pod.active and pod.node_name in self.free:
+                self.take(pod.node_name, with_pod_slot(pod.requests))
 
     def take(self, node: str, requests: Resources) -> None:
         free = self.free[node]
         for k, v in requests.items():
             free[k] = free.get(k, 0) - v
+        before = max(self.free_gpu[node], 0)
         self.free_gpu[node] = gpus(free)
+        delta = max(self.free_gpu[node], 0) - before
+        if delta:
+            # Keep the per-domain totals in step: ranking domains then costs one sort,
+            # not a sum over every node, per gang.
+            for (sig, key), totals in self._domain_free.items():
+                value = self.nodes[node].labels.get(key)
+                if value is not None and node in self._eligible_sets_by_sig(sig):
+                    totals[value] += delta
 
     def eligible_nodes(self, pod: PodInfo) -> list[str]:
         """Nodes the pod may use at all; cached per scheduling signature, since the pods
@@ -81,6 +91,22 @@ class Snapshot:
                 if value is not None:
                     found.setdefault(value, []).append(name)
             self._domains[key] = found
+        return found
+
+    def _eligible_sets_by_sig(self, sig: tuple[Any, ...]) -> frozenset[str]:
+        found = self._eligible_sets.get(sig)
+        if found is None:
+            found = self._eligible_sets[sig] = frozenset(self._eligible[sig])
+        return found
+
+    def domain_free(self, pod: PodInfo, topology_key: str) -> dict[str, int]:
+        """Free GPUs per domain, over the pod's eligible nodes; kept current by `take`."""
+        key = (signature(pod), topology_key)
+        found = self._domain_free.get(key)
+        if found is None:
+            found = {name: self.free_gpus(nodes)
+                     for name, nodes in self.domains(pod, topology_key).items()}
+            self._domain_free[key] = found
         return found
 
     def free_gpus(self, names: Iterable[str]) -> int:

@@ -1,0 +1,126 @@
+"""A gang's life after admission, on the real control plane: a replacement member joins
+the gang's own domain, a pod beyond the gang's size stays gated with a reason, and a size
+only the owner knows (an indexed Job's parallelism) is looked up live."""
+
+from __future__ import annotations
+
+import aiohttp
+from kubernetes_asyncio import client
+
+from tests.builders import pod
+from tests.e2e.conftest import Controllers
+from tests.e2e.test_controller import (
+    create_gang,
+    events,
+    gang_pod,
+    gated,
+    nodes_by_name,
+    pods_of,
+    until,
+)
+
+CLIQUE = "nvidia.com/gpu.clique"
+
+
+async def _domain_of(api: client.ApiClient, ns: str, prefix: str) -> set[str]:
+    nodes = await nodes_by_name(api)
+    return {nodes[p["spec"]["nodeName"]][CLIQUE] for p in await pods_of(api, ns, prefix)}
+
+
+async def _all_bound(api: client.ApiClient, ns: str, prefix: str, count: int) -> bool:
+    pods = await pods_of(api, ns, prefix)
+    return len(pods) == count and all(p["spec"].get("nodeName") for p in pods)
+
+
+async def test_a_replacement_joins_its_gang_and_an_extra_stays_gated(
+        api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
+    core = client.CoreV1Api(api)
+    controllers.start()
+    await create_gang(api, namespace, "job", 2)
+
+    async def bound() -> bool:
+        return await _all_bound(api, namespace, "job", 2)
+
+    await until(bound)
+    (domain,) = await _domain_of(api, namespace, "job")
+    # A member dies and its controller makes a new pod under a new name.
+    await core.delete_namespaced_pod("job-1", namespace, grace_period_seconds=0)
+    await core.create_namespaced_pod(namespace, body=gang_pod("job", 7, 2))
+
+    async def replaced() -> bool:
+        pods = await pods_of(api, namespace, "job")
+        return {p["metadata"]["name"] for p in pods} == {"job-0", "job-7"} and all(
+            p["spec"].get("nodeName") for p in pods)
+
+    await until(replaced)
+    assert await _domain_of(api, namespace, "job") == {domain}
+    (joined,) = [p for p in await pods_of(api, namespace, "job-7")]
+    assert joined["spec"]["nodeSelector"] == {CLIQUE: domain}
+    # One more is one too many for a gang of 2: it stays gated and is told why.
+    await core.create_namespaced_pod(namespace, body=gang_pod("job", 8, 2))
+
+    async def told() -> bool:
+        return any(e.startswith("Oversize: the gang of 2 already has 2 members admitted")
+                   for e in await events(api, namespace, "job-8"))
+
+    await until(told)
+    (extra,) = await pods_of(api, namespace, "job-8")
+    assert gated(extra) and not extra["spec"].get("nodeName")
+
+
+async def test_indexed_job_size_comes_from_the_job(
+        api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
+    # No Job controller runs here: the Job only states the size; the test makes the pods.
+    job = await client.BatchV1Api(api).create_namespaced_job(namespace, body={
+        "metadata": {"name": "train"},
+        "spec": {"parallelism": 3, "completions": 3, "completionMode": "Indexed",
+                 "template": {"spec": {"restartPolicy": "Never", "containers": [
+                     {"name": "c", "image": "trainer"}]}}}})
+    controllers.start()
+
+    def worker(i: int) -> dict[str, object]:
+        obj = (pod(f"train-{i}").gpus(8).label("batch.kubernetes.io/job-name", "train")
+               .label("batch.kubernetes.io/job-completion-index", str(i))
+               .owner("Job", "train").build())
+        obj["metadata"]["ownerReferences"][0]["uid"] = job.metadata.uid
+        del obj["metadata"]["namespace"]
+        return obj
+
+    core = client.CoreV1Api(api)
+    for i in range(2):
+        await core.create_namespaced_pod(namespace, body=worker(i))
+
+    async def two_of_three() -> bool:
+        return any(e.startswith("Waiting: 2/3 pods present")
+                   for e in await events(api, namespace, "train"))
+
+    await until(two_of_three)
+    assert all(gated(p) for p in await pods_of(api, namespace, "train"))
+    await core.create_namespaced_pod(namespace, body=worker(2))
+
+    async def bound() -> bool:
+        return await _all_bound(api, namespace, "train", 3)
+
+    await until(bound)
+    assert len(await _domain_of(api, namespace, "train")) == 1
+
+
+async def test_metrics_and_health_are_served(
+        api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
+    proc = controllers.start()
+    argv = [str(a) for a in proc.process.args]  # type: ignore[union-attr]
+    base = f"http://127.0.0.1:{argv[argv.index('--metrics-port') + 1]}"
+    await create_gang(api, namespace, "metered", 2)
+
+    async def bound() -> bool:
+        return await _all_bound(api, namespace, "metered", 2)
+
+    await until(bound)
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{base}/healthz") as health:
+            assert health.status == 200
+        async with http.get(f"{base}/metrics") as response:
+            text = await response.text()
+    assert "airlock_gangs_admitted_total 1.0" in text
+    assert 'airlock_gang_time_to_admit_seconds_count 1.0' in text
+    assert "airlock_fit_duration_seconds_count" in text and "airlock_gangs_waiting" in text

@@ -1,0 +1,88 @@
+"""What the controller counts for a pod and reads from a node: the scheduler's rules for
+requests (limits as requests, init containers, sidecars, overhead) on raw JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from webhook.controller.objects import NodeInfo, PodInfo, pod_requests
+
+GPU = "nvidia.com/gpu"
+
+
+def c(requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,
+      **extra: Any) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if requests:
+        resources["requests"] = requests
+    if limits:
+        resources["limits"] = limits
+    return {"name": "c", "resources": resources, **extra}
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    # Containers add up; CPU in millicores, memory in bytes.
+    ({"containers": [c({"cpu": "500m", "memory": "1Gi"}), c({"cpu": "1.5", "memory": "512Mi"})]},
+     {"cpu": 2000, "memory": 3 * 2**29}),
+    # A limit alone is the request (GPUs are often written that way).
+    ({"containers": [c(limits={GPU: "8", "cpu": "2"})]}, {GPU: 8, "cpu": 2000}),
+    # A request beside a limit wins.
+    ({"containers": [c({"cpu": "1"}, {"cpu": "4"})]}, {"cpu": 1000}),
+    # Init containers run one at a time: the biggest counts when above the sum.
+    ({"containers": [c({"cpu": "1"}), c({"cpu": "1"})],
+      "initContainers": [c({"cpu": "3"}), c({"cpu": "500m"})]}, {"cpu": 3000}),
+    ({"containers": [c({"cpu": "4"})], "initContainers": [c({"cpu": "3"})]}, {"cpu": 4000}),
+    # A sidecar keeps running: it adds to the app containers and to later init containers.
+    ({"containers": [c({"cpu": "1"})],
+      "initContainers": [c({"cpu": "1"}, restartPolicy="Always"), c({"cpu": "3"})]},
+     {"cpu": 4000}),
+    ({"containers": [c({"cpu": "4"})],
+      "initContainers": [c({"cpu": "1"}, restartPolicy="Always"), c({"cpu": "3"})]},
+     {"cpu": 5000}),
+    # Overhead comes on top; any extended resource is counted like GPUs.
+    ({"containers": [c({"cpu": "1", "example.com/foo": "2"})],
+      "overhead": {"cpu": "250m", "memory": "120Mi"}},
+     {"cpu": 1250, "example.com/foo": 2, "memory": 120 * 2**20}),
+    # Fractions round up, as the scheduler's milli-values do.
+    ({"containers": [c({"cpu": "0.0001", "memory": "1.5"})]}, {"cpu": 1, "memory": 2}),
+    # A quantity that is not one counts as nothing rather than stopping the controller.
+    ({"containers": [c({"cpu": "lots"})]}, {"cpu": 0}),
+    ({}, {}),
+])
+def test_pod_requests_follow_the_scheduler(spec: dict[str, Any], expected: dict[str, int]
+                                           ) -> None:
+    assert pod_requests(spec) == expected
+
+
+def test_pod_view_of_a_pod_outside_any_gang_keeps_only_capacity() -> None:
+    info = PodInfo.parse({"metadata": {"name": "web", "namespace": "a", "labels": {"x": "y"}},
+                          "spec": {"nodeName": "n1", "nodeSelector": {"a": "b"},
+                                   "containers": [c({"cpu": "1"})]},
+                          "status": {"phase": "Running"}})
+    assert info.gang_id is None and info.node_name == "n1" and info.active
+    assert info.labels == {} and info.node_selector == {}
+    assert info.requests == {"cpu": 1000}
+
+
+@pytest.mark.parametrize(("raw", "active"), [
+    ({"status": {"phase": "Succeeded"}}, False),
+    ({"status": {"phase": "Failed"}}, False),
+    ({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}, False),
+    ({"status": {"phase": "Pending"}}, True),
+])
+def test_finished_and_deleting_pods_hold_nothing(raw: dict[str, Any], active: bool) -> None:
+    obj = {"metadata": {"name": "p", "namespace": "a", **raw.get("metadata", {})},
+           "spec": {}, "status": raw.get("status", {})}
+    assert PodInfo.parse(obj).active is active
+
+
+def test_node_view_reads_readiness_taints_and_allocatable() -> None:
+    n = NodeInfo.parse({"metadata": {"name": "n", "labels": {"k": "v"}},
+                        "spec": {"unschedulable": True,
+                                 "taints": [{"key": "t", "effect": "NoSchedule"}]},
+                        "status": {"allocatable": {GPU: "8", "memory": "2Gi"},
+                                   "conditions": [{"type": "Ready", "status": "False"}]}})
+    assert (n.ready, n.unschedulable, n.allocatable) == (False, True, {GPU: 8, "memory": 2**31})
+    assert n.taints == ({"key": "t", "effect": "NoSchedule"},)

@@ -1,0 +1,135 @@
+"""Gangs as the controller sees them: members grouped by gang label, and the decisions
+already recorded on them. Data only; `deciding` does the work.
+
+A gang's members fall into three groups:
+- *let go*: no longer gated (admitted earlier, bound or on their way);
+- *promised*: still gated, but named in a recorded decision (a controller died half-way
+  through the lift): they are finished first, in the recorded domain;
+- *waiting*: gated and in no record: the whole gang at first, or later replacements and
+  late joiners of a gang that already runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from webhook.controller.objects import PodInfo
+
+GangId = tuple[str, str]
+# A size, or why it cannot be known ("the kind is not installed", ...).
+SizeAnswer = int | str
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A durable decision, kept as JSON in an annotation on the anchor pod of the
+    members it admitted. A gang that later takes in replacements gets one more record,
+    on the first replacement, in the same domain."""
+
+    domain: str | None
+    topology_key: str | None
+    members: tuple[str, ...]
+    at: float
+    # The gang's size when it was decided, to notice a size that changes later.
+    size: int | None = None
+
+    def dumps(self) -> str:
+        body: dict[str, object] = {"domain": self.domain, "topologyKey": self.topology_key,
+                                   "members": list(self.members), "at": self.at}
+        if self.size is not None:
+            body["size"] = self.size
+        return json.dumps(body, sort_keys=True)
+
+    @classmethod
+    def loads(cls, text: str) -> Record | None:
+        try:
+            raw = json.loads(text)
+            size = raw.get("size")
+            return cls(raw.get("domain"), raw.get("topologyKey"), tuple(raw["members"]),
+                       float(raw["at"]), size if isinstance(size, int) else None)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+@dataclass
+class Gang:
+    id: GangId
+    # Active members (not terminal, not being deleted), oldest first.
+    members: list[PodInfo] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.id[0]}/{self.id[1]}"
+
+    @property
+    def recorded(self) -> frozenset[str]:
+        return frozenset(name for r in self.records for name in r.members)
+
+    @property
+    def let_go(self) -> list[PodInfo]:
+        return [p for p in self.members if not p.gated]
+
+    @property
+    def promised(self) -> list[PodInfo]:
+        recorded = self.recorded
+        return [p for p in self.members if p.gated and p.name in recorded]
+
+    @property
+    def waiting(self) -> list[PodInfo]:
+        recorded = self.recorded
+        return [p for p in self.members if p.gated and p.name not in recorded]
+
+    @property
+    def started(self) -> bool:
+        """Part of the gang was admitted before: what waits now joins it."""
+        return bool(self.records) or any(not p.gated for p in self.members)
+
+    @property
+    def priority(self) -> int:
+        return max(p.priority for p in self.members)
+
+    @property
+    def arrival(self) -> float:
+        return min(p.created for p in self.members)
+
+    def size(self, looked_up: Mapping[GangId, SizeAnswer]) -> SizeAnswer | None:
+        """The size the members state, else the owner's (looked up), else the size
+        recorded at admission; None while a lookup is under way."""
+        stated = {p.expected_size for p in self.members if p.expected_size is not None}
+        if len(stated) > 1:
+            # Pods of two revisions: no guess; the gang waits until its pods agree.
+            return (f"members state different sizes ({', '.join(map(str, sorted(stated)))}); "
+                    f"waiting until they agree")
+        if stated:
+            return stated.pop()
+        found = looked_up.get(self.id)
+        if found is None and self.records:
+            return self.records[0].size
+        return found
+
+    def home(self) -> tuple[str | None, str | None]:
+        """(topology key, domain) where the gang already runs: the first record's, else
+        the domain pinned on any member let go (a record lost with its anchor pod)."""
+        if self.records:
+            first = self.records[0]
+            return first.topology_key, first.domain
+        for p in self.let_go:
+            key = p.topology_key
+            if key and key in p.node_selector:
+                return key, p.node_selector[key]
+        return None, None
+
+
+def gangs_of(pods: Iterable[PodInfo]) -> dict[GangId, Gang]:
+    gangs: dict[GangId, Gang] = {}
+    for p in pods:
+        if p.gang_id and p.active:
+            gangs.setdefault(p.gang_id, Gang(p.gang_id)).members.append(p)
+    for g in gangs.values():
+        g.members.sort(key=lambda p: (p.created, p.name))
+        records = (Record.loads(p.placement) for p in g.members if p.placement)
+        g.records = sorted((r for r in records if r is not None), key=lambda r: r.at)
+    return gangs

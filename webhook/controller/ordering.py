@@ -1,0 +1,46 @@
+"""Which gang goes first, and what a gang that cannot go yet holds back.
+
+Gangs compete by priority (the pods' `spec.priority`, resolved from their PriorityClass
+at admission), then by arrival (the creation of their oldest member), then by name.
+
+The *head* is the first gang in that order that is complete but does not fit.
+- `strict`: the head blocks every gang behind it, so it goes as soon as its room frees.
+- `backfill`: gangs behind the head may go, but never onto the nodes kept for the head:
+  its best candidate domain (the eligible domain with the most free GPUs, or all its
+  eligible nodes when it has no topology). Capacity that frees there is the head's, so
+  smaller gangs that keep fitting elsewhere never starve it.
+Gangs that are incomplete or whose size is unknown are not candidates for the head:
+they could not go anyway, and must not hold capacity they may never use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+from webhook.controller.fitting import NoFit
+from webhook.controller.gangs import Gang, GangId
+
+Order = Literal["strict", "backfill"]
+
+
+def queue_order(gangs: Iterable[Gang]) -> list[Gang]:
+    return sorted(gangs, key=lambda g: (-g.priority, g.arrival, g.id))
+
+
+class Queue:
+    def __init__(self, order: Order) -> None:
+        self.order = order
+        self.head: GangId | None = None
+        self.kept: set[str] = set()
+
+    def behind(self) -> str | None:
+        """Why the next gang may not even try (strict order behind a head), or None."""
+        if self.head is None or self.order != "strict":
+            return None
+        return f"Waiting: behind gang {self.head[0]}/{self.head[1]}, first in the queue"
+
+    def did_not_fit(self, gang: Gang, outcome: NoFit) -> None:
+        if self.head is None:
+            self.head = gang.id
+            self.kept.update(outcome.best_domain_nodes)

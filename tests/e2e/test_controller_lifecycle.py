@@ -5,6 +5,7 @@ only the owner knows (an indexed Job's parallelism) is looked up live."""
 from __future__ import annotations
 
 import aiohttp
+import pytest
 from kubernetes_asyncio import client
 
 from tests.builders import pod
@@ -124,3 +125,28 @@ async def test_metrics_and_health_are_served(
     assert "airlock_gangs_admitted_total 1.0" in text
     assert 'airlock_gang_time_to_admit_seconds_count 1.0' in text
     assert "airlock_fit_duration_seconds_count" in text and "airlock_gangs_waiting" in text
+
+
+async def test_a_pods_priority_is_fixed_when_it_is_created(api: client.ApiClient,
+                                                           namespace: str) -> None:
+    """Why the controller orders gangs by the pods' own `spec.priority` and neither
+    watches nor may read PriorityClasses: the apiserver copies the class's value onto the
+    pod at creation, and lets neither the class's value nor the pod's priority change."""
+    scheduling = client.SchedulingV1Api(api)
+    core = client.CoreV1Api(api)
+    name = f"fixed-{namespace}"
+    await scheduling.create_priority_class(body={"metadata": {"name": name}, "value": 7000})
+    try:
+        with pytest.raises(client.exceptions.ApiException) as revalued:
+            await scheduling.patch_priority_class(name, body={"value": 9000})
+        assert revalued.value.status == 422
+        made = await core.create_namespaced_pod(namespace, body={
+            "metadata": {"name": "p"},
+            "spec": {"priorityClassName": name,
+                     "containers": [{"name": "c", "image": "busybox"}]}})
+        assert made.spec.priority == 7000
+        with pytest.raises(client.exceptions.ApiException) as moved:
+            await core.patch_namespaced_pod("p", namespace, body={"spec": {"priority": 9000}})
+        assert moved.value.status == 422
+    finally:
+        await scheduling.delete_priority_class(name)

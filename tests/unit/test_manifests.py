@@ -436,9 +436,10 @@ def test_controller_rbac_is_least_privilege(rendered: dict[str, Docs]) -> None:
     for owner in [("batch", "jobs"), ("jobset.x-k8s.io", "jobsets"),
                   ("kubeflow.org", "pytorchjobs"), ("kubeflow.org", "mpijobs"),
                   ("trainer.kubeflow.org", "trainjobs"), ("scheduling.x-k8s.io", "podgroups"),
-                  ("ray.io", "rayclusters"), ("leaderworkerset.x-k8s.io", "leaderworkersets"),
-                  ("scheduling.k8s.io", "priorityclasses")]:
+                  ("ray.io", "rayclusters"), ("leaderworkerset.x-k8s.io", "leaderworkersets")]:
         assert grants[owner] == read, owner
+    # Ordering reads spec.priority, fixed at admission (see test_controller_lifecycle).
+    assert ("scheduling.k8s.io", "priorityclasses") not in grants
     # Leases only in Airlock's namespace, through a Role, never cluster-wide.
     assert ("coordination.k8s.io", "leases") not in grants
     lease_role = one(docs, "Role", "airlock-controller-leader-election")

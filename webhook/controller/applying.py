@@ -171,6 +171,8 @@ class Applier:
         }
         try:
             async with self.event_limit:
-                await self.core.create_namespaced_event(pod.namespace, body=body)
+                # Raw: the client's model objects would parse every timestamp back.
+                await json_of(await self.core.create_namespaced_event(
+                    pod.namespace, body=body, _preload_content=False))
         except ApiException as e:
             log.debug("event not recorded", extra={"status": e.status})

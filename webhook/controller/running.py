@@ -19,6 +19,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from webhook import kubeclient
 from webhook.controller.applying import WRITES_IN_FLIGHT, Applier
 from webhook.controller.cache import Cache
 from webhook.controller.deciding import Admit, Options, Wait, decide
@@ -48,10 +49,8 @@ async def api_client(kubeconfig: Path | None) -> client.ApiClient:
         config.load_incluster_config(client_configuration=configuration)
     else:
         await config.load_kube_config(client_configuration=configuration)
-    # The client's default pool is 5 connections per core: on 2 cores, 10 requests in
-    # flight, whatever the applier allows. Leave room for the watches too.
-    configuration.connection_pool_maxsize = WRITES_IN_FLIGHT + 8
-    return client.ApiClient(configuration=configuration)
+    # Room for the applier's writes and for the watches beside them.
+    return kubeclient.api_client(configuration, in_flight=WRITES_IN_FLIGHT + 8)
 
 
 class Controller:

@@ -252,18 +252,21 @@ async def _admissions(plane: ControlPlane, args: argparse.Namespace, workdir: Pa
         # moment of the machine falls on all three alike; the median of the turns.
         pods = args.burst_gangs * args.gang_size
         ratios: list[float] = []
+        bare_ratios: list[float] = []
         for turn in range(args.turns):
             bare = await _patch_throughput(core, pods, ungate=False)
             raw = await _patch_throughput(core, pods, ungate=True)
             ours = await _burst(core, kubeconfig, workdir, args.burst_gangs, args.gang_size)
             ratios.append(ours / raw)
+            bare_ratios.append(ours / bare)
             print(f"  turn {turn + 1}: raw PATCH {bare:.0f} pods/s annotating gated pods, "
                   f"{raw:.0f} pods/s with the controller's own ungate patch (the scheduler "
                   f"then binds them); controller {ours:.0f} pods/s "
                   f"({ours / args.gang_size:.1f} gangs/s) = {ours / raw:.0%} of the raw "
                   f"ungate PATCH, {ours / bare:.0%} of the bare one")
-        print(f"  controller vs raw ungate PATCH, median of {args.turns} turns of {pods} pods: "
-              f"{statistics.median(ratios):.0%} (goal: >= 80%)")
+        print(f"  controller, median of {args.turns} turns of {pods} pods: "
+              f"{statistics.median(ratios):.0%} of the raw ungate PATCH (goal: >= 80%), "
+              f"{statistics.median(bare_ratios):.0%} of the bare one")
 
 
 async def _memory(plane: ControlPlane, workdir: Path, nodes: int, pods: int) -> None:

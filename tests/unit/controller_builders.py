@@ -39,16 +39,22 @@ def cluster(domains: dict[str, int], gpus: int = 8) -> list[NodeInfo]:
     return [node(f"{d}-n{i}", d, gpus) for d, count in domains.items() for i in range(count)]
 
 
-def member(gang: str, i: int, gpus: int = 8, size: int | None = None, *, gated: bool = True,
-           mode: str = "required", priority: int = 0, created: int = 0, ns: str = "ml",
-           node_name: str | None = None, placement: str | None = None,
-           name: str | None = None, **spec: Any) -> PodInfo:
+def member(gang: str, i: int, gpus: int = 8, size: int | None = None, **kw: Any) -> PodInfo:
+    return PodInfo.parse(raw_member(gang, i, gpus, size, **kw))
+
+
+def raw_member(gang: str, i: int, gpus: int = 8, size: int | None = None, *,
+               gated: bool = True, mode: str = "required", priority: int = 0,
+               created: int = 0, ns: str = "ml", node_name: str | None = None,
+               placement: str | None = None, name: str | None = None,
+               **spec: Any) -> dict[str, Any]:
+    """A gang member as the watch delivers it."""
     annotations = {TOPOLOGY_KEY_ANNOTATION: CLIQUE, TOPOLOGY_MODE_ANNOTATION: mode}
     if size is not None:
         annotations[GANG_EXPECTED_SIZE_ANNOTATION] = str(size)
     if placement:
         annotations[PLACEMENT_ANNOTATION] = placement
-    raw = {
+    return {
         "metadata": {"name": name or f"{gang}-{i}", "namespace": ns,
                      "labels": {GANG_LABEL: gang}, "annotations": annotations,
                      "creationTimestamp": f"2026-11-22T10:{created:02d}:{i:02d}Z"},
@@ -59,7 +65,6 @@ def member(gang: str, i: int, gpus: int = 8, size: int | None = None, *, gated: 
                      "limits": {"nvidia.com/gpu": str(gpus)}}}],
                  "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}], **spec},
     }
-    return PodInfo.parse(raw)
 
 
 def gang(name: str, n: int, gpus: int = 8, **kw: Any) -> list[PodInfo]:

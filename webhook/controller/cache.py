@@ -20,7 +20,16 @@ class Cache:
         self.pods: dict[tuple[str, str], PodInfo] = {}
         self.nodes: dict[str, NodeInfo] = {}
         self._versions: dict[tuple[str, str], int] = {}
+        # Gang members that still carry Airlock's gate: with none, a round has nothing
+        # to decide, however much else in the cluster changes.
+        self.gated: set[tuple[str, str]] = set()
         self.changed = asyncio.Event()
+
+    def _track(self, info: PodInfo) -> None:
+        if info.gated and info.active and info.gang_id is not None:
+            self.gated.add(info.key)
+        else:
+            self.gated.discard(info.key)
 
     @staticmethod
     def parse_pod(obj: dict[str, Any]) -> tuple[PodInfo, int]:
@@ -29,6 +38,9 @@ class Cache:
     def list_pods(self, listed: list[tuple[PodInfo, int]]) -> None:
         self.pods = {info.key: info for info, _ in listed}
         self._versions = {info.key: version for info, version in listed}
+        self.gated = set()
+        for info in self.pods.values():
+            self._track(info)
         self.changed.set()
 
     def stored(self, obj: dict[str, Any]) -> None:
@@ -37,6 +49,7 @@ class Cache:
             return
         self._versions[info.key] = version
         self.pods[info.key] = info
+        self._track(info)
         self.changed.set()
 
     def pod_event(self, kind: str, obj: dict[str, Any]) -> None:
@@ -45,6 +58,7 @@ class Cache:
             key = (meta.get("namespace", ""), meta.get("name", ""))
             self.pods.pop(key, None)
             self._versions.pop(key, None)
+            self.gated.discard(key)
             self.changed.set()
         else:
             self.stored(obj)

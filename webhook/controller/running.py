@@ -38,6 +38,7 @@ from webhook.logs import setup_logging
 
 log = logging.getLogger("airlock.controller")
 PERIOD = 2.0
+SETTLE = 0.02
 
 
 async def api_client(kubeconfig: Path | None) -> client.ApiClient:
@@ -64,6 +65,7 @@ class Controller:
         self.applier = Applier(api, self.cache.stored, identity, pause=pause, fence=fence)
         self.synced = asyncio.Event()
         self.rounds = 0
+        self.deciding_seconds = 0.0
 
     async def watch_all(self) -> None:
         core = client.CoreV1Api(self.api)
@@ -89,11 +91,15 @@ class Controller:
         return dict(zip(needed, found, strict=True))
 
     async def round(self) -> None:
+        if not self.cache.gated:
+            self.metrics.gangs_waiting.set(0)
+            return
         sizes = await self._sizes()
         started = time.perf_counter()
         actions = decide(self.cache.nodes.values(), self.cache.pods.values(), sizes,
                          time.time(), self.options)
-        self.metrics.fit_seconds.observe(time.perf_counter() - started)
+        self.deciding_seconds = time.perf_counter() - started
+        self.metrics.fit_seconds.observe(self.deciding_seconds)
         self.metrics.gangs_waiting.set(len({a.gang for a in actions if isinstance(a, Wait)}))
         await self.applier.apply(actions)
         self.rounds += 1
@@ -110,14 +116,17 @@ class Controller:
         await self.synced.wait()
         while True:
             self.cache.changed.clear()
+            self.deciding_seconds = 0.0
             try:
                 await self.round()
             except Exception:
                 log.exception("round failed; retrying")
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.cache.changed.wait(), PERIOD)
-            # Let a burst of events (a gang's pods arriving) settle into one round.
-            await asyncio.sleep(0.02)
+            # Let a burst of events (a gang's pods arriving) settle into one round; and
+            # in a large, busy cluster, where deciding takes long and something always
+            # changed, rest as long as deciding took: at most half a core on it.
+            await asyncio.sleep(max(SETTLE, self.deciding_seconds))
 
 
 async def _serve_metrics(controller: Controller, port: int) -> web.AppRunner | None:

@@ -24,6 +24,15 @@ ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "policies"
 
 
+def alive(pid: int) -> bool:
+    """Running, and not a zombie nobody reaped (a container's PID 1 may not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/e2e/" in str(item.fspath):

@@ -23,7 +23,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import pod
-from tests.e2e.conftest import NamespaceFactory
+from tests.e2e.conftest import NamespaceFactory, alive
 from webhook.keys import IGNORE_NAMESPACE_LABEL
 from webhook.sandbox import controlplane, wiring
 from webhook.sandbox.binaries import KUBERNETES_VERSION, Binaries
@@ -271,15 +271,6 @@ def test_topology_shape_labels_every_level() -> None:
 
 
 # --- teardown -------------------------------------------------------------------------
-
-def alive(pid: int) -> bool:
-    """Running, and not a zombie nobody reaped (a container's PID 1 may not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
 
 def test_stop_leaves_no_process_or_directory(binaries: Binaries) -> None:
     with ControlPlane(binaries) as plane:

@@ -150,15 +150,20 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
+def established(crd: dict[str, Any]) -> bool:
+    """Whether a CustomResourceDefinition is served. One just created may have no status,
+    or `conditions: null`, until the apiserver's controllers get to it."""
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True"
+               for c in conditions)
+
+
 async def _established(api: client.ApiClient, name: str, within: float = 30.0) -> None:
-    """Wait until a new CustomResourceDefinition is served (its Established condition)."""
     extensions = client.ApiextensionsV1Api(api)
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        crd = await (await extensions.read_custom_resource_definition(
-            name, _preload_content=False)).json()
-        if any(c["type"] == "Established" and c["status"] == "True"
-               for c in crd.get("status", {}).get("conditions", [])):
+        if established(await (await extensions.read_custom_resource_definition(
+                name, _preload_content=False)).json()):
             return
         await asyncio.sleep(0.1)
     raise RuntimeError(f"CustomResourceDefinition {name} not established after {within}s")
@@ -219,12 +224,29 @@ async def _table(kubeconfig: Path) -> str:
                      for r in rows)
 
 
+async def _all_bound(kubeconfig: Path, within: float) -> bool:
+    """Wait until every pod is on a node, for at most `within` seconds: the table then
+    shows where things landed, not a moment of the controller's and scheduler's work."""
+    deadline = time.monotonic() + within
+    async with await from_kubeconfig(kubeconfig) as api:
+        core = client.CoreV1Api(api)
+        while True:
+            pods = (await (await core.list_pod_for_all_namespaces(
+                _preload_content=False)).json())["items"]
+            if pods and all(p["spec"].get("nodeName") for p in pods):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.2)
+
+
 def _demo(state: dict[str, Any], args: argparse.Namespace) -> int:
     kubeconfig = Path(state["kubeconfig"])
     print("creating the example workloads from examples/demo ...", file=sys.stderr)
     asyncio.run(_create_demo(kubeconfig))
-    # Give the controller and the scheduler a moment to act.
-    time.sleep(args.settle)
+    if not asyncio.run(_all_bound(kubeconfig, args.settle)):
+        print(f"not every pod is on a node after {args.settle:g}s; the table shows why "
+              f"(kubectl get events -A tells more)", file=sys.stderr)
     print(asyncio.run(_table(kubeconfig)))
     return 0
 

@@ -11,7 +11,9 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="where the sandbox keeps its files (default: "
                              "~/.cache/airlock/sandbox)")
-    parser.add_argument("--nodes", type=int, default=8, help="fake GPU nodes")
+    # Four NVLink domains by default: the demo's three single-node pods can take a node
+    # in at most three of them, so there is always a whole domain for its 4-node gang.
+    parser.add_argument("--nodes", type=int, default=16, help="fake GPU nodes")
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--nodes-per-domain", type=int, default=4,
                         help="nodes per NVLink domain (nvidia.com/gpu.clique)")
@@ -20,5 +22,6 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--demo", action="store_true",
                         help="create the example workloads and show what happened to them")
     parser.add_argument("--policies", type=Path, default=Path("policies"))
-    parser.add_argument("--settle", type=float, default=5.0,
-                        help="with --demo: seconds to let the controller and scheduler act")
+    parser.add_argument("--settle", type=float, default=30.0,
+                        help="with --demo: at most this many seconds for every pod to land "
+                             "before the table is printed")

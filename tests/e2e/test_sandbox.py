@@ -1,0 +1,80 @@
+"""The README's first command: `airlock sandbox up --demo` brings up the real control plane
+with Airlock wired in, creates the example workloads and prints where they landed;
+`status` and `down` manage it. Run as a newcomer would, in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import ROOT, alive
+from webhook.sandbox.binaries import Binaries
+
+
+def sandbox(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "webhook", "sandbox", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=180)
+
+
+@pytest.fixture
+def state_dir(binaries: Binaries, tmp_path: Path) -> Iterator[Path]:
+    state = tmp_path / "sandbox"
+    try:
+        yield state
+    finally:
+        sandbox("down", "--state-dir", str(state))
+
+
+def table(stdout: str) -> dict[str, dict[str, str]]:
+    lines = stdout[stdout.index("POD "):].strip().splitlines()
+    header = re.split(r"\s{2,}", lines[0])
+    return {row[0]: dict(zip(header, row, strict=True))
+            for row in (re.split(r"\s{2,}", line) for line in lines[1:])}
+
+
+def priority(row: dict[str, str]) -> int:
+    return int(row["PRIORITY"].rsplit("(", 1)[1].rstrip(")"))
+
+
+def test_demo_lands_every_pod_and_the_gang_in_one_domain(state_dir: Path) -> None:
+    up = sandbox("up", "--demo", "--state-dir", str(state_dir))
+    assert up.returncode == 0, up.stderr[-3000:]
+    assert re.search(r"^kubeconfig: \S+$", up.stdout, re.MULTILINE)
+    pods = table(up.stdout)
+    assert len(pods) == 7, up.stdout
+    assert all(r["GATED"] == "no" and r["NODE"] != "-" for r in pods.values()), up.stdout
+
+    training = [r for name, r in pods.items() if name.startswith("research/llama-finetune")]
+    inference = [r for name, r in pods.items() if name.startswith("serving/")]
+    scavenger = [r for name, r in pods.items() if name.startswith("research/embeddings")]
+    assert (len(training), len(inference), len(scavenger)) == (4, 2, 1)
+    assert {r["CLASS"] for r in training} == {"training"}
+    assert {r["CLASS"] for r in inference} == {"inference"}
+    assert {r["CLASS"] for r in scavenger} == {"scavenger"}
+    # The gang is pinned to one NVLink domain, whole.
+    assert len({r["DOMAIN (nvlink / block)"].split(" / ")[0] for r in training}) == 1
+    assert min(map(priority, inference)) > max(map(priority, training)) \
+        > max(map(priority, scavenger))
+
+
+def test_status_and_down_manage_what_up_started(state_dir: Path) -> None:
+    up = sandbox("up", "--state-dir", str(state_dir))
+    assert up.returncode == 0, up.stderr[-3000:]
+    status = sandbox("status", "--state-dir", str(state_dir))
+    assert status.returncode == 0, status.stdout
+    assert "processes: 5/5 running" in status.stdout
+    pids: list[int] = json.loads((state_dir / "state.json").read_text())["pids"]
+    assert len(pids) == 5 and all(alive(p) for p in pids)
+
+    down = sandbox("down", "--state-dir", str(state_dir))
+    assert down.returncode == 0 and "the sandbox is down" in down.stdout
+    assert not any(alive(p) for p in pids)
+    assert not state_dir.exists()
+    after = sandbox("status", "--state-dir", str(state_dir))
+    assert after.returncode == 1 and "not up" in after.stdout

@@ -199,13 +199,29 @@ async def _create_demo(kubeconfig: Path) -> None:
                     raise
 
 
-async def _table(kubeconfig: Path) -> str:
+async def _landed_pods(core: client.CoreV1Api, within: float) -> list[dict[str, Any]]:
+    """Every pod, once each is on a node or after `within` seconds, whichever comes first:
+    a table read at once would show a moment of the controller's and scheduler's work."""
+    deadline = time.monotonic() + within
+    while True:
+        pods: list[dict[str, Any]] = (await (await core.list_pod_for_all_namespaces(
+            _preload_content=False)).json())["items"]
+        if pods and all(p["spec"].get("nodeName") for p in pods):
+            return pods
+        if time.monotonic() >= deadline:
+            if within:
+                print(f"not every pod is on a node after {within:g}s; the table shows why "
+                      f"(kubectl get events -A tells more)", file=sys.stderr)
+            return pods
+        await asyncio.sleep(0.2)
+
+
+async def _table(kubeconfig: Path, within: float = 0.0) -> str:
     async with await from_kubeconfig(kubeconfig) as api:
         core = client.CoreV1Api(api)
+        pods = await _landed_pods(core, within)
         nodes = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in (
             await (await core.list_node(_preload_content=False)).json())["items"]}
-        pods = (await (await core.list_pod_for_all_namespaces(
-            _preload_content=False)).json())["items"]
     rows = [("POD", "CLASS", "PRIORITY", "GATED", "NODE", "DOMAIN (nvlink / block)")]
     for p in sorted(pods, key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"])):
         meta, spec = p["metadata"], p["spec"]
@@ -224,30 +240,11 @@ async def _table(kubeconfig: Path) -> str:
                      for r in rows)
 
 
-async def _all_bound(kubeconfig: Path, within: float) -> bool:
-    """Wait until every pod is on a node, for at most `within` seconds: the table then
-    shows where things landed, not a moment of the controller's and scheduler's work."""
-    deadline = time.monotonic() + within
-    async with await from_kubeconfig(kubeconfig) as api:
-        core = client.CoreV1Api(api)
-        while True:
-            pods = (await (await core.list_pod_for_all_namespaces(
-                _preload_content=False)).json())["items"]
-            if pods and all(p["spec"].get("nodeName") for p in pods):
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(0.2)
-
-
 def _demo(state: dict[str, Any], args: argparse.Namespace) -> int:
     kubeconfig = Path(state["kubeconfig"])
     print("creating the example workloads from examples/demo ...", file=sys.stderr)
     asyncio.run(_create_demo(kubeconfig))
-    if not asyncio.run(_all_bound(kubeconfig, args.settle)):
-        print(f"not every pod is on a node after {args.settle:g}s; the table shows why "
-              f"(kubectl get events -A tells more)", file=sys.stderr)
-    print(asyncio.run(_table(kubeconfig)))
+    print(asyncio.run(_table(kubeconfig, within=args.settle)))
     return 0
 
 

@@ -104,7 +104,8 @@ async def test_a_gang_that_cannot_fit_never_runs_partially(
     await until(said_why)
     await asyncio.sleep(2)
     pods = await pods_of(api, namespace, "huge")
-    assert len(pods) == 9 and all(gated(p) and not p["spec"].get("nodeName") for p in pods)
+    assert len(pods) == 9
+    assert all(gated(p) and not p["spec"].get("nodeName") for p in pods)
 
 
 async def test_incomplete_gang_waits_for_every_member(

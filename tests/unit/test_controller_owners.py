@@ -48,7 +48,8 @@ def test_sizes_from_owners(source: str, owner: dict[str, Any], labels: dict[str,
 def test_owners_that_state_no_size_say_why(source: str, owner: dict[str, Any],
                                            labels: dict[str, str], message: str) -> None:
     size = size_of(source, owner, info(labels))
-    assert isinstance(size, str) and message in size
+    assert isinstance(size, str)
+    assert message in size
 
 
 @pytest.mark.parametrize("node_selector", [None, {"gpu": "h100"}])

@@ -4,8 +4,8 @@ promise hold (scope, timeouts, failure policy, certificates, security, RBAC, ima
 cert-manager's kinds cannot be served by the test apiserver without its CRDs, so they
 are checked here against the fields cert-manager documents for `cert-manager.io/v1`.
 
-kubectl (for `kubectl kustomize`) is the harness-built one when it is cached, else one on
-PATH; under CI=true a missing kubectl fails the run instead of skipping it.
+kubectl (for `kubectl kustomize`) is the harness's: the real tool decides what the
+overlays render to, so this runs at the level that has the real binaries.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from webhook.policy.loading import load_policy, policy_files
+from webhook.sandbox.binaries import Binaries
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -43,26 +44,10 @@ Docs = list[Doc]
 
 # --- rendering ------------------------------------------------------------------------
 
-def _cached_harness_kubectl() -> Path | None:
-    from webhook.sandbox import binaries
-
-    candidates = [binaries.version_dir() / "bin" / "kubectl"]
-    if os.environ.get("KUBEBUILDER_ASSETS"):
-        candidates.insert(0, Path(os.environ["KUBEBUILDER_ASSETS"]) / "kubectl")
-    return next((c for c in candidates if os.access(c, os.X_OK)), None)
-
-
 @pytest.fixture(scope="session")
-def kubectl(request: pytest.FixtureRequest) -> Path:
-    """The harness's kubectl if it is built; under CI the harness builds it (or the run
-    fails); elsewhere a kubectl on PATH will do, and with none the tests skip."""
-    cached = _cached_harness_kubectl()
-    if cached:
-        return cached
-    on_path = shutil.which("kubectl")
-    if on_path and os.environ.get("CI") != "true":
-        return Path(on_path)
-    return Path(request.getfixturevalue("binaries").kubectl)
+def kubectl(binaries: Binaries) -> Path:
+    """The harness's kubectl (KUBEBUILDER_ASSETS', or built from the pinned module)."""
+    return binaries.kubectl
 
 
 def kustomize(kubectl: Path, path: Path) -> Docs:

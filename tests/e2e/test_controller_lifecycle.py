@@ -8,12 +8,11 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from tests.builders import pod
+from tests.builders import gang_pod, pod
 from tests.e2e.conftest import Controllers
-from tests.e2e.test_controller import (
+from tests.kube import (
     create_gang,
     events,
-    gang_pod,
     gated,
     nodes_by_name,
     pods_of,

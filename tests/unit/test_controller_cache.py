@@ -3,7 +3,7 @@ busy cluster with nothing gated costs nothing."""
 
 from __future__ import annotations
 
-from tests.unit.controller_builders import raw_member
+from tests.builders import raw_member
 from webhook.controller.cache import Cache
 
 KEY = ("ml", "g-0")

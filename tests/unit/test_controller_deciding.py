@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.controller_builders import (
+from tests.builders import (
     CLIQUE,
     NOW,
     admitted,

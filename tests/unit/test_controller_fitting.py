@@ -3,7 +3,7 @@ bin-packed, never onto capacity another gang holds."""
 
 from __future__ import annotations
 
-from tests.unit.controller_builders import CLIQUE, cluster, gang, member, node
+from tests.builders import CLIQUE, cluster, gang, member, node
 from webhook.controller.fitting import NoFit, Plan, fit, reserve
 from webhook.controller.objects import PodInfo
 from webhook.controller.snapshot import Snapshot

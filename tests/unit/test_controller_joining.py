@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.unit.controller_builders import CLIQUE, NOW, admitted, cluster, member, waits
+from tests.builders import CLIQUE, NOW, admitted, cluster, member, waits
 from webhook.controller.deciding import Admit, Finish, Record, Wait, decide, describe
 from webhook.controller.objects import PodInfo
 

@@ -10,7 +10,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
 
-from tests.unit.controller_builders import NOW, cluster, gang
+from tests.builders import NOW, cluster, gang
 from webhook.controller.applying import Applier
 from webhook.controller.deciding import decide
 from webhook.controller.leading import Fence, FencedLeaseLock, NotLeading

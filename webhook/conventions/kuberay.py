@@ -1,6 +1,6 @@
 """KubeRay clusters: head plus workers start together. Size: looked up on the RayCluster."""
 
-from webhook.gangs.base import Gang
+from webhook.conventions.base import Membership
 from webhook.pods import PodView
 
 CLUSTER_LABEL = "ray.io/cluster"
@@ -9,6 +9,6 @@ CLUSTER_LABEL = "ray.io/cluster"
 class KubeRayConvention:
     name = "kuberay"
 
-    def detect(self, pod: PodView) -> Gang | None:
+    def detect(self, pod: PodView) -> Membership | None:
         cluster = pod.labels.get(CLUSTER_LABEL)
-        return Gang(name=cluster, size=None, source=self.name) if cluster else None
+        return Membership(name=cluster, size=None, source=self.name) if cluster else None

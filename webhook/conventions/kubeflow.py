@@ -2,7 +2,7 @@
 The size is the sum of the owner's replica specs: the controller looks it up.
 """
 
-from webhook.gangs.base import Gang
+from webhook.conventions.base import Membership
 from webhook.pods import PodView
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
@@ -11,6 +11,6 @@ JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 class KubeflowConvention:
     name = "kubeflow"
 
-    def detect(self, pod: PodView) -> Gang | None:
+    def detect(self, pod: PodView) -> Membership | None:
         job = pod.labels.get(JOB_NAME_LABEL)
-        return Gang(name=job, size=None, source=self.name) if job else None
+        return Membership(name=job, size=None, source=self.name) if job else None

@@ -2,7 +2,7 @@
 Its size (replicas x the Job's parallelism) lives on the owners: the controller looks it up.
 """
 
-from webhook.gangs.base import Gang
+from webhook.conventions.base import Membership
 from webhook.pods import PodView
 
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -12,9 +12,9 @@ REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 class JobSetConvention:
     name = "jobset"
 
-    def detect(self, pod: PodView) -> Gang | None:
+    def detect(self, pod: PodView) -> Membership | None:
         jobset = pod.labels.get(JOBSET_LABEL)
         rjob = pod.labels.get(REPLICATED_JOB_LABEL)
         if not jobset or not rjob:
             return None
-        return Gang(name=f"{jobset}-{rjob}", size=None, source=self.name)
+        return Membership(name=f"{jobset}-{rjob}", size=None, source=self.name)

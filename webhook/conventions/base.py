@@ -11,9 +11,10 @@ from webhook.pods import PodView
 
 
 @dataclass(frozen=True, slots=True)
-class Gang:
-    """A pod's gang: its name (unique per namespace), its size when the pod says it
-    (None when only the owner object knows), and the convention that found it."""
+class Membership:
+    """A pod's membership in a gang: the gang's name (unique per namespace), its size
+    when the pod says it (None when only the owner object knows), and the convention
+    that found it."""
 
     name: str
     size: int | None
@@ -27,7 +28,7 @@ class Convention(Protocol):
 
     name: str
 
-    def detect(self, pod: PodView) -> Gang | None:
+    def detect(self, pod: PodView) -> Membership | None:
         """The pod's gang under this convention, or None when it does not apply."""
         ...
 
@@ -45,9 +46,9 @@ def parse_size(raw: str | None, key: str) -> tuple[int | None, str | None]:
     return size, None
 
 
-def sized(name: str, source: str, pod: PodView, key: str) -> Gang:
+def sized(name: str, source: str, pod: PodView, key: str) -> Membership:
     size, error = parse_size(pod.annotations.get(key), key)
-    return Gang(name=name, size=size, source=source, size_error=error)
+    return Membership(name=name, size=size, source=source, size_error=error)
 
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")

@@ -1,11 +1,14 @@
-"""What a gang convention is: one small module that recognises its operator's pods."""
+"""What a gang convention is: one small module that recognises its operator's pods and,
+when only the operator's object states the gang's size, says where that object is and how
+to read the size off it. Everything here is pure: the controller does the reading."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from webhook.pods import PodView
 
@@ -31,6 +34,72 @@ class Convention(Protocol):
     def detect(self, pod: PodView) -> Membership | None:
         """The pod's gang under this convention, or None when it does not apply."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class SizeUnknown:
+    """Why a gang's size cannot be known: the owner kind is not installed, the owner
+    states none, the members disagree. The gang waits and its pods are told why."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerAddress:
+    """Where the object that states a gang's size lives, in the pod's namespace."""
+
+    group: str
+    version: str
+    plural: str
+    name: str
+
+    @property
+    def kind(self) -> str:
+        return f"{self.plural}.{self.group}/{self.version}"
+
+
+# A pod's ownerReferences as the API returns them.
+OwnerRefs = Sequence[Mapping[str, Any]]
+
+
+@runtime_checkable
+class OwnerSized(Protocol):
+    """The optional half of a convention whose gang size only the owner object states."""
+
+    def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
+        """Where the owner is, from the pod's labels and ownerReferences."""
+        ...
+
+    def size(self, owner: Mapping[str, Any], labels: Mapping[str, str]) -> int | SizeUnknown:
+        """The gang size the owner object states (raw JSON), or why it states none."""
+        ...
+
+
+def named_by_label(labels: Mapping[str, str], label: str, group: str, version: str,
+                   plural: str) -> OwnerAddress | SizeUnknown:
+    """The owner a pod names in one of its labels."""
+    name = labels.get(label)
+    return OwnerAddress(group, version, plural, name) if name else SizeUnknown(
+        f"the pod has no label {label}")
+
+
+def spec_of(obj: Any) -> Mapping[str, Any]:
+    """The `spec` of an object (or of a template inside one), empty when it has none."""
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def whole(obj: Any, key: str, default: int) -> int:
+    """A count in an owner object, `default` when it is absent or not a whole number of at
+    least 0: the owner is a custom object, and a stray value must not stop the controller."""
+    value = obj.get(key) if isinstance(obj, Mapping) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return default
+
+
+def at_least_one(size: int, what: str) -> int | SizeUnknown:
+    return size if size >= 1 else SizeUnknown(f"{what} is {size}, not a gang size")
 
 
 def parse_size(raw: str | None, key: str) -> tuple[int | None, str | None]:

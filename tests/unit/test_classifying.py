@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from tests.builders import pod
-from webhook.gangs.base import label_value
+from webhook.conventions.base import label_value
 from webhook.keys import CLASS_LABEL, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION, GATE
 from webhook.pods import PodView
 from webhook.policy.classifying import classify

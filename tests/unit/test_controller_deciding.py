@@ -17,6 +17,7 @@ from tests.builders import (
     waits,
 )
 from webhook.controller.deciding import Admit, Finish, Options, Record, Wait, decide
+from webhook.conventions.base import SizeUnknown
 
 
 def test_whole_gang_lands_in_one_domain() -> None:
@@ -59,7 +60,8 @@ def test_size_from_the_owner_lookup_and_its_errors() -> None:
     pods = [member("job", i) for i in range(2)]
     assert admitted(decide(cluster({"a": 4}), pods, {("ml", "job"): 2}, NOW)) == {"job": "a"}
     assert decide(cluster({"a": 4}), pods, {}, NOW) == []  # lookup under way
-    actions = decide(cluster({"a": 4}), pods, {("ml", "job"): "PyTorchJob not installed"}, NOW)
+    unknown = SizeUnknown("PyTorchJob not installed")
+    actions = decide(cluster({"a": 4}), pods, {("ml", "job"): unknown}, NOW)
     assert waits(actions)["job"] == "SizeUnknown: PyTorchJob not installed"
 
 

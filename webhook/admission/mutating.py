@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.admission.patches import PatchBuilder, PatchOp
-from webhook.gangs.base import label_value
+from webhook.conventions.base import label_value
 from webhook.keys import (
     CLASS_LABEL,
     GANG_EXPECTED_SIZE_ANNOTATION,

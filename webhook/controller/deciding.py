@@ -20,6 +20,7 @@ from webhook.controller.gangs import Gang, GangId, Record, SizeAnswer, gangs_of
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.ordering import Order, Queue, queue_order
 from webhook.controller.snapshot import Snapshot, gpus
+from webhook.conventions.base import SizeUnknown
 
 __all__ = ["Action", "Admit", "Finish", "Options", "Record", "Wait", "decide", "describe"]
 
@@ -106,8 +107,8 @@ def _outlook(gang: Gang, size: int, snap: Snapshot) -> str:
 
 def _size(gang: Gang, looked_up: Mapping[GangId, SizeAnswer]) -> int | Wait | None:
     size = gang.size(looked_up)
-    if isinstance(size, str):
-        return Wait(gang.id, tuple(gang.waiting), f"SizeUnknown: {size}", warning=True)
+    if isinstance(size, SizeUnknown):
+        return Wait(gang.id, tuple(gang.waiting), f"SizeUnknown: {size.reason}", warning=True)
     return size  # None: the owner lookup is under way
 
 

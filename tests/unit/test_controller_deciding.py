@@ -16,7 +16,7 @@ from tests.builders import (
     node,
     waits,
 )
-from webhook.controller.deciding import Admit, Finish, Options, Record, Wait, decide
+from webhook.controller.deciding import Admit, DecideOptions, Finish, Record, Wait, decide
 from webhook.conventions.base import SizeUnknown
 
 
@@ -81,7 +81,7 @@ def test_head_of_queue_and_backfill(order: str, small_goes: bool) -> None:
             member("busy", 1, node_name="b-n0", gated=False)]
     head = gang("head", 4, priority=10)
     small = gang("small", 1, priority=1)
-    actions = decide(nodes, busy + head + small, {}, NOW, Options(order=order))  # type: ignore[arg-type]
+    actions = decide(nodes, busy + head + small, {}, NOW, DecideOptions(order=order))  # type: ignore[arg-type]
     assert "head" in waits(actions)
     assert ("small" in admitted(actions)) == small_goes
     if small_goes:

@@ -15,13 +15,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from webhook.accelerators import Accelerators, GpuEquivalents
 from webhook.controller.fitting import NoFit, Plan, fit, place_in, reserve
 from webhook.controller.gangs import Gang, GangId, Record, SizeAnswer, gangs_of
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.ordering import Order, Queue, queue_order
-from webhook.controller.snapshot import Snapshot, gpus
+from webhook.controller.snapshot import Snapshot
+from webhook.policy.model import DEFAULT_ACCELERATORS
 
 __all__ = ["Action", "Admit", "Finish", "Options", "Record", "Wait", "decide", "describe"]
+
+# What a policy that names no accelerator counts.
+POLICY_DEFAULT = Accelerators.of(DEFAULT_ACCELERATORS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +45,7 @@ class Admit:
     record: Record
     anchor: PodInfo
     ungate: tuple[PodInfo, ...]
+    gpus: GpuEquivalents
     note: str = ""
 
 
@@ -50,6 +56,7 @@ class Finish:
     gang: GangId
     record: Record
     ungate: tuple[PodInfo, ...]
+    gpus: GpuEquivalents
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +89,7 @@ def _hold_promised(gang: Gang, snap: Snapshot, now: float, options: Options) -> 
         return None
     record = next(r for r in gang.records if promised[0].name in r.members)
     _hold(promised, record, snap)
-    return Finish(gang.id, record, tuple(promised))
+    return Finish(gang.id, record, tuple(promised), snap.need(promised))
 
 
 def _domain_nodes(snap: Snapshot, pod: PodInfo, key: str | None,
@@ -98,7 +105,7 @@ def _outlook(gang: Gang, size: int, snap: Snapshot) -> str:
     anchor = gang.members[0]
     if not anchor.topology_key:
         return ""
-    need = round(sum(gpus(p.requests) for p in gang.members) * size / len(gang.members))
+    need = round(snap.need(gang.members) * size / len(gang.members))
     domains = snap.domains(anchor, anchor.topology_key)
     best = max((snap.free_gpus(nodes) for nodes in domains.values()), default=0)
     return f"; needs {need} GPUs in one {anchor.topology_key} domain, the best has {best} free"
@@ -161,7 +168,7 @@ def _fit_joiners(gang: Gang, pods: list[PodInfo], snap: Snapshot, avoid: set[str
     placed = place_in(pods, snap, nodes)
     if placed is not None:
         return Plan(domain, placed.assignments), key
-    need = sum(gpus(p.requests) for p in pods)
+    need = snap.need(pods)
     return NoFit(f"needs {need} GPUs in {key} domain {domain}, where the gang runs; it has "
                  f"{snap.free_gpus(nodes)} free", tuple(nodes)), key
 
@@ -196,7 +203,8 @@ def _consider(gang: Gang, snap: Snapshot, looked_up: Mapping[GangId, SizeAnswer]
     record = Record(outcome.domain, key if outcome.domain else None,
                     tuple(sorted(p.name for p in members)), now, size)
     return [*actions, Admit(gang.id, record, min(members, key=lambda p: p.name),
-                            tuple(members), _joining_note(gang, size) if started else "")]
+                            tuple(members), snap.need(members),
+                            _joining_note(gang, size) if started else "")]
 
 
 def _joining_note(gang: Gang, size: int) -> str:
@@ -210,9 +218,11 @@ def _joining_note(gang: Gang, size: int) -> str:
 
 def decide(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
            looked_up: Mapping[GangId, SizeAnswer], now: float,
-           options: Options = Options()) -> list[Action]:
+           options: Options = Options(),
+           accelerators: Accelerators = POLICY_DEFAULT) -> list[Action]:
+    """`accelerators`: what the policy counts as GPUs."""
     all_pods = list(pods)
-    snap = Snapshot(nodes, all_pods)
+    snap = Snapshot(nodes, all_pods, accelerators)
     gangs = gangs_of(all_pods)
     actions: list[Action] = []
     for gang in gangs.values():
@@ -230,7 +240,6 @@ def describe(action: Action) -> str:
     if isinstance(action, Wait):
         return action.message
     where = f"domain {action.record.domain}" if action.record.domain else "any domain"
-    need = sum(gpus(p.requests) for p in action.ungate)
     if isinstance(action, Admit):
-        return f"Admitted: {where}; {len(action.ungate)} pods, {need} GPUs{action.note}"
-    return f"Resumed: {where}; {len(action.ungate)} pods, {need} GPUs"
+        return f"Admitted: {where}; {len(action.ungate)} pods, {action.gpus} GPUs{action.note}"
+    return f"Resumed: {where}; {len(action.ungate)} pods, {action.gpus} GPUs"

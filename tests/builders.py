@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import yaml
+
 
 class PodBuilder:
     def __init__(self, name: str = "worker-0", namespace: str = "ml") -> None:
@@ -94,3 +96,9 @@ def review(obj: Any, operation: str = "CREATE", old: Any = None, uid: str = "uid
             "dryRun": False,
         },
     }
+
+
+def policy_yaml(name: str, spec: dict[str, Any]) -> str:
+    """One AirlockPolicy document, as a person would write it (block style)."""
+    return yaml.safe_dump({"apiVersion": "gpu-airlock.io/v1alpha1", "kind": "AirlockPolicy",
+                           "metadata": {"name": name}, "spec": spec}, sort_keys=False)

@@ -9,9 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.accelerators import to_record
 from webhook.admission.patches import PatchBuilder, PatchOp
 from webhook.gangs.base import label_value
 from webhook.keys import (
+    ACCELERATORS_ANNOTATION,
     CLASS_LABEL,
     GANG_EXPECTED_SIZE_ANNOTATION,
     GANG_KEY_ANNOTATION,
@@ -45,6 +47,8 @@ def _record(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpec,
     b.label(CLASS_LABEL, decision.class_)
     if decision.rule:
         b.annotation(RULE_ANNOTATION, decision.rule)
+    if accelerators := to_record(policy.accelerators, pod.resources):
+        b.annotation(ACCELERATORS_ANNOTATION, accelerators)
     gang = decision.gang
     if gang is None:
         return

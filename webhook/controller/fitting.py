@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from webhook.controller.matching import devices
 from webhook.controller.objects import PodInfo, Resources
 from webhook.controller.snapshot import Snapshot, fits, with_pod_slot
 
@@ -70,8 +71,10 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     anchor = pods[0]
     everywhere = [n for n in snap.eligible_nodes(anchor) if n not in avoid]
     if not everywhere:
+        offering = "".join(f", has {d}" for d in devices(anchor))
         return NoFit(f"needs {need} GPUs, and no node is eligible: none is Ready, "
-                     f"schedulable, tolerated and matched by the pods' node selection")
+                     f"schedulable{offering}, tolerated and matched by the pods' node "
+                     f"selection")
     if not topology_key:
         placed = _pack(pods, everywhere, snap)
         if placed is not None:

@@ -11,8 +11,9 @@ import fnmatch
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from webhook.accelerators import name_problem
 from webhook.keys import API_VERSION, CLASSES, CONTROLLER_IDENTITY, SYSTEM_NAMESPACE, ClassName
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -188,6 +189,13 @@ class NamespaceAccess(_Strict):
     classes: tuple[ClassName, ...] = Field(description="Classes pods there may use.")
 
 
+def _accelerator(name: str) -> str:
+    problem = name_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
+    return name
+
+
 class Scope(_Strict):
     excluded_namespaces: tuple[str, ...] = Field(
         (),
@@ -198,9 +206,10 @@ class Scope(_Strict):
         (),
         description="Scheduler names Airlock handles, in addition to default-scheduler.",
     )
-    accelerators: tuple[str, ...] = Field(
+    accelerators: tuple[Annotated[str, AfterValidator(_accelerator)], ...] = Field(
         (),
-        description="Extended resources that make a pod a GPU pod.",
+        description="Extended resources that make a pod a GPU pod (e.g. amd.com/gpu, "
+        "aws.amazon.com/neuron); the controller counts exactly these.",
     )
 
 

@@ -7,8 +7,8 @@ import base64
 
 import orjson
 
-from webhook.admission.patches import PatchOp
 from webhook.admission.reviews import REVIEW_API_VERSION, Response, ResponseBody, ReviewBody
+from webhook.patchops import PatchOp
 
 # The apiserver truncates long warnings; keep them readable instead.
 _MAX_WARNING = 120

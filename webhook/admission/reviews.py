@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
-from webhook.admission.patches import PatchOp
+from webhook.patchops import PatchOp
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 REVIEW_API_VERSION = "admission.k8s.io/v1"

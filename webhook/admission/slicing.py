@@ -98,12 +98,14 @@ def _asking_for_gpus(pod: PodView) -> Iterator[tuple[Place, Decimal]]:
                 yield (field, index, c), n
 
 
-def offers_for(policy: Policy, class_: ClassName) -> list[Slice]:
-    """The slices the class may use, smallest first; MIG before sharing at the same size,
-    for its isolation."""
+def offers_for(policy: Policy, class_: ClassName, ask: Ask) -> list[Slice]:
+    """The slices the class may use, smallest first in what the pod asks for (memory or
+    share); MIG before sharing at the same size, for its isolation."""
+    by_memory = ask.key == GPU_MEMORY_ANNOTATION
     return sorted((s for s in policy.slices if class_ in s.classes),
-                  key=lambda s: (s.share, s.memory_bytes, not isinstance(s, MigProfile),
-                                 s.resource))
+                  key=lambda s: (s.memory_bytes if by_memory else s.share,
+                                 not isinstance(s, MigProfile),
+                                 s.share if by_memory else s.memory_bytes, s.resource))
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +143,7 @@ def mapping(pod: PodView, class_: ClassName | None, policy: Policy) -> Mapping |
     if not whole:
         in_use = next((s for s in policy.slices if s.resource in pod.resources), None)
         return None if in_use is None else Mapping(in_use, (), ask)
-    chosen = next((s for s in offers_for(policy, class_) if ask.fits(s)), None)
+    chosen = next((s for s in offers_for(policy, class_, ask) if ask.fits(s)), None)
     return None if chosen is None else Mapping(chosen, tuple(whole), ask)
 
 
@@ -175,7 +177,7 @@ def problem(pod: PodView, class_: ClassName | None, policy: Policy) -> str | Non
     if class_ is None:
         return (f"{ask.key}: no policy rule classified this pod, and GPU slices are offered "
                 f"by class; set the {CLASS_LABEL} label")
-    offers = offers_for(policy, class_)
+    offers = offers_for(policy, class_, ask)
     if not any(ask.fits(s) for s in offers):
         return _nothing_fits(ask, class_, offers)
     return None

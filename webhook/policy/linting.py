@@ -22,5 +22,7 @@ def run_lint(directory: Path, schema_out: Path | None = None) -> int:
         return 1
     print(f"{directory}: ok — {len(policy.sources)} file(s), {len(policy.classes)} classes, "
           f"{len(policy.rules)} rules, topology levels: "
-          f"{', '.join(policy.topology_levels) or 'none'}")
+          f"{', '.join(policy.topology_levels) or 'none'}"
+          + (f", GPU slices: {', '.join(s.resource for s in policy.slices)}"
+             if policy.slices else ""))
     return 0

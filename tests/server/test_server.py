@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
+import re
 import ssl
 from pathlib import Path
 
@@ -82,6 +83,39 @@ async def test_health_ready_and_metrics(running: RunningServer,
                  "airlock_certificate_expiry_seconds", "airlock_policy_loaded 1.0"):
         assert name in text
     assert 'airlock_admission_requests_total{endpoint="mutate",result="allowed"} 1.0' in text
+
+
+def decisions(metrics: str) -> dict[str, float]:
+    return {m.group(1): float(m.group(2)) for m in re.finditer(
+        r'^airlock_decisions_total\{class="([^"]+)"\} (\S+)$', metrics, re.MULTILINE)}
+
+
+async def test_a_pod_counts_one_decision_when_created_and_none_when_updated(
+        running: RunningServer, session: aiohttp.ClientSession) -> None:
+    obj = pod().gpus(8).label("training.kubeflow.org/job-name", "llama").build()
+    cpu = pod().cpu().build()
+    for endpoint in ("/mutate", "/validate"):
+        for body in (review(obj), review(cpu),
+                     review(obj, operation="UPDATE", old=obj),
+                     review(obj, operation="DELETE", old=obj)):
+            status, _ = await post(session, running.url + endpoint, orjson.dumps(body))
+            assert status == 200
+    async with session.get(running.url + "/metrics") as r:
+        counted = decisions(await r.text())
+    assert {c: n for c, n in counted.items() if n} == {"training": 1.0, "out-of-scope": 1.0}
+    # Every outcome is a series from the start, so rates over them are never empty.
+    assert {"unclassified", "bad-object", "error", "no-policy"} <= counted.keys()
+
+
+async def test_a_badly_typed_pod_counts_once_as_bad_object(
+        running: RunningServer, session: aiohttp.ClientSession) -> None:
+    body = orjson.dumps(review({"kind": "Pod", "spec": {"priority": "high"}}))
+    for endpoint in ("/mutate", "/validate"):
+        status, _ = await post(session, running.url + endpoint, body)
+        assert status == 200
+    async with session.get(running.url + "/metrics") as r:
+        counted = decisions(await r.text())
+    assert {c: n for c, n in counted.items() if n} == {"bad-object": 1.0}
 
 
 async def wait_for(predicate: object, within: float = 5.0) -> None:

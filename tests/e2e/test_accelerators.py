@@ -14,14 +14,13 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import pod, policy_yaml
 from tests.e2e.conftest import Controllers, PolicyFileFactory
-from tests.e2e.test_controller import events, gated, pods_of, until
+from tests.kube import events, gated, pods_of, until
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CLASS_LABEL,
     GANG_NAME_LABEL,
     GANG_SIZE_ANNOTATION,
 )
-from webhook.sandbox.airlock import Webhook
 from webhook.sandbox.nodes import CLIQUE_LABEL, GPU, create_nodes, node_manifest
 
 NEURON = "aws.amazon.com/neuron"
@@ -64,8 +63,9 @@ async def neuron_nodes(api: client.ApiClient) -> Any:
                 raise
 
 
+@pytest.mark.usefixtures("airlock")
 async def test_a_neuron_gang_is_gated_and_goes_only_where_neuron_is(
-        api: client.ApiClient, namespace: str, airlock: Webhook, controllers: Controllers,
+        api: client.ApiClient, namespace: str, controllers: Controllers,
         policy_file: PolicyFileFactory, neuron_nodes: Any) -> None:
     core = client.CoreV1Api(api)
     policy_file("50-neuron.yaml", policy_yaml("neuron", {"scope": {"accelerators": [NEURON]}}))

@@ -91,7 +91,8 @@ def up(args: argparse.Namespace) -> int:
     print(f"control plane ready in {plane.start_seconds:.1f}s", file=sys.stderr)
     shape = Shape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                   nodes_per_domain=args.nodes_per_domain,
-                  domains_per_block=args.domains_per_block)
+                  domains_per_block=args.domains_per_block, mig=args.mig,
+                  mig_nodes=args.mig_nodes if args.mig else 0)
     state = {
         "kubeconfig": str(plane.admin_kubeconfig), "apiserver": plane.url, "webhook": "",
         "pids": [c.process.pid for c in plane.components], "logs": str(state_dir),

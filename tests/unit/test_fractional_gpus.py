@@ -116,8 +116,7 @@ def test_the_offer_adds_what_scheduling_needs_and_says_what_it_did() -> None:
     assert after["spec"]["nodeSelector"] == {"pool": "a", **MIXED}
     assert MIG_TAINT in after["spec"]["tolerations"]
     assert mutation.warnings == (
-        f"{GPU_MEMORY_ANNOTATION} 10Gi: container main gets {MIG_1G} (10Gi, 1/7 of a GPU) "
-        f"instead of one whole nvidia.com/gpu",)
+        f"{GPU_MEMORY_ANNOTATION} 10Gi: {MIG_1G} (1/7 GPU) for container main, not a whole GPU",)
 
 
 def test_every_container_with_one_gpu_gets_a_slice_others_are_left_alone() -> None:

@@ -125,8 +125,9 @@ class Mapping:
 
     def note(self) -> str:
         names = ", ".join(c.name for _, _, c in self.containers)
-        return (f"{self.ask.key} {self.ask.text}: container {names} gets {describe(self.offer)} "
-                f"instead of one whole {WHOLE_GPU}")
+        # Warnings are cut at 120 characters: the slice first, then what it replaced.
+        return (f"{self.ask.key} {self.ask.text}: {self.offer.resource} ({self.offer.share} "
+                f"GPU) for container {names}, not a whole GPU")
 
 
 def mapping(pod: PodView, class_: ClassName | None, policy: Policy) -> Mapping | None:

@@ -49,8 +49,8 @@ class Accelerators:
            ) -> Accelerators:
         """`shares`: resource -> the share of a GPU one device is (in (0, 1]); each is an
         accelerator too."""
-        shares = {k: v for k, v in (shares or {}).items() if v != 1}
-        return cls(frozenset(names).union(shares), shares)
+        given = shares or {}
+        return cls(frozenset(names).union(given), {k: v for k, v in given.items() if v != 1})
 
     def including(self, more: Iterable[str]) -> Accelerators:
         """These and `more` (names recorded on pods admitted under another policy)."""

@@ -294,7 +294,9 @@ def test_slices_count_their_share_of_a_gpu(resources: dict[str, int],
 def test_whole_gpus_count_as_ints() -> None:
     counted = Accelerators.of(["nvidia.com/gpu"], {MIG_1G: Fraction(1, 7)})
     assert type(counted.count({"nvidia.com/gpu": 3})) is int
-    assert Accelerators.of(["x.com/gpu"], {"x.com/gpu": Fraction(1)}).shares == {}
+    whole_slice = Accelerators.of([], {"x.com/gpu": Fraction(1)})
+    assert whole_slice.shares == {}
+    assert whole_slice.count({"x.com/gpu": 2}) == 2
 
 
 def test_the_snapshot_counts_free_slices_and_checks_each_resource() -> None:

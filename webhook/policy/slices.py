@@ -10,6 +10,7 @@ the controller counts one device of it as its `share` of a GPU.
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 from typing import Annotated, Any, Literal
 
@@ -99,8 +100,9 @@ class _Offer(Strict):
             raise ValueError("no class may use this slice; list at least one or remove it")
         return v
 
-    @property
+    @functools.cached_property
     def memory_bytes(self) -> int:
+        # Read on every pod that asks for a slice: parsed once.
         return int(parse_quantity(self.memory))
 
 

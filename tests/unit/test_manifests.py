@@ -46,7 +46,7 @@ Docs = list[Doc]
 def _cached_harness_kubectl() -> Path | None:
     from webhook.sandbox import binaries
 
-    candidates = [binaries.version_dir() / "bin" / "kubectl"]
+    candidates = [binaries.KUBERNETES.binary("kubectl")]
     if os.environ.get("KUBEBUILDER_ASSETS"):
         candidates.insert(0, Path(os.environ["KUBEBUILDER_ASSETS"]) / "kubectl")
     return next((c for c in candidates if os.access(c, os.X_OK)), None)

@@ -15,8 +15,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import pod, policy_yaml
-from tests.e2e.conftest import Controllers, PolicyFileFactory
-from tests.kube import events, gated, pods_of, until
+from tests.e2e.conftest import Controllers, NodeFactory, PolicyFileFactory
+from tests.kube import dry_run, events, gated, pods_of, until
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CLASS_LABEL,
@@ -25,7 +25,7 @@ from webhook.keys import (
     GPU_FRACTION_ANNOTATION,
     GPU_MEMORY_ANNOTATION,
 )
-from webhook.sandbox.nodes import create_nodes, mig_node, mig_profiles
+from webhook.sandbox.nodes import mig_node, mig_profiles
 
 MIG_1G, MIG_3G = "nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb"
 MIG_NODE = "mig-e2e-0000"
@@ -52,40 +52,23 @@ def slice_member(i: int) -> dict[str, Any]:
     return obj
 
 
-@pytest.fixture
-async def mig_nodes(api: client.ApiClient) -> Any:
-    """Makes the MIG node on demand (7 x 1g.10gb, 2 x 3g.40gb); removes it afterwards, so
-    no other test's pods land on it."""
-    async def make() -> None:
-        await create_nodes(api, [mig_node(MIG_NODE, mig_profiles("1g.10gb=7,3g.40gb=2"),
-                                          "NVIDIA-H100-80GB-HBM3", taint=True)])
-
-    yield make
-    try:
-        await client.CoreV1Api(api).delete_node(MIG_NODE)
-    except ApiException as e:
-        if e.status != 404:
-            raise
-
-
 @pytest.mark.usefixtures("airlock")
 async def test_a_notebook_asking_for_10gi_gets_a_mig_slice_and_lands_on_a_mig_node(
         api: client.ApiClient, namespace: str, controllers: Controllers,
-        policy_file: PolicyFileFactory, mig_nodes: Any) -> None:
+        policy_file: PolicyFileFactory, extra_nodes: NodeFactory) -> None:
     core = client.CoreV1Api(api)
     policy_file("50-mig.yaml", OFFERS)
 
     async def mapped() -> bool:
-        response = await core.create_namespaced_pod(namespace, body=notebook("probe", "10Gi"),
-                                                    dry_run="All", _preload_content=False)
-        created = await response.json()
         # Denied until the webhook has the offers: the policy offers no slice yet.
-        return "spec" in created and \
-            MIG_1G in created["spec"]["containers"][0]["resources"]["limits"]
+        stored = await dry_run(api, namespace, notebook("probe", "10Gi"))
+        return "spec" in stored and \
+            MIG_1G in stored["spec"]["containers"][0]["resources"]["limits"]
 
     # The webhook polls its policy directory every 2 s.
     await until(mapped, within=20)
-    await mig_nodes()
+    await extra_nodes([mig_node(MIG_NODE, mig_profiles("1g.10gb=7,3g.40gb=2"),
+                                "NVIDIA-H100-80GB-HBM3", taint=True)])
     await core.create_namespaced_pod(namespace, body=notebook("alice", "10Gi"))
     [stored] = await pods_of(api, namespace, "alice")
     resources = stored["spec"]["containers"][0]["resources"]

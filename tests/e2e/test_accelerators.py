@@ -68,7 +68,10 @@ async def test_a_neuron_gang_is_gated_and_goes_only_where_neuron_is(
         api: client.ApiClient, namespace: str, airlock: Webhook, controllers: Controllers,
         policy_file: PolicyFileFactory, neuron_nodes: Any) -> None:
     core = client.CoreV1Api(api)
-    policy_file("50-neuron.yaml", policy_yaml("neuron", {"scope": {"accelerators": [NEURON]}}))
+    # Running before the policy changes: it reloads, as the webhook does.
+    controller = controllers.start()
+    added = policy_file("50-neuron.yaml",
+                        policy_yaml("neuron", {"scope": {"accelerators": [NEURON]}}))
 
     async def classified() -> bool:
         response = await core.create_namespaced_pod(namespace, body=neuron_member(0),
@@ -78,7 +81,12 @@ async def test_a_neuron_gang_is_gated_and_goes_only_where_neuron_is(
 
     # The webhook polls its policy directory every 2 s.
     await until(classified, within=20)
-    controllers.start()
+
+    async def reloaded() -> bool:
+        return any('"policy loaded"' in line and str(added) in line
+                   for line in controller.log.read_text().splitlines())
+
+    await until(reloaded, within=10)
     for i in range(2):
         await core.create_namespaced_pod(namespace, body=neuron_member(i))
     stored = await pods_of(api, namespace, "trn-")

@@ -12,8 +12,7 @@ import jsonpatch
 import pytest
 import yaml
 
-from tests.builders import pod, policy_yaml
-from tests.unit.controller_builders import NOW, admitted, cluster, gang, snapshot, waits
+from tests.builders import NOW, admitted, cluster, gang, pod, policy_yaml, snapshot, waits
 from webhook.accelerators import (
     MATCH_CONDITIONS,
     Accelerators,

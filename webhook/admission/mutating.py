@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.accelerators import to_record
-from webhook.admission.patches import PatchBuilder, PatchOp
-from webhook.gangs.base import label_value
+from webhook.admission.patches import PatchBuilder
+from webhook.conventions.base import label_value
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CLASS_LABEL,
@@ -24,6 +24,7 @@ from webhook.keys import (
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
 )
+from webhook.patchops import PatchOp
 from webhook.pods import PodView
 from webhook.policy.classifying import Decision
 from webhook.policy.model import ClassSpec, Policy, Toleration
@@ -41,8 +42,7 @@ def _same_toleration(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return all(a.get(k, defaults.get(k)) == b.get(k, defaults.get(k)) for k in keys)
 
 
-def _record(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpec,
-            policy: Policy) -> None:
+def _record(b: PatchBuilder, decision: Decision, spec: ClassSpec, policy: Policy) -> None:
     assert decision.class_ is not None
     b.label(CLASS_LABEL, decision.class_)
     if decision.rule:
@@ -160,7 +160,7 @@ def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> 
         return Mutation([])
     spec = policy.classes[decision.class_]
     b = PatchBuilder(pod.raw)
-    _record(b, pod, decision, spec, policy)
+    _record(b, decision, spec, policy)
     warnings = _priority(b, pod, spec, policy)
     _tolerations(b, pod, spec)
     _placement(b, pod, decision, spec, policy)

@@ -14,14 +14,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import pod, policy_yaml
 from tests.e2e.conftest import Controllers, PolicyFileFactory
-from tests.e2e.test_controller import events, gated, pods_of, until
-from webhook.keys import (
-    ACCELERATORS_ANNOTATION,
-    CLASS_LABEL,
-    GANG_NAME_LABEL,
-    GANG_SIZE_ANNOTATION,
-)
-from webhook.sandbox.airlock import Webhook
+from tests.kube import events, gated, pods_of, until
+from webhook.keys import ACCELERATORS_ANNOTATION, CLASS_LABEL
 from webhook.sandbox.nodes import CLIQUE_LABEL, GPU, create_nodes, node_manifest
 
 NEURON = "aws.amazon.com/neuron"
@@ -29,8 +23,7 @@ NEURON_NODES = ("trn-0000", "trn-0001")
 
 
 def neuron_member(i: int) -> dict[str, Any]:
-    obj = (pod(f"trn-{i}").gpus(8, NEURON).label(GANG_NAME_LABEL, "trn")
-           .annotation(GANG_SIZE_ANNOTATION, "2").build())
+    obj = pod(f"trn-{i}").gpus(8, NEURON).gang("trn", 2).build()
     del obj["metadata"]["namespace"]  # the request's namespace decides
     return obj
 
@@ -65,7 +58,7 @@ async def neuron_nodes(api: client.ApiClient) -> Any:
 
 
 async def test_a_neuron_gang_is_gated_and_goes_only_where_neuron_is(
-        api: client.ApiClient, namespace: str, airlock: Webhook, controllers: Controllers,
+        api: client.ApiClient, namespace: str, controllers: Controllers,
         policy_file: PolicyFileFactory, neuron_nodes: Any) -> None:
     core = client.CoreV1Api(api)
     # Running before the policy changes: it reloads, as the webhook does.

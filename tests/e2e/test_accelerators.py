@@ -57,6 +57,7 @@ async def neuron_nodes(api: client.ApiClient) -> Any:
                 raise
 
 
+@pytest.mark.usefixtures("airlock")
 async def test_a_neuron_gang_is_gated_and_goes_only_where_neuron_is(
         api: client.ApiClient, namespace: str, controllers: Controllers,
         policy_file: PolicyFileFactory, neuron_nodes: Any) -> None:

@@ -25,6 +25,7 @@ from tests.kube import (
 
 CLIQUE = "nvidia.com/gpu.clique"
 GANGS = ("alpha", "beta", "gamma")
+LEADING = "leading: deciding from now on"
 
 
 async def _settled(api: client.ApiClient, ns: str) -> bool:
@@ -51,10 +52,14 @@ async def test_killed_at_a_random_moment_the_cluster_settles_consistent(
     slow.process.wait()
     at_kill = [sum(not gated(p) for p in await pods_of(api, namespace, g)) for g in GANGS]
     print(f"seed {seed}: pods let go per gang when killed: {at_kill}")
-    controllers.start()
+    led = slow.log.read_text().count(LEADING)
+    restarted = controllers.start()
 
     async def settled() -> bool:
-        return await _settled(api, namespace)
+        # All gated is settled only once the new replica decides: on a loaded machine
+        # its start alone can take longer than the sleep below.
+        return restarted.log.read_text().count(LEADING) > led and \
+            await _settled(api, namespace)
 
     await until(settled, within=60)
     await asyncio.sleep(3)  # and it stays so

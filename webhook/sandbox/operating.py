@@ -95,7 +95,7 @@ def ensure_operator(op: Operator, progress: Progress) -> None:
 def build_operators(ops: list[Operator], progress: Progress) -> list[Operator]:
     """Each operator once (a name given twice is one operator), built or from the cache,
     before anything starts: a build that fails then leaves nothing to stop."""
-    unique = list(dict.fromkeys(ops))
+    unique = list({op.name: op for op in ops}.values())
     for op in unique:
         ensure_operator(op, progress)
     return unique
@@ -274,6 +274,14 @@ async def _apply(api: client.ApiClient, prepared: list[_Prepared]) -> None:
     await _established(extensions, set(names))
 
 
+def established(crd: dict[str, Any]) -> bool:
+    """Whether a CustomResourceDefinition is served. One just created may have no status,
+    or `conditions: null`, until the apiserver's controllers get to it."""
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True"
+               for c in conditions)
+
+
 async def _established(extensions: client.ApiextensionsV1Api, names: set[str],
                        within: float = 30.0) -> None:
     deadline = time.monotonic() + within
@@ -282,9 +290,7 @@ async def _established(extensions: client.ApiextensionsV1Api, names: set[str],
             _preload_content=False)).json()
         waiting = set(names)
         for crd in listing["items"]:
-            conditions = (crd.get("status") or {}).get("conditions") or []
-            if any(c.get("type") == "Established" and c.get("status") == "True"
-                   for c in conditions):
+            if established(crd):
                 waiting.discard(crd["metadata"]["name"])
         if not waiting:
             return

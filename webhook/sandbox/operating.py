@@ -41,7 +41,7 @@ from webhook.certificates import Authority, san, write_file
 from webhook.sandbox import gobuilding
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import SETPRIV, free_port, stop_process_group, tail
-from webhook.sandbox.operators import TRAINING_OPERATOR, TRAINING_OPERATOR_NAMESPACE, Operator
+from webhook.sandbox.operators import Operator
 
 Progress = Callable[[str], None]
 
@@ -136,7 +136,7 @@ def webhook_configurations(op: Operator, url: str, ca_pem: bytes) -> list[dict[s
     return out
 
 
-# --- training-operator's certificate rotator ----------------------------------------------
+# --- an always-on certificate rotator (training-operator v1.8.1) -----------------------
 
 ROTATOR_SECRET = "training-operator-webhook-cert"
 ROTATOR_CA_NAME = "training-operator-ca"
@@ -219,8 +219,8 @@ def _prepare(op: Operator, workdir: Path, kubeconfig: Path, ca: Authority) -> _P
               "webhook_port": str(free_port()), "metrics_port": str(free_port()),
               "health_port": str(free_port())}
     ca_pem, secret = ca.pem, None
-    if op is TRAINING_OPERATOR:
-        secret, ca_pem = rotator_secret(TRAINING_OPERATOR_NAMESPACE)
+    if op.rotator_namespace is not None:
+        secret, ca_pem = rotator_secret(op.rotator_namespace)
         cert, key = secret["tls.crt"], secret["tls.key"]
     else:
         cert, key = ca.issue(f"{op.name}-webhook", hosts=("127.0.0.1",))
@@ -248,8 +248,8 @@ async def _apply(api: client.ApiClient, prepared: list[_Prepared]) -> None:
             except ApiException as e:
                 if e.status != 409:
                     raise OperatorError(f"{p.op.name}: CRD {names[-1]}: {e.reason}") from e
-        if p.secret is not None:
-            ns = TRAINING_OPERATOR_NAMESPACE
+        if p.secret is not None and p.op.rotator_namespace is not None:
+            ns = p.op.rotator_namespace
             with contextlib.suppress(ApiException):
                 await core.create_namespace(body={"metadata": {"name": ns}})
             body = {"metadata": {"name": ROTATOR_SECRET},

@@ -48,6 +48,9 @@ class Operator:
     config: str | None = None
     # Helm templates leave `{{ ... }}` in the CRDs' labels, which the apiserver refuses.
     strip_crd_labels: bool = False
+    # The namespace of the Secret an always-on cert-controller rotator keeps (operating.py
+    # gives it one it accepts); None for operators whose own certificates are off.
+    rotator_namespace: str | None = None
 
 
 # The kubebuilder Configuration both JobSet and LeaderWorkerSet read: no leader election,
@@ -103,8 +106,6 @@ LWS = Operator(
     .replace("$metrics_extra", ""),
 )
 
-# v1.8.1 always runs its own certificate rotator (operating.py prepares what it checks).
-TRAINING_OPERATOR_NAMESPACE = "kubeflow"
 TRAINING_OPERATOR = Operator(
     name="training-operator",
     tool=GoTool(modules=(GoModule("training-operator", "github.com/kubeflow/training-operator",
@@ -117,11 +118,13 @@ TRAINING_OPERATOR = Operator(
          "--metrics-bind-address", "127.0.0.1:$metrics_port",
          "--health-probe-bind-address", "127.0.0.1:$health_port",
          "--webhook-server-port", "$webhook_port"),
-        ready=_READYZ, env={"MY_POD_NAMESPACE": TRAINING_OPERATOR_NAMESPACE}),),
+        ready=_READYZ, env={"MY_POD_NAMESPACE": "kubeflow"}),),
     crds=tuple(f"manifests/base/crds/kubeflow.org_{kind}.yaml" for kind in (
         "mpijobs", "mxjobs", "paddlejobs", "pytorchjobs", "tfjobs", "xgboostjobs")),
     webhooks=("manifests/base/webhook/manifests.yaml",),
     webhook_patches=(("manifests/base/webhook/patch.yaml", "validating-webhook-configuration"),),
+    # v1.8.1 has no switch for it.
+    rotator_namespace="kubeflow",
 )
 
 KUBERAY = Operator(

@@ -11,12 +11,23 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.builders import PodBuilder, node, pod, policy_yaml, snapshot
+from tests.builders import (
+    NOW,
+    PodBuilder,
+    admitted,
+    gang,
+    member,
+    node,
+    pod,
+    policy_yaml,
+    snapshot,
+    waits,
+)
 from tests.conftest import make_policy
 from webhook.accelerators import Accelerators
 from webhook.admission.explaining import explain_pod
 from webhook.admission.mutating import mutate
-from webhook.controller.objects import PodInfo
+from webhook.controller.deciding import decide, describe
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CLASS_LABEL,
@@ -304,7 +315,7 @@ def test_the_snapshot_counts_free_slices_and_checks_each_resource() -> None:
     mig = node("mig-0", None, gpus=14, resource=MIG_1G)
     snap = snapshot([mig, node("gpu-0", None)], accelerators=counted)
     assert snap.free_gpu == {"mig-0": 2, "gpu-0": 8}
-    notebook = PodInfo.parse(pod("nb").gpus(1, MIG_1G).build())
+    notebook = member("sweep", 0, gpus=1, size=2, resource=MIG_1G)
     assert snap.eligible_nodes(notebook) == ["mig-0"]
     snap.take("mig-0", notebook.requests)
     assert snap.free_gpu["mig-0"] == Fraction(13, 7)
@@ -345,3 +356,16 @@ def test_time_slicing_example_adds_to_the_defaults(
                        .annotation(GPU_FRACTION_ANNOTATION, "0.5").build(), policy, {})
     assert not half["allowed"]
     assert f"the largest is {SHARED} (20Gi, 1/4 of a GPU)" in half["reason"]
+
+
+def test_a_gang_of_slices_is_admitted_and_told_in_gpu_equivalents() -> None:
+    counted = Accelerators.of(OFFERS.accelerators, OFFERS.shares)
+    nodes = [node("mig-0", "d0", gpus=7, resource=MIG_1G), node("gpu-0", "d1")]
+    fits = decide(nodes, gang("g", 7, gpus=1, resource=MIG_1G), {}, NOW,
+                  accelerators=counted)
+    assert admitted(fits) == {"g": "d0"}
+    assert describe(fits[0]) == "Admitted: domain d0; 7 pods, 1 GPUs"
+    too_big = decide(nodes, gang("h", 8, gpus=1, resource=MIG_1G), {}, NOW,
+                     accelerators=counted)
+    assert waits(too_big) == {"h": "Waiting: 8/8 pods present; needs 8/7 GPUs in one "
+                                    "nvidia.com/gpu.clique domain, the best has 1 free"}

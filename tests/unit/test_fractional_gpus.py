@@ -40,6 +40,7 @@ from webhook.policy.linting import run_lint
 from webhook.policy.loading import PolicyError, load_policy, policy_files
 from webhook.policy.model import Policy
 from webhook.policy.slices import MigProfile, SharedGpu
+from webhook.sandbox.nodes import Shape, mig_profiles, topology
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "policies"
@@ -369,3 +370,32 @@ def test_a_gang_of_slices_is_admitted_and_told_in_gpu_equivalents() -> None:
                      accelerators=counted)
     assert waits(too_big) == {"h": "Waiting: 8/8 pods present; needs 8/7 GPUs in one "
                                     "nvidia.com/gpu.clique domain, the best has 1 free"}
+
+
+# --- the sandbox's MIG nodes ----------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("1g.10gb=7", (("1g.10gb", 7),)),
+    ("3g.40gb=2, 1g.10gb=1", (("3g.40gb", 2), ("1g.10gb", 1))),
+])
+def test_mig_option_reads_profile_counts(text: str, want: tuple[tuple[str, int], ...]) -> None:
+    assert mig_profiles(text) == want
+
+
+@pytest.mark.parametrize("text", ["1g.10gb", "1g.10gb=0", "10gb=7", "8g.90gb=1", "1g.10gb=x"])
+def test_mig_option_rejects_what_is_not_profile_count(text: str) -> None:
+    with pytest.raises(ValueError, match="is not PROFILE=COUNT"):
+        mig_profiles(text)
+
+
+def test_mig_nodes_advertise_slices_and_the_mixed_strategy() -> None:
+    nodes = topology(Shape(nodes=1, mig=mig_profiles("1g.10gb=7,3g.40gb=2"), mig_nodes=2))
+    assert [n["metadata"]["name"] for n in nodes] == ["gpu-0000", "mig-0000", "mig-0001"]
+    mig = nodes[1]
+    assert {k: v for k, v in mig["status"]["allocatable"].items() if "nvidia" in k} == {
+        "nvidia.com/gpu": "0", MIG_1G: "7", MIG_3G: "2"}
+    labels = mig["metadata"]["labels"]
+    assert labels["nvidia.com/mig.strategy"] == "mixed"
+    assert labels["nvidia.com/mig-1g.10gb.count"] == "7"
+    assert labels["nvidia.com/gpu.count"] == "2", "13 compute slices need two GPUs"
+    assert topology(Shape(nodes=1, mig_nodes=2))[-1]["metadata"]["name"] == "gpu-0000"

@@ -71,10 +71,12 @@ async def test_a_replacement_joins_its_gang_and_an_extra_stays_gated(
 
 async def test_indexed_job_size_comes_from_the_job(
         api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
-    # No Job controller runs here: the Job only states the size; the test makes the pods.
+    # The Job only states the size; the test makes the pods. `managedBy` keeps
+    # kube-controller-manager's Job controller from making them too.
     job = await client.BatchV1Api(api).create_namespaced_job(namespace, body={
         "metadata": {"name": "train"},
-        "spec": {"parallelism": 3, "completions": 3, "completionMode": "Indexed",
+        "spec": {"managedBy": "e2e.gpu-airlock.io/test",
+                 "parallelism": 3, "completions": 3, "completionMode": "Indexed",
                  "template": {"spec": {"restartPolicy": "Never", "containers": [
                      {"name": "c", "image": "trainer"}]}}}})
     controllers.start()

@@ -24,7 +24,14 @@ from webhook.sandbox.binaries import ensure_binaries
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import ControlPlane, ControlPlaneError, stop_process_group
 from webhook.sandbox.gobuilding import BuildError, cache_root
-from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL, Shape, create_nodes, topology
+from webhook.sandbox.nodes import (
+    BLOCK_LABEL,
+    CLIQUE_LABEL,
+    Shape,
+    create_nodes,
+    lease_seconds,
+    topology,
+)
 from webhook.sandbox.processes import start_controller, start_webhook
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo"
@@ -94,7 +101,8 @@ def up(args: argparse.Namespace) -> int:
         built = time.monotonic()
         print("starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager and "
               "KWOK ...", file=sys.stderr)
-        plane = ControlPlane(binaries, workdir=state_dir, detached=True).start()
+        plane = ControlPlane(binaries, workdir=state_dir, detached=True,
+                             node_lease_seconds=lease_seconds(args.nodes)).start()
     except (PolicyError, BuildError, ControlPlaneError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

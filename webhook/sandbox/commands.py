@@ -34,6 +34,8 @@ from webhook.sandbox.nodes import (
     lease_seconds,
     topology,
 )
+from webhook.sandbox.operating import OperatorError, build_operators, start_operators
+from webhook.sandbox.operators import TRAINING_OPERATOR
 from webhook.sandbox.processes import start_controller, start_webhook
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo"
@@ -86,6 +88,10 @@ def _stop(state: dict[str, Any]) -> None:
         stop_process_group(pid)
 
 
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     state_dir = _state_dir(args)
@@ -102,8 +108,11 @@ def up(args: argparse.Namespace) -> int:
                   domains_per_block=args.domains_per_block)
     try:
         load_policy(args.policies)
-        binaries = ensure_binaries(lambda line: print(line, file=sys.stderr, flush=True))
-    except (PolicyError, BuildError) as e:
+        binaries = ensure_binaries(_progress)
+        # The demo's PyTorchJob needs the training-operator to make its pods.
+        operators = [*args.operators, *([TRAINING_OPERATOR] if args.demo else [])]
+        operators = build_operators(operators, _progress)
+    except (PolicyError, BuildError, OperatorError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     built = time.monotonic()
@@ -137,11 +146,21 @@ def up(args: argparse.Namespace) -> int:
             controller_kubeconfig = asyncio.run(
                 _wire(plane, hook.url, hook.certs.ca.read_bytes(), shape, args.policies))
             nodes_seconds = time.monotonic() - nodes_started
-            controller = start_controller(state_dir, controller_kubeconfig, detached=True)
+            controller = start_controller(state_dir, controller_kubeconfig, args.policies,
+                                          detached=True)
             state["processes"].append({"name": "airlock-controller",
                                        "pid": controller.process.pid,
                                        "log": str(controller.log)})
             _write_state(state_dir, state)
+            if operators:
+                operators_started = time.monotonic()
+                for op in start_operators(operators, state_dir, plane.admin_kubeconfig,
+                                          plane.pki.ca, _progress, detached=True):
+                    state["processes"].append({"name": op.name, "pid": op.process.pid,
+                                               "log": str(op.log)})
+                _write_state(state_dir, state)
+                print(f"operators {', '.join(o.name for o in operators)} ready in "
+                      f"{time.monotonic() - operators_started:.1f}s", file=sys.stderr)
         except Exception as e:
             _stop(state)
             with contextlib.suppress(Exception):  # a webhook the failure left unrecorded

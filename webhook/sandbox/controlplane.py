@@ -228,8 +228,12 @@ class ControlPlane:
                 # wait on the client's rate limit, not on the controllers.
                 "--kube-api-qps", "200", "--kube-api-burst", "400",
                 # A node is unhealthy once its Lease is this old: the lease's duration
-                # plus 10 s, as the defaults have it for a kubelet's 40 s lease.
+                # plus 10 s, as the defaults have it for a kubelet's 40 s lease (and 10 s
+                # more for a new node's first status). At 5,000 nodes KWOK takes minutes
+                # to initialise them all; the default 60 s had the node lifecycle
+                # controller mark thousands Unknown first, fighting KWOK's updates.
                 "--node-monitor-grace-period", f"{self.node_lease_seconds + 10}s",
+                "--node-startup-grace-period", f"{self.node_lease_seconds + 20}s",
             ])
 
     def _start_kwok(self) -> Readiness:

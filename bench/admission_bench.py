@@ -14,7 +14,6 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import ssl
 import statistics
 import subprocess
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from bench.bodies import BODIES
 from webhook.certificates import make_certs
+from webhook.sandbox.controlplane import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER_CORE, LOAD_CORE = "0", "1"
@@ -45,13 +45,6 @@ class Result:
     # The server's own CPU time per request: unlike req/s, it hardly moves when other
     # processes take turns on the core.
     cpu_us: float
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _wait_healthy(url: str, ca: Path, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
@@ -152,7 +145,7 @@ def main() -> int:
             path.write_bytes(make())
             bodies.append(path)
         py, cert_dir = sys.executable, str(certs.cert.parent)
-        bare_port, hook_port = _free_port(), _free_port()
+        bare_port, hook_port = free_port(), free_port()
         with _serving("bare aiohttp+orjson", [py, "-m", "bench.echo_server", "--port",
                                               str(bare_port), "--cert-dir", cert_dir],
                       bare_port, certs.ca) as bare, \

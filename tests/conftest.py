@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from webhook.policy.model import ClassSpec, Policy, Rule, empty_policy_parts
-from webhook.sandbox.binaries import Binaries, BinariesError, ensure_binaries
+from webhook.policy.model import ClassSpec, Policy, Rule
+from webhook.sandbox.binaries import Binaries, ensure_binaries
+from webhook.sandbox.gobuilding import BuildError
 
 CLASS_SPECS: dict[str, dict[str, Any]] = {
     "inference": {
@@ -45,13 +46,12 @@ RULES: list[dict[str, Any]] = [
 
 def make_policy(**overrides: Any) -> Policy:
     """A small policy built in Python, independent of the YAML in policies/."""
-    parts: dict[str, Any] = empty_policy_parts()
-    parts.update(
-        topology_levels={"nvlink": "nvidia.com/gpu.clique", "host": "kubernetes.io/hostname"},
-        classes={k: ClassSpec.model_validate(v) for k, v in CLASS_SPECS.items()},
-        rules=tuple(Rule.model_validate(r) for r in RULES),
-    )
-    parts.update(overrides)
+    parts: dict[str, Any] = {
+        "topology_levels": {"nvlink": "nvidia.com/gpu.clique", "host": "kubernetes.io/hostname"},
+        "classes": {k: ClassSpec.model_validate(v) for k, v in CLASS_SPECS.items()},
+        "rules": tuple(Rule.model_validate(r) for r in RULES),
+        **overrides,
+    }
     return Policy(**parts)
 
 
@@ -62,11 +62,11 @@ def policy() -> Policy:
 
 @pytest.fixture(scope="session")
 def binaries() -> Binaries:
-    """etcd, kube-apiserver, kube-scheduler and kubectl (built once, then cached). Under
+    """The control plane's binaries and KWOK (built once, then cached). Under
     CI=true their absence fails the run instead of skipping."""
     try:
         return ensure_binaries(lambda line: print(line, flush=True))
-    except BinariesError as e:
+    except BuildError as e:
         if os.environ.get("CI") == "true":
             pytest.fail(f"Kubernetes binaries missing: {e}")
         pytest.skip(f"no Kubernetes binaries: {e}")

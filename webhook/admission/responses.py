@@ -7,7 +7,6 @@ import base64
 
 import orjson
 
-from webhook.admission.patches import PatchOp
 from webhook.admission.reviews import (
     REVIEW_API_VERSION,
     Outcome,
@@ -15,6 +14,7 @@ from webhook.admission.reviews import (
     ResponseBody,
     ReviewBody,
 )
+from webhook.patchops import PatchOp
 
 # The apiserver truncates long warnings; keep them readable instead.
 _MAX_WARNING = 120

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, NamedTuple, NotRequired, TypedDict
 
-from webhook.admission.patches import PatchOp
 from webhook.keys import ClassName
+from webhook.patchops import PatchOp
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 # What admission decided for a pod when it was created: its class, "unclassified" (an

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
+import contextlib
 import json
 import os
 import shutil
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,21 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from webhook.keys import CLASS_LABEL, GATE
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.sandbox import wiring
-from webhook.sandbox.airlock import start_controller, start_webhook
-from webhook.sandbox.binaries import BinariesError, cache_root, ensure_binaries
+from webhook.sandbox.binaries import ensure_binaries
 from webhook.sandbox.clients import from_kubeconfig
-from webhook.sandbox.controlplane import ControlPlane, ControlPlaneError, stop_process_group
-from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL, Shape, create_nodes, topology
+from webhook.sandbox.controlplane import ControlPlane, stop_process_group
+from webhook.sandbox.gobuilding import BuildError, cache_root
+from webhook.sandbox.nodes import (
+    BLOCK_LABEL,
+    CLIQUE_LABEL,
+    Shape,
+    create_nodes,
+    lease_seconds,
+    topology,
+)
+from webhook.sandbox.operating import OperatorError, build_operators, start_operators
+from webhook.sandbox.operators import TRAINING_OPERATOR
+from webhook.sandbox.processes import start_controller, start_webhook
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo"
 
@@ -68,56 +79,104 @@ async def _wire(plane: ControlPlane, hook_url: str, ca: bytes, shape: Shape,
                                                   plane.workdir / "controller.kubeconfig")
 
 
+def _pids(state: dict[str, Any]) -> list[int]:
+    return [int(p["pid"]) for p in state["processes"]]
+
+
+def _stop(state: dict[str, Any]) -> None:
+    for pid in reversed(_pids(state)):
+        stop_process_group(pid)
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def up(args: argparse.Namespace) -> int:
+    started = time.monotonic()
     state_dir = _state_dir(args)
-    state = _read_state(state_dir)
-    if state and all(_alive(pid) for pid in state["pids"]):
-        print(f"the sandbox is already up\nkubeconfig: {state['kubeconfig']}")
-        return _demo(state, args) if args.demo else 0
-    if state:
-        # A half-dead sandbox: stop what is left of it before starting afresh.
-        for pid in reversed(state["pids"]):
-            stop_process_group(pid)
+    previous = _read_state(state_dir)
+    if previous and all(_alive(pid) for pid in _pids(previous)):
+        print(f"the sandbox is already up\nkubeconfig: {previous['kubeconfig']}")
+        return _demo(previous, args) if args.demo else 0
+    if previous:
+        _stop(previous)  # a half-dead sandbox: stop what is left of it, then start afresh
     if state_dir.exists():
         shutil.rmtree(state_dir)
-    try:
-        load_policy(args.policies)
-        binaries = ensure_binaries(lambda line: print(line, file=sys.stderr, flush=True))
-        print("starting etcd, kube-apiserver and kube-scheduler ...", file=sys.stderr)
-        plane = ControlPlane(binaries, workdir=state_dir, detached=True).start()
-    except (PolicyError, BinariesError, ControlPlaneError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    print(f"control plane ready in {plane.start_seconds:.1f}s", file=sys.stderr)
     shape = Shape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                   nodes_per_domain=args.nodes_per_domain,
-                  domains_per_block=args.domains_per_block)
-    state = {
-        "kubeconfig": str(plane.admin_kubeconfig), "apiserver": plane.url, "webhook": "",
-        "pids": [c.process.pid for c in plane.components], "logs": str(state_dir),
-    }
-    # Recorded at once and after each process, so `down` can stop whatever started even
-    # if a later step fails.
-    _write_state(state_dir, state)
+                  domains_per_block=args.domains_per_block, mig=args.mig,
+                  mig_nodes=args.mig_nodes if args.mig else 0)
     try:
-        hook = start_webhook(state_dir, args.policies, detached=True)
-        state["webhook"] = hook.url
-        state["pids"].append(hook.running.process.pid)
-        _write_state(state_dir, state)
-        controller_kubeconfig = asyncio.run(
-            _wire(plane, hook.url, hook.certs.ca.read_bytes(), shape, args.policies))
-        controller = start_controller(state_dir, controller_kubeconfig, detached=True)
-        state["pids"].append(controller.process.pid)
-        _write_state(state_dir, state)
-    except Exception as e:
-        for pid in reversed(state["pids"]):
-            stop_process_group(pid)
-        # Nothing left to stop: a later `up` or `down` must not signal reused pids.
-        (state_dir / "state.json").unlink(missing_ok=True)
-        print(f"error: {e}; logs in {state_dir}", file=sys.stderr)
+        load_policy(args.policies)
+        binaries = ensure_binaries(_progress)
+        # The demo's PyTorchJob needs the training-operator to make its pods.
+        operators = [*args.operators, *([TRAINING_OPERATOR] if args.demo else [])]
+        operators = build_operators(operators, _progress)
+    except (PolicyError, BuildError, OperatorError) as e:
+        print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"{shape.nodes} fake GPU nodes ({shape.gpus_per_node} GPUs each), webhook at "
-          f"{hook.url}, controller running; logs in {state_dir}", file=sys.stderr)
+    built = time.monotonic()
+    state_dir.mkdir(parents=True)
+    print("starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager, KWOK "
+          "and Airlock's webhook ...", file=sys.stderr)
+    # Recorded as each process starts, so `down` can stop whatever started even if a
+    # later step fails.
+    state: dict[str, Any] = {"kubeconfig": "", "apiserver": "", "webhook": "",
+                             "logs": str(state_dir), "processes": []}
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        # The webhook needs no apiserver: it gets ready while the control plane starts.
+        hook_starting = pool.submit(start_webhook, state_dir, args.policies, True)
+        try:
+            plane = ControlPlane(binaries, workdir=state_dir, detached=True,
+                                 node_lease_seconds=lease_seconds(args.nodes)).start()
+            state.update(kubeconfig=str(plane.admin_kubeconfig), apiserver=plane.url)
+            state["processes"] += [{"name": c.name, "pid": c.process.pid, "log": str(c.log)}
+                                   for c in plane.components]
+            _write_state(state_dir, state)
+            parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in plane.timings.items())
+            print(f"control plane ready in {plane.start_seconds:.1f}s ({parts})",
+                  file=sys.stderr)
+            hook = hook_starting.result()
+            state["webhook"] = hook.url
+            state["processes"].append({"name": "airlock-webhook",
+                                       "pid": hook.running.process.pid,
+                                       "log": str(hook.running.log)})
+            _write_state(state_dir, state)
+            nodes_started = time.monotonic()
+            controller_kubeconfig = asyncio.run(
+                _wire(plane, hook.url, hook.certs.ca.read_bytes(), shape, args.policies))
+            nodes_seconds = time.monotonic() - nodes_started
+            controller = start_controller(state_dir, controller_kubeconfig, args.policies,
+                                          detached=True)
+            state["processes"].append({"name": "airlock-controller",
+                                       "pid": controller.process.pid,
+                                       "log": str(controller.log)})
+            _write_state(state_dir, state)
+            if operators:
+                operators_started = time.monotonic()
+                for op in start_operators(operators, state_dir, plane.admin_kubeconfig,
+                                          plane.pki.ca, _progress, detached=True):
+                    state["processes"].append({"name": op.name, "pid": op.process.pid,
+                                               "log": str(op.log)})
+                _write_state(state_dir, state)
+                print(f"operators {', '.join(o.name for o in operators)} ready in "
+                      f"{time.monotonic() - operators_started:.1f}s", file=sys.stderr)
+        except Exception as e:
+            _stop(state)
+            with contextlib.suppress(Exception):  # a webhook the failure left unrecorded
+                stop_process_group(hook_starting.result().running.process.pid)
+            # Nothing left to stop: a later `up` or `down` must not signal reused pids.
+            (state_dir / "state.json").unlink(missing_ok=True)
+            print(f"error: {e}; logs in {state_dir}", file=sys.stderr)
+            return 1
+    mig = ", ".join(f"{p}={n}" for p, n in shape.mig)
+    print(f"{shape.nodes} fake GPU nodes ({shape.gpus_per_node} GPUs each)"
+          f"{f' and {shape.mig_nodes} MIG nodes ({mig} each)' if mig else ''} Ready under "
+          f"KWOK in {nodes_seconds:.1f}s, webhook at {hook.url}, controller running; logs "
+          f"in {state_dir}", file=sys.stderr)
+    print(f"sandbox up in {time.monotonic() - built:.1f}s "
+          f"({time.monotonic() - started:.1f}s with the binary check)", file=sys.stderr)
     print(f"kubeconfig: {plane.admin_kubeconfig}")
     return _demo(state, args) if args.demo else 0
 
@@ -128,8 +187,7 @@ def down(args: argparse.Namespace) -> int:
     if state is None:
         print("the sandbox is not up")
         return 0
-    for pid in reversed(state["pids"]):
-        stop_process_group(pid)
+    _stop(state)
     shutil.rmtree(state_dir, ignore_errors=True)
     print("the sandbox is down")
     return 0
@@ -140,89 +198,94 @@ def status(args: argparse.Namespace) -> int:
     if state is None:
         print("the sandbox is not up")
         return 1
-    alive = [_alive(pid) for pid in state["pids"]]
-    print(f"processes: {sum(alive)}/{len(alive)} running; apiserver {state['apiserver']}; "
-          f"webhook {state['webhook']}")
+    alive = {p["name"]: _alive(int(p["pid"])) for p in state["processes"]}
+    print(f"processes: {sum(alive.values())}/{len(alive)} running; apiserver "
+          f"{state['apiserver']}; webhook {state['webhook']}")
+    width = max(map(len, alive))
+    for p in state["processes"]:
+        print(f"  {p['name'].ljust(width)}  pid {p['pid']:<8} "
+              f"{'running' if alive[p['name']] else 'DEAD   '}  {p['log']}")
     print(f"kubeconfig: {state['kubeconfig']}")
-    if not all(alive):
+    if not all(alive.values()):
         return 1
     print(asyncio.run(_table(Path(state["kubeconfig"]))))
     return 0
 
 
-def established(crd: dict[str, Any]) -> bool:
-    """Whether a CustomResourceDefinition is served. One just created may have no status,
-    or `conditions: null`, until the apiserver's controllers get to it."""
-    conditions = (crd.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Established" and c.get("status") == "True"
-               for c in conditions)
-
-
-async def _established(api: client.ApiClient, name: str, within: float = 30.0) -> None:
-    extensions = client.ApiextensionsV1Api(api)
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if established(await (await extensions.read_custom_resource_definition(
-                name, _preload_content=False)).json()):
-            return
-        await asyncio.sleep(0.1)
-    raise RuntimeError(f"CustomResourceDefinition {name} not established after {within}s")
-
-
 async def _create_demo(kubeconfig: Path) -> None:
-    # Serving first, as in a cluster where it already runs; then batch, then the gang.
-    docs = [d for f in ("crds.yaml", "inference-deployment.yaml", "scavenger-job.yaml",
+    # Serving first, as in a cluster where it already runs; then batch, then the gang,
+    # whose pods the training-operator makes.
+    docs = [d for f in ("inference-deployment.yaml", "scavenger-job.yaml",
                         "training-pytorchjob.yaml")
             for d in yaml.safe_load_all((DEMO / f).read_text()) if d]
     async with await from_kubeconfig(kubeconfig) as api:
         for ns in ("research", "serving"):
             await wiring.create_namespace(api, ns)
-        uids: dict[tuple[str, str], str] = {}
         for doc in docs:
+            kind, meta = doc["kind"], doc["metadata"]
             try:
-                if doc["kind"] == "CustomResourceDefinition":
-                    await client.ApiextensionsV1Api(api).create_custom_resource_definition(
-                        body=doc)
-                    await _established(api, doc["metadata"]["name"])
-                elif doc["kind"] == "PyTorchJob":
-                    made = await client.CustomObjectsApi(api).create_namespaced_custom_object(
-                        "kubeflow.org", "v1", doc["metadata"]["namespace"], "pytorchjobs", doc)
-                    uids[("PyTorchJob", doc["metadata"]["name"])] = made["metadata"]["uid"]
+                if kind == "Deployment":
+                    await client.AppsV1Api(api).create_namespaced_deployment(
+                        meta["namespace"], body=doc)
+                elif kind == "Job":
+                    await client.BatchV1Api(api).create_namespaced_job(
+                        meta["namespace"], body=doc)
                 else:
-                    for ref in doc["metadata"].get("ownerReferences", []):
-                        ref["uid"] = uids.setdefault((ref["kind"], ref["name"]),
-                                                     str(uuid.uuid4()))
-                    await client.CoreV1Api(api).create_namespaced_pod(
-                        doc["metadata"]["namespace"], body=doc)
+                    await client.CustomObjectsApi(api).create_namespaced_custom_object(
+                        "kubeflow.org", "v1", meta["namespace"], "pytorchjobs", doc)
             except ApiException as e:
                 if e.status != 409:
                     raise
 
 
-async def _landed_pods(core: client.CoreV1Api, within: float) -> list[dict[str, Any]]:
-    """Every pod, once each is on a node or after `within` seconds, whichever comes first:
-    a table read at once would show a moment of the controller's and scheduler's work."""
+def settled(pods: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> bool:
+    """Every pod on a node and out of Pending, and every Job finished: the moment the
+    demo's table is worth reading."""
+    finished = ("Complete", "Failed")
+    return bool(pods) and all(
+        p["spec"].get("nodeName") and (p.get("status") or {}).get("phase") != "Pending"
+        for p in pods) and all(
+        any(c["type"] in finished and c["status"] == "True"
+            for c in (j.get("status") or {}).get("conditions") or []) for j in jobs)
+
+
+async def _settled_pods(api: client.ApiClient, within: float) -> list[dict[str, Any]]:
+    """Every pod, once all have settled or after `within` seconds, whichever comes
+    first: a table read at once would show a moment of the controllers' work."""
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
     deadline = time.monotonic() + within
     while True:
         pods: list[dict[str, Any]] = (await (await core.list_pod_for_all_namespaces(
             _preload_content=False)).json())["items"]
-        if pods and all(p["spec"].get("nodeName") for p in pods):
+        jobs = (await (await batch.list_job_for_all_namespaces(
+            _preload_content=False)).json())["items"]
+        if settled(pods, jobs):
             return pods
         if time.monotonic() >= deadline:
             if within:
-                print(f"not every pod is on a node after {within:g}s; the table shows why "
-                      f"(kubectl get events -A tells more)", file=sys.stderr)
+                print(f"not every pod is running (or every Job done) after {within:g}s; "
+                      "the table shows why (kubectl get events -A tells more)",
+                      file=sys.stderr)
             return pods
         await asyncio.sleep(0.2)
 
 
+def phase(pod: dict[str, Any]) -> str:
+    """What `kubectl get pods` calls STATUS, as far as a fake node's pod goes."""
+    if pod["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    if any(g["name"] == GATE for g in pod["spec"].get("schedulingGates", [])):
+        return "SchedulingGated"
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
 async def _table(kubeconfig: Path, within: float = 0.0) -> str:
     async with await from_kubeconfig(kubeconfig) as api:
-        core = client.CoreV1Api(api)
-        pods = await _landed_pods(core, within)
+        pods = await _settled_pods(api, within)
         nodes = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in (
-            await (await core.list_node(_preload_content=False)).json())["items"]}
-    rows = [("POD", "CLASS", "PRIORITY", "GATED", "NODE", "DOMAIN (nvlink / block)")]
+            await (await client.CoreV1Api(api).list_node(_preload_content=False)).json()
+        )["items"]}
+    rows = [("POD", "CLASS", "PRIORITY", "GATED", "STATUS", "NODE", "DOMAIN (nvlink / block)")]
     for p in sorted(pods, key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"])):
         meta, spec = p["metadata"], p["spec"]
         node = spec.get("nodeName") or "-"
@@ -234,7 +297,7 @@ async def _table(kubeconfig: Path, within: float = 0.0) -> str:
         rows.append((f"{meta['namespace']}/{meta['name']}",
                      (meta.get("labels") or {}).get(CLASS_LABEL, "-"),
                      f"{spec.get('priorityClassName') or '-'} ({spec.get('priority', 0)})",
-                     gated, node, domain))
+                     gated, phase(p), node, domain))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
                      for r in rows)
@@ -242,6 +305,10 @@ async def _table(kubeconfig: Path, within: float = 0.0) -> str:
 
 def _demo(state: dict[str, Any], args: argparse.Namespace) -> int:
     kubeconfig = Path(state["kubeconfig"])
+    if TRAINING_OPERATOR.name not in {p["name"] for p in state["processes"]}:
+        print("error: this sandbox runs no training-operator to make the demo's PyTorchJob "
+              "pods; `airlock sandbox down`, then `airlock sandbox up --demo`", file=sys.stderr)
+        return 1
     print("creating the example workloads from examples/demo ...", file=sys.stderr)
     asyncio.run(_create_demo(kubeconfig))
     print(asyncio.run(_table(kubeconfig, within=args.settle)))

@@ -7,6 +7,7 @@ and then read through this view. A wrong type raises `PodShapeError` naming the 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
@@ -16,6 +17,7 @@ from webhook.keys import DEFAULT_SCHEDULER
 Quantity = str | int | float
 _QUANTITY_TYPES = (str, int, float)
 _EMPTY: Mapping[str, Any] = {}
+_image = operator.attrgetter("image")
 T = TypeVar("T")
 
 
@@ -127,12 +129,11 @@ def _owner(raw: Mapping[str, Any]) -> OwnerRef:
     controller = raw.get("controller")
     if controller is not None and type(controller) is not bool:
         raise PodShapeError("controller", "a boolean")
-    return OwnerRef(
-        _optional_str(raw, "apiVersion", "") or "",
-        _optional_str(raw, "kind", "") or "",
-        _optional_str(raw, "name", "") or "",
-        bool(controller),
-    )
+    api_version, kind, name = raw.get("apiVersion"), raw.get("kind"), raw.get("name")
+    if type(api_version) is not str or type(kind) is not str or type(name) is not str:
+        for key in ("apiVersion", "kind", "name"):
+            _optional_str(raw, key, "")
+    return OwnerRef(api_version or "", kind or "", name or "", controller is True)
 
 
 def _gate(raw: Mapping[str, Any]) -> str:
@@ -211,7 +212,7 @@ class PodView:
                 _objects(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
             ),
             resources=frozenset(resources),
-            image_names=tuple([c.image for c in every]),
+            image_names=tuple(map(_image, every)),
         )
 
     def all_containers(self) -> Iterator[Container]:

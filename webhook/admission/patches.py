@@ -68,7 +68,8 @@ class PatchBuilder:
         for field, items in self._appends.items():
             path = f"/spec/{escape(field)}"
             if self._spec.get(field):
-                self._ops.extend({"op": "add", "path": path + "/-", "value": i} for i in items)
+                for item in items:
+                    self._ops.append({"op": "add", "path": path + "/-", "value": item})
             else:
                 self._ops.append({"op": "add", "path": path, "value": items})
         return self._ops

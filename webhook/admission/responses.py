@@ -3,7 +3,7 @@ place a response becomes wire format (uid copied, patch encoded, warnings trimme
 
 from __future__ import annotations
 
-import base64
+import binascii
 
 import orjson
 
@@ -46,7 +46,7 @@ def complete(uid: str, response: Response) -> bytes:
         body["status"] = {"code": response.code, "message": response.message}
     if response.patch:
         body["patchType"] = "JSONPatch"
-        body["patch"] = base64.b64encode(orjson.dumps(response.patch)).decode()
+        body["patch"] = binascii.b2a_base64(orjson.dumps(response.patch), newline=False).decode()
     if response.warnings:
         body["warnings"] = [_short(w) for w in response.warnings]
     review: ReviewBody = {

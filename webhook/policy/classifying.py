@@ -10,7 +10,7 @@ import fnmatch
 import functools
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from webhook.conventions.base import Membership
 from webhook.conventions.registry import membership_of
@@ -30,8 +30,9 @@ RULE_CLASS_LABEL = "class-label"
 RULE_GANG_MEMBER = "gang-member"
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
+    # A NamedTuple, not a frozen dataclass: one is built on every admission request, and a
+    # frozen dataclass costs over three times as much to build.
     in_scope: bool
     reason: str
     class_: ClassName | None = None

@@ -145,8 +145,12 @@ def classify(
         # On reinvocation the label is Airlock's own record: keep the rule it names.
         recorded = pod.annotations.get(RULE_ANNOTATION, RULE_CLASS_LABEL)
         return Decision(True, f"label {CLASS_LABEL}", explicit, recorded, gang)
+    # A plain loop, not all() over a generator: this runs for every rule of every request.
     for rule, checks in _compiled_rules(policy):
-        if all(check(pod, gang) for check in checks):
+        for check in checks:
+            if not check(pod, gang):
+                break
+        else:
             return Decision(True, f"policy rule {rule.name}", rule.class_, rule.name, gang)
     if gang is not None:
         return Decision(True, f"member of {gang.source} gang", "training", RULE_GANG_MEMBER, gang)

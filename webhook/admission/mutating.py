@@ -134,7 +134,7 @@ def _preferred_pod_affinity(affinity: dict[str, Any], selector: dict[str, str], 
     prefs = affinity.setdefault("podAffinity", {}).setdefault(
         "preferredDuringSchedulingIgnoredDuringExecution", []
     )
-    if any(p.get("podAffinityTerm") == term for p in prefs):
+    if prefs and any(p.get("podAffinityTerm") == term for p in prefs):
         return False
     prefs.append({"weight": weight, "podAffinityTerm": term})
     return True
@@ -157,7 +157,8 @@ def _placement(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpe
         assert decision.class_ is not None
         if spec.placement == "pack":
             changed |= _preferred_pod_affinity(affinity, {CLASS_LABEL: decision.class_}, key, 50)
-        elif not any(c.get("topologyKey") == key for c in pod.topology_spread):
+        elif not (pod.topology_spread
+                  and any(c.get("topologyKey") == key for c in pod.topology_spread)):
             b.append("topologySpreadConstraints", {
                 "maxSkew": 1,
                 "topologyKey": key,

@@ -1,0 +1,146 @@
+"""The simulated cluster: nodes with GPUs, grouped into topology domains, what runs on
+each, and the stock kube-scheduler's part: binding a pod to a node, and pod-level
+priority preemption when none has room.
+
+The scheduler model is the one GPU clusters are usually configured with: filter the nodes
+with room (and, for a pod Airlock let go, in the domain it pinned), then bin-pack (the
+NodeResourcesFit `MostAllocated` strategy: the fullest node that still fits), so whole
+nodes stay free for big pods. Preemption follows the kube-scheduler's rules for one pod:
+on one node, evict pods of lower priority, lowest first (youngest first among equals),
+only as many as needed; among nodes, the one whose highest victim priority is lowest,
+then the fewest victims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from webhook.controller.objects import NodeInfo
+
+HOSTNAME = "kubernetes.io/hostname"
+MAX_PODS = 110
+PodKey = tuple[str, str]
+# A topology domain: (node label, value).
+Pin = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    nodes: int = 16
+    gpus_per_node: int = 8
+    nodes_per_domain: int = 4
+
+    @property
+    def capacity(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def domain_capacity(self) -> int:
+        return min(self.nodes_per_domain, self.nodes) * self.gpus_per_node
+
+
+@dataclass(frozen=True, slots=True)
+class Resident:
+    priority: int
+    gpus: int
+    bound: float
+
+
+class Cluster:
+    def __init__(self, shape: Shape, topology_labels: Iterable[str], resource: str) -> None:
+        self.shape = shape
+        self.resource = resource
+        g = shape.gpus_per_node
+        self.names = [f"node-{i:05d}" for i in range(shape.nodes)]
+        self.index = {n: i for i, n in enumerate(self.names)}
+        per = max(shape.nodes_per_domain, 1)
+        # Every topology level's label: the node's name for the host level, else its
+        # domain (`nodes_per_domain` nodes each).
+        self.labels: list[dict[str, str]] = [
+            {key: name if key == HOSTNAME else f"domain-{i // per:04d}"
+             for key in {HOSTNAME, *topology_labels}}
+            for i, name in enumerate(self.names)]
+        self.domains: dict[Pin, list[int]] = {}
+        for i, labels in enumerate(self.labels):
+            for key, value in labels.items():
+                self.domains.setdefault((key, value), []).append(i)
+        self.free = [g] * shape.nodes
+        self.residents: list[dict[PodKey, Resident]] = [{} for _ in self.names]
+        # Nodes by free GPUs (0..g), in node order: the bin-packing pick is a lookup.
+        self.by_free: list[dict[int, None]] = [{} for _ in range(g + 1)]
+        self.by_free[g] = dict.fromkeys(range(shape.nodes))
+        self._views: dict[int, NodeInfo] = {}
+
+    def _move(self, i: int, free: int) -> None:
+        del self.by_free[self.free[i]][i]
+        self.free[i] = free
+        # Insertion order: ties go to the node that reached this count first, the same
+        # way on every run.
+        self.by_free[free][i] = None
+        self._views.pop(i, None)
+
+    def bind(self, i: int, key: PodKey, resident: Resident) -> None:
+        self.residents[i][key] = resident
+        self._move(i, self.free[i] - resident.gpus)
+
+    def release(self, i: int, key: PodKey) -> None:
+        resident = self.residents[i].pop(key)
+        self._move(i, self.free[i] + resident.gpus)
+
+    def pick(self, gpus: int, pin: Pin | None) -> int | None:
+        """The node the scheduler binds a pod of `gpus` to, or None."""
+        if pin is None:
+            for free in range(gpus, self.shape.gpus_per_node + 1):
+                bucket = self.by_free[free]
+                if bucket:
+                    return next(iter(bucket))
+            return None
+        best: int | None = None
+        for i in self.domains.get(pin, ()):
+            if self.free[i] >= gpus and (best is None or self.free[i] < self.free[best]):
+                best = i
+        return best
+
+    def victims(self, gpus: int, priority: int, pin: Pin | None
+                ) -> tuple[int, list[PodKey]] | None:
+        """Where a pod of `gpus` at `priority` gets room by evicting lower-priority pods,
+        and which; None when no node can make room."""
+        nodes = self.domains.get(pin, []) if pin is not None else range(len(self.names))
+        best: tuple[tuple[int, int, int], int, list[PodKey]] | None = None
+        for i in nodes:
+            residents = self.residents[i]
+            lower = sorted((r.priority, -r.bound, key) for key, r in residents.items()
+                           if r.priority < priority)
+            if not lower:
+                continue
+            free, chosen = self.free[i], []
+            for _, _, key in lower:
+                if free >= gpus:
+                    break
+                free += residents[key].gpus
+                chosen.append(key)
+            if free < gpus:
+                continue
+            score = (max(residents[k].priority for k in chosen), len(chosen), i)
+            if best is None or score < best[0]:
+                best = score, i, chosen
+        return None if best is None else (best[1], best[2])
+
+    def view(self, i: int) -> NodeInfo:
+        """Node `i` as the controller sees it, with only its free capacity allocatable:
+        the same room as the node with its pods on it, without the pods."""
+        found = self._views.get(i)
+        if found is None:
+            found = self._views[i] = NodeInfo(
+                name=self.names[i], labels=self.labels[i], taints=(),
+                allocatable={self.resource: self.free[i],
+                             "pods": MAX_PODS - len(self.residents[i])},
+                ready=True, unschedulable=False)
+        return found
+
+    def views_with_room(self) -> list[NodeInfo]:
+        g = self.shape.gpus_per_node
+        # In node order, as the controller's cache lists them.
+        return [self.view(i) for i in sorted(i for free in range(1, g + 1)
+                                             for i in self.by_free[free])]

@@ -88,7 +88,7 @@ def test_inference_preempts_training_and_scavengers_never_preempt(policy: Policy
     jobs = [job("train", 0, "training", 1, 8, 100), job("batch", 1, "scavenger", 1, 8, 10),
             job("serve", 2, "inference", 1, 8, 10)]
     for scheduler in ("airlock", "stock"):
-        run = simulate(jobs, policy, one, scheduler)  # type: ignore[arg-type]
+        run = simulate(jobs, policy, one, scheduler)
         figures = run.summary()
         assert figures["preemptions"] == 1, scheduler
         assert figures["lostGpuSeconds"] == 8 * 2, scheduler
@@ -113,8 +113,8 @@ def test_the_same_trace_gives_the_same_figures(policy: Policy) -> None:
     jobs = generate(Mix(jobs=80, seed=5, seconds=3600, max_pods=8))
     shape = Shape(nodes=8, gpus_per_node=8, nodes_per_domain=4)
     for scheduler in ("airlock", "stock"):
-        first = simulate(jobs, policy, shape, scheduler)  # type: ignore[arg-type]
-        again = simulate(jobs, policy, shape, scheduler)  # type: ignore[arg-type]
+        first = simulate(jobs, policy, shape, scheduler)
+        again = simulate(jobs, policy, shape, scheduler)
         assert first.summary() == again.summary()
 
 

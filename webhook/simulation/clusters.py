@@ -8,7 +8,8 @@ NodeResourcesFit `MostAllocated` strategy: the fullest node that still fits), so
 nodes stay free for big pods. Preemption follows the kube-scheduler's rules for one pod:
 on one node, evict pods of lower priority, lowest first (youngest first among equals),
 only as many as needed; among nodes, the one whose highest victim priority is lowest,
-then the fewest victims.
+then the one with the least room beyond the need (kube-scheduler then prefers the fewest
+victims; on GPU nodes the two mostly agree).
 """
 
 from __future__ import annotations
@@ -48,7 +49,11 @@ class Resident:
 
 
 class Cluster:
-    def __init__(self, shape: Shape, topology_labels: Iterable[str], resource: str) -> None:
+    """`priorities`: every priority a pod may have, to index the room each node would
+    have for a preemptor (its free GPUs plus those of pods it may evict)."""
+
+    def __init__(self, shape: Shape, topology_labels: Iterable[str], resource: str,
+                 priorities: Iterable[int]) -> None:
         self.shape = shape
         self.resource = resource
         g = shape.gpus_per_node
@@ -71,22 +76,43 @@ class Cluster:
         self.by_free: list[dict[int, None]] = [{} for _ in range(g + 1)]
         self.by_free[g] = dict.fromkeys(range(shape.nodes))
         self._views: dict[int, NodeInfo] = {}
+        self.free_total = shape.capacity
+        # room[l][i]: node i's free GPUs plus those of its pods at priority <= levels[l];
+        # by_room[l][n]: the nodes with room n at level l.
+        self.levels = sorted(set(priorities))
+        self.room = [[g] * shape.nodes for _ in self.levels]
+        self.by_room = [[{} if n < g else dict.fromkeys(range(shape.nodes))
+                         for n in range(g + 1)] for _ in self.levels]
 
-    def _move(self, i: int, free: int) -> None:
-        del self.by_free[self.free[i]][i]
-        self.free[i] = free
-        # Insertion order: ties go to the node that reached this count first, the same
-        # way on every run.
-        self.by_free[free][i] = None
+    @staticmethod
+    def _rebucket(buckets: list[dict[int, None]], values: list[int], i: int,
+                  value: int) -> None:
+        del buckets[values[i]][i]
+        values[i] = value
+        # Insertion order: ties go to the node that got there first, the same way on
+        # every run.
+        buckets[value][i] = None
+
+    def _change(self, i: int, resident: Resident, sign: int) -> None:
+        delta = sign * resident.gpus
+        self.free_total += delta
+        self._rebucket(self.by_free, self.free, i, self.free[i] + delta)
+        for level, (priority, room) in enumerate(zip(self.levels, self.room, strict=True)):
+            if priority < resident.priority:
+                self._rebucket(self.by_room[level], room, i, room[i] + delta)
         self._views.pop(i, None)
 
     def bind(self, i: int, key: PodKey, resident: Resident) -> None:
         self.residents[i][key] = resident
-        self._move(i, self.free[i] - resident.gpus)
+        self._change(i, resident, -1)
 
     def release(self, i: int, key: PodKey) -> None:
-        resident = self.residents[i].pop(key)
-        self._move(i, self.free[i] + resident.gpus)
+        self._change(i, self.residents[i].pop(key), +1)
+
+    def placeable(self, gpus: int) -> int:
+        """How many pods of `gpus` each the free GPUs could take at most, node by node."""
+        return sum(len(self.by_free[n]) * (n // gpus)
+                   for n in range(gpus, self.shape.gpus_per_node + 1))
 
     def pick(self, gpus: int, pin: Pin | None) -> int | None:
         """The node the scheduler binds a pod of `gpus` to, or None."""
@@ -105,27 +131,36 @@ class Cluster:
     def victims(self, gpus: int, priority: int, pin: Pin | None
                 ) -> tuple[int, list[PodKey]] | None:
         """Where a pod of `gpus` at `priority` gets room by evicting lower-priority pods,
-        and which; None when no node can make room."""
-        nodes = self.domains.get(pin, []) if pin is not None else range(len(self.names))
-        best: tuple[tuple[int, int, int], int, list[PodKey]] | None = None
-        for i in nodes:
-            residents = self.residents[i]
-            lower = sorted((r.priority, -r.bound, key) for key, r in residents.items()
-                           if r.priority < priority)
-            if not lower:
-                continue
-            free, chosen = self.free[i], []
-            for _, _, key in lower:
-                if free >= gpus:
-                    break
-                free += residents[key].gpus
-                chosen.append(key)
-            if free < gpus:
-                continue
-            score = (max(residents[k].priority for k in chosen), len(chosen), i)
-            if best is None or score < best[0]:
-                best = score, i, chosen
-        return None if best is None else (best[1], best[2])
+        and which; None when no node can make room. The node: the lowest highest-victim
+        priority, then the least room (the fewest GPUs freed beyond the need)."""
+        g = self.shape.gpus_per_node
+        for level, top in enumerate(self.levels):
+            if top >= priority:
+                break
+            if pin is None:
+                node = next((next(iter(self.by_room[level][n]))
+                             for n in range(gpus, g + 1) if self.by_room[level][n]), None)
+            else:
+                room = self.room[level]
+                fitting = [i for i in self.domains.get(pin, ()) if room[i] >= gpus]
+                node = min(fitting, key=lambda i: room[i]) if fitting else None
+            if node is not None:
+                return node, self._evictable(node, gpus, top)
+        return None
+
+    def _evictable(self, i: int, gpus: int, top: int) -> list[PodKey]:
+        """The pods to evict on node i, lowest priority first, youngest first among
+        equals, only as many as needed."""
+        residents = self.residents[i]
+        lower = sorted((r.priority, -r.bound, key) for key, r in residents.items()
+                       if r.priority <= top)
+        free, chosen = self.free[i], []
+        for _, _, key in lower:
+            if free >= gpus:
+                break
+            free += residents[key].gpus
+            chosen.append(key)
+        return chosen
 
     def view(self, i: int) -> NodeInfo:
         """Node `i` as the controller sees it, with only its free capacity allocatable:

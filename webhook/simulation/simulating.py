@@ -31,7 +31,9 @@ from typing import Any, Literal, assert_never
 
 from webhook.accelerators import Accelerators
 from webhook.controller.deciding import Admit, DecideOptions, Finish, Wait, decide
+from webhook.controller.gangs import Gang
 from webhook.controller.objects import PodInfo
+from webhook.controller.ordering import queue_order
 from webhook.policy.model import Policy
 from webhook.simulation.clusters import Cluster, Pin, PodKey, Resident, Shape
 from webhook.simulation.marking import Marked, Rejected, mark
@@ -108,12 +110,15 @@ class Simulation:
                  scheduler: Scheduler, options: DecideOptions = _DEFAULTS) -> None:
         self.shape, self.scheduler, self.options = shape, scheduler, options
         self.accelerators = Accelerators.of(policy.accelerators)
-        self.cluster = Cluster(shape, policy.topology_levels.values(), policy.accelerators[0])
+        self.cluster = Cluster(shape, policy.topology_levels.values(), policy.accelerators[0],
+                               [0, *(c.priority_class.value for c in policy.classes.values())])
         self.stats = Stats()
         self.timelines: list[Timeline] = []
         self.events: list[tuple[float, int, int, _Job | None, int]] = []
         self.pending: dict[_Kind, deque[_Pod]] = {}
         self.gated: dict[PodKey, _Pod] = {}
+        # Jobs with gated pods, as the controller's gangs (for the queue order).
+        self.waiting: dict[int, tuple[_Job, Gang]] = {}
         self.changed = False
         self._seq = 0
         self._bound: dict[PodKey, _Pod] = {}
@@ -146,6 +151,10 @@ class Simulation:
                 self.changed = True
             else:
                 self._enqueue(pod)
+        gated = [p.info for p in job.pods if p.info.key in self.gated]
+        if gated:
+            first = gated[0]
+            self.waiting[id(job)] = job, Gang(first.gang_id or first.key, gated)
 
     def _enqueue(self, pod: _Pod) -> None:
         preempts = pod.job.marked.preempts
@@ -229,10 +238,32 @@ class Simulation:
             if not self._pass(now):
                 return
 
+    def _considered(self) -> list[PodInfo]:
+        """The gated pods decide() may act on. A gang whose pods could not all be placed
+        even with every free GPU of the cluster at its disposal (counted node by node)
+        cannot be admitted; the first such in the queue order may still be the head that
+        keeps a domain for itself, and the rest change nothing. So only those are left
+        out: the actions on the others are the same, and a round stays small however
+        long the queue grows."""
+        placeable: dict[int, int] = {}
+        pods: list[PodInfo] = []
+        head_seen = False
+        jobs = {id(gang): job for job, gang in self.waiting.values()}
+        for gang in queue_order(gang for _, gang in self.waiting.values()):
+            job = jobs[id(gang)].marked.job
+            if job.gpus not in placeable:
+                placeable[job.gpus] = self.cluster.placeable(job.gpus)
+            if job.pods > placeable[job.gpus]:
+                if head_seen:
+                    continue
+                head_seen = True
+            pods.extend(gang.members)
+        return pods
+
     def _decide(self, now: float) -> None:
         self.changed = False
         started = time.perf_counter()
-        actions = decide(self.cluster.views_with_room(), [p.info for p in self.gated.values()],
+        actions = decide(self.cluster.views_with_room(), self._considered(),
                          {}, now, self.options, self.accelerators)
         self.stats.decide_calls += 1
         self.stats.decide_seconds += time.perf_counter() - started
@@ -246,6 +277,7 @@ class Simulation:
                         pod = self.gated.pop(info.key)
                         pod.pin = pin
                         self._enqueue(pod)
+                        self.waiting.pop(id(pod.job), None)
                 case Wait():
                     pass
                 case _:

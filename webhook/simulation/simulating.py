@@ -154,7 +154,9 @@ class Simulation:
         gated = [p.info for p in job.pods if p.info.key in self.gated]
         if gated:
             first = gated[0]
-            self.waiting[id(job)] = job, Gang(first.gang_id or first.key, gated)
+            # Its members share priority and creation: the first alone gives the
+            # gang's place in the queue order, without a pass over all of them.
+            self.waiting[id(job)] = job, Gang(first.gang_id or first.key, [first])
 
     def _enqueue(self, pod: _Pod) -> None:
         preempts = pod.job.marked.preempts
@@ -257,7 +259,7 @@ class Simulation:
                 if head_seen:
                     continue
                 head_seen = True
-            pods.extend(gang.members)
+            pods.extend(p.info for p in jobs[id(gang)].pods if p.info.key in self.gated)
         return pods
 
     def _decide(self, now: float) -> None:

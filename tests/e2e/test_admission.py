@@ -12,9 +12,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from tests.builders import pod
 from webhook.keys import CLASS_LABEL, CONTROLLER_IDENTITY, GANG_NAME_LABEL, GATE
 from webhook.sandbox import wiring
-from webhook.sandbox.airlock import Webhook
 from webhook.sandbox.clients import from_kubeconfig, from_token, service_account_token
 from webhook.sandbox.controlplane import ControlPlane, free_port
+from webhook.sandbox.processes import Webhook
 
 pytestmark = pytest.mark.usefixtures("airlock")
 

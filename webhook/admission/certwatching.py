@@ -9,7 +9,6 @@ one, and no connection is dropped.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import logging
 import ssl
@@ -77,8 +76,3 @@ class CertWatcher:
         else:
             log.info("certificate loaded", extra={"not_after": self.not_after.isoformat()})
         return True
-
-    async def watch(self, interval: float) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            self.reload_if_changed()

@@ -14,6 +14,7 @@ victims; on GPU nodes the two mostly agree).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -75,6 +76,10 @@ class Cluster:
         # Nodes by free GPUs (0..g), in node order: the bin-packing pick is a lookup.
         self.by_free: list[dict[int, None]] = [{} for _ in range(g + 1)]
         self.by_free[g] = dict.fromkeys(range(shape.nodes))
+        # The same buckets as heaps of node numbers (with stale entries, skipped), so a
+        # tie goes to the first node in node order, as the controller's fit breaks it.
+        self._first: list[list[int]] = [[] for _ in range(g + 1)]
+        self._first[g] = list(range(shape.nodes))
         self._views: dict[int, NodeInfo] = {}
         self.free_total = shape.capacity
         # room[l][i]: node i's free GPUs plus those of its pods at priority <= levels[l];
@@ -97,6 +102,7 @@ class Cluster:
         delta = sign * resident.gpus
         self.free_total += delta
         self._rebucket(self.by_free, self.free, i, self.free[i] + delta)
+        heapq.heappush(self._first[self.free[i]], i)
         for level, (priority, room) in enumerate(zip(self.levels, self.room, strict=True)):
             if priority < resident.priority:
                 self._rebucket(self.by_room[level], room, i, room[i] + delta)
@@ -118,12 +124,14 @@ class Cluster:
         """The node the scheduler binds a pod of `gpus` to, or None."""
         if pin is None:
             for free in range(gpus, self.shape.gpus_per_node + 1):
-                bucket = self.by_free[free]
-                if bucket:
-                    return next(iter(bucket))
+                bucket, first = self.by_free[free], self._first[free]
+                while first and first[0] not in bucket:
+                    heapq.heappop(first)
+                if first:
+                    return first[0]
             return None
         best: int | None = None
-        for i in self.domains.get(pin, ()):
+        for i in self.domains.get(pin, ()):  # in node order
             if self.free[i] >= gpus and (best is None or self.free[i] < self.free[best]):
                 best = i
         return best

@@ -275,11 +275,17 @@ class Simulation:
                     record = action.record
                     pin = (record.topology_key, record.domain) \
                         if record.topology_key and record.domain else None
-                    for info in action.ungate:
+                    # The scheduler binds what is let go in the order it is let go,
+                    # gang after gang, as the applier ungates them.
+                    for info in sorted(action.ungate, key=lambda p: p.name):
                         pod = self.gated.pop(info.key)
                         pod.pin = pin
-                        self._enqueue(pod)
                         self.waiting.pop(id(pod.job), None)
+                        node = self.cluster.pick(pod.job.timeline.gpus, pin)
+                        if node is None:
+                            self._enqueue(pod)
+                        else:
+                            self._bind(pod, node, now)
                 case Wait():
                     pass
                 case _:

@@ -63,10 +63,12 @@ def devices(pod: PodInfo) -> tuple[str, ...]:
     return tuple(sorted(k for k, v in pod.requests.items() if v > 0 and extended(k)))
 
 
-def eligible(pod: PodInfo, node: NodeInfo) -> bool:
+def eligible(pod: PodInfo, node: NodeInfo, wanted: tuple[str, ...] | None = None) -> bool:
+    """`wanted`: the pod's `devices`, when the caller asks about many nodes."""
     if not node.ready or node.unschedulable:
         return False
-    if any(node.allocatable.get(k, 0) <= 0 for k in devices(pod)):
+    if any(node.allocatable.get(k, 0) <= 0 for k in (devices(pod) if wanted is None
+                                                      else wanted)):
         return False
     if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
         return False

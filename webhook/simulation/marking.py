@@ -72,7 +72,8 @@ def mark(job: Job, policy: Policy) -> Marked | Rejected:
     mutation = engine.handle(engine.MUTATE, _request(written, job.namespace), policy)
     if not mutation.allowed:
         return Rejected(job, mutation.message or "denied by the mutating webhook")
-    mutated: dict[str, Any] = jsonpatch.apply_patch(written, list(mutation.patch)) \
+    mutated: dict[str, Any] = jsonpatch.apply_patch(written, list(mutation.patch),
+                                                    in_place=True) \
         if mutation.patch else written
     verdict = engine.handle(engine.VALIDATE, _request(mutated, job.namespace), policy)
     if not verdict.allowed:
@@ -85,3 +86,22 @@ def mark(job: Job, policy: Policy) -> Marked | Rejected:
     spec["priority"] = priority_class.value if priority_class else 0
     preempts = priority_class is None or priority_class.preemption_policy != "Never"
     return Marked(job, PodInfo.parse(mutated), preempts)
+
+
+class Marker:
+    """`mark` for a whole trace. Single pods that differ only in their name are marked
+    alike (no rule reads a pod's name), so each kind is run through the engine once;
+    gangs carry their own name in their marks and go through it each."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self._singles: dict[tuple[str, str, int], Marked | Rejected] = {}
+
+    def __call__(self, job: Job) -> Marked | Rejected:
+        if job.pods > 1:
+            return mark(job, self.policy)
+        key = (job.namespace, job.cls, job.gpus)
+        found = self._singles.get(key)
+        if found is None:
+            found = self._singles[key] = mark(job, self.policy)
+        return dataclasses.replace(found, job=job)

@@ -36,7 +36,7 @@ from webhook.controller.objects import PodInfo
 from webhook.controller.ordering import queue_order
 from webhook.policy.model import Policy
 from webhook.simulation.clusters import Cluster, Pin, PodKey, Resident, Shape
-from webhook.simulation.marking import Marked, Rejected, mark
+from webhook.simulation.marking import Marked, Marker, Rejected
 from webhook.simulation.timelines import Timeline, summarize
 from webhook.simulation.traces import Job
 
@@ -122,11 +122,12 @@ class Simulation:
         self.changed = False
         self._seq = 0
         self._bound: dict[PodKey, _Pod] = {}
+        mark = Marker(policy)
         for job in jobs:
             timeline = Timeline(job.name, job.namespace, job.cls, job.pods, job.gpus,
                                 job.submit)
             self.timelines.append(timeline)
-            marked = mark(job, policy)
+            marked = mark(job)
             if isinstance(marked, Rejected):
                 timeline.never_runnable = True
                 continue

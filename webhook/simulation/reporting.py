@@ -68,4 +68,10 @@ def render(runs: Sequence[Summary]) -> str:
     rows += [["per class"] + [""] * len(runs), *_group_rows(runs, "classes"),
              ["per namespace"] + [""] * len(runs), *_group_rows(runs, "namespaces")]
     lines += _table([""] + [s["label"] for s in runs], rows)
+    for s in runs:
+        if s["neverRunnableJobs"]:
+            shown = s["neverRunnableJobs"][:10]
+            more = len(s["neverRunnableJobs"]) - len(shown)
+            lines.append(f"never runnable under {s['label']}: {', '.join(shown)}"
+                         + (f" and {more} more" if more else ""))
     return "\n".join(lines)

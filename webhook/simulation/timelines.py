@@ -112,6 +112,8 @@ def summarize(timelines: Sequence[Timeline], capacity: int) -> dict[str, Any]:
     makespan = max((t.completed for t in timelines if t.completed is not None), default=0.0)
     out = _figures(timelines, capacity, makespan)
     out["makespan"] = round(makespan, 1)
+    out["neverRunnableJobs"] = [f"{t.namespace}/{t.name}" for t in timelines
+                                if t.never_runnable]
     out["namespaces"] = {ns: _figures(ts, capacity, makespan) for ns, ts in
                          _grouped(timelines, lambda t: t.namespace).items()}
     out["classes"] = {c: _figures(ts, capacity, makespan) for c, ts in

@@ -97,6 +97,9 @@ def test_inference_preempts_training_and_scavengers_never_preempt(policy: Policy
         # Started at 0, preempted at 2, back after the scavenger? No: training outranks
         # it, so it runs again as soon as inference is done (12), for its full 100 s.
         assert train.whole == [(0.0, 2.0), (12.0, 112.0)], scheduler
+        # The scavenger runs last (112-122); the 2 s thrown away are not use.
+        assert figures["makespan"] == 122.0, scheduler
+        assert figures["utilization"] == round(8 * (100 + 10 + 10) / (8 * 122), 4)
 
 
 def test_the_summary_has_the_contract_keys_per_namespace_too(policy: Policy) -> None:

@@ -4,7 +4,9 @@ the same `Timeline`: when each pod was bound and released, and when the whole jo
 Pure: timelines in, numbers out.
 
 - `wait`: from submit to the first moment every pod of the job runs;
-- `utilization`: GPU-seconds of jobs running whole (doing work) ÷ (capacity x makespan);
+- `utilization`: GPU-seconds of work that counted (jobs' completed runs) ÷ (capacity x
+  makespan): GPUs held by half-placed gangs, and runs a preemption threw away, are not
+  use;
 - `partialGangGpuSeconds`: GPU-seconds held by pods of a multi-pod job while the job was
   not whole (bound, but waiting for the rest);
 - `preemptions`: times a job lost pods to a preemption (a gang counts once per eviction);
@@ -59,7 +61,12 @@ def partial_seconds(t: Timeline) -> float:
 
 
 def used_seconds(t: Timeline) -> float:
-    return sum(b - a for a, b in t.whole) * t.pods * t.gpus
+    """GPU-seconds of work that counted: the run that completed (a run cut short by a
+    preemption is lost, not used)."""
+    if t.completed is None or not t.whole:
+        return 0.0
+    a, b = t.whole[-1]
+    return (b - a) * t.pods * t.gpus
 
 
 def lost_seconds(t: Timeline) -> float:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from webhook.accelerators import Accelerators, GpuEquivalents
-from webhook.controller.matching import devices, eligible, signature
+from webhook.controller.matching import eligible, signature
 from webhook.controller.objects import NodeInfo, PodInfo, Resources
 
 
@@ -81,8 +81,7 @@ class Snapshot:
         sig = signature(pod)
         found = self._eligible.get(sig)
         if found is None:
-            wanted = devices(pod)
-            found = [n for n, info in self.nodes.items() if eligible(pod, info, wanted)]
+            found = [n for n, info in self.nodes.items() if eligible(pod, info)]
             self._eligible[sig] = found
         return found
 

@@ -12,7 +12,7 @@ from webhook.keys import ClassName
 from webhook.policy.model import Policy
 from webhook.simulation.clusters import Shape
 from webhook.simulation.simulating import simulate
-from webhook.simulation.timelines import Timeline, summarize
+from webhook.simulation.timelines import Timeline, summarize, whole_periods
 from webhook.simulation.traces import Job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,6 +134,14 @@ def test_figures_from_timelines_alone() -> None:
     assert figures["wait"]["p99"] == 20.0
     assert figures["makespan"] == 60.0
     assert figures["utilization"] == round((8 * 40 + 8 * 25) / (16 * 60), 4)
+
+
+def test_a_real_runs_pod_history_gives_the_job_runs() -> None:
+    # Three pods of a 3-pod job: all bound from 20 to 50; one lost at 50 and replaced at
+    # 70; all done at 100.
+    holds = [(10.0, 50.0, 8), (15.0, 100.0, 8), (20.0, 100.0, 8), (70.0, 100.0, 8)]
+    assert whole_periods(holds, 3) == [(20.0, 50.0), (70.0, 100.0)]
+    assert whole_periods(holds[:2], 3) == []
 
 
 def _airlock(*args: str) -> subprocess.CompletedProcess[str]:

@@ -114,7 +114,7 @@ class Simulation:
                                [0, *(c.priority_class.value for c in policy.classes.values())])
         self.stats = Stats()
         self.timelines: list[Timeline] = []
-        self.events: list[tuple[float, int, int, _Job | None, int]] = []
+        self.events: list[tuple[float, int, int, _Job, int]] = []
         self.pending: dict[_Kind, deque[_Pod]] = {}
         self.gated: dict[PodKey, _Pod] = {}
         # Jobs with gated pods, as the controller's gangs (for the queue order).
@@ -300,7 +300,6 @@ class Simulation:
             now = self.events[0][0]
             while self.events and self.events[0][0] == now:
                 _, kind, _, job, attempt = heapq.heappop(self.events)
-                assert job is not None
                 self.stats.events += 1
                 if kind == _SUBMIT:
                     self._create(job, now)

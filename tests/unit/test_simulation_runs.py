@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from webhook.controller.deciding import DecideOptions
+from webhook.controller.ordering import Order
 from webhook.keys import ClassName
 from webhook.policy.model import Policy
 from webhook.simulation.clusters import Shape
@@ -100,6 +104,22 @@ def test_inference_preempts_training_and_scavengers_never_preempt(policy: Policy
         # The scavenger runs last (112-122); the 2 s thrown away are not use.
         assert figures["makespan"] == 122.0, scheduler
         assert figures["utilization"] == round(8 * (100 + 10 + 10) / (8 * 122), 4)
+
+
+@pytest.mark.parametrize(("order", "small_waits"), [("backfill", 5.0), ("strict", 995.0)])
+def test_the_controllers_own_order_decides(policy: Policy, order: Order, small_waits: float
+                                           ) -> None:
+    """Six nodes in three NVLink domains, all busy; at 10 one node frees in each of two
+    domains. The big gang (16 GPUs in one domain, as the test policy requires) cannot go
+    and becomes the head; the small one fits in the domain the head does not keep."""
+    six = Shape(nodes=6, gpus_per_node=8, nodes_per_domain=2)
+    busy = [job(f"a{i}", 0, "training", 1, 8, 10 if i in (2, 4) else 1000)
+            for i in range(6)]
+    gangs = [job("big", 5, "training", 2, 8, 100), job("small", 5, "training", 2, 4, 100)]
+    run = simulate(busy + gangs, policy, six, "airlock", DecideOptions(order=order))
+    waits = {t.name: t.started - t.submit for t in run.timelines if t.started is not None}
+    assert waits["small"] == small_waits
+    assert waits["big"] == 995.0
 
 
 def test_the_summary_has_the_contract_keys_per_namespace_too(policy: Policy) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from webhook.keys import GATE
-from webhook.sandbox.commands import established, phase, settled
+from webhook.sandbox.commands import phase, settled
+from webhook.sandbox.operating import established
 
 NAMES = {"acceptedNames": {"kind": "PyTorchJob", "plural": "pytorchjobs"}}
 

@@ -25,6 +25,8 @@ from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import ControlPlane, ControlPlaneError, stop_process_group
 from webhook.sandbox.gobuilding import BuildError, cache_root
 from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL, Shape, create_nodes, topology
+from webhook.sandbox.operating import OperatorError, build_operators, start_operators
+from webhook.sandbox.operators import TRAINING_OPERATOR
 from webhook.sandbox.processes import start_controller, start_webhook
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo"
@@ -77,6 +79,10 @@ def _stop(state: dict[str, Any]) -> None:
         stop_process_group(pid)
 
 
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     state_dir = _state_dir(args)
@@ -91,11 +97,14 @@ def up(args: argparse.Namespace) -> int:
     try:
         load_policy(args.policies)
         binaries = ensure_binaries(lambda line: print(line, file=sys.stderr, flush=True))
+        # The demo's PyTorchJob needs the training-operator to make its pods.
+        operators = [*args.operators, *([TRAINING_OPERATOR] if args.demo else [])]
+        operators = build_operators(operators, _progress)
         built = time.monotonic()
         print("starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager and "
               "KWOK ...", file=sys.stderr)
         plane = ControlPlane(binaries, workdir=state_dir, detached=True).start()
-    except (PolicyError, BuildError, ControlPlaneError) as e:
+    except (PolicyError, BuildError, ControlPlaneError, OperatorError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in plane.timings.items())
@@ -127,6 +136,15 @@ def up(args: argparse.Namespace) -> int:
         state["processes"].append({"name": "airlock-controller",
                                    "pid": controller.process.pid, "log": str(controller.log)})
         _write_state(state_dir, state)
+        if operators:
+            operators_started = time.monotonic()
+            for op in start_operators(operators, state_dir, plane.admin_kubeconfig, plane.pki.ca,
+                                      _progress, detached=True):
+                state["processes"].append({"name": op.name, "pid": op.process.pid,
+                                           "log": str(op.log)})
+            _write_state(state_dir, state)
+            print(f"operators {', '.join(o.name for o in operators)} ready in "
+                  f"{time.monotonic() - operators_started:.1f}s", file=sys.stderr)
     except Exception as e:
         _stop(state)
         # Nothing left to stop: a later `up` or `down` must not signal reused pids.

@@ -13,7 +13,7 @@ import pytest
 from webhook.controller.deciding import DecideOptions
 from webhook.controller.ordering import Order
 from webhook.keys import ClassName
-from webhook.policy.model import Policy
+from webhook.policy.model import NamespaceAccess, Policy
 from webhook.simulation.clusters import Shape
 from webhook.simulation.simulating import simulate
 from webhook.simulation.timelines import Timeline, summarize, whole_periods
@@ -120,6 +120,17 @@ def test_the_controllers_own_order_decides(policy: Policy, order: Order, small_w
     waits = {t.name: t.started - t.submit for t in run.timelines if t.started is not None}
     assert waits["small"] == small_waits
     assert waits["big"] == 995.0
+
+
+def test_a_job_the_webhook_denies_is_never_runnable(policy: Policy) -> None:
+    """Admission is the webhook's own: a class the namespace may not use is denied."""
+    restricted = policy.model_copy(update={"namespace_access": (
+        NamespaceAccess(namespaces=("guests",), classes=("scavenger",)),)})
+    jobs = [job("train", 0, "training", 1, 8, 10, namespace="guests"),
+            job("batch", 0, "scavenger", 1, 8, 10, namespace="guests")]
+    run = simulate(jobs, restricted, TWO_NODES, "airlock").summary()
+    assert run["neverRunnableJobs"] == ["guests/train"]
+    assert run["completed"] == 1
 
 
 def test_the_summary_has_the_contract_keys_per_namespace_too(policy: Policy) -> None:

@@ -4,6 +4,7 @@ print the figures (text or JSON), and write the plots."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -49,6 +50,9 @@ def _positive(args: argparse.Namespace) -> str | None:
 def run_simulate(args: argparse.Namespace) -> int:
     if (problem := _positive(args)) is not None:
         print(problem, file=sys.stderr)
+        return 2
+    if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
+        print("--plot needs matplotlib: pip install 'gpu-airlock[simulate]'", file=sys.stderr)
         return 2
     try:
         jobs = read_trace(args.trace)

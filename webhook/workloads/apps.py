@@ -1,0 +1,111 @@
+"""Deployments, ReplicaSets and StatefulSets, as kube-controller-manager v1.34 makes their
+pods (k8s.io/kubernetes v1.34.4):
+- Deployment: pkg/controller/deployment/sync.go getNewReplicaSet (the ReplicaSet
+  `<name>-<pod-template-hash>`, the hash label added to its template);
+- ReplicaSet: pkg/controller/replicaset/replica_set.go via controller.GetPodFromTemplate
+  (generateName `<replicaset>-`);
+- StatefulSet: pkg/controller/statefulset/stateful_set_utils.go newVersionedStatefulSetPod
+  (`<name>-<ordinal>`, pod-name, pod-index and controller-revision-hash labels, hostname
+  and subdomain, a volume per claim template).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.workloads.expansions import Context, Expansion, Group, Pod, regroup
+from webhook.workloads.objects import (
+    Meta,
+    count,
+    mapping,
+    objects,
+    pod_template,
+    stand_in_hash,
+    text,
+)
+from webhook.workloads.templates import pod_from_template, with_template
+
+POD_TEMPLATE_HASH = "pod-template-hash"
+STS_POD_NAME = "statefulset.kubernetes.io/pod-name"
+POD_INDEX = "apps.kubernetes.io/pod-index"
+REVISION_HASH = "controller-revision-hash"
+
+
+def expand_replicaset(obj: Mapping[str, Any], ctx: Context) -> Expansion:
+    meta = Meta(obj, "ReplicaSet")
+    spec = mapping(obj, "spec", ())
+    template = pod_template(spec, ("spec",))
+    replicas = count(spec, "replicas", ("spec",), 1)
+    owner = meta.owner_reference()
+
+    def make(_: int) -> Pod:
+        return pod_from_template(template, namespace=meta.namespace, owner=owner,
+                                 generate_name=f"{meta.name}-")
+
+    return Expansion("ReplicaSet", meta.name, meta.namespace,
+                     (Group("template", replicas, make, (obj,)),))
+
+
+def expand_deployment(obj: Mapping[str, Any], ctx: Context) -> Expansion:
+    meta = Meta(obj, "Deployment")
+    spec = mapping(obj, "spec", ())
+    template = pod_template(spec, ("spec",))
+    replicas = count(spec, "replicas", ("spec",), 1)
+    pod_hash = stand_in_hash("Deployment", meta.namespace, meta.name, length=10)
+    # The ReplicaSet name is cut so that `-<hash>` fits a DNS subdomain (253).
+    rs_name = f"{meta.name[:253 - 1 - len(pod_hash)]}-{pod_hash}"
+    rs_template = with_template(template, labels={POD_TEMPLATE_HASH: pod_hash})
+    replicaset = {
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": rs_name, "namespace": meta.namespace,
+                     "labels": rs_template["metadata"]["labels"],
+                     "ownerReferences": [meta.owner_reference()]},
+        "spec": {"replicas": replicas, "template": rs_template},
+    }
+    notes = ("paused: the rollout waits until it is resumed",) if spec.get("paused") else ()
+    return regroup(expand_replicaset(replicaset, ctx), "Deployment", meta.name, obj, notes)
+
+
+def statefulset_pod(template: Mapping[str, Any], *, set_name: str, namespace: str,
+                    ordinal: int, service_name: str, revision: str,
+                    owner: Mapping[str, Any],
+                    claims: list[Mapping[str, Any]] | None = None) -> Pod:
+    """newStatefulSetPod + initIdentity + updateStorage + setPodRevision."""
+    name = f"{set_name}-{ordinal}"
+    pod = pod_from_template(template, namespace=namespace, owner=owner, name=name,
+                            labels={STS_POD_NAME: name, POD_INDEX: str(ordinal),
+                                    REVISION_HASH: revision})
+    spec = pod["spec"]
+    spec["hostname"] = name
+    if service_name:
+        spec["subdomain"] = service_name
+    if claims:
+        names = {c["metadata"]["name"] for c in claims}
+        spec["volumes"] = [
+            {"name": c["metadata"]["name"], "persistentVolumeClaim": {
+                "claimName": f"{c['metadata']['name']}-{set_name}-{ordinal}"}}
+            for c in claims
+        ] + [v for v in spec.get("volumes") or [] if v.get("name") not in names]
+    return pod
+
+
+def expand_statefulset(obj: Mapping[str, Any], ctx: Context) -> Expansion:
+    meta = Meta(obj, "StatefulSet")
+    spec = mapping(obj, "spec", ())
+    template = pod_template(spec, ("spec",))
+    replicas = count(spec, "replicas", ("spec",), 1)
+    start = count(mapping(spec, "ordinals", ("spec",)), "start", ("spec", "ordinals"), 0)
+    service = text(spec, "serviceName", ("spec",))
+    claims = [c for c in objects(spec, "volumeClaimTemplates", ("spec",))
+              if isinstance(c.get("metadata"), dict) and c["metadata"].get("name")]
+    revision = f"{meta.name}-{stand_in_hash('StatefulSet', meta.namespace, meta.name)}"
+    owner = meta.owner_reference()
+
+    def make(i: int) -> Pod:
+        return statefulset_pod(template, set_name=meta.name, namespace=meta.namespace,
+                               ordinal=start + i, service_name=service, revision=revision,
+                               owner=owner, claims=claims)
+
+    return Expansion("StatefulSet", meta.name, meta.namespace,
+                     (Group("template", replicas, make, (obj,)),))

@@ -90,6 +90,7 @@ def test_each_convention_finds_its_owner_and_reads_its_size(source: str) -> None
 def test_more_owner_shapes(source: str, builder: PodBuilder, owner: dict[str, Any],
                            size: int) -> None:
     convention, _, info = owner_of(builder)
+    assert convention is owner_sized(source)
     assert convention.size(owner, info.labels) == size
 
 
@@ -109,12 +110,14 @@ def test_owners_that_state_no_size_say_why(builder: PodBuilder, owner: dict[str,
                                            message: str) -> None:
     convention, _, info = owner_of(builder)
     size = convention.size(owner, info.labels)
-    assert isinstance(size, SizeUnknown) and message in size.reason
+    assert isinstance(size, SizeUnknown)
+    assert message in size.reason
 
 
 def test_a_kubeflow_pod_without_its_owner_reference_says_so() -> None:
     _, found, _ = owner_of(pod().label("training.kubeflow.org/job-name", "pt"))
-    assert isinstance(found, SizeUnknown) and "ownerReferences" in found.reason
+    assert isinstance(found, SizeUnknown)
+    assert "ownerReferences" in found.reason
 
 
 # Owner objects are custom resources: whatever shape one has, a size function answers.

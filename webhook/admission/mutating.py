@@ -39,7 +39,7 @@ def _same_toleration(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return all(a.get(k, defaults.get(k)) == b.get(k, defaults.get(k)) for k in keys)
 
 
-def _record(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpec,
+def _record(b: PatchBuilder, decision: Decision, spec: ClassSpec,
             policy: Policy) -> None:
     assert decision.class_ is not None
     b.label(CLASS_LABEL, decision.class_)
@@ -156,7 +156,7 @@ def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> 
         return Mutation([])
     spec = policy.classes[decision.class_]
     b = PatchBuilder(pod.raw)
-    _record(b, pod, decision, spec, policy)
+    _record(b, decision, spec, policy)
     warnings = _priority(b, pod, spec, policy)
     _tolerations(b, pod, spec)
     _placement(b, pod, decision, spec, policy)

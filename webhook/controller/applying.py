@@ -9,12 +9,22 @@ import datetime
 import logging
 import os
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, assert_never
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.controller.deciding import Action, Admit, Finish, Record, Wait, describe
+from webhook.controller.deciding import (
+    Action,
+    Admit,
+    Event,
+    EventReason,
+    EventType,
+    Finish,
+    Record,
+    Wait,
+    events_of,
+)
 from webhook.controller.leading import Fence, NotLeading
 from webhook.controller.objects import PodInfo
 from webhook.controller.raw import json_of
@@ -95,16 +105,21 @@ class Applier:
         task.add_done_callback(self._telling.discard)
 
     async def _tell(self, actions: list[Action]) -> None:
-        await asyncio.gather(*(self._events(a) for a in actions))
+        await asyncio.gather(*(self._events(e) for a in actions for e in events_of(a)))
 
     async def _apply(self, action: Action) -> bool:
         try:
-            if isinstance(action, Admit):
-                await self._record(action)
-                await self._ungate(tuple(p for p in action.ungate if p != action.anchor),
-                                   action.record)
-            elif isinstance(action, Finish):
-                await self._ungate(action.ungate, action.record)
+            match action:
+                case Admit():
+                    await self._record(action)
+                    await self._ungate(tuple(p for p in action.ungate if p != action.anchor),
+                                       action.record)
+                case Finish():
+                    await self._ungate(action.ungate, action.record)
+                case Wait():
+                    pass  # nothing to write: its event says why
+                case _:
+                    assert_never(action)
             return True
         except ApiException as e:
             log.warning("could not apply a decision; the next round retries",
@@ -147,17 +162,16 @@ class Applier:
         else:
             await asyncio.gather(*(one(p) for p in pods))
 
-    async def _events(self, action: Action) -> None:
-        message = describe(action)
-        pods = action.pods if isinstance(action, Wait) else action.ungate
-        reason = message.split(":", 1)[0]
-        kind = "Warning" if isinstance(action, Wait) and action.warning else "Normal"
-        fresh = [p for p in pods if self._said.get(p.key) != message]  # say things once
+    async def _events(self, event: Event) -> None:
+        message = event.message
+        fresh = [p for p in event.pods if self._said.get(p.key) != message]  # say things once
         for pod in fresh:
             self._said[pod.key] = message
-        await asyncio.gather(*(self._event(p, kind, reason, message) for p in fresh))
+        await asyncio.gather(*(self._event(p, event.type, event.reason, message)
+                               for p in fresh))
 
-    async def _event(self, pod: PodInfo, kind: str, reason: str, message: str) -> None:
+    async def _event(self, pod: PodInfo, kind: EventType, reason: EventReason,
+                     message: str) -> None:
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal, assert_never
 
 from webhook.controller.fitting import NoFit, Plan, fit, place_in, reserve
 from webhook.controller.gangs import Gang, GangId, Record, SizeAnswer, gangs_of
@@ -22,11 +23,17 @@ from webhook.controller.ordering import Order, Queue, queue_order
 from webhook.controller.snapshot import Snapshot, gpus
 from webhook.conventions.base import SizeUnknown
 
-__all__ = ["Action", "Admit", "Finish", "Options", "Record", "Wait", "decide", "describe"]
+__all__ = ["Action", "Admit", "DecideOptions", "Event", "EventReason", "EventType", "Finish",
+           "Record", "Wait", "WaitReason", "decide", "describe", "events_of"]
+
+# Why a gang waits: the reason of its event, and the word its message starts with.
+WaitReason = Literal["Waiting", "Incomplete", "Oversize", "SizeUnknown"]
+EventReason = Literal["Admitted", "Resumed", WaitReason]
+EventType = Literal["Normal", "Warning"]
 
 
 @dataclass(frozen=True, slots=True)
-class Options:
+class DecideOptions:
     order: Order = "backfill"
     reservation_timeout: float = 120.0
     incomplete_warning_after: float = 300.0
@@ -57,11 +64,26 @@ class Finish:
 class Wait:
     gang: GangId
     pods: tuple[PodInfo, ...]
-    message: str
+    reason: WaitReason
+    detail: str
     warning: bool = False
+
+    @property
+    def message(self) -> str:
+        return f"{self.reason}: {self.detail}"
 
 
 Action = Admit | Finish | Wait
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """What to tell about an action: one event on each of `pods`."""
+
+    pods: tuple[PodInfo, ...]
+    type: EventType
+    reason: EventReason
+    message: str
 
 
 def _hold(pods: Sequence[PodInfo], record: Record, snap: Snapshot) -> None:
@@ -73,7 +95,7 @@ def _hold(pods: Sequence[PodInfo], record: Record, snap: Snapshot) -> None:
         reserve(held, pods, snap)
 
 
-def _hold_promised(gang: Gang, snap: Snapshot, now: float, options: Options) -> Finish | None:
+def _hold_promised(gang: Gang, snap: Snapshot, now: float, options: DecideOptions) -> Finish | None:
     for record in gang.records:
         if now - record.at < options.reservation_timeout:
             _hold([p for p in gang.let_go if not p.node_name and p.name in record.members],
@@ -108,30 +130,30 @@ def _outlook(gang: Gang, size: int, snap: Snapshot) -> str:
 def _size(gang: Gang, looked_up: Mapping[GangId, SizeAnswer]) -> int | Wait | None:
     size = gang.size(looked_up)
     if isinstance(size, SizeUnknown):
-        return Wait(gang.id, tuple(gang.waiting), f"SizeUnknown: {size.reason}", warning=True)
+        return Wait(gang.id, tuple(gang.waiting), "SizeUnknown", size.reason, warning=True)
     return size  # None: the owner lookup is under way
 
 
 def _oversize(gang: Gang, extras: Sequence[PodInfo], message: str) -> list[Wait]:
-    return [Wait(gang.id, tuple(extras), f"Oversize: {message}; this pod is not part of it",
+    return [Wait(gang.id, tuple(extras), "Oversize", f"{message}; this pod is not part of it",
                  warning=True)] if extras else []
 
 
-def _whole(gang: Gang, size: int, now: float, options: Options, snap: Snapshot
+def _whole(gang: Gang, size: int, now: float, options: DecideOptions, snap: Snapshot
            ) -> tuple[list[PodInfo] | None, list[Wait]]:
     """A new gang: all of it, once every member exists. Beyond its size, the first by
     creation make the gang and later ones stay gated, saying why."""
     present = len(gang.members)
     if present < size:
         late = now - gang.arrival > options.incomplete_warning_after
-        return None, [Wait(gang.id, tuple(gang.members),
-                           f"{'Incomplete' if late else 'Waiting'}: {present}/{size} pods "
-                           f"present{_outlook(gang, size, snap)}", warning=late)]
+        return None, [Wait(gang.id, tuple(gang.members), "Incomplete" if late else "Waiting",
+                           f"{present}/{size} pods present{_outlook(gang, size, snap)}",
+                           warning=late)]
     return gang.members[:size], _oversize(gang, gang.members[size:],
                                           f"{present} pods for a gang of {size}")
 
 
-def _joiners(gang: Gang, size: int, now: float, options: Options
+def _joiners(gang: Gang, size: int, now: float, options: DecideOptions
              ) -> tuple[list[PodInfo] | None, list[Wait]]:
     """A gang that already runs: waiting pods replace members that are gone, or join
     after the size grew; they go together once enough are there to make the gang whole."""
@@ -142,10 +164,9 @@ def _joiners(gang: Gang, size: int, now: float, options: Options
                                               f"members admitted")
     if len(waiting) < room:
         late = now - min(p.created for p in waiting) > options.incomplete_warning_after
-        return None, [Wait(gang.id, tuple(waiting),
-                           f"{'Incomplete' if late else 'Waiting'}: {len(waiting)}/{room} "
-                           f"pods present to rejoin a gang of {size} running with {placed}",
-                           warning=late)]
+        return None, [Wait(gang.id, tuple(waiting), "Incomplete" if late else "Waiting",
+                           f"{len(waiting)}/{room} pods present to rejoin a gang of {size} "
+                           f"running with {placed}", warning=late)]
     return waiting[:room], _oversize(gang, waiting[room:], f"{placed + len(waiting)} pods "
                                                            f"for a gang of {size}")
 
@@ -168,7 +189,7 @@ def _fit_joiners(gang: Gang, pods: list[PodInfo], snap: Snapshot, avoid: set[str
 
 
 def _consider(gang: Gang, snap: Snapshot, looked_up: Mapping[GangId, SizeAnswer],
-              now: float, options: Options, queue: Queue) -> list[Action]:
+              now: float, options: DecideOptions, queue: Queue) -> list[Action]:
     size = _size(gang, looked_up)
     if size is None or isinstance(size, Wait):
         return [size] if size else []
@@ -179,7 +200,7 @@ def _consider(gang: Gang, snap: Snapshot, looked_up: Mapping[GangId, SizeAnswer]
     if members is None:
         return actions
     if (why := queue.behind()) is not None:
-        return [*actions, Wait(gang.id, tuple(members), why)]
+        return [*actions, Wait(gang.id, tuple(members), "Waiting", why)]
     anchor = members[0]
     key: str | None = anchor.topology_key
     if started:
@@ -192,7 +213,8 @@ def _consider(gang: Gang, snap: Snapshot, looked_up: Mapping[GangId, SizeAnswer]
         present = f"{len(members)}/{size} pods present" if not started else \
             f"{len(members)} pods to rejoin a gang of {size}"
         queue.did_not_fit(gang, outcome)
-        return [*actions, Wait(gang.id, tuple(members), f"Waiting: {present}; {outcome.reason}")]
+        return [*actions, Wait(gang.id, tuple(members), "Waiting",
+                               f"{present}; {outcome.reason}")]
     reserve(outcome, members, snap)
     record = Record(outcome.domain, key if outcome.domain else None,
                     tuple(sorted(p.name for p in members)), now, size)
@@ -211,7 +233,7 @@ def _joining_note(gang: Gang, size: int) -> str:
 
 def decide(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
            looked_up: Mapping[GangId, SizeAnswer], now: float,
-           options: Options = Options()) -> list[Action]:
+           options: DecideOptions = DecideOptions()) -> list[Action]:
     all_pods = list(pods)
     snap = Snapshot(nodes, all_pods)
     gangs = gangs_of(all_pods)
@@ -226,12 +248,28 @@ def decide(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
     return actions
 
 
+def _lifted(verb: str, ungate: tuple[PodInfo, ...], record: Record, note: str = "") -> str:
+    where = f"domain {record.domain}" if record.domain else "any domain"
+    need = sum(gpus(p.requests) for p in ungate)
+    return f"{verb}: {where}; {len(ungate)} pods, {need} GPUs{note}"
+
+
+def events_of(action: Action) -> tuple[Event, ...]:
+    """What to tell, and to which pods, about an action."""
+    match action:
+        case Admit():
+            return (Event(action.ungate, "Normal", "Admitted",
+                          _lifted("Admitted", action.ungate, action.record, action.note)),)
+        case Finish():
+            return (Event(action.ungate, "Normal", "Resumed",
+                          _lifted("Resumed", action.ungate, action.record)),)
+        case Wait():
+            return (Event(action.pods, "Warning" if action.warning else "Normal",
+                          action.reason, action.message),)
+        case _:
+            assert_never(action)
+
+
 def describe(action: Action) -> str:
-    """The event text for an action."""
-    if isinstance(action, Wait):
-        return action.message
-    where = f"domain {action.record.domain}" if action.record.domain else "any domain"
-    need = sum(gpus(p.requests) for p in action.ungate)
-    if isinstance(action, Admit):
-        return f"Admitted: {where}; {len(action.ungate)} pods, {need} GPUs{action.note}"
-    return f"Resumed: {where}; {len(action.ungate)} pods, {need} GPUs"
+    """The event text for an action (its first event's, where it has several)."""
+    return events_of(action)[0].message

@@ -12,7 +12,7 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 from aiohttp import web
 from kubernetes_asyncio import client, config
@@ -22,7 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from webhook import kubeclient
 from webhook.controller.applying import WRITES_IN_FLIGHT, Applier
 from webhook.controller.cache import Cache
-from webhook.controller.deciding import Admit, Options, Wait, decide
+from webhook.controller.deciding import Action, Admit, DecideOptions, Finish, Wait, decide
 from webhook.controller.gangs import GangId, SizeAnswer
 from webhook.controller.leading import (
     LEASE_SECONDS,
@@ -42,7 +42,7 @@ PERIOD = 2.0
 SETTLE = 0.02
 
 
-async def api_client(kubeconfig: Path | None) -> client.ApiClient:
+async def connect(kubeconfig: Path | None) -> client.ApiClient:
     configuration = client.Configuration()
     if kubeconfig is not None:
         await config.load_kube_config(config_file=str(kubeconfig),
@@ -56,7 +56,7 @@ async def api_client(kubeconfig: Path | None) -> client.ApiClient:
 
 
 class Controller:
-    def __init__(self, api: client.ApiClient, options: Options, identity: str,
+    def __init__(self, api: client.ApiClient, options: DecideOptions, identity: str,
                  pause: float = 0.0, fence: Fence | None = None) -> None:
         self.api = api
         self.options = options
@@ -101,16 +101,27 @@ class Controller:
                          time.time(), self.options)
         self.deciding_seconds = time.perf_counter() - started
         self.metrics.fit_seconds.observe(self.deciding_seconds)
-        self.metrics.gangs_waiting.set(len({a.gang for a in actions if isinstance(a, Wait)}))
         await self.applier.apply(actions)
         self.rounds += 1
         if self.rounds % 500 == 0:
             self.applier.forget_all_but(self.cache.pods.keys())
+        self._count(actions)
+
+    def _count(self, actions: list[Action]) -> None:
+        waiting: set[tuple[str, str]] = set()
         for action in actions:
-            if isinstance(action, Admit):
-                self.metrics.admitted.inc()
-                arrival = min(p.created for p in action.ungate)
-                self.metrics.time_to_admit.observe(max(time.time() - arrival, 0.0))
+            match action:
+                case Admit():
+                    self.metrics.admitted.inc()
+                    arrival = min(p.created for p in action.ungate)
+                    self.metrics.time_to_admit.observe(max(time.time() - arrival, 0.0))
+                case Wait():
+                    waiting.add(action.gang)
+                case Finish():
+                    pass
+                case _:
+                    assert_never(action)
+        self.metrics.gangs_waiting.set(len(waiting))
 
     async def lead(self) -> None:
         log.info("leading: deciding from now on")
@@ -151,8 +162,8 @@ async def _serve_metrics(controller: Controller, port: int) -> web.AppRunner | N
 
 
 async def _main(args: argparse.Namespace) -> int:
-    api = await api_client(args.kubeconfig)
-    options = Options(order=args.order, reservation_timeout=args.reservation_timeout,
+    api = await connect(args.kubeconfig)
+    options = DecideOptions(order=args.order, reservation_timeout=args.reservation_timeout,
                       incomplete_warning_after=args.incomplete_warning_after)
     fence = Fence(None if args.no_leader_election else RENEW_DEADLINE_SECONDS)
     controller = Controller(api, options, args.identity, pause=args.patch_pause, fence=fence)

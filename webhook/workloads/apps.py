@@ -32,7 +32,7 @@ POD_INDEX = "apps.kubernetes.io/pod-index"
 REVISION_HASH = "controller-revision-hash"
 
 
-def expand_replicaset(obj: Mapping[str, Any], ctx: Context) -> Expansion:
+def expand_replicaset(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
     meta = Meta(obj, "ReplicaSet")
     spec = mapping(obj, "spec", ())
     template = pod_template(spec, ("spec",))
@@ -90,7 +90,7 @@ def statefulset_pod(template: Mapping[str, Any], *, set_name: str, namespace: st
     return pod
 
 
-def expand_statefulset(obj: Mapping[str, Any], ctx: Context) -> Expansion:
+def expand_statefulset(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
     meta = Meta(obj, "StatefulSet")
     spec = mapping(obj, "spec", ())
     template = pod_template(spec, ("spec",))

@@ -49,13 +49,16 @@ def _index_generate_name(job: str, index: int) -> str:
         prefix[:MAX_GENERATED_NAME - len(suffix)] + suffix)
 
 
-def expand_job(obj: Mapping[str, Any], ctx: Context) -> Expansion:
+def expand_job(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
     meta = Meta(obj, "Job")
     spec = mapping(obj, "spec", ())
     template = pod_template(spec, ("spec",))
     parallelism = count(spec, "parallelism", ("spec",), 1)
-    raw_completions = spec.get("completions")
-    completions = None if raw_completions is None else count(spec, "completions", ("spec",), 1)
+    # The apiserver's defaults (pkg/apis/batch/v1/defaults.go): neither count given is one
+    # pod to run once; parallelism alone is a work queue with no completion count.
+    completions: int | None = count(spec, "completions", ("spec",), 1)
+    if spec.get("completions") is None and spec.get("parallelism") is not None:
+        completions = None
     indexed = text(spec, "completionMode", ("spec",), "NonIndexed") == "Indexed"
     if indexed and completions is None:
         raise WorkloadError(("spec", "completions"), "an Indexed Job needs completions")

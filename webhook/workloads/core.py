@@ -9,7 +9,7 @@ from webhook.workloads.expansions import Context, Expansion, Group, Pod
 from webhook.workloads.objects import mapping, text
 
 
-def expand_pod(obj: Mapping[str, Any], ctx: Context) -> Expansion:
+def expand_pod(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
     meta = mapping(obj, "metadata", ())
     name = text(meta, "name", ("metadata",)) or text(meta, "generateName", ("metadata",))
     namespace = text(meta, "namespace", ("metadata",)) or "default"

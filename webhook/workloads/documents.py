@@ -20,28 +20,33 @@ class Document:
     node: yaml.Node
 
     def line_of(self, path: FieldPath) -> int:
-        """The line of the deepest field of `path` present in the text (1-based)."""
-        node = self.node
+        """The line of the deepest field of `path` present in the text (1-based): where a
+        field is missing, the line of the object that should hold it."""
+        node, line = self.node, self.line
         for part in path:
-            child = _child(node, part)
-            if child is None:
+            found = _entry(node, part)
+            if found is None:
                 break
-            node = child
-        return int(node.start_mark.line) + 1
+            line, node = _line(found[0]), found[1]
+        return line
 
 
-def _child(node: yaml.Node, part: str | int) -> yaml.Node | None:
+def _entry(node: yaml.Node, part: str | int) -> tuple[yaml.Node, yaml.Node] | None:
+    """(the node that names `part`, its value) in a mapping or sequence node."""
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             if isinstance(key, yaml.ScalarNode) and key.value == part:
-                return value if not isinstance(value, yaml.ScalarNode) or value.value \
-                    else key
+                return key, value
         return None
     if isinstance(node, yaml.SequenceNode) and isinstance(part, int) \
             and 0 <= part < len(node.value):
-        child: yaml.Node = node.value[part]
-        return child
+        return node.value[part], node.value[part]
     return None
+
+
+def _child(node: yaml.Node, part: str | int) -> yaml.Node | None:
+    found = _entry(node, part)
+    return None if found is None else found[1]
 
 
 def parse_documents(text: str) -> Iterator[Document]:

@@ -56,11 +56,11 @@ KINDS: dict[str, TrainingKind] = {
     "TFJob": TrainingKind("tfReplicaSpecs", "tfjob-controller", "Never",
                           _master_or_worker0(("Chief", "Master"))),
     "XGBoostJob": TrainingKind("xgbReplicaSpecs", "xgboostjob-controller", "Never",
-                               lambda types, rtype, index: rtype == "Master"),
+                               lambda _types, rtype, _index: rtype == "Master"),
     "PaddleJob": TrainingKind("paddleReplicaSpecs", "paddlejob-controller", "OnFailure",
-                              lambda types, rtype, index: rtype == "Master"),
+                              lambda _types, rtype, _index: rtype == "Master"),
     "JAXJob": TrainingKind("jaxReplicaSpecs", "jaxjob-controller", "Never",
-                           lambda types, rtype, index: index == 0),
+                           lambda _types, _rtype, index: index == 0),
 }
 
 
@@ -80,7 +80,7 @@ def _restart_policy(rspec: Mapping[str, Any], default: str) -> str:
     return "Never" if policy == "ExitCode" else str(policy)
 
 
-def expand_training_job(obj: Mapping[str, Any], ctx: Context) -> Expansion:
+def expand_training_job(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
     kind_name = text(obj, "kind", ())
     kind = KINDS[kind_name]
     meta = Meta(obj, kind_name)
@@ -106,7 +106,7 @@ def expand_training_job(obj: Mapping[str, Any], ctx: Context) -> Expansion:
     return Expansion(kind_name, meta.name, meta.namespace, tuple(groups))
 
 
-def expand_mpijob(obj: Mapping[str, Any], ctx: Context) -> Expansion:
+def expand_mpijob(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
     meta = Meta(obj, "MPIJob")
     specs = _replica_specs(obj, "mpiReplicaSpecs")
     owner = meta.owner_reference()

@@ -83,7 +83,7 @@ def _workers(group: Mapping[str, Any], path: tuple[str | int, ...]) -> int:
     return wanted * max(1, count(group, "numOfHosts", path, 1))
 
 
-def expand_raycluster(obj: Mapping[str, Any], ctx: Context) -> Expansion:
+def expand_raycluster(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
     meta = Meta(obj, "RayCluster")
     spec = required(obj, "spec", (), "a RayCluster spec")
     head = required(spec, "headGroupSpec", ("spec",), "a head group")

@@ -44,7 +44,7 @@ def _group_key(namespace: str, leader: str) -> str:
     return hashlib.sha1(f"{namespace}/{leader}".encode()).hexdigest()
 
 
-def expand_leaderworkerset(obj: Mapping[str, Any], ctx: Context) -> Expansion:
+def expand_leaderworkerset(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
     meta = Meta(obj, "LeaderWorkerSet")
     spec = mapping(obj, "spec", ())
     lwt = required(spec, "leaderWorkerTemplate", ("spec",), "a leaderWorkerTemplate")

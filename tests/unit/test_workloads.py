@@ -401,3 +401,16 @@ def test_documents_know_their_lines() -> None:
     assert [d.line for d in docs] == [2, 6, 13, 14]
     assert docs[1].line_of(("spec", "replicas")) == 9
     assert docs[1].line_of(("spec", "template")) == 8
+
+
+@pytest.mark.parametrize("obj", [
+    _job(suspend=True, template=template()),
+    workload("jobset.x-k8s.io/v1alpha2", "JobSet", "j", suspend=True, replicatedJobs=[
+        {"name": "w", "template": {"spec": {"template": template()}}}]),
+    workload("ray.io/v1", "RayCluster", "r", suspend=True,
+             headGroupSpec={"template": template()}),
+], ids=["job", "jobset", "raycluster"])
+def test_a_suspended_workload_is_shown_with_a_note(obj: dict[str, Any]) -> None:
+    expansion = expand(obj)
+    assert expansion.count == 1
+    assert any(note.startswith("suspended") for note in expansion.notes)

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from webhook.conventions.indexed_job import COMPLETION_INDEX
 from webhook.conventions.indexed_job import JOB_NAME_LABEL as JOB_NAME
-from webhook.workloads.expansions import Context, Expansion, Group, Pod, regroup
+from webhook.workloads.expansions import Context, Expansion, Group, Pod, regroup, suspended
 from webhook.workloads.objects import (
     Meta,
     WorkloadError,
@@ -91,8 +91,7 @@ def expand_job(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
             "fieldPath": f"metadata.labels['{COMPLETION_INDEX}']"}}}])
         return pod
 
-    notes = ("suspended: no pods until it is resumed (shown as they would be then)",
-             ) if spec.get("suspend") else ()
+    notes = suspended(spec)
     return Expansion("Job", meta.name, meta.namespace,
                      (Group("template", active, make, (obj,)),), notes)
 

@@ -11,6 +11,13 @@ from typing import Any
 Pod = dict[str, Any]
 
 
+def suspended(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The note for a workload whose `spec.suspend` holds its pods back (Kueue and
+    JobSet suspend them until admitted): explain shows the pods it would make then."""
+    return ("suspended: no pods until it is resumed (shown as they would be then)",
+            ) if spec.get("suspend") else ()
+
+
 @dataclass(frozen=True, slots=True)
 class Context:
     """What an expansion may depend on besides the object: the clock (a CronJob's next

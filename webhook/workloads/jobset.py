@@ -15,7 +15,7 @@ from typing import Any
 
 from webhook.conventions.jobset import JOBSET_LABEL, REPLICATED_JOB_LABEL
 from webhook.workloads.batch import expand_job
-from webhook.workloads.expansions import Context, Expansion, Group, Pod
+from webhook.workloads.expansions import Context, Expansion, Group, Pod, suspended
 from webhook.workloads.objects import (
     FieldPath,
     Meta,
@@ -86,7 +86,7 @@ def expand_jobset(obj: Mapping[str, Any], ctx: Context) -> Expansion:
     if not rjobs:
         raise WorkloadError(("spec", "replicatedJobs"), "is missing: no replicated jobs")
     dns = mapping(spec, "network", ("spec",)).get("enableDNSHostnames", True)
-    suspended = bool(spec.get("suspend"))
+    suspend = bool(spec.get("suspend"))
     groups = []
     for rjob in rjobs:
         def job(index: int, rjob: _ReplicatedJob = rjob) -> dict[str, Any]:
@@ -121,7 +121,7 @@ def expand_jobset(obj: Mapping[str, Any], ctx: Context) -> Expansion:
                              "ownerReferences": [meta.owner_reference()]},
                 "spec": {**rjob.spec, "completionMode":
                          rjob.spec.get("completionMode") or "Indexed",
-                         "suspend": suspended, "template": template},
+                         "suspend": suspend, "template": template},
             }
 
         with within((*rjob.path, "template", "spec")):
@@ -133,6 +133,5 @@ def expand_jobset(obj: Mapping[str, Any], ctx: Context) -> Expansion:
 
         groups.append(Group(f"replicated job {rjob.name}", rjob.replicas * per_job, make,
                             (obj, *first.owners)))
-    notes = ("suspended: no pods until it is resumed (shown as they would be then)",
-             ) if suspended else ()
+    notes = suspended(spec)
     return Expansion("JobSet", meta.name, meta.namespace, tuple(groups), notes)

@@ -19,7 +19,7 @@ from typing import Any
 
 from webhook.conventions.kuberay import CLUSTER_LABEL as CLUSTER
 from webhook.workloads.batch import expand_job
-from webhook.workloads.expansions import Context, Expansion, Group, Pod, regroup
+from webhook.workloads.expansions import Context, Expansion, Group, Pod, regroup, suspended
 from webhook.workloads.objects import (
     Meta,
     WorkloadError,
@@ -114,8 +114,7 @@ def expand_raycluster(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
                 labels=_labels("worker", meta.name, name, template))
 
         groups.append(Group(f"worker group {name}", _workers(group, path), worker, (obj,)))
-    notes = ("suspended: no pods until it is resumed (shown as they would be then)",
-             ) if spec.get("suspend") else ()
+    notes = suspended(spec)
     return Expansion("RayCluster", meta.name, meta.namespace, tuple(groups), notes)
 
 
@@ -166,6 +165,5 @@ def expand_rayjob(obj: Mapping[str, Any], ctx: Context) -> Expansion:
         submitter = expand_job(job, ctx).groups[0]
         groups.append(Group("submitter", submitter.count, submitter.make,
                             (obj, *submitter.owners)))
-    notes = ("suspended: no pods until it is resumed (shown as they would be then)",
-             ) if spec.get("suspend") else ()
+    notes = suspended(spec)
     return Expansion("RayJob", meta.name, meta.namespace, tuple(groups), notes)

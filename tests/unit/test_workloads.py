@@ -64,6 +64,8 @@ NAMES: dict[str, tuple[dict[str, Any], list[str]]] = {
     "statefulset ordinals": (
         workload("apps/v1", "StatefulSet", "db", replicas=2, ordinals={"start": 5},
                  template=template()), ["db-5", "db-6"]),
+    "daemonset: one pod stands for all": (
+        workload("apps/v1", "DaemonSet", "dcgm", template=template()), ["dcgm-~"]),
     "plain job: min(parallelism, completions)": (
         _job(parallelism=3, completions=2, template=template()), ["train-~", "train-~"]),
     "job with no counts: one pod": (_job(template=template()), ["train-~"]),
@@ -151,6 +153,9 @@ METADATA: dict[str, tuple[dict[str, Any], int, dict[str, str], dict[str, str], s
         workload("apps/v1", "StatefulSet", "db", template=template()), 0,
         {"statefulset.kubernetes.io/pod-name": "db-0", "apps.kubernetes.io/pod-index": "0"},
         {}, "StatefulSet/db"),
+    "daemonset revision and generation": (
+        workload("apps/v1", "DaemonSet", "dcgm", template=template()), 0,
+        {"pod-template-generation": "1"}, {}, "DaemonSet/dcgm"),
     "job selector labels": (
         _job(template=template()), 0,
         {"job-name": "train", "batch.kubernetes.io/job-name": "train"}, {}, "Job/train"),
@@ -386,7 +391,8 @@ def test_malformed_objects_name_the_field(case: str) -> None:
 
 def test_every_kind_the_issue_names_is_supported() -> None:
     assert set(supported()) >= {
-        "Pod", "Deployment.apps", "ReplicaSet.apps", "StatefulSet.apps", "Job.batch",
+        "Pod", "Deployment.apps", "ReplicaSet.apps", "StatefulSet.apps", "DaemonSet.apps",
+        "Job.batch",
         "CronJob.batch", "JobSet.jobset.x-k8s.io", "PyTorchJob.kubeflow.org",
         "TFJob.kubeflow.org", "MPIJob.kubeflow.org", "XGBoostJob.kubeflow.org",
         "PaddleJob.kubeflow.org", "JAXJob.kubeflow.org",
@@ -414,3 +420,24 @@ def test_a_suspended_workload_is_shown_with_a_note(obj: dict[str, Any]) -> None:
     expansion = expand(obj)
     assert expansion.count == 1
     assert any(note.startswith("suspended") for note in expansion.notes)
+
+
+def test_daemon_pods_tolerate_node_conditions_and_are_pinned_to_their_node() -> None:
+    (pod,) = pods(workload("apps/v1", "DaemonSet", "d", template=template(
+        hostNetwork=True,
+        tolerations=[{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                      "effect": "NoExecute", "tolerationSeconds": 5}],
+        affinity={"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []},
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}})))
+    spec = pod["spec"]
+    keys = [t["key"] for t in spec["tolerations"]]
+    assert keys.count("node.kubernetes.io/not-ready") == 1
+    assert spec["tolerations"][0]["tolerationSeconds"] == 5
+    assert "node.kubernetes.io/network-unavailable" in keys
+    assert len(keys) == 7
+    node_affinity = spec["affinity"]["nodeAffinity"]
+    (term,) = node_affinity["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    assert term["matchFields"][0]["key"] == "metadata.name"
+    assert node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] == [{"weight": 1}]

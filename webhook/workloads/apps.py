@@ -6,7 +6,11 @@ pods (k8s.io/kubernetes v1.34.4):
   (generateName `<replicaset>-`);
 - StatefulSet: pkg/controller/statefulset/stateful_set_utils.go newVersionedStatefulSetPod
   (`<name>-<ordinal>`, pod-name, pod-index and controller-revision-hash labels, hostname
-  and subdomain, a volume per claim template).
+  and subdomain, a volume per claim template);
+- DaemonSet: pkg/controller/daemon/util/daemonset_util.go CreatePodTemplate (the
+  revision and template-generation labels, the tolerations every daemon pod gets) and
+  ReplaceDaemonSetPodNodeNameNodeAffinity (each pod pinned to its node); one pod stands
+  for all, as explain knows no nodes.
 """
 
 from __future__ import annotations
@@ -109,3 +113,49 @@ def expand_statefulset(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
 
     return Expansion("StatefulSet", meta.name, meta.namespace,
                      (Group("template", replicas, make, (obj,)),))
+
+
+TEMPLATE_GENERATION = "pod-template-generation"
+# AddOrUpdateDaemonPodTolerations: (taint, effect), and the one only host-network pods get.
+DAEMON_TOLERATIONS = (
+    ("node.kubernetes.io/not-ready", "NoExecute"),
+    ("node.kubernetes.io/unreachable", "NoExecute"),
+    ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+    ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+    ("node.kubernetes.io/pid-pressure", "NoSchedule"),
+    ("node.kubernetes.io/unschedulable", "NoSchedule"),
+)
+HOST_NETWORK_TOLERATION = ("node.kubernetes.io/network-unavailable", "NoSchedule")
+EACH_NODE = "<each eligible node>"
+
+
+def expand_daemonset(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
+    meta = Meta(obj, "DaemonSet")
+    spec = mapping(obj, "spec", ())
+    template = pod_template(spec, ("spec",))
+    generation = count(mapping(obj, "metadata", ()), "generation", ("metadata",), 1)
+    labels = {REVISION_HASH: stand_in_hash("DaemonSet", meta.namespace, meta.name),
+              TEMPLATE_GENERATION: str(generation)}
+    owner = meta.owner_reference()
+
+    def make(_: int) -> Pod:
+        pod = pod_from_template(template, namespace=meta.namespace, owner=owner,
+                                generate_name=f"{meta.name}-", labels=labels)
+        pod_spec = pod["spec"]
+        wanted = [*DAEMON_TOLERATIONS,
+                  *([HOST_NETWORK_TOLERATION] if pod_spec.get("hostNetwork") else [])]
+        tolerations = list(pod_spec.get("tolerations") or [])
+        have = {(t.get("key"), t.get("effect")) for t in tolerations}
+        pod_spec["tolerations"] = tolerations + [
+            {"key": key, "operator": "Exists", "effect": effect}
+            for key, effect in wanted if (key, effect) not in have]
+        affinity = pod_spec.setdefault("affinity", {})
+        affinity["nodeAffinity"] = {**(affinity.get("nodeAffinity") or {}),
+                                    "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [EACH_NODE]}]}]}}
+        return pod
+
+    return Expansion("DaemonSet", meta.name, meta.namespace,
+                     (Group("template", 1, make, (obj,)),),
+                     ("one pod per eligible node; the one shown stands for all",))

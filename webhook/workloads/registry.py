@@ -8,7 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from webhook.workloads.apps import expand_deployment, expand_replicaset, expand_statefulset
+from webhook.workloads.apps import (
+    expand_daemonset,
+    expand_deployment,
+    expand_replicaset,
+    expand_statefulset,
+)
 from webhook.workloads.batch import expand_cronjob, expand_job
 from webhook.workloads.core import expand_pod
 from webhook.workloads.expansions import Context, Expansion
@@ -25,6 +30,7 @@ EXPANSIONS: dict[tuple[str, str], Expand] = {
     ("apps", "Deployment"): expand_deployment,
     ("apps", "ReplicaSet"): expand_replicaset,
     ("apps", "StatefulSet"): expand_statefulset,
+    ("apps", "DaemonSet"): expand_daemonset,
     ("batch", "Job"): expand_job,
     ("batch", "CronJob"): expand_cronjob,
     ("jobset.x-k8s.io", "JobSet"): expand_jobset,

@@ -54,7 +54,8 @@ def _lint(args: argparse.Namespace) -> int:
     policies = _policies(args.dir)
     if policies is None:
         return 1
-    return run_lint(policies, schema_out=args.schema)
+    return run_lint(policies, schema_out=args.schema,
+                    webhook_configurations=args.webhook_configurations)
 
 
 def _certs(args: argparse.Namespace) -> int:
@@ -109,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("dir", nargs="?", type=Path, default=None, help=POLICIES_HELP)
     lint.add_argument("--schema", type=Path, default=None,
                       help="also write the policy JSON Schema to this file")
+    lint.add_argument("--webhook-configurations", type=Path, default=None, metavar="FILE",
+                      help="also check that the webhooks' pre-filter in FILE (e.g. `kubectl "
+                           "get mutatingwebhookconfigurations,validatingwebhookconfigurations "
+                           "airlock -o yaml`) passes the policy's accelerators")
     lint.set_defaults(func=_lint)
 
     certs = sub.add_parser("certs", help="make a development CA and serving certificate")

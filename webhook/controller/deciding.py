@@ -16,12 +16,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, assert_never
 
+from webhook.accelerators import Accelerators, GpuEquivalents
 from webhook.controller.fitting import NoFit, Plan, fit, place_in, reserve
 from webhook.controller.gangs import Gang, GangId, Record, SizeAnswer, gangs_of
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.ordering import Order, Queue, queue_order
-from webhook.controller.snapshot import Snapshot, gpus
+from webhook.controller.snapshot import Snapshot
 from webhook.conventions.base import SizeUnknown
+from webhook.policy.model import DEFAULT_ACCELERATORS
 
 __all__ = ["Action", "Admit", "DecideOptions", "Event", "EventReason", "EventType", "Finish",
            "Record", "Wait", "WaitReason", "decide", "describe", "events_of"]
@@ -30,6 +32,9 @@ __all__ = ["Action", "Admit", "DecideOptions", "Event", "EventReason", "EventTyp
 WaitReason = Literal["Waiting", "Incomplete", "Oversize", "SizeUnknown"]
 EventReason = Literal["Admitted", "Resumed", WaitReason]
 EventType = Literal["Normal", "Warning"]
+
+# What a policy that names no accelerator counts.
+POLICY_DEFAULT = Accelerators.of(DEFAULT_ACCELERATORS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +53,7 @@ class Admit:
     record: Record
     anchor: PodInfo
     ungate: tuple[PodInfo, ...]
+    gpus: GpuEquivalents
     note: str = ""
 
 
@@ -58,6 +64,7 @@ class Finish:
     gang: GangId
     record: Record
     ungate: tuple[PodInfo, ...]
+    gpus: GpuEquivalents
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +112,7 @@ def _hold_promised(gang: Gang, snap: Snapshot, now: float, options: DecideOption
         return None
     record = next(r for r in gang.records if promised[0].name in r.members)
     _hold(promised, record, snap)
-    return Finish(gang.id, record, tuple(promised))
+    return Finish(gang.id, record, tuple(promised), snap.need(promised))
 
 
 def _domain_nodes(snap: Snapshot, pod: PodInfo, key: str | None,
@@ -121,7 +128,7 @@ def _outlook(gang: Gang, size: int, snap: Snapshot) -> str:
     anchor = gang.members[0]
     if not anchor.topology_key:
         return ""
-    need = round(sum(gpus(p.requests) for p in gang.members) * size / len(gang.members))
+    need = round(snap.need(gang.members) * size / len(gang.members))
     domains = snap.domains(anchor, anchor.topology_key)
     best = max((snap.free_gpus(nodes) for nodes in domains.values()), default=0)
     return f"; needs {need} GPUs in one {anchor.topology_key} domain, the best has {best} free"
@@ -183,7 +190,7 @@ def _fit_joiners(gang: Gang, pods: list[PodInfo], snap: Snapshot, avoid: set[str
     placed = place_in(pods, snap, nodes)
     if placed is not None:
         return Plan(domain, placed.assignments), key
-    need = sum(gpus(p.requests) for p in pods)
+    need = snap.need(pods)
     return NoFit(f"needs {need} GPUs in {key} domain {domain}, where the gang runs; it has "
                  f"{snap.free_gpus(nodes)} free", tuple(nodes)), key
 
@@ -219,7 +226,8 @@ def _consider(gang: Gang, snap: Snapshot, looked_up: Mapping[GangId, SizeAnswer]
     record = Record(outcome.domain, key if outcome.domain else None,
                     tuple(sorted(p.name for p in members)), now, size)
     return [*actions, Admit(gang.id, record, min(members, key=lambda p: p.name),
-                            tuple(members), _joining_note(gang, size) if started else "")]
+                            tuple(members), snap.need(members),
+                            _joining_note(gang, size) if started else "")]
 
 
 def _joining_note(gang: Gang, size: int) -> str:
@@ -233,9 +241,11 @@ def _joining_note(gang: Gang, size: int) -> str:
 
 def decide(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
            looked_up: Mapping[GangId, SizeAnswer], now: float,
-           options: DecideOptions = DecideOptions()) -> list[Action]:
+           options: DecideOptions = DecideOptions(),
+           accelerators: Accelerators = POLICY_DEFAULT) -> list[Action]:
+    """`accelerators`: what the policy counts as GPUs."""
     all_pods = list(pods)
-    snap = Snapshot(nodes, all_pods)
+    snap = Snapshot(nodes, all_pods, accelerators)
     gangs = gangs_of(all_pods)
     actions: list[Action] = []
     for gang in gangs.values():
@@ -248,10 +258,10 @@ def decide(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
     return actions
 
 
-def _lifted(verb: str, ungate: tuple[PodInfo, ...], record: Record, note: str = "") -> str:
+def _lifted(verb: str, action: Admit | Finish, note: str = "") -> str:
+    record = action.record
     where = f"domain {record.domain}" if record.domain else "any domain"
-    need = sum(gpus(p.requests) for p in ungate)
-    return f"{verb}: {where}; {len(ungate)} pods, {need} GPUs{note}"
+    return f"{verb}: {where}; {len(action.ungate)} pods, {action.gpus} GPUs{note}"
 
 
 def events_of(action: Action) -> tuple[Event, ...]:
@@ -259,10 +269,10 @@ def events_of(action: Action) -> tuple[Event, ...]:
     match action:
         case Admit():
             return (Event(action.ungate, "Normal", "Admitted",
-                          _lifted("Admitted", action.ungate, action.record, action.note)),)
+                          _lifted("Admitted", action, action.note)),)
         case Finish():
             return (Event(action.ungate, "Normal", "Resumed",
-                          _lifted("Resumed", action.ungate, action.record)),)
+                          _lifted("Resumed", action)),)
         case Wait():
             return (Event(action.pods, "Warning" if action.warning else "Normal",
                           action.reason, action.message),)

@@ -129,3 +129,13 @@ def test_a_checkout_uses_its_own_policies_quietly() -> None:
     assert done.returncode == 0
     assert done.stdout.startswith("policies: ok")
     assert "shipped" not in done.stderr
+
+
+def test_objects_from_stdin(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "webhook", "explain", "-f", "-", "--policies", str(POLICIES),
+         "-o", "json"], input=f"{DEPLOYMENT}---\n{WIDGET}", capture_output=True, text=True,
+        cwd=tmp_path, check=False)
+    assert done.returncode == 0
+    assert workloads(done) == ["Deployment/web"]
+    assert "<stdin>:11: Widget/w1: unknown kind" in done.stderr

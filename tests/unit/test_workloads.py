@@ -183,6 +183,10 @@ METADATA: dict[str, tuple[dict[str, Any], int, dict[str, str], dict[str, str], s
         {f"{TRAINING}job-name": "ft", f"{TRAINING}replica-type": "master",
          f"{TRAINING}replica-index": "0", f"{TRAINING}job-role": "master",
          f"{TRAINING}operator-name": "pytorchjob-controller"}, {}, "PyTorchJob/ft"),
+    "mpi worker: its index": (
+        NAMES["mpijob: launcher and workers"][0], 2,
+        {f"{TRAINING}replica-type": "worker", f"{TRAINING}replica-index": "1"}, {},
+        "MPIJob/bert"),
     "mpi launcher: master role": (
         NAMES["mpijob: launcher and workers"][0], 0,
         {f"{TRAINING}replica-type": "launcher", f"{TRAINING}job-role": "master",
@@ -246,6 +250,11 @@ def test_training_restart_policy(kind: str, given: str | None, restart: str) -> 
     (pod,) = pods(workload("kubeflow.org/v1", kind, "j",
                            **{field: replica_specs(Worker=(1, extra))}))
     assert pod["spec"]["restartPolicy"] == restart
+
+
+def test_the_mpi_launcher_has_no_index() -> None:
+    launcher = pods(NAMES["mpijob: launcher and workers"][0])[0]
+    assert f"{TRAINING}replica-index" not in labels(launcher)
 
 
 def test_indexed_job_pods_know_their_index() -> None:

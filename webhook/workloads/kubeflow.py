@@ -8,8 +8,8 @@ makes their pods:
 - JAXJob is not in v1.8.1: it follows v1.9.0, its first release, whose createNewPod is the
   same (pkg/controller.v1/jax: master role for index 0);
 - MPIJob (kubeflow.org/v1): pkg/controller.v1/mpi/mpijob_controller.go newLauncher and
-  newWorker (`<job>-launcher` with job-role=master, `<job>-worker-<i>`, replica-type but
-  no replica-index; workers default to 0 replicas).
+  newWorker (`<job>-launcher` with job-role=master and no replica-index, `<job>-worker-<i>`
+  whose replica-index getOrCreateWorker adds; workers default to 0 replicas).
 Gang scheduling through Volcano or scheduler-plugins is an operator flag, off by default,
 and not shown. Nor are the environment variables (MASTER_ADDR, TF_CONFIG, ...).
 """
@@ -128,7 +128,8 @@ def expand_mpijob(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
             def worker(i: int, rspec: Mapping[str, Any] = rspec) -> Pod:
                 pod = pod_from_template(
                     rspec["template"], namespace=meta.namespace, owner=owner,
-                    name=f"{meta.name}-worker-{i}", labels={**base, REPLICA_TYPE: "worker"})
+                    name=f"{meta.name}-worker-{i}",
+                    labels={**base, REPLICA_TYPE: "worker", REPLICA_INDEX: str(i)})
                 pod["spec"]["restartPolicy"] = _restart_policy(rspec, "Never")
                 return pod
             groups.append(Group(rtype, count(rspec, "replicas", path, 0), worker, (obj,)))

@@ -48,7 +48,7 @@ def expand_replicaset(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
                                  generate_name=f"{meta.name}-")
 
     return Expansion("ReplicaSet", meta.name, meta.namespace,
-                     (Group("template", replicas, make, (obj,)),))
+                     (Group("the pod template", replicas, make, (obj,)),))
 
 
 def expand_deployment(obj: Mapping[str, Any], ctx: Context) -> Expansion:
@@ -112,7 +112,7 @@ def expand_statefulset(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
                                owner=owner, claims=claims)
 
     return Expansion("StatefulSet", meta.name, meta.namespace,
-                     (Group("template", replicas, make, (obj,)),))
+                     (Group("the pod template", replicas, make, (obj,)),))
 
 
 TEMPLATE_GENERATION = "pod-template-generation"
@@ -157,5 +157,5 @@ def expand_daemonset(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
         return pod
 
     return Expansion("DaemonSet", meta.name, meta.namespace,
-                     (Group("template", 1, make, (obj,)),),
+                     (Group("the pod template", 1, make, (obj,)),),
                      ("one pod per eligible node; the one shown stands for all",))

@@ -93,7 +93,7 @@ def expand_job(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
 
     notes = suspended(spec)
     return Expansion("Job", meta.name, meta.namespace,
-                     (Group("template", active, make, (obj,)),), notes)
+                     (Group("the pod template", active, make, (obj,)),), notes)
 
 
 def expand_cronjob(obj: Mapping[str, Any], ctx: Context) -> Expansion:

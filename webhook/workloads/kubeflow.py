@@ -102,7 +102,8 @@ def expand_training_job(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
             pod["spec"]["restartPolicy"] = _restart_policy(rspec, kind.restart_policy)
             return pod
 
-        groups.append(Group(rtype, count(rspec, "replicas", path, 1), make, (obj,)))
+        groups.append(Group(f"{rtype} replicas", count(rspec, "replicas", path, 1), make,
+                            (obj,)))
     return Expansion(kind_name, meta.name, meta.namespace, tuple(groups))
 
 
@@ -122,7 +123,7 @@ def expand_mpijob(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
                     labels={**base, REPLICA_TYPE: "launcher", JOB_ROLE: "master"})
                 pod["spec"]["restartPolicy"] = _restart_policy(rspec, "Never")
                 return pod
-            groups.append(Group(rtype, min(1, count(rspec, "replicas", path, 1)), launcher,
+            groups.append(Group("the launcher", min(1, count(rspec, "replicas", path, 1)), launcher,
                                 (obj,)))
         elif rtype == "Worker":
             def worker(i: int, rspec: Mapping[str, Any] = rspec) -> Pod:
@@ -132,7 +133,8 @@ def expand_mpijob(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
                     labels={**base, REPLICA_TYPE: "worker", REPLICA_INDEX: str(i)})
                 pod["spec"]["restartPolicy"] = _restart_policy(rspec, "Never")
                 return pod
-            groups.append(Group(rtype, count(rspec, "replicas", path, 0), worker, (obj,)))
+            groups.append(Group("the workers", count(rspec, "replicas", path, 0), worker,
+                                (obj,)))
         else:
             raise WorkloadError(path, "an MPIJob has only Launcher and Worker replicas")
     return Expansion("MPIJob", meta.name, meta.namespace, tuple(groups))

@@ -99,7 +99,7 @@ def expand_raycluster(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
             labels=_labels("head", meta.name, "headgroup", head_template),
             annotations={FT_ENABLED: str(ft).lower()})
 
-    groups = [Group("head", 1, head_pod, (obj,))]
+    groups = [Group("the head", 1, head_pod, (obj,))]
     for i, group in enumerate(objects(spec, "workerGroupSpecs", ("spec",))):
         path = ("spec", "workerGroupSpecs", i)
         name = text(group, "groupName", path)
@@ -163,7 +163,7 @@ def expand_rayjob(obj: Mapping[str, Any], ctx: Context) -> Expansion:
                      "template": _submitter_template(spec, cluster_spec)},
         }
         submitter = expand_job(job, ctx).groups[0]
-        groups.append(Group("submitter", submitter.count, submitter.make,
+        groups.append(Group("the submitter", submitter.count, submitter.make,
                             (obj, *submitter.owners)))
     notes = suspended(spec)
     return Expansion("RayJob", meta.name, meta.namespace, tuple(groups), notes)

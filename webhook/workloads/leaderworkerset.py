@@ -112,7 +112,7 @@ def expand_leaderworkerset(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
         pod["metadata"]["labels"][WORKER_INDEX] = str(index + 1)
         return env(pod, group, index + 1)
 
-    groups = [Group("leader", replicas, leader, (obj,))]
+    groups = [Group("leaders", replicas, leader, (obj,))]
     if size > 1:
-        groups.append(Group("worker", replicas * (size - 1), worker, (obj,)))
+        groups.append(Group("workers", replicas * (size - 1), worker, (obj,)))
     return Expansion("LeaderWorkerSet", meta.name, meta.namespace, tuple(groups))

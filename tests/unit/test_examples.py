@@ -124,3 +124,14 @@ def test_what_is_not_shown_is_said(
     stderr = workloads[1]
     assert "JobSet/gpt: 4 more pod(s) of replicated job workers not shown (8 in all" in stderr
     assert "vllm-deployment.yaml:25: Service/vllm-llama makes no pods: skipped" in stderr
+
+
+def test_pods_beside_their_workload_get_its_gang_size() -> None:
+    """The demo file holds a PyTorchJob (1 master, 3 workers) and its pods as the operator
+    made them: the pods' gang size is read off the job beside them."""
+    done = airlock("explain", "-f", str(ROOT / "examples" / "demo" / "training-pytorchjob.yaml"),
+                   "--policies", str(POLICIES), "-o", "json")
+    rows = [orjson.loads(line) for line in done.stdout.splitlines()]
+    pods = [r for r in rows if r["workload"].startswith("Pod/")]
+    assert len(pods) == 4
+    assert {r["gang"]["size"] for r in pods} == {4}

@@ -16,6 +16,7 @@ from webhook.workloads.documents import parse_documents
 from webhook.workloads.expansions import Context, Expansion
 from webhook.workloads.objects import WorkloadError, dotted
 from webhook.workloads.registry import EXPANSIONS, group_kind, supported
+from webhook.workloads.sizing import owner_size
 
 CTX = Context(now=datetime(2026, 11, 23, 17, 30, 42, tzinfo=UTC))
 MINUTE = int(datetime(2026, 11, 23, 17, 30, tzinfo=UTC).timestamp()) // 60
@@ -450,3 +451,12 @@ def test_daemon_pods_tolerate_node_conditions_and_are_pinned_to_their_node() -> 
         "nodeSelectorTerms"]
     assert term["matchFields"][0]["key"] == "metadata.name"
     assert node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] == [{"weight": 1}]
+
+
+def test_a_gang_size_is_read_off_the_owner_of_the_right_kind() -> None:
+    job = _job(completionMode="Indexed", completions=6, parallelism=3, template=template())
+    cron = workload("batch/v1", "CronJob", "train", jobTemplate={"spec": {"parallelism": 9}})
+    pod = pods(job)[0]
+    assert owner_size("indexed-job", pod, [cron, job]) == 3
+    assert owner_size("indexed-job", pod, [cron]) is None
+    assert owner_size("airlock", pod, [job]) is None

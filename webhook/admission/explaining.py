@@ -155,8 +155,9 @@ class _Run:
             (d.get("metadata") or {}).get("name"): (d.get("metadata") or {}).get("labels") or {}
             for d in objs if d.get("kind") == "Namespace"
         }
-        # A PodGroup beside its pods states their gang's size.
-        self.podgroups = tuple(d for d in objs if d.get("kind") == "PodGroup")
+        # An object beside the pods may state their gang's size: a PodGroup, the
+        # PyTorchJob whose pods the file also holds.
+        self.objects = tuple(objs)
 
     def error(self, message: str) -> None:
         self.failed = True
@@ -192,7 +193,7 @@ class _Run:
                 ns = (pod.get("metadata") or {}).get("namespace") or "default"
                 try:
                     row = explain_pod(pod, self.policy, self.namespaces.get(ns, {}),
-                                      (*group.owners, *self.podgroups))
+                                      (*group.owners, *self.objects))
                 except PodShapeError as e:
                     self.error(f"{source.at()}: {expansion.workload}: not a valid Pod: {e}")
                     return

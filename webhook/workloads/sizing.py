@@ -1,7 +1,8 @@
 """Gang sizes that only an owner object states, read from the objects explain has in hand
-(the workload a pod was expanded from, PodGroups in the same files) through the
-conventions' own owner lookup and size functions: the controller reads the same objects
-from the apiserver with the same functions."""
+(the workload a pod was expanded from, the other objects in the same files: a PodGroup,
+the PyTorchJob beside its pods) through the conventions' own owner lookup and size
+functions: the controller reads the same objects from the apiserver with the same
+functions."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from webhook.conventions.registry import owner_sized
 
 
 def _is(obj: Mapping[str, Any], address: OwnerAddress) -> bool:
-    api_version = obj.get("apiVersion")
-    group = api_version.rpartition("/")[0] if isinstance(api_version, str) else None
-    meta = obj.get("metadata")
-    return (group == address.group and isinstance(meta, dict)
-            and meta.get("name") == address.name)
+    """Whether `obj` is the object at `address` (each owner kind's plural is its name in
+    lower case and an s: jobs, jobsets, pytorchjobs, rayclusters, podgroups)."""
+    api_version, kind, meta = obj.get("apiVersion"), obj.get("kind"), obj.get("metadata")
+    return (isinstance(api_version, str) and api_version.rpartition("/")[0] == address.group
+            and isinstance(kind, str) and f"{kind.lower()}s" == address.plural
+            and isinstance(meta, dict) and meta.get("name") == address.name)
 
 
 def owner_size(source: str, pod: Mapping[str, Any],

@@ -30,7 +30,7 @@ from webhook.workloads.objects import (
     stand_in_hash,
     text,
 )
-from webhook.workloads.templates import add_env
+from webhook.workloads.templates import add_env, with_template
 
 WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
@@ -74,14 +74,10 @@ def expand_leaderworkerset(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
 
     def leader(group: int) -> Pod:
         name = f"{meta.name}-{group}"
-        template = {**leader_template, "metadata": {
-            **(leader_template.get("metadata") or {}),
-            "labels": {**((leader_template.get("metadata") or {}).get("labels") or {}),
-                       WORKER_INDEX: "0", NAME: meta.name, REVISION: revision},
-            "annotations": {**((leader_template.get("metadata") or {}).get("annotations")
-                               or {}), **annotations,
-                            **({SUBDOMAIN_POLICY: "UniquePerReplica"} if per_replica else {})},
-        }}
+        template = with_template(
+            leader_template, labels={WORKER_INDEX: "0", NAME: meta.name, REVISION: revision},
+            annotations={**annotations,
+                         **({SUBDOMAIN_POLICY: "UniquePerReplica"} if per_replica else {})})
         pod = statefulset_pod(
             template, set_name=meta.name, namespace=meta.namespace, ordinal=group,
             service_name=meta.name,
@@ -96,14 +92,11 @@ def expand_leaderworkerset(obj: Mapping[str, Any], _ctx: Context) -> Expansion:
     def worker(i: int) -> Pod:
         group, index = divmod(i, size - 1)
         leader_name = f"{meta.name}-{group}"
-        template = {**worker_template, "metadata": {
-            **(worker_template.get("metadata") or {}),
-            "labels": {**((worker_template.get("metadata") or {}).get("labels") or {}),
-                       GROUP_INDEX: str(group), NAME: meta.name,
-                       GROUP_KEY: _group_key(meta.namespace, leader_name), REVISION: revision},
-            "annotations": {**((worker_template.get("metadata") or {}).get("annotations")
-                               or {}), **annotations, LEADER_NAME: leader_name},
-        }}
+        template = with_template(
+            worker_template,
+            labels={GROUP_INDEX: str(group), NAME: meta.name,
+                    GROUP_KEY: _group_key(meta.namespace, leader_name), REVISION: revision},
+            annotations={**annotations, LEADER_NAME: leader_name})
         pod = statefulset_pod(
             template, set_name=leader_name, namespace=meta.namespace, ordinal=index + 1,
             service_name=leader_name if per_replica else meta.name,

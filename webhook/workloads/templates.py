@@ -14,7 +14,7 @@ from webhook.workloads.objects import generated_name
 
 
 def pod_from_template(
-    template: Mapping[str, Any], *, namespace: str, owner: Mapping[str, Any] | None,
+    template: Mapping[str, Any], *, namespace: str, owner: Mapping[str, Any],
     name: str | None = None, generate_name: str | None = None,
     labels: Mapping[str, str] | None = None, annotations: Mapping[str, str] | None = None,
 ) -> Pod:
@@ -31,8 +31,7 @@ def pod_from_template(
     pod_meta["annotations"] = {**(meta.get("annotations") or {}), **(annotations or {})}
     if meta.get("finalizers"):
         pod_meta["finalizers"] = list(meta["finalizers"])
-    if owner is not None:
-        pod_meta["ownerReferences"] = [dict(owner)]
+    pod_meta["ownerReferences"] = [dict(owner)]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
             "spec": copy.deepcopy(dict(template.get("spec") or {}))}
 
@@ -54,11 +53,11 @@ def with_template(template: Mapping[str, Any], *, labels: Mapping[str, str] | No
     return out
 
 
-def add_env(pod: Pod, env: Iterable[Mapping[str, Any]], init: bool = True) -> None:
-    """Add environment variables to every container that does not set them already."""
+def add_env(pod: Pod, env: Iterable[Mapping[str, Any]]) -> None:
+    """Add environment variables to every container and init container that does not set
+    them already (what the Job controller and LeaderWorkerSet's pod webhook do)."""
     env = list(env)
-    keys = ("containers", "initContainers") if init else ("containers",)
-    for key in keys:
+    for key in ("containers", "initContainers"):
         for container in pod["spec"].get(key) or []:
             have = {e.get("name") for e in container.get("env") or []}
             container["env"] = list(container.get("env") or []) + [

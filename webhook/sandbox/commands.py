@@ -191,59 +191,27 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
-def established(crd: dict[str, Any]) -> bool:
-    """Whether a CustomResourceDefinition is served. One just created may have no status,
-    or `conditions: null`, until the apiserver's controllers get to it."""
-    conditions = (crd.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Established" and c.get("status") == "True"
-               for c in conditions)
-
-
-async def _established(api: client.ApiClient, name: str, within: float = 30.0) -> None:
-    extensions = client.ApiextensionsV1Api(api)
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if established(await (await extensions.read_custom_resource_definition(
-                name, _preload_content=False)).json()):
-            return
-        await asyncio.sleep(0.1)
-    raise RuntimeError(f"CustomResourceDefinition {name} not established after {within}s")
-
-
 async def _create_demo(kubeconfig: Path) -> None:
-    # Serving first, as in a cluster where it already runs; then batch, then the gang.
-    docs = [d for f in ("crds.yaml", "inference-deployment.yaml", "scavenger-job.yaml",
+    # Serving first, as in a cluster where it already runs; then batch, then the gang,
+    # whose pods the training-operator makes.
+    docs = [d for f in ("inference-deployment.yaml", "scavenger-job.yaml",
                         "training-pytorchjob.yaml")
             for d in yaml.safe_load_all((DEMO / f).read_text()) if d]
     async with await from_kubeconfig(kubeconfig) as api:
         for ns in ("research", "serving"):
             await wiring.create_namespace(api, ns)
-        uids: dict[tuple[str, str], str] = {}
         for doc in docs:
             kind, meta = doc["kind"], doc["metadata"]
             try:
-                if kind == "CustomResourceDefinition":
-                    await client.ApiextensionsV1Api(api).create_custom_resource_definition(
-                        body=doc)
-                    await _established(api, meta["name"])
-                elif kind == "Deployment":
+                if kind == "Deployment":
                     await client.AppsV1Api(api).create_namespaced_deployment(
                         meta["namespace"], body=doc)
                 elif kind == "Job":
                     await client.BatchV1Api(api).create_namespaced_job(
                         meta["namespace"], body=doc)
-                elif kind == "PyTorchJob":
-                    made = await client.CustomObjectsApi(api).create_namespaced_custom_object(
-                        "kubeflow.org", "v1", meta["namespace"], "pytorchjobs", doc)
-                    uids[(kind, meta["name"])] = made["metadata"]["uid"]
                 else:
-                    # The PyTorchJob's pods, made here until the sandbox runs the
-                    # training-operator; they point at the PyTorchJob just created, so
-                    # the garbage collector leaves them be.
-                    for ref in meta.get("ownerReferences", []):
-                        ref["uid"] = uids[(ref["kind"], ref["name"])]
-                    await client.CoreV1Api(api).create_namespaced_pod(
-                        meta["namespace"], body=doc)
+                    await client.CustomObjectsApi(api).create_namespaced_custom_object(
+                        "kubeflow.org", "v1", meta["namespace"], "pytorchjobs", doc)
             except ApiException as e:
                 if e.status != 409:
                     raise
@@ -316,6 +284,10 @@ async def _table(kubeconfig: Path, within: float = 0.0) -> str:
 
 def _demo(state: dict[str, Any], args: argparse.Namespace) -> int:
     kubeconfig = Path(state["kubeconfig"])
+    if TRAINING_OPERATOR.name not in {p["name"] for p in state["processes"]}:
+        print("error: this sandbox runs no training-operator to make the demo's PyTorchJob "
+              "pods; `airlock sandbox down`, then `airlock sandbox up --demo`", file=sys.stderr)
+        return 1
     print("creating the example workloads from examples/demo ...", file=sys.stderr)
     asyncio.run(_create_demo(kubeconfig))
     print(asyncio.run(_table(kubeconfig, within=args.settle)))

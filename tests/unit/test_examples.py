@@ -126,12 +126,24 @@ def test_what_is_not_shown_is_said(
     assert "vllm-deployment.yaml:25: Service/vllm-llama makes no pods: skipped" in stderr
 
 
-def test_pods_beside_their_workload_get_its_gang_size() -> None:
-    """The demo file holds a PyTorchJob (1 master, 3 workers) and its pods as the operator
-    made them: the pods' gang size is read off the job beside them."""
-    done = airlock("explain", "-f", str(ROOT / "examples" / "demo" / "training-pytorchjob.yaml"),
-                   "--policies", str(POLICIES), "-o", "json")
+def test_pods_beside_their_workload_get_its_gang_size(tmp_path: Path) -> None:
+    """A PyTorchJob (1 master, 3 workers) and one of its pods as the operator made it, as
+    `kubectl get pytorchjob,pods -o yaml` gives them: the pod's gang size is read off the
+    job beside it."""
+    job = (ROOT / "examples" / "workloads" / "pytorchjob.yaml").read_text()
+    made = (
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: llama-finetune-worker-2\n"
+        "  namespace: research\n  labels: {training.kubeflow.org/job-name: llama-finetune}\n"
+        "  ownerReferences: [{apiVersion: kubeflow.org/v1, kind: PyTorchJob,"
+        " name: llama-finetune, uid: u1, controller: true}]\nspec:\n  containers:"
+        " [{name: c, image: i, resources: {limits: {nvidia.com/gpu: '8'}}}]\n")
+    both = tmp_path / "both.yaml"
+    both.write_text(f"{job}---\n{made}")
+    done = airlock("explain", "-f", str(both), "--policies", str(POLICIES), "-o", "json")
     rows = [orjson.loads(line) for line in done.stdout.splitlines()]
-    pods = [r for r in rows if r["workload"].startswith("Pod/")]
-    assert len(pods) == 4
-    assert {r["gang"]["size"] for r in pods} == {4}
+    (pod,) = [r for r in rows if r["workload"] == "Pod/llama-finetune-worker-2"]
+    assert pod["gang"] == {"name": "llama-finetune", "size": 4, "source": "kubeflow"}
+    alone = tmp_path / "alone.yaml"
+    alone.write_text(made)
+    done = airlock("explain", "-f", str(alone), "--policies", str(POLICIES), "-o", "json")
+    assert orjson.loads(done.stdout)["gang"]["size"] is None

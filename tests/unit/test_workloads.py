@@ -292,6 +292,8 @@ def test_statefulset_claims_become_volumes() -> None:
     (pod,) = pods(workload("apps/v1", "StatefulSet", "db", serviceName="db-svc",
                            template=template(volumes=[{"name": "scratch", "emptyDir": {}}]),
                            volumeClaimTemplates=[{"metadata": {"name": "data"}}]))
+    assert pod["metadata"]["name"] == "db-0"
+    assert pod["metadata"]["generateName"] == "db-"  # set before the pod is named
     assert pod["spec"]["hostname"] == "db-0"
     assert pod["spec"]["subdomain"] == "db-svc"
     assert pod["spec"]["volumes"] == [

@@ -75,9 +75,11 @@ def statefulset_pod(template: Mapping[str, Any], *, set_name: str, namespace: st
                     ordinal: int, service_name: str, revision: str,
                     owner: Mapping[str, Any],
                     claims: list[Mapping[str, Any]] | None = None) -> Pod:
-    """newStatefulSetPod + initIdentity + updateStorage + setPodRevision."""
+    """newStatefulSetPod + initIdentity + updateStorage + setPodRevision (the pod keeps the
+    generateName GetPodFromTemplate gives it before it is named)."""
     name = f"{set_name}-{ordinal}"
     pod = pod_from_template(template, namespace=namespace, owner=owner, name=name,
+                            generate_name=f"{set_name}-",
                             labels={STS_POD_NAME: name, POD_INDEX: str(ordinal),
                                     REVISION_HASH: revision})
     spec = pod["spec"]

@@ -20,12 +20,12 @@ def pod_from_template(
 ) -> Pod:
     """The pod a controller creates. With only a generateName, the pod carries no name,
     as the mutating webhooks see it (the apiserver names it after mutating admission);
-    `display_name` gives the name the reader sees."""
+    `display_name` gives the name the reader sees. A StatefulSet's pods have both."""
     meta = template.get("metadata") or {}
     pod_meta: dict[str, Any] = {"namespace": namespace}
     if name:
         pod_meta["name"] = name
-    elif generate_name:
+    if generate_name:
         pod_meta["generateName"] = generate_name
     pod_meta["labels"] = {**(meta.get("labels") or {}), **(labels or {})}
     pod_meta["annotations"] = {**(meta.get("annotations") or {}), **(annotations or {})}

@@ -15,6 +15,11 @@ IGNORE_NAMESPACE_LABEL: Final = "gpu-airlock.io/ignore"
 SYSTEM_NAMESPACE: Final = "airlock-system"
 CONTROLLER_IDENTITY: Final = "system:serviceaccount:airlock-system:airlock-controller"
 API_VERSION: Final = "gpu-airlock.io/v1alpha1"
+# A fraction of a GPU, asked for on a pod that requests one whole GPU: the GPU memory it
+# needs (a quantity, "10Gi") or the share of a GPU (a number in (0, 1], "0.25"). The
+# webhook maps the request to the smallest slice the policy offers that fits.
+GPU_MEMORY_ANNOTATION: Final = "gpu-airlock.io/gpu-memory"
+GPU_FRACTION_ANNOTATION: Final = "gpu-airlock.io/gpu-fraction"
 
 ClassName = Literal["training", "inference", "scavenger"]
 CLASSES: Final[tuple[ClassName, ...]] = ("training", "inference", "scavenger")

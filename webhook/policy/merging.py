@@ -1,10 +1,11 @@
 """Several policy documents into one Policy, in a defined order.
 
 Files are taken in name order (prefix them `00-`, `10-`, ...) and documents in file
-order. Lists (rules, namespaceAccess) concatenate in that order, so an earlier file's rule
-wins. Sets (excluded namespaces, schedulers, accelerators, gate removers) are unions with
-the built-in ones. Maps (classes, topology levels) and names (rules, metadata.name) may be
-defined once: a second definition is a conflict that names both places.
+order. Lists (rules, namespaceAccess, gpuSlices) concatenate in that order, so an earlier
+file's rule wins. Sets (excluded namespaces, schedulers, accelerators, gate removers) are
+unions with the built-in ones. Maps (classes, topology levels) and names (rules,
+metadata.name, a GPU slice's resource) may be defined once: a second definition is a
+conflict that names both places.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from webhook.policy.model import (
     dangling_references,
     missing_classes,
 )
+from webhook.policy.slices import Slice
 from webhook.policy.sources import Document, Loc, PolicyError, Problem
 
 
@@ -59,6 +61,7 @@ class _Merger:
         self.levels: dict[str, str] = {}
         self.rules: list[tuple[Rule, Document, int]] = []
         self.access: list[NamespaceAccess] = []
+        self.slices: list[Slice] = []
         self.problems: list[Problem] = []
         # Where each once-only name was defined, for conflict messages.
         self.seen: dict[tuple[str, str], str] = {}
@@ -91,6 +94,15 @@ class _Merger:
             if self._once("rule", rule.name, doc, ("spec", "rules", i, "name")):
                 self.rules.append((rule, doc, i))
         self.access.extend(spec.namespace_access)
+        if spec.gpu_slices:
+            self._slices(doc, spec.gpu_slices.mig, "mig")
+            self._slices(doc, spec.gpu_slices.shared, "shared")
+
+    def _slices(self, doc: Document, offers: tuple[Slice, ...], kind: str) -> None:
+        for i, offer in enumerate(offers):
+            if self._once("GPU slice", offer.resource, doc,
+                          ("spec", "gpuSlices", kind, i, "resource")):
+                self.slices.append(offer)
 
     def _references(self, sources: tuple[str, ...]) -> None:
         classes = {name: spec for name, (spec, _) in self.classes.items()}
@@ -121,6 +133,7 @@ class _Merger:
                 classes={k: v for k, (v, _) in self.classes.items()},
                 rules=tuple(r for r, _, _ in self.rules),
                 namespace_access=tuple(self.access),
+                slices=tuple(self.slices),
                 sources=sources,
             )
         except ValidationError as e:

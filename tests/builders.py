@@ -220,3 +220,33 @@ def policy_yaml(name: str, spec: dict[str, Any]) -> str:
     """One AirlockPolicy document, as a person would write it (block style)."""
     return yaml.safe_dump({"apiVersion": "gpu-airlock.io/v1alpha1", "kind": "AirlockPolicy",
                            "metadata": {"name": name}, "spec": spec}, sort_keys=False)
+
+
+# --- workloads as people write them (explain expands them into pods) ---------------
+
+def template(image: str = "ghcr.io/acme/trainer:1.0", gpus: int = 0,
+             labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    """A pod template: one container, optionally with GPUs and template labels."""
+    container: dict[str, Any] = {"name": "main", "image": image}
+    if gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+    out: dict[str, Any] = {"spec": {"containers": [container], **spec}}
+    if labels:
+        out["metadata"] = {"labels": dict(labels)}
+    return out
+
+
+def workload(api_version: str, kind: str, name: str = "w", namespace: str = "ml", /,
+             **spec: Any) -> dict[str, Any]:
+    """A workload object of any kind; `spec` fields as keyword arguments."""
+    return {"apiVersion": api_version, "kind": kind,
+            "metadata": {"name": name, "namespace": namespace}, "spec": copy.deepcopy(spec)}
+
+
+def replica_specs(**replicas: int | tuple[int, dict[str, Any]]) -> dict[str, Any]:
+    """Training-operator replica specs: `Master=1, Worker=3`, or `(count, extra fields)`."""
+    out: dict[str, Any] = {}
+    for rtype, value in replicas.items():
+        count, extra = value if isinstance(value, tuple) else (value, {})
+        out[rtype] = {"replicas": count, "template": template(gpus=8), **extra}
+    return out

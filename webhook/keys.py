@@ -17,6 +17,8 @@ IGNORE_NAMESPACE_LABEL: Final = "gpu-airlock.io/ignore"
 SYSTEM_NAMESPACE: Final = "airlock-system"
 CONTROLLER_IDENTITY: Final = "system:serviceaccount:airlock-system:airlock-controller"
 API_VERSION: Final = "gpu-airlock.io/v1alpha1"
+# When a pod last saved its work (RFC 3339): preempting it loses only what came after.
+CHECKPOINTED_AT_ANNOTATION: Final = "gpu-airlock.io/checkpointed-at"
 
 ClassName = Literal["training", "inference", "scavenger"]
 CLASSES: Final[tuple[ClassName, ...]] = ("training", "inference", "scavenger")
@@ -37,5 +39,8 @@ TOPOLOGY_MODE_ANNOTATION: Final = "gpu-airlock.io/topology-mode"
 # --- what the controller records ---------------------------------------------------
 # The durable admission decision, written before any gate is lifted (JSON).
 PLACEMENT_ANNOTATION: Final = "gpu-airlock.io/placement"
+# A preemption decided for the gang whose anchor pod carries it (JSON): the victims and
+# the domain held for it, so a new leader finishes it rather than deciding afresh.
+PREEMPTION_ANNOTATION: Final = "gpu-airlock.io/preemption"
 
 DEFAULT_SCHEDULER: Final = "default-scheduler"

@@ -10,12 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.keys import (
+    CHECKPOINTED_AT_ANNOTATION,
     GANG_EXPECTED_SIZE_ANNOTATION,
     GANG_KEY_ANNOTATION,
     GANG_LABEL,
     GANG_SOURCE_ANNOTATION,
     GATE,
     PLACEMENT_ANNOTATION,
+    PREEMPTION_ANNOTATION,
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
 )
@@ -90,6 +92,15 @@ def _timestamp(text: str | None) -> float:
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+def _checkpoint(text: str | None) -> float | None:
+    """A checkpoint time a pod states, or None when it states none we can read: a bad
+    value costs the pod its protection (its work counts from its start), never a crash."""
+    try:
+        return _timestamp(text) or None
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class PodInfo:
     namespace: str
@@ -116,6 +127,13 @@ class PodInfo:
     owners: tuple[Mapping[str, Any], ...]
     placement: str | None
     annotated: bool
+    # For preemption: when the pod started running (0 while it has not), the last
+    # checkpoint it states, whether its priority class may preempt, a recorded
+    # preemption (on a gang's anchor pod).
+    started: float = 0.0
+    checkpointed: float | None = None
+    may_preempt: bool = True
+    preemption: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -163,6 +181,10 @@ class PodInfo:
             owners=tuple(meta.get("ownerReferences") or ()) if in_gang else (),
             placement=annotations.get(PLACEMENT_ANNOTATION),
             annotated=bool(annotations),
+            started=_timestamp((raw.get("status") or {}).get("startTime")),
+            checkpointed=_checkpoint(annotations.get(CHECKPOINTED_AT_ANNOTATION)),
+            may_preempt=spec.get("preemptionPolicy") != "Never",
+            preemption=annotations.get(PREEMPTION_ANNOTATION),
         )
 
 

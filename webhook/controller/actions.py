@@ -1,0 +1,192 @@
+"""What a round of decisions asks the applier to do, and what to tell about it. Data,
+plus the one exhaustive `match` that turns an action into events: a new kind of action
+that is not handled here, in the applier and in the runner fails type checking.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal, assert_never
+
+from webhook.controller.gangs import GangId, Record
+from webhook.controller.objects import PodInfo
+from webhook.controller.snapshot import gpus
+
+# Why a gang waits: the reason of its event, and the word its message starts with.
+WaitReason = Literal["Waiting", "Incomplete", "Oversize", "SizeUnknown"]
+EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", WaitReason]
+EventType = Literal["Normal", "Warning"]
+# Why a victim may go: it has a lower priority, or its queue gives back borrowed GPUs.
+Cause = Literal["priority", "reclaim"]
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    """Record the decision on `anchor` (with the anchor's own ungate, in one patch), then
+    ungate the rest of `ungate`."""
+
+    gang: GangId
+    record: Record
+    anchor: PodInfo
+    ungate: tuple[PodInfo, ...]
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """Ungate members an earlier, recorded decision named (the record already exists)."""
+
+    gang: GangId
+    record: Record
+    ungate: tuple[PodInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    gang: GangId
+    pods: tuple[PodInfo, ...]
+    reason: WaitReason
+    detail: str
+    warning: bool = False
+
+    @property
+    def message(self) -> str:
+        return f"{self.reason}: {self.detail}"
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    """A unit of preemption: a whole gang (every active member), or one pod in none."""
+
+    pods: tuple[PodInfo, ...]
+    gang: GangId | None
+    queue: str
+    priority: int
+    gpus: int
+    # GPU-seconds of work lost: since each pod's start or last stated checkpoint.
+    lost: float
+    # The latest start among its pods: its age, for "youngest first".
+    started: float
+    cause: Cause = "priority"
+
+    @property
+    def name(self) -> str:
+        first = self.pods[0]
+        return f"{first.namespace}/{self.gang[1] if self.gang else first.name}"
+
+    @property
+    def what(self) -> str:
+        return f"gang {self.name}" if self.gang else f"pod {self.name}"
+
+    @property
+    def cost(self) -> tuple[int, float, float]:
+        """Cheapest first: lowest priority, least work lost, youngest."""
+        return self.priority, self.lost, -self.started
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionRecord:
+    """A preemption as written on the preemptor's anchor pod before any victim goes, so
+    a new leader evicts what is left and keeps the room (`nodes`) held for it."""
+
+    domain: str | None
+    topology_key: str | None
+    victims: tuple[str, ...]  # "namespace/name" of every victim pod
+    nodes: tuple[str, ...]
+    at: float
+
+    def dumps(self) -> str:
+        return json.dumps({"domain": self.domain, "topologyKey": self.topology_key,
+                           "victims": list(self.victims), "nodes": list(self.nodes),
+                           "at": self.at}, sort_keys=True)
+
+    @classmethod
+    def loads(cls, text: str) -> PreemptionRecord | None:
+        try:
+            raw = json.loads(text)
+            return cls(raw.get("domain"), raw.get("topologyKey"),
+                       tuple(str(v) for v in raw["victims"]),
+                       tuple(str(n) for n in raw.get("nodes") or ()), float(raw["at"]))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Record `record` on the preemptor's `anchor`, then evict every victim pod (a
+    `DisruptionTarget` condition, then delete). The preemptor stays gated: it is
+    admitted in a later round, into the room held for it."""
+
+    gang: GangId
+    anchor: PodInfo
+    record: PreemptionRecord
+    preemptor: tuple[PodInfo, ...]
+    victims: tuple[Victim, ...]
+    priority: int
+    queue: str
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(v.lost for v in self.victims) / 3600
+
+
+Action = Admit | Finish | Wait | Preempt
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """What to tell about an action: one event on each of `pods`."""
+
+    pods: tuple[PodInfo, ...]
+    type: EventType
+    reason: EventReason
+    message: str
+
+
+def _lifted(verb: str, ungate: tuple[PodInfo, ...], record: Record, note: str = "") -> str:
+    where = f"domain {record.domain}" if record.domain else "any domain"
+    need = sum(gpus(p.requests) for p in ungate)
+    return f"{verb}: {where}; {len(ungate)} pods, {need} GPUs{note}"
+
+
+_CAUSES: dict[Cause, str] = {"priority": "a gang of higher priority needs the room",
+                             "reclaim": "its queue borrowed GPUs their owner now reclaims"}
+
+
+def _preempted(action: Preempt) -> tuple[Event, ...]:
+    where = f"domain {action.record.domain}" if action.record.domain else "any domain"
+    gang = f"{action.gang[0]}/{action.gang[1]}"
+    told = [Event(v.pods, "Warning", "Preempted",
+                  f"Preempted: {_CAUSES[v.cause]}; evicted to make room for gang {gang} "
+                  f"(priority {action.priority}, queue {action.queue}) in {where}, losing "
+                  f"{v.lost / 3600:.1f} GPU-hours")
+            for v in action.victims]
+    names = ", ".join(v.what for v in action.victims)
+    told.append(Event(action.preemptor, "Normal", "Preempting",
+                      f"Preempting: evicting {names} to make room in {where}, losing "
+                      f"{action.gpu_hours:.1f} GPU-hours"))
+    return tuple(told)
+
+
+def events_of(action: Action) -> tuple[Event, ...]:
+    """What to tell, and to which pods, about an action."""
+    match action:
+        case Admit():
+            return (Event(action.ungate, "Normal", "Admitted",
+                          _lifted("Admitted", action.ungate, action.record, action.note)),)
+        case Finish():
+            return (Event(action.ungate, "Normal", "Resumed",
+                          _lifted("Resumed", action.ungate, action.record)),)
+        case Wait():
+            return (Event(action.pods, "Warning" if action.warning else "Normal",
+                          action.reason, action.message),)
+        case Preempt():
+            return _preempted(action)
+        case _:
+            assert_never(action)
+
+
+def describe(action: Action) -> str:
+    """The event text for an action (its first event's, where it has several)."""
+    return events_of(action)[0].message

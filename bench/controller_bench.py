@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 from kubernetes_asyncio import client
 
+from tests.builders import raw_member
 from webhook.controller.applying import WRITES_IN_FLIGHT, ungate_patch
 from webhook.controller.deciding import decide
 from webhook.controller.fitting import fit
@@ -40,11 +41,8 @@ from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.raw import json_of
 from webhook.controller.snapshot import Snapshot
 from webhook.keys import (
-    GANG_EXPECTED_SIZE_ANNOTATION,
     GANG_LABEL,
     GATE,
-    TOPOLOGY_KEY_ANNOTATION,
-    TOPOLOGY_MODE_ANNOTATION,
 )
 from webhook.sandbox import wiring
 from webhook.sandbox.airlock import start_controller
@@ -57,17 +55,8 @@ GPU = "nvidia.com/gpu"
 
 
 def gang_pods(name: str, size: int, gpus: int, ns: str = "bench") -> list[dict[str, Any]]:
-    return [{
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": f"{name}-{i}", "namespace": ns, "labels": {GANG_LABEL: name},
-                     "annotations": {GANG_EXPECTED_SIZE_ANNOTATION: str(size),
-                                     TOPOLOGY_KEY_ANNOTATION: CLIQUE_LABEL,
-                                     TOPOLOGY_MODE_ANNOTATION: "required"}},
-        "spec": {"schedulingGates": [{"name": GATE}],
-                 "tolerations": [{"key": GPU, "operator": "Exists"}],
-                 "containers": [{"name": "c", "image": "trainer", "resources": {
-                     "requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}}}]},
-    } for i in range(size)]
+    """A gang's members as the webhook leaves them (gated, size and domain recorded)."""
+    return [raw_member(name, i, gpus, size, ns=ns) for i in range(size)]
 
 
 def pct(values: list[float], q: float) -> float:

@@ -6,8 +6,6 @@ one place is what lets the two halves evolve without importing each other.
 
 from typing import Final, Literal
 
-PREFIX: Final = "gpu-airlock.io/"
-
 # --- the public contract (DESIGN.md) ---------------------------------------------
 GATE: Final = "gpu-airlock.io/gang"
 CLASS_LABEL: Final = "gpu-airlock.io/class"

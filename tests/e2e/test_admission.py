@@ -91,8 +91,8 @@ async def test_denials_reach_the_client_with_their_message(
     with pytest.raises(ApiException) as caught:
         await create(api, namespace, obj)
     assert caught.value.status in (400, 403)
-    assert message in caught.value.body
-    assert "validate.gpu-airlock.io" in caught.value.body
+    assert message in str(caught.value.body)
+    assert "validate.gpu-airlock.io" in str(caught.value.body)
 
 
 REMOVE_GATE = [{"op": "test", "path": "/spec/schedulingGates/0/name", "value": GATE},
@@ -130,7 +130,8 @@ async def test_only_the_controller_may_remove_the_gate(
             await client.CoreV1Api(alice).patch_namespaced_pod(
                 "llama-worker-0", namespace, body=REMOVE_GATE,
                 _content_type="application/json-patch+json")
-    assert "only the Airlock controller" in caught.value.body and "alice" in caught.value.body
+    assert "only the Airlock controller" in str(caught.value.body)
+    assert "alice" in str(caught.value.body)
     # The controller's ServiceAccount, with a real token from the TokenRequest API.
     try:
         await core.create_namespaced_service_account(
@@ -163,7 +164,7 @@ async def test_pinned_labels_cannot_change_while_gated(api: client.ApiClient,
         await client.CoreV1Api(api).patch_namespaced_pod(
             "llama-worker-0", namespace,
             body={"metadata": {"labels": {CLASS_LABEL: "inference"}}})
-    assert "cannot change while the pod waits for its gang" in caught.value.body
+    assert "cannot change while the pod waits for its gang" in str(caught.value.body)
 
 
 async def test_mutation_is_idempotent_under_reinvocation(api: client.ApiClient,

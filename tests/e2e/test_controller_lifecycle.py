@@ -8,12 +8,11 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from tests.builders import pod
+from tests.builders import gang_pod, pod
 from tests.e2e.conftest import Controllers
-from tests.e2e.test_controller import (
+from tests.kube import (
     create_gang,
     events,
-    gang_pod,
     gated,
     nodes_by_name,
     pods_of,
@@ -66,7 +65,8 @@ async def test_a_replacement_joins_its_gang_and_an_extra_stays_gated(
 
     await until(told)
     (extra,) = await pods_of(api, namespace, "job-8")
-    assert gated(extra) and not extra["spec"].get("nodeName")
+    assert gated(extra)
+    assert not extra["spec"].get("nodeName")
 
 
 async def test_indexed_job_size_comes_from_the_job(
@@ -124,7 +124,8 @@ async def test_metrics_and_health_are_served(
             text = await response.text()
     assert "airlock_gangs_admitted_total 1.0" in text
     assert 'airlock_gang_time_to_admit_seconds_count 1.0' in text
-    assert "airlock_fit_duration_seconds_count" in text and "airlock_gangs_waiting" in text
+    assert "airlock_fit_duration_seconds_count" in text
+    assert "airlock_gangs_waiting" in text
 
 
 async def test_a_pods_priority_is_fixed_when_it_is_created(api: client.ApiClient,

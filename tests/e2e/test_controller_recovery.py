@@ -14,7 +14,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from tests.e2e.conftest import Controllers
-from tests.e2e.test_controller import (
+from tests.kube import (
     GPUS_PER_NODE,
     create_gang,
     gated,

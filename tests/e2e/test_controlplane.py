@@ -277,7 +277,8 @@ def test_stop_leaves_no_process_or_directory(binaries: Binaries) -> None:
         pids = [c.process.pid for c in plane.components]
         workdir = plane.workdir
         print(f"second control plane started in {plane.start_seconds:.1f}s")
-        assert len(pids) == 3 and all(alive(p) for p in pids)
+        assert len(pids) == 3
+        assert all(alive(p) for p in pids)
     assert not any(alive(p) for p in pids)
     assert not workdir.exists()
 
@@ -307,7 +308,8 @@ def test_a_killed_test_run_takes_its_control_plane_with_it(binaries: Binaries) -
     started = json.loads(owner.stdout.readline())
     pids: list[int] = started["pids"]
     try:
-        assert len(pids) == 3 and all(alive(p) for p in pids)
+        assert len(pids) == 3
+        assert all(alive(p) for p in pids)
         owner.kill()
         owner.wait()
         deadline = time.monotonic() + 10

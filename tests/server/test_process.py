@@ -108,4 +108,5 @@ def test_missing_certificate_is_a_clear_error(tmp_path: Path) -> None:
          "--cert-dir", str(tmp_path / "nowhere"), "--policies", str(ROOT / "policies")],
         capture_output=True, text=True, timeout=30)
     assert out.returncode == 1
-    assert "tls.crt" in out.stderr and "missing" in out.stderr
+    assert "tls.crt" in out.stderr
+    assert "missing" in out.stderr

@@ -45,14 +45,16 @@ async def test_malformed_reviews_get_400_with_a_message(
         running: RunningServer, session: aiohttp.ClientSession, endpoint: str, body: bytes,
         message: str) -> None:
     status, text = await post(session, running.url + endpoint, body)
-    assert status == 400 and message in text.decode()
+    assert status == 400
+    assert message in text.decode()
 
 
 async def test_body_over_3_mib_gets_400(running: RunningServer,
                                         session: aiohttp.ClientSession) -> None:
     obj = pod().annotation("blob", "x" * (3 * 1024 * 1024)).build()
     status, text = await post(session, running.url + "/mutate", orjson.dumps(review(obj)))
-    assert status == 400 and b"3 MiB" in text
+    assert status == 400
+    assert b"3 MiB" in text
 
 
 async def test_not_a_pod_is_a_well_formed_denial(running: RunningServer,
@@ -60,7 +62,9 @@ async def test_not_a_pod_is_a_well_formed_denial(running: RunningServer,
     body = orjson.dumps(review({"kind": "Deployment", "metadata": {"name": "d"}}))
     status, text = await post(session, running.url + "/mutate", body)
     resp = orjson.loads(text)["response"]
-    assert status == 200 and resp["allowed"] is False and "only Pods" in resp["status"]["message"]
+    assert status == 200
+    assert resp["allowed"] is False
+    assert "only Pods" in resp["status"]["message"]
 
 
 async def test_health_ready_and_metrics(running: RunningServer,
@@ -69,7 +73,8 @@ async def test_health_ready_and_metrics(running: RunningServer,
     async with session.get(running.url + "/healthz") as r:
         assert r.status == 200
     async with session.get(running.url + "/readyz") as r:
-        assert r.status == 200 and (await r.json())["ready"] is True
+        assert r.status == 200
+        assert (await r.json())["ready"] is True
     async with session.get(running.url + "/metrics") as r:
         text = await r.text()
     for name in ("airlock_admission_requests_total", "airlock_admission_duration_seconds_bucket",
@@ -98,13 +103,15 @@ async def test_broken_policy_keeps_the_last_good_one(running: RunningServer,
     assert running.server.policies.policy is good
     async with session.get(running.url + "/readyz") as r:
         body = await r.json()
-        assert r.status == 200 and "99-broken.yaml" in body["policyError"]
+        assert r.status == 200
+        assert "99-broken.yaml" in body["policyError"]
     async with session.get(running.url + "/metrics") as r:
         assert 'airlock_policy_reloads_total{result="failed"} 1.0' in await r.text()
     # The request path still works with the last good policy.
     obj = pod().gpus(8).label("training.kubeflow.org/job-name", "llama").build()
     status, body_bytes = await post(session, running.url + "/mutate", orjson.dumps(review(obj)))
-    assert status == 200 and "patch" in orjson.loads(body_bytes)["response"]
+    assert status == 200
+    assert "patch" in orjson.loads(body_bytes)["response"]
     running.policies.publish(policy_files())
     await wait_for(lambda: running.server.policies.last_error is None)
 
@@ -146,7 +153,8 @@ async def test_certificate_rotation_drops_no_request(running: RunningServer,
     await asyncio.sleep(0.3)
     stop.set()
     await asyncio.gather(*tasks)
-    assert statuses and set(statuses) == {200}
+    assert statuses
+    assert set(statuses) == {200}
     after = await _serial(running.url, tmp_path / "rotated-ca.crt")
     assert after != before
 
@@ -161,7 +169,8 @@ async def test_expired_certificate_is_reported_not_ready(running: RunningServer,
     connector = aiohttp.TCPConnector(ssl=False)
     async with aiohttp.ClientSession(connector=connector) as s, \
             s.get(running.url + "/readyz") as r:
-        assert r.status == 503 and "expired" in " ".join((await r.json())["problems"])
+        assert r.status == 503
+        assert "expired" in " ".join((await r.json())["problems"])
 
 
 async def test_mismatched_key_keeps_the_old_certificate(running: RunningServer,

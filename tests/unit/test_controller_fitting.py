@@ -3,7 +3,7 @@ bin-packed, never onto capacity another gang holds."""
 
 from __future__ import annotations
 
-from tests.unit.controller_builders import CLIQUE, cluster, gang, member, node
+from tests.builders import CLIQUE, cluster, gang, member, node
 from webhook.controller.fitting import NoFit, Plan, fit, reserve
 from webhook.controller.objects import PodInfo
 from webhook.controller.snapshot import Snapshot
@@ -31,7 +31,8 @@ def test_free_is_allocatable_minus_active_bound_pods() -> None:
     unbound = member("waiting", 0, gpus=8)
     snap = Snapshot(cluster({"a": 2}), [bound, done, unbound])
     assert snap.free_gpu == {"a-n0": 5, "a-n1": 8}
-    assert snap.free["a-n0"]["pods"] == 109 and snap.free["a-n0"]["cpu"] == 88_000
+    assert snap.free["a-n0"]["pods"] == 109
+    assert snap.free["a-n0"]["cpu"] == 88_000
 
 
 def test_mixed_sizes_are_bin_packed_largest_first() -> None:
@@ -75,7 +76,8 @@ def test_required_topology_never_spans_preferred_does() -> None:
     assert required.reason == "needs 24 GPUs in one topology domain, the best has 16 free"
     assert set(required.best_domain_nodes) in ({"a-n0", "a-n1"}, {"b-n0", "b-n1"})
     spanning = plan_of(fit(gang("g", 3, mode="preferred"), snap, CLIQUE, "preferred"))
-    assert spanning.domain is None and len(spanning.assignments) == 3
+    assert spanning.domain is None
+    assert len(spanning.assignments) == 3
 
 
 def test_preferred_takes_one_domain_when_one_fits() -> None:
@@ -101,13 +103,16 @@ def test_reserve_takes_capacity_so_a_second_gang_cannot_have_it() -> None:
 def test_no_fit_reasons_name_what_is_missing() -> None:
     unlabelled = Snapshot([node("n0", None)], [])
     outcome = fit(gang("g", 1), unlabelled, CLIQUE, "required", level=CLIQUE)
-    assert isinstance(outcome, NoFit) and "no eligible node has the label" in outcome.reason
+    assert isinstance(outcome, NoFit)
+    assert "no eligible node has the label" in outcome.reason
     cordoned = Snapshot([node("n0", "a", unschedulable=True)], [])
     outcome = fit(gang("g", 1), cordoned, CLIQUE, "required")
-    assert isinstance(outcome, NoFit) and "no node is eligible" in outcome.reason
+    assert isinstance(outcome, NoFit)
+    assert "no node is eligible" in outcome.reason
 
 
 def test_no_topology_packs_anywhere() -> None:
     pods = [member("g", i, gpus=4, size=4) for i in range(4)]
     plan = plan_of(fit(pods, Snapshot(cluster({"a": 1, "b": 1}), []), None, None))
-    assert plan.domain is None and sorted(per_node(plan, pods).values()) == [8, 8]
+    assert plan.domain is None
+    assert sorted(per_node(plan, pods).values()) == [8, 8]

@@ -3,7 +3,7 @@ the head's domain for it."""
 
 from __future__ import annotations
 
-from tests.unit.controller_builders import NOW, admitted, cluster, gang, member, waits
+from tests.builders import NOW, admitted, cluster, gang, member, waits
 from webhook.controller.deciding import DecideOptions, decide
 
 

@@ -41,7 +41,8 @@ def test_defaults_scope_and_topology(defaults: Policy) -> None:
                                         "host": "kubernetes.io/hostname"}
     training = defaults.classes["training"]
     # Required would hold gangs forever on clusters without the clique label.
-    assert training.topology is not None and training.topology.mode == "preferred"
+    assert training.topology is not None
+    assert training.topology.mode == "preferred"
     assert all(any(t.key == "nvidia.com/gpu" and t.operator == "Exists" for t in s.tolerations)
                for s in defaults.classes.values())
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.admission.patches import PatchBuilder, PatchOp
-from webhook.gangs.base import label_value
+from webhook.conventions.base import label_value
 from webhook.keys import (
     CLASS_LABEL,
     GANG_EXPECTED_SIZE_ANNOTATION,
@@ -39,7 +39,7 @@ def _same_toleration(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return all(a.get(k, defaults.get(k)) == b.get(k, defaults.get(k)) for k in keys)
 
 
-def _record(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpec,
+def _record(b: PatchBuilder, decision: Decision, spec: ClassSpec,
             policy: Policy) -> None:
     assert decision.class_ is not None
     b.label(CLASS_LABEL, decision.class_)
@@ -156,7 +156,7 @@ def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> 
         return Mutation([])
     spec = policy.classes[decision.class_]
     b = PatchBuilder(pod.raw)
-    _record(b, pod, decision, spec, policy)
+    _record(b, decision, spec, policy)
     warnings = _priority(b, pod, spec, policy)
     _tolerations(b, pod, spec)
     _placement(b, pod, decision, spec, policy)

@@ -109,7 +109,7 @@ class WebhookServer:
         return web.Response(body=generate_latest(self.metrics.registry),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    async def _reloading(self, app: web.Application) -> AsyncIterator[None]:
+    async def _reloading(self, _app: web.Application) -> AsyncIterator[None]:
         async def loop() -> None:
             while True:
                 await asyncio.sleep(self.reload_interval)

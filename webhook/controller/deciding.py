@@ -34,6 +34,7 @@ from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.ordering import Order, Queue
 from webhook.controller.queueing import Hold, Queueing, QueueState
 from webhook.controller.snapshot import Snapshot, gpus
+from webhook.conventions.base import SizeUnknown
 
 __all__ = ["Action", "Admit", "DecideOptions", "Event", "EventReason", "EventType", "Finish",
            "Preempt", "QueueState", "Record", "Wait", "WaitReason", "decide", "describe",
@@ -93,8 +94,8 @@ def _outlook(gang: Gang, size: int, snap: Snapshot) -> str:
 
 def _size(gang: Gang, looked_up: Mapping[GangId, SizeAnswer]) -> int | Wait | None:
     size = gang.size(looked_up)
-    if isinstance(size, str):
-        return Wait(gang.id, tuple(gang.waiting), "SizeUnknown", size, warning=True)
+    if isinstance(size, SizeUnknown):
+        return Wait(gang.id, tuple(gang.waiting), "SizeUnknown", size.reason, warning=True)
     return size  # None: the owner lookup is under way
 
 

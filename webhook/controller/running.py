@@ -23,6 +23,7 @@ from webhook import kubeclient
 from webhook.controller.applying import WRITES_IN_FLIGHT, Applier
 from webhook.controller.cache import Cache
 from webhook.controller.deciding import Action, Admit, DecideOptions, Finish, Wait, decide
+from webhook.controller.gangs import GangId, SizeAnswer
 from webhook.controller.leading import (
     LEASE_SECONDS,
     RENEW_DEADLINE_SECONDS,
@@ -83,7 +84,7 @@ class Controller:
         self.synced.set()
         await asyncio.gather(*tasks)
 
-    async def _sizes(self) -> dict[tuple[str, str], int | str]:
+    async def _sizes(self) -> dict[GangId, SizeAnswer]:
         """Owner-stated sizes of the gangs that need one: cached answers at once, the
         misses looked up side by side (the applier's limit bounds the pool anyway)."""
         needed = self.cache.gangs_needing_size()

@@ -9,11 +9,20 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from webhook.keys import API_VERSION, CLASSES, CONTROLLER_IDENTITY, SYSTEM_NAMESPACE, ClassName
+from webhook.keys import (
+    API_VERSION,
+    CLASSES,
+    CONTROLLER_IDENTITY,
+    DEFAULT_SCHEDULER,
+    SYSTEM_NAMESPACE,
+    ClassName,
+)
+from webhook.policy.sources import Loc
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 # A Kubernetes label key: an optional DNS-subdomain prefix and `/`, then a name.
@@ -245,40 +254,66 @@ class PolicyFile(_Strict):
     spec: PolicySpec = Field(description="What this document contributes to the policy.")
 
 
-BUILTIN_EXCLUDED: tuple[str, ...] = ("kube-system", SYSTEM_NAMESPACE)
+def dangling_references(
+    classes: Mapping[ClassName, ClassSpec], levels: Collection[str], rules: Sequence[Rule]
+) -> Iterator[tuple[ClassName | int, Loc, str]]:
+    """Each reference to a topology level or class that is not defined: the class's name
+    (or the rule's index), the path inside that class (or rule), and the message. The
+    merger turns the path into a `file:line`; the model only needs the message."""
+    known = ", ".join(levels) or "none defined"
+    for cls_name, spec in classes.items():
+        used: list[tuple[str, str, Loc]] = []
+        if spec.topology:
+            used.append((spec.topology.level, "topology.level", ("topology", "level")))
+        if spec.placement != "none":
+            used.append((spec.placement_level, "placementLevel", ("placementLevel",)))
+        for level, field, loc in used:
+            if level not in levels:
+                yield cls_name, loc, (f"class {cls_name}: {field} {level!r} is not one of the "
+                                      f"topologyLevels ({known})")
+    for i, rule in enumerate(rules):
+        if rule.class_ not in classes:
+            yield i, ("class",), (f"rule {rule.name}: class {rule.class_} is not defined "
+                                  f"under spec.classes in any policy file")
+
+
+def missing_classes(classes: Collection[ClassName]) -> str | None:
+    """Why the classes are incomplete, or None. A pod may ask for any class with the class
+    label, and a gang member no rule matches is training: each class needs a definition
+    even if no rule gives it."""
+    missing = [c for c in CLASSES if c not in classes]
+    if not missing:
+        return None
+    return (f"spec.classes defines no {' or '.join(missing)} in any file; every class "
+            f"({', '.join(CLASSES)}) needs a definition")
+
+
+BUILTIN_EXCLUDED: frozenset[str] = frozenset({"kube-system", SYSTEM_NAMESPACE})
 DEFAULT_ACCELERATORS: tuple[str, ...] = ("nvidia.com/gpu",)
 
 
 class Policy(_Strict):
-    """The merged policy the webhook decides with."""
+    """The merged policy the webhook decides with. The defaults are what holds before any
+    file contributes: the merger adds to them."""
 
-    excluded_namespaces: frozenset[str]
-    schedulers: frozenset[str]
-    accelerators: tuple[str, ...]
-    topology_levels: Annotated[dict[str, str], Field(description="level name -> node label")]
     classes: dict[ClassName, ClassSpec]
-    rules: tuple[Rule, ...]
-    namespace_access: tuple[NamespaceAccess, ...]
-    gate_removers: frozenset[str]
+    excluded_namespaces: frozenset[str] = BUILTIN_EXCLUDED
+    schedulers: frozenset[str] = frozenset({DEFAULT_SCHEDULER})
+    accelerators: tuple[str, ...] = DEFAULT_ACCELERATORS
+    topology_levels: Annotated[dict[str, str], Field(
+        default_factory=dict, description="level name -> node label")]
+    rules: tuple[Rule, ...] = ()
+    namespace_access: tuple[NamespaceAccess, ...] = ()
+    gate_removers: frozenset[str] = frozenset({CONTROLLER_IDENTITY})
     sources: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _references(self) -> Policy:
-        errors: list[str] = []
-        for cls_name, spec in self.classes.items():
-            if spec.topology and spec.topology.level not in self.topology_levels:
-                errors.append(f"class {cls_name}: topology level {spec.topology.level!r} "
-                              f"is not defined in topologyLevels")
-            if spec.placement != "none" and spec.placement_level not in self.topology_levels:
-                errors.append(f"class {cls_name}: placementLevel {spec.placement_level!r} "
-                              f"is not defined in topologyLevels")
-        missing = [c for c in CLASSES if c not in self.classes]
-        if missing:
-            errors.append(f"classes {', '.join(missing)} are not defined")
-        for rule in self.rules:
-            if rule.class_ not in self.classes:
-                errors.append(f"rule {rule.name}: class {rule.class_} has no definition "
-                              f"under classes")
+        errors = [message for _, _, message in
+                  dangling_references(self.classes, self.topology_levels, self.rules)]
+        incomplete = missing_classes(self.classes)
+        if incomplete:
+            errors.append(incomplete)
         if errors:
             raise ValueError("; ".join(errors))
         return self
@@ -296,20 +331,6 @@ class Policy(_Strict):
         return None
 
 
-def empty_policy_parts() -> dict[str, object]:
-    """Defaults for a merged policy before any file contributes."""
-    return {
-        "excluded_namespaces": frozenset(BUILTIN_EXCLUDED),
-        "schedulers": frozenset({"default-scheduler"}),
-        "accelerators": DEFAULT_ACCELERATORS,
-        "topology_levels": {},
-        "classes": {},
-        "rules": (),
-        "namespace_access": (),
-        "gate_removers": frozenset({CONTROLLER_IDENTITY}),
-    }
-
-
 __all__ = [
     "API_VERSION",
     "ClassSpec",
@@ -323,5 +344,4 @@ __all__ = [
     "Toleration",
     "TopologyLevel",
     "TopologyPlacement",
-    "empty_policy_parts",
 ]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from webhook.policy.loading import SUFFIXES, load_policy
+from webhook.policy.loading import load_policy, policy_files
 from webhook.policy.model import Policy
 from webhook.policy.sources import PolicyError
 
@@ -25,21 +25,21 @@ Fingerprint = tuple[tuple[str, str, int, int], ...]
 
 
 def fingerprint(directory: Path) -> Fingerprint:
-    """Name, resolved path, mtime and size of each candidate file. Cheap: no parsing.
-    Anything unreadable still changes the fingerprint, so the loader gets to say why."""
+    """Name, resolved path, mtime and size of each file the loader would read. Cheap: no
+    parsing. Anything unreadable still changes the fingerprint, so the loader gets to say
+    why."""
     try:
-        names = sorted(p.name for p in directory.iterdir()
-                       if not p.name.startswith(".") and p.suffix in SUFFIXES)
-    except OSError as e:
-        return (("", f"unlistable: {e.strerror}", 0, 0),)
+        files = policy_files(directory)
+    except PolicyError as e:
+        return (("", str(e), 0, 0),)
     out = []
-    for name in names:
+    for path in files:
         try:
-            resolved = (directory / name).resolve(strict=True)
+            resolved = path.resolve(strict=True)
             st = resolved.stat()
-            out.append((name, str(resolved), st.st_mtime_ns, st.st_size))
+            out.append((path.name, str(resolved), st.st_mtime_ns, st.st_size))
         except OSError as e:
-            out.append((name, f"unreadable: {e.strerror}", 0, 0))
+            out.append((path.name, f"unreadable: {e.strerror}", 0, 0))
     return tuple(out)
 
 
@@ -50,7 +50,6 @@ class PolicyStore:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.policy: Policy | None = None
-        self.loaded_at: float | None = None
         self.last_error: str | None = None
         self.failed_at: float | None = None
         self._seen: Fingerprint | None = None
@@ -70,7 +69,7 @@ class PolicyStore:
                       extra={"directory": str(self.directory),
                              "problems": [str(p) for p in e.problems]})
             return "failed"
-        self.policy, self.loaded_at = policy, time.time()
+        self.policy = policy
         self.last_error = self.failed_at = None
         log.info("policy loaded", extra={"directory": str(self.directory),
                                          "files": list(policy.sources),

@@ -1,5 +1,5 @@
-"""Carrying out decisions: the record first, then each pod narrowed and ungated, then
-events. Every write returns the pod as stored, which goes straight back into the cache,
+"""Carrying out decisions: the record first, then each pod narrowed and ungated (or, for
+a preemption, each victim marked and deleted), then events. Every write returns the pod as stored, which goes straight back into the cache,
 so the next round never decides from a state older than our own writes."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from webhook.controller.deciding import (
     EventReason,
     EventType,
     Finish,
+    Preempt,
     Record,
     Wait,
     events_of,
@@ -28,7 +29,7 @@ from webhook.controller.deciding import (
 from webhook.controller.leading import Fence, NotLeading
 from webhook.controller.objects import PodInfo
 from webhook.controller.raw import json_of
-from webhook.keys import GATE, PLACEMENT_ANNOTATION
+from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
 
 log = logging.getLogger("airlock.controller")
 
@@ -42,14 +43,25 @@ def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
+def annotation_patch(pod: PodInfo, key: str, value: str) -> list[dict[str, Any]]:
+    if pod.annotated:
+        return [{"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value}]
+    return [{"op": "add", "path": "/metadata/annotations", "value": {key: value}}]
+
+
 def record_patch(pod: PodInfo, record: Record) -> list[dict[str, Any]]:
     """Write the decision onto the anchor pod, in the same JSON Patch that lifts the
     anchor's gate: atomic, so no gate is ever lifted before the record exists."""
-    if pod.annotated:
-        return [{"op": "add", "path": f"/metadata/annotations/{_escape(PLACEMENT_ANNOTATION)}",
-                 "value": record.dumps()}]
-    return [{"op": "add", "path": "/metadata/annotations",
-             "value": {PLACEMENT_ANNOTATION: record.dumps()}}]
+    return annotation_patch(pod, PLACEMENT_ANNOTATION, record.dumps())
+
+
+def disruption_patch(message: str, now: datetime.datetime) -> dict[str, Any]:
+    """The `DisruptionTarget` condition a victim gets before it is deleted: what a Job's
+    podFailurePolicy and people read to tell a preemption from a failure."""
+    return {"status": {"conditions": [{
+        "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByAirlock",
+        "message": message[:1024],
+        "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}]}}
 
 
 def ungate_patch(pod: PodInfo, record: Record) -> list[dict[str, Any]]:
@@ -116,6 +128,8 @@ class Applier:
                                        action.record)
                 case Finish():
                     await self._ungate(action.ungate, action.record)
+                case Preempt():
+                    await self._preempt(action)
                 case Wait():
                     pass  # nothing to write: its event says why
                 case _:
@@ -147,6 +161,40 @@ class Applier:
         log.info("gang admitted", extra={"gang": "/".join(admit.gang),
                                          "domain": admit.record.domain,
                                          "pods": len(admit.ungate)})
+
+    async def _preempt(self, preempt: Preempt) -> None:
+        """The decision goes on the preemptor's anchor first, so a leader that dies
+        half-way leaves a record the next one finishes; then every victim is marked and
+        deleted, side by side."""
+        anchor = preempt.anchor
+        await self._patch(anchor, annotation_patch(anchor, PREEMPTION_ANNOTATION,
+                                                   preempt.record.dumps()),
+                          "application/json-patch+json")
+        told = {p.key: e.message for e in events_of(preempt) if e.reason == "Preempted"
+                for p in e.pods}
+        now = datetime.datetime.now(datetime.UTC)
+        await asyncio.gather(*(self._evict(p, told[p.key], now)
+                               for v in preempt.victims for p in v.pods))
+        log.info("preempted", extra={"gang": "/".join(preempt.gang),
+                                     "domain": preempt.record.domain,
+                                     "victims": [v.name for v in preempt.victims]})
+
+    async def _evict(self, pod: PodInfo, message: str, now: datetime.datetime) -> None:
+        try:
+            async with self.limit:
+                self.fence.check()
+                self.stored(await json_of(await self.core.patch_namespaced_pod_status(
+                    pod.name, pod.namespace, body=disruption_patch(message, now),
+                    _content_type="application/strategic-merge-patch+json",
+                    _preload_content=False)))
+                self.fence.check()
+                # Not stored: the pod as deleted could bring back one the watch has
+                # already removed; the watch tells of the deletion.
+                await json_of(await self.core.delete_namespaced_pod(
+                    pod.name, pod.namespace, _preload_content=False))
+        except ApiException as e:
+            if e.status != 404:  # gone already: what we wanted
+                raise
 
     async def _ungate(self, pods: tuple[PodInfo, ...], record: Record) -> None:
         async def one(pod: PodInfo) -> None:

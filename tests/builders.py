@@ -5,11 +5,17 @@ them; the controller's typed views of nodes and members; AdmissionReviews."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from typing import Any
 
-from webhook.controller.deciding import Admit, Wait
+import yaml
+
+from webhook.accelerators import Accelerators
+from webhook.controller.deciding import POLICY_DEFAULT, Admit, Wait
 from webhook.controller.objects import NodeInfo, PodInfo
+from webhook.controller.snapshot import Snapshot
 from webhook.keys import (
+    ACCELERATORS_ANNOTATION,
     CLASS_LABEL,
     GANG_EXPECTED_SIZE_ANNOTATION,
     GANG_LABEL,
@@ -22,6 +28,7 @@ from webhook.keys import (
 )
 
 CLIQUE = "nvidia.com/gpu.clique"
+GPU = "nvidia.com/gpu"
 NOW = 1_900_000_000.0
 
 
@@ -146,14 +153,18 @@ def raw_member(gang: str, i: int, gpus: int = 8, size: int | None = None, *,
                gated: bool = True, mode: str = "required", priority: int = 0,
                created: int = 0, ns: str = "ml", node_name: str | None = None,
                placement: str | None = None, name: str | None = None,
+               resource: str = GPU, recorded: str | None = None,
                **spec: Any) -> dict[str, Any]:
-    """A gang member as the watch delivers it once the webhook has marked it."""
-    b = (pod(name or f"{gang}-{i}", ns).gpus(gpus).cpu("8", "16Gi")
+    """A gang member as the watch delivers it once the webhook has marked it; `recorded`
+    is the accelerators annotation the webhook wrote."""
+    b = (pod(name or f"{gang}-{i}", ns).gpus(gpus, resource).cpu("8", "16Gi")
          .set("tolerations", [{"key": "nvidia.com/gpu", "operator": "Exists"}])
          .marked(gang, size, mode, gated))
     b.meta["creationTimestamp"] = f"2026-11-22T10:{created:02d}:{i:02d}Z"
     if placement:
         b.annotation(PLACEMENT_ANNOTATION, placement)
+    if recorded is not None:
+        b.annotation(ACCELERATORS_ANNOTATION, recorded)
     if priority:
         b.set("priority", priority)
     if node_name:
@@ -171,23 +182,30 @@ def gang(name: str, n: int, gpus: int = 8, **kw: Any) -> list[PodInfo]:
     return [member(name, i, gpus, size=n, **kw) for i in range(n)]
 
 
-def node(name: str, domain: str | None, gpus: int = 8, **extra: Any) -> NodeInfo:
+def node(name: str, domain: str | None, gpus: int = 8, resource: str = GPU, **extra: Any
+         ) -> NodeInfo:
     labels = {"kubernetes.io/hostname": name, **extra.get("labels", {})}
     if domain:
         labels[CLIQUE] = domain
     raw = {"metadata": {"name": name, "labels": labels},
            "spec": {"taints": extra.get("taints", []),
                     "unschedulable": extra.get("unschedulable", False)},
-           "status": {"allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "96",
+           "status": {"allocatable": {resource: str(gpus), "cpu": "96",
                                       "memory": "1Ti", "pods": "110"},
                       "conditions": [{"type": "Ready",
                                       "status": extra.get("ready", "True")}]}}
     return NodeInfo.parse(raw)
 
 
-def cluster(domains: dict[str, int], gpus: int = 8) -> list[NodeInfo]:
+def cluster(domains: dict[str, int], gpus: int = 8, resource: str = GPU) -> list[NodeInfo]:
     """`domains`: domain name -> number of nodes."""
-    return [node(f"{d}-n{i}", d, gpus) for d, count in domains.items() for i in range(count)]
+    return [node(f"{d}-n{i}", d, gpus, resource) for d, count in domains.items()
+            for i in range(count)]
+
+
+def snapshot(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo] = (),
+             accelerators: Accelerators = POLICY_DEFAULT) -> Snapshot:
+    return Snapshot(nodes, pods, accelerators)
 
 
 def admitted(actions: list[Any]) -> dict[str, str | None]:
@@ -196,3 +214,9 @@ def admitted(actions: list[Any]) -> dict[str, str | None]:
 
 def waits(actions: list[Any]) -> dict[str, str]:
     return {a.gang[1]: a.message for a in actions if isinstance(a, Wait)}
+
+
+def policy_yaml(name: str, spec: dict[str, Any]) -> str:
+    """One AirlockPolicy document, as a person would write it (block style)."""
+    return yaml.safe_dump({"apiVersion": "gpu-airlock.io/v1alpha1", "kind": "AirlockPolicy",
+                           "metadata": {"name": name}, "spec": spec}, sort_keys=False)

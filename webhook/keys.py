@@ -33,6 +33,9 @@ RULE_ANNOTATION: Final = "gpu-airlock.io/rule"
 # The node label that names the gang's topology domain, and whether one domain is a must.
 TOPOLOGY_KEY_ANNOTATION: Final = "gpu-airlock.io/topology-key"
 TOPOLOGY_MODE_ANNOTATION: Final = "gpu-airlock.io/topology-mode"
+# The policy accelerators the pod requests (comma-separated), so the controller counts
+# them even after the policy changes.
+ACCELERATORS_ANNOTATION: Final = "gpu-airlock.io/accelerators"
 
 # --- what the controller records ---------------------------------------------------
 # The durable admission decision, written before any gate is lifted (JSON).

@@ -363,6 +363,26 @@ def test_controller_deployment_runs_two_replicas_with_leader_election(
     one(docs, "PodDisruptionBudget", "airlock-controller")
 
 
+@pytest.mark.parametrize("path", ["deploy/base", *INSTALLS])
+def test_controller_reads_the_webhooks_policy_configmap(rendered: dict[str, Docs],
+                                                       path: str) -> None:
+    """Both count the same accelerators: the same ConfigMap, mounted the same way."""
+    docs = rendered[path]
+    mounted = {}
+    for deployment in ("airlock-webhook", "airlock-controller"):
+        pod = pod_spec(docs, deployment)
+        (container,) = pod["containers"]
+        args = container["args"]
+        assert args[args.index("--policies") + 1] == POLICY_DIR
+        (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == POLICY_DIR]
+        assert "subPath" not in mount
+        assert mount["readOnly"] is True
+        (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+        assert "items" not in volume["configMap"]
+        mounted[deployment] = volume["configMap"]["name"]
+    assert mounted["airlock-controller"] == mounted["airlock-webhook"]
+
+
 def test_network_policies_admit_the_apiserver_and_scrapes(rendered: dict[str, Docs]) -> None:
     docs = rendered["deploy/base"]
     expected = {"airlock-webhook": 8443, "airlock-controller": 8080}

@@ -9,9 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.accelerators import to_record
 from webhook.admission.patches import PatchBuilder, PatchOp
 from webhook.conventions.base import label_value
 from webhook.keys import (
+    ACCELERATORS_ANNOTATION,
     CLASS_LABEL,
     GANG_EXPECTED_SIZE_ANNOTATION,
     GANG_KEY_ANNOTATION,
@@ -39,12 +41,14 @@ def _same_toleration(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return all(a.get(k, defaults.get(k)) == b.get(k, defaults.get(k)) for k in keys)
 
 
-def _record(b: PatchBuilder, decision: Decision, spec: ClassSpec,
+def _record(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpec,
             policy: Policy) -> None:
     assert decision.class_ is not None
     b.label(CLASS_LABEL, decision.class_)
     if decision.rule:
         b.annotation(RULE_ANNOTATION, decision.rule)
+    if accelerators := to_record(policy.accelerators, pod.resources):
+        b.annotation(ACCELERATORS_ANNOTATION, accelerators)
     gang = decision.gang
     if gang is None:
         return
@@ -156,7 +160,7 @@ def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> 
         return Mutation([])
     spec = policy.classes[decision.class_]
     b = PatchBuilder(pod.raw)
-    _record(b, decision, spec, policy)
+    _record(b, pod, decision, spec, policy)
     warnings = _priority(b, pod, spec, policy)
     _tolerations(b, pod, spec)
     _placement(b, pod, decision, spec, policy)

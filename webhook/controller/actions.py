@@ -9,9 +9,9 @@ import json
 from dataclasses import dataclass
 from typing import Literal, assert_never
 
+from webhook.accelerators import GpuEquivalents
 from webhook.controller.gangs import GangId, Record
 from webhook.controller.objects import PodInfo
-from webhook.controller.snapshot import gpus
 
 # Why a gang waits: the reason of its event, and the word its message starts with.
 WaitReason = Literal["Waiting", "Incomplete", "Oversize", "SizeUnknown"]
@@ -30,6 +30,7 @@ class Admit:
     record: Record
     anchor: PodInfo
     ungate: tuple[PodInfo, ...]
+    gpus: GpuEquivalents
     note: str = ""
 
 
@@ -40,6 +41,7 @@ class Finish:
     gang: GangId
     record: Record
     ungate: tuple[PodInfo, ...]
+    gpus: GpuEquivalents
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +65,7 @@ class Victim:
     gang: GangId | None
     queue: str
     priority: int
-    gpus: int
+    gpus: GpuEquivalents
     # GPU-seconds of work lost: since each pod's start or last stated checkpoint.
     lost: float
     # The latest start among its pods: its age, for "youngest first".
@@ -144,10 +146,10 @@ class Event:
     message: str
 
 
-def _lifted(verb: str, ungate: tuple[PodInfo, ...], record: Record, note: str = "") -> str:
+def _lifted(verb: str, action: Admit | Finish, note: str = "") -> str:
+    record = action.record
     where = f"domain {record.domain}" if record.domain else "any domain"
-    need = sum(gpus(p.requests) for p in ungate)
-    return f"{verb}: {where}; {len(ungate)} pods, {need} GPUs{note}"
+    return f"{verb}: {where}; {len(action.ungate)} pods, {action.gpus} GPUs{note}"
 
 
 _CAUSES: dict[Cause, str] = {"priority": "a gang of higher priority needs the room",
@@ -174,10 +176,10 @@ def events_of(action: Action) -> tuple[Event, ...]:
     match action:
         case Admit():
             return (Event(action.ungate, "Normal", "Admitted",
-                          _lifted("Admitted", action.ungate, action.record, action.note)),)
+                          _lifted("Admitted", action, action.note)),)
         case Finish():
             return (Event(action.ungate, "Normal", "Resumed",
-                          _lifted("Resumed", action.ungate, action.record)),)
+                          _lifted("Resumed", action)),)
         case Wait():
             return (Event(action.pods, "Warning" if action.warning else "Normal",
                           action.reason, action.message),)

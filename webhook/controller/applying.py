@@ -1,6 +1,7 @@
 """Carrying out decisions: the record first, then each pod narrowed and ungated (or, for
-a preemption, each victim marked and deleted), then events. Every write returns the pod as stored, which goes straight back into the cache,
-so the next round never decides from a state older than our own writes."""
+a preemption, each victim marked and deleted), then events. Every write returns the pod
+as stored, which goes straight back into the cache, so the next round never decides from
+a state older than our own writes."""
 
 from __future__ import annotations
 

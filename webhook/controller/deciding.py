@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from webhook.accelerators import Accelerators
 from webhook.controller.actions import (
     Action,
     Admit,
@@ -33,12 +34,16 @@ from webhook.controller.gangs import Gang, GangId, Record, SizeAnswer, gangs_of
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.ordering import Order, Queue
 from webhook.controller.queueing import Hold, Queueing, QueueState
-from webhook.controller.snapshot import Snapshot, gpus
+from webhook.controller.snapshot import Snapshot
 from webhook.conventions.base import SizeUnknown
+from webhook.policy.model import DEFAULT_ACCELERATORS
 
 __all__ = ["Action", "Admit", "DecideOptions", "Event", "EventReason", "EventType", "Finish",
            "Preempt", "QueueState", "Record", "Wait", "WaitReason", "decide", "describe",
            "events_of"]
+
+# What a policy that names no accelerator counts.
+POLICY_DEFAULT = Accelerators.of(DEFAULT_ACCELERATORS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +75,7 @@ def _hold_promised(gang: Gang, snap: Snapshot, queues: Queueing, now: float,
         return None
     record = next(r for r in gang.records if promised[0].name in r.members)
     _hold(promised, record, snap, queues, gang)
-    return Finish(gang.id, record, tuple(promised))
+    return Finish(gang.id, record, tuple(promised), snap.need(promised))
 
 
 def _domain_nodes(snap: Snapshot, pod: PodInfo, key: str | None,
@@ -86,7 +91,7 @@ def _outlook(gang: Gang, size: int, snap: Snapshot) -> str:
     anchor = gang.members[0]
     if not anchor.topology_key:
         return ""
-    need = round(sum(gpus(p.requests) for p in gang.members) * size / len(gang.members))
+    need = round(snap.need(gang.members) * size / len(gang.members))
     domains = snap.domains(anchor, anchor.topology_key)
     best = max((snap.free_gpus(nodes) for nodes in domains.values()), default=0)
     return f"; needs {need} GPUs in one {anchor.topology_key} domain, the best has {best} free"
@@ -148,7 +153,7 @@ def _fit_joiners(gang: Gang, pods: list[PodInfo], snap: Snapshot, avoid: set[str
     placed = place_in(pods, snap, nodes)
     if placed is not None:
         return Plan(domain, placed.assignments), key
-    need = sum(gpus(p.requests) for p in pods)
+    need = snap.need(pods)
     return NoFit(f"needs {need} GPUs in {key} domain {domain}, where the gang runs; it has "
                  f"{snap.free_gpus(nodes)} free", tuple(nodes)), key
 
@@ -200,13 +205,14 @@ class _Round:
         record = Record(outcome.domain, key if outcome.domain else None,
                         tuple(sorted(p.name for p in members)), now, size)
         return [*actions, Admit(gang.id, record, min(members, key=lambda p: p.name),
-                                tuple(members), _joining_note(gang, size) if started else "")]
+                                tuple(members), snap.need(members),
+                                _joining_note(gang, size) if started else "")]
 
     def _blocked(self, gang: Gang, members: list[PodInfo], size: int, outcome: Plan | NoFit,
                  over: str | None, avoid: set[str]) -> list[Action]:
         """A gang that does not fit, physically or in its quota: it preempts when it may
         and victims exist; else it waits, and the first such gang heads the queue."""
-        if not gang.started and self.queues.may_preempt(gang, members):
+        if not gang.started and self.queues.may_preempt(members):
             preempt = self.queues.preempt(gang, members, avoid)
             if preempt is not None:
                 self.queue.did_not_fit(gang, NoFit(""))  # strict order waits behind it
@@ -233,11 +239,13 @@ def _joining_note(gang: Gang, size: int) -> str:
 def decide(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
            looked_up: Mapping[GangId, SizeAnswer], now: float,
            options: DecideOptions = DecideOptions(),
-           state: QueueState | None = None) -> list[Action]:
+           state: QueueState | None = None,
+           accelerators: Accelerators = POLICY_DEFAULT) -> list[Action]:
     """The actions of one round. `state` brings the queues (none given: every namespace
-    shares the `default` queue, with preemption by priority only)."""
+    shares the `default` queue, with preemption by priority only); `accelerators`, what
+    the policy counts as GPUs."""
     all_pods = list(pods)
-    snap = Snapshot(nodes, all_pods)
+    snap = Snapshot(nodes, all_pods, accelerators)
     gangs = gangs_of(all_pods)
     actions: list[Action] = []
     queues = Queueing(state or QueueState(), snap, all_pods, now)

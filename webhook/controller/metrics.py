@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from webhook.controller.actions import Victim
+
 
 class ControllerMetrics:
     def __init__(self) -> None:
@@ -21,3 +23,14 @@ class ControllerMetrics:
             "airlock_fit_duration_seconds", "Time to decide one round (snapshot and fit).",
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
             registry=self.registry)
+        self.preemptions = Counter(
+            "airlock_preemptions", "Victims evicted (a whole gang or a single pod counts "
+            "one), by cause: priority or reclaim.", ["cause"], registry=self.registry)
+        self.preempted_gpu_hours = Counter(
+            "airlock_preempted_gpu_hours",
+            "Work lost to preemption, in GPU-hours since each victim's start or checkpoint.",
+            ["cause"], registry=self.registry)
+
+    def preempted(self, victim: Victim) -> None:
+        self.preemptions.labels(victim.cause).inc()
+        self.preempted_gpu_hours.labels(victim.cause).inc(victim.lost / 3600)

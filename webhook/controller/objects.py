@@ -9,7 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.accelerators import recorded
 from webhook.keys import (
+    ACCELERATORS_ANNOTATION,
     CHECKPOINTED_AT_ANNOTATION,
     GANG_EXPECTED_SIZE_ANNOTATION,
     GANG_KEY_ANNOTATION,
@@ -28,6 +30,7 @@ Resources = dict[str, int]
 _MILLI = frozenset({"cpu"})
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _NONE: Mapping[str, str] = {}
+_NO_NAMES: frozenset[str] = frozenset()
 
 
 def _amount(resource: str, quantity: Any) -> int:
@@ -127,6 +130,9 @@ class PodInfo:
     owners: tuple[Mapping[str, Any], ...]
     placement: str | None
     annotated: bool
+    # Accelerators the webhook recorded as requested (gang members only): counted even
+    # when the current policy no longer names them.
+    accelerators: frozenset[str]
     # For preemption: when the pod started running (0 while it has not), the last
     # checkpoint it states, whether its priority class may preempt, a recorded
     # preemption (on a gang's anchor pod).
@@ -181,6 +187,8 @@ class PodInfo:
             owners=tuple(meta.get("ownerReferences") or ()) if in_gang else (),
             placement=annotations.get(PLACEMENT_ANNOTATION),
             annotated=bool(annotations),
+            accelerators=recorded(annotations.get(ACCELERATORS_ANNOTATION, ""))
+            if in_gang else _NO_NAMES,
             started=_timestamp((raw.get("status") or {}).get("startTime")),
             checkpointed=_checkpoint(annotations.get(CHECKPOINTED_AT_ANNOTATION)),
             may_preempt=spec.get("preemptionPolicy") != "Never",

@@ -28,8 +28,8 @@ from webhook.controller.actions import Victim
 from webhook.controller.fitting import Plan, place_in, reserve
 from webhook.controller.gangs import GangId
 from webhook.controller.objects import PodInfo
-from webhook.controller.quotas import Ledger, Quotas, holds_gpus
-from webhook.controller.snapshot import Snapshot, gpus, with_pod_slot
+from webhook.controller.quotas import Count, Ledger, Quotas, holds_gpus
+from webhook.controller.snapshot import Snapshot, with_pod_slot
 
 PodKey = tuple[str, str]
 
@@ -73,16 +73,18 @@ def _set_cost(victims: Sequence[Victim]) -> tuple[int, float, float, int]:
             -min(v.started for v in victims), len(victims))
 
 
-def unit_of(pods: Sequence[PodInfo], gang: GangId | None, queue: str, now: float) -> Victim:
-    lost = sum(gpus(p.requests) * max(now - max(p.started, p.checkpointed or 0.0), 0.0)
-               for p in pods if holds_gpus(p))
+def unit_of(pods: Sequence[PodInfo], gang: GangId | None, queue: str, now: float,
+            count: Count) -> Victim:
+    running = [p for p in pods if holds_gpus(p, count)]
+    lost = sum(count(p.requests) * max(now - max(p.started, p.checkpointed or 0.0), 0.0)
+               for p in running)
     return Victim(tuple(pods), gang, queue, max(p.priority for p in pods),
-                  sum(gpus(p.requests) for p in pods if holds_gpus(p)), lost,
+                  sum(count(p.requests) for p in running), lost,
                   max(p.started for p in pods))
 
 
 def candidates(pods: Iterable[PodInfo], quotas: Quotas, now: float,
-               settings: PreemptionSettings, budgets: Sequence[Budget] = (),
+               settings: PreemptionSettings, count: Count, budgets: Sequence[Budget] = (),
                spared: frozenset[PodKey] = frozenset()) -> list[Victim]:
     """Every unit that could ever be a victim this round, whoever the preemptor."""
     gangs: dict[GangId, list[PodInfo]] = {}
@@ -95,17 +97,17 @@ def candidates(pods: Iterable[PodInfo], quotas: Quotas, now: float,
                 broken.add(gang)
             elif pod.active:
                 gangs.setdefault(gang, []).append(pod)
-        elif holds_gpus(pod):
+        elif holds_gpus(pod, count):
             singles.append(pod)
-    units = [unit_of(members, gang, quotas.queue_of(gang[0]), now)
+    units = [unit_of(members, gang, quotas.queue_of(gang[0]), now, count)
              for gang, members in gangs.items() if gang not in broken]
-    units += [unit_of([p], None, quotas.queue_of(p.namespace), now) for p in singles]
+    units += [unit_of([p], None, quotas.queue_of(p.namespace), now, count) for p in singles]
     allowance = {b.name: b.allowed for b in budgets}
 
     def eligible(unit: Victim) -> bool:
         if not unit.gpus or any(p.key in spared for p in unit.pods):
             return False
-        running = [p for p in unit.pods if holds_gpus(p)]
+        running = [p for p in unit.pods if holds_gpus(p, count)]
         if any(not p.started or now - p.started < settings.min_runtime for p in running):
             return False
         return all(_within(unit, b, allowance) for b in budgets)
@@ -138,9 +140,10 @@ class Preemptor:
 
     def _release(self, unit: Victim, sign: int = -1) -> None:
         for pod in unit.pods:
-            if pod.node_name in self.snap.free and holds_gpus(pod) and pod.node_name:
+            if pod.node_name in self.snap.free and holds_gpus(pod, self.snap.gpus):
                 need = with_pod_slot(pod.requests)
-                self.snap.take(pod.node_name, {k: sign * v for k, v in need.items()})
+                self.snap.take(pod.node_name,
+                               {k: sign * v for k, v in need.items()})
 
     def _allowed(self, unit: Victim, queue: str, priority: int, may_preempt: bool,
                  reclaiming: bool, released: Mapping[str, int]) -> Victim | None:
@@ -225,7 +228,7 @@ class Preemptor:
              ) -> Choice | None:
         """The cheapest victims that let the whole gang fit, or None."""
         anchor = members[0]
-        need = sum(gpus(p.requests) for p in members)
+        need = self.snap.need(members)
         key = anchor.topology_key if anchor.topology_mode == "required" else None
         if key:
             domains: dict[str | None, list[str]] = {
@@ -255,4 +258,4 @@ class Preemptor:
             for b in self.budgets:
                 self.allowance[b.name] -= sum(1 for p in victim.pods if p.key in b.pods)
         reserve(choice.plan, members, self.snap)
-        self.ledger.add(queue, sum(gpus(p.requests) for p in members))
+        self.ledger.add(queue, self.snap.need(members))

@@ -21,7 +21,7 @@ from webhook.controller.preempting import (
     unit_of,
 )
 from webhook.controller.quotas import Ledger, Quotas
-from webhook.controller.snapshot import Snapshot, gpus
+from webhook.controller.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +60,6 @@ def _key(name: str) -> tuple[str, str]:
     return namespace, pod
 
 
-def need(pods: Iterable[PodInfo]) -> int:
-    return sum(gpus(p.requests) for p in pods)
-
-
 class Queueing:
     def __init__(self, state: QueueState, snap: Snapshot, pods: Sequence[PodInfo],
                  now: float) -> None:
@@ -71,8 +67,8 @@ class Queueing:
         self.snap = snap
         self.pods = pods
         self.now = now
-        capacity = sum(gpus(n.allocatable) for n in snap.nodes.values() if n.ready)
-        self.ledger = Ledger(state.quotas, pods, capacity)
+        capacity = sum(snap.gpus(n.allocatable) for n in snap.nodes.values() if n.ready)
+        self.ledger = Ledger(state.quotas, pods, capacity, snap.gpus)
         self.charges: dict[str, float] = {}
         self._preemptor: Preemptor | None = None
 
@@ -90,11 +86,11 @@ class Queueing:
         return queue_order(gangs, self.queue_of, self.share)
 
     def over_quota(self, gang: Gang, members: Sequence[PodInfo]) -> str | None:
-        return self.ledger.admissible(self.queue_of(gang), need(members))
+        return self.ledger.admissible(self.queue_of(gang), self.snap.need(members))
 
     def admitted(self, gang: Gang, members: Sequence[PodInfo], charge: bool = True) -> None:
         """Count what the gang takes; a new admission (`charge`) also pays its entry."""
-        queue, amount = self.queue_of(gang), need(members)
+        queue, amount = self.queue_of(gang), self.snap.need(members)
         self.ledger.add(queue, amount)
         if charge and self.state.fair_share is not None:
             self.charges[queue] = (self.charges.get(queue, 0.0)
@@ -132,15 +128,16 @@ class Queueing:
         for pod in hold.remaining:
             groups.setdefault(pod.gang_id, []).append(pod)
         quotas = self.state.quotas
-        victims = tuple(unit_of(pods, g, quotas.queue_of(pods[0].namespace), self.now)
+        count = self.snap.gpus
+        victims = tuple(unit_of(pods, g, quotas.queue_of(pods[0].namespace), self.now, count)
                         for g, pods in groups.items() if g is not None)
-        victims += tuple(unit_of([p], None, quotas.queue_of(p.namespace), self.now)
+        victims += tuple(unit_of([p], None, quotas.queue_of(p.namespace), self.now, count)
                          for p in groups.get(None, ()))
         anchor = min(gang.members, key=lambda p: p.name)
         return Preempt(gang.id, anchor, hold.record, tuple(gang.waiting), victims,
                        gang.priority, self.queue_of(gang))
 
-    def may_preempt(self, gang: Gang, members: Sequence[PodInfo]) -> bool:
+    def may_preempt(self, members: Sequence[PodInfo]) -> bool:
         settings = self.state.preemption
         complete = max(p.created for p in members)
         return settings.enabled and self.now - complete >= settings.delay
@@ -152,7 +149,7 @@ class Queueing:
         if self._preemptor is None:
             state = self.state
             units = candidates(self.pods, state.quotas, self.now, state.preemption,
-                               state.budgets)
+                               self.snap.gpus, state.budgets)
             self._preemptor = Preemptor(self.snap, self.ledger, units, state.budgets)
         queue = self.queue_of(gang)
         choice = self._preemptor.plan(members, queue, avoid)

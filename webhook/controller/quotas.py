@@ -11,11 +11,14 @@ A namespace in no queue is in `default`, which has no guarantee and only borrows
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from webhook.controller.objects import PodInfo
-from webhook.controller.snapshot import gpus
+from webhook.accelerators import GpuEquivalents
+from webhook.controller.objects import PodInfo, Resources
+
+# How many GPU-equivalents a resource map holds (`Accelerators.count` of the policy).
+Count = Callable[[Resources], GpuEquivalents]
 
 DEFAULT_QUEUE = "default"
 
@@ -63,22 +66,23 @@ class Quotas:
         return self.specs[queue]
 
 
-def holds_gpus(pod: PodInfo) -> bool:
+def holds_gpus(pod: PodInfo, count: Count) -> bool:
     """Whether a pod counts against its queue as it is: bound to a node, not finished,
     asking for accelerators. (The room held for pods let go but not bound yet is
     counted by the round, with the snapshot's reservations.)"""
-    return bool(pod.node_name) and pod.active and bool(gpus(pod.requests))
+    return bool(pod.node_name) and pod.active and bool(count(pod.requests))
 
 
 class Ledger:
     """Usage per queue for one round, kept current as the round admits and preempts."""
 
-    def __init__(self, quotas: Quotas, pods: Iterable[PodInfo], capacity: int) -> None:
+    def __init__(self, quotas: Quotas, pods: Iterable[PodInfo], capacity: GpuEquivalents,
+                 count: Count) -> None:
         self.quotas = quotas
-        self.used: dict[str, int] = dict.fromkeys(quotas.specs, 0)
+        self.used: dict[str, GpuEquivalents] = dict.fromkeys(quotas.specs, 0)
         for pod in pods:
-            if holds_gpus(pod):
-                self.add(quotas.queue_of(pod.namespace), gpus(pod.requests))
+            if holds_gpus(pod, count):
+                self.add(quotas.queue_of(pod.namespace), count(pod.requests))
         guaranteed = sum(q.nominal for q in quotas.specs.values())
         self.pool = max(capacity - guaranteed, 0) + sum(q.lendable
                                                         for q in quotas.specs.values())

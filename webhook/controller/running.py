@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any, assert_never
@@ -20,9 +21,19 @@ from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook import kubeclient
+from webhook.accelerators import Accelerators
 from webhook.controller.applying import WRITES_IN_FLIGHT, Applier
 from webhook.controller.cache import Cache
-from webhook.controller.deciding import Action, Admit, DecideOptions, Finish, Wait, decide
+from webhook.controller.deciding import (
+    Action,
+    Admit,
+    DecideOptions,
+    Finish,
+    Preempt,
+    QueueState,
+    Wait,
+    decide,
+)
 from webhook.controller.gangs import GangId, SizeAnswer
 from webhook.controller.leading import (
     LEASE_SECONDS,
@@ -36,10 +47,14 @@ from webhook.controller.objects import NodeInfo
 from webhook.controller.owners import OwnerSizes
 from webhook.controller.watching import watch
 from webhook.logs import setup_logging
+from webhook.policy.model import Policy
+from webhook.policy.reloading import PolicyStore
 
 log = logging.getLogger("airlock.controller")
 PERIOD = 2.0
 SETTLE = 0.02
+# As often as the webhook reloads, so both count the same accelerators within seconds.
+POLICY_RELOAD_INTERVAL = 2.0
 
 
 async def connect(kubeconfig: Path | None) -> client.ApiClient:
@@ -57,9 +72,12 @@ async def connect(kubeconfig: Path | None) -> client.ApiClient:
 
 class Controller:
     def __init__(self, api: client.ApiClient, options: DecideOptions, identity: str,
-                 pause: float = 0.0, fence: Fence | None = None) -> None:
+                 policies: PolicyStore, pause: float = 0.0, fence: Fence | None = None
+                 ) -> None:
         self.api = api
         self.options = options
+        self.policies = policies
+        self._counted: tuple[Policy, Accelerators] | None = None
         self.cache = Cache()
         self.metrics = ControllerMetrics()
         self.sizes = OwnerSizes(api)
@@ -67,6 +85,8 @@ class Controller:
         self.synced = asyncio.Event()
         self.rounds = 0
         self.deciding_seconds = 0.0
+        # When gangs were evicted, for their requeue backoff.
+        self.evicted: dict[GangId, float] = {}
 
     async def watch_all(self) -> None:
         core = client.CoreV1Api(self.api)
@@ -91,6 +111,15 @@ class Controller:
         found = await asyncio.gather(*(self.sizes.lookup(g, p) for g, p in needed.items()))
         return dict(zip(needed, found, strict=True))
 
+    def accelerators(self) -> Accelerators:
+        """What the current policy counts; the store keeps the last good policy, and
+        the controller does not start without one."""
+        policy = self.policies.policy
+        assert policy is not None
+        if self._counted is None or self._counted[0] is not policy:
+            self._counted = policy, Accelerators.of(policy.accelerators)
+        return self._counted[1]
+
     async def round(self) -> None:
         if not self.cache.gated:
             self.metrics.gangs_waiting.set(0)
@@ -98,7 +127,8 @@ class Controller:
         sizes = await self._sizes()
         started = time.perf_counter()
         actions = decide(self.cache.nodes.values(), self.cache.pods.values(), sizes,
-                         time.time(), self.options)
+                         time.time(), self.options, QueueState(evicted=self.evicted),
+                         self.accelerators())
         self.deciding_seconds = time.perf_counter() - started
         self.metrics.fit_seconds.observe(self.deciding_seconds)
         await self.applier.apply(actions)
@@ -117,6 +147,11 @@ class Controller:
                     self.metrics.time_to_admit.observe(max(time.time() - arrival, 0.0))
                 case Wait():
                     waiting.add(action.gang)
+                case Preempt():
+                    for victim in action.victims:
+                        if victim.gang is not None:
+                            self.evicted[victim.gang] = time.time()
+                        self.metrics.preempted(victim)
                 case Finish():
                     pass
                 case _:
@@ -161,12 +196,14 @@ async def _serve_metrics(controller: Controller, port: int) -> web.AppRunner | N
     return runner
 
 
-async def _main(args: argparse.Namespace) -> int:
+async def _main(args: argparse.Namespace, policies: PolicyStore) -> int:
     api = await connect(args.kubeconfig)
     options = DecideOptions(order=args.order, reservation_timeout=args.reservation_timeout,
                       incomplete_warning_after=args.incomplete_warning_after)
     fence = Fence(None if args.no_leader_election else RENEW_DEADLINE_SECONDS)
-    controller = Controller(api, options, args.identity, pause=args.patch_pause, fence=fence)
+    controller = Controller(api, options, args.identity, policies, pause=args.patch_pause,
+                            fence=fence)
+    reloading = asyncio.create_task(policies.watch(POLICY_RELOAD_INTERVAL))
     runner = await _serve_metrics(controller, args.metrics_port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -184,7 +221,7 @@ async def _main(args: argparse.Namespace) -> int:
         work = asyncio.create_task(election.run())
     await asyncio.wait([asyncio.create_task(stop.wait()), work, watching],
                        return_when=asyncio.FIRST_COMPLETED)
-    for task in (work, watching):
+    for task in (work, watching, reloading):
         task.cancel()
     if runner is not None:
         await runner.cleanup()
@@ -203,4 +240,12 @@ def _lost_lead(stop: asyncio.Event) -> Any:
 
 def run_controller(args: argparse.Namespace) -> int:
     setup_logging()
-    return asyncio.run(_main(args))
+    policies = PolicyStore(args.policies)
+    if policies.reload_if_changed() == "failed":
+        # Counting the wrong resources would let gangs go onto nodes that lack what they
+        # need: no policy, no controller.
+        print(f"airlock controller: no valid policy in {args.policies}, so it cannot know "
+              f"which resources are accelerators; fix these and start again:\n"
+              f"{policies.last_error}", file=sys.stderr)
+        return 1
+    return asyncio.run(_main(args, policies))

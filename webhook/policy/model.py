@@ -12,8 +12,9 @@ import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from webhook.accelerators import name_problem
 from webhook.keys import (
     API_VERSION,
     CLASSES,
@@ -197,6 +198,13 @@ class NamespaceAccess(_Strict):
     classes: tuple[ClassName, ...] = Field(description="Classes pods there may use.")
 
 
+def _accelerator(name: str) -> str:
+    problem = name_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
+    return name
+
+
 class Scope(_Strict):
     excluded_namespaces: tuple[str, ...] = Field(
         (),
@@ -207,9 +215,10 @@ class Scope(_Strict):
         (),
         description="Scheduler names Airlock handles, in addition to default-scheduler.",
     )
-    accelerators: tuple[str, ...] = Field(
+    accelerators: tuple[Annotated[str, AfterValidator(_accelerator)], ...] = Field(
         (),
-        description="Extended resources that make a pod a GPU pod.",
+        description="Extended resources that make a pod a GPU pod (e.g. amd.com/gpu, "
+        "aws.amazon.com/neuron); the controller counts exactly these.",
     )
 
 

@@ -106,7 +106,8 @@ def up(args: argparse.Namespace) -> int:
         _write_state(state_dir, state)
         controller_kubeconfig = asyncio.run(
             _wire(plane, hook.url, hook.certs.ca.read_bytes(), shape, args.policies))
-        controller = start_controller(state_dir, controller_kubeconfig, detached=True)
+        controller = start_controller(state_dir, controller_kubeconfig, args.policies,
+                                      detached=True)
         state["pids"].append(controller.process.pid)
         _write_state(state_dir, state)
     except Exception as e:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from webhook.controller.accounting import QueueSample
 from webhook.controller.actions import Victim
 
 
@@ -30,6 +33,27 @@ class ControllerMetrics:
             "airlock_preempted_gpu_hours",
             "Work lost to preemption, in GPU-hours since each victim's start or checkpoint.",
             ["cause"], registry=self.registry)
+
+        self.queue_used = Gauge("airlock_queue_gpus_used",
+                                "GPU-equivalents a queue's pods hold.", ["queue"],
+                                registry=self.registry)
+        self.queue_nominal = Gauge("airlock_queue_gpus_nominal",
+                                   "GPU-equivalents guaranteed to a queue.", ["queue"],
+                                   registry=self.registry)
+        self.queue_borrowed = Gauge("airlock_queue_gpus_borrowed",
+                                    "GPU-equivalents a queue uses beyond its nominal.",
+                                    ["queue"], registry=self.registry)
+        self.queue_share = Gauge(
+            "airlock_queue_fair_share",
+            "A queue's decayed usage (GPU-seconds) divided by its weight; lower goes first.",
+            ["queue"], registry=self.registry)
+
+    def queues(self, samples: Iterable[QueueSample]) -> None:
+        for q in samples:
+            self.queue_used.labels(q.name).set(q.used)
+            self.queue_nominal.labels(q.name).set(q.nominal)
+            self.queue_borrowed.labels(q.name).set(q.borrowed)
+            self.queue_share.labels(q.name).set(q.share)
 
     def preempted(self, victim: Victim) -> None:
         self.preemptions.labels(victim.cause).inc()

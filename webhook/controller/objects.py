@@ -165,12 +165,13 @@ class PodInfo:
         # Pods outside any gang only count for capacity: keep nothing else of them, which
         # is most of the memory at 50,000 pods.
         in_gang = GANG_LABEL in labels
+        requests = pod_requests(spec)
         return cls(
             namespace=meta.get("namespace", ""), name=meta.get("name", ""),
             uid=meta.get("uid", ""), node_name=spec.get("nodeName") or None,
             terminal=(raw.get("status") or {}).get("phase") in TERMINAL_PHASES,
             deleting=meta.get("deletionTimestamp") is not None,
-            requests=pod_requests(spec),
+            requests=requests,
             gated=GATE in gates, gate_index=gates.index(GATE) if GATE in gates else None,
             gang=labels.get(GANG_LABEL), gang_key=annotations.get(GANG_KEY_ANNOTATION),
             source=annotations.get(GANG_SOURCE_ANNOTATION),
@@ -179,7 +180,9 @@ class PodInfo:
             topology_mode=annotations.get(TOPOLOGY_MODE_ANNOTATION),
             priority=spec.get("priority") or 0,
             created=_timestamp(meta.get("creationTimestamp")),
-            labels=labels if in_gang else _NONE,
+            # Pods asking for extended resources keep their labels too: preemption
+            # matches them against PodDisruptionBudget selectors.
+            labels=labels if in_gang or any("/" in k for k in requests) else _NONE,
             node_selector=(spec.get("nodeSelector") or _NONE) if in_gang else _NONE,
             affinity_terms=tuple(required.get("nodeSelectorTerms") or ())
             if required and in_gang else None,

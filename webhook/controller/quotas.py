@@ -73,16 +73,23 @@ def holds_gpus(pod: PodInfo, count: Count) -> bool:
     return bool(pod.node_name) and pod.active and bool(count(pod.requests))
 
 
+def holding(quotas: Quotas, pods: Iterable[PodInfo], count: Count) -> dict[str, GpuEquivalents]:
+    """GPUs each queue's pods hold now (every queue, 0 when idle)."""
+    used: dict[str, GpuEquivalents] = dict.fromkeys(quotas.specs, 0)
+    for pod in pods:
+        if holds_gpus(pod, count):
+            queue = quotas.queue_of(pod.namespace)
+            used[queue] = used.get(queue, 0) + count(pod.requests)
+    return used
+
+
 class Ledger:
     """Usage per queue for one round, kept current as the round admits and preempts."""
 
     def __init__(self, quotas: Quotas, pods: Iterable[PodInfo], capacity: GpuEquivalents,
                  count: Count) -> None:
         self.quotas = quotas
-        self.used: dict[str, GpuEquivalents] = dict.fromkeys(quotas.specs, 0)
-        for pod in pods:
-            if holds_gpus(pod, count):
-                self.add(quotas.queue_of(pod.namespace), count(pod.requests))
+        self.used = holding(quotas, pods, count)
         guaranteed = sum(q.nominal for q in quotas.specs.values())
         self.pool = max(capacity - guaranteed, 0) + sum(q.lendable
                                                         for q in quotas.specs.values())

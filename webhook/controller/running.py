@@ -22,7 +22,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook import kubeclient
 from webhook.accelerators import Accelerators
+from webhook.controller.accounting import Accounts
 from webhook.controller.applying import WRITES_IN_FLIGHT, Applier
+from webhook.controller.budgets import Pdb
 from webhook.controller.cache import Cache
 from webhook.controller.deciding import (
     Action,
@@ -30,7 +32,6 @@ from webhook.controller.deciding import (
     DecideOptions,
     Finish,
     Preempt,
-    QueueState,
     Wait,
     decide,
 )
@@ -52,6 +53,8 @@ from webhook.policy.reloading import PolicyStore
 
 log = logging.getLogger("airlock.controller")
 PERIOD = 2.0
+# Seconds between samples of what each queue holds (fair share, queue metrics).
+SAMPLE = 10.0
 SETTLE = 0.02
 # As often as the webhook reloads, so both count the same accelerators within seconds.
 POLICY_RELOAD_INTERVAL = 2.0
@@ -85,8 +88,8 @@ class Controller:
         self.synced = asyncio.Event()
         self.rounds = 0
         self.deciding_seconds = 0.0
-        # When gangs were evicted, for their requeue backoff.
-        self.evicted: dict[GangId, float] = {}
+        self.accounts = Accounts()
+        self.sampled = 0.0
 
     async def watch_all(self) -> None:
         core = client.CoreV1Api(self.api)
@@ -98,6 +101,10 @@ class Controller:
             asyncio.create_task(watch("nodes", core.list_node, NodeInfo.parse,
                                       self.cache.list_nodes, self.cache.node_event,
                                       nodes_ready)),
+            asyncio.create_task(watch(
+                "poddisruptionbudgets",
+                client.PolicyV1Api(self.api).list_pod_disruption_budget_for_all_namespaces,
+                Pdb.parse, self.accounts.list_pdbs, self.accounts.pdb_event)),
         ]
         await pods_ready.wait()
         await nodes_ready.wait()
@@ -126,16 +133,34 @@ class Controller:
             return
         sizes = await self._sizes()
         started = time.perf_counter()
-        actions = decide(self.cache.nodes.values(), self.cache.pods.values(), sizes,
-                         time.time(), self.options, QueueState(evicted=self.evicted),
-                         self.accelerators())
+        policy, accelerators, now = self._policy(), self.accelerators(), time.time()
+        pods = self.cache.pods.values()
+        state = self.accounts.state(policy, accelerators, pods, now)
+        actions = decide(self.cache.nodes.values(), pods, sizes, now, self.options, state,
+                         accelerators)
         self.deciding_seconds = time.perf_counter() - started
         self.metrics.fit_seconds.observe(self.deciding_seconds)
         await self.applier.apply(actions)
         self.rounds += 1
         if self.rounds % 500 == 0:
             self.applier.forget_all_but(self.cache.pods.keys())
+        self.accounts.record(policy, accelerators, actions, now)
         self._count(actions)
+
+    def _policy(self) -> Policy:
+        policy = self.policies.policy
+        assert policy is not None  # the controller does not start without one
+        return policy
+
+    def sample(self) -> None:
+        """Fair share and queue metrics move with time, gated pods or not."""
+        now = time.time()
+        if now - self.sampled < SAMPLE:
+            return
+        self.sampled = now
+        queues = self.accounts.sample(self._policy(), self.accelerators(),
+                                      self.cache.pods.values(), now)
+        self.metrics.queues(queues)
 
     def _count(self, actions: list[Action]) -> None:
         waiting: set[tuple[str, str]] = set()
@@ -149,8 +174,6 @@ class Controller:
                     waiting.add(action.gang)
                 case Preempt():
                     for victim in action.victims:
-                        if victim.gang is not None:
-                            self.evicted[victim.gang] = time.time()
                         self.metrics.preempted(victim)
                 case Finish():
                     pass
@@ -165,6 +188,7 @@ class Controller:
             self.cache.changed.clear()
             self.deciding_seconds = 0.0
             try:
+                self.sample()
                 await self.round()
             except Exception:
                 log.exception("round failed; retrying")

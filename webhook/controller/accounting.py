@@ -1,0 +1,108 @@
+"""What the queues remember between rounds, kept by the leader: the fair-share usage
+(sampled every few seconds, charged at each admission), when gangs were evicted (for the
+requeue backoff), and the PodDisruptionBudgets the watch delivers. It builds the
+`QueueState` each round decides with. No I/O; the clock is passed in."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, assert_never
+
+from webhook.accelerators import Accelerators
+from webhook.controller.actions import Action, Admit, Finish, Preempt, Wait
+from webhook.controller.budgets import Pdb, budgets_of
+from webhook.controller.configuring import fair_share_of, preemption_of, quotas_of
+from webhook.controller.fairsharing import FairShare
+from webhook.controller.gangs import GangId
+from webhook.controller.objects import PodInfo
+from webhook.controller.preempting import PreemptionSettings
+from webhook.controller.queueing import QueueState
+from webhook.controller.quotas import Quotas, holding
+from webhook.policy.model import Policy
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSample:
+    """One queue at one sampling: for metrics and `airlock status`."""
+
+    name: str
+    nominal: int
+    used: int
+    borrowed: int
+    share: float
+
+
+class Accounts:
+    def __init__(self) -> None:
+        self.fair_share: FairShare | None = None
+        self.evicted: dict[GangId, float] = {}
+        self.pdbs: dict[tuple[str, str], Pdb] = {}
+        # Until the budgets are listed, nothing is preempted: a pod they protect could
+        # not be told from one they do not.
+        self.pdbs_listed = False
+        self._configured: tuple[Policy, Accelerators, Quotas, PreemptionSettings] | None = None
+
+    def _configure(self, policy: Policy, accelerators: Accelerators
+                   ) -> tuple[Quotas, PreemptionSettings]:
+        found = self._configured
+        if found is None or found[0] is not policy or found[1] is not accelerators:
+            found = (policy, accelerators, quotas_of(policy, accelerators),
+                     preemption_of(policy))
+            self._configured = found
+        return found[2], found[3]
+
+    def state(self, policy: Policy, accelerators: Accelerators, pods: Iterable[PodInfo],
+              now: float) -> QueueState:
+        quotas, preemption = self._configure(policy, accelerators)
+        self.fair_share = fair_share_of(policy, self.fair_share, now)
+        if not self.pdbs_listed:
+            preemption = PreemptionSettings(False, preemption.min_runtime, preemption.delay,
+                                            preemption.requeue_backoff)
+        backoff = preemption.requeue_backoff
+        self.evicted = {g: t for g, t in self.evicted.items() if now - t < backoff}
+        budgets = budgets_of(self.pdbs.values(), pods) if self.pdbs else ()
+        return QueueState(quotas, preemption, self.fair_share, budgets, dict(self.evicted))
+
+    def sample(self, policy: Policy, accelerators: Accelerators, pods: Iterable[PodInfo],
+               now: float) -> list[QueueSample]:
+        """Advance the fair share to `now` with what each queue holds, and say where each
+        queue stands."""
+        quotas, _ = self._configure(policy, accelerators)
+        held = holding(quotas, pods, accelerators.count)
+        fair = fair_share_of(policy, self.fair_share, now).advance(now, held)
+        self.fair_share = fair
+        return [QueueSample(name, spec.nominal, held.get(name, 0),
+                            max(held.get(name, 0) - spec.nominal, 0),
+                            fair.share(name, spec.weight))
+                for name, spec in sorted(quotas.specs.items())]
+
+    def record(self, policy: Policy, accelerators: Accelerators, actions: Iterable[Action],
+               now: float) -> None:
+        """Admissions pay their entry charge; evicted gangs start their backoff."""
+        quotas, _ = self._configure(policy, accelerators)
+        for action in actions:
+            match action:
+                case Admit():
+                    if self.fair_share is not None:
+                        self.fair_share = self.fair_share.charge(
+                            quotas.queue_of(action.gang[0]), action.gpus)
+                case Preempt():
+                    for victim in action.victims:
+                        if victim.gang is not None:
+                            self.evicted[victim.gang] = now
+                case Finish() | Wait():
+                    pass
+                case _:
+                    assert_never(action)
+
+    def list_pdbs(self, listed: list[Pdb]) -> None:
+        self.pdbs = {p.key: p for p in listed}
+        self.pdbs_listed = True
+
+    def pdb_event(self, kind: str, obj: dict[str, Any]) -> None:
+        pdb = Pdb.parse(obj)
+        if kind == "DELETED":
+            self.pdbs.pop(pdb.key, None)
+        else:
+            self.pdbs[pdb.key] = pdb

@@ -32,6 +32,8 @@ class Admit:
     ungate: tuple[PodInfo, ...]
     gpus: GpuEquivalents
     note: str = ""
+    # (pod name, node) to write as the pods' nominated node before they are ungated.
+    nominate: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

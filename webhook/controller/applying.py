@@ -58,9 +58,11 @@ def record_patch(pod: PodInfo, record: Record) -> list[dict[str, Any]]:
 
 def disruption_patch(message: str, now: datetime.datetime) -> dict[str, Any]:
     """The `DisruptionTarget` condition a victim gets before it is deleted: what a Job's
-    podFailurePolicy and people read to tell a preemption from a failure."""
+    podFailurePolicy and people read to tell a preemption from a failure. The reason is
+    Kubernetes' own for a preemption: kube-scheduler then knows the victim is going, and
+    does not preempt more for a pod nominated to its node (the message says Airlock)."""
     return {"status": {"conditions": [{
-        "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByAirlock",
+        "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
         "message": message[:1024],
         "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}]}}
 
@@ -124,6 +126,7 @@ class Applier:
         try:
             match action:
                 case Admit():
+                    await self._nominate(action)
                     await self._record(action)
                     await self._ungate(tuple(p for p in action.ungate if p != action.anchor),
                                        action.record)
@@ -162,6 +165,20 @@ class Applier:
         log.info("gang admitted", extra={"gang": "/".join(admit.gang),
                                          "domain": admit.record.domain,
                                          "pods": len(admit.ungate)})
+
+    async def _nominate(self, admit: Admit) -> None:
+        """A preemptor's pods get their nodes as nominated, while still gated."""
+        pods = {p.name: p for p in admit.ungate}
+
+        async def one(name: str, node: str) -> None:
+            pod = pods[name]
+            async with self.limit:
+                self.fence.check()
+                self.stored(await json_of(await self.core.patch_namespaced_pod_status(
+                    pod.name, pod.namespace, body={"status": {"nominatedNodeName": node}},
+                    _content_type="application/strategic-merge-patch+json",
+                    _preload_content=False)))
+        await asyncio.gather(*(one(name, node) for name, node in admit.nominate))
 
     async def _preempt(self, preempt: Preempt) -> None:
         """The decision goes on the preemptor's anchor first, so a leader that dies

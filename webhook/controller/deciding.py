@@ -204,9 +204,13 @@ class _Round:
         self.queues.admitted(gang, members)
         record = Record(outcome.domain, key if outcome.domain else None,
                         tuple(sorted(p.name for p in members)), now, size)
+        # A preemptor's pods are nominated to their nodes, where the victims may still
+        # be terminating: kube-scheduler then waits for them instead of preempting more.
+        nominate = tuple(sorted((name, node) for (_, name), node in
+                                outcome.assignments.items())) if hold is not None else ()
         return [*actions, Admit(gang.id, record, min(members, key=lambda p: p.name),
                                 tuple(members), snap.need(members),
-                                _joining_note(gang, size) if started else "")]
+                                _joining_note(gang, size) if started else "", nominate)]
 
     def _blocked(self, gang: Gang, members: list[PodInfo], size: int, outcome: Plan | NoFit,
                  over: str | None, avoid: set[str]) -> list[Action]:

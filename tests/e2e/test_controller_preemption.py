@@ -1,0 +1,88 @@
+"""Preemption on the real apiserver: a training gang makes room among scavenger gangs,
+evicting one whole gang (marked `DisruptionTarget`, then deleted), and is let go into the
+room it freed. The cluster has no kubelets, so the test says the victims run (their
+status, as a kubelet would) and the deleted victims stay Terminating."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+
+from kubernetes_asyncio import client
+
+from tests.e2e.conftest import Controllers, PolicyFileFactory
+from tests.kube import create_gang, events, gated, pods_of, until
+from webhook.keys import PREEMPTION_ANNOTATION
+
+# Young pods may be preempted, and at once: the test cannot wait minutes.
+PREEMPT_NOW = """\
+apiVersion: gpu-airlock.io/v1alpha1
+kind: AirlockPolicy
+metadata: {name: preempt-now}
+spec:
+  preemption: {minRuntime: 1s, delay: "0", requeueBackoff: 1m}
+"""
+
+
+async def _running_since(api: client.ApiClient, pod: dict[str, object], hours: float) -> None:
+    meta = pod["metadata"]
+    assert isinstance(meta, dict)
+    started = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=hours)
+    await client.CoreV1Api(api).patch_namespaced_pod_status(
+        meta["name"], meta["namespace"],
+        body={"status": {"phase": "Running",
+                         "startTime": started.strftime("%Y-%m-%dT%H:%M:%SZ")}})
+
+
+async def test_a_training_gang_evicts_one_whole_scavenger_gang(
+        api: client.ApiClient, namespace: str, controllers: Controllers,
+        policy_file: PolicyFileFactory) -> None:
+    policy_file("90-preempt-now.yaml", PREEMPT_NOW)
+    controllers.start()
+    # Two scavenger gangs fill the cluster's 64 GPUs; `older` has run longer, so it
+    # would lose more work.
+    for name in ("older", "newer"):
+        await create_gang(api, namespace, name, 4, cls="scavenger")
+
+    async def all_bound() -> bool:
+        pods = await pods_of(api, namespace)
+        return len(pods) == 8 and all(p["spec"].get("nodeName") for p in pods)
+
+    await until(all_bound, within=60)
+    for p in await pods_of(api, namespace):
+        await _running_since(api, p, 5 if p["metadata"]["name"].startswith("older") else 1)
+
+    await create_gang(api, namespace, "train", 4, cls="training")
+
+    async def evicted() -> bool:
+        return all(p["metadata"].get("deletionTimestamp")
+                   for p in await pods_of(api, namespace, "newer"))
+
+    await until(evicted, within=60)
+    for p in await pods_of(api, namespace, "newer"):
+        conditions = {c["type"]: c for c in p["status"].get("conditions") or []}
+        assert conditions["DisruptionTarget"]["message"].startswith("Preempted: ")
+    assert not any(p["metadata"].get("deletionTimestamp")
+                   for p in await pods_of(api, namespace, "older"))
+
+    async def let_go() -> bool:
+        return not any(gated(p) for p in await pods_of(api, namespace, "train"))
+
+    await until(let_go, within=60)
+    await asyncio.sleep(3)  # kube-scheduler tries the let-go pods meanwhile
+    train = await pods_of(api, namespace, "train")
+    # Nominated to the nodes the victims leave, so kube-scheduler waits for them rather
+    # than preempting again: `older` is untouched still.
+    newer_nodes = {p["spec"]["nodeName"] for p in await pods_of(api, namespace, "newer")}
+    assert {p["status"].get("nominatedNodeName") for p in train} == newer_nodes
+    assert not any(p["metadata"].get("deletionTimestamp")
+                   for p in await pods_of(api, namespace, "older"))
+    recorded = [json.loads(a[PREEMPTION_ANNOTATION]) for p in train
+                if PREEMPTION_ANNOTATION in (a := p["metadata"].get("annotations") or {})]
+    assert len(recorded) == 1
+    assert sorted(recorded[0]["victims"]) == [f"{namespace}/newer-{i}" for i in range(4)]
+    told = await events(api, namespace)
+    assert sum(m.startswith("Preempted: a gang of higher priority needs the room; evicted "
+                            f"to make room for gang {namespace}/train") for m in told) == 4
+    assert any(m.startswith(f"Preempting: evicting gang {namespace}/newer") for m in told)

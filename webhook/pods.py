@@ -203,14 +203,6 @@ class PodView:
         yield from self.init_containers
         yield from self.containers
 
-    def images(self) -> Iterator[str]:
-        return iter(self.image_names)
-
-    def requested(self, resource: str) -> bool:
-        """True when any container requests or limits `resource` (an extended resource
-        given only as a limit defaults its request to the limit)."""
-        return resource in self.resources
-
     def controller_owner(self) -> OwnerRef | None:
         for o in self.owners:
             if o.controller:

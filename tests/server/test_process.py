@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from tests.builders import pod, review
-from tests.server.conftest import ROOT
+from tests.servers import ROOT
 from webhook.certificates import make_certs
 
 

@@ -232,3 +232,60 @@ def test_the_controller_refuses_to_start_without_a_valid_policy(
     err = capsys.readouterr().err
     assert f"no valid policy in {directory}" in err
     assert "10-scope.yaml:8: spec.scope.accelerators.0: " in err
+
+
+# --- lint of a deployed pre-filter ------------------------------------------------------
+
+DEPLOYED = ROOT / "deploy" / "base" / "webhook-configurations.yaml"
+OLD_EXPRESSION = ("object.spec.containers.exists(c, has(c.resources) && has(c.resources.limits) "
+                  "&& c.resources.limits.exists(r, r.contains('gpu')))")
+
+
+def _configurations(edit: str) -> str:
+    """deploy/'s configurations, changed as a cluster might have them."""
+    docs = [d for d in yaml.safe_load_all(DEPLOYED.read_text()) if d]
+    if edit == "gpu-only pre-filter":
+        for doc in docs:
+            doc["webhooks"][0]["matchConditions"][0]["expression"] = OLD_EXPRESSION
+    if edit == "kubectl list":
+        return yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": docs})
+    if edit == "no validating webhook":
+        docs = docs[:1]
+    return yaml.safe_dump_all(docs)
+
+
+# edit: the problems, as (whether it names the line of the matchConditions key, text)
+DEPLOYMENTS: list[tuple[str, list[tuple[bool, str]]]] = [
+    ("as deploy/ has it", []),
+    ("kubectl list", []),
+    ("gpu-only pre-filter", [
+        (True, "webhook mutate.gpu-airlock.io: its matchConditions are not Airlock's "
+               "pre-filter"),
+        (True, "webhook validate.gpu-airlock.io: its matchConditions are not Airlock's "
+               "pre-filter")]),
+    ("no validating webhook", [(False, "webhook validate.gpu-airlock.io is not configured "
+                                       "in this file")]),
+]
+
+
+@pytest.mark.parametrize(("edit", "want"), DEPLOYMENTS,
+                         ids=[d[0] for d in DEPLOYMENTS])
+def test_lint_says_where_a_deployed_pre_filter_is_not_airlocks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: str,
+        want: list[tuple[bool, str]]) -> None:
+    deployed = tmp_path / "deployed.yaml"
+    deployed.write_text(_configurations(edit))
+    lines = deployed.read_text().splitlines()
+    where = [i for i, text in enumerate(lines, 1) if text.strip() == "matchConditions:"]
+    code = main(["lint", str(ROOT / "policies"), "--webhook-configurations", str(deployed)])
+    out = capsys.readouterr().out.splitlines()
+    assert code == (1 if want else 0)
+    if not want:
+        assert out[-1].endswith("ok — Airlock's pre-filter, which passes every accelerator "
+                                "above")
+        return
+    assert len(out) == len(want)
+    for line, (has_line, text), hook_line in zip(out, want, where, strict=False):
+        prefix = f"{deployed}:{hook_line}: " if has_line else f"{deployed}: "
+        assert line.startswith(prefix + text), line
+        assert "(nvidia.com/gpu, amd.com/gpu" in line or not has_line

@@ -3,10 +3,12 @@ patch that lifts a gate."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,6 +16,7 @@ from tests.builders import PodBuilder, pod
 from webhook.controller.applying import ungate_patch
 from webhook.controller.deciding import Record
 from webhook.controller.objects import PodInfo
+from webhook.conventions import kubeflow
 from webhook.conventions.base import OwnerAddress, OwnerSized, SizeUnknown
 from webhook.conventions.registry import CONVENTIONS, membership_of, owner_sized
 from webhook.keys import GANG_LABEL, GATE
@@ -128,6 +131,17 @@ _JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=3)
     | st.dictionaries(st.sampled_from(_FIELDS), inner, max_size=4),
     max_leaves=12)
+
+
+def test_the_controller_may_read_every_owner_a_convention_names() -> None:
+    rbac = Path(__file__).resolve().parents[2] / "deploy" / "base" / "controller-rbac.yaml"
+    role = next(d for d in yaml.safe_load_all(rbac.read_text())
+                if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "airlock-controller")
+    readable = {(group, resource) for rule in role["rules"] if "get" in rule["verbs"]
+                for group in rule["apiGroups"] for resource in rule["resources"]}
+    named = {(a.group, a.plural) for _, a, _, _ in OWNERS.values()}
+    named |= {(kubeflow.GROUP, plural) for _, plural in kubeflow.KINDS.values()}
+    assert named <= readable
 
 
 def _answers(source: str, owner: dict[str, Any]) -> None:

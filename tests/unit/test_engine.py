@@ -122,3 +122,20 @@ def test_long_warnings_are_shortened() -> None:
     from webhook.admission.responses import allowed
     out = orjson.loads(complete("u", allowed(("x" * 500,))))
     assert len(out["response"]["warnings"][0]) <= 120
+
+
+def outcome(body: dict[str, Any], policy: Policy | None, handler: engine.Handler) -> Any:
+    return engine.handle(handler, decode(orjson.dumps(body)), policy).outcome
+
+
+def test_only_a_mutate_create_carries_an_outcome(policy: Policy) -> None:
+    gpu = pod().gpus(1).build()
+    assert outcome(review(gpu), policy, engine.MUTATE) == "unclassified"
+    assert outcome(review(pod().cpu().build()), policy, engine.MUTATE) == "out-of-scope"
+    assert outcome(review(gpu), None, engine.MUTATE) == "no-policy"
+    assert outcome(review("a string"), policy, engine.MUTATE) == "bad-object"
+    for handler in (engine.MUTATE, engine.VALIDATE):
+        assert outcome(review(gpu, operation="UPDATE", old=gpu), policy, handler) is None
+        assert outcome(review(gpu, operation="UPDATE", old=gpu), None, handler) is None
+    for body in (review(gpu), review("a string")):
+        assert outcome(body, policy, engine.VALIDATE) is None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.conftest import KubeletDir
+from tests.servers import KubeletDir
 from webhook.policy import reloading
 from webhook.policy.reloading import Outcome, PolicyStore
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.accelerators import to_record
-from webhook.admission.patches import PatchBuilder, PatchOp
+from webhook.admission.patches import PatchBuilder
 from webhook.conventions.base import label_value
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
@@ -24,6 +24,7 @@ from webhook.keys import (
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
 )
+from webhook.patchops import PatchOp
 from webhook.pods import PodView
 from webhook.policy.classifying import Decision
 from webhook.policy.model import ClassSpec, Policy, Toleration

@@ -7,21 +7,10 @@ Building ops directly is far cheaper on the hot path than copying the pod and di
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal
 
-
-class PatchOp(TypedDict):
-    op: Literal["add", "remove", "replace", "test"]
-    path: str
-    value: NotRequired[Any]
-
-
-@functools.cache
-def escape(key: str) -> str:
-    """A map key as a JSON Pointer token; the same few keys recur on every request."""
-    return key.replace("~", "~0").replace("/", "~1")
+from webhook.patchops import PatchOp, escape
 
 
 class PatchBuilder:

@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
-from webhook.admission.patches import PatchOp
+from webhook.keys import ClassName
+from webhook.patchops import PatchOp
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+# What admission decided for a pod when it was created: its class, "unclassified" (an
+# accelerator pod no rule classified), "out-of-scope", or why nothing could be decided.
+Outcome = Literal[ClassName, "unclassified", "out-of-scope", "bad-object", "error", "no-policy"]
 REVIEW_API_VERSION = "admission.k8s.io/v1"
 
 
@@ -42,7 +46,6 @@ class Request:
     username: str
     object: Any
     old_object: Any
-    dry_run: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,5 +57,6 @@ class Response:
     code: int = 200
     patch: tuple[PatchOp, ...] = ()
     warnings: tuple[str, ...] = ()
-    # What was decided, for metrics and logs: a class name, "out-of-scope" or "error".
-    outcome: str = "out-of-scope"
+    # Set only on the review that decides a pod's class (a /mutate CREATE), so that
+    # counting outcomes counts each pod once.
+    outcome: Outcome | None = None

@@ -31,6 +31,7 @@ from webhook.controller.leading import Fence, NotLeading
 from webhook.controller.objects import PodInfo
 from webhook.controller.raw import json_of
 from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
+from webhook.patchops import PatchOp, escape
 
 log = logging.getLogger("airlock.controller")
 
@@ -40,17 +41,13 @@ Stored = Callable[[dict[str, Any]], None]
 WRITES_IN_FLIGHT = 64
 
 
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-def annotation_patch(pod: PodInfo, key: str, value: str) -> list[dict[str, Any]]:
+def annotation_patch(pod: PodInfo, key: str, value: str) -> list[PatchOp]:
     if pod.annotated:
-        return [{"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value}]
+        return [{"op": "add", "path": f"/metadata/annotations/{escape(key)}", "value": value}]
     return [{"op": "add", "path": "/metadata/annotations", "value": {key: value}}]
 
 
-def record_patch(pod: PodInfo, record: Record) -> list[dict[str, Any]]:
+def record_patch(pod: PodInfo, record: Record) -> list[PatchOp]:
     """Write the decision onto the anchor pod, in the same JSON Patch that lifts the
     anchor's gate: atomic, so no gate is ever lifted before the record exists."""
     return annotation_patch(pod, PLACEMENT_ANNOTATION, record.dumps())
@@ -67,17 +64,17 @@ def disruption_patch(message: str, now: datetime.datetime) -> dict[str, Any]:
         "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}]}}
 
 
-def ungate_patch(pod: PodInfo, record: Record) -> list[dict[str, Any]]:
+def ungate_patch(pod: PodInfo, record: Record) -> list[PatchOp]:
     """Remove Airlock's gate and pin the pod to the recorded domain, in one JSON Patch.
     The `test` makes it fail, not misfire, if the gates moved since we read the pod."""
     index = pod.gate_index
-    ops: list[dict[str, Any]] = [
+    ops: list[PatchOp] = [
         {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GATE},
         {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
     ]
     if record.domain is not None and record.topology_key:
         if pod.node_selector:
-            ops.append({"op": "add", "path": f"/spec/nodeSelector/{_escape(record.topology_key)}",
+            ops.append({"op": "add", "path": f"/spec/nodeSelector/{escape(record.topology_key)}",
                         "value": record.domain})
         else:
             ops.append({"op": "add", "path": "/spec/nodeSelector",

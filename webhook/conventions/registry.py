@@ -6,7 +6,6 @@ states the gang's size) and one line here.
 
 from collections.abc import Mapping
 
-from webhook.conventions.airlock import AirlockConvention
 from webhook.conventions.base import Convention, Membership, OwnerSized
 from webhook.conventions.indexed_job import IndexedJobConvention
 from webhook.conventions.jobset import JobSetConvention
@@ -14,6 +13,7 @@ from webhook.conventions.kubeflow import KubeflowConvention
 from webhook.conventions.kuberay import KubeRayConvention
 from webhook.conventions.kueue import KueueConvention
 from webhook.conventions.leaderworkerset import LeaderWorkerSetConvention
+from webhook.conventions.native import AirlockConvention
 from webhook.conventions.podgroup import PodGroupConvention
 from webhook.pods import PodView
 

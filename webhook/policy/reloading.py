@@ -1,8 +1,7 @@
 """The policy in use, reloaded when its files change, keeping the last good one.
 
-A ConfigMap edit reaches a mounted directory as a swap of its `..data` link: the
-resolved paths and times of the files change together. Polling that fingerprint is
-cheap and cannot miss the swap the way a lost inotify watch can.
+A ConfigMap edit reaches a mounted directory as a swap of its `..data` link; polling
+the files' stamps (webhook.fingerprints) notices it.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+from webhook.fingerprints import Fingerprint, Stamp, fingerprint
 from webhook.policy.loading import load_policy, policy_files
 from webhook.policy.model import Policy
 from webhook.policy.sources import PolicyError
@@ -21,26 +21,15 @@ from webhook.policy.sources import PolicyError
 log = logging.getLogger("airlock.policy")
 
 Outcome = Literal["unchanged", "reloaded", "failed"]
-Fingerprint = tuple[tuple[str, str, int, int], ...]
 
 
-def fingerprint(directory: Path) -> Fingerprint:
-    """Name, resolved path, mtime and size of each file the loader would read. Cheap: no
-    parsing. Anything unreadable still changes the fingerprint, so the loader gets to say
-    why."""
+def _fingerprint(directory: Path) -> Fingerprint:
+    """The stamps of the files the loader would read (an unlistable directory is a stamp
+    of its own, so the loader gets to say why)."""
     try:
-        files = policy_files(directory)
+        return fingerprint(policy_files(directory))
     except PolicyError as e:
-        return (("", str(e), 0, 0),)
-    out = []
-    for path in files:
-        try:
-            resolved = path.resolve(strict=True)
-            st = resolved.stat()
-            out.append((path.name, str(resolved), st.st_mtime_ns, st.st_size))
-        except OSError as e:
-            out.append((path.name, f"unreadable: {e.strerror}", 0, 0))
-    return tuple(out)
+        return (Stamp(str(directory), "", 0, 0, str(e)),)
 
 
 class PolicyStore:
@@ -55,7 +44,7 @@ class PolicyStore:
         self._seen: Fingerprint | None = None
 
     def reload_if_changed(self) -> Outcome:
-        seen = fingerprint(self.directory)
+        seen = _fingerprint(self.directory)
         if seen == self._seen:
             return "unchanged"
         # Remembered before parsing: a broken edit is reported once, not on every poll.

@@ -1,4 +1,4 @@
-"""Airlock's own convention: label gpu-airlock.io/gang-name, annotation gang-size."""
+"""Airlock's native convention: label gpu-airlock.io/gang-name, annotation gang-size."""
 
 from webhook.conventions.base import Membership, sized
 from webhook.keys import GANG_NAME_LABEL, GANG_SIZE_ANNOTATION

@@ -246,3 +246,11 @@ def test_no_reclaim_for_a_queue_that_would_exceed_its_own_nominal() -> None:
     actions = decide(nodes, busy + want, {}, NOW, state=QueueState(quotas))
     assert not preempts(actions)
     assert "want" in waits(actions)
+
+
+def test_pods_out_of_scope_are_never_victims() -> None:
+    nodes = cluster({"a": 2})
+    system = running("system", ["a-n0", "a-n1"], ns="kube-system", priority=0)
+    state = QueueState(spared=frozenset({"kube-system"}))
+    assert not preempts(decide(nodes, system + training(), {}, NOW, state=state))
+    assert preempts(decide(nodes, system + training(), {}, NOW))

@@ -18,7 +18,7 @@ from webhook.controller.gangs import GangId
 from webhook.controller.objects import PodInfo
 from webhook.controller.preempting import PreemptionSettings
 from webhook.controller.queueing import QueueState
-from webhook.controller.quotas import Quotas, holding
+from webhook.controller.quotas import Quotas, holding, holdings
 from webhook.policy.model import Policy
 
 
@@ -62,14 +62,15 @@ class Accounts:
         backoff = preemption.requeue_backoff
         self.evicted = {g: t for g, t in self.evicted.items() if now - t < backoff}
         budgets = budgets_of(self.pdbs.values(), pods) if self.pdbs else ()
-        return QueueState(quotas, preemption, self.fair_share, budgets, dict(self.evicted))
+        return QueueState(quotas, preemption, self.fair_share, budgets, dict(self.evicted),
+                          policy.excluded_namespaces)
 
     def sample(self, policy: Policy, accelerators: Accelerators, pods: Iterable[PodInfo],
                now: float) -> list[QueueSample]:
         """Advance the fair share to `now` with what each queue holds, and say where each
         queue stands."""
         quotas, _ = self._configure(policy, accelerators)
-        held = holding(quotas, pods, accelerators.count)
+        held = holding(quotas, holdings(pods, accelerators.count))
         fair = fair_share_of(policy, self.fair_share, now).advance(now, held)
         self.fair_share = fair
         return [QueueSample(name, spec.nominal, held.get(name, 0),

@@ -21,14 +21,14 @@ since the pod started, or since the checkpoint it states (`gpu-airlock.io/checkp
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from webhook.controller.actions import Victim
 from webhook.controller.fitting import Plan, place_in, reserve
 from webhook.controller.gangs import GangId
 from webhook.controller.objects import PodInfo
-from webhook.controller.quotas import Count, Ledger, Quotas, holds_gpus
+from webhook.controller.quotas import Holdings, Ledger, Quotas
 from webhook.controller.snapshot import Snapshot, with_pod_slot
 
 PodKey = tuple[str, str]
@@ -74,41 +74,48 @@ def _set_cost(victims: Sequence[Victim]) -> tuple[int, float, float, int]:
 
 
 def unit_of(pods: Sequence[PodInfo], gang: GangId | None, queue: str, now: float,
-            count: Count) -> Victim:
-    running = [p for p in pods if holds_gpus(p, count)]
-    lost = sum(count(p.requests) * max(now - max(p.started, p.checkpointed or 0.0), 0.0)
-               for p in running)
-    return Victim(tuple(pods), gang, queue, max(p.priority for p in pods),
-                  sum(count(p.requests) for p in running), lost,
+            held: Holdings) -> Victim:
+    gpus = lost = 0.0
+    for p in pods:
+        if (g := held.get(p.key, 0)):
+            gpus += g
+            lost += g * max(now - max(p.started, p.checkpointed or 0.0), 0.0)
+    return Victim(tuple(pods), gang, queue, max(p.priority for p in pods), int(gpus), lost,
                   max(p.started for p in pods))
 
 
 def candidates(pods: Iterable[PodInfo], quotas: Quotas, now: float,
-               settings: PreemptionSettings, count: Count, budgets: Sequence[Budget] = (),
-               spared: frozenset[PodKey] = frozenset()) -> list[Victim]:
-    """Every unit that could ever be a victim this round, whoever the preemptor."""
+               settings: PreemptionSettings, held: Holdings, budgets: Sequence[Budget] = (),
+               spared: Collection[str] = ()) -> list[Victim]:
+    """Every unit that could ever be a victim this round, whoever the preemptor. Pods in
+    `spared` namespaces (those policy puts out of Airlock's scope) never are."""
     gangs: dict[GangId, list[PodInfo]] = {}
     singles: list[PodInfo] = []
     broken: set[GangId] = set()  # a member being deleted: the gang is going anyway
     for pod in pods:
+        if pod.namespace in spared:
+            continue
         gang = pod.gang_id
         if gang is not None:
             if pod.deleting:
                 broken.add(gang)
             elif pod.active:
                 gangs.setdefault(gang, []).append(pod)
-        elif holds_gpus(pod, count):
+        elif pod.key in held:
             singles.append(pod)
-    units = [unit_of(members, gang, quotas.queue_of(gang[0]), now, count)
-             for gang, members in gangs.items() if gang not in broken]
-    units += [unit_of([p], None, quotas.queue_of(p.namespace), now, count) for p in singles]
+    young = now - settings.min_runtime
+    queue_of = quotas.queue_of
+    # Single pods are most of a busy cluster: built directly, young ones never built.
+    units = [Victim((p,), None, queue_of(p.namespace), p.priority, held[p.key],
+                    held[p.key] * (now - max(p.started, p.checkpointed or 0.0)), p.started)
+             for p in singles if p.started and p.started <= young]
+    units += [unit_of(members, gang, queue_of(gang[0]), now, held)
+              for gang, members in gangs.items() if gang not in broken and not any(
+                  p.key in held and (not p.started or p.started > young) for p in members)]
     allowance = {b.name: b.allowed for b in budgets}
 
     def eligible(unit: Victim) -> bool:
-        if not unit.gpus or any(p.key in spared for p in unit.pods):
-            return False
-        running = [p for p in unit.pods if holds_gpus(p, count)]
-        if any(not p.started or now - p.started < settings.min_runtime for p in running):
+        if not unit.gpus:
             return False
         return all(_within(unit, b, allowance) for b in budgets)
     return [u for u in units if eligible(u)]
@@ -119,14 +126,34 @@ def _within(unit: Victim, budget: Budget, allowance: Mapping[str, int]) -> bool:
     return not hit or hit <= allowance[budget.name]
 
 
+# Domains whose victims are chosen exactly (packing, quotas, budgets), after a quick
+# estimate ranks them all: the exact choice is the expensive part.
+EXACT_DOMAINS = 3
+
+
+def _could_pack(sizes: Sequence[int], free: Sequence[int]) -> bool:
+    """Whether pods of `sizes` GPUs (largest first) could go on nodes with `free` GPUs,
+    counting GPUs only: a necessary condition, cheap enough to test before packing."""
+    left = list(free)
+    for size in sizes:
+        for i, room in enumerate(left):
+            if room >= size:
+                left[i] = room - size
+                break
+        else:
+            return False
+    return True
+
+
 class Preemptor:
     """Plans preemptions for one round; what it commits is gone from the snapshot, the
     ledger and the budgets, so later gangs in the round neither reuse those victims nor
     take the room they free."""
 
-    def __init__(self, snap: Snapshot, ledger: Ledger, units: list[Victim],
+    def __init__(self, snap: Snapshot, ledger: Ledger, units: list[Victim], held: Holdings,
                  budgets: Sequence[Budget] = ()) -> None:
         self.snap = snap
+        self.held = held
         self.ledger = ledger
         self.units = units
         self.budgets = budgets
@@ -137,10 +164,11 @@ class Preemptor:
                 if pod.node_name:
                     self._by_node.setdefault(pod.node_name, []).append(i)
         self.taken: set[int] = set()
+        self._ranked: dict[tuple[str, ...], list[int]] = {}
 
     def _release(self, unit: Victim, sign: int = -1) -> None:
         for pod in unit.pods:
-            if pod.node_name in self.snap.free and holds_gpus(pod, self.snap.gpus):
+            if pod.key in self.held and pod.node_name in self.snap.free:
                 need = with_pod_slot(pod.requests)
                 self.snap.take(pod.node_name,
                                {k: sign * v for k, v in need.items()})
@@ -164,11 +192,18 @@ class Preemptor:
 
     def _fits(self, members: Sequence[PodInfo], nodes: Sequence[str], queue: str,
               need: int, released: Mapping[str, int]) -> Plan | None:
-        if self.snap.free_gpus(nodes) < need:
+        free_gpu = self.snap.free_gpu
+        if sum(max(free_gpu[n], 0) for n in nodes) < need:
+            return None
+        if not _could_pack(self._sizes(members), sorted((free_gpu[n] for n in nodes),
+                                                         reverse=True)):
             return None
         if self.ledger.admissible(queue, need, released) is not None:
             return None
         return place_in(members, self.snap, nodes)
+
+    def _sizes(self, members: Sequence[PodInfo]) -> list[int]:
+        return sorted((self.snap.gpus(p.requests) for p in members), reverse=True)
 
     def _in_domain(self, members: Sequence[PodInfo], nodes: Sequence[str], queue: str,
                    need: int) -> tuple[list[Victim], Plan] | None:
@@ -207,6 +242,41 @@ class Preemptor:
             for unit in chosen:
                 self._release(unit, sign=1)
 
+    def _estimate(self, nodes: Sequence[str], need: int, queue: str, priority: int,
+                  may_preempt: bool) -> tuple[int, float] | None:
+        """A quick lower bound of what freeing `need` GPUs on `nodes` costs: the cheapest
+        units that may go, counted by GPUs alone (no packing, no queue arithmetic); None
+        when even all of them are not enough."""
+        free_gpu = self.snap.free_gpu
+        deficit = need - sum(max(free_gpu[n], 0) for n in nodes)
+        top, lost = -(2 ** 31), 0.0
+        if deficit <= 0:
+            return top, lost
+        units = self.units
+        spec = self.ledger.quotas.spec(queue)
+        reclaiming = self.ledger.used.get(queue, 0) + need <= spec.nominal
+        here = set(nodes)
+        held = self.held
+        key = tuple(nodes)
+        ranked = self._ranked.get(key)
+        if ranked is None:
+            # The same domains come back for every gang of a round: sort each once.
+            ranked = self._ranked[key] = sorted(
+                {i for n in nodes for i in self._by_node.get(n, ())}, key=self._cost_of)
+        for i in ranked:
+            unit = units[i]
+            lower = may_preempt and unit.priority < priority
+            if i in self.taken or not (lower or (reclaiming and unit.queue != queue)):
+                continue
+            top, lost = max(top, unit.priority), lost + unit.lost
+            deficit -= sum(held.get(p.key, 0) for p in unit.pods if p.node_name in here)
+            if deficit <= 0:
+                return top, lost
+        return None
+
+    def _cost_of(self, i: int) -> tuple[int, float, float]:
+        return self.units[i].cost
+
     def _budgets_allow(self, unit: Victim, spent: Mapping[str, int]) -> bool:
         return all(spent.get(b.name, 0) + sum(1 for p in unit.pods if p.key in b.pods)
                    <= self.allowance[b.name] for b in self.budgets)
@@ -237,7 +307,11 @@ class Preemptor:
         else:
             domains = {None: [n for n in self.snap.eligible_nodes(anchor) if n not in avoid]}
         best: Choice | None = None
-        for domain, nodes in sorted(domains.items(), key=lambda d: str(d[0])):
+        ranked = sorted((estimate, str(domain), domain) for domain, nodes in domains.items()
+                        if (estimate := self._estimate(nodes, need, queue, anchor.priority,
+                                                       anchor.may_preempt)) is not None)
+        for _, _, domain in ranked[:EXACT_DOMAINS]:
+            nodes = domains[domain]
             found = self._in_domain(members, nodes, queue, need)
             if found is None or not found[0]:
                 continue

@@ -20,8 +20,12 @@ from webhook.controller.preempting import (
     candidates,
     unit_of,
 )
-from webhook.controller.quotas import Ledger, Quotas
+from webhook.controller.quotas import Ledger, Quotas, holdings
 from webhook.controller.snapshot import Snapshot
+
+# Gangs that may look for victims in one round, first in the queue first: planning is the
+# costly part of a round, and a round comes every few seconds anyway.
+PLANS_PER_ROUND = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +39,9 @@ class QueueState:
     fair_share: FairShare | None = None
     budgets: tuple[Budget, ...] = ()
     evicted: Mapping[GangId, float] = field(default_factory=dict)
+    # Namespaces out of Airlock's scope (kube-system, its own, the policy's exclusions):
+    # nothing there is ever preempted.
+    spared: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +75,11 @@ class Queueing:
         self.pods = pods
         self.now = now
         capacity = sum(snap.gpus(n.allocatable) for n in snap.nodes.values() if n.ready)
-        self.ledger = Ledger(state.quotas, pods, capacity, snap.gpus)
+        self.held = holdings(pods, snap.gpus)
+        self.ledger = Ledger(state.quotas, self.held, capacity)
         self.charges: dict[str, float] = {}
         self._preemptor: Preemptor | None = None
+        self.plans = 0
 
     def queue_of(self, gang: Gang) -> str:
         return self.state.quotas.queue_of(gang.id[0])
@@ -128,10 +137,10 @@ class Queueing:
         for pod in hold.remaining:
             groups.setdefault(pod.gang_id, []).append(pod)
         quotas = self.state.quotas
-        count = self.snap.gpus
-        victims = tuple(unit_of(pods, g, quotas.queue_of(pods[0].namespace), self.now, count)
+        held = self.held
+        victims = tuple(unit_of(pods, g, quotas.queue_of(pods[0].namespace), self.now, held)
                         for g, pods in groups.items() if g is not None)
-        victims += tuple(unit_of([p], None, quotas.queue_of(p.namespace), self.now, count)
+        victims += tuple(unit_of([p], None, quotas.queue_of(p.namespace), self.now, held)
                          for p in groups.get(None, ()))
         anchor = min(gang.members, key=lambda p: p.name)
         return Preempt(gang.id, anchor, hold.record, tuple(gang.waiting), victims,
@@ -146,11 +155,15 @@ class Queueing:
                 ) -> Preempt | None:
         """Evict the cheapest victims that make the gang fit; the room is then held for
         it in this round's snapshot and ledger."""
+        if self.plans >= PLANS_PER_ROUND:
+            return None
+        self.plans += 1
         if self._preemptor is None:
             state = self.state
             units = candidates(self.pods, state.quotas, self.now, state.preemption,
-                               self.snap.gpus, state.budgets)
-            self._preemptor = Preemptor(self.snap, self.ledger, units, state.budgets)
+                               self.held, state.budgets, state.spared)
+            self._preemptor = Preemptor(self.snap, self.ledger, units, self.held,
+                                        state.budgets)
         queue = self.queue_of(gang)
         choice = self._preemptor.plan(members, queue, avoid)
         if choice is None:

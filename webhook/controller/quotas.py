@@ -66,30 +66,35 @@ class Quotas:
         return self.specs[queue]
 
 
-def holds_gpus(pod: PodInfo, count: Count) -> bool:
-    """Whether a pod counts against its queue as it is: bound to a node, not finished,
-    asking for accelerators. (The room held for pods let go but not bound yet is
-    counted by the round, with the snapshot's reservations.)"""
-    return bool(pod.node_name) and pod.active and bool(count(pod.requests))
+# GPU-equivalents each pod holds, by pod key: bound to a node, not finished, asking for
+# accelerators. (The room held for pods let go but not bound yet is counted by the round,
+# with the snapshot's reservations.) Worked out once a round: everything else reads it.
+Holdings = dict[tuple[str, str], GpuEquivalents]
 
 
-def holding(quotas: Quotas, pods: Iterable[PodInfo], count: Count) -> dict[str, GpuEquivalents]:
+def holdings(pods: Iterable[PodInfo], count: Count) -> Holdings:
+    found: Holdings = {}
+    for pod in pods:
+        if pod.node_name and pod.active and (gpus := count(pod.requests)):
+            found[pod.key] = gpus
+    return found
+
+
+def holding(quotas: Quotas, held: Holdings) -> dict[str, GpuEquivalents]:
     """GPUs each queue's pods hold now (every queue, 0 when idle)."""
     used: dict[str, GpuEquivalents] = dict.fromkeys(quotas.specs, 0)
-    for pod in pods:
-        if holds_gpus(pod, count):
-            queue = quotas.queue_of(pod.namespace)
-            used[queue] = used.get(queue, 0) + count(pod.requests)
+    for (namespace, _), gpus in held.items():
+        queue = quotas.queue_of(namespace)
+        used[queue] = used.get(queue, 0) + gpus
     return used
 
 
 class Ledger:
     """Usage per queue for one round, kept current as the round admits and preempts."""
 
-    def __init__(self, quotas: Quotas, pods: Iterable[PodInfo], capacity: GpuEquivalents,
-                 count: Count) -> None:
+    def __init__(self, quotas: Quotas, held: Holdings, capacity: GpuEquivalents) -> None:
         self.quotas = quotas
-        self.used = holding(quotas, pods, count)
+        self.used = holding(quotas, held)
         guaranteed = sum(q.nominal for q in quotas.specs.values())
         self.pool = max(capacity - guaranteed, 0) + sum(q.lendable
                                                         for q in quotas.specs.values())

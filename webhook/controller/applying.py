@@ -15,7 +15,7 @@ from typing import Any, assert_never
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.controller.deciding import (
+from webhook.controller.actions import (
     Action,
     Admit,
     Event,
@@ -23,10 +23,10 @@ from webhook.controller.deciding import (
     EventType,
     Finish,
     Preempt,
-    Record,
     Wait,
     events_of,
 )
+from webhook.controller.gangs import Record
 from webhook.controller.leading import Fence, NotLeading
 from webhook.controller.objects import PodInfo
 from webhook.controller.raw import json_of

@@ -16,19 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from webhook.accelerators import Accelerators
-from webhook.controller.actions import (
-    Action,
-    Admit,
-    Event,
-    EventReason,
-    EventType,
-    Finish,
-    Preempt,
-    Wait,
-    WaitReason,
-    describe,
-    events_of,
-)
+from webhook.controller.actions import Action, Admit, Finish, Preempt, Wait, describe
 from webhook.controller.fitting import NoFit, Plan, fit, place_in, reserve
 from webhook.controller.gangs import Gang, GangId, Record, SizeAnswer, gangs_of
 from webhook.controller.objects import NodeInfo, PodInfo
@@ -38,9 +26,9 @@ from webhook.controller.snapshot import Snapshot
 from webhook.conventions.base import SizeUnknown
 from webhook.policy.model import DEFAULT_ACCELERATORS
 
-__all__ = ["Action", "Admit", "DecideOptions", "Event", "EventReason", "EventType", "Finish",
-           "Preempt", "QueueState", "Record", "Wait", "WaitReason", "decide", "describe",
-           "events_of"]
+# Actions are re-exported: callers decide and read what came out from one module.
+__all__ = ["Action", "Admit", "DecideOptions", "Finish", "Preempt", "QueueState", "Record",
+           "Wait", "decide", "describe"]
 
 # What a policy that names no accelerator counts.
 POLICY_DEFAULT = Accelerators.of(DEFAULT_ACCELERATORS)

@@ -11,7 +11,7 @@ import json
 
 from kubernetes_asyncio import client
 
-from tests.e2e.conftest import Controllers, PolicyFileFactory
+from tests.e2e.conftest import Controllers, NamespaceFactory, PolicyFileFactory
 from tests.kube import create_gang, events, gated, pods_of, until
 from webhook.keys import PREEMPTION_ANNOTATION
 
@@ -86,3 +86,84 @@ async def test_a_training_gang_evicts_one_whole_scavenger_gang(
     assert sum(m.startswith("Preempted: a gang of higher priority needs the room; evicted "
                             f"to make room for gang {namespace}/train") for m in told) == 4
     assert any(m.startswith(f"Preempting: evicting gang {namespace}/newer") for m in told)
+
+
+async def _fill(api: client.ApiClient, namespace: str, names: tuple[str, ...], cls: str,
+                hours: float = 1) -> None:
+    """Gangs of 4 whole nodes, bound and said to run for `hours`."""
+    for name in names:
+        await create_gang(api, namespace, name, 4, cls=cls)
+
+    async def all_bound() -> bool:
+        pods = [p for n in names for p in await pods_of(api, namespace, n)]
+        return len(pods) == 4 * len(names) and all(p["spec"].get("nodeName") for p in pods)
+
+    await until(all_bound, within=60)
+    for name in names:
+        for p in await pods_of(api, namespace, name):
+            await _running_since(api, p, hours)
+
+
+async def test_a_team_under_its_nominal_reclaims_a_whole_gang_from_a_borrower(
+        api: client.ApiClient, namespaces: NamespaceFactory, controllers: Controllers,
+        policy_file: PolicyFileFactory) -> None:
+    lender, borrower = await namespaces(), await namespaces()
+    policy_file("90-preempt-now.yaml", PREEMPT_NOW)
+    policy_file("91-queues.yaml", f"""\
+apiVersion: gpu-airlock.io/v1alpha1
+kind: AirlockPolicy
+metadata: {{name: e2e-queues}}
+spec:
+  queues:
+    - {{name: lender, namespaces: [{lender}], nominal: {{nvidia.com/gpu: 32}}}}
+    - {{name: borrower, namespaces: [{borrower}], nominal: {{nvidia.com/gpu: 32}}}}
+""")
+    controllers.start()
+    # The borrower runs two training gangs, 64 GPUs: 32 of them borrowed.
+    await _fill(api, borrower, ("b1", "b2"), "training")
+    # The lender's gang, same priority: only a reclaim makes room.
+    await create_gang(api, lender, "mine", 4, cls="training")
+
+    async def one_gang_evicted() -> bool:
+        pods = await pods_of(api, borrower)
+        return any(p["metadata"].get("deletionTimestamp") for p in pods)
+
+    await until(one_gang_evicted, within=60)
+    await asyncio.sleep(2)  # nothing more goes
+    pods = await pods_of(api, borrower)
+    going = {p["metadata"]["name"].split("-")[0] for p in pods
+             if p["metadata"].get("deletionTimestamp")}
+    assert len(going) == 1, going  # one whole gang: the borrower keeps its nominal
+    (victim,) = going
+    assert all(p["metadata"].get("deletionTimestamp") for p in pods
+               if p["metadata"]["name"].startswith(victim))
+    told = await events(api, borrower)
+    assert any(m.startswith("Preempted: its queue borrowed GPUs their owner now reclaims; "
+                            f"evicted to make room for gang {lender}/mine") for m in told)
+
+    async def let_go() -> bool:
+        return not any(gated(p) for p in await pods_of(api, lender, "mine"))
+
+    await until(let_go, within=60)
+
+
+async def test_a_pdb_that_allows_no_disruption_is_respected(
+        api: client.ApiClient, namespace: str, controllers: Controllers,
+        policy_file: PolicyFileFactory) -> None:
+    policy_file("90-preempt-now.yaml", PREEMPT_NOW)
+    await client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(namespace, body={
+        "metadata": {"name": "keep-all"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchExpressions": [
+            {"key": "gpu-airlock.io/gang", "operator": "Exists"}]}}})
+    controllers.start()
+    await _fill(api, namespace, ("s1", "s2"), "scavenger")
+    await create_gang(api, namespace, "train", 4, cls="training")
+
+    async def waits() -> bool:
+        return any(m.startswith("Waiting: 4/4 pods present") for m in
+                   await events(api, namespace, "train"))
+
+    await until(waits, within=60)
+    await asyncio.sleep(3)
+    assert not any(p["metadata"].get("deletionTimestamp") for p in await pods_of(api, namespace))
+    assert all(gated(p) for p in await pods_of(api, namespace, "train"))

@@ -254,3 +254,13 @@ def test_pods_out_of_scope_are_never_victims() -> None:
     state = QueueState(spared=frozenset({"kube-system"}))
     assert not preempts(decide(nodes, system + training(), {}, NOW, state=state))
     assert preempts(decide(nodes, system + training(), {}, NOW))
+
+
+def test_a_pod_recreated_under_a_victims_name_is_not_evicted_again() -> None:
+    nodes = cluster({"a": 2, "b": 2})
+    busy = running("s", ["a-n0", "a-n1"])
+    record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
+                              ("a-n0", "a-n1"), NOW - 5, ("old-uid-0", "old-uid-1"))
+    actions = decide(nodes, busy + _recorded(2, record), {}, NOW)
+    assert not preempts(actions)
+    assert PreemptionRecord.loads(record.dumps()) == record

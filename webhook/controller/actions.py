@@ -99,11 +99,14 @@ class PreemptionRecord:
     victims: tuple[str, ...]  # "namespace/name" of every victim pod
     nodes: tuple[str, ...]
     at: float
+    # The victims' uids, in the same order: a pod recreated under a victim's name (a
+    # StatefulSet's) is not the victim.
+    uids: tuple[str, ...] = ()
 
     def dumps(self) -> str:
         return json.dumps({"domain": self.domain, "topologyKey": self.topology_key,
-                           "victims": list(self.victims), "nodes": list(self.nodes),
-                           "at": self.at}, sort_keys=True)
+                           "victims": list(self.victims), "uids": list(self.uids),
+                           "nodes": list(self.nodes), "at": self.at}, sort_keys=True)
 
     @classmethod
     def loads(cls, text: str) -> PreemptionRecord | None:
@@ -111,9 +114,18 @@ class PreemptionRecord:
             raw = json.loads(text)
             return cls(raw.get("domain"), raw.get("topologyKey"),
                        tuple(str(v) for v in raw["victims"]),
-                       tuple(str(n) for n in raw.get("nodes") or ()), float(raw["at"]))
+                       tuple(str(n) for n in raw.get("nodes") or ()), float(raw["at"]),
+                       tuple(str(u) for u in raw.get("uids") or ()))
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
+
+    def names(self, pod: PodInfo) -> bool:
+        """Whether `pod` is one of the victims (the same pod, not a namesake)."""
+        try:
+            i = self.victims.index(f"{pod.namespace}/{pod.name}")
+        except ValueError:
+            return False
+        return i >= len(self.uids) or not self.uids[i] or self.uids[i] == pod.uid
 
 
 @dataclass(frozen=True, slots=True)

@@ -125,7 +125,8 @@ class Queueing:
             if self.now - record.at >= timeout:
                 continue
             remaining = tuple(pod for v in record.victims
-                              if (pod := by_key.get(_key(v))) is not None and pod.active)
+                              if (pod := by_key.get(_key(v))) is not None and pod.active
+                              and record.names(pod))
             nodes = (self.snap.domains(gang.members[0], record.topology_key).get(
                 record.domain, []) if record.domain and record.topology_key else record.nodes)
             found.append(Hold(gang.id, record, frozenset(nodes), remaining))
@@ -169,10 +170,11 @@ class Queueing:
         if choice is None:
             return None
         self._preemptor.commit(choice, members, queue)
-        victims = tuple(f"{p.namespace}/{p.name}" for v in choice.victims for p in v.pods)
-        record = PreemptionRecord(choice.domain, choice.topology_key, victims,
+        pods = [p for v in choice.victims for p in v.pods]
+        record = PreemptionRecord(choice.domain, choice.topology_key,
+                                  tuple(f"{p.namespace}/{p.name}" for p in pods),
                                   tuple(sorted(set(choice.plan.assignments.values()))),
-                                  self.now)
+                                  self.now, tuple(p.uid for p in pods))
         anchor = min(members, key=lambda p: p.name)
         return Preempt(gang.id, anchor, record, tuple(members), choice.victims,
                        gang.priority, queue)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.builders import HOUR, NOW, running, single
+from tests.builders import HOUR, NOW, raw_member, running, single
 from webhook.accelerators import Accelerators
 from webhook.controller.accounting import Accounts
 from webhook.controller.actions import Preempt, PreemptionRecord, Victim
 from webhook.controller.budgets import Pdb, budgets_of
 from webhook.controller.configuring import preemption_of, quotas_of
 from webhook.controller.deciding import Admit, Record
+from webhook.controller.objects import PodInfo
 from webhook.policy.model import Policy
 from webhook.policy.queues import FairShareSpec, PreemptionSpec, Queue
 
@@ -93,3 +94,17 @@ def test_pdb_events_update_the_budgets() -> None:
     assert accounts.pdbs[("ml", "p")].allowed == 2
     accounts.pdb_event("DELETED", raw)
     assert accounts.pdbs == {}
+
+
+def test_short_gangs_are_timed_from_when_first_seen(teams: Policy) -> None:
+    accounts = Accounts()
+    whole = running("g", ["n0", "n1"])
+    record = Record(None, None, ("g-0", "g-1", "g-2"), NOW - HOUR, 3)
+    anchor = PodInfo.parse(raw_member("g", 0, 8, 3, gated=False, node_name="n0",
+                                                 placement=record.dumps()))
+    pods = [anchor, whole[1]]  # admitted as 3, 2 left
+    assert accounts.state(teams, GPUS, pods, NOW).short_since == {("ml", "g"): NOW}
+    assert accounts.state(teams, GPUS, pods, NOW + 60).short_since == {("ml", "g"): NOW}
+    back = [*pods, PodInfo.parse(raw_member("g", 9, 8, 3, gated=False,
+                                                       node_name="n2"))]
+    assert accounts.state(teams, GPUS, back, NOW + 120).short_since == {}

@@ -19,8 +19,10 @@ from tests.builders import (
     single,
     waits,
 )
-from webhook.controller.actions import Preempt, PreemptionRecord, describe, events_of
-from webhook.controller.deciding import QueueState, decide
+from webhook.controller.actions import Preempt, PreemptionRecord, Requeue, describe, events_of
+from webhook.controller.deciding import QueueState, Record, decide
+from webhook.controller.gangs import gangs_of
+from webhook.controller.mending import short
 from webhook.controller.objects import PodInfo
 from webhook.controller.preempting import Budget, PreemptionSettings
 from webhook.controller.quotas import QueueSpec, Quotas
@@ -264,3 +266,43 @@ def test_a_pod_recreated_under_a_victims_name_is_not_evicted_again() -> None:
     actions = decide(nodes, busy + _recorded(2, record), {}, NOW)
     assert not preempts(actions)
     assert PreemptionRecord.loads(record.dumps()) == record
+
+
+def _admitted_gang(n: int, size: int, succeeded: int = 0) -> list[PodInfo]:
+    """A gang admitted whole as `size` pods, of which `n` still run and `succeeded`
+    finished."""
+    record = Record("a", "nvidia.com/gpu.clique", tuple(f"g-{i}" for i in range(size)),
+                    NOW - HOUR, size)
+    pods = []
+    for i in range(n + succeeded):
+        raw = raw_member("g", i, 8, size, gated=False, node_name=f"a-n{i % 2}",
+                         placement=record.dumps() if i == 0 else None)
+        if i >= n:
+            raw["status"] = {"phase": "Succeeded"}
+        pods.append(PodInfo.parse(raw))
+    return pods
+
+
+def requeues(actions: list[Any]) -> list[Requeue]:
+    return [a for a in actions if isinstance(a, Requeue)]
+
+
+def test_a_gang_short_of_members_past_the_grace_period_is_requeued_whole() -> None:
+    nodes = cluster({"a": 2})
+    pods = _admitted_gang(3, 4)
+    settings = PreemptionSettings(stale_grace=600)
+    recent = QueueState(preemption=settings, short_since={("ml", "g"): NOW - 60})
+    assert not requeues(decide(nodes, pods, {}, NOW, state=recent))
+    stale = QueueState(preemption=settings, short_since={("ml", "g"): NOW - 700})
+    (requeue,) = requeues(decide(nodes, pods, {}, NOW, state=stale))
+    assert {p.name for p in requeue.pods} == {"g-0", "g-1", "g-2"}
+    assert describe(requeue) == ("Requeued: the gang has 3 of its 4 members, for 700s; the "
+                                 "rest is evicted so it starts again whole")
+
+
+def test_members_that_finished_are_not_lost() -> None:
+    pods = _admitted_gang(2, 4, succeeded=2)
+    stale = QueueState(short_since={("ml", "g"): NOW - 3600})
+    assert not requeues(decide(cluster({"a": 2}), pods, {}, NOW, state=stale))
+    assert short(gangs_of(pods).values(), pods) == {}
+    assert short(gangs_of(pods[:3]).values(), pods[:3]) == {("ml", "g"): (3, 4)}

@@ -31,8 +31,8 @@ def test_defaults_without_any_queue(tmp_path: Path) -> None:
     assert policy.queues == ()
     assert (policy.fair_share.half_life, policy.fair_share.entry_charge) == ("24h", "10m")
     assert (policy.preemption.enabled, policy.preemption.min_runtime,
-            policy.preemption.delay, policy.preemption.requeue_backoff) == \
-        (True, "5m", "30s", "2m")
+            policy.preemption.delay, policy.preemption.requeue_backoff,
+            policy.preemption.stale_gang_grace_period) == (True, "5m", "30s", "2m", "10m")
     # Single pods queue for training and scavenger, not inference, unless a class says.
     assert [policy.queued(c) for c in ("training", "inference", "scavenger")] == \
         [True, False, True]

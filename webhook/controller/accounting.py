@@ -5,16 +5,18 @@ requeue backoff), and the PodDisruptionBudgets the watch delivers. It builds the
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, assert_never
 
 from webhook.accelerators import Accelerators
-from webhook.controller.actions import Action, Admit, Finish, Preempt, Wait
+from webhook.controller.actions import Action, Admit, Finish, Preempt, Requeue, Wait
 from webhook.controller.budgets import Pdb, budgets_of
 from webhook.controller.configuring import fair_share_of, preemption_of, quotas_of
 from webhook.controller.fairsharing import FairShare
-from webhook.controller.gangs import GangId
+from webhook.controller.gangs import GangId, gangs_of
+from webhook.controller.mending import short, since
 from webhook.controller.objects import PodInfo
 from webhook.controller.preempting import PreemptionSettings
 from webhook.controller.queueing import QueueState
@@ -41,6 +43,7 @@ class Accounts:
         # Until the budgets are listed, nothing is preempted: a pod they protect could
         # not be told from one they do not.
         self.pdbs_listed = False
+        self.short_since: dict[GangId, float] = {}
         self._configured: tuple[Policy, Accelerators, Quotas, PreemptionSettings] | None = None
 
     def _configure(self, policy: Policy, accelerators: Accelerators
@@ -57,13 +60,14 @@ class Accounts:
         quotas, preemption = self._configure(policy, accelerators)
         self.fair_share = fair_share_of(policy, self.fair_share, now)
         if not self.pdbs_listed:
-            preemption = PreemptionSettings(False, preemption.min_runtime, preemption.delay,
-                                            preemption.requeue_backoff)
+            preemption = dataclasses.replace(preemption, enabled=False)
         backoff = preemption.requeue_backoff
         self.evicted = {g: t for g, t in self.evicted.items() if now - t < backoff}
+        pods = list(pods)
         budgets = budgets_of(self.pdbs.values(), pods) if self.pdbs else ()
+        self.short_since = since(self.short_since, short(gangs_of(pods).values(), pods), now)
         return QueueState(quotas, preemption, self.fair_share, budgets, dict(self.evicted),
-                          policy.excluded_namespaces)
+                          policy.excluded_namespaces, dict(self.short_since))
 
     def sample(self, policy: Policy, accelerators: Accelerators, pods: Iterable[PodInfo],
                now: float) -> list[QueueSample]:
@@ -92,6 +96,9 @@ class Accounts:
                     for victim in action.victims:
                         if victim.gang is not None:
                             self.evicted[victim.gang] = now
+                case Requeue():
+                    self.evicted[action.gang] = now
+                    self.short_since.pop(action.gang, None)
                 case Finish() | Wait():
                     pass
                 case _:

@@ -15,7 +15,7 @@ from webhook.controller.objects import PodInfo
 
 # Why a gang waits: the reason of its event, and the word its message starts with.
 WaitReason = Literal["Waiting", "Incomplete", "Oversize", "SizeUnknown"]
-EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", WaitReason]
+EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "Requeued", WaitReason]
 EventType = Literal["Normal", "Warning"]
 # Why a victim may go: it has a lower priority, or its queue gives back borrowed GPUs.
 Cause = Literal["priority", "reclaim"]
@@ -147,7 +147,20 @@ class Preempt:
         return sum(v.lost for v in self.victims) / 3600
 
 
-Action = Admit | Finish | Wait | Preempt
+@dataclass(frozen=True, slots=True)
+class Requeue:
+    """Evict what is left of a gang that lost members and stayed short of them past the
+    grace period (each pod marked `DisruptionTarget`, then deleted): it frees the GPUs
+    it cannot use, and its owner's new pods queue as a whole gang again."""
+
+    gang: GangId
+    pods: tuple[PodInfo, ...]
+    present: int
+    size: int
+    short_for: float
+
+
+Action = Admit | Finish | Wait | Preempt | Requeue
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +212,11 @@ def events_of(action: Action) -> tuple[Event, ...]:
                           action.reason, action.message),)
         case Preempt():
             return _preempted(action)
+        case Requeue():
+            return (Event(action.pods, "Warning", "Requeued",
+                          f"Requeued: the gang has {action.present} of its {action.size} "
+                          f"members, for {action.short_for:.0f}s; the rest is evicted so it "
+                          f"starts again whole"),)
         case _:
             assert_never(action)
 

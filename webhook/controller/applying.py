@@ -23,6 +23,7 @@ from webhook.controller.actions import (
     EventType,
     Finish,
     Preempt,
+    Requeue,
     Wait,
     events_of,
 )
@@ -131,6 +132,11 @@ class Applier:
                     await self._ungate(action.ungate, action.record)
                 case Preempt():
                     await self._preempt(action)
+                case Requeue():
+                    (told,) = events_of(action)
+                    now = datetime.datetime.now(datetime.UTC)
+                    await asyncio.gather(*(self._evict(p, told.message, now)
+                                           for p in action.pods))
                 case Wait():
                     pass  # nothing to write: its event says why
                 case _:

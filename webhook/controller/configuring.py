@@ -27,7 +27,8 @@ def quotas_of(policy: Policy, accelerators: Accelerators) -> Quotas:
 def preemption_of(policy: Policy) -> PreemptionSettings:
     spec = policy.preemption
     return PreemptionSettings(spec.enabled, seconds(spec.min_runtime), seconds(spec.delay),
-                              seconds(spec.requeue_backoff))
+                              seconds(spec.requeue_backoff),
+                              seconds(spec.stale_gang_grace_period))
 
 
 def fair_share_of(policy: Policy, current: FairShare | None, now: float) -> FairShare:

@@ -16,9 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from webhook.accelerators import Accelerators
-from webhook.controller.actions import Action, Admit, Finish, Preempt, Wait, describe
+from webhook.controller.actions import Action, Admit, Finish, Preempt, Requeue, Wait, describe
 from webhook.controller.fitting import NoFit, Plan, fit, place_in, reserve
 from webhook.controller.gangs import Gang, GangId, Record, SizeAnswer, gangs_of
+from webhook.controller.mending import short
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.ordering import Order, Queue
 from webhook.controller.queueing import Hold, Queueing, QueueState
@@ -28,7 +29,7 @@ from webhook.policy.model import DEFAULT_ACCELERATORS
 
 # Actions are re-exported: callers decide and read what came out from one module.
 __all__ = ["Action", "Admit", "DecideOptions", "Finish", "Preempt", "QueueState", "Record",
-           "Wait", "decide", "describe"]
+           "Requeue", "Wait", "decide", "describe"]
 
 # What a policy that names no accelerator counts.
 POLICY_DEFAULT = Accelerators.of(DEFAULT_ACCELERATORS)
@@ -228,6 +229,19 @@ def _joining_note(gang: Gang, size: int) -> str:
     return note
 
 
+def _requeue(gangs: Mapping[GangId, Gang], pods: Sequence[PodInfo], state: QueueState,
+             now: float) -> list[Requeue]:
+    """Running gangs short of members for longer than the grace period."""
+    grace = state.preemption.stale_grace
+    found = []
+    for gang_id, (present, size) in short(gangs.values(), pods).items():
+        since = state.short_since.get(gang_id)
+        if since is not None and now - since >= grace:
+            found.append(Requeue(gang_id, tuple(gangs[gang_id].members), present, size,
+                                 now - since))
+    return found
+
+
 def decide(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
            looked_up: Mapping[GangId, SizeAnswer], now: float,
            options: DecideOptions = DecideOptions(),
@@ -240,7 +254,12 @@ def decide(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
     snap = Snapshot(nodes, all_pods, accelerators)
     gangs = gangs_of(all_pods)
     actions: list[Action] = []
-    queues = Queueing(state or QueueState(), snap, all_pods, now)
+    state = state or QueueState()
+    queues = Queueing(state, snap, all_pods, now)
+    requeued = _requeue(gangs, all_pods, state, now)
+    actions.extend(requeued)
+    for done in requeued:
+        del gangs[done.gang]
     for gang in gangs.values():
         finish = _hold_promised(gang, snap, queues, now, options)
         if finish is not None:

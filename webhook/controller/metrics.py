@@ -48,6 +48,10 @@ class ControllerMetrics:
             "A queue's decayed usage (GPU-seconds) divided by its weight; lower goes first.",
             ["queue"], registry=self.registry)
 
+        self.requeued = Counter(
+            "airlock_gangs_requeued", "Running gangs short of members past the grace "
+            "period, whose rest was evicted to start again whole.", registry=self.registry)
+
     def queues(self, samples: Iterable[QueueSample]) -> None:
         for q in samples:
             self.queue_used.labels(q.name).set(q.used)

@@ -140,6 +140,8 @@ class PodInfo:
     checkpointed: float | None = None
     may_preempt: bool = True
     preemption: str | None = None
+    # Finished its work: a gang member that is gone this way is not lost.
+    succeeded: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -196,6 +198,7 @@ class PodInfo:
             checkpointed=_checkpoint(annotations.get(CHECKPOINTED_AT_ANNOTATION)),
             may_preempt=spec.get("preemptionPolicy") != "Never",
             preemption=annotations.get(PREEMPTION_ANNOTATION),
+            succeeded=(raw.get("status") or {}).get("phase") == "Succeeded",
         )
 
 

@@ -45,6 +45,8 @@ class PreemptionSettings:
     # An evicted gang waits this long before it is considered again, so two gangs never
     # evict each other back and forth.
     requeue_backoff: float = 120.0
+    # A running gang short of members this long has the rest evicted (`mending`).
+    stale_grace: float = 600.0
 
 
 @dataclass(frozen=True, slots=True)

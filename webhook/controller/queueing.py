@@ -42,6 +42,8 @@ class QueueState:
     # Namespaces out of Airlock's scope (kube-system, its own, the policy's exclusions):
     # nothing there is ever preempted.
     spared: frozenset[str] = frozenset()
+    # Since when each running gang has been short of members (`mending`).
+    short_since: Mapping[GangId, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

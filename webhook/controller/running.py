@@ -32,6 +32,7 @@ from webhook.controller.deciding import (
     DecideOptions,
     Finish,
     Preempt,
+    Requeue,
     Wait,
     decide,
 )
@@ -175,6 +176,8 @@ class Controller:
                 case Preempt():
                     for victim in action.victims:
                         self.metrics.preempted(victim)
+                case Requeue():
+                    self.metrics.requeued.inc()
                 case Finish():
                     pass
                 case _:

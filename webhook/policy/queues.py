@@ -90,6 +90,10 @@ class PreemptionSpec(_Strict):
     requeue_backoff: Duration = Field(
         "2m", alias="requeueBackoff", description="How long a preempted gang waits before "
         "it is considered again, so two gangs never evict each other back and forth.")
+    stale_gang_grace_period: Duration = Field(
+        "10m", alias="staleGangGracePeriod", description="How long a running gang that lost "
+        "members (a node lost, an eviction) waits for replacements to rejoin before the "
+        "rest is evicted, so it starts again whole instead of holding GPUs it cannot use.")
 
 
 def _literal(pattern: str) -> bool:

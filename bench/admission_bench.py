@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from bench.bodies import BODIES
 from webhook.certificates import make_certs
+from webhook.sandbox.controlplane import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER_CORE, LOAD_CORE = "0", "1"
@@ -37,13 +37,6 @@ class Result:
     p50_ms: float
     p99_ms: float
     errors: int
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _wait_healthy(url: str, ca: Path, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
@@ -118,12 +111,12 @@ def main() -> int:
             path.write_bytes(make())
             bodies.append(path)
         py = sys.executable
-        port = _free_port()
+        port = free_port()
         bare = _measure(
             "bare aiohttp+orjson", [py, "-m", "bench.echo_server", "--port", str(port),
                                     "--cert-dir", str(certs.cert.parent)],
             port, certs.ca, bodies, args.duration, args.connections, args.pause_ms)
-        port = _free_port()
+        port = free_port()
         hook = _measure(
             "airlock webhook", [py, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port",
                                 str(port), "--cert-dir", str(certs.cert.parent),

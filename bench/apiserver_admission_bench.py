@@ -22,10 +22,10 @@ from kubernetes_asyncio import client
 from tests.builders import pod
 from webhook.policy.loading import load_policy
 from webhook.sandbox import wiring
-from webhook.sandbox.airlock import start_webhook
 from webhook.sandbox.binaries import ensure_binaries
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import ControlPlane
+from webhook.sandbox.processes import start_webhook
 
 ROOT = Path(__file__).resolve().parent.parent
 METRIC = "apiserver_admission_webhook_admission_duration_seconds"

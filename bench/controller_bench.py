@@ -45,11 +45,11 @@ from webhook.keys import (
     GATE,
 )
 from webhook.sandbox import wiring
-from webhook.sandbox.airlock import start_controller
 from webhook.sandbox.binaries import ensure_binaries
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import ControlPlane
 from webhook.sandbox.nodes import CLIQUE_LABEL, Shape, create_nodes, topology
+from webhook.sandbox.processes import start_controller
 
 GPU = "nvidia.com/gpu"
 POLICIES = Path(__file__).resolve().parents[1] / "policies"

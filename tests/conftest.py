@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from webhook.policy.model import ClassSpec, Policy, Rule
-from webhook.sandbox.binaries import Binaries, BinariesError, ensure_binaries
+from webhook.sandbox.binaries import Binaries, ensure_binaries
+from webhook.sandbox.gobuilding import BuildError
 
 CLASS_SPECS: dict[str, dict[str, Any]] = {
     "inference": {
@@ -61,11 +62,11 @@ def policy() -> Policy:
 
 @pytest.fixture(scope="session")
 def binaries() -> Binaries:
-    """etcd, kube-apiserver, kube-scheduler and kubectl (built once, then cached). Under
+    """The control plane's binaries and KWOK (built once, then cached). Under
     CI=true their absence fails the run instead of skipping."""
     try:
         return ensure_binaries(lambda line: print(line, flush=True))
-    except BinariesError as e:
+    except BuildError as e:
         if os.environ.get("CI") == "true":
             pytest.fail(f"Kubernetes binaries missing: {e}")
         pytest.skip(f"no Kubernetes binaries: {e}")

@@ -49,7 +49,8 @@ def san(host: str) -> x509.GeneralName:
         return x509.DNSName(host)
 
 
-def _write(path: Path, data: bytes, private: bool = False) -> None:
+def write_file(path: Path, data: bytes, private: bool = False) -> None:
+    """Replace `path` at once (readers never see half a file), owner-only if private."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_bytes(data)
     if private:
@@ -57,46 +58,71 @@ def _write(path: Path, data: bytes, private: bool = False) -> None:
     os.replace(tmp, path)
 
 
+class Authority:
+    """A CA, kept in memory, that signs serving certificates (for `hosts`) and client
+    certificates (CN = user, O = groups, as the apiserver reads them)."""
+
+    def __init__(self, name: str, days: int = 365,
+                 not_before: datetime.datetime | None = None) -> None:
+        self.start = not_before or \
+            datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+        self.end = self.start + datetime.timedelta(days=days)
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        # A unique name per CA: a trust bundle holding the old and the new CA during a
+        # rotation must tell them apart by subject.
+        self.name = x509.Name([x509.NameAttribute(
+            NameOID.COMMON_NAME, f"{name}-{secrets.token_hex(4)}")])
+        self.cert = (
+            x509.CertificateBuilder()
+            .subject_name(self.name).issuer_name(self.name)
+            .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(self.start).not_valid_after(self.end)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(
+                digital_signature=True, key_cert_sign=True, crl_sign=True,
+                content_commitment=False, key_encipherment=False, data_encipherment=False,
+                key_agreement=False, encipher_only=False, decipher_only=False),
+                critical=True)
+            .sign(self.key, hashes.SHA256())
+        )
+
+    @property
+    def pem(self) -> bytes:
+        return self.cert.public_bytes(serialization.Encoding.PEM)
+
+    def issue(self, common_name: str, hosts: tuple[str, ...] = (),
+              groups: tuple[str, ...] = ()) -> tuple[bytes, bytes]:
+        """(certificate, key) as PEM: for serving when `hosts` are given, else a client."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+        subject += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
+        usage = ExtendedKeyUsageOID.SERVER_AUTH if hosts else ExtendedKeyUsageOID.CLIENT_AUTH
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name(subject)).issuer_name(self.name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(self.start).not_valid_after(self.end)
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        )
+        if hosts:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([san(h) for h in hosts]), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
+        return cert.public_bytes(serialization.Encoding.PEM), pem_key(key)
+
+
 def make_certs(out: Path, hosts: tuple[str, ...] = SERVICE_HOSTS, days: int = 365,
                not_before: datetime.datetime | None = None) -> CertFiles:
     """Write ca.crt, tls.crt and tls.key into `out`. `not_before` lets tests make
     certificates that are already expired."""
     out.mkdir(parents=True, exist_ok=True)
-    start = not_before or datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
-    end = start + datetime.timedelta(days=days)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    # A unique name per CA: a trust bundle holding the old and the new CA during a
-    # rotation must tell them apart by subject.
-    ca_name = x509.Name([x509.NameAttribute(
-        NameOID.COMMON_NAME, f"airlock-dev-ca-{secrets.token_hex(4)}")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name).issuer_name(ca_name)
-        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(start).not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                     content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False,
-                                     encipher_only=False, decipher_only=False), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(start).not_valid_after(end)
-        .add_extension(x509.SubjectAlternativeName([san(h) for h in hosts]), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca = Authority("airlock-dev-ca", days, not_before)
+    cert, key = ca.issue(hosts[0], hosts=hosts)
     files = CertFiles(out / CA_FILE, out / CERT_FILE, out / KEY_FILE)
-    _write(files.ca, ca.public_bytes(serialization.Encoding.PEM))
-    _write(files.key, pem_key(key), private=True)
-    _write(files.cert, cert.public_bytes(serialization.Encoding.PEM))
+    write_file(files.ca, ca.pem)
+    write_file(files.key, key, private=True)
+    write_file(files.cert, cert)
     return files
 
 

@@ -1,6 +1,7 @@
-"""The real control plane for end-to-end tests: etcd, kube-apiserver and kube-scheduler
-on loopback, fake GPU nodes, and Airlock's webhook wired in through the very webhook
-configurations deploy/ installs. Under CI=true a missing prerequisite fails the run."""
+"""The real control plane for end-to-end tests: etcd, kube-apiserver, kube-scheduler and
+kube-controller-manager on loopback, fake GPU nodes run by KWOK, and Airlock's webhook
+wired in through the very webhook configurations deploy/ installs. Under CI=true a
+missing prerequisite fails the run."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ from kubernetes_asyncio import client
 
 from webhook.policy.loading import load_policy, policy_files
 from webhook.sandbox import wiring
-from webhook.sandbox.airlock import AirlockProcess, Webhook, start_controller, start_webhook
 from webhook.sandbox.binaries import Binaries
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import ControlPlane
 from webhook.sandbox.nodes import Shape, create_nodes, topology
+from webhook.sandbox.processes import AirlockProcess, Webhook, start_controller, start_webhook
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "policies"
@@ -84,10 +85,10 @@ NamespaceFactory = Callable[..., Awaitable[str]]
 
 @pytest.fixture
 async def namespaces(api: client.ApiClient) -> AsyncIterator[NamespaceFactory]:
-    """Make fresh namespaces: `await namespaces(labels={...})`. Their pods are
-    force-deleted afterwards: with no kubelet, a bound pod would otherwise wait forever to
-    terminate, and with no namespace controller nothing else would remove them; either
-    way they would hold GPUs of the next test."""
+    """Make fresh namespaces: `await namespaces(labels={...})`, each with its `default`
+    ServiceAccount. Afterwards the namespace controller removes them and all in them;
+    their pods are deleted at once first (grace 0), so they hold no GPU of the next test
+    while KWOK and the namespace controller get to them."""
     made: list[str] = []
 
     async def make(labels: dict[str, str] | None = None) -> str:
@@ -99,13 +100,15 @@ async def namespaces(api: client.ApiClient) -> AsyncIterator[NamespaceFactory]:
     yield make
     core = client.CoreV1Api(api)
     for name in made:
-        await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+        # The namespace first: once it is terminating, no Job or ReplicaSet can replace
+        # the pods deleted next.
         await core.delete_namespace(name)
+        await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
 
 
 @pytest.fixture
 async def namespace(namespaces: NamespaceFactory) -> str:
-    """A fresh namespace (with its `default` ServiceAccount)."""
+    """A fresh namespace."""
     return await namespaces()
 
 

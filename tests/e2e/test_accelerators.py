@@ -15,12 +15,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from tests.builders import pod, policy_yaml
 from tests.e2e.conftest import Controllers, PolicyFileFactory
 from tests.kube import events, gated, pods_of, until
-from webhook.keys import (
-    ACCELERATORS_ANNOTATION,
-    CLASS_LABEL,
-    GANG_NAME_LABEL,
-    GANG_SIZE_ANNOTATION,
-)
+from webhook.keys import ACCELERATORS_ANNOTATION, CLASS_LABEL
 from webhook.sandbox.nodes import CLIQUE_LABEL, GPU, create_nodes, node_manifest
 
 NEURON = "aws.amazon.com/neuron"
@@ -28,8 +23,7 @@ NEURON_NODES = ("trn-0000", "trn-0001")
 
 
 def neuron_member(i: int) -> dict[str, Any]:
-    obj = (pod(f"trn-{i}").gpus(8, NEURON).label(GANG_NAME_LABEL, "trn")
-           .annotation(GANG_SIZE_ANNOTATION, "2").build())
+    obj = pod(f"trn-{i}").gpus(8, NEURON).gang("trn", 2).build()
     del obj["metadata"]["namespace"]  # the request's namespace decides
     return obj
 
@@ -68,7 +62,10 @@ async def test_a_neuron_gang_is_gated_and_goes_only_where_neuron_is(
         api: client.ApiClient, namespace: str, controllers: Controllers,
         policy_file: PolicyFileFactory, neuron_nodes: Any) -> None:
     core = client.CoreV1Api(api)
-    policy_file("50-neuron.yaml", policy_yaml("neuron", {"scope": {"accelerators": [NEURON]}}))
+    # Running before the policy changes: it reloads, as the webhook does.
+    controller = controllers.start()
+    added = policy_file("50-neuron.yaml",
+                        policy_yaml("neuron", {"scope": {"accelerators": [NEURON]}}))
 
     async def classified() -> bool:
         response = await core.create_namespaced_pod(namespace, body=neuron_member(0),
@@ -78,7 +75,12 @@ async def test_a_neuron_gang_is_gated_and_goes_only_where_neuron_is(
 
     # The webhook polls its policy directory every 2 s.
     await until(classified, within=20)
-    controllers.start()
+
+    async def reloaded() -> bool:
+        return any('"policy loaded"' in line and str(added) in line
+                   for line in controller.log.read_text().splitlines())
+
+    await until(reloaded, within=10)
     for i in range(2):
         await core.create_namespaced_pod(namespace, body=neuron_member(i))
     stored = await pods_of(api, namespace, "trn-")

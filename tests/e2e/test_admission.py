@@ -10,19 +10,22 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import pod
+from webhook.controller.raw import json_of
 from webhook.keys import CLASS_LABEL, CONTROLLER_IDENTITY, GANG_NAME_LABEL, GATE
 from webhook.sandbox import wiring
-from webhook.sandbox.airlock import Webhook
 from webhook.sandbox.clients import from_kubeconfig, from_token, service_account_token
 from webhook.sandbox.controlplane import ControlPlane, free_port
+from webhook.sandbox.processes import Webhook
 
 pytestmark = pytest.mark.usefixtures("airlock")
 
 
 async def create(api: client.ApiClient, ns: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """The pod as stored: the create response, which is read before the garbage collector
+    can remove a pod whose owner (as in these tests) does not exist."""
     obj["metadata"]["namespace"] = ns
-    await client.CoreV1Api(api).create_namespaced_pod(ns, body=obj)
-    return await read(api, ns, obj["metadata"]["name"])
+    return await json_of(await client.CoreV1Api(api).create_namespaced_pod(
+        ns, body=obj, _preload_content=False))
 
 
 async def read(api: client.ApiClient, ns: str, name: str) -> dict[str, Any]:

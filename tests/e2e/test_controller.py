@@ -13,9 +13,7 @@ from kubernetes_asyncio import client
 from tests.builders import gang_pod, pod
 from tests.e2e.conftest import Controllers
 from tests.kube import GPUS_PER_NODE, create_gang, events, gated, nodes_by_name, pods_of, until
-from webhook.keys import (
-    PLACEMENT_ANNOTATION,
-)
+from webhook.keys import CLASS_LABEL, PLACEMENT_ANNOTATION
 
 
 async def test_gang_lands_whole_inside_one_domain(api: client.ApiClient, namespace: str,
@@ -77,11 +75,12 @@ async def test_competing_gangs_are_admitted_by_priority(
         api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
     core = client.CoreV1Api(api)
     # Fill every GPU with bound pods so both gangs wait side by side.
-    blockers = [pod(f"blocker-{i}").gpus(GPUS_PER_NODE).owner("Job", "blocker")
+    # Bare pods: an ownerReference to a Job that does not exist would have the garbage
+    # collector remove them.
+    blockers = [pod(f"blocker-{i}").gpus(GPUS_PER_NODE).label(CLASS_LABEL, "scavenger")
                 .label("role", "blocker").set("nodeName", f"gpu-{i:04d}").build()
                 for i in range(8)]
     for b in blockers:
-        b["metadata"]["ownerReferences"][0]["uid"] = "00000000-0000-4000-8000-00000000b10c"
         del b["metadata"]["namespace"]
     await asyncio.gather(*(core.create_namespaced_pod(namespace, body=b) for b in blockers))
     controllers.start()

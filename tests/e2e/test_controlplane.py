@@ -1,11 +1,15 @@
-"""The harness itself, against the real apiserver and scheduler: what the other end-to-end
-tests take for granted (RBAC, the default admission plugins, identities, scheduling on
-fake GPU nodes, a clean teardown) is checked here, with Airlock's webhook out of the way
-(the namespaces carry the ignore label)."""
+"""The harness itself, against the real apiserver, scheduler, controller-manager and
+KWOK: what the other end-to-end tests take for granted (RBAC, the default admission
+plugins, identities, scheduling on fake GPU nodes, pods that run, finish and go away, a
+clean teardown) is checked here, mostly with Airlock's webhook out of the way (those
+namespaces carry the ignore label). The last tests create what users create (a namespace
+with kubectl, a Deployment) and see it go through Airlock's webhook."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import json
 import os
 import shutil
@@ -153,18 +157,20 @@ async def test_pod_security_admission_is_on(api: client.ApiClient,
     assert "violates PodSecurity" in message(denied.value)
 
 
-async def test_service_account_plugin_needs_the_default_account_we_create(
+async def test_a_namespace_gets_its_default_service_account(
         api: client.ApiClient) -> None:
-    """Why wiring.create_namespace makes `default`: with no controller-manager, nothing
-    else would, and the ServiceAccount admission plugin rejects the pod."""
+    """kube-controller-manager makes `default` in every new namespace, which the
+    ServiceAccount admission plugin wants before it lets a pod in."""
     core = client.CoreV1Api(api)
     bare = f"e2e-bare-{uuid.uuid4().hex[:8]}"
     await core.create_namespace(body={"metadata": {"name": bare, "labels": IGNORED}})
     try:
-        with pytest.raises(ApiException) as denied:
-            await core.create_namespaced_pod(bare, body=pod("p", bare).build())
-        assert denied.value.status == 403
-        assert 'serviceaccount "default" not found' in message(denied.value)
+        async def has_default() -> bool:
+            accounts = await core.list_namespaced_service_account(bare)
+            return any(a.metadata.name == "default" for a in accounts.items)
+
+        await eventually(has_default, "the namespace's default ServiceAccount", within=10)
+        await core.create_namespaced_pod(bare, body=pod("p", bare).build())
     finally:
         await core.delete_namespace(bare)
 
@@ -210,20 +216,43 @@ async def test_fake_node_is_ready_with_gpu_capacity_and_its_own_taints(
         api: client.ApiClient, gpu_pool: NodePool) -> None:
     pool, names = gpu_pool
     node = await read_node(api, names[0])
+    # KWOK's node-initialize stage kept the capacity the node was made with.
     assert node["status"]["allocatable"][GPU] == "8"
     assert node["status"]["capacity"]["cpu"] == "96"
     assert node["metadata"]["labels"][HOST_LABEL] == names[0]
     assert node["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
-    ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}
-    assert ready == {"Ready": "True"}
-    # TaintNodesByCondition's not-ready taint is gone; only the pool's own remains.
+    conditions = {c["type"]: c["status"] for c in node["status"]["conditions"]}
+    assert conditions.pop("Ready") == "True"
+    assert set(conditions.values()) <= {"False"}  # no pressure, network available
+    assert node["status"]["nodeInfo"]["kubeletVersion"].startswith("kwok-")
+    # The node lifecycle controller lifted TaintNodesByCondition's not-ready taint once
+    # KWOK reported the node Ready; only the pool's own remains.
     assert [t["key"] for t in node["spec"]["taints"]] == [f"e2e.gpu-airlock.io/{pool}"]
+
+
+async def test_kwok_renews_each_fake_nodes_lease(api: client.ApiClient,
+                                                 gpu_pool: NodePool) -> None:
+    _, names = gpu_pool
+    coordination = client.CoordinationV1Api(api)
+
+    async def renewed() -> bool:
+        try:
+            lease = await coordination.read_namespaced_lease(names[0], "kube-node-lease")
+        except ApiException:
+            return False
+        if lease.spec.renew_time is None:
+            return False
+        age = datetime.datetime.now(datetime.UTC) - lease.spec.renew_time
+        return bool(lease.spec.holder_identity) and \
+            age.total_seconds() < lease.spec.lease_duration_seconds and \
+            lease.metadata.owner_references[0].name == names[0]
+
+    await eventually(renewed, "a Lease for the fake node, held and renewed by KWOK")
 
 
 async def test_scheduler_binds_what_fits_and_leaves_the_rest_pending(
         api: client.ApiClient, namespaces: NamespaceFactory, gpu_pool: NodePool) -> None:
     pool, names = gpu_pool
-    before = {n: (await read_node(api, n))["metadata"]["resourceVersion"] for n in names}
     ns = await namespaces(IGNORED)
     core = client.CoreV1Api(api)
     await core.create_namespaced_pod(ns, body=pool_pod("fits", ns, pool, 8))
@@ -245,13 +274,124 @@ async def test_scheduler_binds_what_fits_and_leaves_the_rest_pending(
     why = next(c["message"] for c in too_big["status"]["conditions"]
                    if c["type"] == "PodScheduled")
     assert f"Insufficient {GPU}" in why
-    # No kubelet, no node controller: nothing rewrote the nodes while the scheduler
-    # worked, so they stay Ready with the capacity they were made with.
+    # The nodes stay Ready with the capacity they were made with.
     for name in names:
         node = await read_node(api, name)
-        assert node["metadata"]["resourceVersion"] == before[name]
-        assert {"type": "Ready", "status": "True"}.items() <= \
-            node["status"]["conditions"][0].items()
+        assert node["status"]["allocatable"][GPU] == "8"
+        assert {"type": "Ready", "status": "True"}.items() <= next(
+            c for c in node["status"]["conditions"] if c["type"] == "Ready").items()
+
+
+async def test_a_pod_bound_to_a_fake_node_runs_and_is_ready(
+        api: client.ApiClient, namespaces: NamespaceFactory, gpu_pool: NodePool) -> None:
+    pool, names = gpu_pool
+    ns = await namespaces(IGNORED)
+    await client.CoreV1Api(api).create_namespaced_pod(ns, body=pool_pod("p", ns, pool, 4))
+
+    async def running() -> bool:
+        status = (await stored_pod(api, ns, "p"))["status"]
+        ready = any(c["type"] == "Ready" and c["status"] == "True"
+                    for c in status.get("conditions", []))
+        return status.get("phase") == "Running" and ready
+
+    await eventually(running, "the bound pod Running and Ready (KWOK's pod-ready stage)")
+    stored = await stored_pod(api, ns, "p")
+    assert stored["spec"]["nodeName"] in names
+    assert stored["status"]["podIP"].startswith("10.")
+    assert stored["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
+
+
+def pool_template(pool: str, gpus: int) -> dict[str, Any]:
+    spec = pool_pod("x", "x", pool, gpus)["spec"]
+    return {"metadata": {"labels": {"app": pool}}, "spec": spec}
+
+
+async def test_a_job_with_a_run_time_succeeds(
+        api: client.ApiClient, namespaces: NamespaceFactory, gpu_pool: NodePool) -> None:
+    """KWOK's own annotation gives the pod its run time; the Job controller sees it
+    succeed and completes the Job."""
+    pool, _ = gpu_pool
+    ns = await namespaces(IGNORED)
+    template = pool_template(pool, 1)
+    template["metadata"]["annotations"] = {"pod-complete.stage.kwok.x-k8s.io/delay": "2s"}
+    template["spec"]["restartPolicy"] = "Never"
+    started = time.monotonic()
+    await client.BatchV1Api(api).create_namespaced_job(ns, body={
+        "metadata": {"name": "sweep"}, "spec": {"backoffLimit": 0, "template": template}})
+    batch = client.BatchV1Api(api)
+
+    async def complete() -> bool:
+        job = await batch.read_namespaced_job("sweep", ns)
+        return any(c.type == "Complete" and c.status == "True"
+                   for c in job.status.conditions or [])
+
+    await eventually(complete, "the Job Complete", within=30)
+    # Not before its run time: the pod ran, then succeeded.
+    assert time.monotonic() - started >= 2
+    (job_pod,) = (await client.CoreV1Api(api).list_namespaced_pod(
+        ns, label_selector="batch.kubernetes.io/job-name=sweep")).items
+    assert job_pod.status.phase == "Succeeded"
+    assert job_pod.status.container_statuses[0].state.terminated.reason == "Completed"
+
+
+async def test_a_job_without_a_run_time_keeps_running(
+        api: client.ApiClient, namespaces: NamespaceFactory, gpu_pool: NodePool) -> None:
+    pool, _ = gpu_pool
+    ns = await namespaces(IGNORED)
+    template = pool_template(pool, 1)
+    template["spec"]["restartPolicy"] = "Never"
+    await client.BatchV1Api(api).create_namespaced_job(ns, body={
+        "metadata": {"name": "long"}, "spec": {"template": template}})
+    core = client.CoreV1Api(api)
+
+    async def running() -> bool:
+        pods = (await core.list_namespaced_pod(
+            ns, label_selector="batch.kubernetes.io/job-name=long")).items
+        return len(pods) == 1 and pods[0].status.phase == "Running"
+
+    await eventually(running, "the Job's pod Running")
+    await asyncio.sleep(3)
+    (job_pod,) = (await core.list_namespaced_pod(
+        ns, label_selector="batch.kubernetes.io/job-name=long")).items
+    assert job_pod.status.phase == "Running"
+
+
+async def test_a_preempted_pod_goes_away_and_the_preemptor_lands(
+        api: client.ApiClient, namespaces: NamespaceFactory, gpu_pool: NodePool) -> None:
+    """kube-scheduler deletes the victim gracefully; KWOK finishes the deletion as a
+    kubelet would, so the preemptor binds in its place and runs."""
+    pool, _ = gpu_pool
+    ns = await namespaces(IGNORED)
+    low, high = f"e2e-low-{uuid.uuid4().hex[:6]}", f"e2e-high-{uuid.uuid4().hex[:6]}"
+    await wiring.apply_priority_classes(api, [(low, 10, "PreemptLowerPriority"),
+                                              (high, 1000, "PreemptLowerPriority")])
+    core = client.CoreV1Api(api)
+    try:
+        for i in range(2):  # both nodes full
+            victim = pool_pod(f"low-{i}", ns, pool, 8)
+            victim["spec"]["priorityClassName"] = low
+            await core.create_namespaced_pod(ns, body=victim)
+
+        async def both_running() -> bool:
+            phases = [(await stored_pod(api, ns, f"low-{i}"))["status"].get("phase")
+                      for i in range(2)]
+            return phases == ["Running", "Running"]
+
+        await eventually(both_running, "the two low-priority pods Running")
+        preemptor = pool_pod("high", ns, pool, 8)
+        preemptor["spec"]["priorityClassName"] = high
+        await core.create_namespaced_pod(ns, body=preemptor)
+
+        async def landed() -> bool:
+            phase: str | None = (await stored_pod(api, ns, "high"))["status"].get("phase")
+            return phase == "Running"
+
+        await eventually(landed, "the preemptor bound and Running")
+        left = [p.metadata.name for p in (await core.list_namespaced_pod(ns)).items]
+        assert sorted(left) in (["high", "low-0"], ["high", "low-1"]), left
+    finally:
+        for name in (low, high):
+            await client.SchedulingV1Api(api).delete_priority_class(name)
 
 
 def test_topology_shape_labels_every_level() -> None:
@@ -270,6 +410,76 @@ def test_topology_shape_labels_every_level() -> None:
     assert all(n["spec"]["taints"] == [] for n in nodes)
 
 
+# --- what users create, through Airlock's webhook -----------------------------------
+
+def kubectl(binaries: Binaries, plane: ControlPlane, *args: str,
+            stdin: str | None = None) -> str:
+    done = subprocess.run([str(binaries.kubectl), "--kubeconfig", str(plane.admin_kubeconfig),
+                           *args], input=stdin, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+GPU_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {{name: infer, namespace: {ns}}}
+spec:
+  containers:
+    - name: vllm
+      image: vllm/vllm-openai:v0.6.3
+      resources: {{limits: {{nvidia.com/gpu: "1"}}}}
+"""
+
+
+@pytest.mark.usefixtures("airlock")
+async def test_a_namespace_made_with_kubectl_just_works(
+        binaries: Binaries, control_plane: ControlPlane, api: client.ApiClient) -> None:
+    """What a newcomer types: create a namespace, apply a pod. The pod is admitted (and
+    classified by Airlock) with the ServiceAccount kube-controller-manager made."""
+    ns = f"team-{uuid.uuid4().hex[:6]}"
+    kubectl(binaries, control_plane, "create", "namespace", ns)
+    try:
+        # Typed by hand there are seconds in between; the controller takes milliseconds.
+        kubectl(binaries, control_plane, "wait", "--for=create", "--timeout=10s", "-n", ns,
+                "serviceaccount/default")
+        kubectl(binaries, control_plane, "apply", "-f", "-", stdin=GPU_POD.format(ns=ns))
+        stored = await stored_pod(api, ns, "infer")
+        assert stored["spec"]["serviceAccountName"] == "default"
+        assert stored["spec"]["priorityClassName"] == "airlock-inference"
+    finally:
+        kubectl(binaries, control_plane, "delete", "namespace", ns, "--wait=false")
+
+
+@pytest.mark.usefixtures("airlock")
+async def test_a_deployments_pods_come_from_the_replicaset_controller_through_airlock(
+        api: client.ApiClient, namespaces: NamespaceFactory) -> None:
+    ns = await namespaces()
+    await client.AppsV1Api(api).create_namespaced_deployment(ns, body={
+        "metadata": {"name": "vllm"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "vllm"}},
+                 "template": {"metadata": {"labels": {"app": "vllm"}}, "spec": {
+                     "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.6.3",
+                                     "resources": {"limits": {GPU: "1"}}}]}}}})
+    apps = client.AppsV1Api(api)
+
+    async def available() -> bool:
+        status = (await apps.read_namespaced_deployment("vllm", ns)).status
+        return bool(status.ready_replicas == 2 and status.available_replicas == 2)
+
+    await eventually(available, "the Deployment's 2 replicas Ready", within=40)
+    pods = (await client.CoreV1Api(api).list_namespaced_pod(ns)).items
+    assert len(pods) == 2
+    for p in pods:
+        (owner,) = p.metadata.owner_references
+        assert owner.kind == "ReplicaSet"
+        assert owner.name.startswith("vllm-")
+        # Airlock's webhook classified and mutated what the ReplicaSet controller made.
+        assert p.metadata.labels["gpu-airlock.io/class"] == "inference"
+        assert p.spec.priority_class_name == "airlock-inference"
+        assert p.status.phase == "Running"
+
+
 # --- teardown -------------------------------------------------------------------------
 
 def test_stop_leaves_no_process_or_directory(binaries: Binaries) -> None:
@@ -277,8 +487,10 @@ def test_stop_leaves_no_process_or_directory(binaries: Binaries) -> None:
         pids = [c.process.pid for c in plane.components]
         workdir = plane.workdir
         print(f"second control plane started in {plane.start_seconds:.1f}s")
-        assert len(pids) == 3
+        assert len(pids) == 5
         assert all(alive(p) for p in pids)
+        assert [c.name for c in plane.components] == [
+            "etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok"]
     assert not any(alive(p) for p in pids)
     assert not workdir.exists()
 
@@ -288,7 +500,8 @@ import json, sys
 from pathlib import Path
 from webhook.sandbox.binaries import KUBERNETES_VERSION, Binaries
 from webhook.sandbox.controlplane import ControlPlane
-plane = ControlPlane(Binaries(*map(Path, sys.argv[1:5]))).start()
+from webhook.sandbox.processes import Webhook
+plane = ControlPlane(Binaries(*map(Path, sys.argv[1:]))).start()
 print(json.dumps({"pids": [c.process.pid for c in plane.components],
                   "workdir": str(plane.workdir)}), flush=True)
 sys.stdin.read()
@@ -300,15 +513,14 @@ sys.stdin.read()
 def test_a_killed_test_run_takes_its_control_plane_with_it(binaries: Binaries) -> None:
     """SIGKILL (a CI timeout, an OOM kill) runs no atexit and no fixture teardown."""
     owner = subprocess.Popen(
-        [sys.executable, "-c", OWNER, str(binaries.etcd), str(binaries.kube_apiserver),
-         str(binaries.kube_scheduler), str(binaries.kubectl)],
+        [sys.executable, "-c", OWNER, *map(str, dataclasses.astuple(binaries))],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         cwd=Path(__file__).resolve().parents[2])
     assert owner.stdout is not None
     started = json.loads(owner.stdout.readline())
     pids: list[int] = started["pids"]
     try:
-        assert len(pids) == 3
+        assert len(pids) == 5
         assert all(alive(p) for p in pids)
         owner.kill()
         owner.wait()

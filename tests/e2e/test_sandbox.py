@@ -49,11 +49,18 @@ def test_demo_lands_every_pod_and_the_gang_in_one_domain(state_dir: Path) -> Non
     pods = table(up.stdout)
     assert len(pods) == 7, up.stdout
     assert all(r["GATED"] == "no" and r["NODE"] != "-" for r in pods.values()), up.stdout
+    # The real controllers made the Deployment's and the Job's pods; KWOK runs them all,
+    # and the Job's pod has finished its 5 s run time.
+    assert {r["STATUS"] for n, r in pods.items() if "embeddings" not in n} == {"Running"}, \
+        up.stdout
 
     training = [r for name, r in pods.items() if name.startswith("research/llama-finetune")]
     inference = [r for name, r in pods.items() if name.startswith("serving/")]
     scavenger = [r for name, r in pods.items() if name.startswith("research/embeddings")]
     assert (len(training), len(inference), len(scavenger)) == (4, 2, 1)
+    assert all(re.fullmatch(r"serving/vllm-llama-[a-z0-9]+-[a-z0-9]{5}", n)
+               for n in pods if n.startswith("serving/")), up.stdout
+    assert scavenger[0]["STATUS"] == "Succeeded", up.stdout
     assert {r["CLASS"] for r in training} == {"training"}
     assert {r["CLASS"] for r in inference} == {"inference"}
     assert {r["CLASS"] for r in scavenger} == {"scavenger"}
@@ -68,9 +75,15 @@ def test_status_and_down_manage_what_up_started(state_dir: Path) -> None:
     assert up.returncode == 0, up.stderr[-3000:]
     status = sandbox("status", "--state-dir", str(state_dir))
     assert status.returncode == 0, status.stdout
-    assert "processes: 5/5 running" in status.stdout
-    pids: list[int] = json.loads((state_dir / "state.json").read_text())["pids"]
-    assert len(pids) == 5
+    assert "processes: 7/7 running" in status.stdout
+    processes = json.loads((state_dir / "state.json").read_text())["processes"]
+    names = ["etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok",
+             "airlock-webhook", "airlock-controller"]
+    assert [p["name"] for p in processes] == names
+    for name in names:  # one line each, saying it runs and where it logs
+        assert re.search(rf"^  {name} +pid \d+ +running  \S+\.log$", status.stdout,
+                         re.MULTILINE), status.stdout
+    pids = [p["pid"] for p in processes]
     assert all(alive(p) for p in pids)
 
     down = sandbox("down", "--state-dir", str(state_dir))

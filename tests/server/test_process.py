@@ -19,13 +19,7 @@ import pytest
 from tests.builders import pod, review
 from tests.servers import ROOT
 from webhook.certificates import make_certs
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+from webhook.sandbox.controlplane import free_port
 
 
 def wait_ready(port: int, ca: Path, proc: subprocess.Popen[bytes]) -> None:

@@ -24,7 +24,7 @@ from webhook.accelerators import (
 from webhook.admission.mutating import mutate
 from webhook.cli import main
 from webhook.controller.deciding import POLICY_DEFAULT, decide
-from webhook.keys import ACCELERATORS_ANNOTATION, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION
+from webhook.keys import ACCELERATORS_ANNOTATION
 from webhook.pods import PodView
 from webhook.policy.classifying import classify
 from webhook.policy.loading import PolicyError, load_policy
@@ -173,8 +173,7 @@ def _mutated(obj: dict[str, Any], policy: Policy) -> dict[str, Any]:
 
 
 def _neuron_member() -> dict[str, Any]:
-    return (pod().gpus(8, NEURON).gpus(1, "example.com/nic").label(GANG_NAME_LABEL, "g")
-            .annotation(GANG_SIZE_ANNOTATION, "2").build())
+    return pod().gpus(8, NEURON).gpus(1, "example.com/nic").gang("g", 2).build()
 
 
 def test_the_webhook_records_the_accelerators_a_pod_requests(policy: Policy) -> None:

@@ -140,7 +140,7 @@ def test_the_controller_may_read_every_owner_a_convention_names() -> None:
     readable = {(group, resource) for rule in role["rules"] if "get" in rule["verbs"]
                 for group in rule["apiGroups"] for resource in rule["resources"]}
     named = {(a.group, a.plural) for _, a, _, _ in OWNERS.values()}
-    named |= {(kubeflow.GROUP, plural) for _, plural in kubeflow.KINDS.values()}
+    named |= {(kubeflow.GROUP, plural) for plural in kubeflow.KINDS.values()}
     assert named <= readable
 
 
@@ -207,3 +207,15 @@ def test_record_and_anchor_ungate_are_one_patch(annotations: dict[str, str] | No
     assert Record.loads(out["metadata"]["annotations"][PLACEMENT_ANNOTATION]) == record
     assert out["metadata"]["annotations"].items() >= (annotations or {}).items()
     assert out["spec"]["schedulingGates"] == []
+
+
+@pytest.mark.parametrize(("api_version", "kind", "plural"), [
+    ("kubeflow.org/v1", "PyTorchJob", "pytorchjobs"),
+    ("kubeflow.org/v1", "MPIJob", "mpijobs"),        # the training-operator's MPIJob
+    ("kubeflow.org/v2beta1", "MPIJob", "mpijobs"),   # the mpi-operator's
+])
+def test_a_kubeflow_owner_is_read_at_the_version_its_reference_names(
+        api_version: str, kind: str, plural: str) -> None:
+    _, found, _ = owner_of(pod().label("training.kubeflow.org/job-name", "j")
+                           .owner(kind, "j", api_version))
+    assert found == OwnerAddress("kubeflow.org", api_version.split("/")[1], plural, "j")

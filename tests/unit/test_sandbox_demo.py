@@ -1,4 +1,5 @@
-"""The demo waits for its CRD with `established`, on every shape the apiserver returns."""
+"""The demo's waits and table: its CRD `established` on every shape the apiserver returns,
+the moment every pod runs and every Job has finished, and each pod's STATUS."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from webhook.sandbox.commands import established
+from webhook.keys import GATE
+from webhook.sandbox.commands import phase, settled
+from webhook.sandbox.operating import established
 
 NAMES = {"acceptedNames": {"kind": "PyTorchJob", "plural": "pytorchjobs"}}
 
@@ -22,3 +25,37 @@ NAMES = {"acceptedNames": {"kind": "PyTorchJob", "plural": "pytorchjobs"}}
 ])
 def test_established(crd: dict[str, Any], served: bool) -> None:
     assert established(crd) is served
+
+
+def pod_in(phase: str, node: str | None = "gpu-0000") -> dict[str, Any]:
+    return {"metadata": {"name": "p"}, "spec": {"nodeName": node} if node else {},
+            "status": {"phase": phase}}
+
+
+def job(condition: str | None) -> dict[str, Any]:
+    conditions = [{"type": condition, "status": "True"}] if condition else []
+    return {"status": {"conditions": conditions}}
+
+
+@pytest.mark.parametrize(("pods", "jobs", "ready"), [
+    ([], [], False),
+    ([pod_in("Running")], [], True),
+    ([pod_in("Running"), pod_in("Pending", None)], [], False),
+    ([pod_in("Pending")], [], False),  # bound, not yet started by KWOK
+    ([pod_in("Running")], [job(None)], False),
+    ([pod_in("Succeeded")], [job("Complete")], True),
+    ([pod_in("Failed")], [job("Failed")], True),
+])
+def test_the_table_waits_until_pods_run_and_jobs_finish(
+        pods: list[dict[str, Any]], jobs: list[dict[str, Any]], ready: bool) -> None:
+    assert settled(pods, jobs) is ready
+
+
+def test_status_says_gated_terminating_or_the_phase() -> None:
+    gated = pod_in("Pending", None)
+    gated["spec"]["schedulingGates"] = [{"name": GATE}]
+    leaving = pod_in("Running")
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-23T00:00:00Z"
+    assert [phase(p) for p in (gated, leaving, pod_in("Succeeded"))] == \
+        ["SchedulingGated", "Terminating", "Succeeded"]
+    assert phase({"metadata": {}, "spec": {}}) == "Pending"

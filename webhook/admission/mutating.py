@@ -4,10 +4,8 @@ own output it returns no operations, because every step first checks what is the
 from __future__ import annotations
 
 import copy
-import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from webhook.accelerators import to_record
 from webhook.admission.patches import PatchBuilder
@@ -30,16 +28,19 @@ from webhook.policy.classifying import Decision
 from webhook.policy.model import ClassSpec, Policy, Toleration
 
 
-@dataclass(frozen=True, slots=True)
-class Mutation:
+class Mutation(NamedTuple):
+    # Immutable and cheap to build on every request, like reviews.Response.
     patch: list[PatchOp]
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = ()
 
 
-def _same_toleration(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    keys = ("key", "operator", "value", "effect")
-    defaults = {"operator": "Equal"}
-    return all(a.get(k, defaults.get(k)) == b.get(k, defaults.get(k)) for k in keys)
+# What makes two tolerations the same (the operator defaults to Equal). A tuple, not a
+# set member: a malformed pod's values need not be hashable.
+_TolerationKey = tuple[object, object, object, object]
+
+
+def _toleration_key(t: Mapping[str, Any]) -> _TolerationKey:
+    return t.get("key"), t.get("operator", "Equal"), t.get("value"), t.get("effect")
 
 
 def _record(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpec,
@@ -82,18 +83,29 @@ def _priority(b: PatchBuilder, pod: PodView, spec: ClassSpec, policy: Policy) ->
     return []
 
 
-@functools.lru_cache(maxsize=256)
-def _toleration(t: Toleration) -> dict[str, object]:
-    return t.as_k8s()
+# A policy toleration in the pod's form, by the model's id; each entry holds its model,
+# so the id is not reused while it is a key. Not an lru_cache: hashing a pydantic model
+# on every request cost as much as the conversion it saved.
+_TOLERATIONS: dict[int, tuple[Toleration, _TolerationKey, dict[str, object]]] = {}
+
+
+def _toleration(t: Toleration) -> tuple[Toleration, _TolerationKey, dict[str, object]]:
+    entry = _TOLERATIONS.get(id(t))
+    if entry is None:
+        if len(_TOLERATIONS) >= 256:
+            _TOLERATIONS.clear()
+        wanted = t.as_k8s()
+        entry = _TOLERATIONS[id(t)] = (t, _toleration_key(wanted), wanted)
+    return entry
 
 
 def _tolerations(b: PatchBuilder, pod: PodView, spec: ClassSpec) -> None:
-    present = list(pod.tolerations)
+    present = [_toleration_key(p) for p in pod.tolerations]
     for t in spec.tolerations:
-        wanted = _toleration(t)
-        if not any(_same_toleration(p, wanted) for p in present):
+        _, key, wanted = _toleration(t)
+        if key not in present:
             b.append("tolerations", wanted)
-            present.append(wanted)
+            present.append(key)
 
 
 def _node_affinity_exists(affinity: dict[str, Any], key: str) -> bool:

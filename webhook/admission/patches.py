@@ -18,23 +18,21 @@ class PatchBuilder:
     list the pod lacks is added whole, one it has is extended entry by entry."""
 
     def __init__(self, pod: Mapping[str, Any]) -> None:
-        self._meta: Mapping[str, Any] = pod.get("metadata") or {}
+        meta: Mapping[str, Any] = pod.get("metadata") or {}
         self._spec: Mapping[str, Any] = pod.get("spec") or {}
+        self._had_labels: Mapping[str, str] = meta.get("labels") or {}
+        self._had_annotations: Mapping[str, str] = meta.get("annotations") or {}
         self._ops: list[PatchOp] = []
         self._labels: dict[str, str] = {}
         self._annotations: dict[str, str] = {}
         self._appends: dict[str, list[Any]] = {}
 
-    @staticmethod
-    def _changed(parent: Mapping[str, Any] | None, key: str, value: Any) -> bool:
-        return parent is None or parent.get(key) != value
-
     def label(self, key: str, value: str) -> None:
-        if self._changed(self._meta.get("labels"), key, value):
+        if self._had_labels.get(key) != value:
             self._labels[key] = value
 
     def annotation(self, key: str, value: str) -> None:
-        if self._changed(self._meta.get("annotations"), key, value):
+        if self._had_annotations.get(key) != value:
             self._annotations[key] = value
 
     def spec_field(self, key: str, value: Any) -> None:
@@ -51,8 +49,7 @@ class PatchBuilder:
         """Append to a spec list, creating it when the pod has none."""
         self._appends.setdefault(field, []).append(item)
 
-    def _map_ops(self, path: str, parent: Mapping[str, Any] | None,
-                 changes: dict[str, Any]) -> None:
+    def _map_ops(self, path: str, parent: Mapping[str, Any], changes: dict[str, Any]) -> None:
         if not changes:
             return
         if not parent:
@@ -63,8 +60,8 @@ class PatchBuilder:
             self._ops.append({"op": op, "path": f"{path}/{escape(key)}", "value": value})
 
     def ops(self) -> list[PatchOp]:
-        self._map_ops("/metadata/labels", self._meta.get("labels"), self._labels)
-        self._map_ops("/metadata/annotations", self._meta.get("annotations"), self._annotations)
+        self._map_ops("/metadata/labels", self._had_labels, self._labels)
+        self._map_ops("/metadata/annotations", self._had_annotations, self._annotations)
         for field, items in self._appends.items():
             path = f"/spec/{escape(field)}"
             if self._spec.get(field):

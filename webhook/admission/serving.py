@@ -67,14 +67,13 @@ class WebhookServer:
         except (BadReview, web.HTTPRequestEntityTooLarge) as e:
             message = str(e) if isinstance(e, BadReview) else \
                 f"body exceeds the limit of {MAX_BODY} bytes (3 MiB)"
-            self.metrics.requests[endpoint, "bad-request"].inc()
+            self.metrics.rejected(endpoint)
             return web.Response(status=400, text=message + "\n")
         response = engine.handle(handler, review, self.policies.policy)
         body = complete(review.uid, response)
         if response.outcome is not None:
-            self.metrics.decisions[response.outcome].inc()
-        self.metrics.requests[endpoint, "allowed" if response.allowed else "denied"].inc()
-        self.metrics.duration[endpoint].observe(time.perf_counter() - start)
+            self.metrics.decided(response.outcome)
+        self.metrics.answered(endpoint, response.allowed, time.perf_counter() - start)
         return web.Response(body=body, content_type="application/json")
 
     async def mutate(self, request: web.Request) -> web.Response:

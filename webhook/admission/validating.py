@@ -3,7 +3,7 @@ odd-but-legal pods get warnings instead."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from webhook.keys import CLASS_LABEL, GANG_LABEL, GANG_NAME_LABEL, GATE
 from webhook.pods import PodView, Quantity
@@ -15,8 +15,8 @@ from webhook.quantities import parse_quantity
 _PINNED_LABELS = (CLASS_LABEL, GANG_LABEL, GANG_NAME_LABEL)
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
+    # Immutable and cheap to build on every request, like reviews.Response.
     denial: str | None = None
     warnings: tuple[str, ...] = ()
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from webhook.controller.matching import devices
 from webhook.controller.objects import PodInfo, Resources
 from webhook.controller.snapshot import Snapshot, fits, with_pod_slot
 
@@ -71,7 +70,7 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     anchor = pods[0]
     everywhere = [n for n in snap.eligible_nodes(anchor) if n not in avoid]
     if not everywhere:
-        offering = "".join(f", has {d}" for d in devices(anchor))
+        offering = "".join(f", has {d}" for d in anchor.devices)
         return NoFit(f"needs {need} GPUs, and no node is eligible: none is Ready, "
                      f"schedulable{offering}, tolerated and matched by the pods' node "
                      f"selection")

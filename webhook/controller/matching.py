@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.accelerators import extended
 from webhook.controller.objects import NodeInfo, PodInfo
 
 _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -57,16 +56,10 @@ def _term(term: Mapping[str, Any], node: NodeInfo) -> bool:
     return all(_requirement(f, {"metadata.name": node.name}) for f in fields)
 
 
-def devices(pod: PodInfo) -> tuple[str, ...]:
-    """The extended resources the pod requests: a node without them is no place for it,
-    however many other accelerators it has free (a neuron gang on GPU nodes)."""
-    return tuple(sorted(k for k, v in pod.requests.items() if v > 0 and extended(k)))
-
-
 def eligible(pod: PodInfo, node: NodeInfo) -> bool:
     if not node.ready or node.unschedulable:
         return False
-    if any(node.allocatable.get(k, 0) <= 0 for k in devices(pod)):
+    if any(node.allocatable.get(k, 0) <= 0 for k in pod.devices):
         return False
     if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
         return False
@@ -79,7 +72,7 @@ def eligible(pod: PodInfo, node: NodeInfo) -> bool:
 def signature(pod: PodInfo) -> tuple[Any, ...]:
     """Pods with the same signature are eligible for the same nodes."""
     return (tuple(sorted(pod.node_selector.items())), repr(pod.affinity_terms),
-            repr(pod.tolerations), devices(pod))
+            repr(pod.tolerations), pod.devices)
 
 
 def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:

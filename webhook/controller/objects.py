@@ -4,12 +4,13 @@ controller decides with. Client model objects for 50,000 pods would be slow and 
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.accelerators import recorded
+from webhook.accelerators import extended, recorded
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CHECKPOINTED_AT_ANNOTATION,
@@ -89,6 +90,12 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
     return total
 
 
+@functools.lru_cache(maxsize=256)
+def _devices(requested: tuple[str, ...]) -> tuple[str, ...]:
+    # One shared tuple per distinct set of requests: gangs' pods mostly ask alike.
+    return tuple(sorted(k for k in requested if extended(k)))
+
+
 def _timestamp(text: str | None) -> float:
     if not text:
         return 0.0
@@ -133,6 +140,9 @@ class PodInfo:
     # Accelerators the webhook recorded as requested (gang members only): counted even
     # when the current policy no longer names them.
     accelerators: frozenset[str]
+    # The extended resources the pod requests (gang members only): a node without one of
+    # them is no place for it, however many other accelerators it has free.
+    devices: tuple[str, ...]
     # For preemption: when the pod started running (0 while it has not), the last
     # checkpoint it states, whether its priority class may preempt, a recorded
     # preemption (on a gang's anchor pod).
@@ -194,6 +204,8 @@ class PodInfo:
             annotated=bool(annotations),
             accelerators=recorded(annotations.get(ACCELERATORS_ANNOTATION, ""))
             if in_gang else _NO_NAMES,
+            devices=_devices(tuple(k for k, v in requests.items() if v > 0))
+            if in_gang else (),
             started=_timestamp((raw.get("status") or {}).get("startTime")),
             checkpointed=_checkpoint(annotations.get(CHECKPOINTED_AT_ANNOTATION)),
             may_preempt=spec.get("preemptionPolicy") != "Never",

@@ -17,14 +17,16 @@ from webhook.pods import PodView
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 GROUP = "kubeflow.org"
-# (version, plural) of each kind, by the kind its pods' ownerReferences name.
+# The plural of each kind its pods' ownerReferences name. The version comes from the
+# reference itself: MPIJob is kubeflow.org/v1 from the training-operator and v2beta1 from
+# the mpi-operator, and the pods of both carry the same labels.
 KINDS = {
-    "PyTorchJob": ("v1", "pytorchjobs"),
-    "TFJob": ("v1", "tfjobs"),
-    "XGBoostJob": ("v1", "xgboostjobs"),
-    "PaddleJob": ("v1", "paddlejobs"),
-    "JAXJob": ("v1", "jaxjobs"),
-    "MPIJob": ("v2beta1", "mpijobs"),
+    "PyTorchJob": "pytorchjobs",
+    "TFJob": "tfjobs",
+    "XGBoostJob": "xgboostjobs",
+    "PaddleJob": "paddlejobs",
+    "JAXJob": "jaxjobs",
+    "MPIJob": "mpijobs",
 }
 
 
@@ -37,9 +39,10 @@ class KubeflowConvention:
 
     def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
         for ref in refs:
-            kind, name = ref.get("kind"), ref.get("name")
-            if kind in KINDS and isinstance(name, str):
-                return OwnerAddress(GROUP, *KINDS[kind], name)
+            kind, name, api_version = ref.get("kind"), ref.get("name"), ref.get("apiVersion")
+            group, _, version = str(api_version).partition("/")
+            if kind in KINDS and isinstance(name, str) and group == GROUP and version:
+                return OwnerAddress(GROUP, version, KINDS[kind], name)
         return SizeUnknown("no Kubeflow owner among the pod's ownerReferences")
 
     def size(self, owner: Mapping[str, Any], labels: Mapping[str, str]) -> int | SizeUnknown:

@@ -10,7 +10,6 @@ import os
 import shutil
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +20,14 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from webhook.keys import CLASS_LABEL, GATE
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.sandbox import wiring
-from webhook.sandbox.airlock import start_controller, start_webhook
-from webhook.sandbox.binaries import BinariesError, cache_root, ensure_binaries
+from webhook.sandbox.binaries import ensure_binaries
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import ControlPlane, ControlPlaneError, stop_process_group
+from webhook.sandbox.gobuilding import BuildError, cache_root
 from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL, Shape, create_nodes, topology
+from webhook.sandbox.operating import OperatorError, build_operators, start_operators
+from webhook.sandbox.operators import TRAINING_OPERATOR
+from webhook.sandbox.processes import start_controller, start_webhook
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo"
 
@@ -68,33 +70,53 @@ async def _wire(plane: ControlPlane, hook_url: str, ca: bytes, shape: Shape,
                                                   plane.workdir / "controller.kubeconfig")
 
 
+def _pids(state: dict[str, Any]) -> list[int]:
+    return [int(p["pid"]) for p in state["processes"]]
+
+
+def _stop(state: dict[str, Any]) -> None:
+    for pid in reversed(_pids(state)):
+        stop_process_group(pid)
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def up(args: argparse.Namespace) -> int:
+    started = time.monotonic()
     state_dir = _state_dir(args)
     state = _read_state(state_dir)
-    if state and all(_alive(pid) for pid in state["pids"]):
+    if state and all(_alive(pid) for pid in _pids(state)):
         print(f"the sandbox is already up\nkubeconfig: {state['kubeconfig']}")
         return _demo(state, args) if args.demo else 0
     if state:
-        # A half-dead sandbox: stop what is left of it before starting afresh.
-        for pid in reversed(state["pids"]):
-            stop_process_group(pid)
+        _stop(state)  # a half-dead sandbox: stop what is left of it, then start afresh
     if state_dir.exists():
         shutil.rmtree(state_dir)
     try:
         load_policy(args.policies)
         binaries = ensure_binaries(lambda line: print(line, file=sys.stderr, flush=True))
-        print("starting etcd, kube-apiserver and kube-scheduler ...", file=sys.stderr)
+        # The demo's PyTorchJob needs the training-operator to make its pods.
+        operators = [*args.operators, *([TRAINING_OPERATOR] if args.demo else [])]
+        operators = build_operators(operators, _progress)
+        built = time.monotonic()
+        print("starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager and "
+              "KWOK ...", file=sys.stderr)
         plane = ControlPlane(binaries, workdir=state_dir, detached=True).start()
-    except (PolicyError, BinariesError, ControlPlaneError) as e:
+    except (PolicyError, BuildError, ControlPlaneError, OperatorError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"control plane ready in {plane.start_seconds:.1f}s", file=sys.stderr)
+    parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in plane.timings.items())
+    print(f"control plane ready in {plane.start_seconds:.1f}s ({parts})", file=sys.stderr)
     shape = Shape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                   nodes_per_domain=args.nodes_per_domain,
                   domains_per_block=args.domains_per_block)
     state = {
         "kubeconfig": str(plane.admin_kubeconfig), "apiserver": plane.url, "webhook": "",
-        "pids": [c.process.pid for c in plane.components], "logs": str(state_dir),
+        "logs": str(state_dir),
+        "processes": [{"name": c.name, "pid": c.process.pid, "log": str(c.log)}
+                      for c in plane.components],
     }
     # Recorded at once and after each process, so `down` can stop whatever started even
     # if a later step fails.
@@ -102,23 +124,38 @@ def up(args: argparse.Namespace) -> int:
     try:
         hook = start_webhook(state_dir, args.policies, detached=True)
         state["webhook"] = hook.url
-        state["pids"].append(hook.running.process.pid)
+        state["processes"].append({"name": "airlock-webhook", "pid": hook.running.process.pid,
+                                   "log": str(hook.running.log)})
         _write_state(state_dir, state)
+        nodes_started = time.monotonic()
         controller_kubeconfig = asyncio.run(
             _wire(plane, hook.url, hook.certs.ca.read_bytes(), shape, args.policies))
+        nodes_seconds = time.monotonic() - nodes_started
         controller = start_controller(state_dir, controller_kubeconfig, args.policies,
                                       detached=True)
-        state["pids"].append(controller.process.pid)
+        state["processes"].append({"name": "airlock-controller",
+                                   "pid": controller.process.pid, "log": str(controller.log)})
         _write_state(state_dir, state)
+        if operators:
+            operators_started = time.monotonic()
+            for op in start_operators(operators, state_dir, plane.admin_kubeconfig, plane.pki.ca,
+                                      _progress, detached=True):
+                state["processes"].append({"name": op.name, "pid": op.process.pid,
+                                           "log": str(op.log)})
+            _write_state(state_dir, state)
+            print(f"operators {', '.join(o.name for o in operators)} ready in "
+                  f"{time.monotonic() - operators_started:.1f}s", file=sys.stderr)
     except Exception as e:
-        for pid in reversed(state["pids"]):
-            stop_process_group(pid)
+        _stop(state)
         # Nothing left to stop: a later `up` or `down` must not signal reused pids.
         (state_dir / "state.json").unlink(missing_ok=True)
         print(f"error: {e}; logs in {state_dir}", file=sys.stderr)
         return 1
-    print(f"{shape.nodes} fake GPU nodes ({shape.gpus_per_node} GPUs each), webhook at "
-          f"{hook.url}, controller running; logs in {state_dir}", file=sys.stderr)
+    print(f"{shape.nodes} fake GPU nodes ({shape.gpus_per_node} GPUs each) Ready under "
+          f"KWOK in {nodes_seconds:.1f}s, webhook at {hook.url}, controller running; logs "
+          f"in {state_dir}", file=sys.stderr)
+    print(f"sandbox up in {time.monotonic() - built:.1f}s "
+          f"({time.monotonic() - started:.1f}s with the binary check)", file=sys.stderr)
     print(f"kubeconfig: {plane.admin_kubeconfig}")
     return _demo(state, args) if args.demo else 0
 
@@ -129,8 +166,7 @@ def down(args: argparse.Namespace) -> int:
     if state is None:
         print("the sandbox is not up")
         return 0
-    for pid in reversed(state["pids"]):
-        stop_process_group(pid)
+    _stop(state)
     shutil.rmtree(state_dir, ignore_errors=True)
     print("the sandbox is down")
     return 0
@@ -141,11 +177,15 @@ def status(args: argparse.Namespace) -> int:
     if state is None:
         print("the sandbox is not up")
         return 1
-    alive = [_alive(pid) for pid in state["pids"]]
-    print(f"processes: {sum(alive)}/{len(alive)} running; apiserver {state['apiserver']}; "
-          f"webhook {state['webhook']}")
+    alive = {p["name"]: _alive(int(p["pid"])) for p in state["processes"]}
+    print(f"processes: {sum(alive.values())}/{len(alive)} running; apiserver "
+          f"{state['apiserver']}; webhook {state['webhook']}")
+    width = max(map(len, alive))
+    for p in state["processes"]:
+        print(f"  {p['name'].ljust(width)}  pid {p['pid']:<8} "
+              f"{'running' if alive[p['name']] else 'DEAD   '}  {p['log']}")
     print(f"kubeconfig: {state['kubeconfig']}")
-    if not all(alive):
+    if not all(alive.values()):
         return 1
     print(asyncio.run(_table(Path(state["kubeconfig"]))))
     return 0
@@ -180,50 +220,83 @@ async def _create_demo(kubeconfig: Path) -> None:
             await wiring.create_namespace(api, ns)
         uids: dict[tuple[str, str], str] = {}
         for doc in docs:
+            kind, meta = doc["kind"], doc["metadata"]
             try:
-                if doc["kind"] == "CustomResourceDefinition":
+                if kind == "CustomResourceDefinition":
                     await client.ApiextensionsV1Api(api).create_custom_resource_definition(
                         body=doc)
-                    await _established(api, doc["metadata"]["name"])
-                elif doc["kind"] == "PyTorchJob":
+                    await _established(api, meta["name"])
+                elif kind == "Deployment":
+                    await client.AppsV1Api(api).create_namespaced_deployment(
+                        meta["namespace"], body=doc)
+                elif kind == "Job":
+                    await client.BatchV1Api(api).create_namespaced_job(
+                        meta["namespace"], body=doc)
+                elif kind == "PyTorchJob":
                     made = await client.CustomObjectsApi(api).create_namespaced_custom_object(
-                        "kubeflow.org", "v1", doc["metadata"]["namespace"], "pytorchjobs", doc)
-                    uids[("PyTorchJob", doc["metadata"]["name"])] = made["metadata"]["uid"]
+                        "kubeflow.org", "v1", meta["namespace"], "pytorchjobs", doc)
+                    uids[(kind, meta["name"])] = made["metadata"]["uid"]
                 else:
-                    for ref in doc["metadata"].get("ownerReferences", []):
-                        ref["uid"] = uids.setdefault((ref["kind"], ref["name"]),
-                                                     str(uuid.uuid4()))
+                    # The PyTorchJob's pods, made here until the sandbox runs the
+                    # training-operator; they point at the PyTorchJob just created, so
+                    # the garbage collector leaves them be.
+                    for ref in meta.get("ownerReferences", []):
+                        ref["uid"] = uids[(ref["kind"], ref["name"])]
                     await client.CoreV1Api(api).create_namespaced_pod(
-                        doc["metadata"]["namespace"], body=doc)
+                        meta["namespace"], body=doc)
             except ApiException as e:
                 if e.status != 409:
                     raise
 
 
-async def _landed_pods(core: client.CoreV1Api, within: float) -> list[dict[str, Any]]:
-    """Every pod, once each is on a node or after `within` seconds, whichever comes first:
-    a table read at once would show a moment of the controller's and scheduler's work."""
+def settled(pods: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> bool:
+    """Every pod on a node and out of Pending, and every Job finished: the moment the
+    demo's table is worth reading."""
+    finished = ("Complete", "Failed")
+    return bool(pods) and all(
+        p["spec"].get("nodeName") and (p.get("status") or {}).get("phase") != "Pending"
+        for p in pods) and all(
+        any(c["type"] in finished and c["status"] == "True"
+            for c in (j.get("status") or {}).get("conditions") or []) for j in jobs)
+
+
+async def _settled_pods(api: client.ApiClient, within: float) -> list[dict[str, Any]]:
+    """Every pod, once all have settled or after `within` seconds, whichever comes
+    first: a table read at once would show a moment of the controllers' work."""
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
     deadline = time.monotonic() + within
     while True:
         pods: list[dict[str, Any]] = (await (await core.list_pod_for_all_namespaces(
             _preload_content=False)).json())["items"]
-        if pods and all(p["spec"].get("nodeName") for p in pods):
+        jobs = (await (await batch.list_job_for_all_namespaces(
+            _preload_content=False)).json())["items"]
+        if settled(pods, jobs):
             return pods
         if time.monotonic() >= deadline:
             if within:
-                print(f"not every pod is on a node after {within:g}s; the table shows why "
-                      f"(kubectl get events -A tells more)", file=sys.stderr)
+                print(f"not every pod is running (or every Job done) after {within:g}s; "
+                      "the table shows why (kubectl get events -A tells more)",
+                      file=sys.stderr)
             return pods
         await asyncio.sleep(0.2)
 
 
+def phase(pod: dict[str, Any]) -> str:
+    """What `kubectl get pods` calls STATUS, as far as a fake node's pod goes."""
+    if pod["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    if any(g["name"] == GATE for g in pod["spec"].get("schedulingGates", [])):
+        return "SchedulingGated"
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
 async def _table(kubeconfig: Path, within: float = 0.0) -> str:
     async with await from_kubeconfig(kubeconfig) as api:
-        core = client.CoreV1Api(api)
-        pods = await _landed_pods(core, within)
+        pods = await _settled_pods(api, within)
         nodes = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in (
-            await (await core.list_node(_preload_content=False)).json())["items"]}
-    rows = [("POD", "CLASS", "PRIORITY", "GATED", "NODE", "DOMAIN (nvlink / block)")]
+            await (await client.CoreV1Api(api).list_node(_preload_content=False)).json()
+        )["items"]}
+    rows = [("POD", "CLASS", "PRIORITY", "GATED", "STATUS", "NODE", "DOMAIN (nvlink / block)")]
     for p in sorted(pods, key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"])):
         meta, spec = p["metadata"], p["spec"]
         node = spec.get("nodeName") or "-"
@@ -235,7 +308,7 @@ async def _table(kubeconfig: Path, within: float = 0.0) -> str:
         rows.append((f"{meta['namespace']}/{meta['name']}",
                      (meta.get("labels") or {}).get(CLASS_LABEL, "-"),
                      f"{spec.get('priorityClassName') or '-'} ({spec.get('priority', 0)})",
-                     gated, node, domain))
+                     gated, phase(p), node, domain))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
                      for r in rows)

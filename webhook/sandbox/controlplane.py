@@ -1,11 +1,13 @@
 """A real control plane on loopback: etcd, kube-apiserver (RBAC, default admission
-plugins, service-account tokens) and kube-scheduler. No kubelet and no
-controller-manager: nodes are API objects, and pods stay Pending once bound."""
+plugins, service-account tokens), kube-scheduler and kube-controller-manager, and KWOK in
+place of kubelets: it runs the lifecycle of the fake nodes (webhook.sandbox.nodes) and of
+the pods bound to them, with KWOK's own stages (webhook.sandbox.stages)."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -21,7 +23,9 @@ from pathlib import Path
 from types import TracebackType
 
 from webhook.sandbox.binaries import Binaries
+from webhook.sandbox.nodes import KWOK_NODE
 from webhook.sandbox.pki import Pki
+from webhook.sandbox.stages import StagesError, cluster_role, write_stages
 
 # util-linux, on virtually every Linux; without it only atexit and teardown stop the plane.
 SETPRIV = shutil.which("setpriv")
@@ -51,9 +55,14 @@ class Component:
     name: str
     process: subprocess.Popen[bytes]
     log: Path
+    started: float = field(default_factory=time.monotonic)
 
     def tail(self, lines: int = 25) -> str:
         return tail(self.log, lines)
+
+
+# A component just started, the URL that answers 200 once it is ready, and how to trust it.
+Readiness = tuple[Component, str, ssl.SSLContext | None]
 
 
 @dataclass
@@ -91,8 +100,7 @@ class ControlPlane:
 
     def _wait(self, component: Component, url: str, timeout: float,
               context: ssl.SSLContext | None) -> None:
-        started = time.monotonic()
-        deadline = started + timeout
+        deadline = component.started + timeout
         last = ""
         while time.monotonic() < deadline:
             if component.process.poll() is not None:
@@ -102,7 +110,7 @@ class ControlPlane:
             try:
                 with urllib.request.urlopen(url, context=context, timeout=2) as r:
                     if r.status == 200:
-                        self.timings[component.name] = time.monotonic() - started
+                        self.timings[component.name] = time.monotonic() - component.started
                         return
             except (urllib.error.URLError, OSError) as e:
                 last = str(e)
@@ -122,7 +130,14 @@ class ControlPlane:
         try:
             self._start_etcd(timeout)
             self._start_apiserver(timeout)
-            self._start_scheduler(timeout)
+            # The rest need only the apiserver: started together, then awaited.
+            waits = [self._start_scheduler(), self._start_controller_manager(),
+                     self._start_kwok()]
+            for component, url, context in waits:
+                self._wait(component, url, timeout, context)
+        except StagesError as e:
+            self.stop()
+            raise ControlPlaneError(str(e)) from e
         except BaseException:
             self.stop()
             raise
@@ -148,7 +163,7 @@ class ControlPlane:
         serving = self.pki.issue("apiserver", "kube-apiserver", hosts=(
             "127.0.0.1", "localhost", "10.0.0.1", "kubernetes", "kubernetes.default",
             "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"))
-        sa = self.pki.service_account_keys()
+        sa = self._sa = self.pki.service_account_keys()
         self._admin = self.pki.issue("admin", "airlock-admin", ("system:masters",))
         apiserver = self._spawn("kube-apiserver", [
             str(self.binaries.kube_apiserver),
@@ -172,21 +187,87 @@ class ControlPlane:
         self.pki.kubeconfig(self.admin_kubeconfig, self.url, "airlock-admin",
                             ("system:masters",))
 
-    def _start_scheduler(self, timeout: float) -> None:
-        kubeconfig = self.pki.kubeconfig(self.workdir / "scheduler.kubeconfig", self.url,
-                                         "system:kube-scheduler")
+    def _secure_component(self, name: str, binary: Path, user: str,
+                          flags: list[str]) -> Readiness:
+        """A kube-* component with its own client certificate, serving /healthz on a
+        loopback port (its self-signed serving certificate is not checked)."""
+        kubeconfig = self.pki.kubeconfig(self.workdir / f"{name}.kubeconfig", self.url, user)
         port = free_port()
-        scheduler = self._spawn("kube-scheduler", [
-            str(self.binaries.kube_scheduler), "--kubeconfig", str(kubeconfig),
+        component = self._spawn(name, [
+            str(binary), "--kubeconfig", str(kubeconfig),
             "--authentication-kubeconfig", str(kubeconfig),
             "--authorization-kubeconfig", str(kubeconfig),
             "--leader-elect=false", "--bind-address", "127.0.0.1",
-            "--secure-port", str(port), "--v=1",
+            "--secure-port", str(port), "--v=1", *flags,
         ])
         insecure = ssl.create_default_context()
         insecure.check_hostname = False
         insecure.verify_mode = ssl.CERT_NONE
-        self._wait(scheduler, f"https://127.0.0.1:{port}/healthz", timeout, insecure)
+        return component, f"https://127.0.0.1:{port}/healthz", insecure
+
+    def _start_scheduler(self) -> Readiness:
+        return self._secure_component("kube-scheduler", self.binaries.kube_scheduler,
+                                      "system:kube-scheduler", [])
+
+    def _start_controller_manager(self) -> Readiness:
+        """Every default controller: service accounts and their tokens, namespaces, Jobs,
+        Deployments and ReplicaSets, StatefulSets, garbage collection, pod GC, the
+        disruption controller, node lifecycle (which lifts the not-ready taint), CSRs."""
+        return self._secure_component(
+            "kube-controller-manager", self.binaries.kube_controller_manager,
+            "system:kube-controller-manager", [
+                "--service-account-private-key-file", str(self._sa.key),
+                "--root-ca-file", str(self.ca_file),
+                "--use-service-account-credentials",
+                "--cluster-signing-cert-file", str(self.ca_file),
+                "--cluster-signing-key-file", str(self.pki.ca_key_file),
+                # The default 20/s would make thousands of pods (a 5,000-node sandbox)
+                # wait on the client's rate limit, not on the controllers.
+                "--kube-api-qps", "200", "--kube-api-burst", "400",
+            ])
+
+    def _start_kwok(self) -> Readiness:
+        """KWOK out of cluster, as user `kwok-controller` bound to KWOK's own ClusterRole,
+        managing only the nodes that carry its annotation."""
+        self._apply(cluster_role())
+        self._apply({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "kwok-controller"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "kwok-controller"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                          "name": "kwok-controller"}],
+        })
+        kubeconfig = self.pki.kubeconfig(self.workdir / "kwok.kubeconfig", self.url,
+                                         "kwok-controller")
+        port = free_port()
+        kwok = self._spawn("kwok", [
+            str(self.binaries.kwok), "--kubeconfig", str(kubeconfig),
+            "--config", str(write_stages(self.workdir / "kwok-stages.yaml")),
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector", "=".join(KWOK_NODE),
+            "--node-lease-duration-seconds", "40",
+            # Pod IPs, clear of the service range; room for 50,000 pods and more.
+            "--cidr", "10.128.0.1/9", "--node-ip", "10.0.1.1",
+            "--server-address", f"127.0.0.1:{port}",
+            # INFO logs every lease renewal: 500 lines a second at 5,000 nodes.
+            "--v", "WARN",
+        ])
+        return kwok, f"http://127.0.0.1:{port}/healthz", None
+
+    def _apply(self, body: dict[str, object]) -> None:
+        """Create a cluster-scoped RBAC object as the admin (409: it is there already)."""
+        kind = str(body["kind"]).lower() + "s"
+        request = urllib.request.Request(
+            f"{self.url}/apis/rbac.authorization.k8s.io/v1/{kind}",
+            data=json.dumps(body).encode(), method="POST",
+            headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, context=self._admin_context(), timeout=10):
+                pass
+        except urllib.error.HTTPError as e:
+            if e.code != 409:
+                raise ControlPlaneError(f"creating {body['kind']}: {e.read().decode()}") from e
 
     def stop(self) -> None:
         for component in reversed(self.components):

@@ -1,5 +1,7 @@
-"""Fake GPU nodes: Node objects with capacity, topology labels and a Ready status, and
-no kubelet. Nothing in the sandbox updates them, so they stay as made."""
+"""Fake GPU nodes: Node objects with GPU capacity, topology labels and the GPU taint, and
+no kubelet. KWOK manages every node carrying its annotation (conditions, heartbeats,
+leases, the pods bound to it); kube-controller-manager's node lifecycle controller lifts
+the not-ready taint once KWOK reports the node Ready."""
 
 from __future__ import annotations
 
@@ -7,12 +9,17 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from kubernetes_asyncio import client
 
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 BLOCK_LABEL = "cloud.google.com/gce-topology-block"
 HOST_LABEL = "kubernetes.io/hostname"
 GPU = "nvidia.com/gpu"
+# The annotation KWOK's docs use for the nodes it fakes; the sandbox runs KWOK with
+# --manage-nodes-with-annotation-selector on it, so nodes of a real kubelet stay alone.
+KWOK_NODE = ("kwok.x-k8s.io/node", "fake")
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,16 +39,14 @@ def node_manifest(name: str, gpus: int, labels: dict[str, str], product: str,
     resources = {"cpu": "96", "memory": "1024Gi", "pods": "110", GPU: str(gpus)}
     return {
         "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {
+        "metadata": {"name": name, "annotations": dict([KWOK_NODE]), "labels": {
             HOST_LABEL: name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
             "nvidia.com/gpu.product": product, "nvidia.com/gpu.count": str(gpus), **labels}},
         "spec": {"taints": [{"key": GPU, "value": "present", "effect": "NoSchedule"}]
                  if taint else []},
-        "status": {
-            "capacity": resources, "allocatable": resources,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                            "message": "fake node: no kubelet"}],
-        },
+        # A node may be created with its status, as a kubelet registers; KWOK's
+        # node-initialize stage keeps the capacity it finds and adds the conditions.
+        "status": {"capacity": resources, "allocatable": resources},
     }
 
 
@@ -56,21 +61,47 @@ def topology(shape: Shape, prefix: str = "gpu") -> list[dict[str, Any]]:
     return nodes
 
 
+def schedulable(node: dict[str, Any]) -> bool:
+    """Ready, and rid of the not-ready taint that TaintNodesByCondition put on at creation
+    (kube-controller-manager lifts it once KWOK reports the node Ready)."""
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (node.get("status") or {}).get("conditions") or [])
+    tainted = any(t.get("key") == NOT_READY_TAINT
+                  for t in (node.get("spec") or {}).get("taints") or [])
+    return ready and not tainted
+
+
 async def create_nodes(api: client.ApiClient, nodes: list[dict[str, Any]],
-                       concurrency: int = 16) -> None:
+                       concurrency: int = 16, within: float = 120.0) -> None:
+    """Create the nodes and return once every one is schedulable."""
     core = client.CoreV1Api(api)
     limit = asyncio.Semaphore(concurrency)
 
     async def one(node: dict[str, Any]) -> None:
         async with limit:
             await core.create_node(body=node)
-            # Status is a subresource: the create above ignores it.
-            name = node["metadata"]["name"]
-            await core.patch_node_status(name, body={"status": node["status"]},
-                                         _content_type="application/merge-patch+json")
-            # The TaintNodesByCondition plugin taints every new node not-ready; only the
-            # node lifecycle controller (not run here) would lift it once Ready.
-            await core.patch_node(name, body={"spec": {"taints": node["spec"]["taints"]}},
-                                  _content_type="application/merge-patch+json")
 
     await asyncio.gather(*(one(n) for n in nodes))
+    await asyncio.wait_for(_schedulable(core, {n["metadata"]["name"] for n in nodes}),
+                           within)
+
+
+async def _schedulable(core: client.CoreV1Api, names: set[str]) -> None:
+    """One list, then a watch, until every named node is schedulable: polling a list of
+    5,000 nodes would move megabytes a time."""
+    listed = await (await core.list_node(_preload_content=False)).json()
+    waiting = names - {n["metadata"]["name"] for n in listed["items"] if schedulable(n)}
+    version = listed["metadata"]["resourceVersion"]
+    while waiting:
+        response = await core.list_node(watch=True, resource_version=version,
+                                        timeout_seconds=60, _preload_content=False)
+        async with response:
+            async for line in response.content:
+                if not line.strip():
+                    continue
+                obj = orjson.loads(line)["object"]
+                version = obj["metadata"]["resourceVersion"]
+                if schedulable(obj):
+                    waiting.discard(obj["metadata"]["name"])
+                    if not waiting:
+                        return

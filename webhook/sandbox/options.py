@@ -5,6 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from webhook.sandbox.operators import OPERATORS, Operator, UnknownOperator, select
+
+
+def _operators(spec: str) -> list[Operator]:
+    try:
+        return select(spec)
+    except UnknownOperator as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
 
 def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=("up", "down", "status"))
@@ -21,6 +30,10 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
                         help="NVLink domains per block (cloud.google.com/gce-topology-block)")
     parser.add_argument("--demo", action="store_true",
                         help="create the example workloads and show what happened to them")
+    parser.add_argument("--operators", type=_operators, default=[],
+                        help="with up: also run these real operators, built from their Go "
+                             f"modules (comma-separated: {', '.join(OPERATORS)}, or all); "
+                             "--demo implies training-operator")
     parser.add_argument("--policies", type=Path, default=Path("policies"))
     parser.add_argument("--settle", type=float, default=30.0,
                         help="with --demo: at most this many seconds for every pod to land "

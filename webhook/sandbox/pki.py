@@ -4,21 +4,14 @@ certificates (CN = user, O = groups), and a key pair for service-account tokens.
 from __future__ import annotations
 
 import base64
-import datetime
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
-from webhook.certificates import pem_key, san
-
-
-def _b64(path: Path) -> str:
-    return base64.b64encode(path.read_bytes()).decode()
+from webhook.certificates import Authority, pem_key, write_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,52 +20,54 @@ class KeyPair:
     key: Path
 
 
+def write_kubeconfig(path: Path, server: str, ca_pem: bytes, user: str, *,
+                     client: KeyPair | None = None, token: str | None = None) -> Path:
+    """A kubeconfig for `server` that authenticates as `user` by a client certificate or
+    a bearer token."""
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    if token is not None:
+        credentials = {"token": token}
+    elif client is not None:
+        credentials = {"client-certificate-data": b64(client.cert.read_bytes()),
+                       "client-key-data": b64(client.key.read_bytes())}
+    else:
+        raise ValueError("a kubeconfig needs a client certificate or a token")
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": user,
+        "clusters": [{"name": "sandbox", "cluster": {
+            "server": server, "certificate-authority-data": b64(ca_pem)}}],
+        "users": [{"name": user, "user": credentials}],
+        "contexts": [{"name": user, "context": {"cluster": "sandbox", "user": user}}],
+    }
+    write_file(path, yaml.safe_dump(config).encode(), private=True)
+    return path
+
+
 class Pki:
     def __init__(self, directory: Path) -> None:
         self.dir = directory
         directory.mkdir(parents=True, exist_ok=True)
+        self.ca = Authority("airlock-sandbox-ca", days=30)
         self.ca_file = directory / "ca.crt"
-        self._now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
-        self._ca_key = ec.generate_private_key(ec.SECP256R1())
-        self._ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "airlock-sandbox-ca")])
-        self._ca = (
-            x509.CertificateBuilder().subject_name(self._ca_name).issuer_name(self._ca_name)
-            .public_key(self._ca_key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(self._now)
-            .not_valid_after(self._now + datetime.timedelta(days=30))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(self._ca_key, hashes.SHA256())
-        )
-        self.ca_file.write_bytes(self._ca.public_bytes(serialization.Encoding.PEM))
+        self.ca_file.write_bytes(self.ca.pem)
+        # kube-controller-manager signs CertificateSigningRequests with it.
+        self.ca_key_file = directory / "ca.key"
+        write_file(self.ca_key_file, pem_key(self.ca.key), private=True)
 
     def issue(self, name: str, common_name: str, groups: tuple[str, ...] = (),
               hosts: tuple[str, ...] = ()) -> KeyPair:
-        key = ec.generate_private_key(ec.SECP256R1())
-        subject = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-        subject += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
-        builder = (
-            x509.CertificateBuilder().subject_name(x509.Name(subject))
-            .issuer_name(self._ca_name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(self._now)
-            .not_valid_after(self._now + datetime.timedelta(days=30))
-            .add_extension(x509.ExtendedKeyUsage(
-                [ExtendedKeyUsageOID.SERVER_AUTH if hosts else ExtendedKeyUsageOID.CLIENT_AUTH]),
-                critical=False)
-        )
-        if hosts:
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName([san(h) for h in hosts]), critical=False)
-        cert = builder.sign(self._ca_key, hashes.SHA256())
+        cert, key = self.ca.issue(common_name, hosts=hosts, groups=groups)
         pair = KeyPair(self.dir / f"{name}.crt", self.dir / f"{name}.key")
-        pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        pair.key.write_bytes(pem_key(key))
-        pair.key.chmod(0o600)
+        pair.cert.write_bytes(cert)
+        write_file(pair.key, key, private=True)
         return pair
 
     def service_account_keys(self) -> KeyPair:
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         pair = KeyPair(self.dir / "sa.pub", self.dir / "sa.key")
-        pair.key.write_bytes(pem_key(key))
+        write_file(pair.key, pem_key(key), private=True)
         pair.cert.write_bytes(key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
         return pair
@@ -82,15 +77,4 @@ class Pki:
         """A kubeconfig that authenticates as `user` in `groups` by client certificate."""
         safe = user.replace(":", "_").replace("/", "_")
         pair = self.issue(f"client-{safe}", user, groups)
-        config = {
-            "apiVersion": "v1", "kind": "Config", "current-context": "sandbox",
-            "clusters": [{"name": "sandbox", "cluster": {
-                "server": server, "certificate-authority-data": _b64(self.ca_file)}}],
-            "users": [{"name": user, "user": {
-                "client-certificate-data": _b64(pair.cert),
-                "client-key-data": _b64(pair.key)}}],
-            "contexts": [{"name": "sandbox", "context": {"cluster": "sandbox", "user": user}}],
-        }
-        path.write_text(yaml.safe_dump(config))
-        path.chmod(0o600)
-        return path
+        return write_kubeconfig(path, server, self.ca.pem, user, client=pair)

@@ -3,8 +3,10 @@ deploy/ installs, pointed at a loopback URL), PriorityClasses and namespaces."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import copy
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.policy.model import Policy
+from webhook.sandbox.pki import write_kubeconfig
 
 WEBHOOK_CONFIGURATIONS = (Path(__file__).resolve().parents[2] / "deploy" / "base"
                           / "webhook-configurations.yaml")
@@ -92,21 +95,26 @@ async def create_priority_classes(api: client.ApiClient, policy: Policy) -> None
 
 
 async def create_namespace(api: client.ApiClient, name: str,
-                           labels: dict[str, str] | None = None) -> None:
-    """A namespace with its `default` ServiceAccount, which the ServiceAccount admission
-    plugin wants and which only kube-controller-manager would otherwise create."""
+                           labels: dict[str, str] | None = None,
+                           within: float = 30.0) -> None:
+    """A namespace, returned once kube-controller-manager has made its `default`
+    ServiceAccount: the ServiceAccount admission plugin refuses pods until then, so a
+    pod created right after would race it."""
     core = client.CoreV1Api(api)
     try:
         await core.create_namespace(body={"metadata": {"name": name, "labels": labels or {}}})
     except ApiException as e:
         if e.status != 409:
             raise
-    try:
-        await core.create_namespaced_service_account(
-            name, body={"metadata": {"name": "default"}})
-    except ApiException as e:
-        if e.status != 409:
-            raise
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            await core.read_namespaced_service_account("default", name)
+            return
+        except ApiException as e:
+            if e.status != 404 or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.05)
 
 
 CONTROLLER_RBAC = WEBHOOK_CONFIGURATIONS.parent / "controller-rbac.yaml"
@@ -146,15 +154,5 @@ async def controller_kubeconfig(api: client.ApiClient, server: str, ca_file: Pat
     token = await client.CoreV1Api(api).create_namespaced_service_account_token(
         "airlock-controller", "airlock-system",
         body={"spec": {"expirationSeconds": 86400}})
-    config = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "airlock-controller",
-        "clusters": [{"name": "sandbox", "cluster": {
-            "server": server,
-            "certificate-authority-data": base64.b64encode(ca_file.read_bytes()).decode()}}],
-        "users": [{"name": "airlock-controller", "user": {"token": token.status.token}}],
-        "contexts": [{"name": "airlock-controller", "context": {
-            "cluster": "sandbox", "user": "airlock-controller"}}],
-    }
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
+    return write_kubeconfig(path, server, ca_file.read_bytes(), "airlock-controller",
+                            token=token.status.token)

@@ -1,0 +1,389 @@
+"""Real operators against a sandbox: build them once (cached beside the Kubernetes
+binaries), install their own CRDs and admission webhooks from the same module version,
+and run them out-of-cluster with every port on loopback.
+
+Each operator's webhook server gets a serving certificate for 127.0.0.1 signed by the
+sandbox CA, and its webhook configurations (the module's own manifests, with kustomize's
+patches) point at that loopback URL with the CA as caBundle, as Airlock's do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import copy
+import datetime
+import json
+import os
+import shutil
+import ssl
+import string
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from webhook.certificates import Authority, san, write_file
+from webhook.sandbox import gobuilding
+from webhook.sandbox.clients import from_kubeconfig
+from webhook.sandbox.controlplane import SETPRIV, free_port, stop_process_group, tail
+from webhook.sandbox.operators import Operator
+
+Progress = Callable[[str], None]
+
+
+class OperatorError(RuntimeError):
+    pass
+
+
+# --- building ---------------------------------------------------------------------------
+
+def _manifest_dir(op: Operator) -> Path:
+    return op.tool.directory / "manifests"
+
+
+def _module_source(op: Operator) -> Path:
+    module = op.tool.modules[0]
+    go = shutil.which("go")
+    if go is None:
+        raise OperatorError(f"{op.name}: Go is needed to fetch {module.path}@{module.version}")
+    out = subprocess.run([go, "mod", "download", "-json", f"{module.path}@{module.version}"],
+                         capture_output=True, text=True, cwd=op.tool.directory,
+                         env={**os.environ, "GOWORK": "off"})
+    if out.returncode != 0:
+        raise OperatorError(f"{op.name}: go mod download {module.path}@{module.version} "
+                            f"failed: {out.stdout}{out.stderr}")
+    return Path(json.loads(out.stdout)["Dir"])
+
+
+def _manifest_files(op: Operator) -> list[str]:
+    return [*op.crds, *op.webhooks, *(patch for patch, _ in op.webhook_patches)]
+
+
+def ensure_operator(op: Operator, progress: Progress) -> None:
+    """Its binaries, and its manifests copied from the module's source beside them, so a
+    later start needs neither Go nor the module cache."""
+    try:
+        gobuilding.ensure(op.tool, progress)
+    except gobuilding.BuildError as e:
+        raise OperatorError(f"{op.name} failed to build (log: {op.tool.log}): {e}") from e
+    done = _manifest_dir(op) / ".complete"
+    if done.exists():
+        return
+    source = _module_source(op)
+    for rel in _manifest_files(op):
+        target = _manifest_dir(op) / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / rel, target)
+    done.write_text(op.tool.recipe)
+
+
+def build_operators(ops: list[Operator], progress: Progress) -> list[Operator]:
+    """Each operator once (a name given twice is one operator), built or from the cache,
+    before anything starts: a build that fails then leaves nothing to stop."""
+    unique = list({op.name: op for op in ops}.values())
+    for op in unique:
+        ensure_operator(op, progress)
+    return unique
+
+
+# --- manifests --------------------------------------------------------------------------
+
+def _documents(op: Operator, files: Iterable[str]) -> list[dict[str, Any]]:
+    return [d for rel in files
+            for d in yaml.safe_load_all((_manifest_dir(op) / rel).read_text()) if d]
+
+
+def crds(op: Operator) -> list[dict[str, Any]]:
+    docs = _documents(op, op.crds)
+    if op.strip_crd_labels:
+        for doc in docs:
+            doc["metadata"].pop("labels", None)
+    return docs
+
+
+def webhook_configurations(op: Operator, url: str, ca_pem: bytes) -> list[dict[str, Any]]:
+    """The operator's webhook configurations as kustomize would build them, each hook's
+    Service swapped for `url` (the loopback server) trusting `ca_pem`."""
+    patches = {name: yaml.safe_load((_manifest_dir(op) / rel).read_text())
+               for rel, name in op.webhook_patches}
+    out = []
+    for doc in _documents(op, op.webhooks):
+        name = doc["metadata"]["name"]
+        if name in patches:
+            doc = jsonpatch.apply_patch(doc, patches[name])
+        doc = copy.deepcopy(doc)
+        doc["metadata"]["name"] = op.name_prefix + doc["metadata"]["name"]
+        for hook in doc["webhooks"]:
+            path = hook["clientConfig"]["service"].get("path", "/")
+            hook["clientConfig"] = {"url": f"{url}{path}",
+                                    "caBundle": base64.b64encode(ca_pem).decode()}
+        out.append(doc)
+    return out
+
+
+# --- an always-on certificate rotator (training-operator v1.8.1) -----------------------
+
+ROTATOR_SECRET = "training-operator-webhook-cert"
+ROTATOR_CA_NAME = "training-operator-ca"
+# cert-controller's rotator stats this very path before it starts any controller; the
+# server itself reads $TMPDIR/k8s-webhook-server/serving-certs.
+ROTATOR_MOUNT = Path("/tmp/k8s-webhook-server/serving-certs/tls.crt")
+
+
+def rotator_secret(namespace: str) -> tuple[dict[str, bytes], bytes]:
+    """The Secret the training-operator's rotator accepts as it is, and the CA to trust.
+
+    The rotator regenerates (for `training-operator.<ns>.svc` only, so not for the
+    loopback URL) unless ca.crt/ca.key (an RSA key in PKCS#1) verify as a CA for the DNS
+    name `training-operator-ca` and tls.crt verifies under it, 90 days ahead. The sandbox
+    CA can be neither, so this is a CA of its own, for the one operator.
+    """
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+    end = now + datetime.timedelta(days=365)
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ROTATOR_CA_NAME)])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now).not_valid_after(end)
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.SubjectAlternativeName([san(ROTATOR_CA_NAME)]), critical=False)
+          .sign(ca_key, hashes.SHA256()))
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    hosts = (f"training-operator.{namespace}.svc", "127.0.0.1")
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
+            .issuer_name(ca_name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(end)
+            .add_extension(x509.SubjectAlternativeName([san(h) for h in hosts]),
+                           critical=False)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    ca_pem = ca.public_bytes(pem)
+    data = {
+        "ca.crt": ca_pem,
+        "ca.key": ca_key.private_bytes(pem, serialization.PrivateFormat.TraditionalOpenSSL,
+                                       serialization.NoEncryption()),
+        "tls.crt": cert.public_bytes(pem),
+        "tls.key": key.private_bytes(pem, serialization.PrivateFormat.TraditionalOpenSSL,
+                                     serialization.NoEncryption()),
+    }
+    return data, ca_pem
+
+
+# --- running ----------------------------------------------------------------------------
+
+@dataclass
+class RunningCommand:
+    name: str  # "<operator>/<binary>", or the operator's name when it has one process
+    process: subprocess.Popen[bytes]
+    log: Path
+    ready: str | None
+    webhook: str | None
+
+
+@dataclass
+class _Prepared:
+    op: Operator
+    values: dict[str, str]
+    env: dict[str, str]
+    home: Path
+    ca_pem: bytes
+    webhook_url: str | None
+    secret: dict[str, bytes] | None = None
+
+
+def _prepare(op: Operator, workdir: Path, kubeconfig: Path, ca: Authority) -> _Prepared:
+    home = workdir / op.name
+    tmp = home / "tmp"  # controller-runtime's default certificate paths live under it
+    certs = tmp / "k8s-webhook-server" / "serving-certs"
+    certs.mkdir(parents=True, exist_ok=True)
+    values = {"kubeconfig": str(kubeconfig), "certs": str(certs), "config": "",
+              "webhook_port": str(free_port()), "metrics_port": str(free_port()),
+              "health_port": str(free_port())}
+    ca_pem, secret = ca.pem, None
+    if op.rotator_namespace is not None:
+        secret, ca_pem = rotator_secret(op.rotator_namespace)
+        cert, key = secret["tls.crt"], secret["tls.key"]
+    else:
+        cert, key = ca.issue(f"{op.name}-webhook", hosts=("127.0.0.1",))
+    write_file(certs / "tls.crt", cert)
+    write_file(certs / "tls.key", key, private=True)
+    if op.config is not None:
+        config = home / "config.yaml"
+        config.write_text(string.Template(op.config).substitute(values))
+        values["config"] = str(config)
+    url = f"https://127.0.0.1:{values['webhook_port']}" if op.webhooks else None
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "TMPDIR": str(tmp)}
+    return _Prepared(op, values, env, home, ca_pem, url, secret)
+
+
+async def _apply(api: client.ApiClient, prepared: list[_Prepared]) -> None:
+    extensions = client.ApiextensionsV1Api(api)
+    admission = client.AdmissionregistrationV1Api(api)
+    core = client.CoreV1Api(api)
+    names: list[str] = []
+    for p in prepared:
+        for crd in crds(p.op):
+            names.append(crd["metadata"]["name"])
+            try:
+                await extensions.create_custom_resource_definition(body=crd)
+            except ApiException as e:
+                if e.status != 409:
+                    raise OperatorError(f"{p.op.name}: CRD {names[-1]}: {e.reason}") from e
+        if p.secret is not None and p.op.rotator_namespace is not None:
+            ns = p.op.rotator_namespace
+            with contextlib.suppress(ApiException):
+                await core.create_namespace(body={"metadata": {"name": ns}})
+            body = {"metadata": {"name": ROTATOR_SECRET},
+                    "data": {k: base64.b64encode(v).decode() for k, v in p.secret.items()}}
+            try:
+                await core.create_namespaced_secret(ns, body=body)
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+                await core.replace_namespaced_secret(ROTATOR_SECRET, ns, body=body)
+        if p.webhook_url is None:
+            continue
+        for doc in webhook_configurations(p.op, p.webhook_url, p.ca_pem):
+            mutating = doc["kind"] == "MutatingWebhookConfiguration"
+            delete = (admission.delete_mutating_webhook_configuration if mutating
+                      else admission.delete_validating_webhook_configuration)
+            create = (admission.create_mutating_webhook_configuration if mutating
+                      else admission.create_validating_webhook_configuration)
+            with contextlib.suppress(ApiException):
+                await delete(doc["metadata"]["name"])
+            await create(body=doc)
+    await _established(extensions, set(names))
+
+
+def established(crd: dict[str, Any]) -> bool:
+    """Whether a CustomResourceDefinition is served. One just created may have no status,
+    or `conditions: null`, until the apiserver's controllers get to it."""
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True"
+               for c in conditions)
+
+
+async def _established(extensions: client.ApiextensionsV1Api, names: set[str],
+                       within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while True:
+        listing = await (await extensions.list_custom_resource_definition(
+            _preload_content=False)).json()
+        waiting = set(names)
+        for crd in listing["items"]:
+            if established(crd):
+                waiting.discard(crd["metadata"]["name"])
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            raise OperatorError(f"CRDs not established after {within:g}s: "
+                                f"{', '.join(sorted(waiting))}")
+        await asyncio.sleep(0.1)
+
+
+def _spawn(p: _Prepared, detached: bool) -> list[RunningCommand]:
+    running = []
+    for command in p.op.commands:
+        binary = p.op.tool.binary(command.binary)
+        argv = [str(binary), *(string.Template(a).substitute(p.values) for a in command.args)]
+        if not detached and SETPRIV:
+            # As the control plane's own processes: no operator outlives a killed test run.
+            argv = [SETPRIV, "--pdeathsig", "KILL", "--", *argv]
+        log = p.home / f"{command.binary}.log"
+        with log.open("ab") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env={**p.env, **command.env})
+        ready = string.Template(command.ready).substitute(p.values) if command.ready else None
+        name = p.op.name if len(p.op.commands) == 1 else f"{p.op.name}/{command.binary}"
+        webhook = p.webhook_url if command is p.op.commands[0] else None
+        running.append(RunningCommand(name, proc, log, ready, webhook))
+    return running
+
+
+def _answers(url: str, context: ssl.SSLContext | None) -> bool:
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=2) as r:
+            return bool(r.status == 200)
+    except urllib.error.HTTPError:
+        # The webhook server answers 404 at its root: it is serving, which is the question.
+        return context is not None
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _wait(running: list[RunningCommand], cas: dict[str, bytes], timeout: float) -> None:
+    contexts = {name: ssl.create_default_context(cadata=pem.decode())
+                for name, pem in cas.items()}
+    pending = {r.name: r for r in running}
+    deadline = time.monotonic() + timeout
+    while pending:
+        for name, r in list(pending.items()):
+            if r.process.poll() is not None:
+                raise OperatorError(
+                    f"operator {name} exited with {r.process.returncode}; log: {r.log}\n"
+                    f"{tail(r.log, 15)}")
+            ok = r.ready is None or _answers(r.ready, None)
+            if ok and r.webhook is not None:
+                ok = _answers(f"{r.webhook}/", contexts[name.split("/")[0]])
+            if ok:
+                del pending[name]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            names = ", ".join(f"{n} (log: {r.log})" for n, r in pending.items())
+            raise OperatorError(f"operator not ready after {timeout:g}s: {names}")
+        time.sleep(0.2)
+
+
+def start_operators(ops: list[Operator], workdir: Path, kubeconfig: Path, ca: Authority,
+                    progress: Progress, detached: bool = False,
+                    timeout: float = 90.0) -> list[RunningCommand]:
+    """Build (once), install and start `ops`; back once each is ready and its webhooks
+    serve. On any failure, what this started is stopped before the error propagates."""
+    build_operators(ops, progress)
+    prepared = [_prepare(op, workdir / "operators", kubeconfig, ca) for op in ops]
+
+    async def apply() -> None:
+        async with await from_kubeconfig(kubeconfig) as api:
+            await _apply(api, prepared)
+
+    asyncio.run(apply())
+    if any(p.secret is not None for p in prepared) and not ROTATOR_MOUNT.exists():
+        ROTATOR_MOUNT.parent.mkdir(parents=True, exist_ok=True)
+        write_file(ROTATOR_MOUNT, next(p.secret for p in prepared if p.secret)["tls.crt"])
+    running: list[RunningCommand] = []
+    try:
+        for p in prepared:
+            running += _spawn(p, detached)
+        _wait(running, {p.op.name: p.ca_pem for p in prepared}, timeout)
+    except BaseException:
+        stop(running)
+        raise
+    return running
+
+
+def stop(running: list[RunningCommand]) -> None:
+    for r in reversed(running):
+        stop_process_group(r.process.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            r.process.wait(timeout=5)

@@ -1,0 +1,80 @@
+"""KWOK's own Stage configuration and ClusterRole, read from the KWOK module at its pinned
+version. The stages say how the fake nodes and their pods move through their lives:
+
+- node-initialize (node/fast) and node-heartbeat-with-lease: a node becomes Ready with
+  the capacity it was made with, and KWOK renews its Lease;
+- pod-ready (pod/fast): a pod bound to a fake node becomes Running and Ready;
+- pod-complete (pod/general): a Job's pod succeeds after the run time in KWOK's annotation
+  `pod-complete.stage.kwok.x-k8s.io/delay`;
+- pod-delete (pod/fast): a deleted pod goes away, as a kubelet would let it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from webhook.certificates import write_file
+from webhook.sandbox.binaries import KWOK, KWOK_VERSION
+
+STAGES = (
+    "node/fast/node-initialize.yaml",
+    "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "pod/fast/pod-ready.yaml",
+    "pod/general/pod-complete.yaml",
+    "pod/fast/pod-delete.yaml",
+)
+DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
+
+
+class StagesError(RuntimeError):
+    pass
+
+
+def _module_dir() -> Path:
+    go = shutil.which("go")
+    if go is None:
+        raise StagesError("Go is needed once to read KWOK's stages from its module")
+    out = subprocess.run([go, "mod", "download", "-json", f"sigs.k8s.io/kwok@{KWOK_VERSION}"],
+                         capture_output=True, text=True, cwd=KWOK.directory,
+                         env={**os.environ, "GOWORK": "off"}, check=False)
+    if out.returncode != 0:
+        raise StagesError(f"could not download sigs.k8s.io/kwok@{KWOK_VERSION}: "
+                          f"{out.stderr.strip()}")
+    return Path(json.loads(out.stdout)["Dir"])
+
+
+def adjust(stage: dict[str, Any]) -> dict[str, Any]:
+    """The sandbox's two changes to KWOK's general pod-complete stage. Only a pod with a
+    run time completes: a Job without one runs until deleted, like a long training run.
+    And the run time is exactly that annotation: upstream's default jitter (5 s) would
+    otherwise cap any longer run time at 5 s (KWOK takes the jitter when it is shorter)."""
+    if stage["metadata"]["name"] != "pod-complete":
+        return stage
+    spec = stage["spec"]
+    spec["selector"]["matchExpressions"].append(
+        {"key": f'.metadata.annotations["{DELAY}"]', "operator": "Exists"})
+    spec["delay"].pop("jitterDurationMilliseconds", None)
+    return stage
+
+
+def write_stages(path: Path) -> Path:
+    """The stages as one multi-document file, KWOK's --config. Read afresh from the
+    module cache each time (tens of milliseconds), so it always matches this code."""
+    root = _module_dir() / "kustomize" / "stage"
+    docs = [adjust(yaml.safe_load((root / name).read_text())) for name in STAGES]
+    write_file(path, yaml.safe_dump_all(docs, sort_keys=False).encode())
+    return path
+
+
+def cluster_role() -> dict[str, Any]:
+    """KWOK's own ClusterRole (kustomize/rbac), which the sandbox binds to KWOK's user."""
+    role: dict[str, Any] = yaml.safe_load(
+        (_module_dir() / "kustomize" / "rbac" / "role.yaml").read_text())
+    return role

@@ -44,6 +44,12 @@ def _controller(args: argparse.Namespace) -> int:
     return run_controller(args)
 
 
+def _status(args: argparse.Namespace) -> int:
+    from webhook.controller.statusing import run_status
+
+    return run_status(args.kubeconfig, args.policies, args.output)
+
+
 def _sandbox(args: argparse.Namespace) -> int:
     from webhook.sandbox.commands import run_sandbox
 
@@ -75,6 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--policies", type=Path, default=DEFAULT_POLICIES)
     explain.add_argument("-o", "--output", choices=("text", "json"), default="text")
     explain.set_defaults(func=_explain)
+
+    status = sub.add_parser("status", help="queues, waiting gangs and why, recent "
+                                           "preemptions")
+    status.add_argument("--kubeconfig", type=Path, default=None,
+                        help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+    status.add_argument("--policies", type=Path, default=DEFAULT_POLICIES,
+                        help="the policy the controller reads (its queues)")
+    status.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    status.set_defaults(func=_status)
 
     lint = sub.add_parser("lint", help="validate policy files")
     lint.add_argument("dir", nargs="?", type=Path, default=DEFAULT_POLICIES)

@@ -8,12 +8,15 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import sys
+from pathlib import Path
 
 from kubernetes_asyncio import client
 
 from tests.e2e.conftest import Controllers, NamespaceFactory, PolicyFileFactory
 from tests.kube import create_gang, events, gated, pods_of, until
 from webhook.keys import PREEMPTION_ANNOTATION
+from webhook.sandbox.controlplane import ControlPlane
 
 # Young pods may be preempted, and at once: the test cannot wait minutes.
 PREEMPT_NOW = """\
@@ -37,7 +40,8 @@ async def _running_since(api: client.ApiClient, pod: dict[str, object], hours: f
 
 async def test_a_training_gang_evicts_one_whole_scavenger_gang(
         api: client.ApiClient, namespace: str, controllers: Controllers,
-        policy_file: PolicyFileFactory) -> None:
+        policy_file: PolicyFileFactory, control_plane: ControlPlane,
+        session_policies: Path) -> None:
     policy_file("90-preempt-now.yaml", PREEMPT_NOW)
     controllers.start()
     # Two scavenger gangs fill the cluster's 64 GPUs; `older` has run longer, so it
@@ -86,6 +90,19 @@ async def test_a_training_gang_evicts_one_whole_scavenger_gang(
     assert sum(m.startswith("Preempted: a gang of higher priority needs the room; evicted "
                             f"to make room for gang {namespace}/train") for m in told) == 4
     assert any(m.startswith(f"Preempting: evicting gang {namespace}/newer") for m in told)
+
+    # `airlock status` shows it, as a person would run it.
+    shown = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "webhook", "status", "--kubeconfig",
+        str(control_plane.admin_kubeconfig), "--policies", str(session_policies), "-o", "json",
+        stdout=asyncio.subprocess.PIPE)
+    out, _ = await asyncio.wait_for(shown.communicate(), 60)
+    assert shown.returncode == 0
+    status = json.loads(out)
+    (default,) = [q for q in status["queues"] if q["name"] == "default"]
+    assert default["used"] >= 32  # `older`, and `train` once bound; whatever else runs
+    assert any(p["message"].startswith(f"Preempting: evicting gang {namespace}/newer")
+               for p in status["preemptions"])
 
 
 async def _fill(api: client.ApiClient, namespace: str, names: tuple[str, ...], cls: str,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from tests.builders import (
     waits,
 )
 from webhook.controller.actions import Preempt, PreemptionRecord, Requeue, describe, events_of
+from webhook.controller.applying import disruption_patch
 from webhook.controller.deciding import QueueState, Record, decide
 from webhook.controller.gangs import gangs_of
 from webhook.controller.mending import short
@@ -306,3 +308,13 @@ def test_members_that_finished_are_not_lost() -> None:
     assert not requeues(decide(cluster({"a": 2}), pods, {}, NOW, state=stale))
     assert short(gangs_of(pods).values(), pods) == {}
     assert short(gangs_of(pods[:3]).values(), pods[:3]) == {("ml", "g"): (3, 4)}
+
+
+def test_a_victim_is_marked_as_kubernetes_marks_a_preemption() -> None:
+    at = datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC)
+    (condition,) = disruption_patch("Preempted: why", at)["status"]["conditions"]
+    # kube-scheduler reads this reason as "already going": it does not preempt again for
+    # a pod nominated to that node; a Job's podFailurePolicy reads the type.
+    assert condition == {"type": "DisruptionTarget", "status": "True",
+                         "reason": "PreemptionByScheduler", "message": "Preempted: why",
+                         "lastTransitionTime": "2030-01-01T00:00:00Z"}

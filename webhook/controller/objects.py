@@ -15,7 +15,6 @@ from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CHECKPOINTED_AT_ANNOTATION,
     GANG_EXPECTED_SIZE_ANNOTATION,
-    GANG_KEY_ANNOTATION,
     GANG_LABEL,
     GANG_SOURCE_ANNOTATION,
     GATE,
@@ -123,7 +122,6 @@ class PodInfo:
     gated: bool
     gate_index: int | None
     gang: str | None
-    gang_key: str | None
     source: str | None
     expected_size: int | None
     topology_key: str | None
@@ -185,7 +183,7 @@ class PodInfo:
             deleting=meta.get("deletionTimestamp") is not None,
             requests=requests,
             gated=GATE in gates, gate_index=gates.index(GATE) if GATE in gates else None,
-            gang=labels.get(GANG_LABEL), gang_key=annotations.get(GANG_KEY_ANNOTATION),
+            gang=labels.get(GANG_LABEL),
             source=annotations.get(GANG_SOURCE_ANNOTATION),
             expected_size=int(size) if size and size.isdigit() else None,
             topology_key=annotations.get(TOPOLOGY_KEY_ANNOTATION),

@@ -87,6 +87,11 @@ async def test_a_training_gang_evicts_one_whole_scavenger_gang(
                             f"to make room for gang {namespace}/train") for m in told) == 4
     assert any(m.startswith(f"Preempting: evicting gang {namespace}/newer") for m in told)
 
+    # The leader keeps the fair-share usage for the next one.
+    kept = await client.CoreV1Api(api).read_namespaced_config_map("airlock-fair-share",
+                                                                  "airlock-system")
+    assert set(json.loads(kept.data["fairShare"])) == {"at", "usage"}
+
     # `airlock status` shows it, as a person would run it.
     shown = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "webhook", "status", "--kubeconfig",

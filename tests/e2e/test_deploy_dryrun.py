@@ -207,6 +207,8 @@ CONTROLLER_MAY = [
     # Preemption: the DisruptionTarget condition, the deletion, the budgets it respects.
     ("patch", "pods/status", "team-a"), ("delete", "pods", "team-a"),
     ("list", "poddisruptionbudgets.policy", ""), ("watch", "poddisruptionbudgets.policy", ""),
+    # The fair-share usage kept for the next leader (get and patch by name only).
+    ("create", "configmaps", "airlock-system"),
 ]
 CONTROLLER_MAY_NOT = [
     ("get", "secrets", "airlock-system"), ("list", "secrets", ""),

@@ -126,3 +126,14 @@ def test_without_queues_everything_shares_the_default_queue() -> None:
     actions = decide(cluster({"x": 2}), gang("g", 2, ns="anywhere"), {}, NOW,
                      state=QueueState())
     assert admitted(actions) == {"g": "x"}
+
+
+def test_a_new_leader_carries_on_from_the_usage_kept() -> None:
+    kept = FairShare(DAY, 600, NOW, {"team-a": 1234.5})
+    fresh = FairShare(DAY / 2, 60, NOW + 30)
+    carried = fresh.carried_on(kept.dumps())
+    # The usage and its time come from the former leader, the settings from the policy.
+    assert (carried.at, dict(carried.usage)) == (NOW, {"team-a": 1234.5})
+    assert (carried.half_life, carried.entry_seconds) == (DAY / 2, 60)
+    assert fresh.carried_on("not json") is fresh
+    assert fresh.carried_on('{"at": 1}') is fresh

@@ -18,7 +18,8 @@ def test_the_report_says_where_queues_stand_and_why_gangs_wait(policy: Policy) -
                "involvedObject": {"namespace": "ml", "name": f"train-{i}"},
                "message": "Preempting: evicting gang ml/s to make room in domain a"}
               for i in range(2)]
-    found = report(teams, cluster({"a": 2}), busy + waiting, events, NOW)
+    kept = '{"at": 1900000000.0, "usage": {"team-a": 7200.0}}'
+    found = report(teams, cluster({"a": 2}), busy + waiting, events, NOW, kept)
     assert [(q.name, q.nominal, q.used, q.borrowed) for q in found.queues] == [
         ("default", 0, 0, 0), ("team-a", 8, 16, 8)]
     assert [(g.gang, g.queue) for g in found.waiting] == [("team-a/next", "team-a"),
@@ -27,4 +28,7 @@ def test_the_report_says_where_queues_stand_and_why_gangs_wait(policy: Policy) -
     (preemption,) = found.preemptions
     assert preemption.preemptor == "ml/train-0"
     assert found.as_json()["queues"][1]["borrowed"] == 8
+    assert [q.share for q in found.queues] == [0.0, 7200.0]
+    assert "team-a                 8    16         8       1                 2.0" in \
+        found.text()
     assert "team-a/next  queue team-a, priority 100, 1 pods, 8 GPUs: Waiting" in found.text()

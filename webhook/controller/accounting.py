@@ -69,6 +69,10 @@ class Accounts:
         return QueueState(quotas, preemption, self.fair_share, budgets, dict(self.evicted),
                           policy.excluded_namespaces, dict(self.short_since))
 
+    def carry_on(self, policy: Policy, kept: str, now: float) -> None:
+        """Start from the usage a former leader kept."""
+        self.fair_share = fair_share_of(policy, None, now).carried_on(kept)
+
     def sample(self, policy: Policy, accelerators: Accelerators, pods: Iterable[PodInfo],
                now: float) -> list[QueueSample]:
         """Advance the fair share to `now` with what each queue holds, and say where each

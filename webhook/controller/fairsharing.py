@@ -12,6 +12,7 @@ Pure: the caller keeps a `FairShare` between rounds and advances it with the clo
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -48,3 +49,17 @@ class FairShare:
 
     def share(self, queue: str, weight: float) -> float:
         return self.usage.get(queue, 0.0) / weight
+
+    def dumps(self) -> str:
+        """What a new leader needs to carry on: the usage and when it was taken."""
+        return json.dumps({"at": self.at, "usage": dict(self.usage)}, sort_keys=True)
+
+    def carried_on(self, text: str) -> FairShare:
+        """This fair share with the usage a former leader kept (its settings are this
+        one's, from the current policy); unchanged when `text` is not readable."""
+        try:
+            raw = json.loads(text)
+            usage = {str(q): float(u) for q, u in raw["usage"].items()}
+            return replace(self, at=float(raw["at"]), usage=usage)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return self

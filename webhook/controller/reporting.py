@@ -13,7 +13,7 @@ from typing import Any, assert_never
 
 from webhook.accelerators import Accelerators
 from webhook.controller.actions import Admit, Finish, Preempt, Requeue, Wait
-from webhook.controller.configuring import preemption_of, quotas_of
+from webhook.controller.configuring import fair_share_of, preemption_of, quotas_of
 from webhook.controller.deciding import QueueState, decide
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.quotas import holding, holdings
@@ -30,6 +30,8 @@ class QueueLine:
     used: int
     borrowed: int
     weight: float
+    # Decayed GPU-seconds / weight, as the leader last kept it (None: not kept yet).
+    share: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +63,9 @@ class Report:
                 "preemptions": [dataclasses.asdict(p) for p in self.preemptions]}
 
     def text(self) -> str:
-        lines = ["QUEUE            NOMINAL  USED  BORROWED  WEIGHT"]
-        lines += [f"{q.name:<16} {q.nominal:>7}  {q.used:>4}  {q.borrowed:>8}  {q.weight:>6g}"
+        lines = ["QUEUE            NOMINAL  USED  BORROWED  WEIGHT  FAIR SHARE (GPU-h)"]
+        lines += [f"{q.name:<16} {q.nominal:>7}  {q.used:>4}  {q.borrowed:>8}  {q.weight:>6g}  "
+                  f"{'-' if q.share is None else f'{q.share / 3600:.1f}':>18}"
                   for q in self.queues]
         lines += ["", "WAITING (admission order)"]
         lines += [f"{g.gang}  queue {g.queue}, priority {g.priority}, {g.pods} pods, "
@@ -77,13 +80,17 @@ def _gang_name(gang: tuple[str, str]) -> str:
 
 
 def report(policy: Policy, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
-           events: Iterable[Mapping[str, Any]], now: float) -> Report:
+           events: Iterable[Mapping[str, Any]], now: float, kept: str | None = None
+           ) -> Report:
+    """`kept`: the fair-share usage the leader keeps (`remembering`), when readable."""
     pods = list(pods)
     accelerators = Accelerators.of(policy.accelerators)
     quotas = quotas_of(policy, accelerators)
     used = holding(quotas, holdings(pods, accelerators.count))
+    fair = None if kept is None else fair_share_of(policy, None, now).carried_on(kept)
     queues = tuple(QueueLine(name, spec.nominal, used.get(name, 0),
-                             max(used.get(name, 0) - spec.nominal, 0), spec.weight)
+                             max(used.get(name, 0) - spec.nominal, 0), spec.weight,
+                             None if fair is None else fair.share(name, spec.weight))
                    for name, spec in sorted(quotas.specs.items()))
     # A dry run of a round, preemption included, in the order the controller would go:
     # what would be admitted now is about to go; everything else says why it waits.

@@ -47,7 +47,9 @@ from webhook.controller.leading import (
 from webhook.controller.metrics import ControllerMetrics
 from webhook.controller.objects import NodeInfo
 from webhook.controller.owners import OwnerSizes
+from webhook.controller.remembering import keep, recall
 from webhook.controller.watching import watch
+from webhook.keys import SYSTEM_NAMESPACE
 from webhook.logs import setup_logging
 from webhook.policy.model import Policy
 from webhook.policy.reloading import PolicyStore
@@ -76,9 +78,11 @@ async def connect(kubeconfig: Path | None) -> client.ApiClient:
 
 class Controller:
     def __init__(self, api: client.ApiClient, options: DecideOptions, identity: str,
-                 policies: PolicyStore, pause: float = 0.0, fence: Fence | None = None
-                 ) -> None:
+                 policies: PolicyStore, pause: float = 0.0, fence: Fence | None = None,
+                 namespace: str = SYSTEM_NAMESPACE) -> None:
         self.api = api
+        self.namespace = namespace
+        self.fence = fence or Fence(None)
         self.options = options
         self.policies = policies
         self._counted: tuple[Policy, Accelerators] | None = None
@@ -153,8 +157,9 @@ class Controller:
         assert policy is not None  # the controller does not start without one
         return policy
 
-    def sample(self) -> None:
-        """Fair share and queue metrics move with time, gated pods or not."""
+    async def sample(self) -> None:
+        """Fair share and queue metrics move with time, gated pods or not; the usage is
+        kept in the cluster for the next leader."""
         now = time.time()
         if now - self.sampled < SAMPLE:
             return
@@ -162,6 +167,9 @@ class Controller:
         queues = self.accounts.sample(self._policy(), self.accelerators(),
                                       self.cache.pods.values(), now)
         self.metrics.queues(queues)
+        if self.accounts.fair_share is not None:
+            await keep(client.CoreV1Api(self.api), self.namespace, self.accounts.fair_share,
+                       self.fence)
 
     def _count(self, actions: list[Action]) -> None:
         waiting: set[tuple[str, str]] = set()
@@ -187,11 +195,14 @@ class Controller:
     async def lead(self) -> None:
         log.info("leading: deciding from now on")
         await self.synced.wait()
+        kept = await recall(client.CoreV1Api(self.api), self.namespace)
+        if kept is not None:
+            self.accounts.carry_on(self._policy(), kept, time.time())
         while True:
             self.cache.changed.clear()
             self.deciding_seconds = 0.0
             try:
-                self.sample()
+                await self.sample()
                 await self.round()
             except Exception:
                 log.exception("round failed; retrying")
@@ -229,7 +240,7 @@ async def _main(args: argparse.Namespace, policies: PolicyStore) -> int:
                       incomplete_warning_after=args.incomplete_warning_after)
     fence = Fence(None if args.no_leader_election else RENEW_DEADLINE_SECONDS)
     controller = Controller(api, options, args.identity, policies, pause=args.patch_pause,
-                            fence=fence)
+                            fence=fence, namespace=args.namespace)
     reloading = asyncio.create_task(policies.watch(POLICY_RELOAD_INTERVAL))
     runner = await _serve_metrics(controller, args.metrics_port)
     stop = asyncio.Event()

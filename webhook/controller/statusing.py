@@ -14,8 +14,10 @@ from kubernetes_asyncio import client
 
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.raw import json_of
+from webhook.controller.remembering import recall
 from webhook.controller.reporting import report
 from webhook.controller.running import connect
+from webhook.keys import SYSTEM_NAMESPACE
 from webhook.policy.loading import PolicyError, load_policy
 
 
@@ -39,11 +41,12 @@ async def _status(kubeconfig: Path | None, policies: Path, output: str) -> int:
         return 1
     async with await connect(kubeconfig) as api:
         core = client.CoreV1Api(api)
-        pods, nodes, events = await asyncio.gather(
+        pods, nodes, events, kept = await asyncio.gather(
             _items(core.list_pod_for_all_namespaces), _items(core.list_node),
-            _items(core.list_event_for_all_namespaces, field_selector="reason=Preempting"))
+            _items(core.list_event_for_all_namespaces, field_selector="reason=Preempting"),
+            recall(core, SYSTEM_NAMESPACE))
     found = report(policy, [NodeInfo.parse(n) for n in nodes],
-                   [PodInfo.parse(p) for p in pods], events, time.time())
+                   [PodInfo.parse(p) for p in pods], events, time.time(), kept)
     if output == "json":
         print(json.dumps(found.as_json(), indent=2))
     else:

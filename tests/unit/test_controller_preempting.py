@@ -318,3 +318,14 @@ def test_a_victim_is_marked_as_kubernetes_marks_a_preemption() -> None:
     assert condition == {"type": "DisruptionTarget", "status": "True",
                          "reason": "PreemptionByScheduler", "message": "Preempted: why",
                          "lastTransitionTime": "2030-01-01T00:00:00Z"}
+
+
+def test_victims_this_controller_deleted_are_not_evicted_twice() -> None:
+    # The watch has not told of the deletion yet: the pods still look running.
+    nodes = cluster({"a": 2, "b": 2})
+    busy = running("s", ["a-n0", "a-n1"])
+    record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
+                              ("a-n0", "a-n1"), NOW - 1)
+    state = QueueState(deleted=frozenset(p.uid for p in busy))
+    assert not preempts(decide(nodes, busy + _recorded(2, record), {}, NOW, state=state))
+    assert preempts(decide(nodes, busy + _recorded(2, record), {}, NOW))

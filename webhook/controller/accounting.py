@@ -56,7 +56,7 @@ class Accounts:
         return found[2], found[3]
 
     def state(self, policy: Policy, accelerators: Accelerators, pods: Iterable[PodInfo],
-              now: float) -> QueueState:
+              now: float, deleted: frozenset[str] = frozenset()) -> QueueState:
         quotas, preemption = self._configure(policy, accelerators)
         self.fair_share = fair_share_of(policy, self.fair_share, now)
         if not self.pdbs_listed:
@@ -67,7 +67,7 @@ class Accounts:
         budgets = budgets_of(self.pdbs.values(), pods) if self.pdbs else ()
         self.short_since = since(self.short_since, short(gangs_of(pods).values(), pods), now)
         return QueueState(quotas, preemption, self.fair_share, budgets, dict(self.evicted),
-                          policy.excluded_namespaces, dict(self.short_since))
+                          policy.excluded_namespaces, dict(self.short_since), deleted)
 
     def carry_on(self, policy: Policy, kept: str, now: float) -> None:
         """Start from the usage a former leader kept."""

@@ -9,6 +9,7 @@ import asyncio
 import datetime
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable
 from typing import Any, assert_never
 
@@ -100,6 +101,14 @@ class Applier:
         # take long enough to be interrupted half-way.
         self.pause = pause
         self._said: dict[tuple[str, str], str] = {}
+        # Uids of pods deleted, and when: the next rounds must not take them for running
+        # before the watch says they are going.
+        self.deleted: dict[str, float] = {}
+
+    def recently_deleted(self, within: float = 60.0) -> frozenset[str]:
+        now = time.monotonic()
+        self.deleted = {u: t for u, t in self.deleted.items() if now - t < within}
+        return frozenset(self.deleted)
 
     def forget_all_but(self, pods: Iterable[tuple[str, str]]) -> None:
         """Drop what was said to pods that are gone, so the memory of events stays the
@@ -213,6 +222,7 @@ class Applier:
                 # already removed; the watch tells of the deletion.
                 await json_of(await self.core.delete_namespaced_pod(
                     pod.name, pod.namespace, _preload_content=False))
+                self.deleted[pod.uid] = time.monotonic()
         except ApiException as e:
             if e.status != 404:  # gone already: what we wanted
                 raise

@@ -44,6 +44,8 @@ class QueueState:
     spared: frozenset[str] = frozenset()
     # Since when each running gang has been short of members (`mending`).
     short_since: Mapping[GangId, float] = field(default_factory=dict)
+    # Uids of pods this controller deleted that the watch may not have reported yet.
+    deleted: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +130,7 @@ class Queueing:
                 continue
             remaining = tuple(pod for v in record.victims
                               if (pod := by_key.get(_key(v))) is not None and pod.active
-                              and record.names(pod))
+                              and record.names(pod) and pod.uid not in self.state.deleted)
             nodes = (self.snap.domains(gang.members[0], record.topology_key).get(
                 record.domain, []) if record.domain and record.topology_key else record.nodes)
             found.append(Hold(gang.id, record, frozenset(nodes), remaining))
@@ -163,8 +165,10 @@ class Queueing:
         self.plans += 1
         if self._preemptor is None:
             state = self.state
-            units = candidates(self.pods, state.quotas, self.now, state.preemption,
-                               self.held, state.budgets, state.spared)
+            units = [u for u in candidates(self.pods, state.quotas, self.now,
+                                           state.preemption, self.held, state.budgets,
+                                           state.spared)
+                     if not any(p.uid in state.deleted for p in u.pods)]
             self._preemptor = Preemptor(self.snap, self.ledger, units, self.held,
                                         state.budgets)
         queue = self.queue_of(gang)

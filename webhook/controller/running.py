@@ -140,7 +140,8 @@ class Controller:
         started = time.perf_counter()
         policy, accelerators, now = self._policy(), self.accelerators(), time.time()
         pods = self.cache.pods.values()
-        state = self.accounts.state(policy, accelerators, pods, now)
+        state = self.accounts.state(policy, accelerators, pods, now,
+                                    self.applier.recently_deleted())
         actions = decide(self.cache.nodes.values(), pods, sizes, now, self.options, state,
                          accelerators)
         self.deciding_seconds = time.perf_counter() - started

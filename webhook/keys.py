@@ -17,6 +17,11 @@ CONTROLLER_IDENTITY: Final = "system:serviceaccount:airlock-system:airlock-contr
 API_VERSION: Final = "gpu-airlock.io/v1alpha1"
 # When a pod last saved its work (RFC 3339): preempting it loses only what came after.
 CHECKPOINTED_AT_ANNOTATION: Final = "gpu-airlock.io/checkpointed-at"
+# A fraction of a GPU, asked for on a pod that requests one whole GPU: the GPU memory it
+# needs (a quantity, "10Gi") or the share of a GPU (a number in (0, 1], "0.25"). The
+# webhook maps the request to the smallest slice the policy offers that fits.
+GPU_MEMORY_ANNOTATION: Final = "gpu-airlock.io/gpu-memory"
+GPU_FRACTION_ANNOTATION: Final = "gpu-airlock.io/gpu-fraction"
 
 ClassName = Literal["training", "inference", "scavenger"]
 CLASSES: Final[tuple[ClassName, ...]] = ("training", "inference", "scavenger")

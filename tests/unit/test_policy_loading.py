@@ -68,7 +68,7 @@ def test_topology_example_stands_alone_with_the_default_rules(
 
 def test_every_example_is_covered() -> None:
     assert sorted(p.name for p in EXAMPLES.iterdir()) == sorted(
-        [*TOPOLOGY_EXAMPLES, "team-namespaces"])
+        [*TOPOLOGY_EXAMPLES, "team-namespaces", "mig", "time-slicing"])
 
 
 def test_nvidia_example_requires_one_nvlink_domain() -> None:

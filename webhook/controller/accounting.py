@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, assert_never
 
-from webhook.accelerators import Accelerators
+from webhook.accelerators import Accelerators, GpuEquivalents
 from webhook.controller.actions import Action, Admit, Finish, Preempt, Requeue, Wait
 from webhook.controller.budgets import Pdb, budgets_of
 from webhook.controller.configuring import fair_share_of, preemption_of, quotas_of
@@ -29,9 +29,9 @@ class QueueSample:
     """One queue at one sampling: for metrics and `airlock status`."""
 
     name: str
-    nominal: int
-    used: int
-    borrowed: int
+    nominal: GpuEquivalents
+    used: GpuEquivalents
+    borrowed: GpuEquivalents
     share: float
 
 

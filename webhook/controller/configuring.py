@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from webhook.accelerators import Accelerators
+from webhook.accelerators import Accelerators, GpuEquivalents
 from webhook.controller.fairsharing import FairShare
 from webhook.controller.preempting import PreemptionSettings
 from webhook.controller.quotas import QueueSpec, Quotas
@@ -13,7 +13,8 @@ from webhook.policy.model import Policy
 from webhook.policy.queues import seconds
 
 
-def _total(counts: Mapping[str, int] | None, accelerators: Accelerators) -> int | None:
+def _total(counts: Mapping[str, int] | None, accelerators: Accelerators
+           ) -> GpuEquivalents | None:
     return None if counts is None else accelerators.count(dict(counts))
 
 

@@ -17,6 +17,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from webhook.accelerators import GpuEquivalents
+
 
 @dataclass(frozen=True, slots=True)
 class FairShare:
@@ -26,7 +28,7 @@ class FairShare:
     # Decayed GPU-seconds per queue (GPUs, with a half-life of 0).
     usage: Mapping[str, float] = field(default_factory=dict)
 
-    def advance(self, now: float, holding: Mapping[str, int]) -> FairShare:
+    def advance(self, now: float, holding: Mapping[str, GpuEquivalents]) -> FairShare:
         """The usage at `now`, the queues having held `holding` GPUs since `at`."""
         elapsed = max(now - self.at, 0.0)
         if self.half_life <= 0:
@@ -39,10 +41,10 @@ class FairShare:
             usage[queue] = usage.get(queue, 0.0) + held * gained
         return replace(self, at=now, usage={q: u for q, u in usage.items() if u > 1e-9})
 
-    def entry(self, gpus: int) -> float:
+    def entry(self, gpus: GpuEquivalents) -> float:
         return float(gpus) if self.half_life <= 0 else gpus * self.entry_seconds
 
-    def charge(self, queue: str, gpus: int) -> FairShare:
+    def charge(self, queue: str, gpus: GpuEquivalents) -> FairShare:
         usage = dict(self.usage)
         usage[queue] = usage.get(queue, 0.0) + self.entry(gpus)
         return replace(self, usage=usage)

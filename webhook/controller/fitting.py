@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from webhook.accelerators import GpuEquivalents
 from webhook.controller.objects import PodInfo, Resources
 from webhook.controller.snapshot import Snapshot, fits, with_pod_slot
 
@@ -40,7 +41,7 @@ def _pack(pods: Sequence[PodInfo], candidates: Sequence[str], snap: Snapshot
         need_gpu = gpus(pod.requests)
         allowed = snap.eligible_set(pod)
         best: str | None = None
-        best_free = 0
+        best_free: GpuEquivalents = 0
         for node in candidates:
             if node not in allowed:
                 continue
@@ -83,7 +84,8 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     domains = snap.domains(anchor, topology_key)
     ranked = sorted((free, name) for name, free in
                     snap.domain_free(anchor, topology_key).items())
-    best_free, best_nodes = 0, tuple[str, ...]()
+    best_free: GpuEquivalents = 0
+    best_nodes: tuple[str, ...] = ()
     for free, name in ranked:
         nodes = domains[name]
         usable = [n for n in nodes if n not in avoid]

@@ -54,9 +54,9 @@ class ControllerMetrics:
 
     def queues(self, samples: Iterable[QueueSample]) -> None:
         for q in samples:
-            self.queue_used.labels(q.name).set(q.used)
-            self.queue_nominal.labels(q.name).set(q.nominal)
-            self.queue_borrowed.labels(q.name).set(q.borrowed)
+            self.queue_used.labels(q.name).set(float(q.used))
+            self.queue_nominal.labels(q.name).set(float(q.nominal))
+            self.queue_borrowed.labels(q.name).set(float(q.borrowed))
             self.queue_share.labels(q.name).set(q.share)
 
     def preempted(self, victim: Victim) -> None:

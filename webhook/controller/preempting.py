@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from webhook.accelerators import GpuEquivalents
 from webhook.controller.actions import Victim
 from webhook.controller.fitting import Plan, place_in, reserve
 from webhook.controller.gangs import GangId
@@ -77,12 +78,13 @@ def _set_cost(victims: Sequence[Victim]) -> tuple[int, float, float, int]:
 
 def unit_of(pods: Sequence[PodInfo], gang: GangId | None, queue: str, now: float,
             held: Holdings) -> Victim:
-    gpus = lost = 0.0
+    gpus: GpuEquivalents = 0
+    lost = 0.0
     for p in pods:
         if (g := held.get(p.key, 0)):
             gpus += g
             lost += g * max(now - max(p.started, p.checkpointed or 0.0), 0.0)
-    return Victim(tuple(pods), gang, queue, max(p.priority for p in pods), int(gpus), lost,
+    return Victim(tuple(pods), gang, queue, max(p.priority for p in pods), gpus, lost,
                   max(p.started for p in pods))
 
 
@@ -133,7 +135,7 @@ def _within(unit: Victim, budget: Budget, allowance: Mapping[str, int]) -> bool:
 EXACT_DOMAINS = 3
 
 
-def _could_pack(sizes: Sequence[int], free: Sequence[int]) -> bool:
+def _could_pack(sizes: Sequence[GpuEquivalents], free: Sequence[GpuEquivalents]) -> bool:
     """Whether pods of `sizes` GPUs (largest first) could go on nodes with `free` GPUs,
     counting GPUs only: a necessary condition, cheap enough to test before packing."""
     left = list(free)
@@ -176,7 +178,7 @@ class Preemptor:
                                {k: sign * v for k, v in need.items()})
 
     def _allowed(self, unit: Victim, queue: str, priority: int, may_preempt: bool,
-                 reclaiming: bool, released: Mapping[str, int]) -> Victim | None:
+                 reclaiming: bool, released: Mapping[str, GpuEquivalents]) -> Victim | None:
         """The unit with its cause, when the preemptor may take it now."""
         by_priority = may_preempt and unit.priority < priority
         if unit.queue == queue:
@@ -193,7 +195,7 @@ class Preemptor:
         return None
 
     def _fits(self, members: Sequence[PodInfo], nodes: Sequence[str], queue: str,
-              need: int, released: Mapping[str, int]) -> Plan | None:
+              need: GpuEquivalents, released: Mapping[str, GpuEquivalents]) -> Plan | None:
         free_gpu = self.snap.free_gpu
         if sum(max(free_gpu[n], 0) for n in nodes) < need:
             return None
@@ -204,18 +206,18 @@ class Preemptor:
             return None
         return place_in(members, self.snap, nodes)
 
-    def _sizes(self, members: Sequence[PodInfo]) -> list[int]:
+    def _sizes(self, members: Sequence[PodInfo]) -> list[GpuEquivalents]:
         return sorted((self.snap.gpus(p.requests) for p in members), reverse=True)
 
     def _in_domain(self, members: Sequence[PodInfo], nodes: Sequence[str], queue: str,
-                   need: int) -> tuple[list[Victim], Plan] | None:
+                   need: GpuEquivalents) -> tuple[list[Victim], Plan] | None:
         anchor = members[0]
         spec = self.ledger.quotas.spec(queue)
         reclaiming = self.ledger.used.get(queue, 0) + need <= spec.nominal
         indices = sorted({i for n in nodes for i in self._by_node.get(n, ())
                           if i not in self.taken}, key=lambda i: self.units[i].cost)
         chosen: list[Victim] = []
-        released: dict[str, int] = {}
+        released: dict[str, GpuEquivalents] = {}
         spent: dict[str, int] = {}
         plan: Plan | None = None
         try:
@@ -244,7 +246,7 @@ class Preemptor:
             for unit in chosen:
                 self._release(unit, sign=1)
 
-    def _estimate(self, nodes: Sequence[str], need: int, queue: str, priority: int,
+    def _estimate(self, nodes: Sequence[str], need: GpuEquivalents, queue: str, priority: int,
                   may_preempt: bool) -> tuple[int, float] | None:
         """A quick lower bound of what freeing `need` GPUs on `nodes` costs: the cheapest
         units that may go, counted by GPUs alone (no packing, no queue arithmetic); None
@@ -283,13 +285,14 @@ class Preemptor:
         return all(spent.get(b.name, 0) + sum(1 for p in unit.pods if p.key in b.pods)
                    <= self.allowance[b.name] for b in self.budgets)
 
-    def _take(self, unit: Victim, released: dict[str, int], spent: dict[str, int]) -> None:
+    def _take(self, unit: Victim, released: dict[str, GpuEquivalents], spent: dict[str, int]
+              ) -> None:
         self._release(unit)
         released[unit.queue] = released.get(unit.queue, 0) + unit.gpus
         for b in self.budgets:
             spent[b.name] = spent.get(b.name, 0) + sum(1 for p in unit.pods if p.key in b.pods)
 
-    def _give_back(self, unit: Victim, released: dict[str, int],
+    def _give_back(self, unit: Victim, released: dict[str, GpuEquivalents],
                    spent: dict[str, int]) -> None:
         self._release(unit, sign=1)
         released[unit.queue] -= unit.gpus

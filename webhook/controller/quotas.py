@@ -28,18 +28,18 @@ class QueueSpec:
     name: str
     # Namespace names or shell-style globs.
     namespaces: tuple[str, ...] = ()
-    nominal: int = 0
-    borrowing_limit: int | None = None
-    lending_limit: int | None = None
+    nominal: GpuEquivalents = 0
+    borrowing_limit: GpuEquivalents | None = None
+    lending_limit: GpuEquivalents | None = None
     weight: float = 1.0
 
     @property
-    def lendable(self) -> int:
+    def lendable(self) -> GpuEquivalents:
         return self.nominal if self.lending_limit is None else min(self.nominal,
                                                                    self.lending_limit)
 
     @property
-    def protected(self) -> int:
+    def protected(self) -> GpuEquivalents:
         """The part of the nominal only this queue may use."""
         return self.nominal - self.lendable
 
@@ -99,20 +99,20 @@ class Ledger:
         self.pool = max(capacity - guaranteed, 0) + sum(q.lendable
                                                         for q in quotas.specs.values())
 
-    def add(self, queue: str, amount: int) -> None:
+    def add(self, queue: str, amount: GpuEquivalents) -> None:
         self.used[queue] = self.used.get(queue, 0) + amount
 
-    def borrowed(self, queue: str) -> int:
+    def borrowed(self, queue: str) -> GpuEquivalents:
         return max(self.used.get(queue, 0) - self.quotas.spec(queue).nominal, 0)
 
-    def _from_pool(self, queue: str, used: int) -> int:
+    def _from_pool(self, queue: str, used: GpuEquivalents) -> GpuEquivalents:
         return max(used - self.quotas.spec(queue).protected, 0)
 
-    def pool_used(self) -> int:
+    def pool_used(self) -> GpuEquivalents:
         return sum(self._from_pool(q, u) for q, u in self.used.items())
 
-    def admissible(self, queue: str, amount: int,
-                   released: Mapping[str, int] | None = None) -> str | None:
+    def admissible(self, queue: str, amount: GpuEquivalents,
+                   released: Mapping[str, GpuEquivalents] | None = None) -> str | None:
         """None when `amount` more GPUs fit the queue's quota (after `released` GPUs per
         queue are freed); else why not."""
         released = released or {}

@@ -26,9 +26,9 @@ RECENT = 20
 @dataclass(frozen=True, slots=True)
 class QueueLine:
     name: str
-    nominal: int
-    used: int
-    borrowed: int
+    nominal: float
+    used: float
+    borrowed: float
     weight: float
     # Decayed GPU-seconds / weight, as the leader last kept it (None: not kept yet).
     share: float | None
@@ -40,7 +40,7 @@ class GangLine:
     queue: str
     priority: int
     pods: int
-    gpus: int
+    gpus: float
     why: str
 
 
@@ -64,12 +64,12 @@ class Report:
 
     def text(self) -> str:
         lines = ["QUEUE            NOMINAL  USED  BORROWED  WEIGHT  FAIR SHARE (GPU-h)"]
-        lines += [f"{q.name:<16} {q.nominal:>7}  {q.used:>4}  {q.borrowed:>8}  {q.weight:>6g}  "
+        lines += [f"{q.name:<16} {q.nominal:>7g}  {q.used:>4g}  {q.borrowed:>8g}  {q.weight:>6g}  "
                   f"{'-' if q.share is None else f'{q.share / 3600:.1f}':>18}"
                   for q in self.queues]
         lines += ["", "WAITING (admission order)"]
         lines += [f"{g.gang}  queue {g.queue}, priority {g.priority}, {g.pods} pods, "
-                  f"{g.gpus} GPUs: {g.why}" for g in self.waiting] or ["(none)"]
+                  f"{g.gpus:g} GPUs: {g.why}" for g in self.waiting] or ["(none)"]
         lines += ["", "RECENT PREEMPTIONS"]
         lines += [f"{p.at}  {p.preemptor}: {p.message}" for p in self.preemptions] or ["(none)"]
         return "\n".join(lines) + "\n"
@@ -84,12 +84,12 @@ def report(policy: Policy, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
            ) -> Report:
     """`kept`: the fair-share usage the leader keeps (`remembering`), when readable."""
     pods = list(pods)
-    accelerators = Accelerators.of(policy.accelerators)
+    accelerators = Accelerators.of(policy.accelerators, policy.shares)
     quotas = quotas_of(policy, accelerators)
     used = holding(quotas, holdings(pods, accelerators.count))
     fair = None if kept is None else fair_share_of(policy, None, now).carried_on(kept)
-    queues = tuple(QueueLine(name, spec.nominal, used.get(name, 0),
-                             max(used.get(name, 0) - spec.nominal, 0), spec.weight,
+    queues = tuple(QueueLine(name, float(spec.nominal), float(used.get(name, 0)),
+                             float(max(used.get(name, 0) - spec.nominal, 0)), spec.weight,
                              None if fair is None else fair.share(name, spec.weight))
                    for name, spec in sorted(quotas.specs.items()))
     # A dry run of a round, preemption included, in the order the controller would go:
@@ -113,7 +113,8 @@ def report(policy: Policy, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
                 assert_never(action)
         waiting.append(GangLine(_gang_name(action.gang), quotas.queue_of(action.gang[0]),
                                 max(p.priority for p in members), len(members),
-                                sum(accelerators.count(p.requests) for p in members), why))
+                                float(sum(accelerators.count(p.requests) for p in members)),
+                                why))
     # One `Preempting` event per preemptor pod: one line per preemption.
     told: dict[str, PreemptionLine] = {}
     for e in sorted(events, key=lambda e: e.get("lastTimestamp") or "", reverse=True):

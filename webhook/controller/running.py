@@ -129,7 +129,7 @@ class Controller:
         policy = self.policies.policy
         assert policy is not None
         if self._counted is None or self._counted[0] is not policy:
-            self._counted = policy, Accelerators.of(policy.accelerators)
+            self._counted = policy, Accelerators.of(policy.accelerators, policy.shares)
         return self._counted[1]
 
     async def round(self) -> None:

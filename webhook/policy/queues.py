@@ -14,8 +14,9 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from webhook.policy.fields import Strict as _Strict
 from webhook.policy.sources import Loc
 
 _DURATION = re.compile(r"^(0|([0-9]+(\.[0-9]+)?(ms|s|m|h))+)$")
@@ -32,10 +33,6 @@ Count = Annotated[int, Field(strict=True, ge=0)]
 def seconds(duration: str) -> float:
     """A duration the model accepted, in seconds."""
     return sum(float(n) * _UNIT[unit] for n, unit in _PART.findall(duration))
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
 class Queue(_Strict):

@@ -52,8 +52,11 @@ def _pod(name: str, node: str, gpus: int, started: float, gang: str | None = Non
 def full_cluster(node_count: int, rng: random.Random) -> tuple[list[NodeInfo], list[PodInfo]]:
     """Every GPU held: half the domains by single 1-GPU pods, half by 8-node gangs; CPU
     pods bring every node to 10 pods."""
-    nodes = [NodeInfo.parse(n) for n in topology(Shape(nodes=node_count, nodes_per_domain=8,
-                                                       domains_per_block=4, taint_gpus=False))]
+    raw_nodes = topology(Shape(nodes=node_count, nodes_per_domain=8, domains_per_block=4,
+                               taint_gpus=False))
+    for raw in raw_nodes:  # Ready, as KWOK would report them
+        raw.setdefault("status", {})["conditions"] = [{"type": "Ready", "status": "True"}]
+    nodes = [NodeInfo.parse(n) for n in raw_nodes]
     pods: list[PodInfo] = []
     for d in range(0, node_count, 8):
         domain = nodes[d:d + 8]

@@ -70,6 +70,15 @@ def _controller(args: argparse.Namespace) -> int:
     return run_controller(args)
 
 
+def _status(args: argparse.Namespace) -> int:
+    from webhook.controller.statusing import run_status
+
+    policies = _policies(args.policies)
+    if policies is None:
+        return 1
+    return run_status(args.kubeconfig, policies, args.output)
+
+
 def _sandbox(args: argparse.Namespace) -> int:
     from webhook.sandbox.commands import run_sandbox
 
@@ -79,6 +88,9 @@ def _sandbox(args: argparse.Namespace) -> int:
 def _simulate(args: argparse.Namespace) -> int:
     from webhook.simulation.commands import run_simulate
 
+    args.policies = _policies(args.policies)
+    if args.policies is None:
+        return 1
     return run_simulate(args)
 
 
@@ -111,6 +123,16 @@ def build_parser() -> argparse.ArgumentParser:
                          help="fail on an object of a kind explain does not know")
     explain.add_argument("-o", "--output", choices=("text", "json"), default="text")
     explain.set_defaults(func=_explain)
+
+    status = sub.add_parser("status", help="queues, waiting gangs and why, recent "
+                                           "preemptions")
+    status.add_argument("--kubeconfig", type=Path, default=None,
+                        help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+    status.add_argument("--policies", type=Path, default=None,
+                        help="the policy the controller reads, for its queues (default: "
+                             "./policies, else the policy shipped with Airlock)")
+    status.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    status.set_defaults(func=_status)
 
     lint = sub.add_parser("lint", help="validate policy files")
     lint.add_argument("dir", nargs="?", type=Path, default=None, help=POLICIES_HELP)

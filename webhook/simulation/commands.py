@@ -22,7 +22,9 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     shape = Shape()
     parser.add_argument("--trace", type=Path, required=True,
                         help="JSON Lines, one job a line (see docs/simulate.md)")
-    parser.add_argument("--policies", type=Path, default=Path("policies"))
+    parser.add_argument("--policies", type=Path, default=None,
+                        help="policy directory (default: ./policies, else the policy shipped "
+                             "with Airlock)")
     parser.add_argument("--compare", type=Path, default=None, metavar="POLICIES",
                         help="a second policy directory (a proposed change): run it too and "
                              "show both side by side")

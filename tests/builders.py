@@ -28,6 +28,7 @@ from webhook.keys import (
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
 )
+from webhook.policy.model import ClassSpec, Policy, Rule
 
 CLIQUE = "nvidia.com/gpu.clique"
 GPU = "nvidia.com/gpu"
@@ -285,3 +286,47 @@ def replica_specs(**replicas: int | tuple[int, dict[str, Any]]) -> dict[str, Any
         count, extra = value if isinstance(value, tuple) else (value, {})
         out[rtype] = {"replicas": count, "template": template(gpus=8), **extra}
     return out
+
+
+CLASS_SPECS: dict[str, dict[str, Any]] = {
+    "inference": {
+        "priorityClass": {"name": "airlock-inference", "value": 100000},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
+                         "effect": "NoSchedule"}],
+        "placement": "spread", "placementLevel": "host",
+    },
+    "training": {
+        "priorityClass": {"name": "airlock-training", "value": 50000},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
+                         "effect": "NoSchedule"}],
+        "topology": {"level": "nvlink", "mode": "required"},
+    },
+    "scavenger": {
+        "priorityClass": {"name": "airlock-scavenger", "value": 1000,
+                          "preemptionPolicy": "Never"},
+    },
+}
+
+RULES: list[dict[str, Any]] = [
+    {"name": "serving-images", "class": "inference",
+     "match": {"images": ["*vllm*", "*tritonserver*"]}},
+    {"name": "kubeflow-training", "class": "training",
+     "match": {"hasAnyLabel": ["training.kubeflow.org/job-name"]}},
+    {"name": "lws", "class": "inference",
+     "match": {"hasAnyLabel": ["leaderworkerset.sigs.k8s.io/name"]}},
+    {"name": "gpu-deployments", "class": "inference",
+     "match": {"ownerKinds": ["ReplicaSet", "StatefulSet"]}},
+    {"name": "plain-jobs", "class": "scavenger",
+     "match": {"ownerKinds": ["Job"], "inGang": False}},
+]
+
+
+def make_policy(**overrides: Any) -> Policy:
+    """A small policy built in Python, independent of the YAML in policies/."""
+    parts: dict[str, Any] = {
+        "topology_levels": {"nvlink": "nvidia.com/gpu.clique", "host": "kubernetes.io/hostname"},
+        "classes": {k: ClassSpec.model_validate(v) for k, v in CLASS_SPECS.items()},
+        "rules": tuple(Rule.model_validate(r) for r in RULES),
+        **overrides,
+    }
+    return Policy(**parts)

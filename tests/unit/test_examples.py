@@ -69,7 +69,7 @@ WORKLOADS: dict[str, list[tuple[str | None, Gang]]] = {
     "PyTorchJob/llama-finetune": [("training", ("llama-finetune", 4, "kubeflow"))] * 4,
     "TFJob/resnet-tf": [("training", ("resnet-tf", 3, "kubeflow"))] * 3,
     # The launcher asks for no GPU: out of Airlock's scope, like the Ray head below.
-    "MPIJob/bert-mpi": [(None, None), *[("training", ("bert-mpi", 3, "kubeflow"))] * 2],
+    "MPIJob/bert-mpi": [(None, None), *[("training", ("bert-mpi", 2, "kubeflow"))] * 2],
     "XGBoostJob/churn-xgb": [("training", ("churn-xgb", 2, "kubeflow"))] * 2,
     "PaddleJob/ocr-paddle": [("training", ("ocr-paddle", 2, "kubeflow"))] * 2,
     "JAXJob/gemma-jax": [("training", ("gemma-jax", 2, "kubeflow"))] * 2,
@@ -79,9 +79,9 @@ WORKLOADS: dict[str, list[tuple[str | None, Gang]]] = {
         *[("inference", ("llama-405b-0", 4, "leaderworkerset"))] * 3,
         ("inference", ("llama-405b-1", 4, "leaderworkerset"))],
     "RayCluster/raycluster-a": [(None, None),
-                                *[("training", ("raycluster-a", 4, "kuberay"))] * 3],
+                                *[("training", ("raycluster-a", 3, "kuberay"))] * 3],
     "RayJob/tune-sweep": [(None, None),
-                          *[("training", ("tune-sweep-?????", 3, "kuberay"))] * 2,
+                          *[("training", ("tune-sweep-?????", 2, "kuberay"))] * 2,
                           (None, None)],
 }
 

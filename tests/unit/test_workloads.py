@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import replica_specs, template, workload
+from tests.builders import make_policy, replica_specs, template, workload
 from webhook.workloads.documents import parse_documents
 from webhook.workloads.expansions import Context, Expansion
 from webhook.workloads.objects import WorkloadError, dotted
@@ -459,6 +459,7 @@ def test_a_gang_size_is_read_off_the_owner_of_the_right_kind() -> None:
     job = _job(completionMode="Indexed", completions=6, parallelism=3, template=template())
     cron = workload("batch/v1", "CronJob", "train", jobTemplate={"spec": {"parallelism": 9}})
     pod = pods(job)[0]
-    assert owner_size("indexed-job", pod, [cron, job]) == 3
-    assert owner_size("indexed-job", pod, [cron]) is None
-    assert owner_size("airlock", pod, [job]) is None
+    joins = make_policy().counted().joins
+    assert owner_size("indexed-job", pod, [cron, job], joins) == 3
+    assert owner_size("indexed-job", pod, [cron], joins) is None
+    assert owner_size("airlock", pod, [job], joins) is None

@@ -71,8 +71,8 @@ def explain_pod(obj: Mapping[str, Any], policy: Policy, namespace_labels: Mappin
         "class": decision.class_, "rule": decision.rule,
         "gang": None if gang is None else {
             "name": gang.name,
-            "size": gang.size if gang.size is not None else owner_size(gang.source, obj,
-                                                                       owners),
+            "size": gang.size if gang.size is not None else owner_size(
+                gang.source, obj, owners, policy.counted().joins),
             "source": gang.source},
     }
     if namespace_labels.get(IGNORE_NAMESPACE_LABEL) == "true":

@@ -11,7 +11,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, assert_never
 
-from webhook.accelerators import Accelerators
 from webhook.controller.actions import Admit, Finish, Preempt, Requeue, Wait
 from webhook.controller.configuring import fair_share_of, preemption_of, quotas_of
 from webhook.controller.deciding import QueueState, decide
@@ -84,7 +83,7 @@ def report(policy: Policy, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
            ) -> Report:
     """`kept`: the fair-share usage the leader keeps (`remembering`), when readable."""
     pods = list(pods)
-    accelerators = Accelerators.of(policy.accelerators, policy.shares)
+    accelerators = policy.counted()
     quotas = quotas_of(policy, accelerators)
     used = holding(quotas, holdings(pods, accelerators.count))
     fair = None if kept is None else fair_share_of(policy, None, now).carried_on(kept)

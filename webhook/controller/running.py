@@ -120,7 +120,9 @@ class Controller:
         """Owner-stated sizes of the gangs that need one: cached answers at once, the
         misses looked up side by side (the applier's limit bounds the pool anyway)."""
         needed = self.cache.gangs_needing_size()
-        found = await asyncio.gather(*(self.sizes.lookup(g, p) for g, p in needed.items()))
+        accelerators = self.accelerators()
+        found = await asyncio.gather(*(self.sizes.lookup(g, p, accelerators)
+                                       for g, p in needed.items()))
         return dict(zip(needed, found, strict=True))
 
     def accelerators(self) -> Accelerators:
@@ -129,7 +131,7 @@ class Controller:
         policy = self.policies.policy
         assert policy is not None
         if self._counted is None or self._counted[0] is not policy:
-            self._counted = policy, Accelerators.of(policy.accelerators, policy.shares)
+            self._counted = policy, policy.counted()
         return self._counted[1]
 
     async def round(self) -> None:

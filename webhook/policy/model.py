@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from webhook.accelerators import name_problem
+from webhook.accelerators import Accelerators, name_problem
 from webhook.keys import (
     API_VERSION,
     CLASSES,
@@ -347,6 +347,10 @@ class Policy(_Strict):
     def shares(self) -> dict[str, Fraction]:
         """The share of a GPU one device of each offered slice is."""
         return {s.resource: s.share for s in self.slices}
+
+    def counted(self) -> Accelerators:
+        """What this policy counts as GPUs, and how much: its accelerators and slices."""
+        return Accelerators.of(self.accelerators, self.shares)
 
     def priority_class_owner(self, priority_class_name: str) -> ClassName | None:
         for cls_name, spec in self.classes.items():

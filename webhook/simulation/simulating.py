@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, assert_never
 
-from webhook.accelerators import Accelerators
 from webhook.controller.accounting import Accounts
 from webhook.controller.actions import Admit, Finish, Preempt, Requeue, Wait
 from webhook.controller.deciding import DecideOptions, decide
@@ -118,7 +117,7 @@ class Simulation:
         # it; no PodDisruptionBudgets in a simulated cluster.
         self.accounts = Accounts()
         self.accounts.list_pdbs([])
-        self.accelerators = Accelerators.of(policy.accelerators)
+        self.accelerators = policy.counted()
         self.cluster = Cluster(shape, policy.topology_levels.values(), policy.accelerators[0],
                                [0, *(c.priority_class.value for c in policy.classes.values())])
         self.stats = Stats()

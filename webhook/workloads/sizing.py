@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.conventions.base import OwnerAddress
+from webhook.conventions.base import Joins, OwnerAddress
 from webhook.conventions.registry import owner_sized
 
 
@@ -22,10 +22,11 @@ def _is(obj: Mapping[str, Any], address: OwnerAddress) -> bool:
             and isinstance(meta, dict) and meta.get("name") == address.name)
 
 
-def owner_size(source: str, pod: Mapping[str, Any],
-               owners: Sequence[Mapping[str, Any]]) -> int | None:
+def owner_size(source: str, pod: Mapping[str, Any], owners: Sequence[Mapping[str, Any]],
+               joins: Joins) -> int | None:
     """The size of the pod's gang (found by convention `source`) as the owner among
-    `owners` states it; None when no owner at hand states one."""
+    `owners` states it, counting the members that `joins` (the policy's accelerators);
+    None when no owner at hand states one."""
     convention = owner_sized(source)
     if convention is None:
         return None
@@ -36,6 +37,6 @@ def owner_size(source: str, pod: Mapping[str, Any],
         return None
     for obj in owners:
         if _is(obj, address):
-            size = convention.size(obj, labels)
+            size = convention.size(obj, labels, joins)
             return size if isinstance(size, int) else None
     return None

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 Progress = Callable[[str], None]
 
@@ -172,12 +173,12 @@ class _Build:
                              f"while {what}; full log: {self.tool.log}\n{tail}")
         return "".join(stdout)
 
-    def upstream(self, module: GoModule) -> dict[str, object]:
+    def upstream(self, module: GoModule) -> dict[str, Any]:
         """The module's own go.mod, as `go mod edit -json` reads it."""
         info = json.loads(self.run(["mod", "download", "-json",
                                     f"{module.path}@{module.version}"],
                                    self.tool.directory, f"downloading {module.path}"))
-        parsed: dict[str, object] = json.loads(self.run(
+        parsed: dict[str, Any] = json.loads(self.run(
             ["mod", "edit", "-json", info["GoMod"]], self.tool.directory,
             f"reading {module.path}'s go.mod"))
         return parsed
@@ -188,7 +189,7 @@ class _Build:
         for module in self.tool.modules:
             upstream = self.upstream(module)
             go_version = max(go_version, str(upstream.get("Go") or "1.21"), key=_go_order)
-            for replace in upstream.get("Replace") or []:  # type: ignore[attr-defined]
+            for replace in upstream.get("Replace") or []:
                 old, new = replace["Old"], replace["New"]
                 if old["Path"] in replaces:
                     continue  # the first module that replaces a path decides it

@@ -168,7 +168,10 @@ class _Build:
         finally:
             done.set()
         if proc.returncode != 0:
-            tail = "\n".join(lines[-20:])
+            # `go mod download -json` reports its errors on stdout, in the JSON.
+            tail = "\n".join(lines[-20:]) or "".join(stdout)[-2000:].strip()
+            with self.tool.log.open("a") as log:
+                log.write("".join(stdout))
             raise BuildError(f"building {', '.join(self.names)} ({self.tool.label}) failed "
                              f"while {what}; full log: {self.tool.log}\n{tail}")
         return "".join(stdout)

@@ -105,7 +105,8 @@ def up(args: argparse.Namespace) -> int:
         shutil.rmtree(state_dir)
     shape = Shape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                   nodes_per_domain=args.nodes_per_domain,
-                  domains_per_block=args.domains_per_block)
+                  domains_per_block=args.domains_per_block, mig=args.mig,
+                  mig_nodes=args.mig_nodes if args.mig else 0)
     try:
         load_policy(args.policies)
         binaries = ensure_binaries(_progress)
@@ -169,7 +170,9 @@ def up(args: argparse.Namespace) -> int:
             (state_dir / "state.json").unlink(missing_ok=True)
             print(f"error: {e}; logs in {state_dir}", file=sys.stderr)
             return 1
-    print(f"{shape.nodes} fake GPU nodes ({shape.gpus_per_node} GPUs each) Ready under "
+    mig = ", ".join(f"{p}={n}" for p, n in shape.mig)
+    print(f"{shape.nodes} fake GPU nodes ({shape.gpus_per_node} GPUs each)"
+          f"{f' and {shape.mig_nodes} MIG nodes ({mig} each)' if mig else ''} Ready under "
           f"KWOK in {nodes_seconds:.1f}s, webhook at {hook.url}, controller running; logs "
           f"in {state_dir}", file=sys.stderr)
     print(f"sandbox up in {time.monotonic() - built:.1f}s "

@@ -6,6 +6,7 @@ the not-ready taint once KWOK reports the node Ready."""
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,9 @@ class Shape:
     domains_per_block: int = 2
     product: str = "NVIDIA-H100-80GB-HBM3"
     taint_gpus: bool = True
+    # MIG nodes besides: each advertises these (profile, count) slices (mixed strategy).
+    mig: tuple[tuple[str, int], ...] = ()
+    mig_nodes: int = 2
 
 
 def node_manifest(name: str, gpus: int, labels: dict[str, str], product: str,
@@ -58,7 +62,42 @@ def topology(shape: Shape, prefix: str = "gpu") -> list[dict[str, Any]]:
         labels = {CLIQUE_LABEL: f"clique-{domain}", BLOCK_LABEL: f"block-{block}"}
         nodes.append(node_manifest(f"{prefix}-{i:04d}", shape.gpus_per_node, labels,
                                    shape.product, shape.taint_gpus))
+    if shape.mig:
+        nodes += [mig_node(f"mig-{i:04d}", shape.mig, shape.product, shape.taint_gpus)
+                  for i in range(shape.mig_nodes)]
     return nodes
+
+
+_PROFILE = re.compile(r"^([1-7])g\.(\d+)gb$")
+
+
+def mig_profiles(text: str) -> tuple[tuple[str, int], ...]:
+    """`1g.10gb=7,3g.40gb=2` as ((profile, count), ...); ValueError naming what is wrong."""
+    profiles = []
+    for part in text.split(","):
+        profile, _, count = part.strip().partition("=")
+        if not _PROFILE.match(profile) or not count.isdigit() or int(count) < 1:
+            raise ValueError(f"{part.strip()!r} is not PROFILE=COUNT (e.g. 1g.10gb=7)")
+        profiles.append((profile, int(count)))
+    return tuple(profiles)
+
+
+def mig_node(name: str, profiles: tuple[tuple[str, int], ...], product: str, taint: bool
+             ) -> dict[str, Any]:
+    """A node whose GPUs MIG partitions under the mixed strategy: the device plugin
+    advertises each profile as nvidia.com/mig-<profile> and no whole nvidia.com/gpu, and
+    GPU feature discovery labels the strategy and each profile's count."""
+    # Seven compute slices make a GPU (A100, H100, B200); a profile's name starts with its
+    # slices ("3g.40gb").
+    gpus = -(-sum(int(p.split("g.", 1)[0]) * n for p, n in profiles) // 7)
+    labels = {"nvidia.com/mig.capable": "true", "nvidia.com/mig.strategy": "mixed",
+              **{f"nvidia.com/mig-{p}.count": str(n) for p, n in profiles}}
+    manifest = node_manifest(name, 0, labels, product, taint)
+    manifest["metadata"]["labels"]["nvidia.com/gpu.count"] = str(gpus)
+    for key in ("capacity", "allocatable"):
+        manifest["status"][key] = {**manifest["status"][key],
+                                   **{f"nvidia.com/mig-{p}": str(n) for p, n in profiles}}
+    return manifest
 
 
 def schedulable(node: dict[str, Any]) -> bool:

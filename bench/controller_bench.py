@@ -32,19 +32,17 @@ from typing import Any
 import orjson
 from kubernetes_asyncio import client
 
+from tests.builders import raw_member
 from webhook.controller.applying import WRITES_IN_FLIGHT, ungate_patch
-from webhook.controller.deciding import decide
+from webhook.controller.deciding import POLICY_DEFAULT, decide
 from webhook.controller.fitting import fit
 from webhook.controller.gangs import Record
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.raw import json_of
 from webhook.controller.snapshot import Snapshot
 from webhook.keys import (
-    GANG_EXPECTED_SIZE_ANNOTATION,
     GANG_LABEL,
     GATE,
-    TOPOLOGY_KEY_ANNOTATION,
-    TOPOLOGY_MODE_ANNOTATION,
 )
 from webhook.sandbox import wiring
 from webhook.sandbox.binaries import ensure_binaries
@@ -54,20 +52,12 @@ from webhook.sandbox.nodes import CLIQUE_LABEL, Shape, create_nodes, topology
 from webhook.sandbox.processes import start_controller
 
 GPU = "nvidia.com/gpu"
+POLICIES = Path(__file__).resolve().parents[1] / "policies"
 
 
 def gang_pods(name: str, size: int, gpus: int, ns: str = "bench") -> list[dict[str, Any]]:
-    return [{
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": f"{name}-{i}", "namespace": ns, "labels": {GANG_LABEL: name},
-                     "annotations": {GANG_EXPECTED_SIZE_ANNOTATION: str(size),
-                                     TOPOLOGY_KEY_ANNOTATION: CLIQUE_LABEL,
-                                     TOPOLOGY_MODE_ANNOTATION: "required"}},
-        "spec": {"schedulingGates": [{"name": GATE}],
-                 "tolerations": [{"key": GPU, "operator": "Exists"}],
-                 "containers": [{"name": "c", "image": "trainer", "resources": {
-                     "requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}}}]},
-    } for i in range(size)]
+    """A gang's members as the webhook leaves them (gated, size and domain recorded)."""
+    return [raw_member(name, i, gpus, size, ns=ns) for i in range(size)]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -88,7 +78,7 @@ def pure_fit(node_count: int, rounds: int = 200) -> None:
                 "spec": {"nodeName": n.name, "containers": [{"resources": {
                     "requests": {GPU: str(used)}}}]}}))
     started = time.perf_counter()
-    snap = Snapshot(nodes, busy)
+    snap = Snapshot(nodes, busy, POLICY_DEFAULT)
     snapshot_ms = (time.perf_counter() - started) * 1000
     times = []
     for r in range(rounds):
@@ -176,7 +166,7 @@ async def _latency(core: Any, kubeconfig: Path, workdir: Path, gangs: int,
                    size: int) -> None:
     """Gangs of whole nodes, one after another: from the last member created to all
     gates lifted."""
-    controller = start_controller(workdir, kubeconfig)
+    controller = start_controller(workdir, kubeconfig, POLICIES)
     try:
         await asyncio.sleep(3)  # let it list and start leading
         lifted: dict[str, float] = {}
@@ -219,7 +209,7 @@ async def _burst(core: Any, kubeconfig: Path, workdir: Path, gangs: int, size: i
     stream = await core.list_namespaced_pod(
         "bench", watch=True, resource_version=listed["metadata"]["resourceVersion"],
         _preload_content=False)
-    controller = start_controller(workdir, kubeconfig)
+    controller = start_controller(workdir, kubeconfig, POLICIES)
     try:
         first: float | None = None
         async for line in stream.content:
@@ -289,7 +279,7 @@ async def _memory(plane: ControlPlane, workdir: Path, nodes: int, pods: int) -> 
         await asyncio.gather(*(one(i) for i in range(pods)))
         kubeconfig = await wiring.controller_kubeconfig(api, plane.url, plane.ca_file,
                                                         workdir / "controller.kubeconfig")
-    controller = start_controller(workdir, kubeconfig)
+    controller = start_controller(workdir, kubeconfig, POLICIES)
     try:
         await asyncio.sleep(30)
         status = await asyncio.to_thread(

@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
-# Set up and run every check CI runs: lint, types, policy lint, unit, server and
-# end-to-end tests against a real kube-apiserver, etcd and kube-scheduler (built from
-# the official Go modules on first use and cached under ~/.cache/airlock).
+# Set up and run every check CI runs: lint, types, import layers, policy lint, unit,
+# server (real TLS) and end-to-end tests against a real control plane (built from the
+# official Go modules on first use and cached under ~/.cache/airlock).
+#
+#   ./scripts/test.sh            everything, as CI runs it (extra arguments go to pytest)
+#   ./scripts/test.sh --fast     the inner loop: lint, types, layers and unit tests only,
+#                                with no build and no cluster (seconds, once .venv exists)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
+fast=false
+if [ "${1:-}" = "--fast" ]; then
+  fast=true
+  shift
+fi
+if [ "$fast" = false ] || [ ! -x .venv/bin/airlock ]; then
+  ./scripts/setup.sh
+fi
 echo "== ruff";  .venv/bin/ruff check .
 echo "== mypy";  .venv/bin/mypy
 echo "== import layers"; .venv/bin/lint-imports --no-cache
 echo "== policy lint"; .venv/bin/airlock lint policies
+if [ "$fast" = true ]; then
+  echo "== unit tests"; exec .venv/bin/pytest -q -ra tests/unit "$@"
+fi
 echo "== Kubernetes binaries"; .venv/bin/python -m webhook.sandbox.binaries
 echo "== tests"; .venv/bin/pytest -q -ra "$@"

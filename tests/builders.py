@@ -1,9 +1,35 @@
-"""Object builders for tests: a realistic Pod in one line, varied with chained calls."""
+"""Object builders for every test level and the benchmarks: a realistic Pod in one line,
+varied with chained calls; gang members as users write them and as the webhook leaves
+them; the controller's typed views of nodes and members; AdmissionReviews."""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from typing import Any
+
+import yaml
+
+from webhook.accelerators import Accelerators
+from webhook.controller.deciding import POLICY_DEFAULT, Admit, Wait
+from webhook.controller.objects import NodeInfo, PodInfo
+from webhook.controller.snapshot import Snapshot
+from webhook.keys import (
+    ACCELERATORS_ANNOTATION,
+    CLASS_LABEL,
+    GANG_EXPECTED_SIZE_ANNOTATION,
+    GANG_LABEL,
+    GANG_NAME_LABEL,
+    GANG_SIZE_ANNOTATION,
+    GATE,
+    PLACEMENT_ANNOTATION,
+    TOPOLOGY_KEY_ANNOTATION,
+    TOPOLOGY_MODE_ANNOTATION,
+)
+
+CLIQUE = "nvidia.com/gpu.clique"
+GPU = "nvidia.com/gpu"
+NOW = 1_900_000_000.0
 
 
 class PodBuilder:
@@ -65,6 +91,22 @@ class PodBuilder:
         self.spec.setdefault("schedulingGates", []).append({"name": name})
         return self
 
+    def gang(self, name: str, size: int) -> PodBuilder:
+        """A gang member as a user writes it, with Airlock's own convention."""
+        return self.label(GANG_NAME_LABEL, name).annotation(GANG_SIZE_ANNOTATION, str(size))
+
+    def marked(self, gang: str, size: int | None, mode: str = "required",
+               gated: bool = True) -> PodBuilder:
+        """A gang member as the webhook leaves it: the gang label, the recorded size and
+        topology, and the gate (unless it was lifted)."""
+        self.label(GANG_LABEL, gang).annotation(TOPOLOGY_KEY_ANNOTATION, CLIQUE)
+        self.annotation(TOPOLOGY_MODE_ANNOTATION, mode)
+        if size is not None:
+            self.annotation(GANG_EXPECTED_SIZE_ANNOTATION, str(size))
+        if gated:
+            self.gate(GATE)
+        return self
+
     def build(self) -> dict[str, Any]:
         return copy.deepcopy(self.obj)
 
@@ -94,3 +136,87 @@ def review(obj: Any, operation: str = "CREATE", old: Any = None, uid: str = "uid
             "dryRun": False,
         },
     }
+
+
+def gang_pod(gang: str, i: int, size: int, gpus: int = 8, cls: str | None = None
+             ) -> dict[str, Any]:
+    """A gang member as a user creates it, in whatever namespace the request names."""
+    b = pod(f"{gang}-{i}").gpus(gpus).gang(gang, size)
+    if cls:
+        b.label(CLASS_LABEL, cls)
+    obj = b.build()
+    del obj["metadata"]["namespace"]
+    return obj
+
+
+def raw_member(gang: str, i: int, gpus: int = 8, size: int | None = None, *,
+               gated: bool = True, mode: str = "required", priority: int = 0,
+               created: int = 0, ns: str = "ml", node_name: str | None = None,
+               placement: str | None = None, name: str | None = None,
+               resource: str = GPU, recorded: str | None = None,
+               **spec: Any) -> dict[str, Any]:
+    """A gang member as the watch delivers it once the webhook has marked it; `recorded`
+    is the accelerators annotation the webhook wrote."""
+    b = (pod(name or f"{gang}-{i}", ns).gpus(gpus, resource).cpu("8", "16Gi")
+         .set("tolerations", [{"key": "nvidia.com/gpu", "operator": "Exists"}])
+         .marked(gang, size, mode, gated))
+    b.meta["creationTimestamp"] = f"2026-11-22T10:{created:02d}:{i:02d}Z"
+    if placement:
+        b.annotation(PLACEMENT_ANNOTATION, placement)
+    if recorded is not None:
+        b.annotation(ACCELERATORS_ANNOTATION, recorded)
+    if priority:
+        b.set("priority", priority)
+    if node_name:
+        b.set("nodeName", node_name)
+    for key, value in spec.items():
+        b.set(key, value)
+    return b.build()
+
+
+def member(gang: str, i: int, gpus: int = 8, size: int | None = None, **kw: Any) -> PodInfo:
+    return PodInfo.parse(raw_member(gang, i, gpus, size, **kw))
+
+
+def gang(name: str, n: int, gpus: int = 8, **kw: Any) -> list[PodInfo]:
+    return [member(name, i, gpus, size=n, **kw) for i in range(n)]
+
+
+def node(name: str, domain: str | None, gpus: int = 8, resource: str = GPU, **extra: Any
+         ) -> NodeInfo:
+    labels = {"kubernetes.io/hostname": name, **extra.get("labels", {})}
+    if domain:
+        labels[CLIQUE] = domain
+    raw = {"metadata": {"name": name, "labels": labels},
+           "spec": {"taints": extra.get("taints", []),
+                    "unschedulable": extra.get("unschedulable", False)},
+           "status": {"allocatable": {resource: str(gpus), "cpu": "96",
+                                      "memory": "1Ti", "pods": "110"},
+                      "conditions": [{"type": "Ready",
+                                      "status": extra.get("ready", "True")}]}}
+    return NodeInfo.parse(raw)
+
+
+def cluster(domains: dict[str, int], gpus: int = 8, resource: str = GPU) -> list[NodeInfo]:
+    """`domains`: domain name -> number of nodes."""
+    return [node(f"{d}-n{i}", d, gpus, resource) for d, count in domains.items()
+            for i in range(count)]
+
+
+def snapshot(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo] = (),
+             accelerators: Accelerators = POLICY_DEFAULT) -> Snapshot:
+    return Snapshot(nodes, pods, accelerators)
+
+
+def admitted(actions: list[Any]) -> dict[str, str | None]:
+    return {a.gang[1]: a.record.domain for a in actions if isinstance(a, Admit)}
+
+
+def waits(actions: list[Any]) -> dict[str, str]:
+    return {a.gang[1]: a.message for a in actions if isinstance(a, Wait)}
+
+
+def policy_yaml(name: str, spec: dict[str, Any]) -> str:
+    """One AirlockPolicy document, as a person would write it (block style)."""
+    return yaml.safe_dump({"apiVersion": "gpu-airlock.io/v1alpha1", "kind": "AirlockPolicy",
+                           "metadata": {"name": name}, "spec": spec}, sort_keys=False)

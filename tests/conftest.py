@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from webhook.policy.model import ClassSpec, Policy, Rule, empty_policy_parts
+from webhook.policy.model import ClassSpec, Policy, Rule
 from webhook.sandbox.binaries import Binaries, ensure_binaries
 from webhook.sandbox.gobuilding import BuildError
 
@@ -46,13 +46,12 @@ RULES: list[dict[str, Any]] = [
 
 def make_policy(**overrides: Any) -> Policy:
     """A small policy built in Python, independent of the YAML in policies/."""
-    parts: dict[str, Any] = empty_policy_parts()
-    parts.update(
-        topology_levels={"nvlink": "nvidia.com/gpu.clique", "host": "kubernetes.io/hostname"},
-        classes={k: ClassSpec.model_validate(v) for k, v in CLASS_SPECS.items()},
-        rules=tuple(Rule.model_validate(r) for r in RULES),
-    )
-    parts.update(overrides)
+    parts: dict[str, Any] = {
+        "topology_levels": {"nvlink": "nvidia.com/gpu.clique", "host": "kubernetes.io/hostname"},
+        "classes": {k: ClassSpec.model_validate(v) for k, v in CLASS_SPECS.items()},
+        "rules": tuple(Rule.model_validate(r) for r in RULES),
+        **overrides,
+    }
     return Policy(**parts)
 
 

@@ -28,7 +28,8 @@ def _explain(args: argparse.Namespace) -> int:
 def _lint(args: argparse.Namespace) -> int:
     from webhook.policy.linting import run_lint
 
-    return run_lint(args.dir, schema_out=args.schema)
+    return run_lint(args.dir, schema_out=args.schema,
+                    webhook_configurations=args.webhook_configurations)
 
 
 def _certs(args: argparse.Namespace) -> int:
@@ -79,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("dir", nargs="?", type=Path, default=DEFAULT_POLICIES)
     lint.add_argument("--schema", type=Path, default=None,
                       help="also write the policy JSON Schema to this file")
+    lint.add_argument("--webhook-configurations", type=Path, default=None, metavar="FILE",
+                      help="also check that the webhooks' pre-filter in FILE (e.g. `kubectl "
+                           "get mutatingwebhookconfigurations,validatingwebhookconfigurations "
+                           "airlock -o yaml`) passes the policy's accelerators")
     lint.set_defaults(func=_lint)
 
     certs = sub.add_parser("certs", help="make a development CA and serving certificate")

@@ -6,8 +6,6 @@ one place is what lets the two halves evolve without importing each other.
 
 from typing import Final, Literal
 
-PREFIX: Final = "gpu-airlock.io/"
-
 # --- the public contract (DESIGN.md) ---------------------------------------------
 GATE: Final = "gpu-airlock.io/gang"
 CLASS_LABEL: Final = "gpu-airlock.io/class"
@@ -17,6 +15,11 @@ IGNORE_NAMESPACE_LABEL: Final = "gpu-airlock.io/ignore"
 SYSTEM_NAMESPACE: Final = "airlock-system"
 CONTROLLER_IDENTITY: Final = "system:serviceaccount:airlock-system:airlock-controller"
 API_VERSION: Final = "gpu-airlock.io/v1alpha1"
+# A fraction of a GPU, asked for on a pod that requests one whole GPU: the GPU memory it
+# needs (a quantity, "10Gi") or the share of a GPU (a number in (0, 1], "0.25"). The
+# webhook maps the request to the smallest slice the policy offers that fits.
+GPU_MEMORY_ANNOTATION: Final = "gpu-airlock.io/gpu-memory"
+GPU_FRACTION_ANNOTATION: Final = "gpu-airlock.io/gpu-fraction"
 
 ClassName = Literal["training", "inference", "scavenger"]
 CLASSES: Final[tuple[ClassName, ...]] = ("training", "inference", "scavenger")
@@ -33,6 +36,9 @@ RULE_ANNOTATION: Final = "gpu-airlock.io/rule"
 # The node label that names the gang's topology domain, and whether one domain is a must.
 TOPOLOGY_KEY_ANNOTATION: Final = "gpu-airlock.io/topology-key"
 TOPOLOGY_MODE_ANNOTATION: Final = "gpu-airlock.io/topology-mode"
+# The policy accelerators the pod requests (comma-separated), so the controller counts
+# them even after the policy changes.
+ACCELERATORS_ANNOTATION: Final = "gpu-airlock.io/accelerators"
 
 # --- what the controller records ---------------------------------------------------
 # The durable admission decision, written before any gate is lifted (JSON).

@@ -7,15 +7,16 @@ and then read through this view. A wrong type raises `PodShapeError` naming the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from webhook.keys import DEFAULT_SCHEDULER
 
 Quantity = str | int | float
 _QUANTITY_TYPES = (str, int, float)
 _EMPTY: Mapping[str, Any] = {}
+T = TypeVar("T")
 
 
 class PodShapeError(ValueError):
@@ -26,9 +27,13 @@ class PodShapeError(ValueError):
         self.path = path
         self.expected = expected
 
+    def within(self, parent: str) -> PodShapeError:
+        return PodShapeError(f"{parent}.{self.path}", self.expected)
+
 
 # These run on every admission request, so the common case (right types) is a tight
-# loop, and the path for the error message is only built when there is an error.
+# loop with few calls, and a path is only built when there is an error: helpers for a
+# list's items report paths within the item, and the loop over the list adds the index.
 
 def _mapping(obj: Any, path: str) -> Mapping[str, Any]:
     if obj is None:
@@ -39,25 +44,31 @@ def _mapping(obj: Any, path: str) -> Mapping[str, Any]:
 
 
 def _string_map(obj: Any, path: str) -> Mapping[str, str]:
-    m = _mapping(obj, path)
-    for k, v in m.items():
+    if obj is None:
+        return _EMPTY
+    if type(obj) is not dict:
+        raise PodShapeError(path, "an object")
+    for k, v in obj.items():
         if type(v) is not str:
             raise PodShapeError(f"{path}.{k}", "a string")
-    return m
+    return obj
 
 
 def _quantity_map(obj: Any, path: str) -> Mapping[str, Quantity]:
-    m = _mapping(obj, path)
-    for k, v in m.items():
+    if obj is None:
+        return _EMPTY
+    if type(obj) is not dict:
+        raise PodShapeError(path, "an object")
+    for k, v in obj.items():
         if type(v) not in _QUANTITY_TYPES:
             raise PodShapeError(f"{path}.{k}", "a quantity (string or number)")
-    return m
+    return obj
 
 
 def _optional_str(obj: Mapping[str, Any], key: str, path: str) -> str | None:
     v = obj.get(key)
     if v is not None and type(v) is not str:
-        raise PodShapeError(f"{path}.{key}", "a string")
+        raise PodShapeError(f"{path}.{key}" if path else key, "a string")
     return v
 
 
@@ -86,37 +97,46 @@ class OwnerRef(NamedTuple):
     controller: bool
 
 
-def _containers(raw: Any, field: str) -> tuple[Container, ...]:
-    return tuple([_container(c, field, i)
-                  for i, c in enumerate(_objects(raw, f"spec.{field}"))])
+def _each(raw: Any, path: str, read: Callable[[Mapping[str, Any]], T]) -> tuple[T, ...]:
+    """`read` applied to each object of a list; its errors are placed at the item."""
+    out = []
+    for i, item in enumerate(_objects(raw, path)):
+        try:
+            out.append(read(item))
+        except PodShapeError as e:
+            raise e.within(f"{path}[{i}]") from None
+    return tuple(out)
 
 
-def _container(raw: Mapping[str, Any], field: str, index: int) -> Container:
-    path = f"spec.{field}[{index}]"
+def _container(raw: Mapping[str, Any]) -> Container:
     resources = raw.get("resources")
     if resources:
-        resources = _mapping(resources, f"{path}.resources")
-        requests = _quantity_map(resources.get("requests"), f"{path}.resources.requests")
-        limits = _quantity_map(resources.get("limits"), f"{path}.resources.limits")
+        if type(resources) is not dict:
+            raise PodShapeError("resources", "an object")
+        requests = _quantity_map(resources.get("requests"), "resources.requests")
+        limits = _quantity_map(resources.get("limits"), "resources.limits")
     else:
         requests = limits = _EMPTY
     name, image = raw.get("name") or "", raw.get("image") or ""
-    if not isinstance(name, str) or not isinstance(image, str):
-        raise PodShapeError(f"{path}.{'name' if not isinstance(name, str) else 'image'}",
-                            "a string")
+    if type(name) is not str or type(image) is not str:
+        raise PodShapeError("name" if type(name) is not str else "image", "a string")
     return Container(name, image, requests, limits)
 
 
-def _owner(raw: Mapping[str, Any], path: str) -> OwnerRef:
+def _owner(raw: Mapping[str, Any]) -> OwnerRef:
     controller = raw.get("controller")
-    if controller is not None and not isinstance(controller, bool):
-        raise PodShapeError(f"{path}.controller", "a boolean")
+    if controller is not None and type(controller) is not bool:
+        raise PodShapeError("controller", "a boolean")
     return OwnerRef(
-        _optional_str(raw, "apiVersion", path) or "",
-        _optional_str(raw, "kind", path) or "",
-        _optional_str(raw, "name", path) or "",
+        _optional_str(raw, "apiVersion", "") or "",
+        _optional_str(raw, "kind", "") or "",
+        _optional_str(raw, "name", "") or "",
         bool(controller),
     )
+
+
+def _gate(raw: Mapping[str, Any]) -> str:
+    return _optional_str(raw, "name", "") or ""
 
 
 @dataclass(slots=True)
@@ -158,18 +178,16 @@ class PodView:
         name = _optional_str(meta, "name", "metadata") or _optional_str(
             meta, "generateName", "metadata") or ""
         raw_gates = spec.get("schedulingGates")
-        gates = tuple([
-            _optional_str(g, "name", f"spec.schedulingGates[{i}]") or ""
-            for i, g in enumerate(_objects(raw_gates, "spec.schedulingGates"))
-        ]) if raw_gates else ()
+        gates = _each(raw_gates, "spec.schedulingGates", _gate) if raw_gates else ()
         priority = spec.get("priority")
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise PodShapeError("spec.priority", "an integer")
-        containers = _containers(spec.get("containers"), "containers")
+        containers = _each(spec.get("containers"), "spec.containers", _container)
         init = spec.get("initContainers")
-        init_containers = _containers(init, "initContainers") if init else ()
+        init_containers = _each(init, "spec.initContainers", _container) if init else ()
+        every = containers + init_containers
         resources: set[str] = set()
-        for c in containers + init_containers:
+        for c in every:
             resources.update(c.requests, c.limits)
         owners = meta.get("ownerReferences")
         return cls(
@@ -178,10 +196,7 @@ class PodView:
             namespace=_optional_str(meta, "namespace", "metadata") or namespace,
             labels=_string_map(meta.get("labels"), "metadata.labels"),
             annotations=_string_map(meta.get("annotations"), "metadata.annotations"),
-            owners=tuple([
-                _owner(o, f"metadata.ownerReferences[{i}]")
-                for i, o in enumerate(_objects(owners, "metadata.ownerReferences"))
-            ]) if owners else (),
+            owners=_each(owners, "metadata.ownerReferences", _owner) if owners else (),
             containers=containers,
             init_containers=init_containers,
             scheduler_name=_optional_str(spec, "schedulerName", "spec") or DEFAULT_SCHEDULER,
@@ -196,20 +211,12 @@ class PodView:
                 _objects(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
             ),
             resources=frozenset(resources),
-            image_names=tuple([c.image for c in containers + init_containers]),
+            image_names=tuple([c.image for c in every]),
         )
 
     def all_containers(self) -> Iterator[Container]:
         yield from self.init_containers
         yield from self.containers
-
-    def images(self) -> Iterator[str]:
-        return iter(self.image_names)
-
-    def requested(self, resource: str) -> bool:
-        """True when any container requests or limits `resource` (an extended resource
-        given only as a limit defaults its request to the limit)."""
-        return resource in self.resources
 
     def controller_owner(self) -> OwnerRef | None:
         for o in self.owners:

@@ -6,14 +6,17 @@ missing prerequisite fails the run."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.policy.loading import load_policy
+from webhook.policy.loading import load_policy, policy_files
 from webhook.sandbox import wiring
 from webhook.sandbox.binaries import Binaries
 from webhook.sandbox.clients import from_kubeconfig
@@ -60,11 +63,11 @@ async def _prepare(plane: ControlPlane, hook: Webhook) -> None:
 
 
 @pytest.fixture(scope="session")
-def airlock(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[Webhook]:
-    """The webhook serving the default policies, wired into the control plane, with 8
-    fake nodes of 8 GPUs in 2 NVLink domains."""
-    hook = start_webhook(tmp_path_factory.mktemp("airlock"), POLICIES)
+def airlock(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory,
+            session_policies: Path) -> Iterator[Webhook]:
+    """The webhook serving the default policies (a copy: see `session_policies`), wired
+    into the control plane, with 8 fake nodes of 8 GPUs in 2 NVLink domains."""
+    hook = start_webhook(tmp_path_factory.mktemp("airlock"), session_policies)
     try:
         asyncio.run(_prepare(control_plane, hook))
         yield hook
@@ -125,12 +128,13 @@ def controller_kubeconfig(control_plane: ControlPlane, airlock: Webhook) -> Path
 class Controllers:
     """Controller processes for one test, all stopped (SIGKILL if need be) after it."""
 
-    def __init__(self, workdir: Path, kubeconfig: Path) -> None:
-        self.workdir, self.kubeconfig = workdir, kubeconfig
+    def __init__(self, workdir: Path, kubeconfig: Path, policies: Path) -> None:
+        self.workdir, self.kubeconfig, self.policies = workdir, kubeconfig, policies
         self.running: list[AirlockProcess] = []
 
     def start(self, *extra: str, identity: str | None = None) -> AirlockProcess:
-        proc = start_controller(self.workdir, self.kubeconfig, list(extra), identity=identity)
+        proc = start_controller(self.workdir, self.kubeconfig, self.policies, list(extra),
+                                identity=identity)
         self.running.append(proc)
         return proc
 
@@ -142,7 +146,64 @@ class Controllers:
 
 
 @pytest.fixture
-def controllers(controller_kubeconfig: Path, tmp_path: Path) -> Iterator[Controllers]:
-    running = Controllers(tmp_path, controller_kubeconfig)
+def controllers(controller_kubeconfig: Path, tmp_path: Path, session_policies: Path
+                ) -> Iterator[Controllers]:
+    running = Controllers(tmp_path, controller_kubeconfig, session_policies)
     yield running
     running.stop_all()
+
+
+# --- policy a test adds (the webhook and controllers read a copy of policies/) --------
+
+@pytest.fixture(scope="session")
+def session_policies(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of policies/ that the session's webhook and the controllers read, so a test
+    can add a file (`policy_file`); the webhook reloads it within 2 s."""
+    directory = tmp_path_factory.mktemp("policies")
+    for f in policy_files(POLICIES):
+        shutil.copy(f, directory / f.name)
+    return directory
+
+
+PolicyFileFactory = Callable[[str, str], Path]
+
+
+@pytest.fixture
+def policy_file(session_policies: Path) -> Iterator[PolicyFileFactory]:
+    """`policy_file(name, yaml_text)` adds a policy file for one test; removed after."""
+    added: list[Path] = []
+
+    def add(name: str, text: str) -> Path:
+        path = session_policies / name
+        path.write_text(text)
+        added.append(path)
+        return path
+
+    yield add
+    for path in added:
+        path.unlink()
+
+
+# --- nodes a test adds -------------------------------------------------------------------
+
+NodeFactory = Callable[[list[dict[str, Any]]], Awaitable[None]]
+
+
+@pytest.fixture
+async def extra_nodes(api: client.ApiClient) -> AsyncIterator[NodeFactory]:
+    """`await extra_nodes([manifest, ...])` adds nodes for one test (schedulable when it
+    returns); they are deleted after it, so no other test's pods land on them."""
+    made: list[str] = []
+
+    async def make(nodes: list[dict[str, Any]]) -> None:
+        made.extend(n["metadata"]["name"] for n in nodes)
+        await create_nodes(api, nodes)
+
+    yield make
+    core = client.CoreV1Api(api)
+    for name in made:
+        try:
+            await core.delete_node(name)
+        except ApiException as e:
+            if e.status != 404:
+                raise

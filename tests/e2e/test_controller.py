@@ -7,71 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import time
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from kubernetes_asyncio import client
 
-from tests.builders import pod
+from tests.builders import gang_pod, pod
 from tests.e2e.conftest import Controllers
-from webhook.keys import (
-    CLASS_LABEL,
-    GANG_NAME_LABEL,
-    GANG_SIZE_ANNOTATION,
-    GATE,
-    PLACEMENT_ANNOTATION,
-)
-
-GPUS_PER_NODE = 8
-
-
-def gang_pod(gang: str, i: int, size: int, gpus: int = 8, cls: str | None = None
-             ) -> dict[str, Any]:
-    b = (pod(f"{gang}-{i}").gpus(gpus).label(GANG_NAME_LABEL, gang)
-         .annotation(GANG_SIZE_ANNOTATION, str(size)))
-    if cls:
-        b.label(CLASS_LABEL, cls)
-    obj = b.build()
-    del obj["metadata"]["namespace"]  # the request's namespace decides
-    return obj
-
-
-async def create_gang(api: client.ApiClient, ns: str, gang: str, size: int, count: int | None
-                      = None, **kw: Any) -> None:
-    core = client.CoreV1Api(api)
-    await asyncio.gather(*(core.create_namespaced_pod(ns, body=gang_pod(gang, i, size, **kw))
-                           for i in range(size if count is None else count)))
-
-
-async def pods_of(api: client.ApiClient, ns: str, prefix: str = "") -> list[dict[str, Any]]:
-    response = await client.CoreV1Api(api).list_namespaced_pod(ns, _preload_content=False)
-    items: list[dict[str, Any]] = (await response.json())["items"]
-    return [p for p in items if p["metadata"]["name"].startswith(prefix)]
-
-
-def gated(p: dict[str, Any]) -> bool:
-    return any(g["name"] == GATE for g in p["spec"].get("schedulingGates") or [])
-
-
-async def until(check: Callable[[], Awaitable[bool]], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {within}s")
-        await asyncio.sleep(0.2)
-
-
-async def nodes_by_name(api: client.ApiClient) -> dict[str, dict[str, str]]:
-    response = await client.CoreV1Api(api).list_node(_preload_content=False)
-    return {n["metadata"]["name"]: n["metadata"]["labels"]
-            for n in (await response.json())["items"]}
-
-
-async def events(api: client.ApiClient, ns: str, prefix: str = "") -> list[str]:
-    response = await client.CoreV1Api(api).list_namespaced_event(ns, _preload_content=False)
-    return [e["message"] for e in (await response.json())["items"]
-            if e["involvedObject"]["name"].startswith(prefix)]
+from tests.kube import GPUS_PER_NODE, create_gang, events, gated, nodes_by_name, pods_of, until
+from webhook.keys import CLASS_LABEL, PLACEMENT_ANNOTATION
 
 
 async def test_gang_lands_whole_inside_one_domain(api: client.ApiClient, namespace: str,
@@ -104,7 +46,8 @@ async def test_a_gang_that_cannot_fit_never_runs_partially(
     await until(said_why)
     await asyncio.sleep(2)
     pods = await pods_of(api, namespace, "huge")
-    assert len(pods) == 9 and all(gated(p) and not p["spec"].get("nodeName") for p in pods)
+    assert len(pods) == 9
+    assert all(gated(p) and not p["spec"].get("nodeName") for p in pods)
 
 
 async def test_incomplete_gang_waits_for_every_member(
@@ -132,11 +75,12 @@ async def test_competing_gangs_are_admitted_by_priority(
         api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
     core = client.CoreV1Api(api)
     # Fill every GPU with bound pods so both gangs wait side by side.
-    blockers = [pod(f"blocker-{i}").gpus(GPUS_PER_NODE).owner("Job", "blocker")
+    # Bare pods: an ownerReference to a Job that does not exist would have the garbage
+    # collector remove them.
+    blockers = [pod(f"blocker-{i}").gpus(GPUS_PER_NODE).label(CLASS_LABEL, "scavenger")
                 .label("role", "blocker").set("nodeName", f"gpu-{i:04d}").build()
                 for i in range(8)]
     for b in blockers:
-        b["metadata"]["ownerReferences"][0]["uid"] = "00000000-0000-4000-8000-00000000b10c"
         del b["metadata"]["namespace"]
     await asyncio.gather(*(core.create_namespaced_pod(namespace, body=b) for b in blockers))
     controllers.start()

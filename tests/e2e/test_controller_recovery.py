@@ -14,7 +14,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from tests.e2e.conftest import Controllers
-from tests.e2e.test_controller import (
+from tests.kube import (
     GPUS_PER_NODE,
     create_gang,
     gated,
@@ -54,7 +54,12 @@ async def test_killed_at_a_random_moment_the_cluster_settles_consistent(
     controllers.start()
 
     async def settled() -> bool:
-        return await _settled(api, namespace)
+        # Whole one way or the other, and done: before the new leader's first decision
+        # every gang is whole too (all gated), so wait for the two that fit to be bound.
+        if not await _settled(api, namespace):
+            return False
+        bound = [g for g in GANGS if not gated((await pods_of(api, namespace, g))[0])]
+        return len(bound) == 2
 
     await until(settled, within=60)
     await asyncio.sleep(3)  # and it stays so

@@ -43,7 +43,6 @@ from webhook.sandbox.nodes import (
     node_manifest,
     topology,
 )
-from webhook.sandbox.processes import Webhook
 
 IGNORED = {IGNORE_NAMESPACE_LABEL: "true"}
 
@@ -384,7 +383,8 @@ async def test_a_preempted_pod_goes_away_and_the_preemptor_lands(
         await core.create_namespaced_pod(ns, body=preemptor)
 
         async def landed() -> bool:
-            return (await stored_pod(api, ns, "high"))["status"].get("phase") == "Running"
+            phase: str | None = (await stored_pod(api, ns, "high"))["status"].get("phase")
+            return phase == "Running"
 
         await eventually(landed, "the preemptor bound and Running")
         left = [p.metadata.name for p in (await core.list_namespaced_pod(ns)).items]
@@ -432,9 +432,9 @@ spec:
 """
 
 
+@pytest.mark.usefixtures("airlock")
 async def test_a_namespace_made_with_kubectl_just_works(
-        binaries: Binaries, control_plane: ControlPlane, airlock: Webhook,
-        api: client.ApiClient) -> None:
+        binaries: Binaries, control_plane: ControlPlane, api: client.ApiClient) -> None:
     """What a newcomer types: create a namespace, apply a pod. The pod is admitted (and
     classified by Airlock) with the ServiceAccount kube-controller-manager made."""
     ns = f"team-{uuid.uuid4().hex[:6]}"
@@ -451,8 +451,9 @@ async def test_a_namespace_made_with_kubectl_just_works(
         kubectl(binaries, control_plane, "delete", "namespace", ns, "--wait=false")
 
 
+@pytest.mark.usefixtures("airlock")
 async def test_a_deployments_pods_come_from_the_replicaset_controller_through_airlock(
-        airlock: Webhook, api: client.ApiClient, namespaces: NamespaceFactory) -> None:
+        api: client.ApiClient, namespaces: NamespaceFactory) -> None:
     ns = await namespaces()
     await client.AppsV1Api(api).create_namespaced_deployment(ns, body={
         "metadata": {"name": "vllm"},
@@ -464,14 +465,15 @@ async def test_a_deployments_pods_come_from_the_replicaset_controller_through_ai
 
     async def available() -> bool:
         status = (await apps.read_namespaced_deployment("vllm", ns)).status
-        return status.ready_replicas == 2 and status.available_replicas == 2
+        return bool(status.ready_replicas == 2 and status.available_replicas == 2)
 
     await eventually(available, "the Deployment's 2 replicas Ready", within=40)
     pods = (await client.CoreV1Api(api).list_namespaced_pod(ns)).items
     assert len(pods) == 2
     for p in pods:
         (owner,) = p.metadata.owner_references
-        assert owner.kind == "ReplicaSet" and owner.name.startswith("vllm-")
+        assert owner.kind == "ReplicaSet"
+        assert owner.name.startswith("vllm-")
         # Airlock's webhook classified and mutated what the ReplicaSet controller made.
         assert p.metadata.labels["gpu-airlock.io/class"] == "inference"
         assert p.spec.priority_class_name == "airlock-inference"
@@ -485,7 +487,8 @@ def test_stop_leaves_no_process_or_directory(binaries: Binaries) -> None:
         pids = [c.process.pid for c in plane.components]
         workdir = plane.workdir
         print(f"second control plane started in {plane.start_seconds:.1f}s")
-        assert len(pids) == 5 and all(alive(p) for p in pids)
+        assert len(pids) == 5
+        assert all(alive(p) for p in pids)
         assert [c.name for c in plane.components] == [
             "etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok"]
     assert not any(alive(p) for p in pids)
@@ -517,7 +520,8 @@ def test_a_killed_test_run_takes_its_control_plane_with_it(binaries: Binaries) -
     started = json.loads(owner.stdout.readline())
     pids: list[int] = started["pids"]
     try:
-        assert len(pids) == 5 and all(alive(p) for p in pids)
+        assert len(pids) == 5
+        assert all(alive(p) for p in pids)
         owner.kill()
         owner.wait()
         deadline = time.monotonic() + 10

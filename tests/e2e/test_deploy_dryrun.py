@@ -96,9 +96,9 @@ def dry_run_apply(kubectl: Kubectl, docs: list[Doc]) -> list[str]:
     return [line for line in out.stdout.splitlines() if line.strip()]
 
 
+@pytest.mark.usefixtures("namespace_exists")
 def test_no_cert_manager_install_passes_a_server_side_dry_run(
-        kubectl: Kubectl, namespace_exists: None, no_cert_manager_install: list[Doc]
-) -> None:
+        kubectl: Kubectl, no_cert_manager_install: list[Doc]) -> None:
     lines = dry_run_apply(kubectl, no_cert_manager_install)
     assert len(lines) == len(no_cert_manager_install)
     assert all(line.endswith("(server dry run)") for line in lines), lines
@@ -108,8 +108,9 @@ def test_no_cert_manager_install_passes_a_server_side_dry_run(
             "PriorityClass", "ConfigMap"} <= kinds
 
 
+@pytest.mark.usefixtures("namespace_exists")
 def test_cert_manager_install_passes_without_the_cert_manager_kinds(
-        kubectl: Kubectl, binaries: Binaries, namespace_exists: None) -> None:
+        kubectl: Kubectl, binaries: Binaries) -> None:
     out = subprocess.run([str(binaries.kubectl), "kustomize",
                           str(ROOT / "deploy" / "overlays" / "cert-manager")],
                          capture_output=True, text=True, timeout=120, check=True)
@@ -152,7 +153,7 @@ def test_pods_pass_the_restricted_pod_security_standard(
 # --- the controller's RBAC, applied for real ------------------------------------------
 
 @pytest.fixture(scope="module")
-def rbac_applied(kubectl: Kubectl, namespace_exists: None,
+def rbac_applied(kubectl: Kubectl, namespace_exists: None,  # noqa: ARG001 (for its effect)
                  no_cert_manager_install: list[Doc]) -> None:
     docs = [d for d in no_cert_manager_install if d["kind"] in RBAC_KINDS]
     kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=airlock-e2e",
@@ -226,15 +227,15 @@ def ids(request_: tuple[str, str, str]) -> str:
     return " ".join(x for x in request_ if x)
 
 
+@pytest.mark.usefixtures("rbac_applied")
 @pytest.mark.parametrize("request_", CONTROLLER_MAY, ids=ids)
-def test_controller_may(kubectl: Kubectl, rbac_applied: None,
-                        request_: tuple[str, str, str]) -> None:
+def test_controller_may(kubectl: Kubectl, request_: tuple[str, str, str]) -> None:
     assert allowed(kubectl, CONTROLLER, *request_)
 
 
+@pytest.mark.usefixtures("rbac_applied")
 @pytest.mark.parametrize("request_", CONTROLLER_MAY_NOT, ids=ids)
-def test_controller_may_not(kubectl: Kubectl, rbac_applied: None,
-                            request_: tuple[str, str, str]) -> None:
+def test_controller_may_not(kubectl: Kubectl, request_: tuple[str, str, str]) -> None:
     assert not allowed(kubectl, CONTROLLER, *request_)
 
 
@@ -243,12 +244,14 @@ def test_controller_may_not(kubectl: Kubectl, rbac_applied: None,
     ("get", "secrets", "airlock-system"), ("list", "nodes", ""),
     ("get", "leases.coordination.k8s.io", "airlock-system"),
 ], ids=ids)
-def test_webhook_account_may_do_nothing(kubectl: Kubectl, rbac_applied: None,
+@pytest.mark.usefixtures("rbac_applied")
+def test_webhook_account_may_do_nothing(kubectl: Kubectl,
                                         request_: tuple[str, str, str]) -> None:
     assert not allowed(kubectl, WEBHOOK, *request_)
 
 
-def test_kubectl_auth_can_i_agrees(kubectl: Kubectl, rbac_applied: None) -> None:
+@pytest.mark.usefixtures("rbac_applied")
+def test_kubectl_auth_can_i_agrees(kubectl: Kubectl) -> None:
     """What an operator would type to check the install."""
     assert can_i(kubectl, CONTROLLER, "patch", "pods", "-n", "team-a")
     assert can_i(kubectl, CONTROLLER, "update", "leases", "-n", "airlock-system")
@@ -257,8 +260,8 @@ def test_kubectl_auth_can_i_agrees(kubectl: Kubectl, rbac_applied: None) -> None
     assert not can_i(kubectl, WEBHOOK, "get", "pods", "-A")
 
 
-def test_emergency_removal_command_names_both_configurations(kubectl: Kubectl,
-                                                             airlock: object) -> None:
+@pytest.mark.usefixtures("airlock")
+def test_emergency_removal_command_names_both_configurations(kubectl: Kubectl) -> None:
     """The command docs/operations.md gives, as a server-side dry run against the
     configurations the sandbox installed (their names are the install's)."""
     out = kubectl("delete", "--dry-run=server", "mutatingwebhookconfiguration/airlock",

@@ -23,7 +23,7 @@ def sandbox(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def state_dir(binaries: Binaries, tmp_path: Path) -> Iterator[Path]:
+def state_dir(binaries: Binaries, tmp_path: Path) -> Iterator[Path]:  # noqa: ARG001 (built)
     state = tmp_path / "sandbox"
     try:
         yield state
@@ -87,8 +87,10 @@ def test_status_and_down_manage_what_up_started(state_dir: Path) -> None:
     assert all(alive(p) for p in pids)
 
     down = sandbox("down", "--state-dir", str(state_dir))
-    assert down.returncode == 0 and "the sandbox is down" in down.stdout
+    assert down.returncode == 0
+    assert "the sandbox is down" in down.stdout
     assert not any(alive(p) for p in pids)
     assert not state_dir.exists()
     after = sandbox("status", "--state-dir", str(state_dir))
-    assert after.returncode == 1 and "not up" in after.stdout
+    assert after.returncode == 1
+    assert "not up" in after.stdout

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from tests.builders import pod, review
-from tests.server.conftest import ROOT
+from tests.servers import ROOT
 from webhook.certificates import make_certs
 from webhook.sandbox.controlplane import free_port
 
@@ -102,4 +102,5 @@ def test_missing_certificate_is_a_clear_error(tmp_path: Path) -> None:
          "--cert-dir", str(tmp_path / "nowhere"), "--policies", str(ROOT / "policies")],
         capture_output=True, text=True, timeout=30)
     assert out.returncode == 1
-    assert "tls.crt" in out.stderr and "missing" in out.stderr
+    assert "tls.crt" in out.stderr
+    assert "missing" in out.stderr

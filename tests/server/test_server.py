@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
+import re
 import ssl
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import orjson
 import pytest
 
 from tests.builders import pod, review
-from tests.server.conftest import RunningServer, cert_files, policy_files
+from tests.servers import MountedServer, cert_files, policy_files
 from webhook.certificates import make_certs
 
 
@@ -23,7 +24,7 @@ async def post(session: aiohttp.ClientSession, url: str, body: bytes) -> tuple[i
         return r.status, await r.read()
 
 
-async def test_mutate_returns_a_patch_over_tls(running: RunningServer,
+async def test_mutate_returns_a_patch_over_tls(running: MountedServer,
                                                session: aiohttp.ClientSession) -> None:
     obj = pod().gpus(8).label("training.kubeflow.org/job-name", "llama").build()
     status, body = await post(session, running.url + "/mutate", orjson.dumps(review(obj)))
@@ -42,34 +43,39 @@ async def test_mutate_returns_a_patch_over_tls(running: RunningServer,
     (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {}}', "uid"),
 ])
 async def test_malformed_reviews_get_400_with_a_message(
-        running: RunningServer, session: aiohttp.ClientSession, endpoint: str, body: bytes,
+        running: MountedServer, session: aiohttp.ClientSession, endpoint: str, body: bytes,
         message: str) -> None:
     status, text = await post(session, running.url + endpoint, body)
-    assert status == 400 and message in text.decode()
+    assert status == 400
+    assert message in text.decode()
 
 
-async def test_body_over_3_mib_gets_400(running: RunningServer,
+async def test_body_over_3_mib_gets_400(running: MountedServer,
                                         session: aiohttp.ClientSession) -> None:
     obj = pod().annotation("blob", "x" * (3 * 1024 * 1024)).build()
     status, text = await post(session, running.url + "/mutate", orjson.dumps(review(obj)))
-    assert status == 400 and b"3 MiB" in text
+    assert status == 400
+    assert b"3 MiB" in text
 
 
-async def test_not_a_pod_is_a_well_formed_denial(running: RunningServer,
+async def test_not_a_pod_is_a_well_formed_denial(running: MountedServer,
                                                  session: aiohttp.ClientSession) -> None:
     body = orjson.dumps(review({"kind": "Deployment", "metadata": {"name": "d"}}))
     status, text = await post(session, running.url + "/mutate", body)
     resp = orjson.loads(text)["response"]
-    assert status == 200 and resp["allowed"] is False and "only Pods" in resp["status"]["message"]
+    assert status == 200
+    assert resp["allowed"] is False
+    assert "only Pods" in resp["status"]["message"]
 
 
-async def test_health_ready_and_metrics(running: RunningServer,
+async def test_health_ready_and_metrics(running: MountedServer,
                                         session: aiohttp.ClientSession) -> None:
     await post(session, running.url + "/mutate", orjson.dumps(review(pod().gpus(1).build())))
     async with session.get(running.url + "/healthz") as r:
         assert r.status == 200
     async with session.get(running.url + "/readyz") as r:
-        assert r.status == 200 and (await r.json())["ready"] is True
+        assert r.status == 200
+        assert (await r.json())["ready"] is True
     async with session.get(running.url + "/metrics") as r:
         text = await r.text()
     for name in ("airlock_admission_requests_total", "airlock_admission_duration_seconds_bucket",
@@ -77,6 +83,39 @@ async def test_health_ready_and_metrics(running: RunningServer,
                  "airlock_certificate_expiry_seconds", "airlock_policy_loaded 1.0"):
         assert name in text
     assert 'airlock_admission_requests_total{endpoint="mutate",result="allowed"} 1.0' in text
+
+
+def decisions(metrics: str) -> dict[str, float]:
+    return {m.group(1): float(m.group(2)) for m in re.finditer(
+        r'^airlock_decisions_total\{class="([^"]+)"\} (\S+)$', metrics, re.MULTILINE)}
+
+
+async def test_a_pod_counts_one_decision_when_created_and_none_when_updated(
+        running: MountedServer, session: aiohttp.ClientSession) -> None:
+    obj = pod().gpus(8).label("training.kubeflow.org/job-name", "llama").build()
+    cpu = pod().cpu().build()
+    for endpoint in ("/mutate", "/validate"):
+        for body in (review(obj), review(cpu),
+                     review(obj, operation="UPDATE", old=obj),
+                     review(obj, operation="DELETE", old=obj)):
+            status, _ = await post(session, running.url + endpoint, orjson.dumps(body))
+            assert status == 200
+    async with session.get(running.url + "/metrics") as r:
+        counted = decisions(await r.text())
+    assert {c: n for c, n in counted.items() if n} == {"training": 1.0, "out-of-scope": 1.0}
+    # Every outcome is a series from the start, so rates over them are never empty.
+    assert {"unclassified", "bad-object", "error", "no-policy"} <= counted.keys()
+
+
+async def test_a_badly_typed_pod_counts_once_as_bad_object(
+        running: MountedServer, session: aiohttp.ClientSession) -> None:
+    body = orjson.dumps(review({"kind": "Pod", "spec": {"priority": "high"}}))
+    for endpoint in ("/mutate", "/validate"):
+        status, _ = await post(session, running.url + endpoint, body)
+        assert status == 200
+    async with session.get(running.url + "/metrics") as r:
+        counted = decisions(await r.text())
+    assert {c: n for c, n in counted.items() if n} == {"bad-object": 1.0}
 
 
 async def wait_for(predicate: object, within: float = 5.0) -> None:
@@ -87,7 +126,7 @@ async def wait_for(predicate: object, within: float = 5.0) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_broken_policy_keeps_the_last_good_one(running: RunningServer,
+async def test_broken_policy_keeps_the_last_good_one(running: MountedServer,
                                                      session: aiohttp.ClientSession) -> None:
     good = running.server.policies.policy
     files = policy_files()
@@ -98,13 +137,15 @@ async def test_broken_policy_keeps_the_last_good_one(running: RunningServer,
     assert running.server.policies.policy is good
     async with session.get(running.url + "/readyz") as r:
         body = await r.json()
-        assert r.status == 200 and "99-broken.yaml" in body["policyError"]
+        assert r.status == 200
+        assert "99-broken.yaml" in body["policyError"]
     async with session.get(running.url + "/metrics") as r:
         assert 'airlock_policy_reloads_total{result="failed"} 1.0' in await r.text()
     # The request path still works with the last good policy.
     obj = pod().gpus(8).label("training.kubeflow.org/job-name", "llama").build()
     status, body_bytes = await post(session, running.url + "/mutate", orjson.dumps(review(obj)))
-    assert status == 200 and "patch" in orjson.loads(body_bytes)["response"]
+    assert status == 200
+    assert "patch" in orjson.loads(body_bytes)["response"]
     running.policies.publish(policy_files())
     await wait_for(lambda: running.server.policies.last_error is None)
 
@@ -119,7 +160,7 @@ async def _serial(url: str, ca: Path) -> int:
     return x509.load_der_x509_certificate(der).serial_number
 
 
-async def test_certificate_rotation_drops_no_request(running: RunningServer,
+async def test_certificate_rotation_drops_no_request(running: MountedServer,
                                                      tmp_path: Path) -> None:
     before = await _serial(running.url, running.ca)
     new = cert_files(tmp_path / "rotated")
@@ -146,12 +187,13 @@ async def test_certificate_rotation_drops_no_request(running: RunningServer,
     await asyncio.sleep(0.3)
     stop.set()
     await asyncio.gather(*tasks)
-    assert statuses and set(statuses) == {200}
+    assert statuses
+    assert set(statuses) == {200}
     after = await _serial(running.url, tmp_path / "rotated-ca.crt")
     assert after != before
 
 
-async def test_expired_certificate_is_reported_not_ready(running: RunningServer,
+async def test_expired_certificate_is_reported_not_ready(running: MountedServer,
                                                          tmp_path: Path) -> None:
     long_ago = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=30)
     files = make_certs(tmp_path / "expired", days=1, not_before=long_ago)
@@ -161,10 +203,11 @@ async def test_expired_certificate_is_reported_not_ready(running: RunningServer,
     connector = aiohttp.TCPConnector(ssl=False)
     async with aiohttp.ClientSession(connector=connector) as s, \
             s.get(running.url + "/readyz") as r:
-        assert r.status == 503 and "expired" in " ".join((await r.json())["problems"])
+        assert r.status == 503
+        assert "expired" in " ".join((await r.json())["problems"])
 
 
-async def test_mismatched_key_keeps_the_old_certificate(running: RunningServer,
+async def test_mismatched_key_keeps_the_old_certificate(running: MountedServer,
                                                         tmp_path: Path) -> None:
     a, b = cert_files(tmp_path / "a"), cert_files(tmp_path / "b")
     running.certs.publish({"tls.crt": a["tls.crt"], "tls.key": b["tls.key"]})

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from tests.builders import pod
-from webhook.gangs.base import label_value
+from webhook.conventions.base import label_value
 from webhook.keys import CLASS_LABEL, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION, GATE
 from webhook.pods import PodView
 from webhook.policy.classifying import classify
@@ -49,13 +49,16 @@ def test_classify(policy: Policy, builder: Any, in_scope: bool, cls: str | None,
 
 def test_ignored_namespace_label(policy: Policy) -> None:
     d = classify(PodView.parse(pod().gpus(1).build()), policy, {"gpu-airlock.io/ignore": "true"})
-    assert not d.in_scope and "ignore" in d.reason
+    assert not d.in_scope
+    assert "ignore" in d.reason
 
 
 def test_invalid_explicit_class(policy: Policy) -> None:
     d = classify(PodView.parse(pod().gpus(1).label(CLASS_LABEL, "urgent").build()), policy)
-    assert d.in_scope and d.class_ is None
-    assert d.class_label_error and "urgent" in d.class_label_error
+    assert d.in_scope
+    assert d.class_ is None
+    assert d.class_label_error
+    assert "urgent" in d.class_label_error
 
 
 GANGS: list[tuple[str, Any, tuple[str, int | None, str] | None]] = [
@@ -94,7 +97,9 @@ def test_gang_conventions(policy: Policy, builder: Any,
 def test_bad_gang_size_is_flagged(policy: Policy, raw: str) -> None:
     p = pod().gpus(1).label(GANG_NAME_LABEL, "g").annotation(GANG_SIZE_ANNOTATION, raw).build()
     gang = classify(PodView.parse(p), policy).gang
-    assert gang is not None and gang.size is None and gang.size_error
+    assert gang is not None
+    assert gang.size is None
+    assert gang.size_error
 
 
 @pytest.mark.parametrize("name", ["a" * 63, "a" * 64, "x" * 200, "-bad-", "ok.name_1"])

@@ -3,7 +3,7 @@ busy cluster with nothing gated costs nothing."""
 
 from __future__ import annotations
 
-from tests.unit.controller_builders import raw_member
+from tests.builders import raw_member
 from webhook.controller.cache import Cache
 
 KEY = ("ml", "g-0")
@@ -19,7 +19,8 @@ def test_gated_members_are_tracked_through_list_updates_and_deletes() -> None:
     cache.pod_event("MODIFIED", raw_member("g", 0))
     assert cache.gated == {KEY}
     cache.pod_event("DELETED", raw_member("g", 0))
-    assert cache.gated == set() and KEY not in cache.pods
+    assert cache.gated == set()
+    assert KEY not in cache.pods
 
 
 def test_a_pod_being_deleted_or_outside_any_gang_does_not_count() -> None:
@@ -40,4 +41,5 @@ def test_a_late_event_does_not_roll_back_a_newer_write() -> None:
     older["metadata"]["resourceVersion"] = "10"
     cache.stored(newer)
     cache.pod_event("MODIFIED", older)
-    assert cache.gated == set() and not cache.pods[KEY].gated
+    assert cache.gated == set()
+    assert not cache.pods[KEY].gated

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.controller_builders import (
+from tests.builders import (
     CLIQUE,
     NOW,
     admitted,
@@ -16,7 +16,8 @@ from tests.unit.controller_builders import (
     node,
     waits,
 )
-from webhook.controller.deciding import Admit, Finish, Options, Record, Wait, decide
+from webhook.controller.deciding import Admit, DecideOptions, Finish, Record, Wait, decide
+from webhook.conventions.base import SizeUnknown
 
 
 def test_whole_gang_lands_in_one_domain() -> None:
@@ -51,14 +52,16 @@ def test_incomplete_gang_waits_then_warns() -> None:
                                  "nvidia.com/gpu.clique domain, the best has 32 free"}
     late = decide(cluster({"a": 4}), pods, {}, pods[0].created + 3600)
     (wait,) = [a for a in late if isinstance(a, Wait)]
-    assert wait.warning and wait.message.startswith("Incomplete: 3/4")
+    assert wait.warning
+    assert wait.message.startswith("Incomplete: 3/4")
 
 
 def test_size_from_the_owner_lookup_and_its_errors() -> None:
     pods = [member("job", i) for i in range(2)]
     assert admitted(decide(cluster({"a": 4}), pods, {("ml", "job"): 2}, NOW)) == {"job": "a"}
     assert decide(cluster({"a": 4}), pods, {}, NOW) == []  # lookup under way
-    actions = decide(cluster({"a": 4}), pods, {("ml", "job"): "PyTorchJob not installed"}, NOW)
+    unknown = SizeUnknown("PyTorchJob not installed")
+    actions = decide(cluster({"a": 4}), pods, {("ml", "job"): unknown}, NOW)
     assert waits(actions)["job"] == "SizeUnknown: PyTorchJob not installed"
 
 
@@ -78,7 +81,7 @@ def test_head_of_queue_and_backfill(order: str, small_goes: bool) -> None:
             member("busy", 1, node_name="b-n0", gated=False)]
     head = gang("head", 4, priority=10)
     small = gang("small", 1, priority=1)
-    actions = decide(nodes, busy + head + small, {}, NOW, Options(order=order))  # type: ignore[arg-type]
+    actions = decide(nodes, busy + head + small, {}, NOW, DecideOptions(order=order))  # type: ignore[arg-type]
     assert "head" in waits(actions)
     assert ("small" in admitted(actions)) == small_goes
     if small_goes:
@@ -124,7 +127,8 @@ def test_oversize_gang_admits_its_first_members_and_says_why() -> None:
     (admit,) = [a for a in actions if isinstance(a, Admit)]
     assert {p.name for p in admit.ungate} == {"g-0", "g-1"}
     (extra,) = [a for a in actions if isinstance(a, Wait)]
-    assert extra.warning and [p.name for p in extra.pods] == ["g-2"]
+    assert extra.warning
+    assert [p.name for p in extra.pods] == ["g-2"]
 
 
 @pytest.mark.parametrize("bad", [
@@ -158,6 +162,7 @@ def test_record_round_trips_and_rejects_garbage() -> None:
 def test_members_disagreeing_on_the_size_wait_with_a_warning() -> None:
     pods = [member("g", 0, size=2), member("g", 1, size=3), member("g", 2, size=3)]
     (wait,) = decide(cluster({"a": 4}), pods, {}, NOW)
-    assert isinstance(wait, Wait) and wait.warning
+    assert isinstance(wait, Wait)
+    assert wait.warning
     assert wait.message == ("SizeUnknown: members state different sizes (2, 3); "
                             "waiting until they agree")

@@ -3,10 +3,9 @@ bin-packed, never onto capacity another gang holds."""
 
 from __future__ import annotations
 
-from tests.unit.controller_builders import CLIQUE, cluster, gang, member, node
+from tests.builders import CLIQUE, cluster, gang, member, node, snapshot
 from webhook.controller.fitting import NoFit, Plan, fit, reserve
 from webhook.controller.objects import PodInfo
-from webhook.controller.snapshot import Snapshot
 
 
 def plan_of(outcome: Plan | NoFit) -> Plan:
@@ -29,27 +28,28 @@ def test_free_is_allocatable_minus_active_bound_pods() -> None:
                               "requests": {"nvidia.com/gpu": "8"}}}]},
                           "status": {"phase": "Succeeded"}})
     unbound = member("waiting", 0, gpus=8)
-    snap = Snapshot(cluster({"a": 2}), [bound, done, unbound])
+    snap = snapshot(cluster({"a": 2}), [bound, done, unbound])
     assert snap.free_gpu == {"a-n0": 5, "a-n1": 8}
-    assert snap.free["a-n0"]["pods"] == 109 and snap.free["a-n0"]["cpu"] == 88_000
+    assert snap.free["a-n0"]["pods"] == 109
+    assert snap.free["a-n0"]["cpu"] == 88_000
 
 
 def test_mixed_sizes_are_bin_packed_largest_first() -> None:
     pods = [member("g", i, gpus=g, size=4) for i, g in enumerate((2, 6, 2, 6))]
-    plan = plan_of(fit(pods, Snapshot(cluster({"a": 2}), []), CLIQUE, "required"))
+    plan = plan_of(fit(pods, snapshot(cluster({"a": 2}), []), CLIQUE, "required"))
     assert sorted(per_node(plan, pods).values()) == [8, 8]
 
 
 def test_pods_fill_the_fullest_node_first_so_whole_nodes_stay_free() -> None:
     busy = member("busy", 0, gpus=4, gated=False, node_name="a-n1")
     pods = [member("g", 0, gpus=4, size=1)]
-    plan = plan_of(fit(pods, Snapshot(cluster({"a": 3}), [busy]), CLIQUE, "required"))
+    plan = plan_of(fit(pods, snapshot(cluster({"a": 3}), [busy]), CLIQUE, "required"))
     assert plan.assignments == {("ml", "g-0"): "a-n1"}
 
 
 def test_tightest_domain_is_chosen_and_big_holes_stay_free() -> None:
     nodes = cluster({"big": 4, "mid": 2, "tiny": 1})
-    plan = plan_of(fit(gang("g", 2), Snapshot(nodes, []), CLIQUE, "required"))
+    plan = plan_of(fit(gang("g", 2), snapshot(nodes, []), CLIQUE, "required"))
     assert plan.domain == "mid"
 
 
@@ -57,41 +57,42 @@ def test_gpus_alone_are_not_enough_cpu_must_fit_too() -> None:
     hungry = [member("g", i, gpus=1, size=2,
                      containers=[{"name": "c", "resources": {"requests": {
                          "nvidia.com/gpu": "1", "cpu": "90"}}}]) for i in range(2)]
-    outcome = fit(hungry, Snapshot(cluster({"a": 1, "b": 2}), []), CLIQUE, "required")
+    outcome = fit(hungry, snapshot(cluster({"a": 1, "b": 2}), []), CLIQUE, "required")
     assert plan_of(outcome).domain == "b"
 
 
 def test_an_extended_resource_the_node_lacks_does_not_fit() -> None:
     pods = [member("g", 0, size=1, containers=[{"name": "c", "resources": {
         "limits": {"example.com/fpga": "1"}}}])]
-    outcome = fit(pods, Snapshot(cluster({"a": 1}), []), CLIQUE, "required")
+    outcome = fit(pods, snapshot(cluster({"a": 1}), []), CLIQUE, "required")
     assert isinstance(outcome, NoFit)
 
 
 def test_required_topology_never_spans_preferred_does() -> None:
-    snap = Snapshot(cluster({"a": 2, "b": 2}), [])
+    snap = snapshot(cluster({"a": 2, "b": 2}), [])
     required = fit(gang("g", 3), snap, CLIQUE, "required")
     assert isinstance(required, NoFit)
     assert required.reason == "needs 24 GPUs in one topology domain, the best has 16 free"
     assert set(required.best_domain_nodes) in ({"a-n0", "a-n1"}, {"b-n0", "b-n1"})
     spanning = plan_of(fit(gang("g", 3, mode="preferred"), snap, CLIQUE, "preferred"))
-    assert spanning.domain is None and len(spanning.assignments) == 3
+    assert spanning.domain is None
+    assert len(spanning.assignments) == 3
 
 
 def test_preferred_takes_one_domain_when_one_fits() -> None:
-    snap = Snapshot(cluster({"a": 2, "b": 4}), [])
+    snap = snapshot(cluster({"a": 2, "b": 4}), [])
     assert plan_of(fit(gang("g", 2, mode="preferred"), snap, CLIQUE, "preferred")).domain == "a"
 
 
 def test_nodes_kept_for_another_gang_are_avoided() -> None:
-    snap = Snapshot(cluster({"a": 2, "b": 2}), [])
+    snap = snapshot(cluster({"a": 2, "b": 2}), [])
     kept = {"a-n0", "a-n1"}
     assert plan_of(fit(gang("g", 2), snap, CLIQUE, "required", avoid=kept)).domain == "b"
     assert isinstance(fit(gang("g", 2), snap, None, None, avoid=kept | {"b-n0"}), NoFit)
 
 
 def test_reserve_takes_capacity_so_a_second_gang_cannot_have_it() -> None:
-    snap = Snapshot(cluster({"a": 2}), [])
+    snap = snapshot(cluster({"a": 2}), [])
     first = gang("first", 2)
     reserve(plan_of(fit(first, snap, CLIQUE, "required")), first, snap)
     assert snap.free_gpus(["a-n0", "a-n1"]) == 0
@@ -99,15 +100,18 @@ def test_reserve_takes_capacity_so_a_second_gang_cannot_have_it() -> None:
 
 
 def test_no_fit_reasons_name_what_is_missing() -> None:
-    unlabelled = Snapshot([node("n0", None)], [])
+    unlabelled = snapshot([node("n0", None)], [])
     outcome = fit(gang("g", 1), unlabelled, CLIQUE, "required", level=CLIQUE)
-    assert isinstance(outcome, NoFit) and "no eligible node has the label" in outcome.reason
-    cordoned = Snapshot([node("n0", "a", unschedulable=True)], [])
+    assert isinstance(outcome, NoFit)
+    assert "no eligible node has the label" in outcome.reason
+    cordoned = snapshot([node("n0", "a", unschedulable=True)], [])
     outcome = fit(gang("g", 1), cordoned, CLIQUE, "required")
-    assert isinstance(outcome, NoFit) and "no node is eligible" in outcome.reason
+    assert isinstance(outcome, NoFit)
+    assert "no node is eligible" in outcome.reason
 
 
 def test_no_topology_packs_anywhere() -> None:
     pods = [member("g", i, gpus=4, size=4) for i in range(4)]
-    plan = plan_of(fit(pods, Snapshot(cluster({"a": 1, "b": 1}), []), None, None))
-    assert plan.domain is None and sorted(per_node(plan, pods).values()) == [8, 8]
+    plan = plan_of(fit(pods, snapshot(cluster({"a": 1, "b": 1}), []), None, None))
+    assert plan.domain is None
+    assert sorted(per_node(plan, pods).values()) == [8, 8]

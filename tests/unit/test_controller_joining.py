@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.unit.controller_builders import CLIQUE, NOW, admitted, cluster, member, waits
+from tests.builders import CLIQUE, NOW, admitted, cluster, member, waits
 from webhook.controller.deciding import Admit, Finish, Record, Wait, decide, describe
 from webhook.controller.objects import PodInfo
 
@@ -29,8 +29,10 @@ def test_a_replacement_joins_the_gang_in_its_domain() -> None:
     pods = [*started(), member("g", 4, size=4, created=5)]
     actions = decide(cluster({"a": 4, "b": 4}), pods, {}, NOW)
     (admit,) = [a for a in actions if isinstance(a, Admit)]
-    assert admit.record.domain == "b" and admit.record.topology_key == CLIQUE
-    assert [p.name for p in admit.ungate] == ["g-4"] and admit.anchor.name == "g-4"
+    assert admit.record.domain == "b"
+    assert admit.record.topology_key == CLIQUE
+    assert [p.name for p in admit.ungate] == ["g-4"]
+    assert admit.anchor.name == "g-4"
     assert describe(admit) == ("Admitted: domain b; 1 pods, 8 GPUs; joining 3 members "
                                "already admitted")
 
@@ -43,7 +45,9 @@ def test_the_domain_is_known_from_the_pins_when_the_record_is_gone() -> None:
 def test_a_pod_beyond_the_size_of_a_running_gang_stays_gated_and_says_why() -> None:
     pods = [*started(alive=range(4)), member("g", 4, size=4, created=5)]
     (wait,) = decide(cluster({"a": 4, "b": 4}), pods, {}, NOW)
-    assert isinstance(wait, Wait) and wait.warning and [p.name for p in wait.pods] == ["g-4"]
+    assert isinstance(wait, Wait)
+    assert wait.warning
+    assert [p.name for p in wait.pods] == ["g-4"]
     assert wait.message == ("Oversize: the gang of 4 already has 4 members admitted; "
                             "this pod is not part of it")
 
@@ -54,7 +58,9 @@ def test_joiners_wait_until_all_of_them_are_there() -> None:
     assert waits(decide(cluster({"a": 4, "b": 4}), pods, {}, joiner.created + 10)) == {
         "g": "Waiting: 1/2 pods present to rejoin a gang of 4 running with 2"}
     (late,) = decide(cluster({"a": 4, "b": 4}), pods, {}, joiner.created + 3600)
-    assert isinstance(late, Wait) and late.warning and late.message.startswith("Incomplete")
+    assert isinstance(late, Wait)
+    assert late.warning
+    assert late.message.startswith("Incomplete")
 
 
 def test_a_grown_size_from_the_owner_lets_new_members_join_and_says_so() -> None:
@@ -62,7 +68,8 @@ def test_a_grown_size_from_the_owner_lets_new_members_join_and_says_so() -> None
     pods += [member("g", i, created=5) for i in (4, 5)]
     actions = decide(cluster({"a": 4, "b": 4}), pods, {("ml", "g"): 4}, NOW)
     (admit,) = [a for a in actions if isinstance(a, Admit)]
-    assert admit.record.domain == "b" and admit.record.size == 4
+    assert admit.record.domain == "b"
+    assert admit.record.size == 4
     assert describe(admit).endswith("; the gang's size changed from 2 to 4")
 
 
@@ -80,7 +87,8 @@ def test_a_recorded_decision_whose_pods_vanished_finishes_with_the_rest() -> Non
     record = Record("b", CLIQUE, ("g-0", "g-1", "g-2", "g-3"), NOW - 1, 4)
     pods = [running("g", 0, "b", placement=record.dumps()), member("g", 1, size=4)]
     (finish,) = decide(cluster({"a": 4, "b": 4}), pods, {}, NOW)
-    assert isinstance(finish, Finish) and [p.name for p in finish.ungate] == ["g-1"]
+    assert isinstance(finish, Finish)
+    assert [p.name for p in finish.ungate] == ["g-1"]
     assert finish.record.domain == "b"
 
 

@@ -10,7 +10,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
 
-from tests.unit.controller_builders import NOW, cluster, gang
+from tests.builders import NOW, cluster, gang
 from webhook.controller.applying import Applier
 from webhook.controller.deciding import decide
 from webhook.controller.leading import Fence, FencedLeaseLock, NotLeading
@@ -35,11 +35,11 @@ class FakeLeases:
     def __init__(self, fail: bool) -> None:
         self.fail = fail
 
-    async def create_namespaced_lease(self, *args: Any, **kwargs: Any) -> None:
+    async def create_namespaced_lease(self, *_args: Any, **_kwargs: Any) -> None:
         if self.fail:
             raise ApiException(status=409)
 
-    async def replace_namespaced_lease(self, *args: Any, **kwargs: Any) -> None:
+    async def replace_namespaced_lease(self, *_args: Any, **_kwargs: Any) -> None:
         if self.fail:
             raise ApiException(status=409)
 
@@ -65,11 +65,11 @@ class RecordingPods:
     def __init__(self) -> None:
         self.patched: list[str] = []
 
-    async def patch_namespaced_pod(self, name: str, *args: Any, **kwargs: Any) -> Any:
+    async def patch_namespaced_pod(self, name: str, *_args: Any, **_kwargs: Any) -> Any:
         self.patched.append(name)
         raise AssertionError("a fenced-off leader must not write")
 
-    async def create_namespaced_event(self, *args: Any, **kwargs: Any) -> None:
+    async def create_namespaced_event(self, *_args: Any, **_kwargs: Any) -> None:
         return None
 
 

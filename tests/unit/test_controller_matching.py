@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.controller_builders import member, node
+from tests.builders import member, node
 from webhook.controller.matching import eligible
 
 LABELS = {"gpu": "h100", "zone": "z1", "generation": "9"}

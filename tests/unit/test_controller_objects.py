@@ -61,8 +61,11 @@ def test_pod_view_of_a_pod_outside_any_gang_keeps_only_capacity() -> None:
                           "spec": {"nodeName": "n1", "nodeSelector": {"a": "b"},
                                    "containers": [c({"cpu": "1"})]},
                           "status": {"phase": "Running"}})
-    assert info.gang_id is None and info.node_name == "n1" and info.active
-    assert info.labels == {} and info.node_selector == {}
+    assert info.gang_id is None
+    assert info.node_name == "n1"
+    assert info.active
+    assert info.labels == {}
+    assert info.node_selector == {}
     assert info.requests == {"cpu": 1000}
 
 

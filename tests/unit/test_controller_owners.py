@@ -1,54 +1,172 @@
-"""Gang sizes read from owner objects, and the patch that lifts a gate."""
+"""Gang sizes read from owner objects through each convention's pure lookup, and the
+patch that lifts a gate."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
 import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
+from tests.builders import PodBuilder, pod
 from webhook.controller.applying import ungate_patch
 from webhook.controller.deciding import Record
 from webhook.controller.objects import PodInfo
-from webhook.controller.owners import size_of
+from webhook.conventions import kubeflow
+from webhook.conventions.base import OwnerAddress, OwnerSized, SizeUnknown
+from webhook.conventions.registry import CONVENTIONS, membership_of, owner_sized
 from webhook.keys import GANG_LABEL, GATE
+from webhook.pods import PodView
 
 
-def info(labels: dict[str, str] | None = None, **spec: Any) -> PodInfo:
-    return PodInfo.parse({"metadata": {"name": "p", "namespace": "ml",
-                                       "labels": {GANG_LABEL: "g", **(labels or {})}},
-                          "spec": spec})
+def owner_of(builder: PodBuilder) -> tuple[OwnerSized, OwnerAddress | SizeUnknown, PodInfo]:
+    """The pod as each side sees it: the webhook's convention finds the gang, the
+    controller's view (labels, ownerReferences) is what the owner lookup reads."""
+    raw = builder.label(GANG_LABEL, "g").build()
+    membership = membership_of(PodView.parse(raw))
+    assert membership is not None
+    convention = owner_sized(membership.source)
+    assert convention is not None, f"{membership.source} has no owner lookup"
+    info = PodInfo.parse(raw)
+    return convention, convention.owner(info.labels, info.owners), info
 
 
-@pytest.mark.parametrize(("source", "owner", "labels", "size"), [
-    ("indexed-job", {"spec": {"parallelism": 4, "completions": 8}}, {}, 4),
-    ("indexed-job", {"spec": {"parallelism": 8, "completions": 2}}, {}, 2),
-    ("kubeflow", {"spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1},
-                                                   "Worker": {"replicas": 7}}}}, {}, 8),
-    ("kubeflow", {"spec": {"mpiReplicaSpecs": {"Launcher": {}, "Worker": {"replicas": 4}}}},
-     {}, 5),
-    ("jobset", {"spec": {"replicatedJobs": [
-        {"name": "driver", "replicas": 1},
-        {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 4}}}]}},
-     {"jobset.sigs.k8s.io/replicatedjob-name": "workers"}, 8),
-    ("podgroup", {"spec": {"minMember": 6}}, {}, 6),
-    ("kuberay", {"spec": {"workerGroupSpecs": [{"replicas": 3}, {"replicas": 2}]}}, {}, 6),
+# One row per convention with an owner lookup: a pod it finds, the owner that pod names,
+# an object of that kind, and the size it states.
+OWNERS: dict[str, tuple[PodBuilder, OwnerAddress, dict[str, Any], int]] = {
+    "indexed-job": (
+        pod().label("batch.kubernetes.io/job-name", "ddp")
+        .label("batch.kubernetes.io/job-completion-index", "0"),
+        OwnerAddress("batch", "v1", "jobs", "ddp"),
+        {"spec": {"parallelism": 4, "completions": 8}}, 4),
+    "kubeflow": (
+        pod().label("training.kubeflow.org/job-name", "llama")
+        .owner("PyTorchJob", "llama", "kubeflow.org/v1"),
+        OwnerAddress("kubeflow.org", "v1", "pytorchjobs", "llama"),
+        {"spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1},
+                                          "Worker": {"replicas": 7}}}}, 8),
+    "jobset": (
+        pod().label("jobset.sigs.k8s.io/jobset-name", "js")
+        .label("jobset.sigs.k8s.io/replicatedjob-name", "workers"),
+        OwnerAddress("jobset.x-k8s.io", "v1alpha2", "jobsets", "js"),
+        {"spec": {"replicatedJobs": [
+            {"name": "driver", "replicas": 1},
+            {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 4}}}]}}, 8),
+    "podgroup": (
+        pod().label("scheduling.x-k8s.io/pod-group", "pg"),
+        OwnerAddress("scheduling.x-k8s.io", "v1alpha1", "podgroups", "pg"),
+        {"spec": {"minMember": 6}}, 6),
+    "kuberay": (
+        pod().label("ray.io/cluster", "rc"),
+        OwnerAddress("ray.io", "v1", "rayclusters", "rc"),
+        {"spec": {"workerGroupSpecs": [{"replicas": 3}, {"replicas": 2}]}}, 6),
+}
+
+
+def test_every_owner_lookup_has_a_row() -> None:
+    assert {c.name for c in CONVENTIONS if isinstance(c, OwnerSized)} == set(OWNERS)
+
+
+@pytest.mark.parametrize("source", sorted(OWNERS))
+def test_each_convention_finds_its_owner_and_reads_its_size(source: str) -> None:
+    builder, address, owner, size = OWNERS[source]
+    convention, found, info = owner_of(builder)
+    assert found == address
+    assert convention.size(owner, info.labels) == size
+
+
+@pytest.mark.parametrize(("source", "builder", "owner", "size"), [
+    ("indexed-job", pod().label("batch.kubernetes.io/job-name", "j")
+     .label("batch.kubernetes.io/job-completion-index", "0"),
+     {"spec": {"parallelism": 8, "completions": 2}}, 2),
+    ("indexed-job", pod().label("batch.kubernetes.io/job-name", "j")
+     .label("batch.kubernetes.io/job-completion-index", "0"), {"spec": {}}, 1),
+    ("kubeflow", pod().label("training.kubeflow.org/job-name", "mpi")
+     .owner("MPIJob", "mpi", "kubeflow.org/v2beta1"),
+     {"spec": {"mpiReplicaSpecs": {"Launcher": {}, "Worker": {"replicas": 4}}}}, 5),
+    ("kuberay", pod().label("ray.io/cluster", "rc"), {"spec": {}}, 1),
 ])
-def test_sizes_from_owners(source: str, owner: dict[str, Any], labels: dict[str, str],
+def test_more_owner_shapes(source: str, builder: PodBuilder, owner: dict[str, Any],
                            size: int) -> None:
-    assert size_of(source, owner, info(labels)) == size
+    convention, _, info = owner_of(builder)
+    assert convention is owner_sized(source)
+    assert convention.size(owner, info.labels) == size
 
 
-@pytest.mark.parametrize(("source", "owner", "labels", "message"), [
-    ("kubeflow", {"spec": {}}, {}, "no replica specs"),
-    ("jobset", {"spec": {"replicatedJobs": []}},
-     {"jobset.sigs.k8s.io/replicatedjob-name": "w"}, "no replicated job"),
-    ("podgroup", {"spec": {}}, {}, "no minMember"),
+@pytest.mark.parametrize(("builder", "owner", "message"), [
+    (pod().label("training.kubeflow.org/job-name", "pt").owner("PyTorchJob", "pt",
+                                                                "kubeflow.org/v1"),
+     {"spec": {}}, "no replica specs"),
+    (pod().label("jobset.sigs.k8s.io/jobset-name", "js")
+     .label("jobset.sigs.k8s.io/replicatedjob-name", "w"),
+     {"spec": {"replicatedJobs": []}}, "no replicated job"),
+    (pod().label("scheduling.x-k8s.io/pod-group", "pg"), {"spec": {}}, "no minMember"),
+    (pod().label("batch.kubernetes.io/job-name", "j")
+     .label("batch.kubernetes.io/job-completion-index", "0"),
+     {"spec": {"parallelism": 0}}, "parallelism is 0"),
 ])
-def test_owners_that_state_no_size_say_why(source: str, owner: dict[str, Any],
-                                           labels: dict[str, str], message: str) -> None:
-    size = size_of(source, owner, info(labels))
-    assert isinstance(size, str) and message in size
+def test_owners_that_state_no_size_say_why(builder: PodBuilder, owner: dict[str, Any],
+                                           message: str) -> None:
+    convention, _, info = owner_of(builder)
+    size = convention.size(owner, info.labels)
+    assert isinstance(size, SizeUnknown)
+    assert message in size.reason
+
+
+def test_a_kubeflow_pod_without_its_owner_reference_says_so() -> None:
+    _, found, _ = owner_of(pod().label("training.kubeflow.org/job-name", "pt"))
+    assert isinstance(found, SizeUnknown)
+    assert "ownerReferences" in found.reason
+
+
+# Owner objects are custom resources: whatever shape one has, a size function answers.
+_FIELDS = ["spec", "replicas", "parallelism", "completions", "minMember", "replicatedJobs",
+           "name", "template", "workerGroupSpecs", "pytorchReplicaSpecs", "Worker"]
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 9) | st.sampled_from(["workers", "x"]),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(_FIELDS), inner, max_size=4),
+    max_leaves=12)
+
+
+def test_the_controller_may_read_every_owner_a_convention_names() -> None:
+    rbac = Path(__file__).resolve().parents[2] / "deploy" / "base" / "controller-rbac.yaml"
+    role = next(d for d in yaml.safe_load_all(rbac.read_text())
+                if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "airlock-controller")
+    readable = {(group, resource) for rule in role["rules"] if "get" in rule["verbs"]
+                for group in rule["apiGroups"] for resource in rule["resources"]}
+    named = {(a.group, a.plural) for _, a, _, _ in OWNERS.values()}
+    named |= {(kubeflow.GROUP, plural) for plural in kubeflow.KINDS.values()}
+    assert named <= readable
+
+
+def _answers(source: str, owner: dict[str, Any]) -> None:
+    convention, _, info = owner_of(OWNERS[source][0])
+    size = convention.size(owner, info.labels)
+    assert isinstance(size, SizeUnknown) or (isinstance(size, int) and size >= 1)
+
+
+ODD = [{}, {"spec": None}, {"spec": []}, {"spec": {"parallelism": "4", "completions": None}},
+       {"spec": {"replicatedJobs": [None, {"name": "workers", "template": ["x"]}]}},
+       {"spec": {"replicatedJobs": {"name": "workers"}}},
+       {"spec": {"workerGroupSpecs": "x"}}, {"spec": {"workerGroupSpecs": [None, 3]}},
+       {"spec": {"pytorchReplicaSpecs": {"Worker": []}}}, {"spec": {"minMember": True}}]
+
+
+@pytest.mark.parametrize("source", sorted(OWNERS))
+@pytest.mark.parametrize("owner", ODD)
+def test_size_functions_answer_for_odd_owner_shapes(source: str, owner: dict[str, Any]) -> None:
+    _answers(source, owner)
+
+
+@pytest.mark.parametrize("source", sorted(OWNERS))
+@given(owner=st.dictionaries(st.just("spec"), _JSON))
+def test_size_functions_answer_for_any_owner_shape(source: str, owner: dict[str, Any]) -> None:
+    _answers(source, owner)
 
 
 @pytest.mark.parametrize("node_selector", [None, {"gpu": "h100"}])
@@ -89,3 +207,15 @@ def test_record_and_anchor_ungate_are_one_patch(annotations: dict[str, str] | No
     assert Record.loads(out["metadata"]["annotations"][PLACEMENT_ANNOTATION]) == record
     assert out["metadata"]["annotations"].items() >= (annotations or {}).items()
     assert out["spec"]["schedulingGates"] == []
+
+
+@pytest.mark.parametrize(("api_version", "kind", "plural"), [
+    ("kubeflow.org/v1", "PyTorchJob", "pytorchjobs"),
+    ("kubeflow.org/v1", "MPIJob", "mpijobs"),        # the training-operator's MPIJob
+    ("kubeflow.org/v2beta1", "MPIJob", "mpijobs"),   # the mpi-operator's
+])
+def test_a_kubeflow_owner_is_read_at_the_version_its_reference_names(
+        api_version: str, kind: str, plural: str) -> None:
+    _, found, _ = owner_of(pod().label("training.kubeflow.org/job-name", "j")
+                           .owner(kind, "j", api_version))
+    assert found == OwnerAddress("kubeflow.org", api_version.split("/")[1], plural, "j")

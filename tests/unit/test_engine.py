@@ -27,8 +27,10 @@ def test_patch_is_base64_json_patch_and_uid_is_echoed(policy: Policy) -> None:
     obj = pod().gpus(8).label("training.kubeflow.org/job-name", "j").build()
     out = answer(review(obj, uid="abc-123"), policy)
     resp = out["response"]
-    assert out["apiVersion"] == "admission.k8s.io/v1" and out["kind"] == "AdmissionReview"
-    assert resp["uid"] == "abc-123" and resp["allowed"] is True
+    assert out["apiVersion"] == "admission.k8s.io/v1"
+    assert out["kind"] == "AdmissionReview"
+    assert resp["uid"] == "abc-123"
+    assert resp["allowed"] is True
     assert resp["patchType"] == "JSONPatch"
     ops = orjson.loads(base64.b64decode(resp["patch"]))
     assert {"op": "add", "path": "/spec/schedulingGates",
@@ -42,14 +44,16 @@ def test_out_of_scope_has_no_patch(policy: Policy) -> None:
 
 def test_no_policy_fails_open_with_a_warning() -> None:
     resp = answer(review(pod().gpus(1).build()), None)["response"]
-    assert resp["allowed"] is True and "no valid policy" in resp["warnings"][0]
+    assert resp["allowed"] is True
+    assert "no valid policy" in resp["warnings"][0]
 
 
 def test_denial_carries_a_message(policy: Policy) -> None:
     resp = answer(review(pod().gpus("500m").owner("Job", "j").build()), policy,
                   engine.VALIDATE)["response"]
     assert resp["allowed"] is False
-    assert resp["status"]["code"] == 403 and "whole number" in resp["status"]["message"]
+    assert resp["status"]["code"] == 403
+    assert "whole number" in resp["status"]["message"]
 
 
 @pytest.mark.parametrize(("obj", "message"), [
@@ -66,14 +70,16 @@ def test_badly_typed_objects_are_denied_with_the_field(policy: Policy, obj: Any,
                                                        message: str) -> None:
     for handler in (engine.MUTATE, engine.VALIDATE):
         resp = answer(review(obj, namespace="ml"), policy, handler)["response"]
-        assert resp["allowed"] is False and resp["status"]["code"] == 400
+        assert resp["allowed"] is False
+        assert resp["status"]["code"] == 400
         assert message in resp["status"]["message"]
 
 
 def test_update_with_bad_old_object_names_it(policy: Policy) -> None:
     body = review(pod().gpus(1).build(), operation="UPDATE", old={"spec": {"nodeSelector": 1}})
     resp = answer(body, policy, engine.VALIDATE)["response"]
-    assert resp["allowed"] is False and "oldObject.spec.nodeSelector" in resp["status"]["message"]
+    assert resp["allowed"] is False
+    assert "oldObject.spec.nodeSelector" in resp["status"]["message"]
 
 
 def test_unexpected_errors_become_an_errored_response(policy: Policy,
@@ -82,7 +88,8 @@ def test_unexpected_errors_become_an_errored_response(policy: Policy,
         raise RuntimeError("bug")
     monkeypatch.setattr(engine, "classify", boom)
     resp = answer(review(pod().gpus(1).build()), policy)["response"]
-    assert resp["allowed"] is False and resp["status"]["code"] == 500
+    assert resp["allowed"] is False
+    assert resp["status"]["code"] == 500
 
 
 BAD_BODIES: list[tuple[bytes, str]] = [
@@ -115,3 +122,20 @@ def test_long_warnings_are_shortened() -> None:
     from webhook.admission.responses import allowed
     out = orjson.loads(complete("u", allowed(("x" * 500,))))
     assert len(out["response"]["warnings"][0]) <= 120
+
+
+def outcome(body: dict[str, Any], policy: Policy | None, handler: engine.Handler) -> Any:
+    return engine.handle(handler, decode(orjson.dumps(body)), policy).outcome
+
+
+def test_only_a_mutate_create_carries_an_outcome(policy: Policy) -> None:
+    gpu = pod().gpus(1).build()
+    assert outcome(review(gpu), policy, engine.MUTATE) == "unclassified"
+    assert outcome(review(pod().cpu().build()), policy, engine.MUTATE) == "out-of-scope"
+    assert outcome(review(gpu), None, engine.MUTATE) == "no-policy"
+    assert outcome(review("a string"), policy, engine.MUTATE) == "bad-object"
+    for handler in (engine.MUTATE, engine.VALIDATE):
+        assert outcome(review(gpu, operation="UPDATE", old=gpu), policy, handler) is None
+        assert outcome(review(gpu, operation="UPDATE", old=gpu), None, handler) is None
+    for body in (review(gpu), review("a string")):
+        assert outcome(body, policy, engine.VALIDATE) is None

@@ -101,7 +101,8 @@ def test_gate_only_at_creation(policy: Policy) -> None:
 def test_preemption_policy_removed_with_priority(policy: Policy) -> None:
     _, out = run(PODS["deployment replica"].build(), policy)
     assert out["spec"]["priorityClassName"] == "airlock-inference"
-    assert "priority" not in out["spec"] and "preemptionPolicy" not in out["spec"]
+    assert "priority" not in out["spec"]
+    assert "preemptionPolicy" not in out["spec"]
     spread = out["spec"]["topologySpreadConstraints"]
     assert spread[0]["topologyKey"] == "kubernetes.io/hostname"
 

@@ -95,7 +95,8 @@ def test_lines_follow_multi_documents_and_merge_keys(tmp_path: Path) -> None:
     assert first.line(("a",)) == 1
     assert second.data["use"] == {"x": 1, "y": 3}
     # y is written under `use`; x only arrives through the merge, so it points at `base`.
-    assert second.line(("use", "y")) == 8 and second.line(("use", "x")) == 4
+    assert second.line(("use", "y")) == 8
+    assert second.line(("use", "x")) == 4
     assert second.line(("use", "z", 0)) == 6
 
 

@@ -41,7 +41,8 @@ def test_defaults_scope_and_topology(defaults: Policy) -> None:
                                         "host": "kubernetes.io/hostname"}
     training = defaults.classes["training"]
     # Required would hold gangs forever on clusters without the clique label.
-    assert training.topology is not None and training.topology.mode == "preferred"
+    assert training.topology is not None
+    assert training.topology.mode == "preferred"
     assert all(any(t.key == "nvidia.com/gpu" and t.operator == "Exists" for t in s.tolerations)
                for s in defaults.classes.values())
 
@@ -67,7 +68,7 @@ def test_topology_example_stands_alone_with_the_default_rules(
 
 def test_every_example_is_covered() -> None:
     assert sorted(p.name for p in EXAMPLES.iterdir()) == sorted(
-        [*TOPOLOGY_EXAMPLES, "team-namespaces"])
+        [*TOPOLOGY_EXAMPLES, "team-namespaces", "mig", "time-slicing"])
 
 
 def test_nvidia_example_requires_one_nvlink_domain() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.conftest import KubeletDir
+from tests.servers import KubeletDir
 from webhook.policy import reloading
 from webhook.policy.reloading import Outcome, PolicyStore
 
@@ -41,15 +41,18 @@ def test_a_broken_swap_keeps_the_last_good_policy_until_fixed(mounted: KubeletDi
     mounted.publish(BROKEN)
     assert store.reload_if_changed() == "failed"
     assert store.policy is good
-    assert store.last_error and store.last_error.startswith(
+    assert store.last_error
+    assert store.last_error.startswith(
         f"{mounted.path}/00-base.yaml:12: spec.classes.training.topology.mode")
     assert store.failed_at is not None
     # Reported once, not on every poll.
     assert store.reload_if_changed() == "unchanged"
     mounted.publish(FIXED)
     assert store.reload_if_changed() == "reloaded"
-    assert store.last_error is None and store.failed_at is None
-    assert store.policy is not None and [r.name for r in store.policy.rules] == ["kubeflow-jobs"]
+    assert store.last_error is None
+    assert store.failed_at is None
+    assert store.policy is not None
+    assert [r.name for r in store.policy.rules] == ["kubeflow-jobs"]
 
 
 def test_a_first_bad_policy_leaves_none_loaded(tmp_path: Path) -> None:
@@ -57,7 +60,8 @@ def test_a_first_bad_policy_leaves_none_loaded(tmp_path: Path) -> None:
     directory.publish(BROKEN)
     store = PolicyStore(directory.path)
     assert store.reload_if_changed() == "failed"
-    assert store.policy is None and store.last_error
+    assert store.policy is None
+    assert store.last_error
 
 
 def test_a_vanished_directory_keeps_the_last_good_policy(tmp_path: Path) -> None:
@@ -69,7 +73,8 @@ def test_a_vanished_directory_keeps_the_last_good_policy(tmp_path: Path) -> None
     (directory / "00-base.yaml").rename(tmp_path / "elsewhere.yaml")
     directory.rmdir()
     assert store.reload_if_changed() == "failed"
-    assert store.policy is not None and "cannot list" in (store.last_error or "")
+    assert store.policy is not None
+    assert "cannot list" in (store.last_error or "")
 
 
 async def test_watch_reports_each_change(mounted: KubeletDir) -> None:

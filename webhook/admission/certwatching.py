@@ -9,7 +9,6 @@ one, and no connection is dropped.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import logging
 import ssl
@@ -17,23 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from webhook.certificates import CERT_FILE, KEY_FILE, not_after
+from webhook.fingerprints import Fingerprint, fingerprint
 
 log = logging.getLogger("airlock.certs")
-
-Fingerprint = tuple[tuple[str, int, int], ...]
-
-
-def _fingerprint(paths: tuple[Path, ...]) -> Fingerprint:
-    out = []
-    for p in paths:
-        try:
-            resolved = p.resolve(strict=True)
-            st = resolved.stat()
-        except OSError:
-            return ()
-        out.append((str(resolved), st.st_mtime_ns, st.st_size))
-    return tuple(out)
-
 
 class CertWatcher:
     def __init__(self, cert_dir: Path,
@@ -65,11 +50,11 @@ class CertWatcher:
     def reload_if_changed(self) -> bool:
         """Load the pair if the files changed; True when a new pair went live. A broken
         pair (half-written, mismatched) keeps the one in use and is reported."""
-        seen = _fingerprint((self.cert, self.key))
+        seen = fingerprint((self.cert, self.key))
         if seen == self._seen:
             return False
         self._seen = seen
-        if not seen:
+        if any(stamp.problem for stamp in seen):
             self.error = f"{self.cert} or {self.key} is missing"
             log.error("certificate reload failed", extra={"error": self.error})
             return False
@@ -91,8 +76,3 @@ class CertWatcher:
         else:
             log.info("certificate loaded", extra={"not_after": self.not_after.isoformat()})
         return True
-
-    async def watch(self, interval: float) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            self.reload_if_changed()

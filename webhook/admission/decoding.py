@@ -60,5 +60,4 @@ def decode(body: bytes) -> Request:
         username=user.get("username", ""),
         object=request.get("object"),
         old_object=request.get("oldObject"),
-        dry_run=request.get("dryRun") is True,
     )

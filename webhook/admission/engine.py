@@ -9,7 +9,7 @@ from typing import Any
 
 from webhook.admission import responses
 from webhook.admission.mutating import mutate
-from webhook.admission.reviews import Request, Response
+from webhook.admission.reviews import Outcome, Request, Response
 from webhook.admission.validating import validate_create, validate_update
 from webhook.pods import PodShapeError, PodView
 from webhook.policy.classifying import Decision, classify
@@ -37,7 +37,7 @@ def _pod(obj: Any, namespace: str, role: str) -> PodView:
         raise PodShapeError(path, e.expected) from None
 
 
-def _outcome(decision: Decision) -> str:
+def _outcome(decision: Decision) -> Outcome:
     if not decision.in_scope:
         return "out-of-scope"
     return decision.class_ or "unclassified"
@@ -55,18 +55,16 @@ def _mutate(request: Request, policy: Policy) -> Response:
 def _validate(request: Request, policy: Policy) -> Response:
     if request.operation == "CREATE":
         pod = _pod(request.object, request.namespace, "object")
-        decision = classify(pod, policy)
-        verdict = validate_create(pod, decision, policy)
+        verdict = validate_create(pod, classify(pod, policy), policy)
     elif request.operation == "UPDATE":
         pod = _pod(request.object, request.namespace, "object")
         old = _pod(request.old_object, request.namespace, "oldObject")
         verdict = validate_update(old, pod, request.username, policy)
-        decision = Decision(in_scope=True, reason="update", class_=None)
     else:
         return responses.allowed()
     if verdict.denial is not None:
-        return responses.denied(verdict.denial, outcome="denied")
-    return responses.allowed(verdict.warnings, _outcome(decision))
+        return responses.denied(verdict.denial)
+    return responses.allowed(verdict.warnings)
 
 
 Handler = Callable[[Request, Policy], Response]
@@ -74,13 +72,23 @@ MUTATE: Handler = _mutate
 VALIDATE: Handler = _validate
 
 
+def _decides(handler: Handler, request: Request) -> bool:
+    """Whether this review is the one that decides a pod's class, and so carries an
+    outcome: only a /mutate CREATE. /validate sees the same pod again and an update never
+    changes a class, so each pod is counted once."""
+    return handler is MUTATE and request.operation == "CREATE"
+
+
 def handle(handler: Handler, request: Request, policy: Policy | None) -> Response:
     if policy is None:
-        return responses.allowed((NO_POLICY,), outcome="no-policy")
+        return responses.allowed(
+            (NO_POLICY,), "no-policy" if _decides(handler, request) else None)
     try:
         return handler(request, policy)
     except (PodShapeError, NotAPod) as e:
-        return responses.denied(str(e), outcome="bad-object", code=400)
+        return responses.denied(
+            str(e), "bad-object" if _decides(handler, request) else None, code=400)
     except Exception:
         log.exception("unexpected error reviewing %s", request.uid)
-        return responses.errored("Airlock failed to review this pod; see the webhook's log")
+        return responses.errored("Airlock failed to review this pod; see the webhook's log",
+                                 "error" if _decides(handler, request) else None)

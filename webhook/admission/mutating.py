@@ -4,14 +4,15 @@ own output it returns no operations, because every step first checks what is the
 from __future__ import annotations
 
 import copy
-import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from webhook.admission.patches import PatchBuilder, PatchOp
-from webhook.gangs.base import label_value
+from webhook.accelerators import to_record
+from webhook.admission import slicing
+from webhook.admission.patches import PatchBuilder
+from webhook.conventions.base import label_value
 from webhook.keys import (
+    ACCELERATORS_ANNOTATION,
     CLASS_LABEL,
     GANG_EXPECTED_SIZE_ANNOTATION,
     GANG_KEY_ANNOTATION,
@@ -22,29 +23,36 @@ from webhook.keys import (
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
 )
+from webhook.patchops import PatchOp
 from webhook.pods import PodView
 from webhook.policy.classifying import Decision
 from webhook.policy.model import ClassSpec, Policy, Toleration
+from webhook.policy.slices import WHOLE_GPU
 
 
-@dataclass(frozen=True, slots=True)
-class Mutation:
+class Mutation(NamedTuple):
+    # Immutable and cheap to build on every request, like reviews.Response.
     patch: list[PatchOp]
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = ()
 
 
-def _same_toleration(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    keys = ("key", "operator", "value", "effect")
-    defaults = {"operator": "Equal"}
-    return all(a.get(k, defaults.get(k)) == b.get(k, defaults.get(k)) for k in keys)
+# What makes two tolerations the same (the operator defaults to Equal). A tuple, not a
+# set member: a malformed pod's values need not be hashable.
+_TolerationKey = tuple[object, object, object, object]
 
 
-def _record(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpec,
+def _toleration_key(t: Mapping[str, Any]) -> _TolerationKey:
+    return t.get("key"), t.get("operator", "Equal"), t.get("value"), t.get("effect")
+
+
+def _record(b: PatchBuilder, resources: frozenset[str], decision: Decision, spec: ClassSpec,
             policy: Policy) -> None:
     assert decision.class_ is not None
     b.label(CLASS_LABEL, decision.class_)
     if decision.rule:
         b.annotation(RULE_ANNOTATION, decision.rule)
+    if accelerators := to_record(policy.accelerators, resources):
+        b.annotation(ACCELERATORS_ANNOTATION, accelerators)
     gang = decision.gang
     if gang is None:
         return
@@ -77,18 +85,29 @@ def _priority(b: PatchBuilder, pod: PodView, spec: ClassSpec, policy: Policy) ->
     return []
 
 
-@functools.lru_cache(maxsize=256)
-def _toleration(t: Toleration) -> dict[str, object]:
-    return t.as_k8s()
+# A policy toleration in the pod's form, by the model's id; each entry holds its model,
+# so the id is not reused while it is a key. Not an lru_cache: hashing a pydantic model
+# on every request cost as much as the conversion it saved.
+_TOLERATIONS: dict[int, tuple[Toleration, _TolerationKey, dict[str, object]]] = {}
 
 
-def _tolerations(b: PatchBuilder, pod: PodView, spec: ClassSpec) -> None:
-    present = list(pod.tolerations)
-    for t in spec.tolerations:
-        wanted = _toleration(t)
-        if not any(_same_toleration(p, wanted) for p in present):
+def _toleration(t: Toleration) -> tuple[Toleration, _TolerationKey, dict[str, object]]:
+    entry = _TOLERATIONS.get(id(t))
+    if entry is None:
+        if len(_TOLERATIONS) >= 256:
+            _TOLERATIONS.clear()
+        wanted = t.as_k8s()
+        entry = _TOLERATIONS[id(t)] = (t, _toleration_key(wanted), wanted)
+    return entry
+
+
+def _tolerations(b: PatchBuilder, pod: PodView, tolerations: tuple[Toleration, ...]) -> None:
+    present = [_toleration_key(p) for p in pod.tolerations]
+    for t in tolerations:
+        _, key, wanted = _toleration(t)
+        if key not in present:
             b.append("tolerations", wanted)
-            present.append(wanted)
+            present.append(key)
 
 
 def _node_affinity_exists(affinity: dict[str, Any], key: str) -> bool:
@@ -150,15 +169,33 @@ def _placement(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpe
         b.spec_field("affinity", affinity)
 
 
+def _slice(b: PatchBuilder, sliced: slicing.Mapping, warnings: list[str]) -> None:
+    offer = sliced.offer
+    for containers, index, c in sliced.containers:
+        for section, quantities in (("requests", c.requests), ("limits", c.limits)):
+            if WHOLE_GPU in quantities:
+                b.swap_resource(containers, index, section, WHOLE_GPU, offer.resource, "1")
+    for key, value in offer.node_selector.items():
+        b.node_selector(key, value)
+    if sliced.containers:
+        warnings.append(sliced.note())
+
+
 def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> Mutation:
     """The patch that gives the pod what its class needs; empty when out of scope."""
     if not decision.in_scope or decision.class_ is None:
         return Mutation([])
     spec = policy.classes[decision.class_]
     b = PatchBuilder(pod.raw)
-    _record(b, pod, decision, spec, policy)
+    sliced = slicing.mapping(pod, decision.class_, policy) if slicing.asks(pod) else None
+    _record(b, pod.resources if sliced is None else sliced.resources(pod.resources),
+            decision, spec, policy)
     warnings = _priority(b, pod, spec, policy)
-    _tolerations(b, pod, spec)
+    tolerations = spec.tolerations
+    if sliced is not None:
+        _slice(b, sliced, warnings)
+        tolerations += sliced.offer.tolerations
+    _tolerations(b, pod, tolerations)
     _placement(b, pod, decision, spec, policy)
     # Gates can only be added when the pod is created.
     if decision.gang is not None and spec.gate_gangs and operation == "CREATE" \

@@ -7,21 +7,10 @@ Building ops directly is far cheaper on the hot path than copying the pod and di
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal
 
-
-class PatchOp(TypedDict):
-    op: Literal["add", "remove", "replace", "test"]
-    path: str
-    value: NotRequired[Any]
-
-
-@functools.cache
-def escape(key: str) -> str:
-    """A map key as a JSON Pointer token; the same few keys recur on every request."""
-    return key.replace("~", "~0").replace("/", "~1")
+from webhook.patchops import PatchOp, escape
 
 
 class PatchBuilder:
@@ -29,23 +18,22 @@ class PatchBuilder:
     list the pod lacks is added whole, one it has is extended entry by entry."""
 
     def __init__(self, pod: Mapping[str, Any]) -> None:
-        self._meta: Mapping[str, Any] = pod.get("metadata") or {}
+        meta: Mapping[str, Any] = pod.get("metadata") or {}
         self._spec: Mapping[str, Any] = pod.get("spec") or {}
+        self._had_labels: Mapping[str, str] = meta.get("labels") or {}
+        self._had_annotations: Mapping[str, str] = meta.get("annotations") or {}
         self._ops: list[PatchOp] = []
         self._labels: dict[str, str] = {}
         self._annotations: dict[str, str] = {}
         self._appends: dict[str, list[Any]] = {}
-
-    @staticmethod
-    def _changed(parent: Mapping[str, Any] | None, key: str, value: Any) -> bool:
-        return parent is None or parent.get(key) != value
+        self._node_selector: dict[str, str] = {}
 
     def label(self, key: str, value: str) -> None:
-        if self._changed(self._meta.get("labels"), key, value):
+        if self._had_labels.get(key) != value:
             self._labels[key] = value
 
     def annotation(self, key: str, value: str) -> None:
-        if self._changed(self._meta.get("annotations"), key, value):
+        if self._had_annotations.get(key) != value:
             self._annotations[key] = value
 
     def spec_field(self, key: str, value: Any) -> None:
@@ -62,8 +50,7 @@ class PatchBuilder:
         """Append to a spec list, creating it when the pod has none."""
         self._appends.setdefault(field, []).append(item)
 
-    def _map_ops(self, path: str, parent: Mapping[str, Any] | None,
-                 changes: dict[str, Any]) -> None:
+    def _map_ops(self, path: str, parent: Mapping[str, Any], changes: dict[str, Any]) -> None:
         if not changes:
             return
         if not parent:
@@ -74,8 +61,10 @@ class PatchBuilder:
             self._ops.append({"op": op, "path": f"{path}/{escape(key)}", "value": value})
 
     def ops(self) -> list[PatchOp]:
-        self._map_ops("/metadata/labels", self._meta.get("labels"), self._labels)
-        self._map_ops("/metadata/annotations", self._meta.get("annotations"), self._annotations)
+        self._map_ops("/metadata/labels", self._had_labels, self._labels)
+        self._map_ops("/metadata/annotations", self._had_annotations, self._annotations)
+        self._map_ops("/spec/nodeSelector", self._spec.get("nodeSelector") or {},
+                      self._node_selector)
         for field, items in self._appends.items():
             path = f"/spec/{escape(field)}"
             if self._spec.get(field):
@@ -83,3 +72,15 @@ class PatchBuilder:
             else:
                 self._ops.append({"op": "add", "path": path, "value": items})
         return self._ops
+
+    def node_selector(self, key: str, value: str) -> None:
+        if (self._spec.get("nodeSelector") or {}).get(key) != value:
+            self._node_selector[key] = value
+
+    def swap_resource(self, field: str, index: int, section: str, old: str, new: str,
+                      value: Any) -> None:
+        """In container `index` of spec.`field`, resources.`section` (requests or
+        limits) loses `old` and gains `new`: `value`."""
+        path = f"/spec/{field}/{index}/resources/{section}/"
+        self._ops.append({"op": "remove", "path": path + escape(old)})
+        self._ops.append({"op": "add", "path": path + escape(new), "value": value})

@@ -7,27 +7,33 @@ import base64
 
 import orjson
 
-from webhook.admission.patches import PatchOp
-from webhook.admission.reviews import REVIEW_API_VERSION, Response, ResponseBody, ReviewBody
+from webhook.admission.reviews import (
+    REVIEW_API_VERSION,
+    Outcome,
+    Response,
+    ResponseBody,
+    ReviewBody,
+)
+from webhook.patchops import PatchOp
 
 # The apiserver truncates long warnings; keep them readable instead.
 _MAX_WARNING = 120
 
 
-def allowed(warnings: tuple[str, ...] = (), outcome: str = "out-of-scope") -> Response:
+def allowed(warnings: tuple[str, ...] = (), outcome: Outcome | None = None) -> Response:
     return Response(allowed=True, warnings=warnings, outcome=outcome)
 
 
-def patched(patch: list[PatchOp], warnings: tuple[str, ...], outcome: str) -> Response:
+def patched(patch: list[PatchOp], warnings: tuple[str, ...], outcome: Outcome) -> Response:
     return Response(allowed=True, patch=tuple(patch), warnings=warnings, outcome=outcome)
 
 
-def denied(message: str, outcome: str, code: int = 403) -> Response:
+def denied(message: str, outcome: Outcome | None = None, code: int = 403) -> Response:
     return Response(allowed=False, message=message, code=code, outcome=outcome)
 
 
-def errored(message: str, code: int = 500) -> Response:
-    return Response(allowed=False, message=message, code=code, outcome="error")
+def errored(message: str, outcome: Outcome | None) -> Response:
+    return Response(allowed=False, message=message, code=500, outcome=outcome)
 
 
 def _short(warning: str) -> str:

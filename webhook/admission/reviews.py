@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NamedTuple, NotRequired, TypedDict
 
-from webhook.admission.patches import PatchOp
+from webhook.keys import ClassName
+from webhook.patchops import PatchOp
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+# What admission decided for a pod when it was created: its class, "unclassified" (an
+# accelerator pod no rule classified), "out-of-scope", or why nothing could be decided.
+Outcome = Literal[ClassName, "unclassified", "out-of-scope", "bad-object", "error", "no-policy"]
 REVIEW_API_VERSION = "admission.k8s.io/v1"
 
 
@@ -32,8 +35,11 @@ class ReviewBody(TypedDict):
     response: ResponseBody
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+# Request and Response are NamedTuples, immutable like frozen dataclasses but built in a
+# third of the time (0.5 against 1.8 us): each request makes one of each.
+
+
+class Request(NamedTuple):
     """The decoded request: what the engine needs, nothing of HTTP."""
 
     uid: str
@@ -42,11 +48,9 @@ class Request:
     username: str
     object: Any
     old_object: Any
-    dry_run: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
+class Response(NamedTuple):
     """A decision before it is completed into the wire format."""
 
     allowed: bool
@@ -54,5 +58,6 @@ class Response:
     code: int = 200
     patch: tuple[PatchOp, ...] = ()
     warnings: tuple[str, ...] = ()
-    # What was decided, for metrics and logs: a class name, "out-of-scope" or "error".
-    outcome: str = "out-of-scope"
+    # Set only on the review that decides a pod's class (a /mutate CREATE), so that
+    # counting outcomes counts each pod once.
+    outcome: Outcome | None = None

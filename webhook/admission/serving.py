@@ -20,7 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from webhook.admission import engine
 from webhook.admission.certwatching import CertWatcher
 from webhook.admission.decoding import MAX_BODY, BadReview, decode
-from webhook.admission.metrics import WebhookMetrics
+from webhook.admission.metrics import Endpoint, WebhookMetrics
 from webhook.admission.responses import complete
 from webhook.certificates import ensure_dev_certs
 from webhook.logs import setup_logging
@@ -29,9 +29,6 @@ from webhook.policy.reloading import PolicyStore
 log = logging.getLogger("airlock.server")
 
 RELOAD_INTERVAL = 2.0
-OUTCOMES = ("training", "inference", "scavenger", "out-of-scope", "unclassified", "denied",
-            "bad-object", "error", "no-policy")
-
 
 class WebhookServer:
     def __init__(self, policies: PolicyStore, certs: CertWatcher,
@@ -42,14 +39,6 @@ class WebhookServer:
         self.draining = False
         self.metrics = WebhookMetrics(
             certs.seconds_to_expiry, lambda: 1.0 if policies.policy is not None else 0.0)
-        self._results = {
-            (endpoint, result): self.metrics.requests.labels(endpoint, result)
-            for endpoint in ("mutate", "validate")
-            for result in ("allowed", "denied", "bad-request")
-        }
-        self._durations = {e: self.metrics.duration.labels(e) for e in ("mutate", "validate")}
-        # Bound label children: a labels() lookup per request is measurable on this path.
-        self._decisions = {o: self.metrics.decisions.labels(o) for o in OUTCOMES}
 
     def reload(self) -> None:
         self.certs.reload_if_changed()
@@ -70,7 +59,7 @@ class WebhookServer:
             problems.append(cert_problem)
         return problems
 
-    async def _review(self, request: web.Request, endpoint: str,
+    async def _review(self, request: web.Request, endpoint: Endpoint,
                       handler: engine.Handler) -> web.Response:
         start = time.perf_counter()
         try:
@@ -78,14 +67,13 @@ class WebhookServer:
         except (BadReview, web.HTTPRequestEntityTooLarge) as e:
             message = str(e) if isinstance(e, BadReview) else \
                 f"body exceeds the limit of {MAX_BODY} bytes (3 MiB)"
-            self._results[endpoint, "bad-request"].inc()
+            self.metrics.rejected(endpoint)
             return web.Response(status=400, text=message + "\n")
         response = engine.handle(handler, review, self.policies.policy)
         body = complete(review.uid, response)
-        decision = self._decisions.get(response.outcome)
-        (decision or self.metrics.decisions.labels(response.outcome)).inc()
-        self._results[endpoint, "allowed" if response.allowed else "denied"].inc()
-        self._durations[endpoint].observe(time.perf_counter() - start)
+        if response.outcome is not None:
+            self.metrics.decided(response.outcome)
+        self.metrics.answered(endpoint, response.allowed, time.perf_counter() - start)
         return web.Response(body=body, content_type="application/json")
 
     async def mutate(self, request: web.Request) -> web.Response:
@@ -109,7 +97,7 @@ class WebhookServer:
         return web.Response(body=generate_latest(self.metrics.registry),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    async def _reloading(self, app: web.Application) -> AsyncIterator[None]:
+    async def _reloading(self, _app: web.Application) -> AsyncIterator[None]:
         async def loop() -> None:
             while True:
                 await asyncio.sleep(self.reload_interval)

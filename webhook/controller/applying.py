@@ -9,16 +9,27 @@ import datetime
 import logging
 import os
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, assert_never
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.controller.deciding import Action, Admit, Finish, Record, Wait, describe
+from webhook.controller.deciding import (
+    Action,
+    Admit,
+    Event,
+    EventReason,
+    EventType,
+    Finish,
+    Record,
+    Wait,
+    events_of,
+)
 from webhook.controller.leading import Fence, NotLeading
 from webhook.controller.objects import PodInfo
 from webhook.controller.raw import json_of
 from webhook.keys import GATE, PLACEMENT_ANNOTATION
+from webhook.patchops import PatchOp, escape
 
 log = logging.getLogger("airlock.controller")
 
@@ -28,31 +39,27 @@ Stored = Callable[[dict[str, Any]], None]
 WRITES_IN_FLIGHT = 64
 
 
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-def record_patch(pod: PodInfo, record: Record) -> list[dict[str, Any]]:
+def record_patch(pod: PodInfo, record: Record) -> list[PatchOp]:
     """Write the decision onto the anchor pod, in the same JSON Patch that lifts the
     anchor's gate: atomic, so no gate is ever lifted before the record exists."""
     if pod.annotated:
-        return [{"op": "add", "path": f"/metadata/annotations/{_escape(PLACEMENT_ANNOTATION)}",
+        return [{"op": "add", "path": f"/metadata/annotations/{escape(PLACEMENT_ANNOTATION)}",
                  "value": record.dumps()}]
     return [{"op": "add", "path": "/metadata/annotations",
              "value": {PLACEMENT_ANNOTATION: record.dumps()}}]
 
 
-def ungate_patch(pod: PodInfo, record: Record) -> list[dict[str, Any]]:
+def ungate_patch(pod: PodInfo, record: Record) -> list[PatchOp]:
     """Remove Airlock's gate and pin the pod to the recorded domain, in one JSON Patch.
     The `test` makes it fail, not misfire, if the gates moved since we read the pod."""
     index = pod.gate_index
-    ops: list[dict[str, Any]] = [
+    ops: list[PatchOp] = [
         {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GATE},
         {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
     ]
     if record.domain is not None and record.topology_key:
         if pod.node_selector:
-            ops.append({"op": "add", "path": f"/spec/nodeSelector/{_escape(record.topology_key)}",
+            ops.append({"op": "add", "path": f"/spec/nodeSelector/{escape(record.topology_key)}",
                         "value": record.domain})
         else:
             ops.append({"op": "add", "path": "/spec/nodeSelector",
@@ -95,16 +102,21 @@ class Applier:
         task.add_done_callback(self._telling.discard)
 
     async def _tell(self, actions: list[Action]) -> None:
-        await asyncio.gather(*(self._events(a) for a in actions))
+        await asyncio.gather(*(self._events(e) for a in actions for e in events_of(a)))
 
     async def _apply(self, action: Action) -> bool:
         try:
-            if isinstance(action, Admit):
-                await self._record(action)
-                await self._ungate(tuple(p for p in action.ungate if p != action.anchor),
-                                   action.record)
-            elif isinstance(action, Finish):
-                await self._ungate(action.ungate, action.record)
+            match action:
+                case Admit():
+                    await self._record(action)
+                    await self._ungate(tuple(p for p in action.ungate if p != action.anchor),
+                                       action.record)
+                case Finish():
+                    await self._ungate(action.ungate, action.record)
+                case Wait():
+                    pass  # nothing to write: its event says why
+                case _:
+                    assert_never(action)
             return True
         except ApiException as e:
             log.warning("could not apply a decision; the next round retries",
@@ -147,17 +159,16 @@ class Applier:
         else:
             await asyncio.gather(*(one(p) for p in pods))
 
-    async def _events(self, action: Action) -> None:
-        message = describe(action)
-        pods = action.pods if isinstance(action, Wait) else action.ungate
-        reason = message.split(":", 1)[0]
-        kind = "Warning" if isinstance(action, Wait) and action.warning else "Normal"
-        fresh = [p for p in pods if self._said.get(p.key) != message]  # say things once
+    async def _events(self, event: Event) -> None:
+        message = event.message
+        fresh = [p for p in event.pods if self._said.get(p.key) != message]  # say things once
         for pod in fresh:
             self._said[pod.key] = message
-        await asyncio.gather(*(self._event(p, kind, reason, message) for p in fresh))
+        await asyncio.gather(*(self._event(p, event.type, event.reason, message)
+                               for p in fresh))
 
-    async def _event(self, pod: PodInfo, kind: str, reason: str, message: str) -> None:
+    async def _event(self, pod: PodInfo, kind: EventType, reason: EventReason,
+                     message: str) -> None:
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from webhook.accelerators import GpuEquivalents
 from webhook.controller.objects import PodInfo, Resources
-from webhook.controller.snapshot import Snapshot, fits, gpus, with_pod_slot
+from webhook.controller.snapshot import Snapshot, fits, with_pod_slot
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +35,13 @@ def _pack(pods: Sequence[PodInfo], candidates: Sequence[str], snap: Snapshot
     as it was."""
     local: dict[str, Resources] = {}
     placed: dict[tuple[str, str], str] = {}
+    gpus = snap.gpus
     for pod in sorted(pods, key=lambda p: (-gpus(p.requests), -p.requests.get("cpu", 0))):
         need = with_pod_slot(pod.requests)
         need_gpu = gpus(pod.requests)
         allowed = snap.eligible_set(pod)
         best: str | None = None
-        best_free = 0
+        best_free: GpuEquivalents = 0
         for node in candidates:
             if node not in allowed:
                 continue
@@ -65,12 +67,14 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
         mode: str | None, level: str = "topology", avoid: Collection[str] = ()) -> Plan | NoFit:
     """A plan for the whole gang, or the reason it does not fit. `avoid` holds nodes kept
     for a gang ahead in the queue."""
-    need = sum(gpus(p.requests) for p in pods)
+    need = snap.need(pods)
     anchor = pods[0]
     everywhere = [n for n in snap.eligible_nodes(anchor) if n not in avoid]
     if not everywhere:
+        offering = "".join(f", has {d}" for d in anchor.devices)
         return NoFit(f"needs {need} GPUs, and no node is eligible: none is Ready, "
-                     f"schedulable, tolerated and matched by the pods' node selection")
+                     f"schedulable{offering}, tolerated and matched by the pods' node "
+                     f"selection")
     if not topology_key:
         placed = _pack(pods, everywhere, snap)
         if placed is not None:
@@ -80,7 +84,8 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     domains = snap.domains(anchor, topology_key)
     ranked = sorted((free, name) for name, free in
                     snap.domain_free(anchor, topology_key).items())
-    best_free, best_nodes = 0, tuple[str, ...]()
+    best_free: GpuEquivalents = 0
+    best_nodes: tuple[str, ...] = ()
     for free, name in ranked:
         nodes = domains[name]
         usable = [n for n in nodes if n not in avoid]

@@ -16,10 +16,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from webhook.controller.objects import PodInfo
+from webhook.conventions.base import SizeUnknown
 
 GangId = tuple[str, str]
-# A size, or why it cannot be known ("the kind is not installed", ...).
-SizeAnswer = int | str
+# A size, or why it cannot be known (the kind is not installed, ...).
+SizeAnswer = int | SizeUnknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +102,8 @@ class Gang:
         stated = {p.expected_size for p in self.members if p.expected_size is not None}
         if len(stated) > 1:
             # Pods of two revisions: no guess; the gang waits until its pods agree.
-            return (f"members state different sizes ({', '.join(map(str, sorted(stated)))}); "
-                    f"waiting until they agree")
+            return SizeUnknown(f"members state different sizes "
+                               f"({', '.join(map(str, sorted(stated)))}); waiting until they agree")
         if stated:
             return stated.pop()
         found = looked_up.get(self.id)

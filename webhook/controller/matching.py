@@ -1,5 +1,6 @@
 """Whether a pod may go to a node at all, as the scheduler's filters decide it: taints
-and tolerations, nodeSelector, required node affinity, and unready or cordoned nodes."""
+and tolerations, nodeSelector, required node affinity, unready or cordoned nodes, and
+nodes that offer none of an extended resource (an accelerator) the pod requests."""
 
 from __future__ import annotations
 
@@ -58,6 +59,8 @@ def _term(term: Mapping[str, Any], node: NodeInfo) -> bool:
 def eligible(pod: PodInfo, node: NodeInfo) -> bool:
     if not node.ready or node.unschedulable:
         return False
+    if any(node.allocatable.get(k, 0) <= 0 for k in pod.devices):
+        return False
     if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
         return False
     if pod.affinity_terms is not None and not any(_term(t, node) for t in pod.affinity_terms):
@@ -69,4 +72,4 @@ def eligible(pod: PodInfo, node: NodeInfo) -> bool:
 def signature(pod: PodInfo) -> tuple[Any, ...]:
     """Pods with the same signature are eligible for the same nodes."""
     return (tuple(sorted(pod.node_selector.items())), repr(pod.affinity_terms),
-            repr(pod.tolerations))
+            repr(pod.tolerations), pod.devices)

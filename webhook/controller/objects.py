@@ -4,14 +4,16 @@ controller decides with. Client model objects for 50,000 pods would be slow and 
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.accelerators import extended, recorded
 from webhook.keys import (
+    ACCELERATORS_ANNOTATION,
     GANG_EXPECTED_SIZE_ANNOTATION,
-    GANG_KEY_ANNOTATION,
     GANG_LABEL,
     GANG_SOURCE_ANNOTATION,
     GATE,
@@ -26,6 +28,7 @@ Resources = dict[str, int]
 _MILLI = frozenset({"cpu"})
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _NONE: Mapping[str, str] = {}
+_NO_NAMES: frozenset[str] = frozenset()
 
 
 def _amount(resource: str, quantity: Any) -> int:
@@ -84,6 +87,12 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
     return total
 
 
+@functools.lru_cache(maxsize=256)
+def _devices(requested: tuple[str, ...]) -> tuple[str, ...]:
+    # One shared tuple per distinct set of requests: gangs' pods mostly ask alike.
+    return tuple(sorted(k for k in requested if extended(k)))
+
+
 def _timestamp(text: str | None) -> float:
     if not text:
         return 0.0
@@ -102,7 +111,6 @@ class PodInfo:
     gated: bool
     gate_index: int | None
     gang: str | None
-    gang_key: str | None
     source: str | None
     expected_size: int | None
     topology_key: str | None
@@ -116,6 +124,12 @@ class PodInfo:
     owners: tuple[Mapping[str, Any], ...]
     placement: str | None
     annotated: bool
+    # Accelerators the webhook recorded as requested (gang members only): counted even
+    # when the current policy no longer names them.
+    accelerators: frozenset[str]
+    # The extended resources the pod requests (gang members only): a node without one of
+    # them is no place for it, however many other accelerators it has free.
+    devices: tuple[str, ...]
 
     @property
     def key(self) -> tuple[str, str]:
@@ -141,14 +155,15 @@ class PodInfo:
         # Pods outside any gang only count for capacity: keep nothing else of them, which
         # is most of the memory at 50,000 pods.
         in_gang = GANG_LABEL in labels
+        requests = pod_requests(spec)
         return cls(
             namespace=meta.get("namespace", ""), name=meta.get("name", ""),
             uid=meta.get("uid", ""), node_name=spec.get("nodeName") or None,
             terminal=(raw.get("status") or {}).get("phase") in TERMINAL_PHASES,
             deleting=meta.get("deletionTimestamp") is not None,
-            requests=pod_requests(spec),
+            requests=requests,
             gated=GATE in gates, gate_index=gates.index(GATE) if GATE in gates else None,
-            gang=labels.get(GANG_LABEL), gang_key=annotations.get(GANG_KEY_ANNOTATION),
+            gang=labels.get(GANG_LABEL),
             source=annotations.get(GANG_SOURCE_ANNOTATION),
             expected_size=int(size) if size and size.isdigit() else None,
             topology_key=annotations.get(TOPOLOGY_KEY_ANNOTATION),
@@ -163,6 +178,10 @@ class PodInfo:
             owners=tuple(meta.get("ownerReferences") or ()) if in_gang else (),
             placement=annotations.get(PLACEMENT_ANNOTATION),
             annotated=bool(annotations),
+            accelerators=recorded(annotations.get(ACCELERATORS_ANNOTATION, ""))
+            if in_gang else _NO_NAMES,
+            devices=_devices(tuple(k for k, v in requests.items() if v > 0))
+            if in_gang else (),
         )
 
 

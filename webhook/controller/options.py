@@ -11,6 +11,9 @@ from pathlib import Path
 def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", type=Path, default=None,
                         help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+    parser.add_argument("--policies", type=Path, default=Path("policies"),
+                        help="the policy directory the webhook reads (its accelerators are "
+                             "what the controller counts); reloaded when it changes")
     parser.add_argument("--namespace", default="airlock-system",
                         help="namespace of the leader-election Lease")
     parser.add_argument("--lease-name", default="airlock-controller")

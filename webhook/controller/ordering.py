@@ -38,7 +38,7 @@ class Queue:
         """Why the next gang may not even try (strict order behind a head), or None."""
         if self.head is None or self.order != "strict":
             return None
-        return f"Waiting: behind gang {self.head[0]}/{self.head[1]}, first in the queue"
+        return f"behind gang {self.head[0]}/{self.head[1]}, first in the queue"
 
     def did_not_fit(self, gang: Gang, outcome: NoFit) -> None:
         if self.head is None:

@@ -16,8 +16,13 @@ def check(response: Any) -> None:
 
 
 async def json_of(response: Any) -> dict[str, Any]:
-    """The body of a successful response; ApiException (with the status) otherwise."""
+    """The body of a successful response; ApiException otherwise, with the status and the
+    apiserver's own explanation (a Status object) as its body."""
     async with response:
-        check(response)
-        body: dict[str, Any] = orjson.loads(await response.read())
+        data = await response.read()
+        if not 200 <= response.status <= 299:
+            error = ApiException(status=response.status, reason=response.reason)
+            error.body = data.decode(errors="replace")
+            raise error
+        body: dict[str, Any] = orjson.loads(data)
         return body

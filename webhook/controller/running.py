@@ -10,9 +10,10 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 from aiohttp import web
 from kubernetes_asyncio import client, config
@@ -20,9 +21,11 @@ from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook import kubeclient
+from webhook.accelerators import Accelerators
 from webhook.controller.applying import WRITES_IN_FLIGHT, Applier
 from webhook.controller.cache import Cache
-from webhook.controller.deciding import Admit, Options, Wait, decide
+from webhook.controller.deciding import Action, Admit, DecideOptions, Finish, Wait, decide
+from webhook.controller.gangs import GangId, SizeAnswer
 from webhook.controller.leading import (
     LEASE_SECONDS,
     RENEW_DEADLINE_SECONDS,
@@ -35,13 +38,17 @@ from webhook.controller.objects import NodeInfo
 from webhook.controller.owners import OwnerSizes
 from webhook.controller.watching import watch
 from webhook.logs import setup_logging
+from webhook.policy.model import Policy
+from webhook.policy.reloading import PolicyStore
 
 log = logging.getLogger("airlock.controller")
 PERIOD = 2.0
 SETTLE = 0.02
+# As often as the webhook reloads, so both count the same accelerators within seconds.
+POLICY_RELOAD_INTERVAL = 2.0
 
 
-async def api_client(kubeconfig: Path | None) -> client.ApiClient:
+async def connect(kubeconfig: Path | None) -> client.ApiClient:
     configuration = client.Configuration()
     if kubeconfig is not None:
         await config.load_kube_config(config_file=str(kubeconfig),
@@ -55,10 +62,13 @@ async def api_client(kubeconfig: Path | None) -> client.ApiClient:
 
 
 class Controller:
-    def __init__(self, api: client.ApiClient, options: Options, identity: str,
-                 pause: float = 0.0, fence: Fence | None = None) -> None:
+    def __init__(self, api: client.ApiClient, options: DecideOptions, identity: str,
+                 policies: PolicyStore, pause: float = 0.0, fence: Fence | None = None
+                 ) -> None:
         self.api = api
         self.options = options
+        self.policies = policies
+        self._counted: tuple[Policy, Accelerators] | None = None
         self.cache = Cache()
         self.metrics = ControllerMetrics()
         self.sizes = OwnerSizes(api)
@@ -83,12 +93,21 @@ class Controller:
         self.synced.set()
         await asyncio.gather(*tasks)
 
-    async def _sizes(self) -> dict[tuple[str, str], int | str]:
+    async def _sizes(self) -> dict[GangId, SizeAnswer]:
         """Owner-stated sizes of the gangs that need one: cached answers at once, the
         misses looked up side by side (the applier's limit bounds the pool anyway)."""
         needed = self.cache.gangs_needing_size()
         found = await asyncio.gather(*(self.sizes.lookup(g, p) for g, p in needed.items()))
         return dict(zip(needed, found, strict=True))
+
+    def accelerators(self) -> Accelerators:
+        """What the current policy counts; the store keeps the last good policy, and
+        the controller does not start without one."""
+        policy = self.policies.policy
+        assert policy is not None
+        if self._counted is None or self._counted[0] is not policy:
+            self._counted = policy, Accelerators.of(policy.accelerators, policy.shares)
+        return self._counted[1]
 
     async def round(self) -> None:
         if not self.cache.gated:
@@ -97,19 +116,30 @@ class Controller:
         sizes = await self._sizes()
         started = time.perf_counter()
         actions = decide(self.cache.nodes.values(), self.cache.pods.values(), sizes,
-                         time.time(), self.options)
+                         time.time(), self.options, self.accelerators())
         self.deciding_seconds = time.perf_counter() - started
         self.metrics.fit_seconds.observe(self.deciding_seconds)
-        self.metrics.gangs_waiting.set(len({a.gang for a in actions if isinstance(a, Wait)}))
         await self.applier.apply(actions)
         self.rounds += 1
         if self.rounds % 500 == 0:
             self.applier.forget_all_but(self.cache.pods.keys())
+        self._count(actions)
+
+    def _count(self, actions: list[Action]) -> None:
+        waiting: set[tuple[str, str]] = set()
         for action in actions:
-            if isinstance(action, Admit):
-                self.metrics.admitted.inc()
-                arrival = min(p.created for p in action.ungate)
-                self.metrics.time_to_admit.observe(max(time.time() - arrival, 0.0))
+            match action:
+                case Admit():
+                    self.metrics.admitted.inc()
+                    arrival = min(p.created for p in action.ungate)
+                    self.metrics.time_to_admit.observe(max(time.time() - arrival, 0.0))
+                case Wait():
+                    waiting.add(action.gang)
+                case Finish():
+                    pass
+                case _:
+                    assert_never(action)
+        self.metrics.gangs_waiting.set(len(waiting))
 
     async def lead(self) -> None:
         log.info("leading: deciding from now on")
@@ -149,12 +179,14 @@ async def _serve_metrics(controller: Controller, port: int) -> web.AppRunner | N
     return runner
 
 
-async def _main(args: argparse.Namespace) -> int:
-    api = await api_client(args.kubeconfig)
-    options = Options(order=args.order, reservation_timeout=args.reservation_timeout,
+async def _main(args: argparse.Namespace, policies: PolicyStore) -> int:
+    api = await connect(args.kubeconfig)
+    options = DecideOptions(order=args.order, reservation_timeout=args.reservation_timeout,
                       incomplete_warning_after=args.incomplete_warning_after)
     fence = Fence(None if args.no_leader_election else RENEW_DEADLINE_SECONDS)
-    controller = Controller(api, options, args.identity, pause=args.patch_pause, fence=fence)
+    controller = Controller(api, options, args.identity, policies, pause=args.patch_pause,
+                            fence=fence)
+    reloading = asyncio.create_task(policies.watch(POLICY_RELOAD_INTERVAL))
     runner = await _serve_metrics(controller, args.metrics_port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -172,7 +204,7 @@ async def _main(args: argparse.Namespace) -> int:
         work = asyncio.create_task(election.run())
     await asyncio.wait([asyncio.create_task(stop.wait()), work, watching],
                        return_when=asyncio.FIRST_COMPLETED)
-    for task in (work, watching):
+    for task in (work, watching, reloading):
         task.cancel()
     if runner is not None:
         await runner.cleanup()
@@ -191,4 +223,12 @@ def _lost_lead(stop: asyncio.Event) -> Any:
 
 def run_controller(args: argparse.Namespace) -> int:
     setup_logging()
-    return asyncio.run(_main(args))
+    policies = PolicyStore(args.policies)
+    if policies.reload_if_changed() == "failed":
+        # Counting the wrong resources would let gangs go onto nodes that lack what they
+        # need: no policy, no controller.
+        print(f"airlock controller: no valid policy in {args.policies}, so it cannot know "
+              f"which resources are accelerators; fix these and start again:\n"
+              f"{policies.last_error}", file=sys.stderr)
+        return 1
+    return asyncio.run(_main(args, policies))

@@ -1,19 +1,19 @@
 """The cluster as the controller sees it for one round of decisions: every node's free
 capacity (allocatable minus what bound pods request minus what is reserved for pods that
 were let go but are not bound yet). Decisions reserve into it, so two gangs are never
-promised the same GPUs."""
+promised the same GPUs.
+
+GPUs here are GPU-equivalents of the policy's accelerators, plus any accelerator the
+webhook recorded on a gang member admitted under an earlier policy."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
+from webhook.accelerators import Accelerators, GpuEquivalents
 from webhook.controller.matching import eligible, signature
 from webhook.controller.objects import NodeInfo, PodInfo, Resources
-
-
-def gpus(resources: Resources) -> int:
-    return sum(v for k, v in resources.items() if "gpu" in k)
 
 
 def with_pod_slot(requests: Resources) -> Resources:
@@ -35,15 +35,21 @@ def fits(free: Resources, requests: Resources) -> bool:
 
 
 class Snapshot:
-    def __init__(self, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo]) -> None:
+    def __init__(self, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
+                 accelerators: Accelerators) -> None:
+        pods = list(pods)
+        self.accelerators = accelerators.including(
+            name for p in pods if p.accelerators for name in p.accelerators)
+        self.gpus = self.accelerators.count
         self.nodes: dict[str, NodeInfo] = {n.name: n for n in nodes}
         self.free: dict[str, Resources] = {n: dict(i.allocatable) for n, i in self.nodes.items()}
         # Free GPUs per node, kept in step with `free`: fit asks for it per node per domain.
-        self.free_gpu: dict[str, int] = {n: gpus(r) for n, r in self.free.items()}
+        self.free_gpu: dict[str, GpuEquivalents] = {
+            n: self.gpus(r) for n, r in self.free.items()}
         self._eligible: dict[tuple[Any, ...], list[str]] = {}
         self._eligible_sets: dict[tuple[Any, ...], frozenset[str]] = {}
         self._domains: dict[tuple[Any, ...], dict[str, list[str]]] = {}
-        self._domain_free: dict[tuple[Any, ...], dict[str, int]] = {}
+        self._domain_free: dict[tuple[Any, ...], dict[str, GpuEquivalents]] = {}
         for pod in pods:
             if pod.node_name and pod.active and pod.node_name in self.free:
                 self.take(pod.node_name, with_pod_slot(pod.requests))
@@ -53,7 +59,7 @@ class Snapshot:
         for k, v in requests.items():
             free[k] = free.get(k, 0) - v
         before = max(self.free_gpu[node], 0)
-        self.free_gpu[node] = gpus(free)
+        self.free_gpu[node] = self.gpus(free)
         delta = max(self.free_gpu[node], 0) - before
         if delta:
             # Keep the per-domain totals in step: ranking domains then costs one sort,
@@ -99,7 +105,7 @@ class Snapshot:
             found = self._eligible_sets[sig] = frozenset(self._eligible[sig])
         return found
 
-    def domain_free(self, pod: PodInfo, topology_key: str) -> dict[str, int]:
+    def domain_free(self, pod: PodInfo, topology_key: str) -> dict[str, GpuEquivalents]:
         """Free GPUs per domain, over the pod's eligible nodes; kept current by `take`."""
         key = (signature(pod), topology_key)
         found = self._domain_free.get(key)
@@ -109,6 +115,10 @@ class Snapshot:
             self._domain_free[key] = found
         return found
 
-    def free_gpus(self, names: Iterable[str]) -> int:
+    def need(self, pods: Iterable[PodInfo]) -> GpuEquivalents:
+        """GPUs the pods request together."""
+        return sum(self.gpus(p.requests) for p in pods)
+
+    def free_gpus(self, names: Iterable[str]) -> GpuEquivalents:
         free_gpu = self.free_gpu
         return sum(max(free_gpu[n], 0) for n in names)

@@ -12,8 +12,8 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from webhook.gangs.base import Gang
-from webhook.gangs.registry import find_gang
+from webhook.conventions.base import Membership
+from webhook.conventions.registry import membership_of
 from webhook.keys import (
     CLASS_LABEL,
     CLASSES,
@@ -36,7 +36,7 @@ class Decision:
     reason: str
     class_: ClassName | None = None
     rule: str | None = None
-    gang: Gang | None = None
+    gang: Membership | None = None
     # Set when the explicit class label holds something that is not a class.
     class_label_error: str | None = None
 
@@ -51,7 +51,7 @@ def _globs(globs: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs))
 
 
-Check = Callable[[PodView, Gang | None], bool]
+Check = Callable[[PodView, Membership | None], bool]
 
 
 def _checks(match: Match) -> tuple[Check, ...]:
@@ -131,7 +131,7 @@ def classify(
     explicit = pod.labels.get(CLASS_LABEL)
     if explicit is None and pod.resources.isdisjoint(policy.accelerators):
         return _out("requests no accelerator and has no explicit class")
-    gang = find_gang(pod)
+    gang = membership_of(pod)
     if explicit is not None:
         if explicit not in CLASSES:
             return Decision(

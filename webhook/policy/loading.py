@@ -11,7 +11,7 @@ from webhook.policy.sources import Document, PolicyError, Problem, read_document
 
 __all__ = ["PolicyError", "Problem", "load_policy", "policy_files"]
 
-SUFFIXES = (".yaml", ".yml")
+_SUFFIXES = (".yaml", ".yml")
 
 
 def policy_files(directory: Path) -> list[Path]:
@@ -29,7 +29,7 @@ def policy_files(directory: Path) -> list[Path]:
                                    f"cannot list policy directory: {e.strerror}")]) from None
     return sorted(
         p for p in entries
-        if not p.name.startswith(".") and p.suffix in SUFFIXES and p.stem != "kustomization"
+        if not p.name.startswith(".") and p.suffix in _SUFFIXES and p.stem != "kustomization"
         and p.is_file()
     )
 

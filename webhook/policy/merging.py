@@ -1,27 +1,28 @@
 """Several policy documents into one Policy, in a defined order.
 
 Files are taken in name order (prefix them `00-`, `10-`, ...) and documents in file
-order. Lists (rules, namespaceAccess) concatenate in that order, so an earlier file's rule
-wins. Sets (excluded namespaces, schedulers, accelerators, gate removers) are unions with
-the built-in ones. Maps (classes, topology levels) and names (rules, metadata.name) may be
-defined once: a second definition is a conflict that names both places.
+order. Lists (rules, namespaceAccess, gpuSlices) concatenate in that order, so an earlier
+file's rule wins. Sets (excluded namespaces, schedulers, accelerators, gate removers) are
+unions with the built-in ones. Maps (classes, topology levels) and names (rules,
+metadata.name, a GPU slice's resource) may be defined once: a second definition is a
+conflict that names both places.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import ValidationError
 
-from webhook.keys import CLASSES, ClassName
+from webhook.keys import ClassName
 from webhook.policy.model import (
     ClassSpec,
     NamespaceAccess,
     Policy,
     PolicyFile,
     Rule,
-    empty_policy_parts,
+    dangling_references,
+    missing_classes,
 )
+from webhook.policy.slices import Slice
 from webhook.policy.sources import Document, Loc, PolicyError, Problem
 
 
@@ -51,11 +52,16 @@ def _parse(doc: Document) -> PolicyFile:
 
 class _Merger:
     def __init__(self) -> None:
-        self.parts: dict[str, Any] = empty_policy_parts()
+        defaults = Policy.model_fields
+        self.excluded: set[str] = set(defaults["excluded_namespaces"].default)
+        self.schedulers: set[str] = set(defaults["schedulers"].default)
+        self.accelerators: dict[str, None] = dict.fromkeys(defaults["accelerators"].default)
+        self.gate_removers: set[str] = set(defaults["gate_removers"].default)
         self.classes: dict[ClassName, tuple[ClassSpec, Document]] = {}
         self.levels: dict[str, str] = {}
         self.rules: list[tuple[Rule, Document, int]] = []
         self.access: list[NamespaceAccess] = []
+        self.slices: list[Slice] = []
         self.problems: list[Problem] = []
         # Where each once-only name was defined, for conflict messages.
         self.seen: dict[tuple[str, str], str] = {}
@@ -73,12 +79,11 @@ class _Merger:
         self._once("policy", pf.metadata.name, doc, ("metadata", "name"))
         spec = pf.spec
         if spec.scope:
-            self.parts["excluded_namespaces"] |= set(spec.scope.excluded_namespaces)
-            self.parts["schedulers"] |= set(spec.scope.schedulers)
-            self.parts["accelerators"] = tuple(dict.fromkeys(
-                (*self.parts["accelerators"], *spec.scope.accelerators)))
+            self.excluded.update(spec.scope.excluded_namespaces)
+            self.schedulers.update(spec.scope.schedulers)
+            self.accelerators.update(dict.fromkeys(spec.scope.accelerators))
         if spec.admission:
-            self.parts["gate_removers"] |= set(spec.admission.gate_removers)
+            self.gate_removers.update(spec.admission.gate_removers)
         for i, level in enumerate(spec.topology_levels):
             if self._once("topology level", level.name, doc, ("spec", "topologyLevels", i)):
                 self.levels[level.name] = level.node_label
@@ -89,58 +94,48 @@ class _Merger:
             if self._once("rule", rule.name, doc, ("spec", "rules", i, "name")):
                 self.rules.append((rule, doc, i))
         self.access.extend(spec.namespace_access)
+        if spec.gpu_slices:
+            self._slices(doc, spec.gpu_slices.mig, "mig")
+            self._slices(doc, spec.gpu_slices.shared, "shared")
 
-    def _references(self) -> None:
-        known = ", ".join(self.levels) or "none defined"
-        for cls_name, (cls_spec, doc) in self.classes.items():
-            loc: Loc = ("spec", "classes", cls_name)
-            used: list[tuple[str, str, Loc]] = []
-            if cls_spec.topology:
-                used.append((cls_spec.topology.level, "topology.level",
-                             (*loc, "topology", "level")))
-            if cls_spec.placement != "none":
-                used.append((cls_spec.placement_level, "placementLevel",
-                             (*loc, "placementLevel")))
-            for level, field, where in used:
-                if level not in self.levels:
-                    self.problems.append(Problem(
-                        doc.file, doc.line(where),
-                        f"class {cls_name}: {field} {level!r} is not one of the "
-                        f"topologyLevels ({known})"))
-        for rule, doc, i in self.rules:
-            if rule.class_ not in self.classes:
-                self.problems.append(Problem(
-                    doc.file, doc.line(("spec", "rules", i, "class")),
-                    f"rule {rule.name}: class {rule.class_} is not defined under "
-                    f"spec.classes in any policy file"))
+    def _slices(self, doc: Document, offers: tuple[Slice, ...], kind: str) -> None:
+        for i, offer in enumerate(offers):
+            if self._once("GPU slice", offer.resource, doc,
+                          ("spec", "gpuSlices", kind, i, "resource")):
+                self.slices.append(offer)
 
-    def _every_class(self, sources: tuple[str, ...]) -> None:
-        # A pod may ask for any class with the class label, and a gang member no rule
-        # matches is training: each class needs a definition even if no rule gives it.
-        missing = [c for c in CLASSES if c not in self.classes]
-        if missing:
-            self.problems.append(Problem(
-                ", ".join(sources), None,
-                f"spec.classes defines no {' or '.join(missing)} in any file; every class "
-                f"({', '.join(CLASSES)}) needs a definition"))
+    def _references(self, sources: tuple[str, ...]) -> None:
+        classes = {name: spec for name, (spec, _) in self.classes.items()}
+        rules = [rule for rule, _, _ in self.rules]
+        for subject, loc, message in dangling_references(classes, self.levels, rules):
+            if isinstance(subject, int):
+                _, doc, i = self.rules[subject]
+                where: Loc = ("spec", "rules", i, *loc)
+            else:
+                doc = self.classes[subject][1]
+                where = ("spec", "classes", subject, *loc)
+            self.problems.append(Problem(doc.file, doc.line(where), message))
+        incomplete = missing_classes(classes)
+        if incomplete:
+            self.problems.append(Problem(", ".join(sources), None, incomplete))
 
     def policy(self, sources: tuple[str, ...]) -> Policy:
-        self._references()
-        self._every_class(sources)
+        self._references(sources)
         if self.problems:
             raise PolicyError(self.problems)
-        self.parts.update(
-            excluded_namespaces=frozenset(self.parts["excluded_namespaces"]),
-            schedulers=frozenset(self.parts["schedulers"]),
-            gate_removers=frozenset(self.parts["gate_removers"]),
-            topology_levels=dict(self.levels),
-            classes={k: v for k, (v, _) in self.classes.items()},
-            rules=tuple(r for r, _, _ in self.rules),
-            namespace_access=tuple(self.access),
-            sources=sources,
-        )
         try:
-            return Policy(**self.parts)
+            return Policy(
+                excluded_namespaces=frozenset(self.excluded),
+                schedulers=frozenset(self.schedulers),
+                accelerators=tuple(self.accelerators),
+                gate_removers=frozenset(self.gate_removers),
+                topology_levels=dict(self.levels),
+                classes={k: v for k, (v, _) in self.classes.items()},
+                rules=tuple(r for r, _, _ in self.rules),
+                namespace_access=tuple(self.access),
+                slices=tuple(self.slices),
+                sources=sources,
+            )
         except ValidationError as e:
             # The checks above should have caught it; never let a reload die of it.
             raise PolicyError([Problem(", ".join(sources), None,

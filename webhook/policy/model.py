@@ -9,21 +9,30 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Annotated, Literal
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from fractions import Fraction
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from webhook.keys import API_VERSION, CLASSES, CONTROLLER_IDENTITY, SYSTEM_NAMESPACE, ClassName
+from webhook.accelerators import name_problem
+from webhook.keys import (
+    API_VERSION,
+    CLASSES,
+    CONTROLLER_IDENTITY,
+    DEFAULT_SCHEDULER,
+    SYSTEM_NAMESPACE,
+    ClassName,
+)
+from webhook.policy.fields import Strict as _Strict
+from webhook.policy.fields import Toleration
+from webhook.policy.slices import GpuSlices, Slice
+from webhook.policy.sources import Loc
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 # A Kubernetes label key: an optional DNS-subdomain prefix and `/`, then a name.
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*"
                         r"[A-Za-z0-9])?$")
-
-
-class _Strict(BaseModel):
-    # A misspelt key is an error a person must see, not a silently ignored setting.
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
@@ -55,35 +64,6 @@ class PriorityClassSpec(_Strict):
         if not _NAME.match(v) or len(v) > 253:
             raise ValueError(f"{v!r} is not a valid PriorityClass name (DNS subdomain)")
         return v
-
-
-class Toleration(_Strict):
-    """A Kubernetes toleration, added to pods of the class that lack it."""
-
-    key: str | None = Field(None, description="Taint key; empty with `Exists` tolerates "
-                            "every taint.")
-    operator: Literal["Exists", "Equal"] = Field("Equal", description="`Exists` matches "
-                                                 "any value of the key.")
-    value: str | None = Field(None, description="Taint value, for `Equal`.")
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
-        None, description="Taint effect; empty matches every effect.")
-    toleration_seconds: int | None = Field(
-        None, alias="tolerationSeconds",
-        description="How long a `NoExecute` taint is tolerated before eviction.")
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Toleration:
-        if self.operator == "Exists" and self.value:
-            raise ValueError("a toleration with operator Exists may not set a value")
-        if self.key is None and self.operator != "Exists":
-            raise ValueError("a toleration without a key must use operator Exists")
-        # The apiserver rejects the pod otherwise, after Airlock has patched it.
-        if self.toleration_seconds is not None and self.effect != "NoExecute":
-            raise ValueError("tolerationSeconds needs effect NoExecute")
-        return self
-
-    def as_k8s(self) -> dict[str, object]:
-        return self.model_dump(by_alias=True, exclude_none=True)
 
 
 class TopologyPlacement(_Strict):
@@ -188,6 +168,13 @@ class NamespaceAccess(_Strict):
     classes: tuple[ClassName, ...] = Field(description="Classes pods there may use.")
 
 
+def _accelerator(name: str) -> str:
+    problem = name_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
+    return name
+
+
 class Scope(_Strict):
     excluded_namespaces: tuple[str, ...] = Field(
         (),
@@ -198,9 +185,11 @@ class Scope(_Strict):
         (),
         description="Scheduler names Airlock handles, in addition to default-scheduler.",
     )
-    accelerators: tuple[str, ...] = Field(
+    accelerators: tuple[Annotated[str, AfterValidator(_accelerator)], ...] = Field(
         (),
-        description="Extended resources that make a pod a GPU pod.",
+        description="Extended resources that make a pod a GPU pod (e.g. amd.com/gpu, "
+        "aws.amazon.com/neuron); the controller counts exactly these. The resources "
+        "`gpuSlices` offers are added to them.",
     )
 
 
@@ -229,6 +218,10 @@ class PolicySpec(_Strict):
         description="Which classes a namespace may use; first match wins; unmatched "
         "namespaces may use every class.")
     admission: Admission | None = Field(None, description="Admission settings.")
+    gpu_slices: GpuSlices | None = Field(
+        None, alias="gpuSlices",
+        description="Fractions of a GPU the cluster offers (MIG profiles, shared GPUs), "
+        "which pods ask for by annotation; see docs/fractional-gpus.md.")
 
 
 class Metadata(_Strict):
@@ -245,40 +238,78 @@ class PolicyFile(_Strict):
     spec: PolicySpec = Field(description="What this document contributes to the policy.")
 
 
-BUILTIN_EXCLUDED: tuple[str, ...] = ("kube-system", SYSTEM_NAMESPACE)
+def dangling_references(
+    classes: Mapping[ClassName, ClassSpec], levels: Collection[str], rules: Sequence[Rule]
+) -> Iterator[tuple[ClassName | int, Loc, str]]:
+    """Each reference to a topology level or class that is not defined: the class's name
+    (or the rule's index), the path inside that class (or rule), and the message. The
+    merger turns the path into a `file:line`; the model only needs the message."""
+    known = ", ".join(levels) or "none defined"
+    for cls_name, spec in classes.items():
+        used: list[tuple[str, str, Loc]] = []
+        if spec.topology:
+            used.append((spec.topology.level, "topology.level", ("topology", "level")))
+        if spec.placement != "none":
+            used.append((spec.placement_level, "placementLevel", ("placementLevel",)))
+        for level, field, loc in used:
+            if level not in levels:
+                yield cls_name, loc, (f"class {cls_name}: {field} {level!r} is not one of the "
+                                      f"topologyLevels ({known})")
+    for i, rule in enumerate(rules):
+        if rule.class_ not in classes:
+            yield i, ("class",), (f"rule {rule.name}: class {rule.class_} is not defined "
+                                  f"under spec.classes in any policy file")
+
+
+def missing_classes(classes: Collection[ClassName]) -> str | None:
+    """Why the classes are incomplete, or None. A pod may ask for any class with the class
+    label, and a gang member no rule matches is training: each class needs a definition
+    even if no rule gives it."""
+    missing = [c for c in CLASSES if c not in classes]
+    if not missing:
+        return None
+    return (f"spec.classes defines no {' or '.join(missing)} in any file; every class "
+            f"({', '.join(CLASSES)}) needs a definition")
+
+
+BUILTIN_EXCLUDED: frozenset[str] = frozenset({"kube-system", SYSTEM_NAMESPACE})
 DEFAULT_ACCELERATORS: tuple[str, ...] = ("nvidia.com/gpu",)
 
 
 class Policy(_Strict):
-    """The merged policy the webhook decides with."""
+    """The merged policy the webhook decides with. The defaults are what holds before any
+    file contributes: the merger adds to them."""
 
-    excluded_namespaces: frozenset[str]
-    schedulers: frozenset[str]
-    accelerators: tuple[str, ...]
-    topology_levels: Annotated[dict[str, str], Field(description="level name -> node label")]
     classes: dict[ClassName, ClassSpec]
-    rules: tuple[Rule, ...]
-    namespace_access: tuple[NamespaceAccess, ...]
-    gate_removers: frozenset[str]
+    excluded_namespaces: frozenset[str] = BUILTIN_EXCLUDED
+    schedulers: frozenset[str] = frozenset({DEFAULT_SCHEDULER})
+    accelerators: tuple[str, ...] = DEFAULT_ACCELERATORS
+    topology_levels: Annotated[dict[str, str], Field(
+        default_factory=dict, description="level name -> node label")]
+    rules: tuple[Rule, ...] = ()
+    namespace_access: tuple[NamespaceAccess, ...] = ()
+    gate_removers: frozenset[str] = frozenset({CONTROLLER_IDENTITY})
+    slices: tuple[Slice, ...] = ()
     sources: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _slices_are_accelerators(cls, data: Any) -> Any:
+        """An offered slice is an accelerator: a pod that requests it is a GPU pod."""
+        if not isinstance(data, dict) or not data.get("slices"):
+            return data
+        offered = [s["resource"] if isinstance(s, dict) else s.resource
+                   for s in data["slices"]]
+        named = data.get("accelerators", DEFAULT_ACCELERATORS)
+        return {**data, "accelerators": tuple(dict.fromkeys([*named, *offered]))}
 
     @model_validator(mode="after")
     def _references(self) -> Policy:
-        errors: list[str] = []
-        for cls_name, spec in self.classes.items():
-            if spec.topology and spec.topology.level not in self.topology_levels:
-                errors.append(f"class {cls_name}: topology level {spec.topology.level!r} "
-                              f"is not defined in topologyLevels")
-            if spec.placement != "none" and spec.placement_level not in self.topology_levels:
-                errors.append(f"class {cls_name}: placementLevel {spec.placement_level!r} "
-                              f"is not defined in topologyLevels")
-        missing = [c for c in CLASSES if c not in self.classes]
-        if missing:
-            errors.append(f"classes {', '.join(missing)} are not defined")
-        for rule in self.rules:
-            if rule.class_ not in self.classes:
-                errors.append(f"rule {rule.name}: class {rule.class_} has no definition "
-                              f"under classes")
+        errors = [message for _, _, message in
+                  dangling_references(self.classes, self.topology_levels, self.rules)]
+        incomplete = missing_classes(self.classes)
+        if incomplete:
+            errors.append(incomplete)
         if errors:
             raise ValueError("; ".join(errors))
         return self
@@ -289,25 +320,16 @@ class Policy(_Strict):
                 return access.classes
         return CLASSES
 
+    @property
+    def shares(self) -> dict[str, Fraction]:
+        """The share of a GPU one device of each offered slice is."""
+        return {s.resource: s.share for s in self.slices}
+
     def priority_class_owner(self, priority_class_name: str) -> ClassName | None:
         for cls_name, spec in self.classes.items():
             if spec.priority_class.name == priority_class_name:
                 return cls_name
         return None
-
-
-def empty_policy_parts() -> dict[str, object]:
-    """Defaults for a merged policy before any file contributes."""
-    return {
-        "excluded_namespaces": frozenset(BUILTIN_EXCLUDED),
-        "schedulers": frozenset({"default-scheduler"}),
-        "accelerators": DEFAULT_ACCELERATORS,
-        "topology_levels": {},
-        "classes": {},
-        "rules": (),
-        "namespace_access": (),
-        "gate_removers": frozenset({CONTROLLER_IDENTITY}),
-    }
 
 
 __all__ = [
@@ -323,5 +345,4 @@ __all__ = [
     "Toleration",
     "TopologyLevel",
     "TopologyPlacement",
-    "empty_policy_parts",
 ]

@@ -1,8 +1,7 @@
 """The policy in use, reloaded when its files change, keeping the last good one.
 
-A ConfigMap edit reaches a mounted directory as a swap of its `..data` link: the
-resolved paths and times of the files change together. Polling that fingerprint is
-cheap and cannot miss the swap the way a lost inotify watch can.
+A ConfigMap edit reaches a mounted directory as a swap of its `..data` link; polling
+the files' stamps (webhook.fingerprints) notices it.
 """
 
 from __future__ import annotations
@@ -14,33 +13,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from webhook.policy.loading import SUFFIXES, load_policy
+from webhook.fingerprints import Fingerprint, Stamp, fingerprint
+from webhook.policy.loading import load_policy, policy_files
 from webhook.policy.model import Policy
 from webhook.policy.sources import PolicyError
 
 log = logging.getLogger("airlock.policy")
 
 Outcome = Literal["unchanged", "reloaded", "failed"]
-Fingerprint = tuple[tuple[str, str, int, int], ...]
 
 
-def fingerprint(directory: Path) -> Fingerprint:
-    """Name, resolved path, mtime and size of each candidate file. Cheap: no parsing.
-    Anything unreadable still changes the fingerprint, so the loader gets to say why."""
+def _fingerprint(directory: Path) -> Fingerprint:
+    """The stamps of the files the loader would read (an unlistable directory is a stamp
+    of its own, so the loader gets to say why)."""
     try:
-        names = sorted(p.name for p in directory.iterdir()
-                       if not p.name.startswith(".") and p.suffix in SUFFIXES)
-    except OSError as e:
-        return (("", f"unlistable: {e.strerror}", 0, 0),)
-    out = []
-    for name in names:
-        try:
-            resolved = (directory / name).resolve(strict=True)
-            st = resolved.stat()
-            out.append((name, str(resolved), st.st_mtime_ns, st.st_size))
-        except OSError as e:
-            out.append((name, f"unreadable: {e.strerror}", 0, 0))
-    return tuple(out)
+        return fingerprint(policy_files(directory))
+    except PolicyError as e:
+        return (Stamp(str(directory), "", 0, 0, str(e)),)
 
 
 class PolicyStore:
@@ -50,13 +39,12 @@ class PolicyStore:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.policy: Policy | None = None
-        self.loaded_at: float | None = None
         self.last_error: str | None = None
         self.failed_at: float | None = None
         self._seen: Fingerprint | None = None
 
     def reload_if_changed(self) -> Outcome:
-        seen = fingerprint(self.directory)
+        seen = _fingerprint(self.directory)
         if seen == self._seen:
             return "unchanged"
         # Remembered before parsing: a broken edit is reported once, not on every poll.
@@ -70,7 +58,7 @@ class PolicyStore:
                       extra={"directory": str(self.directory),
                              "problems": [str(p) for p in e.problems]})
             return "failed"
-        self.policy, self.loaded_at = policy, time.time()
+        self.policy = policy
         self.last_error = self.failed_at = None
         log.info("policy loaded", extra={"directory": str(self.directory),
                                          "files": list(policy.sources),

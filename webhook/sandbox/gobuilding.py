@@ -152,7 +152,8 @@ class _Build:
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True)
                 out, err = proc.stdout, proc.stderr
-                assert out is not None and err is not None
+                assert out is not None
+                assert err is not None
                 # stdout (JSON to parse) is read aside, so neither pipe fills up.
                 reader = threading.Thread(target=lambda: stdout.append(out.read()))
                 reader.start()

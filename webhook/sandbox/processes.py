@@ -61,11 +61,14 @@ def start_webhook(workdir: Path, policies: Path, detached: bool = False,
     raise RuntimeError(f"the webhook was not ready after {timeout}s: {running.tail()}")
 
 
-def start_controller(workdir: Path, kubeconfig: Path, extra: list[str] | None = None,
-                     detached: bool = False, identity: str | None = None) -> AirlockProcess:
-    """One controller replica. With an `identity` it takes part in leader election
-    under that name (and logs to controller-IDENTITY.log); without, it acts at once."""
+def start_controller(workdir: Path, kubeconfig: Path, policies: Path,
+                     extra: list[str] | None = None, detached: bool = False,
+                     identity: str | None = None) -> AirlockProcess:
+    """One controller replica, reading the policy directory the webhook reads. With an
+    `identity` it takes part in leader election under that name (and logs to
+    controller-IDENTITY.log); without, it acts at once."""
     election = ["--identity", identity] if identity else ["--no-leader-election"]
     log = workdir / (f"controller-{identity}.log" if identity else "controller.log")
-    return _spawn(["controller", "--kubeconfig", str(kubeconfig), *election,
+    return _spawn(["controller", "--kubeconfig", str(kubeconfig), "--policies", str(policies),
+                   *election,
                    "--metrics-port", str(free_port()), *(extra or [])], log, detached)

@@ -1,6 +1,6 @@
-"""Airlock's own convention: label gpu-airlock.io/gang-name, annotation gang-size."""
+"""Airlock's native convention: label gpu-airlock.io/gang-name, annotation gang-size."""
 
-from webhook.gangs.base import Gang, sized
+from webhook.conventions.base import Membership, sized
 from webhook.keys import GANG_NAME_LABEL, GANG_SIZE_ANNOTATION
 from webhook.pods import PodView
 
@@ -8,6 +8,6 @@ from webhook.pods import PodView
 class AirlockConvention:
     name = "airlock"
 
-    def detect(self, pod: PodView) -> Gang | None:
+    def detect(self, pod: PodView) -> Membership | None:
         gang = pod.labels.get(GANG_NAME_LABEL)
         return sized(gang, self.name, pod, GANG_SIZE_ANNOTATION) if gang else None

@@ -1,6 +1,6 @@
 """Kueue plain pod groups (used here only when Kueue does not gate the pods itself)."""
 
-from webhook.gangs.base import Gang, sized
+from webhook.conventions.base import Membership, sized
 from webhook.pods import PodView
 
 GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
@@ -10,6 +10,6 @@ TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 class KueueConvention:
     name = "kueue"
 
-    def detect(self, pod: PodView) -> Gang | None:
+    def detect(self, pod: PodView) -> Membership | None:
         group = pod.labels.get(GROUP_LABEL)
         return sized(group, self.name, pod, TOTAL_ANNOTATION) if group else None

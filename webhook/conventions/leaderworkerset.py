@@ -1,6 +1,6 @@
 """LeaderWorkerSet: each replica group (leader plus workers) is one gang."""
 
-from webhook.gangs.base import Gang, sized
+from webhook.conventions.base import Membership, sized
 from webhook.pods import PodView
 
 NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
@@ -11,7 +11,7 @@ SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
 class LeaderWorkerSetConvention:
     name = "leaderworkerset"
 
-    def detect(self, pod: PodView) -> Gang | None:
+    def detect(self, pod: PodView) -> Membership | None:
         lws = pod.labels.get(NAME_LABEL)
         index = pod.labels.get(GROUP_INDEX_LABEL)
         if not lws or index is None:

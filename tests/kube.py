@@ -1,0 +1,63 @@
+"""Helpers for tests against a real apiserver: create what users create, read back what
+the cluster made of it, and wait for a condition without a fixed sleep."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from tests.builders import gang_pod
+from webhook.keys import GATE
+
+# The end-to-end cluster's nodes (tests/e2e/conftest.py): 8 GPUs each.
+GPUS_PER_NODE = 8
+
+
+async def create_gang(api: client.ApiClient, ns: str, gang: str, size: int, count: int | None
+                      = None, **kw: Any) -> None:
+    core = client.CoreV1Api(api)
+    await asyncio.gather(*(core.create_namespaced_pod(ns, body=gang_pod(gang, i, size, **kw))
+                           for i in range(size if count is None else count)))
+
+
+async def pods_of(api: client.ApiClient, ns: str, prefix: str = "") -> list[dict[str, Any]]:
+    response = await client.CoreV1Api(api).list_namespaced_pod(ns, _preload_content=False)
+    items: list[dict[str, Any]] = (await response.json())["items"]
+    return [p for p in items if p["metadata"]["name"].startswith(prefix)]
+
+
+def gated(p: dict[str, Any]) -> bool:
+    return any(g["name"] == GATE for g in p["spec"].get("schedulingGates") or [])
+
+
+async def until(check: Callable[[], Awaitable[bool]], within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {within}s")
+        await asyncio.sleep(0.2)
+
+
+async def nodes_by_name(api: client.ApiClient) -> dict[str, dict[str, str]]:
+    response = await client.CoreV1Api(api).list_node(_preload_content=False)
+    return {n["metadata"]["name"]: n["metadata"]["labels"]
+            for n in (await response.json())["items"]}
+
+
+async def events(api: client.ApiClient, ns: str, prefix: str = "") -> list[str]:
+    response = await client.CoreV1Api(api).list_namespaced_event(ns, _preload_content=False)
+    return [e["message"] for e in (await response.json())["items"]
+            if e["involvedObject"]["name"].startswith(prefix)]
+
+
+async def dry_run(api: client.ApiClient, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+    """What the apiserver would store for `body` (admission webhooks included), without
+    storing it; a Status when it is denied."""
+    response = await client.CoreV1Api(api).create_namespaced_pod(
+        ns, body=body, dry_run="All", _preload_content=False)
+    answer: dict[str, Any] = await response.json()
+    return answer

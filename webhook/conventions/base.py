@@ -1,0 +1,133 @@
+"""What a gang convention is: one small module that recognises its operator's pods and,
+when only the operator's object states the gang's size, says where that object is and how
+to read the size off it. Everything here is pure: the controller does the reading."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from webhook.pods import PodView
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """A pod's membership in a gang: the gang's name (unique per namespace), its size
+    when the pod says it (None when only the owner object knows), and the convention
+    that found it."""
+
+    name: str
+    size: int | None
+    source: str
+    # Set when the pod names a size that is not a positive integer: validation denies.
+    size_error: str | None = None
+
+
+class Convention(Protocol):
+    """One operator's way of saying which pods belong together."""
+
+    name: str
+
+    def detect(self, pod: PodView) -> Membership | None:
+        """The pod's gang under this convention, or None when it does not apply."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SizeUnknown:
+    """Why a gang's size cannot be known: the owner kind is not installed, the owner
+    states none, the members disagree. The gang waits and its pods are told why."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerAddress:
+    """Where the object that states a gang's size lives, in the pod's namespace."""
+
+    group: str
+    version: str
+    plural: str
+    name: str
+
+    @property
+    def kind(self) -> str:
+        return f"{self.plural}.{self.group}/{self.version}"
+
+
+# A pod's ownerReferences as the API returns them.
+OwnerRefs = Sequence[Mapping[str, Any]]
+
+
+@runtime_checkable
+class OwnerSized(Protocol):
+    """The optional half of a convention whose gang size only the owner object states."""
+
+    def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
+        """Where the owner is, from the pod's labels and ownerReferences."""
+        ...
+
+    def size(self, owner: Mapping[str, Any], labels: Mapping[str, str]) -> int | SizeUnknown:
+        """The gang size the owner object states (raw JSON), or why it states none."""
+        ...
+
+
+def named_by_label(labels: Mapping[str, str], label: str, group: str, version: str,
+                   plural: str) -> OwnerAddress | SizeUnknown:
+    """The owner a pod names in one of its labels."""
+    name = labels.get(label)
+    return OwnerAddress(group, version, plural, name) if name else SizeUnknown(
+        f"the pod has no label {label}")
+
+
+def spec_of(obj: Any) -> Mapping[str, Any]:
+    """The `spec` of an object (or of a template inside one), empty when it has none."""
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def whole(obj: Any, key: str, default: int) -> int:
+    """A count in an owner object, `default` when it is absent or not a whole number of at
+    least 0: the owner is a custom object, and a stray value must not stop the controller."""
+    value = obj.get(key) if isinstance(obj, Mapping) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return default
+
+
+def at_least_one(size: int, what: str) -> int | SizeUnknown:
+    return size if size >= 1 else SizeUnknown(f"{what} is {size}, not a gang size")
+
+
+def parse_size(raw: str | None, key: str) -> tuple[int | None, str | None]:
+    """A gang size annotation as (size, error)."""
+    if raw is None:
+        return None, f"annotation {key} is missing"
+    try:
+        size = int(raw.strip())
+    except ValueError:
+        return None, f"annotation {key}={raw!r} is not a whole number"
+    if size < 1:
+        return None, f"annotation {key}={raw!r} must be at least 1"
+    return size, None
+
+
+def sized(name: str, source: str, pod: PodView, key: str) -> Membership:
+    size, error = parse_size(pod.annotations.get(key), key)
+    return Membership(name=name, size=size, source=source, size_error=error)
+
+
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def label_value(name: str) -> str:
+    """The gang's name as a label value: itself when it is one, else a readable prefix
+    and a hash, so long compound names (jobset + replicated job) still select cleanly."""
+    if len(name) <= 63 and _LABEL_VALUE.match(name):
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    prefix = re.sub(r"[^-A-Za-z0-9_.]", "-", name)[:52].strip("-_.")
+    return f"{prefix}-{digest}" if prefix else digest

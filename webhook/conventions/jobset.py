@@ -1,0 +1,44 @@
+"""JobSet, and Kubeflow Trainer v2 which runs on it: one gang per replicated job.
+Size: the replicated job's replicas x its Job's parallelism, on the JobSet."""
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.conventions.base import (
+    Membership,
+    OwnerAddress,
+    OwnerRefs,
+    SizeUnknown,
+    at_least_one,
+    named_by_label,
+    spec_of,
+    whole,
+)
+from webhook.pods import PodView
+
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+
+
+class JobSetConvention:
+    name = "jobset"
+
+    def detect(self, pod: PodView) -> Membership | None:
+        jobset = pod.labels.get(JOBSET_LABEL)
+        rjob = pod.labels.get(REPLICATED_JOB_LABEL)
+        if not jobset or not rjob:
+            return None
+        return Membership(name=f"{jobset}-{rjob}", size=None, source=self.name)
+
+    def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
+        return named_by_label(labels, JOBSET_LABEL, "jobset.x-k8s.io", "v1alpha2", "jobsets")
+
+    def size(self, owner: Mapping[str, Any], labels: Mapping[str, str]) -> int | SizeUnknown:
+        name = labels.get(REPLICATED_JOB_LABEL)
+        rjobs = spec_of(owner).get("replicatedJobs")
+        for rjob in rjobs if isinstance(rjobs, list) else []:
+            if isinstance(rjob, Mapping) and rjob.get("name") == name:
+                job_spec = spec_of(rjob.get("template"))
+                return at_least_one(whole(rjob, "replicas", 1) * whole(job_spec, "parallelism", 1),
+                                    f"replicated job {name!r}'s size")
+        return SizeUnknown(f"JobSet has no replicated job {name!r}")

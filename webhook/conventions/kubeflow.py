@@ -1,0 +1,54 @@
+"""Kubeflow training-operator jobs (PyTorchJob, TFJob, ...) and MPIJob.
+Size: the sum of the replicas in the owner's replica specs."""
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.conventions.base import (
+    Membership,
+    OwnerAddress,
+    OwnerRefs,
+    SizeUnknown,
+    at_least_one,
+    spec_of,
+    whole,
+)
+from webhook.pods import PodView
+
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+GROUP = "kubeflow.org"
+# The plural of each kind its pods' ownerReferences name. The version comes from the
+# reference itself: MPIJob is kubeflow.org/v1 from the training-operator and v2beta1 from
+# the mpi-operator, and the pods of both carry the same labels.
+KINDS = {
+    "PyTorchJob": "pytorchjobs",
+    "TFJob": "tfjobs",
+    "XGBoostJob": "xgboostjobs",
+    "PaddleJob": "paddlejobs",
+    "JAXJob": "jaxjobs",
+    "MPIJob": "mpijobs",
+}
+
+
+class KubeflowConvention:
+    name = "kubeflow"
+
+    def detect(self, pod: PodView) -> Membership | None:
+        job = pod.labels.get(JOB_NAME_LABEL)
+        return Membership(name=job, size=None, source=self.name) if job else None
+
+    def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
+        for ref in refs:
+            kind, name, api_version = ref.get("kind"), ref.get("name"), ref.get("apiVersion")
+            group, _, version = str(api_version).partition("/")
+            if kind in KINDS and isinstance(name, str) and group == GROUP and version:
+                return OwnerAddress(GROUP, version, KINDS[kind], name)
+        return SizeUnknown("no Kubeflow owner among the pod's ownerReferences")
+
+    def size(self, owner: Mapping[str, Any], labels: Mapping[str, str]) -> int | SizeUnknown:
+        specs = [v for k, v in spec_of(owner).items()
+                 if k.endswith("ReplicaSpecs") and isinstance(v, Mapping)]
+        if not specs:
+            return SizeUnknown("the owner has no replica specs")
+        return at_least_one(sum(whole(r, "replicas", 1) for r in specs[0].values()),
+                            "the sum of the owner's replicas")

@@ -1,0 +1,33 @@
+"""The coscheduling plugin's PodGroup (scheduler-plugins). Size: the PodGroup's minMember."""
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.conventions.base import (
+    Membership,
+    OwnerAddress,
+    OwnerRefs,
+    SizeUnknown,
+    named_by_label,
+    spec_of,
+    whole,
+)
+from webhook.pods import PodView
+
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+class PodGroupConvention:
+    name = "podgroup"
+
+    def detect(self, pod: PodView) -> Membership | None:
+        group = pod.labels.get(POD_GROUP_LABEL)
+        return Membership(name=group, size=None, source=self.name) if group else None
+
+    def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
+        return named_by_label(labels, POD_GROUP_LABEL, "scheduling.x-k8s.io", "v1alpha1",
+                              "podgroups")
+
+    def size(self, owner: Mapping[str, Any], labels: Mapping[str, str]) -> int | SizeUnknown:
+        size = whole(spec_of(owner), "minMember", 0)
+        return size if size >= 1 else SizeUnknown("the PodGroup sets no minMember")

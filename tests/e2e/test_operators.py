@@ -30,12 +30,11 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.e2e.conftest import POLICIES, Controllers
-from tests.e2e.test_controller import until
+from tests.kube import nodes_by_name, pods_of, until
 from webhook.keys import CLASS_LABEL, GANG_LABEL, GANG_SOURCE_ANNOTATION, GATE, PLACEMENT_ANNOTATION
 from webhook.sandbox.controlplane import ControlPlane, free_port
 from webhook.sandbox.operating import OperatorError, RunningCommand, start_operators, stop
 from webhook.sandbox.operators import OPERATORS
-from webhook.sandbox.processes import Webhook
 from webhook.sandbox.wiring import WEBHOOK_CONFIGURATIONS as WEBHOOKS
 
 CLIQUE = "nvidia.com/gpu.clique"
@@ -43,7 +42,7 @@ WITHIN = 60.0
 
 
 @pytest.fixture(scope="session")
-def operators(control_plane: ControlPlane, airlock: Webhook,
+def operators(control_plane: ControlPlane,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[RunningCommand]]:
     """Every operator of the registry, running against the shared control plane. Under
     CI=true a build that cannot happen fails the run."""
@@ -65,6 +64,12 @@ def operators(control_plane: ControlPlane, airlock: Webhook,
 @pytest.fixture
 def controller(controllers: Controllers) -> None:
     controllers.start()
+
+
+# Every test here runs on the operators, pods going through Airlock's webhook; those that
+# make gangs, with Airlock's controller.
+pytestmark = pytest.mark.usefixtures("airlock", "operators")
+gangs = pytest.mark.usefixtures("controller")
 
 
 def gpus(n: int) -> dict[str, Any]:
@@ -94,17 +99,11 @@ async def watching(api: client.ApiClient, ns: str) -> AsyncIterator[dict[str, di
             await task
 
 
-async def pods(api: client.ApiClient, ns: str) -> list[dict[str, Any]]:
-    response = await client.CoreV1Api(api).list_namespaced_pod(ns, _preload_content=False)
-    items: list[dict[str, Any]] = (await response.json())["items"]
-    return items
-
-
 async def running(api: client.ApiClient, ns: str, count: int) -> list[dict[str, Any]]:
     """The namespace's pods once `count` of them are Running, else why not."""
     deadline = time.monotonic() + WITHIN
     while True:
-        items = await pods(api, ns)
+        items = await pods_of(api, ns)
         if len(items) == count and all(p["status"].get("phase") == "Running" for p in items):
             return items
         if time.monotonic() > deadline:
@@ -115,12 +114,6 @@ async def running(api: client.ApiClient, ns: str, count: int) -> list[dict[str, 
                      for p in items}
             raise AssertionError(f"expected {count} Running pods within {WITHIN:g}s: {state}")
         await asyncio.sleep(0.3)
-
-
-async def clique_of(api: client.ApiClient) -> dict[str, str]:
-    response = await client.CoreV1Api(api).list_node(_preload_content=False)
-    return {n["metadata"]["name"]: n["metadata"]["labels"].get(CLIQUE, "")
-            for n in (await response.json())["items"]}
 
 
 def assert_gated_at_creation(seen: dict[str, dict[str, Any]], names: set[str], cls: str,
@@ -154,8 +147,8 @@ def assert_lifted_whole(items: list[dict[str, Any]]) -> str | None:
 
 async def assert_in_one_domain(api: client.ApiClient, items: list[dict[str, Any]]) -> None:
     domain = assert_lifted_whole(items)
-    cliques = await clique_of(api)
-    landed = {p["metadata"]["name"]: cliques[p["spec"]["nodeName"]] for p in items}
+    nodes = await nodes_by_name(api)
+    landed = {p["metadata"]["name"]: nodes[p["spec"]["nodeName"]].get(CLIQUE) for p in items}
     assert set(landed.values()) == {domain}, landed
 
 
@@ -165,9 +158,9 @@ async def create(api: client.ApiClient, ns: str, group: str, version: str, plura
         group, version, ns, plural, body)
 
 
+@gangs
 async def test_pytorchjob_pods_are_one_training_gang(
-        api: client.ApiClient, namespace: str, operators: list[RunningCommand],
-        controller: None) -> None:
+        api: client.ApiClient, namespace: str) -> None:
     template = {"spec": {"containers": [{"name": "pytorch", "image": "pytorch/pytorch:2.4.0",
                                          "resources": gpus(4)}]}}
     job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
@@ -186,7 +179,7 @@ async def test_pytorchjob_pods_are_one_training_gang(
 
 
 async def test_training_operators_own_webhook_serves_on_loopback(
-        api: client.ApiClient, namespace: str, operators: list[RunningCommand]) -> None:
+        api: client.ApiClient, namespace: str) -> None:
     """Its validating webhook (failurePolicy Fail) answers through the loopback URL, with
     the certificate its own rotator accepted: a PyTorchJob without a `pytorch` container
     is refused by the training-operator itself."""
@@ -200,9 +193,9 @@ async def test_training_operators_own_webhook_serves_on_loopback(
     assert "must have at least one container with name pytorch" in str(refused.value.body)
 
 
+@gangs
 async def test_jobset_replicated_job_is_one_gang(
-        api: client.ApiClient, namespace: str, operators: list[RunningCommand],
-        controller: None) -> None:
+        api: client.ApiClient, namespace: str) -> None:
     job_template = {"spec": {"parallelism": 2, "completions": 2, "backoffLimit": 0,
                              "template": {"spec": {"restartPolicy": "Never", "containers": [
                                  {"name": "trainer", "image": "ghcr.io/acme/trainer:1.0",
@@ -222,9 +215,9 @@ async def test_jobset_replicated_job_is_one_gang(
     await assert_in_one_domain(api, items)
 
 
+@gangs
 async def test_leaderworkerset_forms_one_gang_per_group(
-        api: client.ApiClient, namespace: str, operators: list[RunningCommand],
-        controller: None) -> None:
+        api: client.ApiClient, namespace: str) -> None:
     lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
            "metadata": {"name": "llama"},
            "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {
@@ -244,9 +237,9 @@ async def test_leaderworkerset_forms_one_gang_per_group(
                                     if p["metadata"]["labels"][GANG_LABEL] == group]) is None
 
 
+@gangs
 async def test_raycluster_head_and_workers_are_one_gang(
-        api: client.ApiClient, namespace: str, operators: list[RunningCommand],
-        controller: None) -> None:
+        api: client.ApiClient, namespace: str) -> None:
     def group(name: str, n: int) -> dict[str, Any]:
         return {"spec": {"containers": [{"name": name, "image": "rayproject/ray:2.46.0",
                                          "resources": gpus(n)}]}}
@@ -332,8 +325,7 @@ def served_serial(port: int) -> int:
 
 
 async def test_cert_manager_issues_injects_and_renews_under_load(
-        api: client.ApiClient, namespace: str, operators: list[RunningCommand],
-        tmp_path: Path) -> None:
+        api: client.ApiClient, namespace: str, tmp_path: Path) -> None:
     custom = client.CustomObjectsApi(api)
     for doc in overlay_objects():
         plural = "issuers" if doc["kind"] == "Issuer" else "certificates"
@@ -386,15 +378,16 @@ async def test_cert_manager_issues_injects_and_renews_under_load(
 
         async def load() -> None:
             nonlocal sent
-            body = {"metadata": {"generateName": "load-"}, "spec": {"containers": [
-                {"name": "main", "image": "ghcr.io/acme/trainer:1.0", "resources": gpus(1)}]}}
+            body = {"metadata": {"generateName": "load-", "labels": {CLASS_LABEL: "scavenger"}},
+                    "spec": {"containers": [{"name": "main", "image": "ghcr.io/acme/embed:3.2",
+                                             "resources": gpus(1)}]}}
             while not stop_load.is_set():
                 try:
                     made = await core.create_namespaced_pod(namespace, body=body, dry_run="All")
-                    if CLASS_LABEL not in (made.metadata.labels or {}):
-                        failures.append("not mutated")
+                    if made.spec.priority_class_name != "airlock-scavenger":
+                        failures.append(f"not mutated: {made.spec.priority_class_name}")
                 except ApiException as e:
-                    failures.append(f"{e.status} {e.reason}: {e.body}")
+                    failures.append(f"{e.status} {e.reason}: {e.body!r}")
                 sent += 1
 
         loaders = [asyncio.create_task(load()) for _ in range(4)]
@@ -415,6 +408,7 @@ async def test_cert_manager_issues_injects_and_renews_under_load(
         await asyncio.gather(*loaders)
         assert sent > 20, sent
         assert failures == [], failures[:5]
+        print(f"{sent} admissions through the renewal, none failed")
     finally:
         projector.cancel()
         with contextlib.suppress(asyncio.CancelledError):

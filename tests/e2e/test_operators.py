@@ -29,12 +29,13 @@ from cryptography import x509
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.e2e.conftest import POLICIES, Controllers
+from tests.e2e.conftest import POLICIES, ROOT, Controllers
 from tests.kube import nodes_by_name, pods_of, until
 from webhook.keys import CLASS_LABEL, GANG_LABEL, GANG_SOURCE_ANNOTATION, GATE, PLACEMENT_ANNOTATION
+from webhook.sandbox.binaries import KUBERNETES, KWOK
 from webhook.sandbox.controlplane import ControlPlane, free_port
 from webhook.sandbox.operating import OperatorError, RunningCommand, start_operators, stop
-from webhook.sandbox.operators import OPERATORS
+from webhook.sandbox.operators import JOBSET, OPERATORS
 from webhook.sandbox.wiring import WEBHOOK_CONFIGURATIONS as WEBHOOKS
 
 CLIQUE = "nvidia.com/gpu.clique"
@@ -417,3 +418,34 @@ async def test_cert_manager_issues_injects_and_renews_under_load(
             await admission.delete_mutating_webhook_configuration(name)
         hook.terminate()
         await hook.wait()
+
+
+def test_an_operator_that_fails_to_start_is_named_and_up_stops_everything(
+        tmp_path: Path) -> None:
+    """`sandbox up --operators jobset` with a JobSet binary that exits at once: the error
+    names the operator and its log, and nothing of the sandbox is left running. The
+    cache is the real one but for that binary."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for tool in (KUBERNETES, KWOK):
+        (cache / tool.directory.name).symlink_to(tool.directory)
+    broken = cache / JOBSET.tool.directory.name
+    (broken / "bin").mkdir(parents=True)
+    (broken / "manifests").symlink_to(JOBSET.tool.directory / "manifests")
+    binary = broken / "bin" / "jobset"
+    binary.write_text("#!/bin/sh\necho 'flag provided but not defined: -config' >&2\nexit 2\n")
+    binary.chmod(0o755)
+    (broken / "bin" / ".jobset.recipe").write_text(JOBSET.tool.recipe)
+    state = tmp_path / "sandbox"
+    done = subprocess.run(
+        [sys.executable, "-m", "webhook", "sandbox", "up", "--operators", "jobset",
+         "--nodes", "4", "--state-dir", str(state)],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+        env={**os.environ, "AIRLOCK_CACHE_DIR": str(cache)})
+    assert done.returncode == 1, done.stderr
+    log = state / "operators" / "jobset" / "jobset.log"
+    assert f"operator jobset exited with 2; log: {log}" in done.stderr
+    assert "flag provided but not defined" in done.stderr
+    assert not (state / "state.json").exists()
+    leftover = subprocess.run(["pgrep", "-f", str(state)], capture_output=True, text=True)
+    assert leftover.stdout == "", leftover.stdout

@@ -25,7 +25,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Final
+from typing import Any, Final
 
 from webhook.keys import ACCELERATORS_ANNOTATION, CLASS_LABEL, GANG_LABEL, GATE
 
@@ -61,14 +61,45 @@ class Accelerators:
         """GPU-equivalents in a map of resource -> whole units (a pod's requests, a
         node's free capacity). Everything else in the map is ignored."""
         names, shares = self.names, self.shares
-        if not shares:
-            return sum(v for k, v in resources.items() if k in names)
         total: GpuEquivalents = 0
+        if not shares:
+            # A plain loop: this runs for every pod and node of every round.
+            for k, v in resources.items():
+                if k in names:
+                    total += v
+            return total
         for k, v in resources.items():
             if k in names:
                 share = shares.get(k)
                 total += v if share is None else v * share
         return total
+
+    def joins(self, template: Any) -> bool:
+        """Whether the pods a pod template makes join their gang: the webhook gates a pod
+        that requests one of these accelerators or carries an explicit class, and leaves
+        others alone (a Ray head or an MPI launcher without GPUs starts at once), so an
+        owner's gang size counts only the replicas whose template joins. The same test as
+        classification's scope (a unit test keeps the two in step)."""
+        if not isinstance(template, Mapping):
+            return False
+        meta, spec = template.get("metadata"), template.get("spec")
+        labels = meta.get("labels") if isinstance(meta, Mapping) else None
+        if isinstance(labels, Mapping) and CLASS_LABEL in labels:
+            return True
+        if not isinstance(spec, Mapping):
+            return False
+        names = self.names
+        for field_name in ("containers", "initContainers"):
+            containers = spec.get(field_name)
+            for c in containers if isinstance(containers, list) else ():
+                resources = c.get("resources") if isinstance(c, Mapping) else None
+                if not isinstance(resources, Mapping):
+                    continue
+                for kind in ("requests", "limits"):
+                    amounts = resources.get(kind)
+                    if isinstance(amounts, Mapping) and not names.isdisjoint(amounts):
+                        return True
+        return False
 
 
 # --- what the webhook records on a pod ------------------------------------------------

@@ -89,7 +89,7 @@ NamespaceFactory = Callable[..., Awaitable[str]]
 async def namespaces(api: client.ApiClient) -> AsyncIterator[NamespaceFactory]:
     """Make fresh namespaces: `await namespaces(labels={...})`, each with its `default`
     ServiceAccount. Afterwards the namespace controller removes them and all in them;
-    their pods are deleted at once first (grace 0), so they hold no GPU of the next test
+    their pods are also deleted at once (grace 0), so they hold no GPU of the next test
     while KWOK and the namespace controller get to them."""
     made: list[str] = []
 

@@ -12,15 +12,21 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.builders import PodBuilder, pod
+from tests.builders import PodBuilder, make_policy, pod
 from webhook.controller.applying import ungate_patch
 from webhook.controller.deciding import Record
 from webhook.controller.objects import PodInfo
 from webhook.conventions import kubeflow
 from webhook.conventions.base import OwnerAddress, OwnerSized, SizeUnknown
 from webhook.conventions.registry import CONVENTIONS, membership_of, owner_sized
-from webhook.keys import GANG_LABEL, GATE
+from webhook.keys import CLASS_LABEL, GANG_LABEL, GATE
 from webhook.pods import PodView
+from webhook.policy.classifying import classify
+
+
+def EVERY(_template: Any) -> bool:
+    """Every template's pods join: the size arithmetic alone."""
+    return True
 
 
 def owner_of(builder: PodBuilder) -> tuple[OwnerSized, OwnerAddress | SizeUnknown, PodInfo]:
@@ -63,7 +69,8 @@ OWNERS: dict[str, tuple[PodBuilder, OwnerAddress, dict[str, Any], int]] = {
     "kuberay": (
         pod().label("ray.io/cluster", "rc"),
         OwnerAddress("ray.io", "v1", "rayclusters", "rc"),
-        {"spec": {"workerGroupSpecs": [{"replicas": 3}, {"replicas": 2}]}}, 6),
+        {"spec": {"headGroupSpec": {}, "workerGroupSpecs": [{"replicas": 3}, {"replicas": 2}]}},
+        6),
 }
 
 
@@ -76,7 +83,7 @@ def test_each_convention_finds_its_owner_and_reads_its_size(source: str) -> None
     builder, address, owner, size = OWNERS[source]
     convention, found, info = owner_of(builder)
     assert found == address
-    assert convention.size(owner, info.labels) == size
+    assert convention.size(owner, info.labels, EVERY) == size
 
 
 @pytest.mark.parametrize(("source", "builder", "owner", "size"), [
@@ -88,13 +95,13 @@ def test_each_convention_finds_its_owner_and_reads_its_size(source: str) -> None
     ("kubeflow", pod().label("training.kubeflow.org/job-name", "mpi")
      .owner("MPIJob", "mpi", "kubeflow.org/v2beta1"),
      {"spec": {"mpiReplicaSpecs": {"Launcher": {}, "Worker": {"replicas": 4}}}}, 5),
-    ("kuberay", pod().label("ray.io/cluster", "rc"), {"spec": {}}, 1),
+    ("kuberay", pod().label("ray.io/cluster", "rc"), {"spec": {"headGroupSpec": {}}}, 1),
 ])
 def test_more_owner_shapes(source: str, builder: PodBuilder, owner: dict[str, Any],
                            size: int) -> None:
     convention, _, info = owner_of(builder)
     assert convention is owner_sized(source)
-    assert convention.size(owner, info.labels) == size
+    assert convention.size(owner, info.labels, EVERY) == size
 
 
 @pytest.mark.parametrize(("builder", "owner", "message"), [
@@ -112,7 +119,7 @@ def test_more_owner_shapes(source: str, builder: PodBuilder, owner: dict[str, An
 def test_owners_that_state_no_size_say_why(builder: PodBuilder, owner: dict[str, Any],
                                            message: str) -> None:
     convention, _, info = owner_of(builder)
-    size = convention.size(owner, info.labels)
+    size = convention.size(owner, info.labels, EVERY)
     assert isinstance(size, SizeUnknown)
     assert message in size.reason
 
@@ -146,7 +153,7 @@ def test_the_controller_may_read_every_owner_a_convention_names() -> None:
 
 def _answers(source: str, owner: dict[str, Any]) -> None:
     convention, _, info = owner_of(OWNERS[source][0])
-    size = convention.size(owner, info.labels)
+    size = convention.size(owner, info.labels, EVERY)
     assert isinstance(size, SizeUnknown) or (isinstance(size, int) and size >= 1)
 
 
@@ -219,3 +226,53 @@ def test_a_kubeflow_owner_is_read_at_the_version_its_reference_names(
     _, found, _ = owner_of(pod().label("training.kubeflow.org/job-name", "j")
                            .owner(kind, "j", api_version))
     assert found == OwnerAddress("kubeflow.org", api_version.split("/")[1], plural, "j")
+
+
+GPU_TEMPLATE = {"spec": {"containers": [{"name": "w", "resources": {
+    "limits": {"nvidia.com/gpu": "8"}}}]}}
+CPU_TEMPLATE = {"spec": {"containers": [{"name": "head", "resources": {
+    "requests": {"cpu": "4"}}}]}}
+CLASSED_CPU_TEMPLATE = {"metadata": {"labels": {CLASS_LABEL: "training"}},
+                        "spec": CPU_TEMPLATE["spec"]}
+
+
+@pytest.mark.parametrize(("builder", "owner", "size"), [
+    # A CPU-only Ray head is not gated: the gang is the GPU workers.
+    (pod().label("ray.io/cluster", "rc"),
+     {"spec": {"headGroupSpec": {"template": CPU_TEMPLATE},
+               "workerGroupSpecs": [{"replicas": 3, "template": GPU_TEMPLATE}]}}, 3),
+    (pod().label("ray.io/cluster", "rc"),
+     {"spec": {"headGroupSpec": {"template": GPU_TEMPLATE},
+               "workerGroupSpecs": [{"replicas": 3, "template": GPU_TEMPLATE},
+                                    {"replicas": 2, "template": CPU_TEMPLATE}]}}, 4),
+    # An explicit class puts a CPU member in scope: it is gated, so it counts.
+    (pod().label("ray.io/cluster", "rc"),
+     {"spec": {"headGroupSpec": {"template": CLASSED_CPU_TEMPLATE},
+               "workerGroupSpecs": [{"replicas": 3, "template": GPU_TEMPLATE}]}}, 4),
+    # An MPI launcher without GPUs starts at once; the workers are the gang.
+    (pod().label("training.kubeflow.org/job-name", "mpi").owner("MPIJob", "mpi",
+                                                                 "kubeflow.org/v1"),
+     {"spec": {"mpiReplicaSpecs": {"Launcher": {"template": CPU_TEMPLATE},
+                                   "Worker": {"replicas": 4, "template": GPU_TEMPLATE}}}}, 4),
+])
+def test_members_without_accelerators_are_not_counted(builder: PodBuilder,
+                                                      owner: dict[str, Any],
+                                                      size: int) -> None:
+    convention, _, info = owner_of(builder)
+    assert convention.size(owner, info.labels, make_policy().counted().joins) == size
+
+
+@pytest.mark.parametrize("template", [GPU_TEMPLATE, CPU_TEMPLATE, CLASSED_CPU_TEMPLATE,
+                                      {"spec": {"initContainers": GPU_TEMPLATE["spec"][
+                                          "containers"], "containers": []}},
+                                      {"spec": {"containers": [{"name": "x"}]}}])
+def test_a_template_joins_exactly_when_its_pods_are_classified(
+        template: dict[str, Any]) -> None:
+    """Accelerators.joins and classification's scope must agree, or a gang waits for
+    members the webhook never gates."""
+    policy = make_policy()
+    obj = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "namespace": "ml", **template.get("metadata", {})},
+           "spec": template["spec"]}
+    in_scope = classify(PodView.parse(obj), policy).in_scope
+    assert policy.counted().joins(template) is in_scope

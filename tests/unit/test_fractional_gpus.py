@@ -16,6 +16,7 @@ from tests.builders import (
     PodBuilder,
     admitted,
     gang,
+    make_policy,
     member,
     node,
     pod,
@@ -23,7 +24,6 @@ from tests.builders import (
     snapshot,
     waits,
 )
-from tests.conftest import make_policy
 from webhook.accelerators import Accelerators
 from webhook.admission.explaining import explain_pod
 from webhook.admission.mutating import mutate

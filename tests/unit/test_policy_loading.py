@@ -87,6 +87,8 @@ def test_team_access_example_adds_to_the_defaults(tmp_path: Path,
     assert policy.allowed_classes("research-vision") == ("training", "scavenger")
     assert policy.allowed_classes("notebooks") == ("scavenger",)
     assert set(policy.allowed_classes("default")) == {"training", "inference", "scavenger"}
+    assert [q.name for q in policy.queues] == ["research", "product", "sandbox"]
+    assert policy.queues[1].lending_limit == {"nvidia.com/gpu": 16}
 
 
 def test_a_mounted_configmap_reads_only_its_files(tmp_path: Path) -> None:

@@ -3,11 +3,13 @@ building or downloading anything."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from webhook.sandbox import gobuilding
 from webhook.sandbox.binaries import KUBERNETES, KWOK
 from webhook.sandbox.gobuilding import GoModule, GoTool
 from webhook.sandbox.stages import DELAY, adjust
@@ -56,3 +58,37 @@ def test_only_a_pod_with_a_run_time_completes_and_after_exactly_that() -> None:
     assert "jitterDurationMilliseconds" not in stage["spec"]["delay"]
     other = {"metadata": {"name": "pod-ready"}, "spec": {}}
     assert adjust(other) == {"metadata": {"name": "pod-ready"}, "spec": {}}
+
+
+UPSTREAM: dict[str, dict[str, Any]] = {
+    "example.com/big": {"Go": "1.24.0", "Replace": [
+        # Into its own repository: the published module at the nested version instead.
+        {"Old": {"Path": "example.com/api"}, "New": {"Path": "./staging/src/example.com/api"}},
+        # To a published version: carried over as it is.
+        {"Old": {"Path": "github.com/forked/lib", "Version": "v1.0.0"},
+         "New": {"Path": "github.com/fork/lib", "Version": "v1.0.1-fix"}},
+    ]},
+    "example.com/small": {"Go": "1.22", "Replace": [
+        {"Old": {"Path": "example.com/small/sibling"}, "New": {"Path": "../sibling"}},
+        {"Old": {"Path": "github.com/forked/lib", "Version": "v1.0.0"},
+         "New": {"Path": "github.com/other/lib", "Version": "v9.9.9"}},
+    ]},
+}
+
+
+def test_the_synthetic_module_carries_the_upstream_replaces(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    tool = GoTool(modules=(GoModule("big", "example.com/big", "v1.34.4", "v0.34.4"),
+                           GoModule("small", "example.com/small", "v3.6.4")),
+                  commands={"big": "example.com/big/cmd/big"})
+    monkeypatch.setattr(shutil, "which", lambda _: "/usr/bin/go")
+    monkeypatch.setattr(gobuilding._Build, "upstream",
+                        lambda _self, module: UPSTREAM[module.path])
+    go_mod = gobuilding._Build(tool, ["big"], print).go_mod()
+    assert "go 1.24.0\n" in go_mod  # the newest any module needs
+    assert "\texample.com/big v1.34.4\n\texample.com/small v3.6.4\n" in go_mod
+    replaces = [line for line in go_mod.splitlines() if line.startswith("replace ")]
+    assert replaces == [
+        "replace example.com/api => example.com/api v0.34.4",
+        "replace github.com/forked/lib v1.0.0 => github.com/fork/lib v1.0.1-fix",
+    ]  # the sibling replace dropped (no nested version); the first fork kept

@@ -4,8 +4,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import pod
-from tests.conftest import make_policy
+from tests.builders import make_policy, pod
 from webhook.admission.validating import validate_create, validate_update
 from webhook.keys import (
     CLASS_LABEL,

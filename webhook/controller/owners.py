@@ -11,6 +11,7 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from webhook.accelerators import Accelerators
 from webhook.controller.gangs import GangId, SizeAnswer
 from webhook.controller.objects import PodInfo
 from webhook.controller.raw import json_of
@@ -28,14 +29,17 @@ class OwnerSizes:
         hit = self._cache.get(gang)
         return hit[1] if hit and time.monotonic() - hit[0] < self.ttl else None
 
-    async def lookup(self, gang: GangId, pod: PodInfo) -> SizeAnswer:
+    async def lookup(self, gang: GangId, pod: PodInfo, accelerators: Accelerators
+                     ) -> SizeAnswer:
+        """The gang's size: the owner's members whose pods need `accelerators` (the
+        others are not gated, so the gang does not wait for them)."""
         found = self.cached(gang)
         if found is None:
-            found = await self._size(pod)
+            found = await self._size(pod, accelerators)
             self._cache[gang] = (time.monotonic(), found)
         return found
 
-    async def _size(self, pod: PodInfo) -> SizeAnswer:
+    async def _size(self, pod: PodInfo, accelerators: Accelerators) -> SizeAnswer:
         convention = owner_sized(pod.source or "")
         if convention is None:
             return SizeUnknown(f"gang source {pod.source!r} states no owner to look up")
@@ -43,7 +47,9 @@ class OwnerSizes:
         if isinstance(where, SizeUnknown):
             return where
         owner = await self._get(where, pod.namespace)
-        return owner if isinstance(owner, SizeUnknown) else convention.size(owner, pod.labels)
+        if isinstance(owner, SizeUnknown):
+            return owner
+        return convention.size(owner, pod.labels, accelerators.joins)
 
     async def _get(self, where: OwnerAddress, ns: str) -> dict[str, Any] | SizeUnknown:
         # The generic path serves built-in kinds (batch/v1 jobs) as well as custom ones.

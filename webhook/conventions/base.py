@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -60,6 +60,8 @@ class OwnerAddress:
 
 # A pod's ownerReferences as the API returns them.
 OwnerRefs = Sequence[Mapping[str, Any]]
+# Whether the pods a pod template (raw JSON) makes join their gang.
+Joins = Callable[[Any], bool]
 
 
 @runtime_checkable
@@ -70,8 +72,11 @@ class OwnerSized(Protocol):
         """Where the owner is, from the pod's labels and ownerReferences."""
         ...
 
-    def size(self, owner: Mapping[str, Any], labels: Mapping[str, str]) -> int | SizeUnknown:
-        """The gang size the owner object states (raw JSON), or why it states none."""
+    def size(self, owner: Mapping[str, Any], labels: Mapping[str, str], joins: Joins
+             ) -> int | SizeUnknown:
+        """The gang size the owner object states (raw JSON), or why it states none.
+        `joins` says whether the pods of a pod template join the gang (a CPU-only Ray
+        head or MPI launcher does not: the webhook leaves it ungated)."""
         ...
 
 

@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.conventions.base import (
+    Joins,
     Membership,
     OwnerAddress,
     OwnerRefs,
@@ -32,7 +33,8 @@ class IndexedJobConvention:
     def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
         return named_by_label(labels, JOB_NAME_LABEL, "batch", "v1", "jobs")
 
-    def size(self, owner: Mapping[str, Any], labels: Mapping[str, str]) -> int | SizeUnknown:
+    def size(self, owner: Mapping[str, Any], labels: Mapping[str, str], joins: Joins
+             ) -> int | SizeUnknown:
         spec = spec_of(owner)
         parallelism = whole(spec, "parallelism", 1)
         completions = whole(spec, "completions", 0)

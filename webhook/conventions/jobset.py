@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.conventions.base import (
+    Joins,
     Membership,
     OwnerAddress,
     OwnerRefs,
@@ -33,7 +34,8 @@ class JobSetConvention:
     def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
         return named_by_label(labels, JOBSET_LABEL, "jobset.x-k8s.io", "v1alpha2", "jobsets")
 
-    def size(self, owner: Mapping[str, Any], labels: Mapping[str, str]) -> int | SizeUnknown:
+    def size(self, owner: Mapping[str, Any], labels: Mapping[str, str], joins: Joins
+             ) -> int | SizeUnknown:
         name = labels.get(REPLICATED_JOB_LABEL)
         rjobs = spec_of(owner).get("replicatedJobs")
         for rjob in rjobs if isinstance(rjobs, list) else []:

@@ -1,10 +1,11 @@
 """Kubeflow training-operator jobs (PyTorchJob, TFJob, ...) and MPIJob.
-Size: the sum of the replicas in the owner's replica specs."""
+Size: the sum of the replicas in the owner's replica specs whose pods need accelerators."""
 
 from collections.abc import Mapping
 from typing import Any
 
 from webhook.conventions.base import (
+    Joins,
     Membership,
     OwnerAddress,
     OwnerRefs,
@@ -45,10 +46,14 @@ class KubeflowConvention:
                 return OwnerAddress(GROUP, version, KINDS[kind], name)
         return SizeUnknown("no Kubeflow owner among the pod's ownerReferences")
 
-    def size(self, owner: Mapping[str, Any], labels: Mapping[str, str]) -> int | SizeUnknown:
+    def size(self, owner: Mapping[str, Any], labels: Mapping[str, str], joins: Joins
+             ) -> int | SizeUnknown:
         specs = [v for k, v in spec_of(owner).items()
                  if k.endswith("ReplicaSpecs") and isinstance(v, Mapping)]
         if not specs:
             return SizeUnknown("the owner has no replica specs")
-        return at_least_one(sum(whole(r, "replicas", 1) for r in specs[0].values()),
-                            "the sum of the owner's replicas")
+        # A replica type whose pods need no accelerator (an MPI launcher) is not gated.
+        members = [r for r in specs[0].values()
+                   if isinstance(r, Mapping) and joins(r.get("template"))]
+        return at_least_one(sum(whole(r, "replicas", 1) for r in members),
+                            "the sum of the owner's replicas that need accelerators")

@@ -4,6 +4,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.conventions.base import (
+    Joins,
     Membership,
     OwnerAddress,
     OwnerRefs,
@@ -28,6 +29,7 @@ class PodGroupConvention:
         return named_by_label(labels, POD_GROUP_LABEL, "scheduling.x-k8s.io", "v1alpha1",
                               "podgroups")
 
-    def size(self, owner: Mapping[str, Any], labels: Mapping[str, str]) -> int | SizeUnknown:
+    def size(self, owner: Mapping[str, Any], labels: Mapping[str, str], joins: Joins
+             ) -> int | SizeUnknown:
         size = whole(spec_of(owner), "minMember", 0)
         return size if size >= 1 else SizeUnknown("the PodGroup sets no minMember")

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from webhook.accelerators import name_problem
+from webhook.accelerators import Accelerators, name_problem
 from webhook.keys import (
     API_VERSION,
     CLASSES,
@@ -26,6 +26,7 @@ from webhook.keys import (
 )
 from webhook.policy.fields import Strict as _Strict
 from webhook.policy.fields import Toleration
+from webhook.policy.queues import FairShareSpec, PreemptionSpec, Queue
 from webhook.policy.slices import GpuSlices, Slice
 from webhook.policy.sources import Loc
 
@@ -98,6 +99,12 @@ class ClassSpec(_Strict):
         "host",
         alias="placementLevel",
         description="The topology level `placement` spreads or packs over.",
+    )
+    queued: bool | None = Field(
+        None,
+        description="Whether single pods of the class wait in their team's queue (gated, "
+        "admitted like a gang of one). Default: true for training and scavenger, false "
+        "for inference, where latency matters. Gangs always queue.",
     )
 
 
@@ -218,6 +225,14 @@ class PolicySpec(_Strict):
         description="Which classes a namespace may use; first match wins; unmatched "
         "namespaces may use every class.")
     admission: Admission | None = Field(None, description="Admission settings.")
+    queues: tuple[Queue, ...] = Field(
+        (), description="Team queues with GPU quotas; queues from every file add up.")
+    fair_share: FairShareSpec | None = Field(
+        None, alias="fairShare", description="How usage is remembered for the order of "
+        "admission (defined in one file at most).")
+    preemption: PreemptionSpec | None = Field(
+        None, description="When and how waiting gangs evict running work (defined in one "
+        "file at most).")
     gpu_slices: GpuSlices | None = Field(
         None, alias="gpuSlices",
         description="Fractions of a GPU the cluster offers (MIG profiles, shared GPUs), "
@@ -289,6 +304,9 @@ class Policy(_Strict):
     rules: tuple[Rule, ...] = ()
     namespace_access: tuple[NamespaceAccess, ...] = ()
     gate_removers: frozenset[str] = frozenset({CONTROLLER_IDENTITY})
+    queues: tuple[Queue, ...] = ()
+    fair_share: FairShareSpec = FairShareSpec()
+    preemption: PreemptionSpec = PreemptionSpec()
     slices: tuple[Slice, ...] = ()
     sources: tuple[str, ...] = ()
 
@@ -320,10 +338,19 @@ class Policy(_Strict):
                 return access.classes
         return CLASSES
 
+    def queued(self, cls: ClassName) -> bool:
+        """Whether single pods of the class queue (gangs always do)."""
+        stated = self.classes[cls].queued
+        return cls != "inference" if stated is None else stated
+
     @property
     def shares(self) -> dict[str, Fraction]:
         """The share of a GPU one device of each offered slice is."""
         return {s.resource: s.share for s in self.slices}
+
+    def counted(self) -> Accelerators:
+        """What this policy counts as GPUs, and how much: its accelerators and slices."""
+        return Accelerators.of(self.accelerators, self.shares)
 
     def priority_class_owner(self, priority_class_name: str) -> ClassName | None:
         for cls_name, spec in self.classes.items():

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 Progress = Callable[[str], None]
 
@@ -167,17 +168,20 @@ class _Build:
         finally:
             done.set()
         if proc.returncode != 0:
-            tail = "\n".join(lines[-20:])
+            # `go mod download -json` reports its errors on stdout, in the JSON.
+            tail = "\n".join(lines[-20:]) or "".join(stdout)[-2000:].strip()
+            with self.tool.log.open("a") as log:
+                log.write("".join(stdout))
             raise BuildError(f"building {', '.join(self.names)} ({self.tool.label}) failed "
                              f"while {what}; full log: {self.tool.log}\n{tail}")
         return "".join(stdout)
 
-    def upstream(self, module: GoModule) -> dict[str, object]:
+    def upstream(self, module: GoModule) -> dict[str, Any]:
         """The module's own go.mod, as `go mod edit -json` reads it."""
         info = json.loads(self.run(["mod", "download", "-json",
                                     f"{module.path}@{module.version}"],
                                    self.tool.directory, f"downloading {module.path}"))
-        parsed: dict[str, object] = json.loads(self.run(
+        parsed: dict[str, Any] = json.loads(self.run(
             ["mod", "edit", "-json", info["GoMod"]], self.tool.directory,
             f"reading {module.path}'s go.mod"))
         return parsed
@@ -188,7 +192,7 @@ class _Build:
         for module in self.tool.modules:
             upstream = self.upstream(module)
             go_version = max(go_version, str(upstream.get("Go") or "1.21"), key=_go_order)
-            for replace in upstream.get("Replace") or []:  # type: ignore[attr-defined]
+            for replace in upstream.get("Replace") or []:
                 old, new = replace["Old"], replace["New"]
                 if old["Path"] in replaces:
                     continue  # the first module that replaces a path decides it

@@ -143,21 +143,25 @@ async def create_nodes(api: client.ApiClient, nodes: list[dict[str, Any]],
 
 
 async def _schedulable(core: client.CoreV1Api, waiting: set[str]) -> None:
-    """One list, then a watch, until every node in `waiting` (emptied as they come) is
-    schedulable: polling a list of 5,000 nodes would move megabytes a time."""
-    listed = await (await core.list_node(_preload_content=False)).json()
-    waiting -= {n["metadata"]["name"] for n in listed["items"] if schedulable(n)}
-    version = listed["metadata"]["resourceVersion"]
-    while waiting:
-        response = await core.list_node(watch=True, resource_version=version,
-                                        timeout_seconds=60, _preload_content=False)
+    """A list, then a watch, until every node in `waiting` (emptied as they come) is
+    schedulable: polling a list of 5,000 nodes would move megabytes a time. A watch that
+    ends or expires (an ERROR event) is followed by a fresh list."""
+    while True:
+        listed = await (await core.list_node(_preload_content=False)).json()
+        waiting -= {n["metadata"]["name"] for n in listed["items"] if schedulable(n)}
+        if not waiting:
+            return
+        response = await core.list_node(
+            watch=True, resource_version=listed["metadata"]["resourceVersion"],
+            timeout_seconds=60, _preload_content=False)
         async with response:
             async for line in response.content:
                 if not line.strip():
                     continue
-                obj = orjson.loads(line)["object"]
-                version = obj["metadata"]["resourceVersion"]
-                if schedulable(obj):
-                    waiting.discard(obj["metadata"]["name"])
+                event = orjson.loads(line)
+                if event["type"] == "ERROR":
+                    break
+                if schedulable(event["object"]):
+                    waiting.discard(event["object"]["metadata"]["name"])
                     if not waiting:
                         return

@@ -40,7 +40,8 @@ class StagesError(RuntimeError):
 def _module_dir() -> Path:
     go = shutil.which("go")
     if go is None:
-        raise StagesError("Go is needed once to read KWOK's stages from its module")
+        raise StagesError("Go is needed to read KWOK's stages from its module (sigs.k8s.io/"
+                          f"kwok@{KWOK_VERSION}), and `go` is not on PATH")
     out = subprocess.run([go, "mod", "download", "-json", f"sigs.k8s.io/kwok@{KWOK_VERSION}"],
                          capture_output=True, text=True, cwd=KWOK.directory,
                          env={**os.environ, "GOWORK": "off"}, check=False)

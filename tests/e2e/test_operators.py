@@ -3,8 +3,8 @@ RayCluster, created as users write them. Their own controllers make the pods; Ai
 webhook classifies and gates each pod at creation, Airlock's controller lifts each gang
 whole into one NVLink domain, and KWOK runs the pods.
 
-One set of operators serves every test here (built once and cached, started once per
-session on the shared control plane). The cluster: 8 nodes of 8 GPUs, NVLink domains
+One set of operators serves every test here (built once and cached, started once for
+this module on the shared control plane). The cluster: 8 nodes of 8 GPUs, NVLink domains
 of 4 nodes."""
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ CLIQUE = "nvidia.com/gpu.clique"
 WITHIN = 60.0
 
 
-@pytest.fixture(scope="session")
+# Module scope: every operator test is here, and the later tests' sandboxes (the demo
+# starts one of its own) do not share 2 cores with six idle operators.
+@pytest.fixture(scope="module")
 def operators(control_plane: ControlPlane,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[RunningCommand]]:
     """Every operator of the registry, running against the shared control plane. Under

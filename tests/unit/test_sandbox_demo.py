@@ -1,5 +1,5 @@
-"""The demo's waits and table: its CRD `established` on every shape the apiserver returns,
-the moment every pod runs and every Job has finished, and each pod's STATUS."""
+"""The demo's waits and table: the moment every pod runs and every Job has finished, and
+each pod's STATUS."""
 
 from __future__ import annotations
 
@@ -9,22 +9,6 @@ import pytest
 
 from webhook.keys import GATE
 from webhook.sandbox.commands import phase, settled
-from webhook.sandbox.operating import established
-
-NAMES = {"acceptedNames": {"kind": "PyTorchJob", "plural": "pytorchjobs"}}
-
-
-@pytest.mark.parametrize(("crd", "served"), [
-    ({}, False),
-    ({"status": None}, False),
-    ({"status": {"conditions": None, **NAMES}}, False),
-    ({"status": {"conditions": [{"type": "NamesAccepted", "status": "True"},
-                                {"type": "Established", "status": "False"}]}}, False),
-    ({"status": {"conditions": [{"type": "NamesAccepted", "status": "True"},
-                                {"type": "Established", "status": "True"}]}}, True),
-])
-def test_established(crd: dict[str, Any], served: bool) -> None:
-    assert established(crd) is served
 
 
 def pod_in(phase: str, node: str | None = "gpu-0000") -> dict[str, Any]:

@@ -4,6 +4,7 @@ and the Secret the training-operator's certificate rotator must accept as it is.
 
 from __future__ import annotations
 
+import argparse
 import base64
 import datetime
 from pathlib import Path
@@ -28,6 +29,7 @@ from webhook.sandbox.operators import (
     UnknownOperator,
     select,
 )
+from webhook.sandbox.options import add_sandbox_arguments
 
 
 def test_all_names_every_operator_once() -> None:
@@ -135,3 +137,17 @@ def test_rotator_secret_passes_cert_controllers_own_checks() -> None:
 def sans(cert: x509.Certificate) -> set[str]:
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     return {str(n.value) for n in names}
+
+
+def test_the_command_line_refuses_an_unknown_operator_before_starting_anything(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser(prog="airlock sandbox")
+    add_sandbox_arguments(parser)
+    assert [op.name for op in parser.parse_args(["up", "--operators", "all"]).operators] == \
+        list(OPERATORS)
+    assert parser.parse_args(["up"]).operators == []
+    with pytest.raises(SystemExit):
+        parser.parse_args(["up", "--operators", "jobset,kueue"])
+    error = capsys.readouterr().err
+    assert "argument --operators: unknown operator kueue; known: jobset, lws, " \
+           "training-operator, kuberay, cert-manager (or all)" in error

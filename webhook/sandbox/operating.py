@@ -23,7 +23,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -253,69 +253,94 @@ def _prepare(op: Operator, workdir: Path, kubeconfig: Path, ca: Authority) -> _P
     return _Prepared(op, values, env, home, ca_pem, url, secret)
 
 
+async def _create_crd(extensions: client.ApiextensionsV1Api, op: Operator,
+                      crd: dict[str, Any]) -> None:
+    try:
+        # Not read back: the client's models take seconds over a megabyte of schema.
+        await extensions.create_custom_resource_definition(body=crd, _preload_content=False)
+    except ApiException as e:
+        if e.status != 409:
+            raise OperatorError(f"{op.name}: CRD {crd['metadata']['name']}: {e.reason}") from e
+
+
+async def _give_rotator_its_secret(core: client.CoreV1Api, ns: str,
+                                   secret: dict[str, bytes]) -> None:
+    with contextlib.suppress(ApiException):
+        await core.create_namespace(body={"metadata": {"name": ns}})
+    body = {"metadata": {"name": ROTATOR_SECRET},
+            "data": {k: base64.b64encode(v).decode() for k, v in secret.items()}}
+    try:
+        await core.create_namespaced_secret(ns, body=body)
+    except ApiException as e:
+        if e.status != 409:
+            raise
+        await core.replace_namespaced_secret(ROTATOR_SECRET, ns, body=body)
+
+
+async def _register_webhooks(admission: client.AdmissionregistrationV1Api,
+                             docs: list[dict[str, Any]]) -> None:
+    for doc in docs:
+        mutating = doc["kind"] == "MutatingWebhookConfiguration"
+        delete = (admission.delete_mutating_webhook_configuration if mutating
+                  else admission.delete_validating_webhook_configuration)
+        create = (admission.create_mutating_webhook_configuration if mutating
+                  else admission.create_validating_webhook_configuration)
+        with contextlib.suppress(ApiException):
+            await delete(doc["metadata"]["name"])
+        await create(body=doc)
+
+
 async def _apply(api: client.ApiClient, prepared: list[_Prepared]) -> None:
+    """Every operator's CRDs, rotator Secret and webhook configurations at once: the
+    apiserver takes seconds over each large CRD, and one after another adds up."""
     extensions = client.ApiextensionsV1Api(api)
-    admission = client.AdmissionregistrationV1Api(api)
-    core = client.CoreV1Api(api)
-    names: list[str] = []
+    steps: list[Coroutine[Any, Any, None]] = []
+    installed: list[dict[str, Any]] = []
     for p in prepared:
         for crd in crds(p.op):
-            names.append(crd["metadata"]["name"])
-            try:
-                await extensions.create_custom_resource_definition(body=crd)
-            except ApiException as e:
-                if e.status != 409:
-                    raise OperatorError(f"{p.op.name}: CRD {names[-1]}: {e.reason}") from e
+            installed.append(crd)
+            steps.append(_create_crd(extensions, p.op, crd))
         if p.secret is not None and p.op.rotator_namespace is not None:
-            ns = p.op.rotator_namespace
-            with contextlib.suppress(ApiException):
-                await core.create_namespace(body={"metadata": {"name": ns}})
-            body = {"metadata": {"name": ROTATOR_SECRET},
-                    "data": {k: base64.b64encode(v).decode() for k, v in p.secret.items()}}
-            try:
-                await core.create_namespaced_secret(ns, body=body)
-            except ApiException as e:
-                if e.status != 409:
-                    raise
-                await core.replace_namespaced_secret(ROTATOR_SECRET, ns, body=body)
-        if p.webhook_url is None:
-            continue
-        for doc in webhook_configurations(p.op, p.webhook_url, p.ca_pem):
-            mutating = doc["kind"] == "MutatingWebhookConfiguration"
-            delete = (admission.delete_mutating_webhook_configuration if mutating
-                      else admission.delete_validating_webhook_configuration)
-            create = (admission.create_mutating_webhook_configuration if mutating
-                      else admission.create_validating_webhook_configuration)
-            with contextlib.suppress(ApiException):
-                await delete(doc["metadata"]["name"])
-            await create(body=doc)
-    await _established(extensions, set(names))
+            steps.append(_give_rotator_its_secret(client.CoreV1Api(api),
+                                                  p.op.rotator_namespace, p.secret))
+        if p.webhook_url is not None:
+            steps.append(_register_webhooks(
+                client.AdmissionregistrationV1Api(api),
+                webhook_configurations(p.op, p.webhook_url, p.ca_pem)))
+    await asyncio.gather(*steps)
+    await _served(api, installed)
 
 
-def established(crd: dict[str, Any]) -> bool:
-    """Whether a CustomResourceDefinition is served. One just created may have no status,
-    or `conditions: null`, until the apiserver's controllers get to it."""
-    conditions = (crd.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Established" and c.get("status") == "True"
-               for c in conditions)
-
-
-async def _established(extensions: client.ApiextensionsV1Api, names: set[str],
-                       within: float = 30.0) -> None:
+async def _served(api: client.ApiClient, docs: list[dict[str, Any]],
+                  within: float = 60.0) -> None:
+    """Until discovery lists every CRD's resource. Reading the CRDs back for their
+    Established condition would fetch megabytes per poll from a busy apiserver."""
+    wanted: dict[str, set[str]] = {}
+    for crd in docs:
+        spec = crd["spec"]
+        for version in spec["versions"]:
+            if version.get("served", True):
+                wanted.setdefault(f"/apis/{spec['group']}/{version['name']}", set()).add(
+                    spec["names"]["plural"])
     deadline = time.monotonic() + within
-    while True:
-        listing = await (await extensions.list_custom_resource_definition(
-            _preload_content=False)).json()
-        waiting = set(names)
-        for crd in listing["items"]:
-            if established(crd):
-                waiting.discard(crd["metadata"]["name"])
-        if not waiting:
-            return
-        if time.monotonic() > deadline:
-            raise OperatorError(f"CRDs not established after {within:g}s: "
-                                f"{', '.join(sorted(waiting))}")
-        await asyncio.sleep(0.1)
+
+    async def listed(path: str) -> set[str]:
+        response = await api.call_api(path, "GET", _preload_content=False,
+                                      _return_http_data_only=True,
+                                      auth_settings=["BearerToken"])
+        if response.status != 200:  # a group-version not served yet answers 404
+            return set()
+        return {r["name"] for r in (await response.json()).get("resources") or []}
+
+    while wanted:
+        found = await asyncio.gather(*(listed(path) for path in wanted))
+        wanted = {path: plurals - have for (path, plurals), have
+                  in zip(wanted.items(), found, strict=True) if plurals - have}
+        if wanted and time.monotonic() > deadline:
+            raise OperatorError(f"CRDs not served after {within:g}s: "
+                                f"{', '.join(f'{p} {sorted(r)}' for p, r in wanted.items())}")
+        if wanted:
+            await asyncio.sleep(0.2)
 
 
 def _spawn(p: _Prepared, detached: bool) -> list[RunningCommand]:

@@ -10,6 +10,7 @@ outside the repository, per version, so only the first run pays the minutes of t
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import subprocess
@@ -111,14 +112,31 @@ def ensure_binaries(progress: Progress = print) -> Binaries:
                     kubectl=found["kubectl"], kwok=found["kwok"])
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Build or reuse the binaries, and with `--operators NAMES|all` the operators too
+    (the test suite's operator tests need them; building first says how long it takes)."""
+    from webhook.sandbox.operating import build_operators
+    from webhook.sandbox.operators import UnknownOperator, select
+
+    parser = argparse.ArgumentParser(prog="python -m webhook.sandbox.binaries")
+    parser.add_argument("--operators", default="", metavar="NAMES",
+                        help="also build these operators (comma-separated, or all)")
+    args = parser.parse_args(argv)
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     try:
-        binaries = ensure_binaries(lambda line: print(line, file=sys.stderr, flush=True))
-    except BuildError as e:
+        binaries = ensure_binaries(progress)
+        operators = build_operators(select(args.operators), progress) \
+            if args.operators else []
+    except (BuildError, UnknownOperator) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     for field in dataclasses.fields(binaries):
         print(f"{field.name.replace('_', '-')}: {getattr(binaries, field.name)}")
+    for op in operators:
+        print(f"operator {op.name}: built")
     return 0
 
 

@@ -9,6 +9,7 @@ import atexit
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -43,11 +44,38 @@ def tail(log: Path, lines: int) -> str:
         return "(no log)"
 
 
+# Ports handed out by this process: each goes to one component.
+_GIVEN: set[int] = set()
+_LOWEST = 10000
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A loopback port nothing listens on, for a component to bind a moment later. It is
+    taken from below the kernel's ephemeral range: outgoing connections (dozens between
+    the components) take their local ports from that range, and one of them grabbing the
+    port in that moment made an operator fail with `address already in use`."""
+    top = _ephemeral_start()
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(_LOWEST, top) if top > _LOWEST else 0
+        if port in _GIVEN:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            bound: int = s.getsockname()[1]
+        _GIVEN.add(bound)
+        return bound
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 @dataclass

@@ -52,7 +52,12 @@ class Accelerators:
         """GPU-equivalents in a map of resource -> whole units (a pod's requests, a
         node's free capacity). Everything else in the map is ignored."""
         names = self.names
-        return sum(v for k, v in resources.items() if k in names)
+        # A plain loop: this runs for every pod and node of every round.
+        total = 0
+        for k, v in resources.items():
+            if k in names:
+                total += v
+        return total
 
 
 # --- what the webhook records on a pod ------------------------------------------------

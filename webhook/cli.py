@@ -50,6 +50,12 @@ def _sandbox(args: argparse.Namespace) -> int:
     return run_sandbox(args)
 
 
+def _simulate(args: argparse.Namespace) -> int:
+    from webhook.simulation.commands import run_simulate
+
+    return run_simulate(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="airlock",
@@ -103,6 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_sandbox_arguments(sandbox)
     sandbox.set_defaults(func=_sandbox)
+
+    simulate = sub.add_parser("simulate", help="replay a trace of jobs with a virtual clock: "
+                              "Airlock's own decisions, or the stock scheduler")
+    from webhook.simulation.commands import add_simulate_arguments
+
+    add_simulate_arguments(simulate)
+    simulate.set_defaults(func=_simulate)
     return parser
 
 

@@ -8,9 +8,11 @@ domain, pods are placed largest first, each on the fullest node that still takes
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from webhook.accelerators import GpuEquivalents
 from webhook.controller.objects import PodInfo, Resources
 from webhook.controller.snapshot import Snapshot, fits, with_pod_slot
 
@@ -31,34 +33,48 @@ class NoFit:
 def _pack(pods: Sequence[PodInfo], candidates: Sequence[str], snap: Snapshot
           ) -> dict[tuple[str, str], str] | None:
     """Place every pod on one of `candidates`, or None. Tentative: the snapshot is left
-    as it was."""
+    as it was.
+
+    Best fit: each pod (largest first) goes to the fullest node that still takes it,
+    GPUs deciding first, the first in candidate order among equals. The candidates are
+    bucketed by free GPUs once, so a pod looks at the fullest buckets that could take it,
+    not at every node: a gang of hundreds of pods on thousands of nodes stays cheap."""
     local: dict[str, Resources] = {}
     placed: dict[tuple[str, str], str] = {}
-    gpus = snap.gpus
+    gpus, free_gpu = snap.gpus, snap.free_gpu
+    # Free GPUs -> candidate positions, ascending (candidate order).
+    buckets: dict[GpuEquivalents, list[int]] = {}
+    for position, node in enumerate(candidates):
+        buckets.setdefault(free_gpu[node], []).append(position)
+    levels = sorted(buckets)
     for pod in sorted(pods, key=lambda p: (-gpus(p.requests), -p.requests.get("cpu", 0))):
         need = with_pod_slot(pod.requests)
         need_gpu = gpus(pod.requests)
         allowed = snap.eligible_set(pod)
-        best: str | None = None
-        best_free = 0
-        for node in candidates:
-            if node not in allowed:
-                continue
-            if node in local:
-                free = local[node]
-                left = gpus(free)
-            else:
-                free, left = snap.free[node], snap.free_gpu[node]
-            # Best fit: the fullest node that still takes the pod; GPUs decide first.
-            if left < need_gpu or (best is not None and left >= best_free):
-                continue
-            if fits(free, need):
-                best, best_free = node, left
+        best: int | None = None
+        for level in levels[bisect.bisect_left(levels, need_gpu):]:
+            for position in buckets[level]:
+                node = candidates[position]
+                if node in allowed and fits(local.get(node, snap.free[node]), need):
+                    best = position
+                    break
+            if best is not None:
+                break
         if best is None:
             return None
-        placed[pod.key] = best
-        current = local[best] if best in local else snap.free[best]
-        local[best] = {k: current.get(k, 0) - need.get(k, 0) for k in current.keys() | need}
+        node = candidates[best]
+        placed[pod.key] = node
+        mine = local.get(node)
+        before = free_gpu[node] if mine is None else gpus(mine)
+        current = snap.free[node] if mine is None else mine
+        after = local[node] = {k: current.get(k, 0) - need.get(k, 0)
+                               for k in current.keys() | need}
+        left = gpus(after)
+        buckets[before].remove(best)
+        if left not in buckets:
+            buckets[left] = []
+            bisect.insort(levels, left)
+        bisect.insort(buckets[left], best)
     return placed
 
 

@@ -42,7 +42,10 @@ class Snapshot:
             name for p in pods if p.accelerators for name in p.accelerators)
         self.gpus = self.accelerators.count
         self.nodes: dict[str, NodeInfo] = {n.name: n for n in nodes}
-        self.free: dict[str, Resources] = {n: dict(i.allocatable) for n, i in self.nodes.items()}
+        # Each node's allocatable until something is taken from it, then its own copy:
+        # most nodes of a round are never touched.
+        self.free: dict[str, Resources] = {n: i.allocatable for n, i in self.nodes.items()}
+        self._copied: set[str] = set()
         # Free GPUs per node, kept in step with `free`: fit asks for it per node per domain.
         self.free_gpu: dict[str, GpuEquivalents] = {
             n: self.gpus(r) for n, r in self.free.items()}
@@ -56,6 +59,9 @@ class Snapshot:
 
     def take(self, node: str, requests: Resources) -> None:
         free = self.free[node]
+        if node not in self._copied:
+            free = self.free[node] = dict(free)
+            self._copied.add(node)
         for k, v in requests.items():
             free[k] = free.get(k, 0) - v
         before = max(self.free_gpu[node], 0)

@@ -1,0 +1,181 @@
+"""Simulated runs on small traces: the figures a person reads off them, under Airlock's
+own decisions and under the stock scheduler."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from webhook.keys import ClassName
+from webhook.policy.model import Policy
+from webhook.simulation.clusters import Shape
+from webhook.simulation.simulating import simulate
+from webhook.simulation.timelines import Timeline, summarize
+from webhook.simulation.traces import Job
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "bench" / "traces" / "contended.jsonl"
+KEYS = {"jobs", "completed", "makespan", "wait", "utilization", "partialGangGpuSeconds",
+        "preemptions", "neverRunnable", "namespaces"}
+GROUP_KEYS = KEYS - {"makespan", "namespaces"}
+
+
+def job(name: str, submit: float, cls: ClassName, pods: int, gpus: int, runtime: float,
+        namespace: str = "ml") -> Job:
+    return Job(name, submit, namespace, cls, pods, gpus, runtime)
+
+
+# Two nodes of 8 GPUs; one 8-GPU pod runs; then a gang of two 8-GPU pods comes.
+CONTENDED = [job("first", 0, "training", 1, 8, 100),
+             job("gang", 1, "training", 2, 8, 50, namespace="research")]
+TWO_NODES = Shape(nodes=2, gpus_per_node=8, nodes_per_domain=2)
+
+
+def test_a_gang_that_cannot_fit_waits_whole_under_airlock(policy: Policy) -> None:
+    run = simulate(CONTENDED, policy, TWO_NODES, "airlock").summary()
+    assert run["partialGangGpuSeconds"] == 0
+    assert run["completed"] == 2
+    # The gang starts when the first job ends, whole.
+    assert run["namespaces"]["research"]["wait"]["p50"] == 99.0
+    assert run["makespan"] == 150.0
+
+
+def test_under_the_stock_scheduler_half_a_gang_holds_its_gpus(policy: Policy) -> None:
+    run = simulate(CONTENDED, policy, TWO_NODES, "stock").summary()
+    # One pod of the gang sits on the free node from t=1 until the other binds at 100.
+    assert run["partialGangGpuSeconds"] == 8 * 99
+    assert run["namespaces"]["research"]["wait"]["p50"] == 99.0
+
+
+HUGE = [job("huge", 0, "training", 3, 8, 10), job("small", 5, "scavenger", 1, 4, 10)]
+
+
+def test_a_job_larger_than_the_cluster_is_never_runnable_and_the_run_ends(
+        policy: Policy) -> None:
+    run = simulate(HUGE, policy, TWO_NODES, "airlock").summary()
+    assert run["neverRunnable"] == 1
+    assert run["completed"] == 1
+    assert run["stuck"] == 0
+    assert run["partialGangGpuSeconds"] == 0
+
+
+def test_under_the_stock_scheduler_a_huge_gang_holds_the_cluster_for_ever(
+        policy: Policy) -> None:
+    run = simulate(HUGE, policy, TWO_NODES, "stock").summary()
+    assert run["neverRunnable"] == 1
+    # Two of its three pods take both nodes: the scavenger behind it never runs, and the
+    # run still ends (at the last event, the scavenger's submit).
+    assert run["completed"] == 0
+    assert run["stuck"] == 1
+    assert run["partialGangGpuSeconds"] == 2 * 8 * 5
+
+
+def test_required_topology_bigger_than_a_domain_is_never_runnable_under_airlock(
+        policy: Policy) -> None:
+    # The test policy requires one NVLink domain for training gangs: domains of 2 nodes.
+    four = Shape(nodes=4, gpus_per_node=8, nodes_per_domain=2)
+    jobs = [job("wide", 0, "training", 3, 8, 10)]
+    assert simulate(jobs, policy, four, "airlock").summary()["neverRunnable"] == 1
+    stock = simulate(jobs, policy, four, "stock").summary()
+    assert stock["neverRunnable"] == 0
+    assert stock["completed"] == 1
+
+
+def test_inference_preempts_training_and_scavengers_never_preempt(policy: Policy) -> None:
+    one = Shape(nodes=1, gpus_per_node=8, nodes_per_domain=1)
+    jobs = [job("train", 0, "training", 1, 8, 100), job("batch", 1, "scavenger", 1, 8, 10),
+            job("serve", 2, "inference", 1, 8, 10)]
+    for scheduler in ("airlock", "stock"):
+        run = simulate(jobs, policy, one, scheduler)
+        figures = run.summary()
+        assert figures["preemptions"] == 1, scheduler
+        assert figures["lostGpuSeconds"] == 8 * 2, scheduler
+        assert figures["completed"] == 3, scheduler
+        train = next(t for t in run.timelines if t.name == "train")
+        # Started at 0, preempted at 2, back after the scavenger? No: training outranks
+        # it, so it runs again as soon as inference is done (12), for its full 100 s.
+        assert train.whole == [(0.0, 2.0), (12.0, 112.0)], scheduler
+        # The scavenger runs last (112-122); the 2 s thrown away are not use.
+        assert figures["makespan"] == 122.0, scheduler
+        assert figures["utilization"] == round(8 * (100 + 10 + 10) / (8 * 122), 4)
+
+
+def test_the_summary_has_the_contract_keys_per_namespace_too(policy: Policy) -> None:
+    run = simulate(CONTENDED, policy, TWO_NODES, "airlock").summary()
+    assert run.keys() >= KEYS
+    assert {"p50", "p99"} <= run["wait"].keys()
+    for figures in run["namespaces"].values():
+        assert figures.keys() >= GROUP_KEYS
+
+
+def test_the_same_trace_gives_the_same_figures(policy: Policy) -> None:
+    from webhook.simulation.generating import Mix, generate
+
+    jobs = generate(Mix(jobs=80, seed=5, seconds=3600, max_pods=8))
+    shape = Shape(nodes=8, gpus_per_node=8, nodes_per_domain=4)
+    for scheduler in ("airlock", "stock"):
+        first = simulate(jobs, policy, shape, scheduler)
+        again = simulate(jobs, policy, shape, scheduler)
+        assert first.summary() == again.summary()
+
+
+def test_figures_from_timelines_alone() -> None:
+    """A real run's pod timelines give the same figures: no simulation needed."""
+    gang = Timeline("g", "ml", "training", 2, 4, submit=0.0,
+                    holds=[(10.0, 60.0, 4), (20.0, 60.0, 4)], whole=[(20.0, 60.0)],
+                    completed=60.0)
+    single = Timeline("s", "ml", "scavenger", 1, 8, submit=5.0, holds=[(5.0, 30.0, 8)],
+                      whole=[(5.0, 30.0)], completed=30.0)
+    figures = summarize([gang, single], capacity=16)
+    assert figures["partialGangGpuSeconds"] == 4 * 10
+    assert figures["wait"]["p50"] == 0.0
+    assert figures["wait"]["p99"] == 20.0
+    assert figures["makespan"] == 60.0
+    assert figures["utilization"] == round((8 * 40 + 8 * 25) / (16 * 60), 4)
+
+
+def _airlock(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "webhook", "simulate", *args,
+                           "--policies", str(ROOT / "policies")],
+                          capture_output=True, text=True, check=False, cwd=ROOT)
+
+
+def test_the_command_on_the_example_trace() -> None:
+    out = _airlock("--trace", str(EXAMPLE), "--scheduler", "both", "-o", "json")
+    assert out.returncode == 0, out.stderr
+    runs = json.loads(out.stdout)["runs"]
+    assert set(runs) == {"airlock", "stock"}
+    for figures in runs.values():
+        assert figures.keys() >= KEYS
+        assert figures["jobs"] == 60
+    assert runs["airlock"]["partialGangGpuSeconds"] == 0
+    assert runs["stock"]["partialGangGpuSeconds"] > 0
+
+
+def test_the_command_on_one_run_prints_one_object_and_text() -> None:
+    out = _airlock("--trace", str(EXAMPLE), "-o", "json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout).keys() >= KEYS
+    text = _airlock("--trace", str(EXAMPLE))
+    assert "partial-gang GPU-hours" in text.stdout
+
+
+def test_the_command_names_the_bad_line(tmp_path: Path) -> None:
+    trace = tmp_path / "bad.jsonl"
+    trace.write_text(EXAMPLE.read_text().splitlines()[0] + "\n{\n")
+    out = _airlock("--trace", str(trace), "-o", "json")
+    assert out.returncode == 1
+    assert out.stderr.startswith(f"{trace}:2: not JSON")
+    assert out.stdout == ""
+
+
+def test_plots_side_by_side(policy: Policy, tmp_path: Path) -> None:
+    from webhook.simulation.plotting import plot
+
+    runs = [simulate(CONTENDED, policy, TWO_NODES, s) for s in ("airlock", "stock")]
+    written = plot(runs, tmp_path)
+    assert [p.name for p in written] == ["gpus.png", "waits.png", "queue.png"]
+    for path in written:
+        assert path.read_bytes().startswith(b"\x89PNG")

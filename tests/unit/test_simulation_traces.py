@@ -1,0 +1,79 @@
+"""Traces: what a line must hold, and where a bad one is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from webhook.simulation.generating import Mix, generate
+from webhook.simulation.traces import Job, TraceError, dump_trace, parse_trace, read_trace
+
+GOOD = ('{"name": "a", "submit": 5, "namespace": "ml", "class": "training", "pods": 2, '
+        '"gpus": 8, "runtime": 60}')
+
+
+def test_a_good_trace_in_submit_order_skipping_blanks_and_comments() -> None:
+    later = GOOD.replace('"submit": 5', '"submit": 9').replace('"a"', '"b"')
+    jobs = parse_trace([later, "", "# a comment", GOOD], "t.jsonl")
+    assert [j.name for j in jobs] == ["a", "b"]
+    assert jobs[0] == Job("a", 5.0, "ml", "training", 2, 8, 60.0)
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("{not json", "not JSON"),
+    ("[1, 2]", "a job is a JSON object"),
+    (GOOD.replace('"pods": 2, ', ""), "missing pods"),
+    (GOOD.replace('"pods": 2', '"pods": 2, "gpu": 1'), "unknown field(s) gpu"),
+    (GOOD.replace('"training"', '"batch"'), "class 'batch' is not one of"),
+    (GOOD.replace('"runtime": 60', '"runtime": 0'), "runtime must be a number of seconds"),
+    (GOOD.replace('"submit": 5', '"submit": -1'), "submit must be a number of seconds"),
+    (GOOD.replace('"pods": 2', '"pods": 1.5'), "pods must be a whole number"),
+    (GOOD.replace('"gpus": 8', '"gpus": true'), "gpus must be a whole number"),
+    (GOOD.replace('"ml"', '"ML"'), "namespace 'ML' must be lowercase"),
+])
+def test_a_bad_line_fails_with_file_and_line(line: str, message: str) -> None:
+    with pytest.raises(TraceError) as e:
+        parse_trace([GOOD.replace('"a"', '"first"'), "", line], "jobs.jsonl")
+    assert str(e.value).startswith("jobs.jsonl:3: ")
+    assert message in str(e.value)
+
+
+def test_a_name_twice_in_a_namespace_names_both_lines() -> None:
+    with pytest.raises(TraceError, match=r"t:2: job ml/a is already on line 1"):
+        parse_trace([GOOD, GOOD], "t")
+
+
+def test_read_trace_reports_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "trace.jsonl"
+    path.write_text(GOOD + "\n" + '{"name": "b"}\n')
+    with pytest.raises(TraceError, match=rf"^{path}:2: missing "):
+        read_trace(path)
+    with pytest.raises(TraceError, match="cannot read the trace"):
+        read_trace(tmp_path / "absent.jsonl")
+
+
+def test_the_generator_is_deterministic_and_its_trace_reads_back(tmp_path: Path) -> None:
+    mix = Mix(jobs=300, seed=11, max_pods=16)
+    first, again = generate(mix), generate(mix)
+    assert first == again
+    assert generate(Mix(jobs=300, seed=12)) != first
+    path = tmp_path / "g.jsonl"
+    path.write_text("".join(dump_trace(first)))
+    assert read_trace(path) == first
+    classes = {j.cls for j in first}
+    assert classes == {"training", "inference", "scavenger"}
+    assert max(j.pods for j in first) <= 16
+    assert any(j.pods > 1 for j in first if j.cls == "training")
+
+
+def test_the_generator_command_writes_the_same_trace_for_the_same_seed(tmp_path: Path
+                                                                       ) -> None:
+    from webhook.simulation.generating import main
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for path in (a, b):
+        assert main(["--jobs", "50", "--seed", "3", "--mix", "training=1,scavenger=1",
+                     "-o", str(path)]) == 0
+    assert a.read_text() == b.read_text()
+    assert {j.cls for j in read_trace(a)} == {"training", "scavenger"}

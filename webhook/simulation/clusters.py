@@ -1,0 +1,189 @@
+"""The simulated cluster: nodes with GPUs, grouped into topology domains, what runs on
+each, and the stock kube-scheduler's part: binding a pod to a node, and pod-level
+priority preemption when none has room.
+
+The scheduler model is the one GPU clusters are usually configured with: filter the nodes
+with room (and, for a pod Airlock let go, in the domain it pinned), then bin-pack (the
+NodeResourcesFit `MostAllocated` strategy: the fullest node that still fits), so whole
+nodes stay free for big pods. Preemption follows the kube-scheduler's rules for one pod:
+on one node, evict pods of lower priority, lowest first (youngest first among equals),
+only as many as needed; among nodes, the one whose highest victim priority is lowest,
+then the one with the least room beyond the need (kube-scheduler then prefers the fewest
+victims; on GPU nodes the two mostly agree).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from webhook.controller.objects import NodeInfo
+
+HOSTNAME = "kubernetes.io/hostname"
+MAX_PODS = 110
+PodKey = tuple[str, str]
+# A topology domain: (node label, value).
+Pin = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    nodes: int = 16
+    gpus_per_node: int = 8
+    nodes_per_domain: int = 4
+
+    @property
+    def capacity(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def domain_capacity(self) -> int:
+        return min(self.nodes_per_domain, self.nodes) * self.gpus_per_node
+
+
+@dataclass(frozen=True, slots=True)
+class Resident:
+    priority: int
+    gpus: int
+    bound: float
+
+
+class Cluster:
+    """`priorities`: every priority a pod may have, to index the room each node would
+    have for a preemptor (its free GPUs plus those of pods it may evict)."""
+
+    def __init__(self, shape: Shape, topology_labels: Iterable[str], resource: str,
+                 priorities: Iterable[int]) -> None:
+        self.shape = shape
+        self.resource = resource
+        g = shape.gpus_per_node
+        self.names = [f"node-{i:05d}" for i in range(shape.nodes)]
+        self.index = {n: i for i, n in enumerate(self.names)}
+        per = max(shape.nodes_per_domain, 1)
+        # Every topology level's label: the node's name for the host level, else its
+        # domain (`nodes_per_domain` nodes each).
+        self.labels: list[dict[str, str]] = [
+            {key: name if key == HOSTNAME else f"domain-{i // per:04d}"
+             for key in {HOSTNAME, *topology_labels}}
+            for i, name in enumerate(self.names)]
+        self.domains: dict[Pin, list[int]] = {}
+        for i, labels in enumerate(self.labels):
+            for key, value in labels.items():
+                self.domains.setdefault((key, value), []).append(i)
+        self.free = [g] * shape.nodes
+        self.residents: list[dict[PodKey, Resident]] = [{} for _ in self.names]
+        # Nodes by free GPUs (0..g), in node order: the bin-packing pick is a lookup.
+        self.by_free: list[dict[int, None]] = [{} for _ in range(g + 1)]
+        self.by_free[g] = dict.fromkeys(range(shape.nodes))
+        # The same buckets as heaps of node numbers (with stale entries, skipped), so a
+        # tie goes to the first node in node order, as the controller's fit breaks it.
+        self._first: list[list[int]] = [[] for _ in range(g + 1)]
+        self._first[g] = list(range(shape.nodes))
+        self._views: dict[int, NodeInfo] = {}
+        self.free_total = shape.capacity
+        # room[l][i]: node i's free GPUs plus those of its pods at priority <= levels[l];
+        # by_room[l][n]: the nodes with room n at level l.
+        self.levels = sorted(set(priorities))
+        self.room = [[g] * shape.nodes for _ in self.levels]
+        self.by_room = [[{} if n < g else dict.fromkeys(range(shape.nodes))
+                         for n in range(g + 1)] for _ in self.levels]
+
+    @staticmethod
+    def _rebucket(buckets: list[dict[int, None]], values: list[int], i: int,
+                  value: int) -> None:
+        del buckets[values[i]][i]
+        values[i] = value
+        # Insertion order: ties go to the node that got there first, the same way on
+        # every run.
+        buckets[value][i] = None
+
+    def _change(self, i: int, resident: Resident, sign: int) -> None:
+        delta = sign * resident.gpus
+        self.free_total += delta
+        self._rebucket(self.by_free, self.free, i, self.free[i] + delta)
+        heapq.heappush(self._first[self.free[i]], i)
+        for level, (priority, room) in enumerate(zip(self.levels, self.room, strict=True)):
+            if priority < resident.priority:
+                self._rebucket(self.by_room[level], room, i, room[i] + delta)
+        self._views.pop(i, None)
+
+    def bind(self, i: int, key: PodKey, resident: Resident) -> None:
+        self.residents[i][key] = resident
+        self._change(i, resident, -1)
+
+    def release(self, i: int, key: PodKey) -> None:
+        self._change(i, self.residents[i].pop(key), +1)
+
+    def placeable(self, gpus: int) -> int:
+        """How many pods of `gpus` each the free GPUs could take at most, node by node."""
+        return sum(len(self.by_free[n]) * (n // gpus)
+                   for n in range(gpus, self.shape.gpus_per_node + 1))
+
+    def pick(self, gpus: int, pin: Pin | None) -> int | None:
+        """The node the scheduler binds a pod of `gpus` to, or None."""
+        if pin is None:
+            for free in range(gpus, self.shape.gpus_per_node + 1):
+                bucket, first = self.by_free[free], self._first[free]
+                while first and first[0] not in bucket:
+                    heapq.heappop(first)
+                if first:
+                    return first[0]
+            return None
+        best: int | None = None
+        for i in self.domains.get(pin, ()):  # in node order
+            if self.free[i] >= gpus and (best is None or self.free[i] < self.free[best]):
+                best = i
+        return best
+
+    def victims(self, gpus: int, priority: int, pin: Pin | None
+                ) -> tuple[int, list[PodKey]] | None:
+        """Where a pod of `gpus` at `priority` gets room by evicting lower-priority pods,
+        and which; None when no node can make room. The node: the lowest highest-victim
+        priority, then the least room (the fewest GPUs freed beyond the need)."""
+        g = self.shape.gpus_per_node
+        for level, top in enumerate(self.levels):
+            if top >= priority:
+                break
+            if pin is None:
+                node = next((next(iter(self.by_room[level][n]))
+                             for n in range(gpus, g + 1) if self.by_room[level][n]), None)
+            else:
+                room = self.room[level]
+                fitting = [i for i in self.domains.get(pin, ()) if room[i] >= gpus]
+                node = min(fitting, key=lambda i: room[i]) if fitting else None
+            if node is not None:
+                return node, self._evictable(node, gpus, top)
+        return None
+
+    def _evictable(self, i: int, gpus: int, top: int) -> list[PodKey]:
+        """The pods to evict on node i, lowest priority first, youngest first among
+        equals, only as many as needed."""
+        residents = self.residents[i]
+        lower = sorted((r.priority, -r.bound, key) for key, r in residents.items()
+                       if r.priority <= top)
+        free, chosen = self.free[i], []
+        for _, _, key in lower:
+            if free >= gpus:
+                break
+            free += residents[key].gpus
+            chosen.append(key)
+        return chosen
+
+    def view(self, i: int) -> NodeInfo:
+        """Node `i` as the controller sees it, with only its free capacity allocatable:
+        the same room as the node with its pods on it, without the pods."""
+        found = self._views.get(i)
+        if found is None:
+            found = self._views[i] = NodeInfo(
+                name=self.names[i], labels=self.labels[i], taints=(),
+                allocatable={self.resource: self.free[i],
+                             "pods": MAX_PODS - len(self.residents[i])},
+                ready=True, unschedulable=False)
+        return found
+
+    def views_with_room(self) -> list[NodeInfo]:
+        g = self.shape.gpus_per_node
+        # In node order, as the controller's cache lists them.
+        return [self.view(i) for i in sorted(i for free in range(1, g + 1)
+                                             for i in self.by_free[free])]

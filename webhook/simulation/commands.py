@@ -1,0 +1,84 @@
+"""`airlock simulate`: read the trace and the policies, run each requested simulation,
+print the figures (text or JSON), and write the plots."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import orjson
+
+from webhook.controller.deciding import DecideOptions
+from webhook.policy.loading import PolicyError, load_policy
+from webhook.simulation.clusters import Shape
+from webhook.simulation.reporting import render
+from webhook.simulation.simulating import SCHEDULERS, Run, Scheduler, simulate
+from webhook.simulation.traces import TraceError, read_trace
+
+
+def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
+    shape = Shape()
+    parser.add_argument("--trace", type=Path, required=True,
+                        help="JSON Lines, one job a line (see docs/simulate.md)")
+    parser.add_argument("--policies", type=Path, default=Path("policies"))
+    parser.add_argument("--compare", type=Path, default=None, metavar="POLICIES",
+                        help="a second policy directory (a proposed change): run it too and "
+                             "show both side by side")
+    parser.add_argument("--nodes", type=int, default=shape.nodes)
+    parser.add_argument("--gpus-per-node", type=int, default=shape.gpus_per_node)
+    parser.add_argument("--nodes-per-domain", type=int, default=shape.nodes_per_domain,
+                        help="nodes sharing each topology domain (e.g. an NVLink clique)")
+    parser.add_argument("--scheduler", choices=(*SCHEDULERS, "both"), default="airlock",
+                        help="airlock: the controller's own decisions; stock: the "
+                             "kube-scheduler alone; both: side by side")
+    parser.add_argument("--order", choices=("strict", "backfill"), default="backfill",
+                        help="the controller's --order")
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    parser.add_argument("--plot", type=Path, default=None, metavar="DIR",
+                        help="write gpus.png, waits.png and queue.png here")
+
+
+def _positive(args: argparse.Namespace) -> str | None:
+    for flag in ("nodes", "gpus_per_node", "nodes_per_domain"):
+        if getattr(args, flag) < 1:
+            return f"--{flag.replace('_', '-')} must be at least 1"
+    return None
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    if (problem := _positive(args)) is not None:
+        print(problem, file=sys.stderr)
+        return 2
+    try:
+        jobs = read_trace(args.trace)
+    except TraceError as e:
+        print(e, file=sys.stderr)
+        return 1
+    dirs: list[Path] = [args.policies] + ([args.compare] if args.compare else [])
+    schedulers: tuple[Scheduler, ...] = SCHEDULERS if args.scheduler == "both" \
+        else (args.scheduler,)
+    shape = Shape(args.nodes, args.gpus_per_node, args.nodes_per_domain)
+    options = DecideOptions(order=args.order)
+    runs: list[Run] = []
+    for directory in dirs:
+        try:
+            policy = load_policy(directory)
+        except PolicyError as e:
+            print(f"policy in {directory} is invalid:\n{e}", file=sys.stderr)
+            return 1
+        for scheduler in schedulers:
+            label = scheduler if len(dirs) == 1 else f"{scheduler} {directory}"
+            runs.append(simulate(jobs, policy, shape, scheduler, options, label))
+    summaries = [r.summary() for r in runs]
+    if args.output == "json":
+        body = summaries[0] if len(runs) == 1 else {"runs": {s["label"]: s for s in summaries}}
+        print(orjson.dumps(body).decode())
+    else:
+        print(render(summaries))
+    if args.plot is not None:
+        from webhook.simulation.plotting import plot
+
+        written = plot(runs, args.plot)
+        print(f"plots: {', '.join(map(str, written))}", file=sys.stderr)
+    return 0

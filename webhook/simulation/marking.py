@@ -1,0 +1,107 @@
+"""A trace's job as the pods a cluster would hold: each pod written as a user would
+(the class label; for a multi-pod job, the gang name and size), then run through the
+webhook's own admission engine (mutate, then validate), then given the priority the
+apiserver resolves from the PriorityClass the webhook set. So the simulation sees the
+marks (gate, gang, topology key and mode, priority) that the policy under test makes,
+without a second copy of any rule."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import jsonpatch
+
+from webhook.admission import engine
+from webhook.admission.reviews import Request
+from webhook.controller.objects import PodInfo
+from webhook.keys import CLASS_LABEL, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION
+from webhook.policy.model import Policy
+from webhook.simulation.traces import Job
+
+_USER = "airlock-simulate"
+
+
+@dataclass(frozen=True, slots=True)
+class Marked:
+    """A job's pods as admitted: one template, varied per pod."""
+
+    job: Job
+    template: PodInfo
+    # Whether the scheduler may evict lower-priority pods for these (`preemptionPolicy`).
+    preempts: bool
+
+    def pods(self, attempt: int, now: float) -> list[PodInfo]:
+        """The pods of one attempt (a job preempted while running starts again with new
+        pods, as its operator would make them), created at `now`."""
+        prefix = self.job.name if attempt == 0 else f"{self.job.name}-r{attempt}"
+        return [dataclasses.replace(self.template, name=f"{prefix}-{i}",
+                                    uid=f"{self.job.namespace}/{prefix}-{i}", created=now)
+                for i in range(self.job.pods)]
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    job: Job
+    reason: str
+
+
+def _written(job: Job, resource: str) -> dict[str, Any]:
+    labels: dict[str, str] = {CLASS_LABEL: job.cls}
+    annotations: dict[str, str] = {}
+    if job.pods > 1:
+        labels[GANG_NAME_LABEL] = job.name
+        annotations[GANG_SIZE_ANNOTATION] = str(job.pods)
+    gpus = {resource: str(job.gpus)}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{job.name}-0", "namespace": job.namespace,
+                         "labels": labels, "annotations": annotations},
+            "spec": {"containers": [{"name": "main", "image": "simulated/job",
+                                     "resources": {"requests": gpus, "limits": gpus}}]}}
+
+
+def _request(obj: dict[str, Any], namespace: str) -> Request:
+    return Request(uid="simulate", operation="CREATE", namespace=namespace, username=_USER,
+                   object=obj, old_object=None)
+
+
+def mark(job: Job, policy: Policy) -> Marked | Rejected:
+    """The job's pods as the webhook leaves them, or why admission turns them away."""
+    written = _written(job, policy.accelerators[0])
+    mutation = engine.handle(engine.MUTATE, _request(written, job.namespace), policy)
+    if not mutation.allowed:
+        return Rejected(job, mutation.message or "denied by the mutating webhook")
+    mutated: dict[str, Any] = jsonpatch.apply_patch(written, list(mutation.patch),
+                                                    in_place=True) \
+        if mutation.patch else written
+    verdict = engine.handle(engine.VALIDATE, _request(mutated, job.namespace), policy)
+    if not verdict.allowed:
+        return Rejected(job, verdict.message or "denied by the validating webhook")
+    # The apiserver's Priority plugin: the value and policy of the named PriorityClass.
+    spec = mutated["spec"]
+    name = spec.get("priorityClassName")
+    owner = policy.priority_class_owner(name) if name else None
+    priority_class = policy.classes[owner].priority_class if owner else None
+    spec["priority"] = priority_class.value if priority_class else 0
+    preempts = priority_class is None or priority_class.preemption_policy != "Never"
+    return Marked(job, PodInfo.parse(mutated), preempts)
+
+
+class Marker:
+    """`mark` for a whole trace. Single pods that differ only in their name are marked
+    alike (no rule reads a pod's name), so each kind is run through the engine once;
+    gangs carry their own name in their marks and go through it each."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self._singles: dict[tuple[str, str, int], Marked | Rejected] = {}
+
+    def __call__(self, job: Job) -> Marked | Rejected:
+        if job.pods > 1:
+            return mark(job, self.policy)
+        key = (job.namespace, job.cls, job.gpus)
+        found = self._singles.get(key)
+        if found is None:
+            found = self._singles[key] = mark(job, self.policy)
+        return dataclasses.replace(found, job=job)

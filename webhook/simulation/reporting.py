@@ -1,0 +1,77 @@
+"""A run's figures as text a person reads: one column per run, so two runs (two
+schedulers, or a policy and its proposed change) compare line by line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+Summary = dict[str, Any]
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value < 120:
+        return f"{value:.0f}s"
+    if value < 7200:
+        return f"{value / 60:.1f}m"
+    return f"{value / 3600:.1f}h"
+
+
+def _gpu_hours(value: float) -> str:
+    return f"{value / 3600:,.1f}"
+
+
+_ROWS: tuple[tuple[str, Callable[[Summary], str]], ...] = (
+    ("jobs", lambda s: str(s["jobs"])),
+    ("completed", lambda s: str(s["completed"])),
+    ("never runnable", lambda s: str(s["neverRunnable"])),
+    ("stuck at the end", lambda s: str(s["stuck"])),
+    ("wait p50", lambda s: _seconds(s["wait"]["p50"])),
+    ("wait p99", lambda s: _seconds(s["wait"]["p99"])),
+    ("utilization", lambda s: f"{s['utilization']:.1%}"),
+    ("partial-gang GPU-hours", lambda s: _gpu_hours(s["partialGangGpuSeconds"])),
+    ("preemptions", lambda s: str(s["preemptions"])),
+    ("GPU-hours lost to preemption", lambda s: _gpu_hours(s["lostGpuSeconds"])),
+)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    line = "  ".join
+    out = [line(h.ljust(w) if i == 0 else h.rjust(w)
+                for i, (h, w) in enumerate(zip(header, widths, strict=True)))]
+    out += [line(c.ljust(w) if i == 0 else c.rjust(w)
+                 for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in rows]
+    return out
+
+
+def _group_rows(runs: Sequence[Summary], group: str) -> list[list[str]]:
+    names = sorted({n for s in runs for n in s[group]})
+    rows = []
+    for name in names:
+        parts = [s[group].get(name) for s in runs]
+        rows.append([f"  {name}: wait p50 / p99"] + [
+            f"{_seconds(p['wait']['p50'])} / {_seconds(p['wait']['p99'])}" if p else "-"
+            for p in parts])
+    return rows
+
+
+def render(runs: Sequence[Summary]) -> str:
+    first = runs[0]["cluster"]
+    lines = [f"cluster: {first['nodes']} nodes x {first['gpusPerNode']} GPUs "
+             f"({first['gpus']} GPUs), {first['nodesPerDomain']} nodes per domain; "
+             f"makespan " + ", ".join(f"{s['label']} {_seconds(s['makespan'])}" for s in runs),
+             ""]
+    rows = [[label] + [show(s) for s in runs] for label, show in _ROWS]
+    rows += [["per class"] + [""] * len(runs), *_group_rows(runs, "classes"),
+             ["per namespace"] + [""] * len(runs), *_group_rows(runs, "namespaces")]
+    lines += _table([""] + [s["label"] for s in runs], rows)
+    for s in runs:
+        if s["neverRunnableJobs"]:
+            shown = s["neverRunnableJobs"][:10]
+            more = len(s["neverRunnableJobs"]) - len(shown)
+            lines.append(f"never runnable under {s['label']}: {', '.join(shown)}"
+                         + (f" and {more} more" if more else ""))
+    return "\n".join(lines)

@@ -1,0 +1,323 @@
+"""A discrete-event replay of a trace on a simulated cluster, with a virtual clock.
+
+Events are jobs submitted and jobs finished; after the events of each instant:
+1. the kube-scheduler model binds pending pods that carry no gate, by priority then
+   arrival, preempting lower-priority pods where the class may (`clusters`);
+2. `airlock` only, and only when something changed since the last time (gated pods came,
+   or capacity was freed): the controller's own `decide()` runs over the gated pods and
+   the nodes with room; the pods it admits lose their gate, pinned to the domain it chose,
+   and the scheduler binds them.
+
+A job runs once every pod of it is bound, for `runtime` seconds, then its pods finish and
+free their GPUs. A job that loses a pod while it runs (preempted) starts again with new
+pods, from nothing; a pod of a job that is not whole yet is simply pending again.
+
+`stock` is the world without Airlock: the same priorities (PriorityClasses the cluster
+has anyway), no gate, no topology, so a gang's pods are bound one by one as room comes
+and hold their GPUs until the last one is.
+
+The run ends when no event is left: jobs that can never be placed wait, they are not
+retried in a loop.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, assert_never
+
+from webhook.accelerators import Accelerators
+from webhook.controller.deciding import Admit, DecideOptions, Finish, Wait, decide
+from webhook.controller.gangs import Gang
+from webhook.controller.objects import PodInfo
+from webhook.controller.ordering import queue_order
+from webhook.policy.model import Policy
+from webhook.simulation.clusters import Cluster, Pin, PodKey, Resident, Shape
+from webhook.simulation.marking import Marked, Marker, Rejected
+from webhook.simulation.timelines import Timeline, summarize
+from webhook.simulation.traces import Job
+
+Scheduler = Literal["airlock", "stock"]
+SCHEDULERS: tuple[Scheduler, ...] = ("airlock", "stock")
+_FINISH, _SUBMIT = 0, 1
+# Passes of the scheduler in one instant: each pass after the first follows evictions.
+_MAX_PASSES = 8
+_DEFAULTS = DecideOptions()
+
+
+@dataclass(slots=True)
+class _Job:
+    marked: Marked
+    timeline: Timeline
+    pods: list[_Pod] = field(default_factory=list)
+    attempt: int = 0
+    bound: int = 0
+    whole_since: float | None = None
+
+
+@dataclass(slots=True)
+class _Pod:
+    info: PodInfo
+    job: _Job
+    seq: int
+    node: int | None = None
+    bound: float = 0.0
+    pin: Pin | None = None
+
+
+# Pods the scheduler places alike, in one FIFO: (priority, GPUs, may preempt, pin).
+_Kind = tuple[int, int, bool, Pin | None]
+
+
+@dataclass(slots=True)
+class Stats:
+    decide_calls: int = 0
+    decide_seconds: float = 0.0
+    events: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    label: str
+    scheduler: Scheduler
+    shape: Shape
+    timelines: list[Timeline]
+    end: float
+    stats: Stats
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"scheduler": self.scheduler, "label": self.label,
+                               "cluster": {"nodes": self.shape.nodes,
+                                           "gpusPerNode": self.shape.gpus_per_node,
+                                           "nodesPerDomain": self.shape.nodes_per_domain,
+                                           "gpus": self.shape.capacity}}
+        out.update(summarize(self.timelines, self.shape.capacity))
+        return out
+
+
+def _never_runnable(job: Job, marked: Marked, shape: Shape, scheduler: Scheduler) -> bool:
+    if job.gpus > shape.gpus_per_node or job.need > shape.capacity:
+        return True
+    return scheduler == "airlock" and job.pods > 1 and \
+        marked.template.topology_mode == "required" and job.need > shape.domain_capacity
+
+
+class Simulation:
+    def __init__(self, jobs: Sequence[Job], policy: Policy, shape: Shape,
+                 scheduler: Scheduler, options: DecideOptions = _DEFAULTS) -> None:
+        self.shape, self.scheduler, self.options = shape, scheduler, options
+        self.accelerators = Accelerators.of(policy.accelerators)
+        self.cluster = Cluster(shape, policy.topology_levels.values(), policy.accelerators[0],
+                               [0, *(c.priority_class.value for c in policy.classes.values())])
+        self.stats = Stats()
+        self.timelines: list[Timeline] = []
+        self.events: list[tuple[float, int, int, _Job | None, int]] = []
+        self.pending: dict[_Kind, deque[_Pod]] = {}
+        self.gated: dict[PodKey, _Pod] = {}
+        # Jobs with gated pods, as the controller's gangs (for the queue order).
+        self.waiting: dict[int, tuple[_Job, Gang]] = {}
+        self.changed = False
+        self._seq = 0
+        self._bound: dict[PodKey, _Pod] = {}
+        mark = Marker(policy)
+        for job in jobs:
+            timeline = Timeline(job.name, job.namespace, job.cls, job.pods, job.gpus,
+                                job.submit)
+            self.timelines.append(timeline)
+            marked = mark(job)
+            if isinstance(marked, Rejected):
+                timeline.never_runnable = True
+                continue
+            timeline.never_runnable = _never_runnable(job, marked, shape, scheduler)
+            self._push(job.submit, _SUBMIT, _Job(marked, timeline), 0)
+
+    def _next(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _push(self, at: float, kind: int, job: _Job, attempt: int) -> None:
+        heapq.heappush(self.events, (at, kind, self._next(), job, attempt))
+
+    # --- pods arriving, binding, leaving ------------------------------------------
+
+    def _create(self, job: _Job, now: float) -> None:
+        job.pods = [_Pod(info, job, self._next())
+                    for info in job.marked.pods(job.attempt, now)]
+        for pod in job.pods:
+            if self.scheduler == "airlock" and pod.info.gated:
+                self.gated[pod.info.key] = pod
+                self.changed = True
+            else:
+                self._enqueue(pod)
+        gated = [p.info for p in job.pods if p.info.key in self.gated]
+        if gated:
+            first = gated[0]
+            # Its members share priority and creation: the first alone gives the
+            # gang's place in the queue order, without a pass over all of them.
+            self.waiting[id(job)] = job, Gang(first.gang_id or first.key, [first])
+
+    def _enqueue(self, pod: _Pod) -> None:
+        preempts = pod.job.marked.preempts
+        kind = (pod.info.priority, pod.job.timeline.gpus, preempts, pod.pin)
+        self.pending.setdefault(kind, deque()).append(pod)
+
+    def _bind(self, pod: _Pod, node: int, now: float) -> None:
+        job = pod.job
+        self.cluster.bind(node, pod.info.key, Resident(pod.info.priority, job.timeline.gpus,
+                                                       now))
+        pod.node, pod.bound = node, now
+        self._bound[pod.info.key] = pod
+        job.bound += 1
+        if job.bound == len(job.pods):
+            job.whole_since = now
+            self._push(now + job.marked.job.runtime, _FINISH, job, job.attempt)
+
+    def _release(self, pod: _Pod, now: float) -> None:
+        assert pod.node is not None
+        self.cluster.release(pod.node, pod.info.key)
+        del self._bound[pod.info.key]
+        pod.job.timeline.holds.append((pod.bound, now, pod.job.timeline.gpus))
+        pod.node = None
+        pod.job.bound -= 1
+        self.changed = True
+
+    def _stop(self, job: _Job, now: float) -> None:
+        """Every pod of a job that ran whole leaves (done, or preempted)."""
+        assert job.whole_since is not None
+        for pod in job.pods:
+            self._release(pod, now)
+        job.timeline.whole.append((job.whole_since, now))
+        job.whole_since = None
+
+    def _evict(self, keys: Sequence[PodKey], now: float) -> None:
+        pods_by_job: dict[int, list[_Pod]] = {}
+        for key in keys:
+            pod = self._bound[key]
+            pods_by_job.setdefault(id(pod.job), []).append(pod)
+        for pods in pods_by_job.values():
+            job = pods[0].job
+            job.timeline.preemptions += 1
+            if job.whole_since is not None:
+                self._stop(job, now)
+                job.attempt += 1
+                self._create(job, now)
+                continue
+            for pod in pods:
+                self._release(pod, now)
+                pod.seq = self._next()
+                self._enqueue(pod)
+
+    # --- the scheduler and the controller ----------------------------------------
+
+    def _pass(self, now: float) -> bool:
+        """One pass of the scheduler over the pending pods; True if it evicted any."""
+        evicted = False
+        heads = [(-kind[0], q[0].seq, kind) for kind, q in self.pending.items() if q]
+        heapq.heapify(heads)
+        while heads:
+            _, _, kind = heapq.heappop(heads)
+            priority, gpus, preempts, pin = kind
+            queue = self.pending[kind]
+            node = self.cluster.pick(gpus, pin)
+            if node is None and preempts:
+                found = self.cluster.victims(gpus, priority, pin)
+                if found is not None:
+                    node, keys = found
+                    self._evict(keys, now)
+                    evicted = True
+            if node is None:
+                continue  # the rest of this kind do not fit either
+            pod = queue.popleft()
+            self._bind(pod, node, now)
+            if queue:
+                heapq.heappush(heads, (-priority, queue[0].seq, kind))
+        return evicted
+
+    def _schedule(self, now: float) -> None:
+        for _ in range(_MAX_PASSES):
+            if not self._pass(now):
+                return
+
+    def _considered(self) -> list[PodInfo]:
+        """The gated pods decide() may act on. A gang whose pods could not all be placed
+        even with every free GPU of the cluster at its disposal (counted node by node)
+        cannot be admitted; the first such in the queue order may still be the head that
+        keeps a domain for itself, and the rest change nothing. So only those are left
+        out: the actions on the others are the same, and a round stays small however
+        long the queue grows."""
+        placeable: dict[int, int] = {}
+        pods: list[PodInfo] = []
+        head_seen = False
+        jobs = {id(gang): job for job, gang in self.waiting.values()}
+        for gang in queue_order(gang for _, gang in self.waiting.values()):
+            job = jobs[id(gang)].marked.job
+            if job.gpus not in placeable:
+                placeable[job.gpus] = self.cluster.placeable(job.gpus)
+            if job.pods > placeable[job.gpus]:
+                if head_seen:
+                    continue
+                head_seen = True
+            pods.extend(p.info for p in jobs[id(gang)].pods if p.info.key in self.gated)
+        return pods
+
+    def _decide(self, now: float) -> None:
+        self.changed = False
+        started = time.perf_counter()
+        actions = decide(self.cluster.views_with_room(), self._considered(),
+                         {}, now, self.options, self.accelerators)
+        self.stats.decide_calls += 1
+        self.stats.decide_seconds += time.perf_counter() - started
+        for action in actions:
+            match action:
+                case Admit() | Finish():
+                    record = action.record
+                    pin = (record.topology_key, record.domain) \
+                        if record.topology_key and record.domain else None
+                    # The scheduler binds what is let go in the order it is let go,
+                    # gang after gang, as the applier ungates them.
+                    for info in sorted(action.ungate, key=lambda p: p.name):
+                        pod = self.gated.pop(info.key)
+                        pod.pin = pin
+                        self.waiting.pop(id(pod.job), None)
+                        node = self.cluster.pick(pod.job.timeline.gpus, pin)
+                        if node is None:
+                            self._enqueue(pod)
+                        else:
+                            self._bind(pod, node, now)
+                case Wait():
+                    pass
+                case _:
+                    assert_never(action)
+
+    # --- the clock ------------------------------------------------------------------
+
+    def run(self, label: str) -> Run:
+        now = 0.0
+        while self.events:
+            now = self.events[0][0]
+            while self.events and self.events[0][0] == now:
+                _, kind, _, job, attempt = heapq.heappop(self.events)
+                assert job is not None
+                self.stats.events += 1
+                if kind == _SUBMIT:
+                    self._create(job, now)
+                elif job.attempt == attempt and job.whole_since is not None:
+                    self._stop(job, now)
+                    job.timeline.completed = now
+            self._schedule(now)
+            if self.changed and self.gated:
+                self._decide(now)
+                self._schedule(now)
+        # Pods still bound belong to gangs that never became whole: they held their
+        # GPUs to the end.
+        for pod in self._bound.values():
+            pod.job.timeline.holds.append((pod.bound, now, pod.job.timeline.gpus))
+        return Run(label, self.scheduler, self.shape, self.timelines, now, self.stats)
+
+
+def simulate(jobs: Sequence[Job], policy: Policy, shape: Shape, scheduler: Scheduler,
+             options: DecideOptions = _DEFAULTS, label: str | None = None) -> Run:
+    return Simulation(jobs, policy, shape, scheduler, options).run(label or scheduler)

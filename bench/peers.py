@@ -60,7 +60,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=1800.0,
                    help="real seconds a system's replay may take at most")
     p.add_argument("--out", type=Path, default=Path("peers-results"),
-                   help="where peers.md, peers.json and the plots go")
+                   help="where peers.md, peers.json and the plots go (and, under logs/, "
+                        "each system's component logs)")
     return p
 
 
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                   nodes_per_domain=args.nodes_per_domain)
     sim_shape = clusters.Shape(args.nodes, args.gpus_per_node, args.nodes_per_domain)
     options = Options(shape=shape, speed=args.speed, policies=args.policies,
-                      stall=args.stall, timeout=args.timeout)
+                      stall=args.stall, timeout=args.timeout, logs=args.out / "logs")
     systems: dict[str, dict[str, Any]] = {}
     outcomes: list[Outcome] = []
     for system in args.systems:

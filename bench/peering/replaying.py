@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from webhook.simulation.timelines import Timeline
 from webhook.simulation.traces import Job
 
 Progress = Callable[[str], None]
+PROBE = "bench-probe"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,8 @@ class Options:
     policies: Path
     stall: float = 30.0
     timeout: float = 1800.0
+    # Where each system's component logs are kept (LOGS/<system>/), for a look after.
+    logs: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +106,18 @@ def replay(system: System, jobs: Sequence[Job], policy: Policy, options: Options
             process.process.terminate()
             with contextlib.suppress(Exception):
                 process.process.wait(timeout=10)
+        plane.stop()
+        if options.logs is not None:
+            _keep_logs(plane.workdir, options.logs / system)
         plane.remove()
+
+
+def _keep_logs(workdir: Path, into: Path) -> None:
+    shutil.rmtree(into, ignore_errors=True)
+    for log in workdir.rglob("*.log"):
+        target = into / log.relative_to(workdir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, target)
 
 
 async def _cluster(plane: ControlPlane, policy: Policy, namespaces: list[str], shape: Shape,
@@ -173,6 +188,7 @@ class _Replay:
         async with await from_kubeconfig(self.kubeconfig) as api:
             self.core = client.CoreV1Api(api)
             self.custom = client.CustomObjectsApi(api)
+            await self.probe()
             listed = await (await self.core.list_pod_for_all_namespaces(
                 label_selector=JOB_LABEL, _preload_content=False)).json()
             self.t0 = time.monotonic()
@@ -186,6 +202,34 @@ class _Replay:
                     task.cancel()
                 await asyncio.gather(watcher, submitter, *self.tasks, return_exceptions=True)
         return end, ended
+
+    async def probe(self, within: float = 180.0) -> None:
+        """A small gang through the whole path (admission, the system's own queueing or
+        gating, the scheduler, KWOK) before the clock starts: a controller or scheduler
+        still syncing would otherwise count as the first jobs' wait."""
+        probe = Attempt(Job(name=PROBE, submit=0.0, namespace=self.jobs[0].namespace,
+                            cls="training", pods=2, gpus=1, runtime=1.0), 0)
+        await self.create(probe)
+        await self.until_probe(probe, lambda phases: phases.count("Running") == 2, within)
+        for name in probe.pod_names:
+            await json_of(await self.core.delete_namespaced_pod(
+                name, probe.job.namespace, grace_period_seconds=0, _preload_content=False))
+        await self.until_probe(probe, lambda phases: not phases, within)
+
+    async def until_probe(self, probe: Attempt, done: Callable[[list[str | None]], bool],
+                          within: float) -> None:
+        deadline = time.monotonic() + within
+        while True:
+            listed = await json_of(await self.core.list_namespaced_pod(
+                probe.job.namespace, label_selector=f"{JOB_LABEL}={PROBE}",
+                _preload_content=False))
+            phases = [(p.get("status") or {}).get("phase") for p in listed["items"]]
+            if done(phases):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.system}: the probe gang did not run and go "
+                                   f"within {within:g}s (phases {phases})")
+            await asyncio.sleep(0.2)
 
     async def until_done(self, watcher: asyncio.Task[None],
                          submitter: asyncio.Task[None]) -> str:

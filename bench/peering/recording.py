@@ -3,8 +3,12 @@ in, actions and timelines out; the clock is passed in).
 
 The recorder also plays two parts a real cluster's workloads play themselves:
 - the job's own barrier: a distributed job computes only once all its workers run (they
-  wait for each other at rendezvous), so its run time starts when the last pod runs. The
-  recorder says `Run` then, and the replay gives each pod KWOK's run-time annotation;
+  wait for each other at rendezvous), so its run time starts when the last pod is on a
+  node (bound: when `airlock simulate` counts a job whole, too; KWOK has it Running
+  moments later). The recorder says `Run` then, and the replay gives each pod KWOK's
+  run-time annotation. A gang counts as half-placed only if one of its pods found no
+  room while others held theirs (the scheduler's `Unschedulable`); pods bound in one go
+  count as placed together;
 - the job's operator: a job that loses a pod before it finishes (preempted, evicted)
   starts again with new pods (`Restart`), as a JobSet or a training operator would.
 
@@ -45,7 +49,6 @@ Action = Run | Restart
 class _Pod:
     gpus: int
     bound: float | None = None
-    running: float | None = None
     succeeded: float | None = None
     gone: float | None = None  # deleted, or failed, before it succeeded
 
@@ -64,9 +67,18 @@ class _Job:
     completed: float | None = None
     preemptions: int = 0
     rejected: bool = False
+    # Whether a pod of the current attempt found no room (the scheduler said so) while
+    # it waited for a node.
+    blocked: bool = False
 
     def current(self) -> Attempt:
         return Attempt(self.job, self.attempt)
+
+
+def _unschedulable(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and
+               c.get("reason") == "Unschedulable" for c in conditions)
 
 
 def never_runnable(job: Job, gpus_per_node: int, capacity: int) -> bool:
@@ -95,8 +107,9 @@ class Recorder:
         phase = (pod.get("status") or {}).get("phase")
         if seen.bound is None and (pod.get("spec") or {}).get("nodeName"):
             seen.bound = now
-        if seen.running is None and phase == "Running":
-            seen.running = now
+        if seen.bound is None and _unschedulable(pod) and \
+                labels.get(ATTEMPT_LABEL) == str(record.attempt):
+            record.blocked = True
         lost = False
         if phase == "Succeeded" and seen.succeeded is None and seen.gone is None:
             seen.succeeded = now
@@ -114,8 +127,14 @@ class Recorder:
 
     def _progress(self, record: _Job, now: float) -> list[Action]:
         pods = [record.pods.get(n) for n in self._names(record)]
-        if record.whole_since is None and all(p and p.running is not None for p in pods):
+        if record.whole_since is None and all(p and p.bound is not None for p in pods):
             record.whole_since = now
+            if not record.blocked:
+                # Bound in one go: the milliseconds between one binding and the next,
+                # times the speed, are the replay's resolution, not a half-placed gang.
+                for pod in pods:
+                    if pod is not None:
+                        pod.bound = now
             return [Run(record.current())]
         if record.whole_since is not None and \
                 all(p and p.succeeded is not None for p in pods):
@@ -128,7 +147,7 @@ class Recorder:
             record.whole.append((record.whole_since, now))
             record.whole_since = None
         old = record.current()
-        record.attempt += 1
+        record.attempt, record.blocked = record.attempt + 1, False
         record.preemptions += 1
         return Restart(old, record.current())
 

@@ -82,21 +82,26 @@ def test_kueue_gets_one_cluster_queue_with_every_gpu_and_a_local_queue_each() ->
 
 
 def observed(name: str, attempt: int = 0, node: str | None = None,
-             phase: str = "Pending", deleting: bool = False, job: str = "llm") -> dict[str, Any]:
+             phase: str = "Pending", deleting: bool = False, job: str = "llm",
+             no_room: bool = False) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": "ml",
                             "labels": {JOB_LABEL: job, ATTEMPT_LABEL: str(attempt)}}
     if deleting:
         meta["deletionTimestamp"] = "2026-11-23T00:00:00Z"
-    return {"metadata": meta, "spec": {"nodeName": node} if node else {},
-            "status": {"phase": phase}}
+    status: dict[str, Any] = {"phase": phase}
+    if no_room:
+        status["conditions"] = [{"type": "PodScheduled", "status": "False",
+                                 "reason": "Unschedulable"}]
+    return {"metadata": meta, "spec": {"nodeName": node} if node else {}, "status": status}
 
 
 def test_a_gang_runs_once_its_last_pod_does_and_its_half_placed_time_counts() -> None:
     rec = Recorder([GANG], gpus_per_node=8, capacity=32)
+    assert rec.observe(0.5, observed("llm-0")) == []
     assert rec.observe(1.0, observed("llm-0", node="n1", phase="Running")) == []
-    assert rec.observe(3.0, observed("llm-1", node="n2")) == []
-    assert rec.observe(4.0, observed("llm-1", node="n2", phase="Running")) == \
-        [Run(Attempt(GANG, 0))]
+    assert rec.observe(2.0, observed("llm-1", no_room=True)) == []
+    assert rec.observe(4.0, observed("llm-1", node="n2")) == [Run(Attempt(GANG, 0))]
+    assert rec.observe(4.1, observed("llm-1", node="n2", phase="Running")) == []
     assert rec.running() == 1
     rec.observe(6.0, observed("llm-0", node="n1", phase="Succeeded"))
     assert not rec.settled()
@@ -105,9 +110,18 @@ def test_a_gang_runs_once_its_last_pod_does_and_its_half_placed_time_counts() ->
     (t,) = rec.timelines(end=10.0, speed=10)
     assert t.whole == [(40.0, 65.0)]
     assert t.completed == 65.0
-    # llm-0 held 8 GPUs from 10 to 40 (trace seconds) while its sibling was not running,
-    # llm-1 from 30 (bound) to 40 (running).
-    assert summarize([t], 32)["partialGangGpuSeconds"] == 8 * 30 + 8 * 10
+    # llm-0 held 8 GPUs from 10 to 40 (trace seconds) while its sibling had no node.
+    assert summarize([t], 32)["partialGangGpuSeconds"] == 8 * 30
+
+
+def test_a_gang_bound_in_one_go_is_never_half_placed() -> None:
+    rec = Recorder([GANG], gpus_per_node=8, capacity=32)
+    rec.observe(1.00, observed("llm-0", node="n1"))
+    assert rec.observe(1.02, observed("llm-1", node="n2")) == [Run(Attempt(GANG, 0))]
+    rec.observe(2.0, observed("llm-0", node="n1", phase="Succeeded"))
+    rec.observe(2.0, observed("llm-1", node="n2", phase="Succeeded"))
+    (t,) = rec.timelines(end=3.0, speed=100)
+    assert summarize([t], 32)["partialGangGpuSeconds"] == 0
 
 
 def test_a_preempted_gang_starts_again_and_its_old_pods_still_release() -> None:

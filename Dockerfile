@@ -17,6 +17,8 @@ COPY deploy/image/requirements.lock /tmp/requirements.lock
 RUN /opt/airlock/bin/pip install --no-deps -r /tmp/requirements.lock
 COPY pyproject.toml README.md ./
 COPY webhook ./webhook
+# webhook/policy/defaults links here: the wheel ships the default policy from it.
+COPY policies ./policies
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
  && /opt/airlock/bin/pip install --no-deps /wheels/*.whl \
  && /opt/airlock/bin/pip check

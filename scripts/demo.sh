@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up and run Airlock: a real local control plane (etcd, kube-apiserver,
-# kube-scheduler) with fake GPU nodes, Airlock's webhook and controller wired in, and the
-# example workloads; then a table of what happened to each pod.
+# kube-scheduler, kube-controller-manager) with fake GPU nodes run by KWOK, Airlock's
+# webhook and controller wired in, and the example workloads applied; then a table of
+# what happened to each pod.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh

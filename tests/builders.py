@@ -5,6 +5,7 @@ them; the controller's typed views of nodes and members; AdmissionReviews."""
 from __future__ import annotations
 
 import copy
+import datetime
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,6 +17,7 @@ from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.snapshot import Snapshot
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
+    CHECKPOINTED_AT_ANNOTATION,
     CLASS_LABEL,
     GANG_EXPECTED_SIZE_ANNOTATION,
     GANG_LABEL,
@@ -30,6 +32,8 @@ from webhook.keys import (
 CLIQUE = "nvidia.com/gpu.clique"
 GPU = "nvidia.com/gpu"
 NOW = 1_900_000_000.0
+HOUR = 3600.0
+SCAVENGER = 1000  # the default policy's scavenger priority
 
 
 class PodBuilder:
@@ -182,6 +186,37 @@ def gang(name: str, n: int, gpus: int = 8, **kw: Any) -> list[PodInfo]:
     return [member(name, i, gpus, size=n, **kw) for i in range(n)]
 
 
+def _iso(at: float) -> str:
+    return datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _running(raw: dict[str, Any], node: str, ran: float, checkpointed: float | None
+             ) -> PodInfo:
+    raw["spec"]["nodeName"] = node
+    raw["spec"].pop("schedulingGates", None)
+    raw["status"] = {"phase": "Running", "startTime": _iso(NOW - ran)}
+    if checkpointed is not None:
+        raw["metadata"].setdefault("annotations", {})[CHECKPOINTED_AT_ANNOTATION] = \
+            _iso(NOW - checkpointed)
+    return PodInfo.parse(raw)
+
+
+def running(name: str, nodes: list[str], gpus: int = 8, ran: float = HOUR,
+            priority: int = SCAVENGER, ns: str = "ml", checkpointed: float | None = None
+            ) -> list[PodInfo]:
+    """A gang running one pod per node in `nodes` since `ran` seconds before NOW,
+    checkpointed `checkpointed` seconds before NOW when given."""
+    return [_running(raw_member(name, i, gpus, len(nodes), priority=priority, ns=ns), n,
+                     ran, checkpointed) for i, n in enumerate(nodes)]
+
+
+def single(name: str, node: str, gpus: int = 1, ran: float = HOUR,
+           priority: int = SCAVENGER, ns: str = "ml") -> PodInfo:
+    """A running pod in no gang."""
+    return _running(pod(name, ns).gpus(gpus).set("priority", priority).build(), node, ran,
+                    None)
+
+
 def node(name: str, domain: str | None, gpus: int = 8, resource: str = GPU, **extra: Any
          ) -> NodeInfo:
     labels = {"kubernetes.io/hostname": name, **extra.get("labels", {})}
@@ -220,3 +255,33 @@ def policy_yaml(name: str, spec: dict[str, Any]) -> str:
     """One AirlockPolicy document, as a person would write it (block style)."""
     return yaml.safe_dump({"apiVersion": "gpu-airlock.io/v1alpha1", "kind": "AirlockPolicy",
                            "metadata": {"name": name}, "spec": spec}, sort_keys=False)
+
+
+# --- workloads as people write them (explain expands them into pods) ---------------
+
+def template(image: str = "ghcr.io/acme/trainer:1.0", gpus: int = 0,
+             labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    """A pod template: one container, optionally with GPUs and template labels."""
+    container: dict[str, Any] = {"name": "main", "image": image}
+    if gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+    out: dict[str, Any] = {"spec": {"containers": [container], **spec}}
+    if labels:
+        out["metadata"] = {"labels": dict(labels)}
+    return out
+
+
+def workload(api_version: str, kind: str, name: str = "w", namespace: str = "ml", /,
+             **spec: Any) -> dict[str, Any]:
+    """A workload object of any kind; `spec` fields as keyword arguments."""
+    return {"apiVersion": api_version, "kind": kind,
+            "metadata": {"name": name, "namespace": namespace}, "spec": copy.deepcopy(spec)}
+
+
+def replica_specs(**replicas: int | tuple[int, dict[str, Any]]) -> dict[str, Any]:
+    """Training-operator replica specs: `Master=1, Worker=3`, or `(count, extra fields)`."""
+    out: dict[str, Any] = {}
+    for rtype, value in replicas.items():
+        count, extra = value if isinstance(value, tuple) else (value, {})
+        out[rtype] = {"replicas": count, "template": template(gpus=8), **extra}
+    return out

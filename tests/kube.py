@@ -52,3 +52,12 @@ async def events(api: client.ApiClient, ns: str, prefix: str = "") -> list[str]:
     response = await client.CoreV1Api(api).list_namespaced_event(ns, _preload_content=False)
     return [e["message"] for e in (await response.json())["items"]
             if e["involvedObject"]["name"].startswith(prefix)]
+
+
+async def dry_run(api: client.ApiClient, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+    """What the apiserver would store for `body` (admission webhooks included), without
+    storing it; a Status when it is denied."""
+    response = await client.CoreV1Api(api).create_namespaced_pod(
+        ns, body=body, dry_run="All", _preload_content=False)
+    answer: dict[str, Any] = await response.json()
+    return answer

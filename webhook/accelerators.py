@@ -11,10 +11,11 @@ the one answer the admission side and the controller share.
   redeploying the configuration. `MATCH_CONDITIONS` is its text; `extended` is the same
   test in Python, which policy validation applies to every listed accelerator.
 
-Counting: one device of any accelerator is one GPU-equivalent today. MIG slices and
-shared (time-sliced) GPUs will count their share of a GPU: that belongs in
-`Accelerators.count` alone, and callers hold `GpuEquivalents`, so they do not change when
-a count can be fractional.
+Counting: one device of an accelerator is one GPU-equivalent, except the slices the
+policy offers (MIG profiles, shared GPUs: `spec.gpuSlices`), which count their share of a
+GPU, so seven `nvidia.com/mig-1g.10gb` are one GPU. Counts are exact (`Fraction` where a
+share is involved, `int` otherwise, so whole-GPU clusters pay nothing for it); callers hold
+`GpuEquivalents` and never look inside.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Final
 
 from webhook.keys import ACCELERATORS_ANNOTATION, CLASS_LABEL, GANG_LABEL, GATE
@@ -30,33 +32,46 @@ from webhook.keys import ACCELERATORS_ANNOTATION, CLASS_LABEL, GANG_LABEL, GATE
 __all__ = ["ACCELERATORS_ANNOTATION", "MATCH_CONDITIONS", "Accelerators", "GpuEquivalents",
            "extended", "name_problem", "recorded", "to_record"]
 
-GpuEquivalents = int
+# Exact: an int while only whole devices are counted, a Fraction once a share is.
+GpuEquivalents = int | Fraction
 
 
 @dataclass(frozen=True, slots=True)
 class Accelerators:
-    """A set of accelerator resource names, and what they count."""
+    """A set of accelerator resource names, and what they count: one GPU-equivalent a
+    device, or the device's share of a GPU for the names in `shares`."""
 
     names: frozenset[str]
+    shares: Mapping[str, Fraction] = field(default_factory=dict, hash=False, compare=True)
 
     @classmethod
-    def of(cls, names: Iterable[str]) -> Accelerators:
-        return cls(frozenset(names))
+    def of(cls, names: Iterable[str], shares: Mapping[str, Fraction] | None = None
+           ) -> Accelerators:
+        """`shares`: resource -> the share of a GPU one device is (in (0, 1]); each is an
+        accelerator too."""
+        given = shares or {}
+        return cls(frozenset(names).union(given), {k: v for k, v in given.items() if v != 1})
 
     def including(self, more: Iterable[str]) -> Accelerators:
         """These and `more` (names recorded on pods admitted under another policy)."""
         names = self.names.union(more)
-        return self if len(names) == len(self.names) else Accelerators(names)
+        return self if len(names) == len(self.names) else Accelerators(names, self.shares)
 
     def count(self, resources: Mapping[str, int]) -> GpuEquivalents:
         """GPU-equivalents in a map of resource -> whole units (a pod's requests, a
         node's free capacity). Everything else in the map is ignored."""
-        names = self.names
-        # A plain loop: this runs for every pod and node of every round.
-        total = 0
+        names, shares = self.names, self.shares
+        total: GpuEquivalents = 0
+        if not shares:
+            # A plain loop: this runs for every pod and node of every round.
+            for k, v in resources.items():
+                if k in names:
+                    total += v
+            return total
         for k, v in resources.items():
             if k in names:
-                total += v
+                share = shares.get(k)
+                total += v if share is None else v * share
         return total
 
 

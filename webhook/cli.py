@@ -8,27 +8,53 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-DEFAULT_POLICIES = Path("policies")
 DEFAULT_CERT_DIR = Path("certs")
+POLICIES_HELP = "policy directory (default: ./policies, else the policy shipped with Airlock)"
+
+
+def _policies(given: Path | None) -> Path | None:
+    """The policy directory to read (saying so on stderr when it is the shipped default),
+    or None after reporting that a given one does not exist."""
+    from webhook.policy.locating import locate_policies
+    from webhook.policy.sources import PolicyError
+
+    try:
+        directory, note = locate_policies(given)
+    except PolicyError as e:
+        print(e, file=sys.stderr)
+        return None
+    if note:
+        print(note, file=sys.stderr)
+    return directory
 
 
 def _serve(args: argparse.Namespace) -> int:
     from webhook.admission.serving import run_server
 
-    return run_server(port=args.port, cert_dir=args.cert_dir, policies=args.policies,
+    policies = _policies(args.policies)
+    if policies is None:
+        return 1
+    return run_server(port=args.port, cert_dir=args.cert_dir, policies=policies,
                       host=args.host, drain_seconds=args.drain_seconds)
 
 
 def _explain(args: argparse.Namespace) -> int:
     from webhook.admission.explaining import run_explain
 
-    return run_explain(files=args.file, policies=args.policies, output=args.output)
+    policies = _policies(args.policies)
+    if policies is None:
+        return 1
+    return run_explain(files=args.file, policies=policies, output=args.output,
+                       strict=args.strict)
 
 
 def _lint(args: argparse.Namespace) -> int:
     from webhook.policy.linting import run_lint
 
-    return run_lint(args.dir, schema_out=args.schema,
+    policies = _policies(args.dir)
+    if policies is None:
+        return 1
+    return run_lint(policies, schema_out=args.schema,
                     webhook_configurations=args.webhook_configurations)
 
 
@@ -44,6 +70,15 @@ def _controller(args: argparse.Namespace) -> int:
     return run_controller(args)
 
 
+def _status(args: argparse.Namespace) -> int:
+    from webhook.controller.statusing import run_status
+
+    policies = _policies(args.policies)
+    if policies is None:
+        return 1
+    return run_status(args.kubeconfig, policies, args.output)
+
+
 def _sandbox(args: argparse.Namespace) -> int:
     from webhook.sandbox.commands import run_sandbox
 
@@ -53,6 +88,9 @@ def _sandbox(args: argparse.Namespace) -> int:
 def _simulate(args: argparse.Namespace) -> int:
     from webhook.simulation.commands import run_simulate
 
+    args.policies = _policies(args.policies)
+    if args.policies is None:
+        return 1
     return run_simulate(args)
 
 
@@ -69,21 +107,35 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--cert-dir", type=Path, default=None,
                        help="directory with tls.crt and tls.key (default: make a development "
                             "CA and certificate under certs/)")
-    serve.add_argument("--policies", type=Path, default=DEFAULT_POLICIES)
+    serve.add_argument("--policies", type=Path, default=None, help=POLICIES_HELP)
     serve.add_argument("--drain-seconds", type=float, default=5.0,
                        help="on SIGTERM, report not-ready and keep serving this long before "
                             "closing, so the apiserver stops sending first")
     serve.set_defaults(func=_serve)
 
-    explain = sub.add_parser("explain", help="show offline what admission does to pods")
+    explain = sub.add_parser("explain", help="show offline what admission does to the pods "
+                                             "of Pods and workloads (Deployments, Jobs, ...)")
     explain.add_argument("-f", "--file", action="append", required=True, type=Path,
-                         help="YAML or JSON file of Pods (multi-document); repeatable; - for stdin")
-    explain.add_argument("--policies", type=Path, default=DEFAULT_POLICIES)
+                         help="YAML or JSON file of Pods and workloads (multi-document); "
+                              "repeatable; - for stdin")
+    explain.add_argument("--policies", type=Path, default=None, help=POLICIES_HELP)
+    explain.add_argument("--strict", action="store_true",
+                         help="fail on an object of a kind explain does not know")
     explain.add_argument("-o", "--output", choices=("text", "json"), default="text")
     explain.set_defaults(func=_explain)
 
+    status = sub.add_parser("status", help="queues, waiting gangs and why, recent "
+                                           "preemptions")
+    status.add_argument("--kubeconfig", type=Path, default=None,
+                        help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+    status.add_argument("--policies", type=Path, default=None,
+                        help="the policy the controller reads, for its queues (default: "
+                             "./policies, else the policy shipped with Airlock)")
+    status.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    status.set_defaults(func=_status)
+
     lint = sub.add_parser("lint", help="validate policy files")
-    lint.add_argument("dir", nargs="?", type=Path, default=DEFAULT_POLICIES)
+    lint.add_argument("dir", nargs="?", type=Path, default=None, help=POLICIES_HELP)
     lint.add_argument("--schema", type=Path, default=None,
                       help="also write the policy JSON Schema to this file")
     lint.add_argument("--webhook-configurations", type=Path, default=None, metavar="FILE",

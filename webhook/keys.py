@@ -15,6 +15,13 @@ IGNORE_NAMESPACE_LABEL: Final = "gpu-airlock.io/ignore"
 SYSTEM_NAMESPACE: Final = "airlock-system"
 CONTROLLER_IDENTITY: Final = "system:serviceaccount:airlock-system:airlock-controller"
 API_VERSION: Final = "gpu-airlock.io/v1alpha1"
+# When a pod last saved its work (RFC 3339): preempting it loses only what came after.
+CHECKPOINTED_AT_ANNOTATION: Final = "gpu-airlock.io/checkpointed-at"
+# A fraction of a GPU, asked for on a pod that requests one whole GPU: the GPU memory it
+# needs (a quantity, "10Gi") or the share of a GPU (a number in (0, 1], "0.25"). The
+# webhook maps the request to the smallest slice the policy offers that fits.
+GPU_MEMORY_ANNOTATION: Final = "gpu-airlock.io/gpu-memory"
+GPU_FRACTION_ANNOTATION: Final = "gpu-airlock.io/gpu-fraction"
 
 ClassName = Literal["training", "inference", "scavenger"]
 CLASSES: Final[tuple[ClassName, ...]] = ("training", "inference", "scavenger")
@@ -38,5 +45,8 @@ ACCELERATORS_ANNOTATION: Final = "gpu-airlock.io/accelerators"
 # --- what the controller records ---------------------------------------------------
 # The durable admission decision, written before any gate is lifted (JSON).
 PLACEMENT_ANNOTATION: Final = "gpu-airlock.io/placement"
+# A preemption decided for the gang whose anchor pod carries it (JSON): the victims and
+# the domain held for it, so a new leader finishes it rather than deciding afresh.
+PREEMPTION_ANNOTATION: Final = "gpu-airlock.io/preemption"
 
 DEFAULT_SCHEDULER: Final = "default-scheduler"

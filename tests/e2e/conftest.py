@@ -10,9 +10,11 @@ import shutil
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.policy.loading import load_policy, policy_files
 from webhook.sandbox import wiring
@@ -180,3 +182,28 @@ def policy_file(session_policies: Path) -> Iterator[PolicyFileFactory]:
     yield add
     for path in added:
         path.unlink()
+
+
+# --- nodes a test adds -------------------------------------------------------------------
+
+NodeFactory = Callable[[list[dict[str, Any]]], Awaitable[None]]
+
+
+@pytest.fixture
+async def extra_nodes(api: client.ApiClient) -> AsyncIterator[NodeFactory]:
+    """`await extra_nodes([manifest, ...])` adds nodes for one test (schedulable when it
+    returns); they are deleted after it, so no other test's pods land on them."""
+    made: list[str] = []
+
+    async def make(nodes: list[dict[str, Any]]) -> None:
+        made.extend(n["metadata"]["name"] for n in nodes)
+        await create_nodes(api, nodes)
+
+    yield make
+    core = client.CoreV1Api(api)
+    for name in made:
+        try:
+            await core.delete_node(name)
+        except ApiException as e:
+            if e.status != 404:
+                raise

@@ -10,13 +10,12 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import pod, policy_yaml
-from tests.e2e.conftest import Controllers, PolicyFileFactory
-from tests.kube import events, gated, pods_of, until
+from tests.e2e.conftest import Controllers, NodeFactory, PolicyFileFactory
+from tests.kube import dry_run, events, gated, pods_of, until
 from webhook.keys import ACCELERATORS_ANNOTATION, CLASS_LABEL
-from webhook.sandbox.nodes import CLIQUE_LABEL, GPU, create_nodes, node_manifest
+from webhook.sandbox.nodes import CLIQUE_LABEL, GPU, node_manifest
 
 NEURON = "aws.amazon.com/neuron"
 NEURON_NODES = ("trn-0000", "trn-0001")
@@ -41,26 +40,10 @@ def neuron_node(name: str) -> dict[str, Any]:
     return manifest
 
 
-@pytest.fixture
-async def neuron_nodes(api: client.ApiClient) -> Any:
-    """Makes the neuron nodes on demand; removes them after the test."""
-    async def make() -> None:
-        await create_nodes(api, [neuron_node(n) for n in NEURON_NODES])
-
-    yield make
-    core = client.CoreV1Api(api)
-    for name in NEURON_NODES:
-        try:
-            await core.delete_node(name)
-        except ApiException as e:
-            if e.status != 404:
-                raise
-
-
 @pytest.mark.usefixtures("airlock")
 async def test_a_neuron_gang_is_gated_and_goes_only_where_neuron_is(
         api: client.ApiClient, namespace: str, controllers: Controllers,
-        policy_file: PolicyFileFactory, neuron_nodes: Any) -> None:
+        policy_file: PolicyFileFactory, extra_nodes: NodeFactory) -> None:
     core = client.CoreV1Api(api)
     # Running before the policy changes: it reloads, as the webhook does.
     controller = controllers.start()
@@ -68,10 +51,8 @@ async def test_a_neuron_gang_is_gated_and_goes_only_where_neuron_is(
                         policy_yaml("neuron", {"scope": {"accelerators": [NEURON]}}))
 
     async def classified() -> bool:
-        response = await core.create_namespaced_pod(namespace, body=neuron_member(0),
-                                                    dry_run="All", _preload_content=False)
-        labels = (await response.json())["metadata"].get("labels") or {}
-        return CLASS_LABEL in labels
+        labels = (await dry_run(api, namespace, neuron_member(0)))["metadata"].get("labels")
+        return CLASS_LABEL in (labels or {})
 
     # The webhook polls its policy directory every 2 s.
     await until(classified, within=20)
@@ -100,7 +81,7 @@ async def test_a_neuron_gang_is_gated_and_goes_only_where_neuron_is(
     await until(told_why, within=30)
     assert all(gated(p) for p in await pods_of(api, namespace, "trn-"))
 
-    await neuron_nodes()
+    await extra_nodes([neuron_node(n) for n in NEURON_NODES])
 
     async def placed() -> bool:
         pods = await pods_of(api, namespace, "trn-")

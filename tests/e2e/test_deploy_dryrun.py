@@ -204,14 +204,19 @@ CONTROLLER_MAY = [
     ("get", "podgroups.scheduling.x-k8s.io", "team-a"),
     ("get", "rayclusters.ray.io", "team-a"),
     ("get", "leaderworkersets.leaderworkerset.x-k8s.io", "team-a"),
+    # Preemption: the DisruptionTarget condition, the deletion, the budgets it respects.
+    ("patch", "pods/status", "team-a"), ("delete", "pods", "team-a"),
+    ("list", "poddisruptionbudgets.policy", ""), ("watch", "poddisruptionbudgets.policy", ""),
+    # The fair-share usage kept for the next leader (get and patch by name only).
+    ("create", "configmaps", "airlock-system"),
 ]
 CONTROLLER_MAY_NOT = [
     ("get", "secrets", "airlock-system"), ("list", "secrets", ""),
     ("get", "configmaps", "airlock-system"),
     ("delete", "nodes", ""), ("patch", "nodes", ""), ("update", "nodes", ""),
-    ("create", "pods", "team-a"), ("delete", "pods", "team-a"), ("update", "pods", "team-a"),
+    ("create", "pods", "team-a"), ("update", "pods", "team-a"),
     ("create", "pods/eviction", "team-a"), ("create", "pods/binding", "team-a"),
-    ("create", "pods/exec", "team-a"), ("patch", "pods/status", "team-a"),
+    ("create", "pods/exec", "team-a"), ("update", "pods/status", "team-a"),
     ("update", "leases.coordination.k8s.io", "kube-system"),
     ("delete", "leases.coordination.k8s.io", "airlock-system"),
     ("list", "priorityclasses.scheduling.k8s.io", ""),

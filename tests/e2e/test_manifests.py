@@ -444,9 +444,13 @@ def test_controller_rbac_is_least_privilege(rendered: dict[str, Docs]) -> None:
                 grants.setdefault((group, resource), set()).update(rule["verbs"])
     assert not {r for _, r in grants} & {"secrets", "configmaps", "serviceaccounts",
                                          "pods/exec", "pods/eviction", "pods/binding"}
-    assert all(not {"escalate", "bind", "impersonate", "delete", "deletecollection"} & verbs
+    assert all(not {"escalate", "bind", "impersonate", "deletecollection"} & verbs
                for verbs in grants.values())
-    assert grants["", "pods"] == {"get", "list", "watch", "patch"}
+    # Deleting is for preemption only, and only pods (each marked DisruptionTarget first,
+    # through pods/status).
+    assert [r for r, verbs in grants.items() if "delete" in verbs] == [("", "pods")]
+    assert grants["", "pods"] == {"get", "list", "watch", "patch", "delete"}
+    assert grants["", "pods/status"] == {"patch"}
     assert grants["", "nodes"] == {"get", "list", "watch"}
     assert grants["", "events"] >= {"create"}
     assert grants["events.k8s.io", "events"] >= {"create"}

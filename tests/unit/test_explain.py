@@ -55,10 +55,11 @@ def explained() -> dict[str, dict[str, Any]]:
 def test_every_pod_is_explained_with_the_contract_keys(
         explained: dict[str, dict[str, Any]]) -> None:
     assert set(explained) == set(EXPECTED)
-    keys = {"name", "namespace", "class", "rule", "gang", "priorityClassName", "priority",
-            "allowed", "reason", "warnings", "patch", "mutated"}
+    keys = {"name", "namespace", "workload", "class", "rule", "gang", "priorityClassName",
+            "priority", "allowed", "reason", "warnings", "patch", "mutated"}
     for row in explained.values():
         assert keys <= set(row)
+        assert row["workload"] == f"Pod/{row['name']}"
 
 
 @pytest.mark.parametrize("name", EXPECTED)

@@ -38,6 +38,18 @@ CASES: dict[str, list[str]] = {
         "10-rules.yaml: spec.classes defines no inference or scavenger in any file; every "
         "class (training, inference, scavenger) needs a definition"],
     "not-a-mapping": ["10-list.yaml:2: a policy document must be a mapping"],
+    "queue-namespace-twice": [
+        "10-queues.yaml:13: queue team-b: namespace 'team-a' is already in queue team-a",
+        "10-queues.yaml:14: queue team-b: namespace 'research-vision' is already in queue "
+        "team-a (by 'research-*')"],
+    "queue-bad-count": [
+        "10-queues.yaml:10: spec.queues.0.nominal.nvidia.com/gpu: Input should be greater "
+        "than or equal to 0, got -4",
+        "10-queues.yaml:15: spec.queues.1.borrowingLimit.nvidia.com/gpu: Input should be a "
+        "valid integer, got 1.5"],
+    "queue-unknown-resource": [
+        "10-queues.yaml:11: queue team-a: nominal names 'amd.com/gpu', which is not one of "
+        "the policy's accelerators (nvidia.com/gpu)"],
 }
 
 

@@ -68,7 +68,7 @@ def test_topology_example_stands_alone_with_the_default_rules(
 
 def test_every_example_is_covered() -> None:
     assert sorted(p.name for p in EXAMPLES.iterdir()) == sorted(
-        [*TOPOLOGY_EXAMPLES, "team-namespaces"])
+        [*TOPOLOGY_EXAMPLES, "team-namespaces", "mig", "time-slicing"])
 
 
 def test_nvidia_example_requires_one_nvlink_domain() -> None:
@@ -87,6 +87,8 @@ def test_team_access_example_adds_to_the_defaults(tmp_path: Path,
     assert policy.allowed_classes("research-vision") == ("training", "scavenger")
     assert policy.allowed_classes("notebooks") == ("scavenger",)
     assert set(policy.allowed_classes("default")) == {"training", "inference", "scavenger"}
+    assert [q.name for q in policy.queues] == ["research", "product", "sandbox"]
+    assert policy.queues[1].lending_limit == {"nvidia.com/gpu": 16}
 
 
 def test_a_mounted_configmap_reads_only_its_files(tmp_path: Path) -> None:

@@ -14,7 +14,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-from webhook.sandbox.operating import crds, rotator_secret, webhook_configurations
+from webhook.sandbox.operating import (
+    crds,
+    rotator_secret,
+    store_manifests,
+    webhook_configurations,
+)
 from webhook.sandbox.operators import (
     CERT_MANAGER,
     JOBSET,
@@ -38,9 +43,12 @@ def test_unknown_names_are_refused_with_the_known_ones() -> None:
         assert name in str(e.value)
 
 
-def _manifests(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    monkeypatch.setenv("AIRLOCK_CACHE_DIR", str(tmp_path))
-    return JOBSET.tool.directory / "manifests"
+def _source(files: dict[str, str], root: Path) -> Path:
+    """A module's source tree holding `files`."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
 
 
 HOOKS = """\
@@ -74,12 +82,10 @@ POD_PATCH = """\
 
 def test_webhooks_are_the_operators_own_patched_and_pointed_at_loopback(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    root = _manifests(monkeypatch, tmp_path)
+    monkeypatch.setenv("AIRLOCK_CACHE_DIR", str(tmp_path / "cache"))
     files = {JOBSET.webhooks[0]: HOOKS, JOBSET.webhook_patches[0][0]: POD_PATCH,
-             JOBSET.webhook_patches[1][0]: "[]"}
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
+             JOBSET.webhook_patches[1][0]: "[]", JOBSET.crds[0]: "kind: CustomResourceDefinition"}
+    store_manifests(JOBSET, _source(files, tmp_path / "module"))
     docs = webhook_configurations(JOBSET, "https://127.0.0.1:9443", b"PEM")
     assert [d["metadata"]["name"] for d in docs] == [
         "jobset-mutating-webhook-configuration", "jobset-validating-webhook-configuration"]
@@ -94,13 +100,12 @@ def test_webhooks_are_the_operators_own_patched_and_pointed_at_loopback(
 
 def test_helm_template_labels_are_dropped_from_cert_managers_crds(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("AIRLOCK_CACHE_DIR", str(tmp_path))
-    root = CERT_MANAGER.tool.directory / "manifests"
-    for rel in CERT_MANAGER.crds:
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(yaml.safe_dump({
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": Path(rel).stem, "labels": {"app": '{{ template "x" . }}'}}}))
+    monkeypatch.setenv("AIRLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    files = {rel: yaml.safe_dump({
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": Path(rel).stem, "labels": {"app": '{{ template "x" . }}'}}})
+        for rel in CERT_MANAGER.crds}
+    store_manifests(CERT_MANAGER, _source(files, tmp_path / "module"))
     assert all("labels" not in d["metadata"] for d in crds(CERT_MANAGER))
 
 

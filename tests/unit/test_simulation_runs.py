@@ -8,11 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from webhook.controller.deciding import DecideOptions
+from webhook.controller.ordering import Order
 from webhook.keys import ClassName
-from webhook.policy.model import Policy
+from webhook.policy.model import NamespaceAccess, Policy
 from webhook.simulation.clusters import Shape
 from webhook.simulation.simulating import simulate
-from webhook.simulation.timelines import Timeline, summarize
+from webhook.simulation.timelines import Timeline, summarize, whole_periods
 from webhook.simulation.traces import Job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,6 +106,33 @@ def test_inference_preempts_training_and_scavengers_never_preempt(policy: Policy
         assert figures["utilization"] == round(8 * (100 + 10 + 10) / (8 * 122), 4)
 
 
+@pytest.mark.parametrize(("order", "small_waits"), [("backfill", 5.0), ("strict", 995.0)])
+def test_the_controllers_own_order_decides(policy: Policy, order: Order, small_waits: float
+                                           ) -> None:
+    """Six nodes in three NVLink domains, all busy; at 10 one node frees in each of two
+    domains. The big gang (16 GPUs in one domain, as the test policy requires) cannot go
+    and becomes the head; the small one fits in the domain the head does not keep."""
+    six = Shape(nodes=6, gpus_per_node=8, nodes_per_domain=2)
+    busy = [job(f"a{i}", 0, "training", 1, 8, 10 if i in (2, 4) else 1000)
+            for i in range(6)]
+    gangs = [job("big", 5, "training", 2, 8, 100), job("small", 5, "training", 2, 4, 100)]
+    run = simulate(busy + gangs, policy, six, "airlock", DecideOptions(order=order))
+    waits = {t.name: t.started - t.submit for t in run.timelines if t.started is not None}
+    assert waits["small"] == small_waits
+    assert waits["big"] == 995.0
+
+
+def test_a_job_the_webhook_denies_is_never_runnable(policy: Policy) -> None:
+    """Admission is the webhook's own: a class the namespace may not use is denied."""
+    restricted = policy.model_copy(update={"namespace_access": (
+        NamespaceAccess(namespaces=("guests",), classes=("scavenger",)),)})
+    jobs = [job("train", 0, "training", 1, 8, 10, namespace="guests"),
+            job("batch", 0, "scavenger", 1, 8, 10, namespace="guests")]
+    run = simulate(jobs, restricted, TWO_NODES, "airlock").summary()
+    assert run["neverRunnableJobs"] == ["guests/train"]
+    assert run["completed"] == 1
+
+
 def test_the_summary_has_the_contract_keys_per_namespace_too(policy: Policy) -> None:
     run = simulate(CONTENDED, policy, TWO_NODES, "airlock").summary()
     assert run.keys() >= KEYS
@@ -134,6 +165,14 @@ def test_figures_from_timelines_alone() -> None:
     assert figures["wait"]["p99"] == 20.0
     assert figures["makespan"] == 60.0
     assert figures["utilization"] == round((8 * 40 + 8 * 25) / (16 * 60), 4)
+
+
+def test_a_real_runs_pod_history_gives_the_job_runs() -> None:
+    # Three pods of a 3-pod job: all bound from 20 to 50; one lost at 50 and replaced at
+    # 70; all done at 100.
+    holds = [(10.0, 50.0, 8), (15.0, 100.0, 8), (20.0, 100.0, 8), (70.0, 100.0, 8)]
+    assert whole_periods(holds, 3) == [(20.0, 50.0), (70.0, 100.0)]
+    assert whole_periods(holds[:2], 3) == []
 
 
 def _airlock(*args: str) -> subprocess.CompletedProcess[str]:

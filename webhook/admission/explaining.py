@@ -1,13 +1,22 @@
-"""`airlock explain`: what admission would do to each Pod in some files, offline.
+"""`airlock explain`: what admission would do to the pods of some files, offline.
 
-It runs the very engine the server runs (mutate, apply the patch, validate the result, as
-the apiserver would), so what it prints is what a cluster gets.
+The files hold what people write: Pods, and the workloads that make them (Deployments,
+Jobs, JobSets, PyTorchJobs, ...), which `webhook.workloads` expands into the pods their
+controllers would create. Each pod then runs through the very engine the server runs
+(mutate, apply the patch, validate the result, as the apiserver would), so what it
+prints is what a cluster gets.
+
+At most MAX_PODS_PER_TEMPLATE pods of each template are explained: the rest differ only in
+their index, and `replicas: 1000` should not print 1000 pods. The output says how many
+more there are.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +31,23 @@ from webhook.pods import PodShapeError, PodView
 from webhook.policy.classifying import classify
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.policy.model import Policy
+from webhook.workloads.documents import Document, parse_documents
+from webhook.workloads.expansions import Context, Expansion
+from webhook.workloads.objects import WorkloadError
+from webhook.workloads.registry import EXPANSIONS, NO_PODS, group_kind, supported
+from webhook.workloads.sizing import owner_size
+from webhook.workloads.templates import display_name
+
+MAX_PODS_PER_TEMPLATE = 4
 
 
-def _documents(path: Path) -> Iterator[Any]:
-    text = sys.stdin.read() if str(path) == "-" else path.read_text()
-    for doc in yaml.safe_load_all(text):  # JSON is YAML too
-        if isinstance(doc, dict) and doc.get("kind") == "List":
-            yield from doc.get("items") or []
-        elif doc is not None:
-            yield doc
+@dataclass(frozen=True, slots=True)
+class _Source:
+    file: str
+    doc: Document
+
+    def at(self, path: tuple[str | int, ...] = ()) -> str:
+        return f"{self.file}:{self.doc.line_of(path)}"
 
 
 def _priority_value(policy: Policy, name: str | None) -> int | None:
@@ -40,18 +57,23 @@ def _priority_value(policy: Policy, name: str | None) -> int | None:
     return None
 
 
-def explain_pod(obj: Mapping[str, Any], policy: Policy,
-                namespace_labels: Mapping[str, str]) -> dict[str, Any]:
+def explain_pod(obj: Mapping[str, Any], policy: Policy, namespace_labels: Mapping[str, str],
+                owners: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """What admission does to one pod; `owners` are the objects that may state its gang's
+    size (the workload it came from, PodGroups in the same files)."""
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace") or "default"
     pod = PodView.parse(obj, namespace)
     decision = classify(pod, policy, namespace_labels)
+    gang = decision.gang
     result: dict[str, Any] = {
         "name": pod.name, "namespace": namespace,
         "class": decision.class_, "rule": decision.rule,
-        "gang": None if decision.gang is None else {
-            "name": decision.gang.name, "size": decision.gang.size,
-            "source": decision.gang.source},
+        "gang": None if gang is None else {
+            "name": gang.name,
+            "size": gang.size if gang.size is not None else owner_size(gang.source, obj,
+                                                                       owners),
+            "source": gang.source},
     }
     if namespace_labels.get(IGNORE_NAMESPACE_LABEL) == "true":
         # The webhook's namespaceSelector keeps such pods from reaching Airlock at all.
@@ -81,7 +103,7 @@ def explain_pod(obj: Mapping[str, Any], policy: Policy,
     return result
 
 
-def _text(r: Mapping[str, Any]) -> str:
+def _text(r: Mapping[str, Any], indent: str = "") -> str:
     gang = r["gang"]
     gang_text = "-" if gang is None else f"{gang['name']} (size {gang['size'] or '?'}, " \
         f"{gang['source']})"
@@ -93,37 +115,128 @@ def _text(r: Mapping[str, Any]) -> str:
         f"  patch:    {len(r['patch'])} operation(s)",
     ]
     lines += [f"  warning:  {w}" for w in r["warnings"]]
-    return "\n".join(lines)
+    return "\n".join(indent + line for line in lines)
 
 
-def run_explain(files: list[Path], policies: Path, output: str) -> int:
+def _read(files: list[Path]) -> tuple[list[_Source], list[str]]:
+    sources: list[_Source] = []
+    errors: list[str] = []
+    for f in files:
+        name = "<stdin>" if str(f) == "-" else str(f)
+        try:
+            text = sys.stdin.read() if str(f) == "-" else f.read_text()
+            sources.extend(_Source(name, d) for d in parse_documents(text))
+        except OSError as e:
+            errors.append(f"{name}: cannot read: {e.strerror}")
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f"{name}:{mark.line + 1}" if mark is not None else name
+            errors.append(f"{where}: not valid YAML or JSON: {getattr(e, 'problem', e)}")
+    return sources, errors
+
+
+def _describe(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return f"{obj.get('kind')}/{name or '?'}"
+
+
+class _Run:
+    """One explain run: its output streams and what it has seen."""
+
+    def __init__(self, policy: Policy, output: str, sources: list[_Source]) -> None:
+        self.policy = policy
+        self.output = output
+        self.failed = False
+        self.explained = 0
+        self.unknown = 0
+        objs = [s.doc.obj for s in sources if isinstance(s.doc.obj, dict)]
+        self.namespaces = {
+            (d.get("metadata") or {}).get("name"): (d.get("metadata") or {}).get("labels") or {}
+            for d in objs if d.get("kind") == "Namespace"
+        }
+        # An object beside the pods may state their gang's size: a PodGroup, the
+        # PyTorchJob whose pods the file also holds.
+        self.objects = tuple(objs)
+
+    def error(self, message: str) -> None:
+        self.failed = True
+        print(message, file=sys.stderr)
+
+    def expand(self, source: _Source, ctx: Context) -> Expansion | None:
+        obj = source.doc.obj
+        if not isinstance(obj, dict):
+            self.error(f"{source.at()}: not an object")
+            return None
+        try:
+            key = group_kind(obj)
+            expand = EXPANSIONS.get(key)
+            if expand is not None:
+                return expand(obj, ctx)
+        except WorkloadError as e:
+            self.error(f"{source.at(e.path)}: {_describe(obj)}: {e}")
+            return None
+        if key in NO_PODS:
+            print(f"{source.at()}: {_describe(obj)} makes no pods: skipped", file=sys.stderr)
+        else:
+            self.unknown += 1
+            print(f"{source.at()}: {_describe(obj)}: unknown kind {key[1]!r} "
+                  f"(apiVersion {obj.get('apiVersion')}); explain expands "
+                  f"{', '.join(supported())}", file=sys.stderr)
+        return None
+
+    def explain(self, source: _Source, expansion: Expansion) -> None:
+        rows: list[dict[str, Any]] = []
+        more: list[str] = []
+        for group in expansion.groups:
+            for i, pod in enumerate(group.pods(MAX_PODS_PER_TEMPLATE)):
+                ns = (pod.get("metadata") or {}).get("namespace") or "default"
+                try:
+                    row = explain_pod(pod, self.policy, self.namespaces.get(ns, {}),
+                                      (*group.owners, *self.objects))
+                except PodShapeError as e:
+                    self.error(f"{source.at()}: {expansion.workload}: not a valid Pod: {e}")
+                    return
+                row["name"] = display_name(pod, expansion.workload, group.template, str(i))
+                rows.append({"workload": expansion.workload, **row})
+            hidden = group.count - MAX_PODS_PER_TEMPLATE
+            if hidden > 0:
+                more.append(f"{hidden} more pod(s) of {group.template} not shown "
+                            f"({group.count} in all; they differ only in their index)")
+        self.explained += len(rows)
+        if self.output == "json":
+            for row in rows:
+                print(orjson.dumps(row).decode())
+            for line in (*expansion.notes, *more):
+                print(f"{expansion.workload}: {line}", file=sys.stderr)
+            return
+        print(f"{expansion.workload} (namespace {expansion.namespace}): "
+              f"{expansion.count} pod(s)")
+        for line in expansion.notes:
+            print(f"  note: {line}")
+        for row in rows:
+            print(_text(row, "  "))
+        for line in more:
+            print(f"  ... {line}")
+
+
+def run_explain(files: list[Path], policies: Path, output: str, strict: bool = False,
+                now: datetime | None = None) -> int:
     try:
         policy = load_policy(policies)
     except PolicyError as e:
         print(f"policy in {policies} is invalid:\n{e}", file=sys.stderr)
         return 1
-    docs: list[Any] = []
-    try:
-        for f in files:
-            docs.extend(_documents(f))
-    except (OSError, yaml.YAMLError) as e:
-        print(f"cannot read pods: {e}", file=sys.stderr)
+    sources, errors = _read(files)
+    run = _Run(policy, output, sources)
+    for message in errors:
+        run.error(message)
+    ctx = Context(now=now or datetime.now(UTC))
+    for source in sources:
+        expansion = run.expand(source, ctx)
+        if expansion is not None:
+            run.explain(source, expansion)
+    # An unknown kind fails the run when nothing else was explained, or when asked to.
+    if run.unknown and (strict or not run.explained):
         return 1
-    namespaces = {
-        (d.get("metadata") or {}).get("name"): (d.get("metadata") or {}).get("labels") or {}
-        for d in docs if isinstance(d, dict) and d.get("kind") == "Namespace"
-    }
-    code = 0
-    for doc in docs:
-        if not isinstance(doc, dict) or doc.get("kind") != "Pod":
-            continue
-        ns = (doc.get("metadata") or {}).get("namespace") or "default"
-        try:
-            result = explain_pod(doc, policy, namespaces.get(ns, {}))
-        except PodShapeError as e:
-            print(f"{(doc.get('metadata') or {}).get('name')}: not a valid Pod: {e}",
-                  file=sys.stderr)
-            code = 1
-            continue
-        print(orjson.dumps(result).decode() if output == "json" else _text(result))
-    return code
+    return 1 if run.failed else 0

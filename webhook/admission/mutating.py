@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from webhook.accelerators import to_record
+from webhook.admission import slicing
 from webhook.admission.patches import PatchBuilder
 from webhook.conventions.base import label_value
 from webhook.keys import (
@@ -26,6 +27,7 @@ from webhook.patchops import PatchOp
 from webhook.pods import PodView
 from webhook.policy.classifying import Decision
 from webhook.policy.model import ClassSpec, Policy, Toleration
+from webhook.policy.slices import WHOLE_GPU
 
 
 class Mutation(NamedTuple):
@@ -43,13 +45,13 @@ def _toleration_key(t: Mapping[str, Any]) -> _TolerationKey:
     return t.get("key"), t.get("operator", "Equal"), t.get("value"), t.get("effect")
 
 
-def _record(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpec,
+def _record(b: PatchBuilder, resources: frozenset[str], decision: Decision, spec: ClassSpec,
             policy: Policy) -> None:
     assert decision.class_ is not None
     b.label(CLASS_LABEL, decision.class_)
     if decision.rule:
         b.annotation(RULE_ANNOTATION, decision.rule)
-    if accelerators := to_record(policy.accelerators, pod.resources):
+    if accelerators := to_record(policy.accelerators, resources):
         b.annotation(ACCELERATORS_ANNOTATION, accelerators)
     gang = decision.gang
     if gang is None:
@@ -99,9 +101,9 @@ def _toleration(t: Toleration) -> tuple[Toleration, _TolerationKey, dict[str, ob
     return entry
 
 
-def _tolerations(b: PatchBuilder, pod: PodView, spec: ClassSpec) -> None:
+def _tolerations(b: PatchBuilder, pod: PodView, tolerations: tuple[Toleration, ...]) -> None:
     present = [_toleration_key(p) for p in pod.tolerations]
-    for t in spec.tolerations:
+    for t in tolerations:
         _, key, wanted = _toleration(t)
         if key not in present:
             b.append("tolerations", wanted)
@@ -167,15 +169,33 @@ def _placement(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpe
         b.spec_field("affinity", affinity)
 
 
+def _slice(b: PatchBuilder, sliced: slicing.Mapping, warnings: list[str]) -> None:
+    offer = sliced.offer
+    for containers, index, c in sliced.containers:
+        for section, quantities in (("requests", c.requests), ("limits", c.limits)):
+            if WHOLE_GPU in quantities:
+                b.swap_resource(containers, index, section, WHOLE_GPU, offer.resource, "1")
+    for key, value in offer.node_selector.items():
+        b.node_selector(key, value)
+    if sliced.containers:
+        warnings.append(sliced.note())
+
+
 def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> Mutation:
     """The patch that gives the pod what its class needs; empty when out of scope."""
     if not decision.in_scope or decision.class_ is None:
         return Mutation([])
     spec = policy.classes[decision.class_]
     b = PatchBuilder(pod.raw)
-    _record(b, pod, decision, spec, policy)
+    sliced = slicing.mapping(pod, decision.class_, policy) if slicing.asks(pod) else None
+    _record(b, pod.resources if sliced is None else sliced.resources(pod.resources),
+            decision, spec, policy)
     warnings = _priority(b, pod, spec, policy)
-    _tolerations(b, pod, spec)
+    tolerations = spec.tolerations
+    if sliced is not None:
+        _slice(b, sliced, warnings)
+        tolerations += sliced.offer.tolerations
+    _tolerations(b, pod, tolerations)
     _placement(b, pod, decision, spec, policy)
     # Gates can only be added when the pod is created.
     if decision.gang is not None and spec.gate_gangs and operation == "CREATE" \

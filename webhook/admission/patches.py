@@ -26,6 +26,7 @@ class PatchBuilder:
         self._labels: dict[str, str] = {}
         self._annotations: dict[str, str] = {}
         self._appends: dict[str, list[Any]] = {}
+        self._node_selector: dict[str, str] = {}
 
     def label(self, key: str, value: str) -> None:
         if self._had_labels.get(key) != value:
@@ -62,6 +63,8 @@ class PatchBuilder:
     def ops(self) -> list[PatchOp]:
         self._map_ops("/metadata/labels", self._had_labels, self._labels)
         self._map_ops("/metadata/annotations", self._had_annotations, self._annotations)
+        self._map_ops("/spec/nodeSelector", self._spec.get("nodeSelector") or {},
+                      self._node_selector)
         for field, items in self._appends.items():
             path = f"/spec/{escape(field)}"
             if self._spec.get(field):
@@ -69,3 +72,15 @@ class PatchBuilder:
             else:
                 self._ops.append({"op": "add", "path": path, "value": items})
         return self._ops
+
+    def node_selector(self, key: str, value: str) -> None:
+        if (self._spec.get("nodeSelector") or {}).get(key) != value:
+            self._node_selector[key] = value
+
+    def swap_resource(self, field: str, index: int, section: str, old: str, new: str,
+                      value: Any) -> None:
+        """In container `index` of spec.`field`, resources.`section` (requests or
+        limits) loses `old` and gains `new`: `value`."""
+        path = f"/spec/{field}/{index}/resources/{section}/"
+        self._ops.append({"op": "remove", "path": path + escape(old)})
+        self._ops.append({"op": "add", "path": path + escape(new), "value": value})

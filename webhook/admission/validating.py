@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from webhook.admission import slicing
 from webhook.keys import CLASS_LABEL, GANG_LABEL, GANG_NAME_LABEL, GATE
 from webhook.pods import PodView, Quantity
 from webhook.policy.classifying import Decision
@@ -71,6 +72,8 @@ def validate_create(pod: PodView, decision: Decision, policy: Policy) -> Verdict
     if not decision.in_scope:
         return Verdict()
     problem = _class_problem(pod, decision, policy) or _accelerator_problem(pod, policy)
+    if problem is None and slicing.asks(pod):
+        problem = slicing.problem(pod, decision.class_, policy)
     gang = decision.gang
     if problem is None and gang is not None and gang.size_error:
         problem = f"gang {gang.name}: {gang.size_error}; set it to the number of pods in the gang"

@@ -1,6 +1,7 @@
-"""Carrying out decisions: the record first, then each pod narrowed and ungated, then
-events. Every write returns the pod as stored, which goes straight back into the cache,
-so the next round never decides from a state older than our own writes."""
+"""Carrying out decisions: the record first, then each pod narrowed and ungated (or, for
+a preemption, each victim marked and deleted), then events. Every write returns the pod
+as stored, which goes straight back into the cache, so the next round never decides from
+a state older than our own writes."""
 
 from __future__ import annotations
 
@@ -8,27 +9,30 @@ import asyncio
 import datetime
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable
 from typing import Any, assert_never
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.controller.deciding import (
+from webhook.controller.actions import (
     Action,
     Admit,
     Event,
     EventReason,
     EventType,
     Finish,
-    Record,
+    Preempt,
+    Requeue,
     Wait,
     events_of,
 )
+from webhook.controller.gangs import Record
 from webhook.controller.leading import Fence, NotLeading
 from webhook.controller.objects import PodInfo
 from webhook.controller.raw import json_of
-from webhook.keys import GATE, PLACEMENT_ANNOTATION
+from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
 from webhook.patchops import PatchOp, escape
 
 log = logging.getLogger("airlock.controller")
@@ -39,14 +43,27 @@ Stored = Callable[[dict[str, Any]], None]
 WRITES_IN_FLIGHT = 64
 
 
+def annotation_patch(pod: PodInfo, key: str, value: str) -> list[PatchOp]:
+    if pod.annotated:
+        return [{"op": "add", "path": f"/metadata/annotations/{escape(key)}", "value": value}]
+    return [{"op": "add", "path": "/metadata/annotations", "value": {key: value}}]
+
+
 def record_patch(pod: PodInfo, record: Record) -> list[PatchOp]:
     """Write the decision onto the anchor pod, in the same JSON Patch that lifts the
     anchor's gate: atomic, so no gate is ever lifted before the record exists."""
-    if pod.annotated:
-        return [{"op": "add", "path": f"/metadata/annotations/{escape(PLACEMENT_ANNOTATION)}",
-                 "value": record.dumps()}]
-    return [{"op": "add", "path": "/metadata/annotations",
-             "value": {PLACEMENT_ANNOTATION: record.dumps()}}]
+    return annotation_patch(pod, PLACEMENT_ANNOTATION, record.dumps())
+
+
+def disruption_patch(message: str, now: datetime.datetime) -> dict[str, Any]:
+    """The `DisruptionTarget` condition a victim gets before it is deleted: what a Job's
+    podFailurePolicy and people read to tell a preemption from a failure. The reason is
+    Kubernetes' own for a preemption: kube-scheduler then knows the victim is going, and
+    does not preempt more for a pod nominated to its node (the message says Airlock)."""
+    return {"status": {"conditions": [{
+        "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+        "message": message[:1024],
+        "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}]}}
 
 
 def ungate_patch(pod: PodInfo, record: Record) -> list[PatchOp]:
@@ -84,6 +101,14 @@ class Applier:
         # take long enough to be interrupted half-way.
         self.pause = pause
         self._said: dict[tuple[str, str], str] = {}
+        # Uids of pods deleted, and when: the next rounds must not take them for running
+        # before the watch says they are going.
+        self.deleted: dict[str, float] = {}
+
+    def recently_deleted(self, within: float = 60.0) -> frozenset[str]:
+        now = time.monotonic()
+        self.deleted = {u: t for u, t in self.deleted.items() if now - t < within}
+        return frozenset(self.deleted)
 
     def forget_all_but(self, pods: Iterable[tuple[str, str]]) -> None:
         """Drop what was said to pods that are gone, so the memory of events stays the
@@ -108,11 +133,19 @@ class Applier:
         try:
             match action:
                 case Admit():
+                    await self._nominate(action)
                     await self._record(action)
                     await self._ungate(tuple(p for p in action.ungate if p != action.anchor),
                                        action.record)
                 case Finish():
                     await self._ungate(action.ungate, action.record)
+                case Preempt():
+                    await self._preempt(action)
+                case Requeue():
+                    (told,) = events_of(action)
+                    now = datetime.datetime.now(datetime.UTC)
+                    await asyncio.gather(*(self._evict(p, told.message, now)
+                                           for p in action.pods))
                 case Wait():
                     pass  # nothing to write: its event says why
                 case _:
@@ -144,6 +177,55 @@ class Applier:
         log.info("gang admitted", extra={"gang": "/".join(admit.gang),
                                          "domain": admit.record.domain,
                                          "pods": len(admit.ungate)})
+
+    async def _nominate(self, admit: Admit) -> None:
+        """A preemptor's pods get their nodes as nominated, while still gated."""
+        pods = {p.name: p for p in admit.ungate}
+
+        async def one(name: str, node: str) -> None:
+            pod = pods[name]
+            async with self.limit:
+                self.fence.check()
+                self.stored(await json_of(await self.core.patch_namespaced_pod_status(
+                    pod.name, pod.namespace, body={"status": {"nominatedNodeName": node}},
+                    _content_type="application/strategic-merge-patch+json",
+                    _preload_content=False)))
+        await asyncio.gather(*(one(name, node) for name, node in admit.nominate))
+
+    async def _preempt(self, preempt: Preempt) -> None:
+        """The decision goes on the preemptor's anchor first, so a leader that dies
+        half-way leaves a record the next one finishes; then every victim is marked and
+        deleted, side by side."""
+        anchor = preempt.anchor
+        await self._patch(anchor, annotation_patch(anchor, PREEMPTION_ANNOTATION,
+                                                   preempt.record.dumps()),
+                          "application/json-patch+json")
+        told = {p.key: e.message for e in events_of(preempt) if e.reason == "Preempted"
+                for p in e.pods}
+        now = datetime.datetime.now(datetime.UTC)
+        await asyncio.gather(*(self._evict(p, told[p.key], now)
+                               for v in preempt.victims for p in v.pods))
+        log.info("preempted", extra={"gang": "/".join(preempt.gang),
+                                     "domain": preempt.record.domain,
+                                     "victims": [v.name for v in preempt.victims]})
+
+    async def _evict(self, pod: PodInfo, message: str, now: datetime.datetime) -> None:
+        try:
+            async with self.limit:
+                self.fence.check()
+                self.stored(await json_of(await self.core.patch_namespaced_pod_status(
+                    pod.name, pod.namespace, body=disruption_patch(message, now),
+                    _content_type="application/strategic-merge-patch+json",
+                    _preload_content=False)))
+                self.fence.check()
+                # Not stored: the pod as deleted could bring back one the watch has
+                # already removed; the watch tells of the deletion.
+                await json_of(await self.core.delete_namespaced_pod(
+                    pod.name, pod.namespace, _preload_content=False))
+                self.deleted[pod.uid] = time.monotonic()
+        except ApiException as e:
+            if e.status != 404:  # gone already: what we wanted
+                raise
 
     async def _ungate(self, pods: tuple[PodInfo, ...], record: Record) -> None:
         async def one(pod: PodInfo) -> None:

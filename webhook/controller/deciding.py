@@ -14,24 +14,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, assert_never
 
-from webhook.accelerators import Accelerators, GpuEquivalents
+from webhook.accelerators import Accelerators
+from webhook.controller.actions import Action, Admit, Finish, Preempt, Requeue, Wait, describe
 from webhook.controller.fitting import NoFit, Plan, fit, place_in, reserve
 from webhook.controller.gangs import Gang, GangId, Record, SizeAnswer, gangs_of
+from webhook.controller.mending import short
 from webhook.controller.objects import NodeInfo, PodInfo
-from webhook.controller.ordering import Order, Queue, queue_order
+from webhook.controller.ordering import Order, Queue
+from webhook.controller.queueing import Hold, Queueing, QueueState
 from webhook.controller.snapshot import Snapshot
 from webhook.conventions.base import SizeUnknown
 from webhook.policy.model import DEFAULT_ACCELERATORS
 
-__all__ = ["Action", "Admit", "DecideOptions", "Event", "EventReason", "EventType", "Finish",
-           "Record", "Wait", "WaitReason", "decide", "describe", "events_of"]
-
-# Why a gang waits: the reason of its event, and the word its message starts with.
-WaitReason = Literal["Waiting", "Incomplete", "Oversize", "SizeUnknown"]
-EventReason = Literal["Admitted", "Resumed", WaitReason]
-EventType = Literal["Normal", "Warning"]
+# Actions are re-exported: callers decide and read what came out from one module.
+__all__ = ["Action", "Admit", "DecideOptions", "Finish", "Preempt", "QueueState", "Record",
+           "Requeue", "Wait", "decide", "describe"]
 
 # What a policy that names no accelerator counts.
 POLICY_DEFAULT = Accelerators.of(DEFAULT_ACCELERATORS)
@@ -44,74 +42,28 @@ class DecideOptions:
     incomplete_warning_after: float = 300.0
 
 
-@dataclass(frozen=True, slots=True)
-class Admit:
-    """Record the decision on `anchor` (with the anchor's own ungate, in one patch), then
-    ungate the rest of `ungate`."""
-
-    gang: GangId
-    record: Record
-    anchor: PodInfo
-    ungate: tuple[PodInfo, ...]
-    gpus: GpuEquivalents
-    note: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Finish:
-    """Ungate members an earlier, recorded decision named (the record already exists)."""
-
-    gang: GangId
-    record: Record
-    ungate: tuple[PodInfo, ...]
-    gpus: GpuEquivalents
-
-
-@dataclass(frozen=True, slots=True)
-class Wait:
-    gang: GangId
-    pods: tuple[PodInfo, ...]
-    reason: WaitReason
-    detail: str
-    warning: bool = False
-
-    @property
-    def message(self) -> str:
-        return f"{self.reason}: {self.detail}"
-
-
-Action = Admit | Finish | Wait
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """What to tell about an action: one event on each of `pods`."""
-
-    pods: tuple[PodInfo, ...]
-    type: EventType
-    reason: EventReason
-    message: str
-
-
-def _hold(pods: Sequence[PodInfo], record: Record, snap: Snapshot) -> None:
+def _hold(pods: Sequence[PodInfo], record: Record, snap: Snapshot, queues: Queueing,
+          gang: Gang) -> None:
     if not pods:
         return
     candidates = _domain_nodes(snap, pods[0], record.topology_key, record.domain)
     held = place_in(pods, snap, candidates)
     if held:
         reserve(held, pods, snap)
+        queues.admitted(gang, pods, charge=False)
 
 
-def _hold_promised(gang: Gang, snap: Snapshot, now: float, options: DecideOptions) -> Finish | None:
+def _hold_promised(gang: Gang, snap: Snapshot, queues: Queueing, now: float,
+                   options: DecideOptions) -> Finish | None:
     for record in gang.records:
         if now - record.at < options.reservation_timeout:
             _hold([p for p in gang.let_go if not p.node_name and p.name in record.members],
-                  record, snap)
+                  record, snap, queues, gang)
     promised = gang.promised
     if not promised:
         return None
     record = next(r for r in gang.records if promised[0].name in r.members)
-    _hold(promised, record, snap)
+    _hold(promised, record, snap, queues, gang)
     return Finish(gang.id, record, tuple(promised), snap.need(promised))
 
 
@@ -195,39 +147,77 @@ def _fit_joiners(gang: Gang, pods: list[PodInfo], snap: Snapshot, avoid: set[str
                  f"{snap.free_gpus(nodes)} free", tuple(nodes)), key
 
 
-def _consider(gang: Gang, snap: Snapshot, looked_up: Mapping[GangId, SizeAnswer],
-              now: float, options: DecideOptions, queue: Queue) -> list[Action]:
-    size = _size(gang, looked_up)
-    if size is None or isinstance(size, Wait):
-        return [size] if size else []
-    started = gang.started
-    members, out = (_joiners(gang, size, now, options) if started
-                    else _whole(gang, size, now, options, snap))
-    actions: list[Action] = list(out)
-    if members is None:
-        return actions
-    if (why := queue.behind()) is not None:
-        return [*actions, Wait(gang.id, tuple(members), "Waiting", why)]
-    anchor = members[0]
-    key: str | None = anchor.topology_key
-    if started:
-        outcome, home_key = _fit_joiners(gang, members, snap, queue.kept)
-        key = home_key or key
-    else:
-        outcome = fit(members, snap, key, anchor.topology_mode, level=key or "topology",
-                      avoid=queue.kept)
-    if isinstance(outcome, NoFit):
-        present = f"{len(members)}/{size} pods present" if not started else \
+class _Round:
+    """One round's state: the snapshot and the queues, which every decision updates."""
+
+    def __init__(self, snap: Snapshot, queues: Queueing, looked_up: Mapping[GangId, SizeAnswer],
+                 now: float, options: DecideOptions) -> None:
+        self.snap = snap
+        self.queues = queues
+        self.looked_up = looked_up
+        self.now = now
+        self.options = options
+        self.queue = Queue(options.order)
+        # Nodes held for gangs that preempted: nobody else may use them.
+        self.held: set[str] = set()
+
+    def consider(self, gang: Gang, hold: Hold | None = None) -> list[Action]:
+        now, options, snap = self.now, self.options, self.snap
+        size = _size(gang, self.looked_up)
+        if size is None or isinstance(size, Wait):
+            return [size] if size else []
+        started = gang.started
+        members, out = (_joiners(gang, size, now, options) if started
+                        else _whole(gang, size, now, options, snap))
+        actions: list[Action] = list(out)
+        if members is None:
+            return actions
+        if (why := self.queue.behind()) is not None:
+            return [*actions, Wait(gang.id, tuple(members), "Waiting", why)]
+        if not started and (why := self.queues.backing_off(gang)) is not None:
+            return [*actions, Wait(gang.id, tuple(members), "Waiting", why)]
+        avoid = self.queue.kept if hold is not None else self.queue.kept | self.held
+        anchor = members[0]
+        key: str | None = anchor.topology_key
+        if started:
+            outcome, home_key = _fit_joiners(gang, members, snap, avoid)
+            key = home_key or key
+        else:
+            outcome = fit(members, snap, key, anchor.topology_mode, level=key or "topology",
+                          avoid=avoid)
+        # Joiners complete a gang that already holds its share: no quota stops them.
+        over = None if started else self.queues.over_quota(gang, members)
+        if isinstance(outcome, NoFit) or over is not None:
+            return [*actions, *self._blocked(gang, members, size, outcome, over, avoid)]
+        reserve(outcome, members, snap)
+        self.queues.admitted(gang, members)
+        record = Record(outcome.domain, key if outcome.domain else None,
+                        tuple(sorted(p.name for p in members)), now, size)
+        # A preemptor's pods are nominated to their nodes, where the victims may still
+        # be terminating: kube-scheduler then waits for them instead of preempting more.
+        nominate = tuple(sorted((name, node) for (_, name), node in
+                                outcome.assignments.items())) if hold is not None else ()
+        return [*actions, Admit(gang.id, record, min(members, key=lambda p: p.name),
+                                tuple(members), snap.need(members),
+                                _joining_note(gang, size) if started else "", nominate)]
+
+    def _blocked(self, gang: Gang, members: list[PodInfo], size: int, outcome: Plan | NoFit,
+                 over: str | None, avoid: set[str]) -> list[Action]:
+        """A gang that does not fit, physically or in its quota: it preempts when it may
+        and victims exist; else it waits, and the first such gang heads the queue."""
+        if not gang.started and self.queues.may_preempt(members):
+            preempt = self.queues.preempt(gang, members, avoid)
+            if preempt is not None:
+                self.queue.did_not_fit(gang, NoFit(""))  # strict order waits behind it
+                self.held.update(preempt.record.nodes)
+                return [preempt]
+        present = f"{len(members)}/{size} pods present" if not gang.started else \
             f"{len(members)} pods to rejoin a gang of {size}"
-        queue.did_not_fit(gang, outcome)
-        return [*actions, Wait(gang.id, tuple(members), "Waiting",
-                               f"{present}; {outcome.reason}")]
-    reserve(outcome, members, snap)
-    record = Record(outcome.domain, key if outcome.domain else None,
-                    tuple(sorted(p.name for p in members)), now, size)
-    return [*actions, Admit(gang.id, record, min(members, key=lambda p: p.name),
-                            tuple(members), snap.need(members),
-                            _joining_note(gang, size) if started else "")]
+        if isinstance(outcome, NoFit):
+            self.queue.did_not_fit(gang, outcome)
+            return [Wait(gang.id, tuple(members), "Waiting", f"{present}; {outcome.reason}")]
+        # Over quota: it keeps no capacity, which gangs of other queues may use.
+        return [Wait(gang.id, tuple(members), "Waiting", f"{present}; {over}")]
 
 
 def _joining_note(gang: Gang, size: int) -> str:
@@ -239,47 +229,52 @@ def _joining_note(gang: Gang, size: int) -> str:
     return note
 
 
+def _requeue(gangs: Mapping[GangId, Gang], pods: Sequence[PodInfo], state: QueueState,
+             now: float) -> list[Requeue]:
+    """Running gangs short of members for longer than the grace period."""
+    grace = state.preemption.stale_grace
+    found = []
+    for gang_id, (present, size) in short(gangs.values(), pods).items():
+        since = state.short_since.get(gang_id)
+        if since is not None and now - since >= grace:
+            found.append(Requeue(gang_id, tuple(gangs[gang_id].members), present, size,
+                                 now - since))
+    return found
+
+
 def decide(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
            looked_up: Mapping[GangId, SizeAnswer], now: float,
            options: DecideOptions = DecideOptions(),
+           state: QueueState | None = None,
            accelerators: Accelerators = POLICY_DEFAULT) -> list[Action]:
-    """`accelerators`: what the policy counts as GPUs."""
+    """The actions of one round. `state` brings the queues (none given: every namespace
+    shares the `default` queue, with preemption by priority only); `accelerators`, what
+    the policy counts as GPUs."""
     all_pods = list(pods)
     snap = Snapshot(nodes, all_pods, accelerators)
     gangs = gangs_of(all_pods)
     actions: list[Action] = []
+    state = state or QueueState()
+    queues = Queueing(state, snap, all_pods, now)
+    requeued = _requeue(gangs, all_pods, state, now)
+    actions.extend(requeued)
+    for done in requeued:
+        del gangs[done.gang]
     for gang in gangs.values():
-        finish = _hold_promised(gang, snap, now, options)
+        finish = _hold_promised(gang, snap, queues, now, options)
         if finish is not None:
             actions.append(finish)
-    queue = Queue(options.order)
-    for gang in queue_order(g for g in gangs.values() if g.waiting):
-        actions.extend(_consider(gang, snap, looked_up, now, options, queue))
+    round_ = _Round(snap, queues, looked_up, now, options)
+    waiting = [g for g in gangs.values() if g.waiting]
+    holds = {h.gang: h for h in queues.holds(waiting, options.reservation_timeout)}
+    for held in holds.values():
+        round_.held.update(held.nodes)
+    # Gangs that preempted go first, into the room held for them; until their victims
+    # are gone (a leader died half-way), the eviction is finished and they wait.
+    for gang in waiting:
+        if (hold := holds.get(gang.id)) is not None:
+            actions.extend([queues.resume(gang, hold)] if hold.remaining
+                           else round_.consider(gang, hold))
+    for gang in queues.order(g for g in waiting if g.id not in holds):
+        actions.extend(round_.consider(gang))
     return actions
-
-
-def _lifted(verb: str, action: Admit | Finish, note: str = "") -> str:
-    record = action.record
-    where = f"domain {record.domain}" if record.domain else "any domain"
-    return f"{verb}: {where}; {len(action.ungate)} pods, {action.gpus} GPUs{note}"
-
-
-def events_of(action: Action) -> tuple[Event, ...]:
-    """What to tell, and to which pods, about an action."""
-    match action:
-        case Admit():
-            return (Event(action.ungate, "Normal", "Admitted",
-                          _lifted("Admitted", action, action.note)),)
-        case Finish():
-            return (Event(action.ungate, "Normal", "Resumed",
-                          _lifted("Resumed", action)),)
-        case Wait():
-            return (Event(action.pods, "Warning" if action.warning else "Normal",
-                          action.reason, action.message),)
-        case _:
-            assert_never(action)
-
-
-def describe(action: Action) -> str:
-    """The event text for an action (its first event's, where it has several)."""
-    return events_of(action)[0].message

@@ -99,7 +99,8 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     domains = snap.domains(anchor, topology_key)
     ranked = sorted((free, name) for name, free in
                     snap.domain_free(anchor, topology_key).items())
-    best_free, best_nodes = 0, tuple[str, ...]()
+    best_free: GpuEquivalents = 0
+    best_nodes: tuple[str, ...] = ()
     for free, name in ranked:
         nodes = domains[name]
         usable = [n for n in nodes if n not in avoid]

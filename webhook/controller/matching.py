@@ -73,3 +73,12 @@ def signature(pod: PodInfo) -> tuple[Any, ...]:
     """Pods with the same signature are eligible for the same nodes."""
     return (tuple(sorted(pod.node_selector.items())), repr(pod.affinity_terms),
             repr(pod.tolerations), pod.devices)
+
+
+def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """A label selector (`matchLabels`, `matchExpressions`) over labels. An empty selector
+    selects everything, as for a PodDisruptionBudget in policy/v1."""
+    selector = selector or {}
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(_requirement(e, labels) for e in selector.get("matchExpressions") or ())

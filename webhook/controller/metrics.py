@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from webhook.controller.accounting import QueueSample
+from webhook.controller.actions import Victim
 
 
 class ControllerMetrics:
@@ -21,3 +26,39 @@ class ControllerMetrics:
             "airlock_fit_duration_seconds", "Time to decide one round (snapshot and fit).",
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
             registry=self.registry)
+        self.preemptions = Counter(
+            "airlock_preemptions", "Victims evicted (a whole gang or a single pod counts "
+            "one), by cause: priority or reclaim.", ["cause"], registry=self.registry)
+        self.preempted_gpu_hours = Counter(
+            "airlock_preempted_gpu_hours",
+            "Work lost to preemption, in GPU-hours since each victim's start or checkpoint.",
+            ["cause"], registry=self.registry)
+
+        self.queue_used = Gauge("airlock_queue_gpus_used",
+                                "GPU-equivalents a queue's pods hold.", ["queue"],
+                                registry=self.registry)
+        self.queue_nominal = Gauge("airlock_queue_gpus_nominal",
+                                   "GPU-equivalents guaranteed to a queue.", ["queue"],
+                                   registry=self.registry)
+        self.queue_borrowed = Gauge("airlock_queue_gpus_borrowed",
+                                    "GPU-equivalents a queue uses beyond its nominal.",
+                                    ["queue"], registry=self.registry)
+        self.queue_share = Gauge(
+            "airlock_queue_fair_share",
+            "A queue's decayed usage (GPU-seconds) divided by its weight; lower goes first.",
+            ["queue"], registry=self.registry)
+
+        self.requeued = Counter(
+            "airlock_gangs_requeued", "Running gangs short of members past the grace "
+            "period, whose rest was evicted to start again whole.", registry=self.registry)
+
+    def queues(self, samples: Iterable[QueueSample]) -> None:
+        for q in samples:
+            self.queue_used.labels(q.name).set(float(q.used))
+            self.queue_nominal.labels(q.name).set(float(q.nominal))
+            self.queue_borrowed.labels(q.name).set(float(q.borrowed))
+            self.queue_share.labels(q.name).set(q.share)
+
+    def preempted(self, victim: Victim) -> None:
+        self.preemptions.labels(victim.cause).inc()
+        self.preempted_gpu_hours.labels(victim.cause).inc(victim.lost / 3600)

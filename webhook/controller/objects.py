@@ -13,12 +13,13 @@ from typing import Any
 from webhook.accelerators import extended, recorded
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
+    CHECKPOINTED_AT_ANNOTATION,
     GANG_EXPECTED_SIZE_ANNOTATION,
-    GANG_KEY_ANNOTATION,
     GANG_LABEL,
     GANG_SOURCE_ANNOTATION,
     GATE,
     PLACEMENT_ANNOTATION,
+    PREEMPTION_ANNOTATION,
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
 )
@@ -100,6 +101,15 @@ def _timestamp(text: str | None) -> float:
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+def _checkpoint(text: str | None) -> float | None:
+    """A checkpoint time a pod states, or None when it states none we can read: a bad
+    value costs the pod its protection (its work counts from its start), never a crash."""
+    try:
+        return _timestamp(text) or None
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class PodInfo:
     namespace: str
@@ -112,7 +122,6 @@ class PodInfo:
     gated: bool
     gate_index: int | None
     gang: str | None
-    gang_key: str | None
     source: str | None
     expected_size: int | None
     topology_key: str | None
@@ -132,6 +141,15 @@ class PodInfo:
     # The extended resources the pod requests (gang members only): a node without one of
     # them is no place for it, however many other accelerators it has free.
     devices: tuple[str, ...]
+    # For preemption: when the pod started running (0 while it has not), the last
+    # checkpoint it states, whether its priority class may preempt, a recorded
+    # preemption (on a gang's anchor pod).
+    started: float = 0.0
+    checkpointed: float | None = None
+    may_preempt: bool = True
+    preemption: str | None = None
+    # Finished its work: a gang member that is gone this way is not lost.
+    succeeded: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -165,14 +183,16 @@ class PodInfo:
             deleting=meta.get("deletionTimestamp") is not None,
             requests=requests,
             gated=GATE in gates, gate_index=gates.index(GATE) if GATE in gates else None,
-            gang=labels.get(GANG_LABEL), gang_key=annotations.get(GANG_KEY_ANNOTATION),
+            gang=labels.get(GANG_LABEL),
             source=annotations.get(GANG_SOURCE_ANNOTATION),
             expected_size=int(size) if size and size.isdigit() else None,
             topology_key=annotations.get(TOPOLOGY_KEY_ANNOTATION),
             topology_mode=annotations.get(TOPOLOGY_MODE_ANNOTATION),
             priority=spec.get("priority") or 0,
             created=_timestamp(meta.get("creationTimestamp")),
-            labels=labels if in_gang else _NONE,
+            # Pods asking for extended resources keep their labels too: preemption
+            # matches them against PodDisruptionBudget selectors.
+            labels=labels if in_gang or any("/" in k for k in requests) else _NONE,
             node_selector=(spec.get("nodeSelector") or _NONE) if in_gang else _NONE,
             affinity_terms=tuple(required.get("nodeSelectorTerms") or ())
             if required and in_gang else None,
@@ -184,6 +204,11 @@ class PodInfo:
             if in_gang else _NO_NAMES,
             devices=_devices(tuple(k for k, v in requests.items() if v > 0))
             if in_gang else (),
+            started=_timestamp((raw.get("status") or {}).get("startTime")),
+            checkpointed=_checkpoint(annotations.get(CHECKPOINTED_AT_ANNOTATION)),
+            may_preempt=spec.get("preemptionPolicy") != "Never",
+            preemption=annotations.get(PREEMPTION_ANNOTATION),
+            succeeded=(raw.get("status") or {}).get("phase") == "Succeeded",
         )
 
 

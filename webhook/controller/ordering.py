@@ -1,7 +1,9 @@
 """Which gang goes first, and what a gang that cannot go yet holds back.
 
 Gangs compete by priority (the pods' `spec.priority`, resolved from their PriorityClass
-at admission), then by arrival (the creation of their oldest member), then by name.
+at admission), then by their queue's fair share (lowest first, read afresh at each pick,
+so the entry charges of gangs admitted earlier in the same round count), then by arrival
+(the creation of their oldest member), then by name.
 
 The *head* is the first gang in that order that is complete but does not fit.
 - `strict`: the head blocks every gang behind it, so it goes as soon as its room frees.
@@ -15,7 +17,7 @@ they could not go anyway, and must not hold capacity they may never use.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Literal
 
 from webhook.controller.fitting import NoFit
@@ -24,8 +26,23 @@ from webhook.controller.gangs import Gang, GangId
 Order = Literal["strict", "backfill"]
 
 
-def queue_order(gangs: Iterable[Gang]) -> list[Gang]:
-    return sorted(gangs, key=lambda g: (-g.priority, g.arrival, g.id))
+def queue_order(gangs: Iterable[Gang], queue_of: Callable[[Gang], str] = lambda _: "",
+                share: Callable[[str], float] = lambda _: 0.0) -> Iterator[Gang]:
+    """The gangs in admission order. Each queue's own gangs keep their order (priority,
+    arrival); between queues the next pick compares their first gangs, with the share
+    as it stands at that moment."""
+    lines: dict[str, list[Gang]] = {}
+    for gang in gangs:
+        lines.setdefault(queue_of(gang), []).append(gang)
+    for line in lines.values():
+        line.sort(key=lambda g: (-g.priority, g.arrival, g.id), reverse=True)
+    while lines:
+        queue = min(lines, key=lambda q: (-lines[q][-1].priority, share(q),
+                                          lines[q][-1].arrival, lines[q][-1].id))
+        line = lines[queue]
+        yield line.pop()
+        if not line:
+            del lines[queue]
 
 
 class Queue:

@@ -22,9 +22,20 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook import kubeclient
 from webhook.accelerators import Accelerators
+from webhook.controller.accounting import Accounts
 from webhook.controller.applying import WRITES_IN_FLIGHT, Applier
+from webhook.controller.budgets import Pdb
 from webhook.controller.cache import Cache
-from webhook.controller.deciding import Action, Admit, DecideOptions, Finish, Wait, decide
+from webhook.controller.deciding import (
+    Action,
+    Admit,
+    DecideOptions,
+    Finish,
+    Preempt,
+    Requeue,
+    Wait,
+    decide,
+)
 from webhook.controller.gangs import GangId, SizeAnswer
 from webhook.controller.leading import (
     LEASE_SECONDS,
@@ -36,13 +47,17 @@ from webhook.controller.leading import (
 from webhook.controller.metrics import ControllerMetrics
 from webhook.controller.objects import NodeInfo
 from webhook.controller.owners import OwnerSizes
+from webhook.controller.remembering import keep, recall
 from webhook.controller.watching import watch
+from webhook.keys import SYSTEM_NAMESPACE
 from webhook.logs import setup_logging
 from webhook.policy.model import Policy
 from webhook.policy.reloading import PolicyStore
 
 log = logging.getLogger("airlock.controller")
 PERIOD = 2.0
+# Seconds between samples of what each queue holds (fair share, queue metrics).
+SAMPLE = 10.0
 SETTLE = 0.02
 # As often as the webhook reloads, so both count the same accelerators within seconds.
 POLICY_RELOAD_INTERVAL = 2.0
@@ -63,9 +78,11 @@ async def connect(kubeconfig: Path | None) -> client.ApiClient:
 
 class Controller:
     def __init__(self, api: client.ApiClient, options: DecideOptions, identity: str,
-                 policies: PolicyStore, pause: float = 0.0, fence: Fence | None = None
-                 ) -> None:
+                 policies: PolicyStore, pause: float = 0.0, fence: Fence | None = None,
+                 namespace: str = SYSTEM_NAMESPACE) -> None:
         self.api = api
+        self.namespace = namespace
+        self.fence = fence or Fence(None)
         self.options = options
         self.policies = policies
         self._counted: tuple[Policy, Accelerators] | None = None
@@ -76,6 +93,8 @@ class Controller:
         self.synced = asyncio.Event()
         self.rounds = 0
         self.deciding_seconds = 0.0
+        self.accounts = Accounts()
+        self.sampled = 0.0
 
     async def watch_all(self) -> None:
         core = client.CoreV1Api(self.api)
@@ -87,6 +106,10 @@ class Controller:
             asyncio.create_task(watch("nodes", core.list_node, NodeInfo.parse,
                                       self.cache.list_nodes, self.cache.node_event,
                                       nodes_ready)),
+            asyncio.create_task(watch(
+                "poddisruptionbudgets",
+                client.PolicyV1Api(self.api).list_pod_disruption_budget_for_all_namespaces,
+                Pdb.parse, self.accounts.list_pdbs, self.accounts.pdb_event)),
         ]
         await pods_ready.wait()
         await nodes_ready.wait()
@@ -106,7 +129,7 @@ class Controller:
         policy = self.policies.policy
         assert policy is not None
         if self._counted is None or self._counted[0] is not policy:
-            self._counted = policy, Accelerators.of(policy.accelerators)
+            self._counted = policy, Accelerators.of(policy.accelerators, policy.shares)
         return self._counted[1]
 
     async def round(self) -> None:
@@ -115,15 +138,39 @@ class Controller:
             return
         sizes = await self._sizes()
         started = time.perf_counter()
-        actions = decide(self.cache.nodes.values(), self.cache.pods.values(), sizes,
-                         time.time(), self.options, self.accelerators())
+        policy, accelerators, now = self._policy(), self.accelerators(), time.time()
+        pods = self.cache.pods.values()
+        state = self.accounts.state(policy, accelerators, pods, now,
+                                    self.applier.recently_deleted())
+        actions = decide(self.cache.nodes.values(), pods, sizes, now, self.options, state,
+                         accelerators)
         self.deciding_seconds = time.perf_counter() - started
         self.metrics.fit_seconds.observe(self.deciding_seconds)
         await self.applier.apply(actions)
         self.rounds += 1
         if self.rounds % 500 == 0:
             self.applier.forget_all_but(self.cache.pods.keys())
+        self.accounts.record(policy, accelerators, actions, now)
         self._count(actions)
+
+    def _policy(self) -> Policy:
+        policy = self.policies.policy
+        assert policy is not None  # the controller does not start without one
+        return policy
+
+    async def sample(self) -> None:
+        """Fair share and queue metrics move with time, gated pods or not; the usage is
+        kept in the cluster for the next leader."""
+        now = time.time()
+        if now - self.sampled < SAMPLE:
+            return
+        self.sampled = now
+        queues = self.accounts.sample(self._policy(), self.accelerators(),
+                                      self.cache.pods.values(), now)
+        self.metrics.queues(queues)
+        if self.accounts.fair_share is not None:
+            await keep(client.CoreV1Api(self.api), self.namespace, self.accounts.fair_share,
+                       self.fence)
 
     def _count(self, actions: list[Action]) -> None:
         waiting: set[tuple[str, str]] = set()
@@ -135,6 +182,11 @@ class Controller:
                     self.metrics.time_to_admit.observe(max(time.time() - arrival, 0.0))
                 case Wait():
                     waiting.add(action.gang)
+                case Preempt():
+                    for victim in action.victims:
+                        self.metrics.preempted(victim)
+                case Requeue():
+                    self.metrics.requeued.inc()
                 case Finish():
                     pass
                 case _:
@@ -144,10 +196,14 @@ class Controller:
     async def lead(self) -> None:
         log.info("leading: deciding from now on")
         await self.synced.wait()
+        kept = await recall(client.CoreV1Api(self.api), self.namespace)
+        if kept is not None:
+            self.accounts.carry_on(self._policy(), kept, time.time())
         while True:
             self.cache.changed.clear()
             self.deciding_seconds = 0.0
             try:
+                await self.sample()
                 await self.round()
             except Exception:
                 log.exception("round failed; retrying")
@@ -185,7 +241,7 @@ async def _main(args: argparse.Namespace, policies: PolicyStore) -> int:
                       incomplete_warning_after=args.incomplete_warning_after)
     fence = Fence(None if args.no_leader_election else RENEW_DEADLINE_SECONDS)
     controller = Controller(api, options, args.identity, policies, pause=args.patch_pause,
-                            fence=fence)
+                            fence=fence, namespace=args.namespace)
     reloading = asyncio.create_task(policies.watch(POLICY_RELOAD_INTERVAL))
     runner = await _serve_metrics(controller, args.metrics_port)
     stop = asyncio.Event()

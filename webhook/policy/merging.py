@@ -1,10 +1,12 @@
 """Several policy documents into one Policy, in a defined order.
 
 Files are taken in name order (prefix them `00-`, `10-`, ...) and documents in file
-order. Lists (rules, namespaceAccess) concatenate in that order, so an earlier file's rule
-wins. Sets (excluded namespaces, schedulers, accelerators, gate removers) are unions with
-the built-in ones. Maps (classes, topology levels) and names (rules, metadata.name) may be
-defined once: a second definition is a conflict that names both places.
+order. Lists (rules, namespaceAccess, queues, gpuSlices) concatenate in that order, so an
+earlier file's rule wins. Sets (excluded namespaces, schedulers, accelerators, gate
+removers) are unions with the built-in ones. Maps (classes, topology levels), names
+(rules, queues, metadata.name, a GPU slice's resource) and settings (fairShare,
+preemption) may be defined once: a second definition is a conflict that names both
+places.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from webhook.policy.model import (
     dangling_references,
     missing_classes,
 )
+from webhook.policy.queues import FairShareSpec, PreemptionSpec, Queue, queue_problems
+from webhook.policy.slices import Slice
 from webhook.policy.sources import Document, Loc, PolicyError, Problem
 
 
@@ -59,6 +63,10 @@ class _Merger:
         self.levels: dict[str, str] = {}
         self.rules: list[tuple[Rule, Document, int]] = []
         self.access: list[NamespaceAccess] = []
+        self.queues: list[tuple[Queue, Document, int]] = []
+        self.fair_share: FairShareSpec | None = None
+        self.preemption: PreemptionSpec | None = None
+        self.slices: list[Slice] = []
         self.problems: list[Problem] = []
         # Where each once-only name was defined, for conflict messages.
         self.seen: dict[tuple[str, str], str] = {}
@@ -91,6 +99,22 @@ class _Merger:
             if self._once("rule", rule.name, doc, ("spec", "rules", i, "name")):
                 self.rules.append((rule, doc, i))
         self.access.extend(spec.namespace_access)
+        for i, queue in enumerate(spec.queues):
+            if self._once("queue", queue.name, doc, ("spec", "queues", i, "name")):
+                self.queues.append((queue, doc, i))
+        if spec.fair_share and self._once("setting", "fairShare", doc, ("spec", "fairShare")):
+            self.fair_share = spec.fair_share
+        if spec.preemption and self._once("setting", "preemption", doc, ("spec", "preemption")):
+            self.preemption = spec.preemption
+        if spec.gpu_slices:
+            self._slices(doc, spec.gpu_slices.mig, "mig")
+            self._slices(doc, spec.gpu_slices.shared, "shared")
+
+    def _slices(self, doc: Document, offers: tuple[Slice, ...], kind: str) -> None:
+        for i, offer in enumerate(offers):
+            if self._once("GPU slice", offer.resource, doc,
+                          ("spec", "gpuSlices", kind, i, "resource")):
+                self.slices.append(offer)
 
     def _references(self, sources: tuple[str, ...]) -> None:
         classes = {name: spec for name, (spec, _) in self.classes.items()}
@@ -103,6 +127,12 @@ class _Merger:
                 doc = self.classes[subject][1]
                 where = ("spec", "classes", subject, *loc)
             self.problems.append(Problem(doc.file, doc.line(where), message))
+        queues = [queue for queue, _, _ in self.queues]
+        offered = (*self.accelerators, *(s.resource for s in self.slices))
+        for index, loc, message in queue_problems(queues, offered):
+            _, doc, i = self.queues[index]
+            self.problems.append(Problem(doc.file, doc.line(("spec", "queues", i, *loc)),
+                                         message))
         incomplete = missing_classes(classes)
         if incomplete:
             self.problems.append(Problem(", ".join(sources), None, incomplete))
@@ -121,6 +151,10 @@ class _Merger:
                 classes={k: v for k, (v, _) in self.classes.items()},
                 rules=tuple(r for r, _, _ in self.rules),
                 namespace_access=tuple(self.access),
+                queues=tuple(q for q, _, _ in self.queues),
+                fair_share=self.fair_share or FairShareSpec(),
+                preemption=self.preemption or PreemptionSpec(),
+                slices=tuple(self.slices),
                 sources=sources,
             )
         except ValidationError as e:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from typing import Annotated, Literal
+from fractions import Fraction
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from webhook.accelerators import name_problem
 from webhook.keys import (
@@ -23,17 +24,16 @@ from webhook.keys import (
     SYSTEM_NAMESPACE,
     ClassName,
 )
+from webhook.policy.fields import Strict as _Strict
+from webhook.policy.fields import Toleration
+from webhook.policy.queues import FairShareSpec, PreemptionSpec, Queue
+from webhook.policy.slices import GpuSlices, Slice
 from webhook.policy.sources import Loc
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 # A Kubernetes label key: an optional DNS-subdomain prefix and `/`, then a name.
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*"
                         r"[A-Za-z0-9])?$")
-
-
-class _Strict(BaseModel):
-    # A misspelt key is an error a person must see, not a silently ignored setting.
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
@@ -65,35 +65,6 @@ class PriorityClassSpec(_Strict):
         if not _NAME.match(v) or len(v) > 253:
             raise ValueError(f"{v!r} is not a valid PriorityClass name (DNS subdomain)")
         return v
-
-
-class Toleration(_Strict):
-    """A Kubernetes toleration, added to pods of the class that lack it."""
-
-    key: str | None = Field(None, description="Taint key; empty with `Exists` tolerates "
-                            "every taint.")
-    operator: Literal["Exists", "Equal"] = Field("Equal", description="`Exists` matches "
-                                                 "any value of the key.")
-    value: str | None = Field(None, description="Taint value, for `Equal`.")
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
-        None, description="Taint effect; empty matches every effect.")
-    toleration_seconds: int | None = Field(
-        None, alias="tolerationSeconds",
-        description="How long a `NoExecute` taint is tolerated before eviction.")
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Toleration:
-        if self.operator == "Exists" and self.value:
-            raise ValueError("a toleration with operator Exists may not set a value")
-        if self.key is None and self.operator != "Exists":
-            raise ValueError("a toleration without a key must use operator Exists")
-        # The apiserver rejects the pod otherwise, after Airlock has patched it.
-        if self.toleration_seconds is not None and self.effect != "NoExecute":
-            raise ValueError("tolerationSeconds needs effect NoExecute")
-        return self
-
-    def as_k8s(self) -> dict[str, object]:
-        return self.model_dump(by_alias=True, exclude_none=True)
 
 
 class TopologyPlacement(_Strict):
@@ -128,6 +99,12 @@ class ClassSpec(_Strict):
         "host",
         alias="placementLevel",
         description="The topology level `placement` spreads or packs over.",
+    )
+    queued: bool | None = Field(
+        None,
+        description="Whether single pods of the class wait in their team's queue (gated, "
+        "admitted like a gang of one). Default: true for training and scavenger, false "
+        "for inference, where latency matters. Gangs always queue.",
     )
 
 
@@ -218,7 +195,8 @@ class Scope(_Strict):
     accelerators: tuple[Annotated[str, AfterValidator(_accelerator)], ...] = Field(
         (),
         description="Extended resources that make a pod a GPU pod (e.g. amd.com/gpu, "
-        "aws.amazon.com/neuron); the controller counts exactly these.",
+        "aws.amazon.com/neuron); the controller counts exactly these. The resources "
+        "`gpuSlices` offers are added to them.",
     )
 
 
@@ -247,6 +225,18 @@ class PolicySpec(_Strict):
         description="Which classes a namespace may use; first match wins; unmatched "
         "namespaces may use every class.")
     admission: Admission | None = Field(None, description="Admission settings.")
+    queues: tuple[Queue, ...] = Field(
+        (), description="Team queues with GPU quotas; queues from every file add up.")
+    fair_share: FairShareSpec | None = Field(
+        None, alias="fairShare", description="How usage is remembered for the order of "
+        "admission (defined in one file at most).")
+    preemption: PreemptionSpec | None = Field(
+        None, description="When and how waiting gangs evict running work (defined in one "
+        "file at most).")
+    gpu_slices: GpuSlices | None = Field(
+        None, alias="gpuSlices",
+        description="Fractions of a GPU the cluster offers (MIG profiles, shared GPUs), "
+        "which pods ask for by annotation; see docs/fractional-gpus.md.")
 
 
 class Metadata(_Strict):
@@ -314,7 +304,22 @@ class Policy(_Strict):
     rules: tuple[Rule, ...] = ()
     namespace_access: tuple[NamespaceAccess, ...] = ()
     gate_removers: frozenset[str] = frozenset({CONTROLLER_IDENTITY})
+    queues: tuple[Queue, ...] = ()
+    fair_share: FairShareSpec = FairShareSpec()
+    preemption: PreemptionSpec = PreemptionSpec()
+    slices: tuple[Slice, ...] = ()
     sources: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _slices_are_accelerators(cls, data: Any) -> Any:
+        """An offered slice is an accelerator: a pod that requests it is a GPU pod."""
+        if not isinstance(data, dict) or not data.get("slices"):
+            return data
+        offered = [s["resource"] if isinstance(s, dict) else s.resource
+                   for s in data["slices"]]
+        named = data.get("accelerators", DEFAULT_ACCELERATORS)
+        return {**data, "accelerators": tuple(dict.fromkeys([*named, *offered]))}
 
     @model_validator(mode="after")
     def _references(self) -> Policy:
@@ -332,6 +337,16 @@ class Policy(_Strict):
             if any(fnmatch.fnmatchcase(namespace, g) for g in access.namespaces):
                 return access.classes
         return CLASSES
+
+    def queued(self, cls: ClassName) -> bool:
+        """Whether single pods of the class queue (gangs always do)."""
+        stated = self.classes[cls].queued
+        return cls != "inference" if stated is None else stated
+
+    @property
+    def shares(self) -> dict[str, Fraction]:
+        """The share of a GPU one device of each offered slice is."""
+        return {s.resource: s.share for s in self.slices}
 
     def priority_class_owner(self, priority_class_name: str) -> ClassName | None:
         for cls_name, spec in self.classes.items():

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
+import contextlib
 import json
 import os
 import shutil
@@ -22,9 +24,16 @@ from webhook.policy.loading import PolicyError, load_policy
 from webhook.sandbox import wiring
 from webhook.sandbox.binaries import ensure_binaries
 from webhook.sandbox.clients import from_kubeconfig
-from webhook.sandbox.controlplane import ControlPlane, ControlPlaneError, stop_process_group
+from webhook.sandbox.controlplane import ControlPlane, stop_process_group
 from webhook.sandbox.gobuilding import BuildError, cache_root
-from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL, Shape, create_nodes, topology
+from webhook.sandbox.nodes import (
+    BLOCK_LABEL,
+    CLIQUE_LABEL,
+    Shape,
+    create_nodes,
+    lease_seconds,
+    topology,
+)
 from webhook.sandbox.operating import OperatorError, build_operators, start_operators
 from webhook.sandbox.operators import TRAINING_OPERATOR
 from webhook.sandbox.processes import start_controller, start_webhook
@@ -86,72 +95,84 @@ def _progress(line: str) -> None:
 def up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     state_dir = _state_dir(args)
-    state = _read_state(state_dir)
-    if state and all(_alive(pid) for pid in _pids(state)):
-        print(f"the sandbox is already up\nkubeconfig: {state['kubeconfig']}")
-        return _demo(state, args) if args.demo else 0
-    if state:
-        _stop(state)  # a half-dead sandbox: stop what is left of it, then start afresh
+    previous = _read_state(state_dir)
+    if previous and all(_alive(pid) for pid in _pids(previous)):
+        print(f"the sandbox is already up\nkubeconfig: {previous['kubeconfig']}")
+        return _demo(previous, args) if args.demo else 0
+    if previous:
+        _stop(previous)  # a half-dead sandbox: stop what is left of it, then start afresh
     if state_dir.exists():
         shutil.rmtree(state_dir)
+    shape = Shape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+                  nodes_per_domain=args.nodes_per_domain,
+                  domains_per_block=args.domains_per_block, mig=args.mig,
+                  mig_nodes=args.mig_nodes if args.mig else 0)
     try:
         load_policy(args.policies)
-        binaries = ensure_binaries(lambda line: print(line, file=sys.stderr, flush=True))
+        binaries = ensure_binaries(_progress)
         # The demo's PyTorchJob needs the training-operator to make its pods.
         operators = [*args.operators, *([TRAINING_OPERATOR] if args.demo else [])]
         operators = build_operators(operators, _progress)
-        built = time.monotonic()
-        print("starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager and "
-              "KWOK ...", file=sys.stderr)
-        plane = ControlPlane(binaries, workdir=state_dir, detached=True).start()
-    except (PolicyError, BuildError, ControlPlaneError, OperatorError) as e:
+    except (PolicyError, BuildError, OperatorError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in plane.timings.items())
-    print(f"control plane ready in {plane.start_seconds:.1f}s ({parts})", file=sys.stderr)
-    shape = Shape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
-                  nodes_per_domain=args.nodes_per_domain,
-                  domains_per_block=args.domains_per_block)
-    state = {
-        "kubeconfig": str(plane.admin_kubeconfig), "apiserver": plane.url, "webhook": "",
-        "logs": str(state_dir),
-        "processes": [{"name": c.name, "pid": c.process.pid, "log": str(c.log)}
-                      for c in plane.components],
-    }
-    # Recorded at once and after each process, so `down` can stop whatever started even
-    # if a later step fails.
-    _write_state(state_dir, state)
-    try:
-        hook = start_webhook(state_dir, args.policies, detached=True)
-        state["webhook"] = hook.url
-        state["processes"].append({"name": "airlock-webhook", "pid": hook.running.process.pid,
-                                   "log": str(hook.running.log)})
-        _write_state(state_dir, state)
-        nodes_started = time.monotonic()
-        controller_kubeconfig = asyncio.run(
-            _wire(plane, hook.url, hook.certs.ca.read_bytes(), shape, args.policies))
-        nodes_seconds = time.monotonic() - nodes_started
-        controller = start_controller(state_dir, controller_kubeconfig, args.policies,
-                                      detached=True)
-        state["processes"].append({"name": "airlock-controller",
-                                   "pid": controller.process.pid, "log": str(controller.log)})
-        _write_state(state_dir, state)
-        if operators:
-            operators_started = time.monotonic()
-            for op in start_operators(operators, state_dir, plane.admin_kubeconfig, plane.pki.ca,
-                                      _progress, detached=True):
-                state["processes"].append({"name": op.name, "pid": op.process.pid,
-                                           "log": str(op.log)})
+    built = time.monotonic()
+    state_dir.mkdir(parents=True)
+    print("starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager, KWOK "
+          "and Airlock's webhook ...", file=sys.stderr)
+    # Recorded as each process starts, so `down` can stop whatever started even if a
+    # later step fails.
+    state: dict[str, Any] = {"kubeconfig": "", "apiserver": "", "webhook": "",
+                             "logs": str(state_dir), "processes": []}
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        # The webhook needs no apiserver: it gets ready while the control plane starts.
+        hook_starting = pool.submit(start_webhook, state_dir, args.policies, True)
+        try:
+            plane = ControlPlane(binaries, workdir=state_dir, detached=True,
+                                 node_lease_seconds=lease_seconds(args.nodes)).start()
+            state.update(kubeconfig=str(plane.admin_kubeconfig), apiserver=plane.url)
+            state["processes"] += [{"name": c.name, "pid": c.process.pid, "log": str(c.log)}
+                                   for c in plane.components]
             _write_state(state_dir, state)
-            print(f"operators {', '.join(o.name for o in operators)} ready in "
-                  f"{time.monotonic() - operators_started:.1f}s", file=sys.stderr)
-    except Exception as e:
-        _stop(state)
-        # Nothing left to stop: a later `up` or `down` must not signal reused pids.
-        (state_dir / "state.json").unlink(missing_ok=True)
-        print(f"error: {e}; logs in {state_dir}", file=sys.stderr)
-        return 1
-    print(f"{shape.nodes} fake GPU nodes ({shape.gpus_per_node} GPUs each) Ready under "
+            parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in plane.timings.items())
+            print(f"control plane ready in {plane.start_seconds:.1f}s ({parts})",
+                  file=sys.stderr)
+            hook = hook_starting.result()
+            state["webhook"] = hook.url
+            state["processes"].append({"name": "airlock-webhook",
+                                       "pid": hook.running.process.pid,
+                                       "log": str(hook.running.log)})
+            _write_state(state_dir, state)
+            nodes_started = time.monotonic()
+            controller_kubeconfig = asyncio.run(
+                _wire(plane, hook.url, hook.certs.ca.read_bytes(), shape, args.policies))
+            nodes_seconds = time.monotonic() - nodes_started
+            controller = start_controller(state_dir, controller_kubeconfig, args.policies,
+                                          detached=True)
+            state["processes"].append({"name": "airlock-controller",
+                                       "pid": controller.process.pid,
+                                       "log": str(controller.log)})
+            _write_state(state_dir, state)
+            if operators:
+                operators_started = time.monotonic()
+                for op in start_operators(operators, state_dir, plane.admin_kubeconfig,
+                                          plane.pki.ca, _progress, detached=True):
+                    state["processes"].append({"name": op.name, "pid": op.process.pid,
+                                               "log": str(op.log)})
+                _write_state(state_dir, state)
+                print(f"operators {', '.join(o.name for o in operators)} ready in "
+                      f"{time.monotonic() - operators_started:.1f}s", file=sys.stderr)
+        except Exception as e:
+            _stop(state)
+            with contextlib.suppress(Exception):  # a webhook the failure left unrecorded
+                stop_process_group(hook_starting.result().running.process.pid)
+            # Nothing left to stop: a later `up` or `down` must not signal reused pids.
+            (state_dir / "state.json").unlink(missing_ok=True)
+            print(f"error: {e}; logs in {state_dir}", file=sys.stderr)
+            return 1
+    mig = ", ".join(f"{p}={n}" for p, n in shape.mig)
+    print(f"{shape.nodes} fake GPU nodes ({shape.gpus_per_node} GPUs each)"
+          f"{f' and {shape.mig_nodes} MIG nodes ({mig} each)' if mig else ''} Ready under "
           f"KWOK in {nodes_seconds:.1f}s, webhook at {hook.url}, controller running; logs "
           f"in {state_dir}", file=sys.stderr)
     print(f"sandbox up in {time.monotonic() - built:.1f}s "
@@ -191,59 +212,27 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
-def established(crd: dict[str, Any]) -> bool:
-    """Whether a CustomResourceDefinition is served. One just created may have no status,
-    or `conditions: null`, until the apiserver's controllers get to it."""
-    conditions = (crd.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Established" and c.get("status") == "True"
-               for c in conditions)
-
-
-async def _established(api: client.ApiClient, name: str, within: float = 30.0) -> None:
-    extensions = client.ApiextensionsV1Api(api)
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if established(await (await extensions.read_custom_resource_definition(
-                name, _preload_content=False)).json()):
-            return
-        await asyncio.sleep(0.1)
-    raise RuntimeError(f"CustomResourceDefinition {name} not established after {within}s")
-
-
 async def _create_demo(kubeconfig: Path) -> None:
-    # Serving first, as in a cluster where it already runs; then batch, then the gang.
-    docs = [d for f in ("crds.yaml", "inference-deployment.yaml", "scavenger-job.yaml",
+    # Serving first, as in a cluster where it already runs; then batch, then the gang,
+    # whose pods the training-operator makes.
+    docs = [d for f in ("inference-deployment.yaml", "scavenger-job.yaml",
                         "training-pytorchjob.yaml")
             for d in yaml.safe_load_all((DEMO / f).read_text()) if d]
     async with await from_kubeconfig(kubeconfig) as api:
         for ns in ("research", "serving"):
             await wiring.create_namespace(api, ns)
-        uids: dict[tuple[str, str], str] = {}
         for doc in docs:
             kind, meta = doc["kind"], doc["metadata"]
             try:
-                if kind == "CustomResourceDefinition":
-                    await client.ApiextensionsV1Api(api).create_custom_resource_definition(
-                        body=doc)
-                    await _established(api, meta["name"])
-                elif kind == "Deployment":
+                if kind == "Deployment":
                     await client.AppsV1Api(api).create_namespaced_deployment(
                         meta["namespace"], body=doc)
                 elif kind == "Job":
                     await client.BatchV1Api(api).create_namespaced_job(
                         meta["namespace"], body=doc)
-                elif kind == "PyTorchJob":
-                    made = await client.CustomObjectsApi(api).create_namespaced_custom_object(
-                        "kubeflow.org", "v1", meta["namespace"], "pytorchjobs", doc)
-                    uids[(kind, meta["name"])] = made["metadata"]["uid"]
                 else:
-                    # The PyTorchJob's pods, made here until the sandbox runs the
-                    # training-operator; they point at the PyTorchJob just created, so
-                    # the garbage collector leaves them be.
-                    for ref in meta.get("ownerReferences", []):
-                        ref["uid"] = uids[(ref["kind"], ref["name"])]
-                    await client.CoreV1Api(api).create_namespaced_pod(
-                        meta["namespace"], body=doc)
+                    await client.CustomObjectsApi(api).create_namespaced_custom_object(
+                        "kubeflow.org", "v1", meta["namespace"], "pytorchjobs", doc)
             except ApiException as e:
                 if e.status != 409:
                     raise
@@ -316,6 +305,10 @@ async def _table(kubeconfig: Path, within: float = 0.0) -> str:
 
 def _demo(state: dict[str, Any], args: argparse.Namespace) -> int:
     kubeconfig = Path(state["kubeconfig"])
+    if TRAINING_OPERATOR.name not in {p["name"] for p in state["processes"]}:
+        print("error: this sandbox runs no training-operator to make the demo's PyTorchJob "
+              "pods; `airlock sandbox down`, then `airlock sandbox up --demo`", file=sys.stderr)
+        return 1
     print("creating the example workloads from examples/demo ...", file=sys.stderr)
     asyncio.run(_create_demo(kubeconfig))
     print(asyncio.run(_table(kubeconfig, within=args.settle)))

@@ -25,7 +25,7 @@ from types import TracebackType
 from webhook.sandbox.binaries import Binaries
 from webhook.sandbox.nodes import KWOK_NODE
 from webhook.sandbox.pki import Pki
-from webhook.sandbox.stages import StagesError, cluster_role, write_stages
+from webhook.sandbox.stages import StagesError, cluster_role, write_config
 
 # util-linux, on virtually every Linux; without it only atexit and teardown stop the plane.
 SETPRIV = shutil.which("setpriv")
@@ -71,6 +71,9 @@ class ControlPlane:
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="airlock-cp-")))
     # Detached planes outlive this process (the sandbox); others die with it.
     detached: bool = False
+    # How long a fake node's Lease lasts; KWOK renews it every quarter of that, as a
+    # kubelet does. Longer for many nodes: see nodes.lease_seconds.
+    node_lease_seconds: int = 40
     components: list[Component] = field(default_factory=list)
     url: str = ""
     start_seconds: float = 0.0
@@ -224,6 +227,13 @@ class ControlPlane:
                 # The default 20/s would make thousands of pods (a 5,000-node sandbox)
                 # wait on the client's rate limit, not on the controllers.
                 "--kube-api-qps", "200", "--kube-api-burst", "400",
+                # A node is unhealthy once its Lease is this old: the lease's duration
+                # plus 10 s, as the defaults have it for a kubelet's 40 s lease (and 10 s
+                # more for a new node's first status). At 5,000 nodes KWOK takes minutes
+                # to initialise them all; the default 60 s had the node lifecycle
+                # controller mark thousands Unknown first, fighting KWOK's updates.
+                "--node-monitor-grace-period", f"{self.node_lease_seconds + 10}s",
+                "--node-startup-grace-period", f"{self.node_lease_seconds + 20}s",
             ])
 
     def _start_kwok(self) -> Readiness:
@@ -243,10 +253,10 @@ class ControlPlane:
         port = free_port()
         kwok = self._spawn("kwok", [
             str(self.binaries.kwok), "--kubeconfig", str(kubeconfig),
-            "--config", str(write_stages(self.workdir / "kwok-stages.yaml")),
+            "--config", str(write_config(self.workdir / "kwok.yaml")),
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector", "=".join(KWOK_NODE),
-            "--node-lease-duration-seconds", "40",
+            "--node-lease-duration-seconds", str(self.node_lease_seconds),
             # Pod IPs, clear of the service range; room for 50,000 pods and more.
             "--cidr", "10.128.0.1/9", "--node-ip", "10.0.1.1",
             "--server-address", f"127.0.0.1:{port}",

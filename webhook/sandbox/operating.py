@@ -83,15 +83,30 @@ def ensure_operator(op: Operator, progress: Progress) -> None:
         gobuilding.ensure(op.tool, progress)
     except gobuilding.BuildError as e:
         raise OperatorError(f"{op.name} failed to build (log: {op.tool.log}): {e}") from e
-    done = _manifest_dir(op) / ".complete"
-    if done.exists():
-        return
-    source = _module_source(op)
+    stamp = _manifest_dir(op) / ".stored"
+    if not stamp.exists() or stamp.read_text() != _manifest_stamp(op):
+        store_manifests(op, _module_source(op))
+
+
+def _manifest_stamp(op: Operator) -> str:
+    """Which files of which module version are stored: a changed entry stores anew."""
+    return json.dumps([op.tool.recipe, _manifest_files(op)])
+
+
+# KubeRay's CRDs alone are 3 MB of YAML: half a minute to parse in pure Python, on every
+# start. They are parsed once, with libyaml when there is one, and kept as JSON.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def store_manifests(op: Operator, source: Path) -> None:
+    """The operator's manifests from its module `source`, each kept as JSON (a list of
+    its documents) beside the binaries."""
     for rel in _manifest_files(op):
-        target = _manifest_dir(op) / rel
+        target = _manifest_dir(op) / f"{rel}.json"
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source / rel, target)
-    done.write_text(op.tool.recipe)
+        docs = list(yaml.load_all((source / rel).read_text(), Loader=_LOADER))
+        write_file(target, json.dumps(docs).encode())
+    (_manifest_dir(op) / ".stored").write_text(_manifest_stamp(op))
 
 
 def build_operators(ops: list[Operator], progress: Progress) -> list[Operator]:
@@ -105,9 +120,13 @@ def build_operators(ops: list[Operator], progress: Progress) -> list[Operator]:
 
 # --- manifests --------------------------------------------------------------------------
 
+def _stored(op: Operator, rel: str) -> list[Any]:
+    docs: list[Any] = json.loads((_manifest_dir(op) / f"{rel}.json").read_bytes())
+    return docs
+
+
 def _documents(op: Operator, files: Iterable[str]) -> list[dict[str, Any]]:
-    return [d for rel in files
-            for d in yaml.safe_load_all((_manifest_dir(op) / rel).read_text()) if d]
+    return [d for rel in files for d in _stored(op, rel) if d]
 
 
 def crds(op: Operator) -> list[dict[str, Any]]:
@@ -137,7 +156,7 @@ def merge_webhooks(doc: dict[str, Any], patches: Iterable[dict[str, Any]]) -> di
 def _inline_patches(op: Operator) -> list[dict[str, Any]]:
     if op.webhook_kustomization is None:
         return []
-    kustomization = yaml.safe_load((_manifest_dir(op) / op.webhook_kustomization).read_text())
+    kustomization = _stored(op, op.webhook_kustomization)[0]
     return [yaml.safe_load(p["patch"]) for p in kustomization.get("patches") or []
             if "patch" in p]
 
@@ -145,8 +164,7 @@ def _inline_patches(op: Operator) -> list[dict[str, Any]]:
 def webhook_configurations(op: Operator, url: str, ca_pem: bytes) -> list[dict[str, Any]]:
     """The operator's webhook configurations as kustomize would build them, each hook's
     Service swapped for `url` (the loopback server) trusting `ca_pem`."""
-    patches = {name: yaml.safe_load((_manifest_dir(op) / rel).read_text())
-               for rel, name in op.webhook_patches}
+    patches = {name: _stored(op, rel)[0] for rel, name in op.webhook_patches}
     inline = _inline_patches(op)
     out = []
     for doc in _documents(op, op.webhooks):

@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from webhook.sandbox.nodes import mig_profiles
 from webhook.sandbox.operators import OPERATORS, Operator, UnknownOperator, select
+
+
+def _mig(text: str) -> tuple[tuple[str, int], ...]:
+    try:
+        return mig_profiles(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _operators(spec: str) -> list[Operator]:
@@ -28,6 +36,10 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
                         help="nodes per NVLink domain (nvidia.com/gpu.clique)")
     parser.add_argument("--domains-per-block", type=int, default=2,
                         help="NVLink domains per block (cloud.google.com/gce-topology-block)")
+    parser.add_argument("--mig", type=_mig, default=(), metavar="PROFILE=COUNT,...",
+                        help="also make --mig-nodes MIG nodes (mixed strategy), each "
+                             "advertising these slices, e.g. 1g.10gb=7 or 3g.40gb=2,1g.10gb=1")
+    parser.add_argument("--mig-nodes", type=int, default=2)
     parser.add_argument("--demo", action="store_true",
                         help="create the example workloads and show what happened to them")
     parser.add_argument("--operators", type=_operators, default=[],

@@ -17,13 +17,17 @@ Templates are those of `webhook.sandbox.operators`.
 
 from __future__ import annotations
 
+from webhook.conventions.kueue import GROUP_LABEL as KUEUE_GROUP_LABEL
+from webhook.conventions.kueue import TOTAL_ANNOTATION as KUEUE_GROUP_COUNT
+from webhook.conventions.podgroup import POD_GROUP_LABEL
 from webhook.sandbox.gobuilding import GoModule, GoTool
 from webhook.sandbox.operators import Command, Operator
 
+__all__ = ["COSCHEDULER", "COSCHEDULING", "KUEUE", "KUEUE_GROUP_COUNT", "KUEUE_GROUP_LABEL",
+           "KUEUE_NAMESPACE", "KUEUE_QUEUE_LABEL", "PEERS", "POD_GROUP_LABEL"]
+
 KUEUE_NAMESPACE = "kueue-system"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
-KUEUE_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 
 _KUEUE_CONFIG = f"""\
 apiVersion: config.kueue.x-k8s.io/v1beta1
@@ -62,7 +66,6 @@ KUEUE = Operator(
 )
 
 COSCHEDULER = "scheduler-plugins-scheduler"
-POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
 _COSCHEDULING_CONFIG = f"""\
 apiVersion: kubescheduler.config.k8s.io/v1

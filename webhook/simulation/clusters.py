@@ -81,6 +81,7 @@ class Cluster:
         self._first: list[list[int]] = [[] for _ in range(g + 1)]
         self._first[g] = list(range(shape.nodes))
         self._views: dict[int, NodeInfo] = {}
+        self._whole: list[NodeInfo] | None = None
         self.free_total = shape.capacity
         # room[l][i]: node i's free GPUs plus those of its pods at priority <= levels[l];
         # by_room[l][n]: the nodes with room n at level l.
@@ -181,6 +182,17 @@ class Cluster:
                              "pods": MAX_PODS - len(self.residents[i])},
                 ready=True, unschedulable=False)
         return found
+
+    def whole_views(self) -> list[NodeInfo]:
+        """Every node with all its capacity allocatable: for a round that is given the
+        running pods too (queues count them, preemption picks among them)."""
+        if self._whole is None:
+            self._whole = [NodeInfo(name=name, labels=labels, taints=(),
+                                    allocatable={self.resource: self.shape.gpus_per_node,
+                                                 "pods": MAX_PODS},
+                                    ready=True, unschedulable=False)
+                           for name, labels in zip(self.names, self.labels, strict=True)]
+        return self._whole
 
     def views_with_room(self) -> list[NodeInfo]:
         g = self.shape.gpus_per_node

@@ -4,6 +4,7 @@ print the figures (text or JSON), and write the plots."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -21,7 +22,9 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     shape = Shape()
     parser.add_argument("--trace", type=Path, required=True,
                         help="JSON Lines, one job a line (see docs/simulate.md)")
-    parser.add_argument("--policies", type=Path, default=Path("policies"))
+    parser.add_argument("--policies", type=Path, default=None,
+                        help="policy directory (default: ./policies, else the policy shipped "
+                             "with Airlock)")
     parser.add_argument("--compare", type=Path, default=None, metavar="POLICIES",
                         help="a second policy directory (a proposed change): run it too and "
                              "show both side by side")
@@ -49,6 +52,9 @@ def _positive(args: argparse.Namespace) -> str | None:
 def run_simulate(args: argparse.Namespace) -> int:
     if (problem := _positive(args)) is not None:
         print(problem, file=sys.stderr)
+        return 2
+    if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
+        print("--plot needs matplotlib: pip install 'gpu-airlock[simulate]'", file=sys.stderr)
         return 2
     try:
         jobs = read_trace(args.trace)

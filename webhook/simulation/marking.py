@@ -84,6 +84,8 @@ def mark(job: Job, policy: Policy) -> Marked | Rejected:
     owner = policy.priority_class_owner(name) if name else None
     priority_class = policy.classes[owner].priority_class if owner else None
     spec["priority"] = priority_class.value if priority_class else 0
+    if priority_class is not None:
+        spec["preemptionPolicy"] = priority_class.preemption_policy
     preempts = priority_class is None or priority_class.preemption_policy != "Never"
     return Marked(job, PodInfo.parse(mutated), preempts)
 

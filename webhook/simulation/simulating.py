@@ -22,6 +22,7 @@ retried in a loop.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import time
 from collections import deque
@@ -30,10 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, assert_never
 
 from webhook.accelerators import Accelerators
-from webhook.controller.deciding import Admit, DecideOptions, Finish, Wait, decide
+from webhook.controller.accounting import Accounts
+from webhook.controller.actions import Admit, Finish, Preempt, Requeue, Wait
+from webhook.controller.deciding import DecideOptions, decide
 from webhook.controller.gangs import Gang
 from webhook.controller.objects import PodInfo
-from webhook.controller.ordering import queue_order
 from webhook.policy.model import Policy
 from webhook.simulation.clusters import Cluster, Pin, PodKey, Resident, Shape
 from webhook.simulation.marking import Marked, Marker, Rejected
@@ -66,6 +68,8 @@ class _Pod:
     node: int | None = None
     bound: float = 0.0
     pin: Pin | None = None
+    # The pod as the controller sees it while it runs (bound, started).
+    running: PodInfo | None = None
 
 
 # Pods the scheduler places alike, in one FIFO: (priority, GPUs, may preempt, pin).
@@ -109,12 +113,17 @@ class Simulation:
     def __init__(self, jobs: Sequence[Job], policy: Policy, shape: Shape,
                  scheduler: Scheduler, options: DecideOptions = _DEFAULTS) -> None:
         self.shape, self.scheduler, self.options = shape, scheduler, options
+        self.policy = policy
+        # The queues' memory between rounds (fair share, evictions), as the leader keeps
+        # it; no PodDisruptionBudgets in a simulated cluster.
+        self.accounts = Accounts()
+        self.accounts.list_pdbs([])
         self.accelerators = Accelerators.of(policy.accelerators)
         self.cluster = Cluster(shape, policy.topology_levels.values(), policy.accelerators[0],
                                [0, *(c.priority_class.value for c in policy.classes.values())])
         self.stats = Stats()
         self.timelines: list[Timeline] = []
-        self.events: list[tuple[float, int, int, _Job | None, int]] = []
+        self.events: list[tuple[float, int, int, _Job, int]] = []
         self.pending: dict[_Kind, deque[_Pod]] = {}
         self.gated: dict[PodKey, _Pod] = {}
         # Jobs with gated pods, as the controller's gangs (for the queue order).
@@ -169,6 +178,8 @@ class Simulation:
         self.cluster.bind(node, pod.info.key, Resident(pod.info.priority, job.timeline.gpus,
                                                        now))
         pod.node, pod.bound = node, now
+        pod.running = dataclasses.replace(pod.info, node_name=self.cluster.names[node],
+                                          gated=False, started=now)
         self._bound[pod.info.key] = pod
         job.bound += 1
         if job.bound == len(job.pods):
@@ -181,6 +192,7 @@ class Simulation:
         del self._bound[pod.info.key]
         pod.job.timeline.holds.append((pod.bound, now, pod.job.timeline.gpus))
         pod.node = None
+        pod.running = None
         pod.job.bound -= 1
         self.changed = True
 
@@ -241,33 +253,24 @@ class Simulation:
             if not self._pass(now):
                 return
 
-    def _considered(self) -> list[PodInfo]:
-        """The gated pods decide() may act on. A gang whose pods could not all be placed
-        even with every free GPU of the cluster at its disposal (counted node by node)
-        cannot be admitted; the first such in the queue order may still be the head that
-        keeps a domain for itself, and the rest change nothing. So only those are left
-        out: the actions on the others are the same, and a round stays small however
-        long the queue grows."""
-        placeable: dict[int, int] = {}
-        pods: list[PodInfo] = []
-        head_seen = False
-        jobs = {id(gang): job for job, gang in self.waiting.values()}
-        for gang in queue_order(gang for _, gang in self.waiting.values()):
-            job = jobs[id(gang)].marked.job
-            if job.gpus not in placeable:
-                placeable[job.gpus] = self.cluster.placeable(job.gpus)
-            if job.pods > placeable[job.gpus]:
-                if head_seen:
-                    continue
-                head_seen = True
-            pods.extend(p.info for p in jobs[id(gang)].pods if p.info.key in self.gated)
-        return pods
+    def _round(self) -> list[PodInfo]:
+        """Every pod the controller would list: running ones (queues count them,
+        preemption chooses among them) and the gated ones."""
+        pods = [p.running for p in self._bound.values() if p.running is not None]
+        return pods + [p.info for p in self.gated.values()]
 
-    def _decide(self, now: float) -> None:
+    def _decide(self, now: float) -> bool:
+        """One round of the controller; True if it preempted."""
+        preempted = False
         self.changed = False
         started = time.perf_counter()
-        actions = decide(self.cluster.views_with_room(), self._considered(),
-                         {}, now, self.options, self.accelerators)
+        pods = self._round()
+        running = [p for p in pods if p.node_name]
+        self.accounts.sample(self.policy, self.accelerators, running, now)
+        state = self.accounts.state(self.policy, self.accelerators, pods, now)
+        actions = decide(self.cluster.whole_views(), pods, {}, now, self.options, state,
+                         self.accelerators)
+        self.accounts.record(self.policy, self.accelerators, actions, now)
         self.stats.decide_calls += 1
         self.stats.decide_seconds += time.perf_counter() - started
         for action in actions:
@@ -287,10 +290,22 @@ class Simulation:
                             self._enqueue(pod)
                         else:
                             self._bind(pod, node, now)
+                case Preempt():
+                    # The record on the preemptor's anchor keeps the room held for it;
+                    # then the victims go, whole gangs, and it is admitted next round.
+                    anchor = self.gated[action.anchor.key]
+                    anchor.info = dataclasses.replace(anchor.info,
+                                                      preemption=action.record.dumps())
+                    self._evict([p.key for v in action.victims for p in v.pods
+                                 if p.key in self._bound], now)
+                    preempted = True
+                case Requeue():
+                    self._evict([p.key for p in action.pods if p.key in self._bound], now)
                 case Wait():
                     pass
                 case _:
                     assert_never(action)
+        return preempted
 
     # --- the clock ------------------------------------------------------------------
 
@@ -300,7 +315,6 @@ class Simulation:
             now = self.events[0][0]
             while self.events and self.events[0][0] == now:
                 _, kind, _, job, attempt = heapq.heappop(self.events)
-                assert job is not None
                 self.stats.events += 1
                 if kind == _SUBMIT:
                     self._create(job, now)
@@ -308,8 +322,15 @@ class Simulation:
                     self._stop(job, now)
                     job.timeline.completed = now
             self._schedule(now)
-            if self.changed and self.gated:
-                self._decide(now)
+            # A round that evicted (preempted) frees room: the next round, at once,
+            # admits the preemptor into it.
+            for _ in range(_MAX_PASSES):
+                if not (self.changed and self.gated):
+                    break
+                # After a preemption the controller's next round comes before the
+                # scheduler binds anything into the room it freed.
+                if self._decide(now) and self.gated:
+                    self._decide(now)
                 self._schedule(now)
         # Pods still bound belong to gangs that never became whole: they held their
         # GPUs to the end.

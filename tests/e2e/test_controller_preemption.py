@@ -1,0 +1,186 @@
+"""Preemption on the real apiserver, with KWOK ending pods as a kubelet would: a training
+gang makes room among scavenger gangs by evicting one whole gang and lands where it ran;
+a team under its nominal reclaims a whole gang from a borrower; a PodDisruptionBudget
+holds. The test says how long the victims have run (their status, as a kubelet would)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from tests.e2e.conftest import Controllers, NamespaceFactory, PolicyFileFactory
+from tests.kube import create_gang, events, gated, pods_of, until
+from webhook.keys import PREEMPTION_ANNOTATION
+from webhook.sandbox.controlplane import ControlPlane
+
+# Young pods may be preempted, and at once: the test cannot wait minutes.
+PREEMPT_NOW = """\
+apiVersion: gpu-airlock.io/v1alpha1
+kind: AirlockPolicy
+metadata: {name: preempt-now}
+spec:
+  preemption: {minRuntime: 1s, delay: "0", requeueBackoff: 1m}
+"""
+
+
+async def _running_since(api: client.ApiClient, pod: dict[str, object], hours: float) -> None:
+    meta = pod["metadata"]
+    assert isinstance(meta, dict)
+    started = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=hours)
+    await client.CoreV1Api(api).patch_namespaced_pod_status(
+        meta["name"], meta["namespace"],
+        body={"status": {"phase": "Running",
+                         "startTime": started.strftime("%Y-%m-%dT%H:%M:%SZ")}})
+
+
+async def test_a_training_gang_evicts_one_whole_scavenger_gang(
+        api: client.ApiClient, namespace: str, controllers: Controllers,
+        policy_file: PolicyFileFactory, control_plane: ControlPlane,
+        session_policies: Path) -> None:
+    policy_file("90-preempt-now.yaml", PREEMPT_NOW)
+    controllers.start()
+    # Two scavenger gangs fill the cluster's 64 GPUs; `older` has run longer, so it
+    # would lose more work.
+    for name in ("older", "newer"):
+        await create_gang(api, namespace, name, 4, cls="scavenger")
+
+    async def all_bound() -> bool:
+        pods = await pods_of(api, namespace)
+        return len(pods) == 8 and all(p["spec"].get("nodeName") for p in pods)
+
+    await until(all_bound, within=60)
+    for p in await pods_of(api, namespace):
+        await _running_since(api, p, 5 if p["metadata"]["name"].startswith("older") else 1)
+    newer_nodes = {p["spec"]["nodeName"] for p in await pods_of(api, namespace, "newer")}
+    await create_gang(api, namespace, "train", 4, cls="training")
+
+    async def evicted() -> bool:
+        # Deleted: KWOK, like a kubelet, ends a deleted pod within moments.
+        return all(p["metadata"].get("deletionTimestamp")
+                   for p in await pods_of(api, namespace, "newer"))
+
+    await until(evicted, within=60)
+
+    async def bound() -> bool:
+        pods = await pods_of(api, namespace, "train")
+        return all(not gated(p) and p["spec"].get("nodeName") for p in pods)
+
+    await until(bound, within=60)
+    train = await pods_of(api, namespace, "train")
+    # Into the room the victims left (held for it, and nominated), and `older` untouched.
+    assert {p["spec"]["nodeName"] for p in train} == newer_nodes
+    assert not any(p["metadata"].get("deletionTimestamp")
+                   for p in await pods_of(api, namespace, "older"))
+    assert len(await pods_of(api, namespace, "older")) == 4
+    recorded = [json.loads(a[PREEMPTION_ANNOTATION]) for p in train
+                if PREEMPTION_ANNOTATION in (a := p["metadata"].get("annotations") or {})]
+    assert len(recorded) == 1
+    assert sorted(recorded[0]["victims"]) == [f"{namespace}/newer-{i}" for i in range(4)]
+    told = await events(api, namespace)
+    assert sum(m.startswith("Preempted: a gang of higher priority needs the room; evicted "
+                            f"to make room for gang {namespace}/train") for m in told) == 4
+    assert any(m.startswith(f"Preempting: evicting gang {namespace}/newer") for m in told)
+
+    # The leader keeps the fair-share usage for the next one.
+    kept = await client.CoreV1Api(api).read_namespaced_config_map("airlock-fair-share",
+                                                                  "airlock-system")
+    assert set(json.loads(kept.data["fairShare"])) == {"at", "usage"}
+
+    # `airlock status` shows it, as a person would run it.
+    shown = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "webhook", "status", "--kubeconfig",
+        str(control_plane.admin_kubeconfig), "--policies", str(session_policies), "-o", "json",
+        stdout=asyncio.subprocess.PIPE)
+    out, _ = await asyncio.wait_for(shown.communicate(), 60)
+    assert shown.returncode == 0
+    status = json.loads(out)
+    (default,) = [q for q in status["queues"] if q["name"] == "default"]
+    assert default["used"] >= 32  # `older`, and `train` once bound; whatever else runs
+    assert any(p["message"].startswith(f"Preempting: evicting gang {namespace}/newer")
+               for p in status["preemptions"])
+
+
+async def _fill(api: client.ApiClient, namespace: str, names: tuple[str, ...], cls: str,
+                hours: float = 1) -> None:
+    """Gangs of 4 whole nodes, bound and said to run for `hours`."""
+    for name in names:
+        await create_gang(api, namespace, name, 4, cls=cls)
+
+    async def all_bound() -> bool:
+        pods = [p for n in names for p in await pods_of(api, namespace, n)]
+        return len(pods) == 4 * len(names) and all(p["spec"].get("nodeName") for p in pods)
+
+    await until(all_bound, within=60)
+    for name in names:
+        for p in await pods_of(api, namespace, name):
+            await _running_since(api, p, hours)
+
+
+async def test_a_team_under_its_nominal_reclaims_a_whole_gang_from_a_borrower(
+        api: client.ApiClient, namespaces: NamespaceFactory, controllers: Controllers,
+        policy_file: PolicyFileFactory) -> None:
+    lender, borrower = await namespaces(), await namespaces()
+    policy_file("90-preempt-now.yaml", PREEMPT_NOW)
+    policy_file("91-queues.yaml", f"""\
+apiVersion: gpu-airlock.io/v1alpha1
+kind: AirlockPolicy
+metadata: {{name: e2e-queues}}
+spec:
+  queues:
+    - {{name: lender, namespaces: [{lender}], nominal: {{nvidia.com/gpu: 32}}}}
+    - {{name: borrower, namespaces: [{borrower}], nominal: {{nvidia.com/gpu: 32}}}}
+""")
+    controllers.start()
+    # The borrower runs two training gangs, 64 GPUs: 32 of them borrowed.
+    await _fill(api, borrower, ("b1", "b2"), "training")
+    # The lender's gang, same priority: only a reclaim makes room.
+    await create_gang(api, lender, "mine", 4, cls="training")
+
+    def alive(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+    async def reclaimed() -> bool:
+        return len(alive(await pods_of(api, borrower))) == 4
+
+    await until(reclaimed, within=60)
+    await asyncio.sleep(2)  # nothing more goes
+    left = alive(await pods_of(api, borrower))
+    # One whole gang went; the borrower keeps the other, its nominal.
+    assert len({p["metadata"]["name"].split("-")[0] for p in left}) == 1
+    assert len(left) == 4
+    told = await events(api, borrower)
+    assert any(m.startswith("Preempted: its queue borrowed GPUs their owner now reclaims; "
+                            f"evicted to make room for gang {lender}/mine") for m in told)
+
+    async def let_go() -> bool:
+        return not any(gated(p) for p in await pods_of(api, lender, "mine"))
+
+    await until(let_go, within=60)
+
+
+async def test_a_pdb_that_allows_no_disruption_is_respected(
+        api: client.ApiClient, namespace: str, controllers: Controllers,
+        policy_file: PolicyFileFactory) -> None:
+    policy_file("90-preempt-now.yaml", PREEMPT_NOW)
+    await client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(namespace, body={
+        "metadata": {"name": "keep-all"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchExpressions": [
+            {"key": "gpu-airlock.io/gang", "operator": "Exists"}]}}})
+    controllers.start()
+    await _fill(api, namespace, ("s1", "s2"), "scavenger")
+    await create_gang(api, namespace, "train", 4, cls="training")
+
+    async def waits() -> bool:
+        return any(m.startswith("Waiting: 4/4 pods present") for m in
+                   await events(api, namespace, "train"))
+
+    await until(waits, within=60)
+    await asyncio.sleep(3)
+    assert not any(p["metadata"].get("deletionTimestamp") for p in await pods_of(api, namespace))
+    assert all(gated(p) for p in await pods_of(api, namespace, "train"))

@@ -1,0 +1,110 @@
+"""What the leader remembers between rounds: fair share sampled and charged, evictions
+backing off, PodDisruptionBudgets turned into budgets, the policy's settings converted."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.builders import HOUR, NOW, raw_member, running, single
+from webhook.accelerators import Accelerators
+from webhook.controller.accounting import Accounts
+from webhook.controller.actions import Preempt, PreemptionRecord, Victim
+from webhook.controller.budgets import Pdb, budgets_of
+from webhook.controller.configuring import preemption_of, quotas_of
+from webhook.controller.deciding import Admit, Record
+from webhook.controller.objects import PodInfo
+from webhook.policy.model import Policy
+from webhook.policy.queues import FairShareSpec, PreemptionSpec, Queue
+
+GPUS = Accelerators.of(["nvidia.com/gpu", "amd.com/gpu"])
+
+
+@pytest.fixture
+def teams(policy: Policy) -> Policy:
+    return policy.model_copy(update={
+        "queues": (Queue(name="team-a", namespaces=("team-a",),
+                         nominal={"nvidia.com/gpu": 8, "amd.com/gpu": 8},
+                         borrowing_limit={"nvidia.com/gpu": 4}),),
+        "fair_share": FairShareSpec(half_life="1h", entry_charge="10m"),
+        "preemption": PreemptionSpec(min_runtime="1m", delay="10s", requeue_backoff="1m")})
+
+
+def test_policy_settings_in_the_cores_units(teams: Policy) -> None:
+    quotas = quotas_of(teams, GPUS)
+    team = quotas.spec("team-a")
+    assert (team.nominal, team.borrowing_limit, team.lending_limit) == (16, 4, None)
+    assert quotas.spec("default").nominal == 0
+    settings = preemption_of(teams)
+    assert (settings.min_runtime, settings.delay, settings.requeue_backoff) == (60, 10, 60)
+
+
+def test_no_preemption_before_the_budgets_are_listed(teams: Policy) -> None:
+    accounts = Accounts()
+    assert not accounts.state(teams, GPUS, [], NOW).preemption.enabled
+    accounts.list_pdbs([])
+    assert accounts.state(teams, GPUS, [], NOW).preemption.enabled
+
+
+def test_fair_share_is_sampled_and_charged(teams: Policy) -> None:
+    accounts = Accounts()
+    pods = running("g", ["n0"], ns="team-a")
+    accounts.sample(teams, GPUS, pods, NOW)
+    (_, team) = accounts.sample(teams, GPUS, pods, NOW + HOUR)
+    assert (team.name, team.used, team.borrowed) == ("team-a", 8, 0)
+    # Eight GPUs for one half-life: 8 x 1h / ln 2 x 1/2.
+    assert team.share == pytest.approx(8 * HOUR / 0.6931471805599453 / 2)
+    admit = Admit(("team-a", "new"), Record(None, None, ("new-0",), NOW), pods[0], (pods[0],),
+                  4)
+    accounts.record(teams, GPUS, [admit], NOW + HOUR)
+    assert accounts.fair_share is not None
+    assert accounts.fair_share.usage["team-a"] == pytest.approx(team.share + 4 * 600)
+
+
+def test_evicted_gangs_back_off_then_are_forgotten(teams: Policy) -> None:
+    accounts = Accounts()
+    victim = running("v", ["n0"])
+    preempt = Preempt(("ml", "x"), victim[0], PreemptionRecord(None, None, (), (), NOW),
+                      (victim[0],), (Victim(tuple(victim), ("ml", "v"), "default", 0, 8, 0, 0),),
+                      1, "default")
+    accounts.record(teams, GPUS, [preempt], NOW)
+    assert accounts.state(teams, GPUS, [], NOW + 30).evicted == {("ml", "v"): NOW}
+    assert accounts.state(teams, GPUS, [], NOW + 61).evicted == {}
+
+
+def test_budgets_cover_the_pods_their_selector_picks() -> None:
+    web = single("web", "n0")
+    train = running("t", ["n1", "n2"])
+    pdbs = [
+        Pdb("ml", "by-gang", {"matchLabels": {"gpu-airlock.io/gang": "t"}}, 1),
+        Pdb("ml", "by-expression", {"matchExpressions": [
+            {"key": "gpu-airlock.io/gang", "operator": "DoesNotExist"}]}, 0),
+        Pdb("ml", "null-selects-nothing", None, 0),
+        Pdb("other", "other-namespace", {}, 0),
+    ]
+    budgets = {b.name: (b.allowed, {k[1] for k in b.pods}) for b in budgets_of(pdbs, [web,
+                                                                                   *train])}
+    assert budgets == {"ml/by-gang": (1, {"t-0", "t-1"}), "ml/by-expression": (0, {"web"})}
+
+
+def test_pdb_events_update_the_budgets() -> None:
+    accounts = Accounts()
+    raw = {"metadata": {"namespace": "ml", "name": "p"}, "spec": {"selector": {}},
+           "status": {"disruptionsAllowed": 2}}
+    accounts.pdb_event("ADDED", raw)
+    assert accounts.pdbs[("ml", "p")].allowed == 2
+    accounts.pdb_event("DELETED", raw)
+    assert accounts.pdbs == {}
+
+
+def test_short_gangs_are_timed_from_when_first_seen(teams: Policy) -> None:
+    accounts = Accounts()
+    whole = running("g", ["n0", "n1"])
+    record = Record(None, None, ("g-0", "g-1", "g-2"), NOW - HOUR, 3)
+    anchor = PodInfo.parse(raw_member("g", 0, 8, 3, gated=False, node_name="n0",
+                                                 placement=record.dumps()))
+    pods = [anchor, whole[1]]  # admitted as 3, 2 left
+    assert accounts.state(teams, GPUS, pods, NOW).short_since == {("ml", "g"): NOW}
+    assert accounts.state(teams, GPUS, pods, NOW + 60).short_since == {("ml", "g"): NOW}
+    back = [*pods, PodInfo.parse(raw_member("g", 9, 8, 3, gated=False,
+                                                       node_name="n2"))]
+    assert accounts.state(teams, GPUS, back, NOW + 120).short_since == {}

@@ -1,0 +1,331 @@
+"""Preemption, decided in the pure core: whole gangs, cheapest first, within the rules
+(priority, reclaim, minRuntime, PodDisruptionBudgets), and the room held afterwards."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from tests.builders import (
+    HOUR,
+    NOW,
+    SCAVENGER,
+    admitted,
+    cluster,
+    gang,
+    raw_member,
+    running,
+    single,
+    waits,
+)
+from webhook.controller.actions import Preempt, PreemptionRecord, Requeue, describe, events_of
+from webhook.controller.applying import disruption_patch
+from webhook.controller.deciding import QueueState, Record, decide
+from webhook.controller.gangs import gangs_of
+from webhook.controller.mending import short
+from webhook.controller.objects import PodInfo
+from webhook.controller.preempting import Budget, PreemptionSettings
+from webhook.controller.quotas import QueueSpec, Quotas
+from webhook.keys import PREEMPTION_ANNOTATION
+
+TRAINING = 50000
+
+
+def preempts(actions: list[Any]) -> list[Preempt]:
+    return [a for a in actions if isinstance(a, Preempt)]
+
+
+def victims(action: Preempt) -> set[str]:
+    return {f"{p.name}" for v in action.victims for p in v.pods}
+
+
+def training(n: int = 2, **kw: Any) -> list[PodInfo]:
+    return gang("train", n, priority=TRAINING, **kw)
+
+
+def test_a_training_gang_evicts_the_fewest_cheapest_gangs_whole() -> None:
+    # Domain a: three nodes, each full with a scavenger gang; the training gang needs
+    # two nodes there. The gang that has run longest loses the most work and stays.
+    nodes = cluster({"a": 3})
+    old = running("old", ["a-n0", "a-n0"], gpus=4, ran=5 * HOUR)
+    mid = running("mid", ["a-n1", "a-n1"], gpus=4, ran=2 * HOUR)
+    new = running("new", ["a-n2"], gpus=8, ran=1 * HOUR)
+    (action,) = preempts(decide(nodes, old + mid + new + training(), {}, NOW))
+    assert victims(action) == {"mid-0", "mid-1", "new-0"}
+    assert action.record.domain == "a"
+    assert {v.cause for v in action.victims} == {"priority"}
+    assert action.gpu_hours == pytest.approx(8 * 2 + 8 * 1)
+
+
+def test_the_cheapest_domain_wins_and_gangs_spanning_it_go_whole() -> None:
+    # In b, a cheap gang spans b and c; evicting it frees b-n0 and loses less work than
+    # evicting a's long-running pods. Its member on c goes too: never half a gang.
+    nodes = cluster({"a": 2, "b": 2, "c": 1})
+    busy = running("long", ["a-n0", "a-n1"], ran=10 * HOUR)
+    busy += running("span", ["b-n0", "c-n0"], ran=HOUR)
+    busy += running("b1", ["b-n1"], ran=HOUR)
+    (action,) = preempts(decide(nodes, busy + training(), {}, NOW))
+    assert action.record.domain == "b"
+    assert victims(action) == {"span-0", "span-1", "b1-0"}
+
+
+def test_unneeded_victims_are_dropped() -> None:
+    # Cheapest first would take the single pods, then need the gang anyway: once the
+    # gang is in, the single pods are not needed and stay.
+    nodes = cluster({"a": 2})
+    busy = [single(f"s{i}", "a-n0", ran=600) for i in range(2)]
+    busy += running("g", ["a-n0"], gpus=6, ran=2 * HOUR)
+    busy += running("h", ["a-n1"], ran=HOUR)
+    (action,) = preempts(decide(nodes, busy + training(1), {}, NOW))
+    assert victims(action) == {"h-0"}
+
+
+def test_checkpoints_lower_the_work_lost() -> None:
+    nodes = cluster({"a": 2})
+    busy = running("fresh", ["a-n0"], ran=HOUR)
+    busy += running("saved", ["a-n1"], ran=5 * HOUR, checkpointed=60)
+    (action,) = preempts(decide(nodes, busy + training(1), {}, NOW))
+    assert victims(action) == {"saved-0"}
+    assert action.gpu_hours == pytest.approx(8 * 60 / HOUR)
+
+
+def test_lower_priority_goes_before_less_work() -> None:
+    nodes = cluster({"a": 2})
+    busy = running("cheap-but-important", ["a-n0"], ran=60 * 6, priority=20000)
+    busy += running("scavenger", ["a-n1"], ran=10 * HOUR)
+    (action,) = preempts(decide(nodes, busy + training(1), {}, NOW))
+    assert victims(action) == {"scavenger-0"}
+
+
+def test_min_runtime_protects_a_young_job() -> None:
+    nodes = cluster({"a": 2})
+    busy = running("young", ["a-n0", "a-n1"], ran=60)
+    actions = decide(nodes, busy + training(), {}, NOW)
+    assert not preempts(actions)
+    assert "train" in waits(actions)
+    later = running("young", ["a-n0", "a-n1"], ran=600)
+    assert preempts(decide(nodes, later + training(), {}, NOW))
+
+
+def test_a_pdb_that_allows_no_disruption_is_respected() -> None:
+    nodes = cluster({"a": 2})
+    busy = running("guarded", ["a-n0", "a-n1"])
+    keys = frozenset(p.key for p in busy)
+    closed = QueueState(budgets=(Budget("ml/guarded", 0, keys),))
+    assert not preempts(decide(nodes, busy + training(), {}, NOW, state=closed))
+    # One disruption allowed is not enough for a gang of two: still none.
+    one = QueueState(budgets=(Budget("ml/guarded", 1, keys),))
+    assert not preempts(decide(nodes, busy + training(), {}, NOW, state=one))
+    two = QueueState(budgets=(Budget("ml/guarded", 2, keys),))
+    assert preempts(decide(nodes, busy + training(), {}, NOW, state=two))
+
+
+def test_a_class_that_never_preempts_waits() -> None:
+    nodes = cluster({"a": 2})
+    busy = running("low", ["a-n0", "a-n1"], priority=10)
+    meek = gang("meek", 2, priority=SCAVENGER, preemptionPolicy="Never")
+    actions = decide(nodes, busy + meek, {}, NOW)
+    assert not preempts(actions)
+    assert "meek" in waits(actions)
+
+
+def test_equal_priority_in_the_same_queue_is_never_a_victim() -> None:
+    nodes = cluster({"a": 2})
+    busy = running("peer", ["a-n0", "a-n1"], priority=TRAINING)
+    assert not preempts(decide(nodes, busy + training(), {}, NOW))
+
+
+def test_a_gang_waits_a_while_before_it_preempts() -> None:
+    nodes = cluster({"a": 2})
+    train = training()
+    complete = max(p.created for p in train)
+    busy = running("s", ["a-n0", "a-n1"], ran=NOW - (complete - HOUR))  # long before
+    settings = QueueState(preemption=PreemptionSettings(delay=30))
+    assert not preempts(decide(nodes, busy + train, {}, complete + 10, state=settings))
+    assert preempts(decide(nodes, busy + train, {}, complete + 40, state=settings))
+
+
+def test_disabled_preemption_only_waits() -> None:
+    nodes = cluster({"a": 2})
+    off = QueueState(preemption=PreemptionSettings(enabled=False))
+    busy = running("s", ["a-n0", "a-n1"])
+    assert not preempts(decide(nodes, busy + training(), {}, NOW, state=off))
+
+
+def test_an_evicted_gang_backs_off_before_it_is_considered_again() -> None:
+    nodes = cluster({"a": 2})
+    state = QueueState(evicted={("ml", "train"): NOW - 10},
+                       preemption=PreemptionSettings(requeue_backoff=120))
+    actions = decide(nodes, training(), {}, NOW, state=state)
+    assert waits(actions)["train"] == ("Waiting: preempted 10s ago; back in the queue in "
+                                       "110s")
+    assert admitted(decide(nodes, training(), {}, NOW + 200, state=state)) == {"train": "a"}
+
+
+def _recorded(n: int, record: PreemptionRecord) -> list[PodInfo]:
+    """The training gang, its anchor carrying a recorded preemption."""
+    raws = [raw_member("train", i, 8, n, priority=TRAINING) for i in range(n)]
+    raws[0]["metadata"]["annotations"][PREEMPTION_ANNOTATION] = record.dumps()
+    return [PodInfo.parse(r) for r in raws]
+
+
+def test_a_recorded_preemption_is_finished_by_the_next_leader() -> None:
+    nodes = cluster({"a": 2, "b": 2})
+    busy = running("s", ["a-n0", "a-n1"])
+    record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
+                              ("a-n0", "a-n1"), NOW - 5)
+    train = _recorded(2, record)
+    rival = gang("rival", 2, priority=TRAINING * 2)
+    actions = decide(nodes, busy + train + rival, {}, NOW)
+    (resume,) = preempts(actions)
+    assert victims(resume) == {"s-0", "s-1"}
+    assert resume.gang == ("ml", "train")
+    # The rival, higher still, does not take the preemptor's domain: it goes to b.
+    assert admitted(actions) == {"rival": "b"}
+
+
+def test_the_room_a_preemption_freed_is_held_for_the_preemptor() -> None:
+    nodes = cluster({"a": 2})
+    record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
+                              ("a-n0", "a-n1"), NOW - 5)
+    train = _recorded(2, record)
+    small = gang("small", 1, priority=TRAINING * 2)  # would fit, and goes first otherwise
+    actions = decide(nodes, train + small, {}, NOW)
+    assert admitted(actions) == {"train": "a"}
+    assert "small" in waits(actions)
+    # Once the hold expires, the room is anybody's.
+    stale = decide(nodes, train + small, {}, NOW + 3600)
+    assert admitted(stale) == {"small": "a"}
+
+
+def test_in_the_round_it_preempts_the_room_is_the_preemptors() -> None:
+    nodes = cluster({"a": 2})
+    busy = running("s", ["a-n0", "a-n1"])
+    # A lower-priority gang behind must not take what the eviction frees this round.
+    behind = gang("behind", 1, priority=TRAINING - 1, created=30)
+    actions = decide(nodes, busy + training() + behind, {}, NOW)
+    assert len(preempts(actions)) == 1
+    assert "behind" not in admitted(actions)
+
+
+def test_events_on_both_sides() -> None:
+    nodes = cluster({"a": 2})
+    busy = running("s", ["a-n0", "a-n1"], ran=2 * HOUR)
+    (action,) = preempts(decide(nodes, busy + training(), {}, NOW))
+    victim, preemptor = events_of(action)
+    assert victim.reason == "Preempted"
+    assert victim.type == "Warning"
+    assert victim.message == ("Preempted: a gang of higher priority needs the room; evicted "
+                              "to make room for gang ml/train (priority 50000, queue "
+                              "default) in domain a, losing 32.0 GPU-hours")
+    assert {p.name for p in victim.pods} == {"s-0", "s-1"}
+    assert preemptor.reason == "Preempting"
+    assert describe(action) == victim.message
+    assert preemptor.message == ("Preempting: evicting gang ml/s to make room in domain a, "
+                                 "losing 32.0 GPU-hours")
+
+
+def test_reclaim_takes_whole_gangs_and_never_below_nominal() -> None:
+    quotas = Quotas([QueueSpec("team-a", ("a-*",), nominal=16),
+                     QueueSpec("team-b", ("b-*",), nominal=16)])
+    nodes = cluster({"x": 4})
+    # team-b borrows 8: it runs 24, as a 16-GPU gang and an 8-GPU gang.
+    busy = running("big", ["x-n0", "x-n1"], ns="b-ml", priority=TRAINING)
+    busy += running("small", ["x-n2"], ns="b-ml", priority=TRAINING)
+    want = gang("want", 2, ns="a-ml", priority=TRAINING)
+    (action,) = preempts(decide(nodes, busy + want, {}, NOW, state=QueueState(quotas)))
+    # Evicting `big` would leave team-b at 8, below its 16: only `small` may go.
+    assert victims(action) == {"small-0"}
+    assert [v.cause for v in action.victims] == ["reclaim"]
+
+
+def test_no_reclaim_for_a_queue_that_would_exceed_its_own_nominal() -> None:
+    quotas = Quotas([QueueSpec("team-a", ("a-*",), nominal=8),
+                     QueueSpec("team-b", ("b-*",), nominal=8)])
+    nodes = cluster({"x": 4})
+    busy = running("b1", ["x-n0", "x-n1", "x-n2", "x-n3"], ns="b-ml", priority=TRAINING)
+    want = gang("want", 2, ns="a-ml", priority=TRAINING)
+    actions = decide(nodes, busy + want, {}, NOW, state=QueueState(quotas))
+    assert not preempts(actions)
+    assert "want" in waits(actions)
+
+
+def test_pods_out_of_scope_are_never_victims() -> None:
+    nodes = cluster({"a": 2})
+    system = running("system", ["a-n0", "a-n1"], ns="kube-system", priority=0)
+    state = QueueState(spared=frozenset({"kube-system"}))
+    assert not preempts(decide(nodes, system + training(), {}, NOW, state=state))
+    assert preempts(decide(nodes, system + training(), {}, NOW))
+
+
+def test_a_pod_recreated_under_a_victims_name_is_not_evicted_again() -> None:
+    nodes = cluster({"a": 2, "b": 2})
+    busy = running("s", ["a-n0", "a-n1"])
+    record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
+                              ("a-n0", "a-n1"), NOW - 5, ("old-uid-0", "old-uid-1"))
+    actions = decide(nodes, busy + _recorded(2, record), {}, NOW)
+    assert not preempts(actions)
+    assert PreemptionRecord.loads(record.dumps()) == record
+
+
+def _admitted_gang(n: int, size: int, succeeded: int = 0) -> list[PodInfo]:
+    """A gang admitted whole as `size` pods, of which `n` still run and `succeeded`
+    finished."""
+    record = Record("a", "nvidia.com/gpu.clique", tuple(f"g-{i}" for i in range(size)),
+                    NOW - HOUR, size)
+    pods = []
+    for i in range(n + succeeded):
+        raw = raw_member("g", i, 8, size, gated=False, node_name=f"a-n{i % 2}",
+                         placement=record.dumps() if i == 0 else None)
+        if i >= n:
+            raw["status"] = {"phase": "Succeeded"}
+        pods.append(PodInfo.parse(raw))
+    return pods
+
+
+def requeues(actions: list[Any]) -> list[Requeue]:
+    return [a for a in actions if isinstance(a, Requeue)]
+
+
+def test_a_gang_short_of_members_past_the_grace_period_is_requeued_whole() -> None:
+    nodes = cluster({"a": 2})
+    pods = _admitted_gang(3, 4)
+    settings = PreemptionSettings(stale_grace=600)
+    recent = QueueState(preemption=settings, short_since={("ml", "g"): NOW - 60})
+    assert not requeues(decide(nodes, pods, {}, NOW, state=recent))
+    stale = QueueState(preemption=settings, short_since={("ml", "g"): NOW - 700})
+    (requeue,) = requeues(decide(nodes, pods, {}, NOW, state=stale))
+    assert {p.name for p in requeue.pods} == {"g-0", "g-1", "g-2"}
+    assert describe(requeue) == ("Requeued: the gang has 3 of its 4 members, for 700s; the "
+                                 "rest is evicted so it starts again whole")
+
+
+def test_members_that_finished_are_not_lost() -> None:
+    pods = _admitted_gang(2, 4, succeeded=2)
+    stale = QueueState(short_since={("ml", "g"): NOW - 3600})
+    assert not requeues(decide(cluster({"a": 2}), pods, {}, NOW, state=stale))
+    assert short(gangs_of(pods).values(), pods) == {}
+    assert short(gangs_of(pods[:3]).values(), pods[:3]) == {("ml", "g"): (3, 4)}
+
+
+def test_a_victim_is_marked_as_kubernetes_marks_a_preemption() -> None:
+    at = datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC)
+    (condition,) = disruption_patch("Preempted: why", at)["status"]["conditions"]
+    # kube-scheduler reads this reason as "already going": it does not preempt again for
+    # a pod nominated to that node; a Job's podFailurePolicy reads the type.
+    assert condition == {"type": "DisruptionTarget", "status": "True",
+                         "reason": "PreemptionByScheduler", "message": "Preempted: why",
+                         "lastTransitionTime": "2030-01-01T00:00:00Z"}
+
+
+def test_victims_this_controller_deleted_are_not_evicted_twice() -> None:
+    # The watch has not told of the deletion yet: the pods still look running.
+    nodes = cluster({"a": 2, "b": 2})
+    busy = running("s", ["a-n0", "a-n1"])
+    record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
+                              ("a-n0", "a-n1"), NOW - 1)
+    state = QueueState(deleted=frozenset(p.uid for p in busy))
+    assert not preempts(decide(nodes, busy + _recorded(2, record), {}, NOW, state=state))
+    assert preempts(decide(nodes, busy + _recorded(2, record), {}, NOW))

@@ -1,0 +1,120 @@
+"""What the queues remember between rounds, kept by the leader: the fair-share usage
+(sampled every few seconds, charged at each admission), when gangs were evicted (for the
+requeue backoff), and the PodDisruptionBudgets the watch delivers. It builds the
+`QueueState` each round decides with. No I/O; the clock is passed in."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, assert_never
+
+from webhook.accelerators import Accelerators, GpuEquivalents
+from webhook.controller.actions import Action, Admit, Finish, Preempt, Requeue, Wait
+from webhook.controller.budgets import Pdb, budgets_of
+from webhook.controller.configuring import fair_share_of, preemption_of, quotas_of
+from webhook.controller.fairsharing import FairShare
+from webhook.controller.gangs import GangId, gangs_of
+from webhook.controller.mending import short, since
+from webhook.controller.objects import PodInfo
+from webhook.controller.preempting import PreemptionSettings
+from webhook.controller.queueing import QueueState
+from webhook.controller.quotas import Quotas, holding, holdings
+from webhook.policy.model import Policy
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSample:
+    """One queue at one sampling: for metrics and `airlock status`."""
+
+    name: str
+    nominal: GpuEquivalents
+    used: GpuEquivalents
+    borrowed: GpuEquivalents
+    share: float
+
+
+class Accounts:
+    def __init__(self) -> None:
+        self.fair_share: FairShare | None = None
+        self.evicted: dict[GangId, float] = {}
+        self.pdbs: dict[tuple[str, str], Pdb] = {}
+        # Until the budgets are listed, nothing is preempted: a pod they protect could
+        # not be told from one they do not.
+        self.pdbs_listed = False
+        self.short_since: dict[GangId, float] = {}
+        self._configured: tuple[Policy, Accelerators, Quotas, PreemptionSettings] | None = None
+
+    def _configure(self, policy: Policy, accelerators: Accelerators
+                   ) -> tuple[Quotas, PreemptionSettings]:
+        found = self._configured
+        if found is None or found[0] is not policy or found[1] is not accelerators:
+            found = (policy, accelerators, quotas_of(policy, accelerators),
+                     preemption_of(policy))
+            self._configured = found
+        return found[2], found[3]
+
+    def state(self, policy: Policy, accelerators: Accelerators, pods: Iterable[PodInfo],
+              now: float, deleted: frozenset[str] = frozenset()) -> QueueState:
+        quotas, preemption = self._configure(policy, accelerators)
+        self.fair_share = fair_share_of(policy, self.fair_share, now)
+        if not self.pdbs_listed:
+            preemption = dataclasses.replace(preemption, enabled=False)
+        backoff = preemption.requeue_backoff
+        self.evicted = {g: t for g, t in self.evicted.items() if now - t < backoff}
+        pods = list(pods)
+        budgets = budgets_of(self.pdbs.values(), pods) if self.pdbs else ()
+        self.short_since = since(self.short_since, short(gangs_of(pods).values(), pods), now)
+        return QueueState(quotas, preemption, self.fair_share, budgets, dict(self.evicted),
+                          policy.excluded_namespaces, dict(self.short_since), deleted)
+
+    def carry_on(self, policy: Policy, kept: str, now: float) -> None:
+        """Start from the usage a former leader kept."""
+        self.fair_share = fair_share_of(policy, None, now).carried_on(kept)
+
+    def sample(self, policy: Policy, accelerators: Accelerators, pods: Iterable[PodInfo],
+               now: float) -> list[QueueSample]:
+        """Advance the fair share to `now` with what each queue holds, and say where each
+        queue stands."""
+        quotas, _ = self._configure(policy, accelerators)
+        held = holding(quotas, holdings(pods, accelerators.count))
+        fair = fair_share_of(policy, self.fair_share, now).advance(now, held)
+        self.fair_share = fair
+        return [QueueSample(name, spec.nominal, held.get(name, 0),
+                            max(held.get(name, 0) - spec.nominal, 0),
+                            fair.share(name, spec.weight))
+                for name, spec in sorted(quotas.specs.items())]
+
+    def record(self, policy: Policy, accelerators: Accelerators, actions: Iterable[Action],
+               now: float) -> None:
+        """Admissions pay their entry charge; evicted gangs start their backoff."""
+        quotas, _ = self._configure(policy, accelerators)
+        for action in actions:
+            match action:
+                case Admit():
+                    if self.fair_share is not None:
+                        self.fair_share = self.fair_share.charge(
+                            quotas.queue_of(action.gang[0]), action.gpus)
+                case Preempt():
+                    for victim in action.victims:
+                        if victim.gang is not None:
+                            self.evicted[victim.gang] = now
+                case Requeue():
+                    self.evicted[action.gang] = now
+                    self.short_since.pop(action.gang, None)
+                case Finish() | Wait():
+                    pass
+                case _:
+                    assert_never(action)
+
+    def list_pdbs(self, listed: list[Pdb]) -> None:
+        self.pdbs = {p.key: p for p in listed}
+        self.pdbs_listed = True
+
+    def pdb_event(self, kind: str, obj: dict[str, Any]) -> None:
+        pdb = Pdb.parse(obj)
+        if kind == "DELETED":
+            self.pdbs.pop(pdb.key, None)
+        else:
+            self.pdbs[pdb.key] = pdb

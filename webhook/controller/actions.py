@@ -1,0 +1,226 @@
+"""What a round of decisions asks the applier to do, and what to tell about it. Data,
+plus the one exhaustive `match` that turns an action into events: a new kind of action
+that is not handled here, in the applier and in the runner fails type checking.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal, assert_never
+
+from webhook.accelerators import GpuEquivalents
+from webhook.controller.gangs import GangId, Record
+from webhook.controller.objects import PodInfo
+
+# Why a gang waits: the reason of its event, and the word its message starts with.
+WaitReason = Literal["Waiting", "Incomplete", "Oversize", "SizeUnknown"]
+EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "Requeued", WaitReason]
+EventType = Literal["Normal", "Warning"]
+# Why a victim may go: it has a lower priority, or its queue gives back borrowed GPUs.
+Cause = Literal["priority", "reclaim"]
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    """Record the decision on `anchor` (with the anchor's own ungate, in one patch), then
+    ungate the rest of `ungate`."""
+
+    gang: GangId
+    record: Record
+    anchor: PodInfo
+    ungate: tuple[PodInfo, ...]
+    gpus: GpuEquivalents
+    note: str = ""
+    # (pod name, node) to write as the pods' nominated node before they are ungated.
+    nominate: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """Ungate members an earlier, recorded decision named (the record already exists)."""
+
+    gang: GangId
+    record: Record
+    ungate: tuple[PodInfo, ...]
+    gpus: GpuEquivalents
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    gang: GangId
+    pods: tuple[PodInfo, ...]
+    reason: WaitReason
+    detail: str
+    warning: bool = False
+
+    @property
+    def message(self) -> str:
+        return f"{self.reason}: {self.detail}"
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    """A unit of preemption: a whole gang (every active member), or one pod in none."""
+
+    pods: tuple[PodInfo, ...]
+    gang: GangId | None
+    queue: str
+    priority: int
+    gpus: GpuEquivalents
+    # GPU-seconds of work lost: since each pod's start or last stated checkpoint.
+    lost: float
+    # The latest start among its pods: its age, for "youngest first".
+    started: float
+    cause: Cause = "priority"
+
+    @property
+    def name(self) -> str:
+        first = self.pods[0]
+        return f"{first.namespace}/{self.gang[1] if self.gang else first.name}"
+
+    @property
+    def what(self) -> str:
+        return f"gang {self.name}" if self.gang else f"pod {self.name}"
+
+    @property
+    def cost(self) -> tuple[int, float, float]:
+        """Cheapest first: lowest priority, least work lost, youngest."""
+        return self.priority, self.lost, -self.started
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionRecord:
+    """A preemption as written on the preemptor's anchor pod before any victim goes, so
+    a new leader evicts what is left and keeps the room (`nodes`) held for it."""
+
+    domain: str | None
+    topology_key: str | None
+    victims: tuple[str, ...]  # "namespace/name" of every victim pod
+    nodes: tuple[str, ...]
+    at: float
+    # The victims' uids, in the same order: a pod recreated under a victim's name (a
+    # StatefulSet's) is not the victim.
+    uids: tuple[str, ...] = ()
+
+    def dumps(self) -> str:
+        return json.dumps({"domain": self.domain, "topologyKey": self.topology_key,
+                           "victims": list(self.victims), "uids": list(self.uids),
+                           "nodes": list(self.nodes), "at": self.at}, sort_keys=True)
+
+    @classmethod
+    def loads(cls, text: str) -> PreemptionRecord | None:
+        try:
+            raw = json.loads(text)
+            return cls(raw.get("domain"), raw.get("topologyKey"),
+                       tuple(str(v) for v in raw["victims"]),
+                       tuple(str(n) for n in raw.get("nodes") or ()), float(raw["at"]),
+                       tuple(str(u) for u in raw.get("uids") or ()))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def names(self, pod: PodInfo) -> bool:
+        """Whether `pod` is one of the victims (the same pod, not a namesake)."""
+        try:
+            i = self.victims.index(f"{pod.namespace}/{pod.name}")
+        except ValueError:
+            return False
+        return i >= len(self.uids) or not self.uids[i] or self.uids[i] == pod.uid
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Record `record` on the preemptor's `anchor`, then evict every victim pod (a
+    `DisruptionTarget` condition, then delete). The preemptor stays gated: it is
+    admitted in a later round, into the room held for it."""
+
+    gang: GangId
+    anchor: PodInfo
+    record: PreemptionRecord
+    preemptor: tuple[PodInfo, ...]
+    victims: tuple[Victim, ...]
+    priority: int
+    queue: str
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(v.lost for v in self.victims) / 3600
+
+
+@dataclass(frozen=True, slots=True)
+class Requeue:
+    """Evict what is left of a gang that lost members and stayed short of them past the
+    grace period (each pod marked `DisruptionTarget`, then deleted): it frees the GPUs
+    it cannot use, and its owner's new pods queue as a whole gang again."""
+
+    gang: GangId
+    pods: tuple[PodInfo, ...]
+    present: int
+    size: int
+    short_for: float
+
+
+Action = Admit | Finish | Wait | Preempt | Requeue
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """What to tell about an action: one event on each of `pods`."""
+
+    pods: tuple[PodInfo, ...]
+    type: EventType
+    reason: EventReason
+    message: str
+
+
+def _lifted(verb: str, action: Admit | Finish, note: str = "") -> str:
+    record = action.record
+    where = f"domain {record.domain}" if record.domain else "any domain"
+    return f"{verb}: {where}; {len(action.ungate)} pods, {action.gpus} GPUs{note}"
+
+
+_CAUSES: dict[Cause, str] = {"priority": "a gang of higher priority needs the room",
+                             "reclaim": "its queue borrowed GPUs their owner now reclaims"}
+
+
+def _preempted(action: Preempt) -> tuple[Event, ...]:
+    where = f"domain {action.record.domain}" if action.record.domain else "any domain"
+    gang = f"{action.gang[0]}/{action.gang[1]}"
+    told = [Event(v.pods, "Warning", "Preempted",
+                  f"Preempted: {_CAUSES[v.cause]}; evicted to make room for gang {gang} "
+                  f"(priority {action.priority}, queue {action.queue}) in {where}, losing "
+                  f"{v.lost / 3600:.1f} GPU-hours")
+            for v in action.victims]
+    names = ", ".join(v.what for v in action.victims)
+    told.append(Event(action.preemptor, "Normal", "Preempting",
+                      f"Preempting: evicting {names} to make room in {where}, losing "
+                      f"{action.gpu_hours:.1f} GPU-hours"))
+    return tuple(told)
+
+
+def events_of(action: Action) -> tuple[Event, ...]:
+    """What to tell, and to which pods, about an action."""
+    match action:
+        case Admit():
+            return (Event(action.ungate, "Normal", "Admitted",
+                          _lifted("Admitted", action, action.note)),)
+        case Finish():
+            return (Event(action.ungate, "Normal", "Resumed",
+                          _lifted("Resumed", action)),)
+        case Wait():
+            return (Event(action.pods, "Warning" if action.warning else "Normal",
+                          action.reason, action.message),)
+        case Preempt():
+            return _preempted(action)
+        case Requeue():
+            return (Event(action.pods, "Warning", "Requeued",
+                          f"Requeued: the gang has {action.present} of its {action.size} "
+                          f"members, for {action.short_for:.0f}s; the rest is evicted so it "
+                          f"starts again whole"),)
+        case _:
+            assert_never(action)
+
+
+def describe(action: Action) -> str:
+    """The event text for an action (its first event's, where it has several)."""
+    return events_of(action)[0].message

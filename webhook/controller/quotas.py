@@ -1,0 +1,134 @@
+"""Team queues and their GPU quotas, and how much each queue uses: pure data and
+arithmetic, in GPU-equivalents (every accelerator device counts one).
+
+A queue is guaranteed its `nominal`. Beyond it a queue *borrows* from a shared pool, up
+to its `borrowing_limit` (None: unlimited). The pool is the capacity no queue is
+guaranteed, plus what each queue lends of its nominal: all of it, or `lending_limit`.
+The rest of a queue's nominal is protected: no other queue ever borrows it, even idle.
+A namespace in no queue is in `default`, which has no guarantee and only borrows.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from webhook.accelerators import GpuEquivalents
+from webhook.controller.objects import PodInfo, Resources
+
+# How many GPU-equivalents a resource map holds (`Accelerators.count` of the policy).
+Count = Callable[[Resources], GpuEquivalents]
+
+DEFAULT_QUEUE = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpec:
+    name: str
+    # Namespace names or shell-style globs.
+    namespaces: tuple[str, ...] = ()
+    nominal: GpuEquivalents = 0
+    borrowing_limit: GpuEquivalents | None = None
+    lending_limit: GpuEquivalents | None = None
+    weight: float = 1.0
+
+    @property
+    def lendable(self) -> GpuEquivalents:
+        return self.nominal if self.lending_limit is None else min(self.nominal,
+                                                                   self.lending_limit)
+
+    @property
+    def protected(self) -> GpuEquivalents:
+        """The part of the nominal only this queue may use."""
+        return self.nominal - self.lendable
+
+
+class Quotas:
+    """The queues policy defines; every namespace maps to one of them or to `default`."""
+
+    def __init__(self, queues: Iterable[QueueSpec] = ()) -> None:
+        self.queues = tuple(queues)
+        self.specs: dict[str, QueueSpec] = {q.name: q for q in self.queues}
+        self.specs.setdefault(DEFAULT_QUEUE, QueueSpec(DEFAULT_QUEUE))
+        self._by_namespace: dict[str, str] = {}
+
+    def queue_of(self, namespace: str) -> str:
+        found = self._by_namespace.get(namespace)
+        if found is None:
+            found = next((q.name for q in self.queues
+                          if any(fnmatch.fnmatchcase(namespace, g) for g in q.namespaces)),
+                         DEFAULT_QUEUE)
+            self._by_namespace[namespace] = found
+        return found
+
+    def spec(self, queue: str) -> QueueSpec:
+        return self.specs[queue]
+
+
+# GPU-equivalents each pod holds, by pod key: bound to a node, not finished, asking for
+# accelerators. (The room held for pods let go but not bound yet is counted by the round,
+# with the snapshot's reservations.) Worked out once a round: everything else reads it.
+Holdings = dict[tuple[str, str], GpuEquivalents]
+
+
+def holdings(pods: Iterable[PodInfo], count: Count) -> Holdings:
+    found: Holdings = {}
+    for pod in pods:
+        if pod.node_name and pod.active and (gpus := count(pod.requests)):
+            found[pod.key] = gpus
+    return found
+
+
+def holding(quotas: Quotas, held: Holdings) -> dict[str, GpuEquivalents]:
+    """GPUs each queue's pods hold now (every queue, 0 when idle)."""
+    used: dict[str, GpuEquivalents] = dict.fromkeys(quotas.specs, 0)
+    for (namespace, _), gpus in held.items():
+        queue = quotas.queue_of(namespace)
+        used[queue] = used.get(queue, 0) + gpus
+    return used
+
+
+class Ledger:
+    """Usage per queue for one round, kept current as the round admits and preempts."""
+
+    def __init__(self, quotas: Quotas, held: Holdings, capacity: GpuEquivalents) -> None:
+        self.quotas = quotas
+        self.used = holding(quotas, held)
+        guaranteed = sum(q.nominal for q in quotas.specs.values())
+        self.pool = max(capacity - guaranteed, 0) + sum(q.lendable
+                                                        for q in quotas.specs.values())
+
+    def add(self, queue: str, amount: GpuEquivalents) -> None:
+        self.used[queue] = self.used.get(queue, 0) + amount
+
+    def borrowed(self, queue: str) -> GpuEquivalents:
+        return max(self.used.get(queue, 0) - self.quotas.spec(queue).nominal, 0)
+
+    def _from_pool(self, queue: str, used: GpuEquivalents) -> GpuEquivalents:
+        return max(used - self.quotas.spec(queue).protected, 0)
+
+    def pool_used(self) -> GpuEquivalents:
+        return sum(self._from_pool(q, u) for q, u in self.used.items())
+
+    def admissible(self, queue: str, amount: GpuEquivalents,
+                   released: Mapping[str, GpuEquivalents] | None = None) -> str | None:
+        """None when `amount` more GPUs fit the queue's quota (after `released` GPUs per
+        queue are freed); else why not."""
+        released = released or {}
+        spec = self.quotas.spec(queue)
+        used = self.used.get(queue, 0) - released.get(queue, 0)
+        after = used + amount
+        if after <= spec.nominal:
+            return None
+        over = after - spec.nominal
+        if spec.borrowing_limit is not None and over > spec.borrowing_limit:
+            return (f"queue {queue} would use {after} GPUs: nominal {spec.nominal}, "
+                    f"borrowing limit {spec.borrowing_limit}")
+        pool_used = sum(self._from_pool(q, u - released.get(q, 0))
+                        for q, u in self.used.items() if q != queue)
+        pool_used += self._from_pool(queue, after)
+        if pool_used > self.pool:
+            return (f"queue {queue} would borrow {over} GPUs beyond its nominal "
+                    f"{spec.nominal}, and the idle capacity other queues lend is taken")
+        return None

@@ -1,0 +1,42 @@
+"""What every part of the policy model shares: the strict base (a misspelt key is an
+error) and the Kubernetes toleration, which classes and GPU slices both add to pods."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Strict(BaseModel):
+    # A misspelt key is an error a person must see, not a silently ignored setting.
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Toleration(Strict):
+    """A Kubernetes toleration, added to pods that lack it."""
+
+    key: str | None = Field(None, description="Taint key; empty with `Exists` tolerates "
+                            "every taint.")
+    operator: Literal["Exists", "Equal"] = Field("Equal", description="`Exists` matches "
+                                                 "any value of the key.")
+    value: str | None = Field(None, description="Taint value, for `Equal`.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        None, description="Taint effect; empty matches every effect.")
+    toleration_seconds: int | None = Field(
+        None, alias="tolerationSeconds",
+        description="How long a `NoExecute` taint is tolerated before eviction.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Toleration:
+        if self.operator == "Exists" and self.value:
+            raise ValueError("a toleration with operator Exists may not set a value")
+        if self.key is None and self.operator != "Exists":
+            raise ValueError("a toleration without a key must use operator Exists")
+        # The apiserver rejects the pod otherwise, after Airlock has patched it.
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError("tolerationSeconds needs effect NoExecute")
+        return self
+
+    def as_k8s(self) -> dict[str, object]:
+        return self.model_dump(by_alias=True, exclude_none=True)

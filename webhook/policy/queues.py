@@ -1,0 +1,120 @@
+"""Team queues, fair share and preemption in policy: `spec.queues`, `spec.fairShare` and
+`spec.preemption`. The controller enforces them; see docs/controller.md ("Queues, fair
+share and preemption").
+
+Counts are whole devices of the policy's accelerators (`scope.accelerators`); the
+controller adds them up as GPU-equivalents. Durations are Go-style: `90s`, `5m`, `1h30m`,
+`24h`, or `0`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterator, Sequence
+from typing import Annotated
+
+from pydantic import Field, field_validator
+
+from webhook.policy.fields import Strict as _Strict
+from webhook.policy.sources import Loc
+
+_DURATION = re.compile(r"^(0|([0-9]+(\.[0-9]+)?(ms|s|m|h))+)$")
+_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_QUEUE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+Duration = Annotated[str, Field(pattern=_DURATION.pattern,
+                                json_schema_extra={"examples": ["30s", "5m", "24h"]})]
+# A whole, non-negative count: `1.5`, `-1` and `"8"` are errors, not roundings.
+Count = Annotated[int, Field(strict=True, ge=0)]
+
+
+def seconds(duration: str) -> float:
+    """A duration the model accepted, in seconds."""
+    return sum(float(n) * _UNIT[unit] for n, unit in _PART.findall(duration))
+
+
+class Queue(_Strict):
+    """A team's queue: the namespaces whose pods it holds, and their GPU quota."""
+
+    name: str = Field(description="Unique across the policy files. A queue named "
+                      "`default` takes the namespaces no other queue names.")
+    namespaces: tuple[str, ...] = Field(
+        (), description="Namespace names, or shell-style globs (`team-a-*`). A namespace "
+        "may be named by one queue only; where globs overlap, the first queue wins. A "
+        "namespace in no queue is in `default`, with no guarantee.")
+    nominal: dict[str, Count] = Field(
+        default_factory=dict, description="Accelerator -> devices guaranteed to the queue "
+        "(`{nvidia.com/gpu: 64}`). Its gangs are admitted within it whenever they fit, "
+        "and it reclaims it from queues that borrowed it.")
+    borrowing_limit: dict[str, Count] | None = Field(
+        None, alias="borrowingLimit", description="How many devices beyond its nominal the "
+        "queue may use while other queues' nominal is idle. Absent: no limit.")
+    lending_limit: dict[str, Count] | None = Field(
+        None, alias="lendingLimit", description="How many devices of its nominal other "
+        "queues may borrow while it is idle. Absent: all of it. The rest is kept for "
+        "this queue even when it is idle.")
+    weight: float = Field(1.0, gt=0, description="Fair share weight: the queue's decayed "
+                          "usage is divided by it, so weight 2 gets twice the GPU time.")
+
+    @field_validator("name")
+    @classmethod
+    def _queue_name(cls, v: str) -> str:
+        if not _QUEUE_NAME.match(v) or len(v) > 63:
+            raise ValueError(f"{v!r}: queue names are lowercase letters, digits and '-'")
+        return v
+
+
+class FairShareSpec(_Strict):
+    half_life: Duration = Field(
+        "24h", alias="halfLife", description="How fast past usage is forgotten: GPU-seconds "
+        "used one half-life ago count half. `0` counts only the GPUs held now.")
+    entry_charge: Duration = Field(
+        "10m", alias="entryCharge", description="Charged at admission, as if the gang's "
+        "GPUs had run this long, so a burst of submissions cannot all go in at the same "
+        "low share.")
+
+
+class PreemptionSpec(_Strict):
+    enabled: bool = Field(True, description="Whether a gang that cannot fit may evict "
+                          "lower-priority work, and a queue below its nominal reclaim it.")
+    min_runtime: Duration = Field(
+        "5m", alias="minRuntime", description="Pods that have run less than this are never "
+        "preempted.")
+    delay: Duration = Field(
+        "30s", description="How long a complete gang waits for room before it may preempt.")
+    requeue_backoff: Duration = Field(
+        "2m", alias="requeueBackoff", description="How long a preempted gang waits before "
+        "it is considered again, so two gangs never evict each other back and forth.")
+    stale_gang_grace_period: Duration = Field(
+        "10m", alias="staleGangGracePeriod", description="How long a running gang that lost "
+        "members (a node lost, an eviction) waits for replacements to rejoin before the "
+        "rest is evicted, so it starts again whole instead of holding GPUs it cannot use.")
+
+
+def _literal(pattern: str) -> bool:
+    return not any(c in pattern for c in "*?[")
+
+
+def queue_problems(queues: Sequence[Queue], accelerators: Sequence[str]
+                   ) -> Iterator[tuple[int, Loc, str]]:
+    """Problems no single queue shows: a namespace in two queues, an unknown resource.
+    Each as (index of the queue, path inside it, message), for the merger's `file:line`."""
+    known = ", ".join(accelerators)
+    for i, queue in enumerate(queues):
+        for j, pattern in enumerate(queue.namespaces):
+            for other in queues[:i]:
+                hit = next((g for g in other.namespaces if g == pattern or (
+                    _literal(pattern) and fnmatch.fnmatchcase(pattern, g))), None)
+                if hit is not None and other.name != queue.name:
+                    yield i, ("namespaces", j), (
+                        f"queue {queue.name}: namespace {pattern!r} is already in queue "
+                        f"{other.name}" + ("" if hit == pattern else f" (by {hit!r})"))
+        for field, alias in (("nominal", "nominal"), ("borrowing_limit", "borrowingLimit"),
+                             ("lending_limit", "lendingLimit")):
+            for resource in getattr(queue, field) or {}:
+                if resource not in accelerators:
+                    yield i, (alias, resource), (
+                        f"queue {queue.name}: {alias} names {resource!r}, which is not one of "
+                        f"the policy's accelerators ({known})")

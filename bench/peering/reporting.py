@@ -37,8 +37,9 @@ def markdown(systems: Mapping[str, Summary], simulated: Summary | None) -> str:
              "|---|" + "---:|" * len(columns)]
     lines += [f"| {label} | " + " | ".join(show(s) for s in columns.values()) + " |"
               for label, show in _ROWS]
-    lines += [f"\n**{name}** did not run: {s['error']}" for name, s in systems.items()
-              if "error" in s]
+    # A build's error ends with the Go tool's own lines: the table keeps the first.
+    lines += [f"\n**{name}** did not run: {s['error'].splitlines()[0]}"
+              for name, s in systems.items() if "error" in s]
     return "\n".join(lines) + "\n"
 
 

@@ -12,7 +12,7 @@ import pytest
 from webhook.sandbox import gobuilding
 from webhook.sandbox.binaries import KUBERNETES, KWOK
 from webhook.sandbox.gobuilding import GoModule, GoTool
-from webhook.sandbox.stages import DELAY, adjust
+from webhook.sandbox.stages import DELAY, OWNER_KIND, adjust
 
 TOOL = GoTool(modules=(GoModule("demo", "example.com/demo", "v1.2.3"),),
               commands={"demo": "example.com/demo/cmd/demo"})
@@ -45,8 +45,9 @@ def test_the_kubernetes_recipe_keeps_the_binaries_already_built() -> None:
 
 def complete_stage() -> dict[str, Any]:
     return {"metadata": {"name": "pod-complete"}, "spec": {
-        "selector": {"matchExpressions": [{"key": ".status.phase", "operator": "In",
-                                           "values": ["Running"]}]},
+        "selector": {"matchExpressions": [
+            {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+            {"key": OWNER_KIND, "operator": "In", "values": ["Job"]}]},
         "delay": {"durationMilliseconds": 1000, "jitterDurationMilliseconds": 5000,
                   "durationFrom": {"expressionFrom": f'.metadata.annotations["{DELAY}"]'}}}}
 
@@ -56,6 +57,8 @@ def test_only_a_pod_with_a_run_time_completes_and_after_exactly_that() -> None:
     assert {"key": f'.metadata.annotations["{DELAY}"]', "operator": "Exists"} in \
         stage["spec"]["selector"]["matchExpressions"]
     assert "jitterDurationMilliseconds" not in stage["spec"]["delay"]
+    keys = [e["key"] for e in stage["spec"]["selector"]["matchExpressions"]]
+    assert OWNER_KIND not in keys  # a plain pod with a run time completes too
     other = {"metadata": {"name": "pod-ready"}, "spec": {}}
     assert adjust(other) == {"metadata": {"name": "pod-ready"}, "spec": {}}
 

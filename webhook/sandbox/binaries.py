@@ -117,11 +117,19 @@ def main(argv: list[str] | None = None) -> int:
     (the test suite's operator tests need them; building first says how long it takes)."""
     from webhook.sandbox.operating import build_operators
     from webhook.sandbox.operators import UnknownOperator, select
+    from webhook.sandbox.peers import PEERS
 
     parser = argparse.ArgumentParser(prog="python -m webhook.sandbox.binaries")
     parser.add_argument("--operators", default="", metavar="NAMES",
                         help="also build these operators (comma-separated, or all)")
+    parser.add_argument("--peers", default="", metavar="NAMES",
+                        help=f"also build these peers for bench.peers ({', '.join(PEERS)})")
     args = parser.parse_args(argv)
+    peers = [n.strip() for n in args.peers.split(",") if n.strip()]
+    if unknown := [n for n in peers if n not in PEERS]:
+        print(f"error: unknown peer {', '.join(unknown)}; known: {', '.join(PEERS)}",
+              file=sys.stderr)
+        return 1
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -130,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         binaries = ensure_binaries(progress)
         operators = build_operators(select(args.operators), progress) \
             if args.operators else []
+        operators += build_operators([PEERS[n] for n in peers], progress)
     except (BuildError, UnknownOperator) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -71,7 +71,9 @@ def _module_source(op: Operator) -> Path:
 
 
 def _manifest_files(op: Operator) -> list[str]:
-    return [*op.crds, *op.webhooks, *(patch for patch, _ in op.webhook_patches)]
+    kustomization = [op.webhook_kustomization] if op.webhook_kustomization else []
+    return [*op.crds, *op.webhooks, *(patch for patch, _ in op.webhook_patches),
+            *kustomization]
 
 
 def ensure_operator(op: Operator, progress: Progress) -> None:
@@ -135,16 +137,41 @@ def crds(op: Operator) -> list[dict[str, Any]]:
     return docs
 
 
+def merge_webhooks(doc: dict[str, Any], patches: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """kustomize's strategic merge of inline patches into one webhook configuration:
+    a patch of the same kind and name replaces the fields it gives of each webhook it
+    names (webhooks merge by their `name`)."""
+    out = copy.deepcopy(doc)
+    hooks = {hook["name"]: hook for hook in out["webhooks"]}
+    for patch in patches:
+        if (patch.get("kind"), patch["metadata"]["name"]) != \
+                (doc["kind"], doc["metadata"]["name"]):
+            continue
+        for fields in patch.get("webhooks") or []:
+            if fields["name"] in hooks:
+                hooks[fields["name"]].update(copy.deepcopy(fields))
+    return out
+
+
+def _inline_patches(op: Operator) -> list[dict[str, Any]]:
+    if op.webhook_kustomization is None:
+        return []
+    kustomization = _stored(op, op.webhook_kustomization)[0]
+    return [yaml.safe_load(p["patch"]) for p in kustomization.get("patches") or []
+            if "patch" in p]
+
+
 def webhook_configurations(op: Operator, url: str, ca_pem: bytes) -> list[dict[str, Any]]:
     """The operator's webhook configurations as kustomize would build them, each hook's
     Service swapped for `url` (the loopback server) trusting `ca_pem`."""
     patches = {name: _stored(op, rel)[0] for rel, name in op.webhook_patches}
+    inline = _inline_patches(op)
     out = []
     for doc in _documents(op, op.webhooks):
         name = doc["metadata"]["name"]
         if name in patches:
             doc = jsonpatch.apply_patch(doc, patches[name])
-        doc = copy.deepcopy(doc)
+        doc = merge_webhooks(doc, inline)
         doc["metadata"]["name"] = op.name_prefix + doc["metadata"]["name"]
         for hook in doc["webhooks"]:
             path = hook["clientConfig"]["service"].get("path", "/")
@@ -244,6 +271,11 @@ def _prepare(op: Operator, workdir: Path, kubeconfig: Path, ca: Authority) -> _P
         cert, key = ca.issue(f"{op.name}-webhook", hosts=("127.0.0.1",))
     write_file(certs / "tls.crt", cert)
     write_file(certs / "tls.key", key, private=True)
+    for fixed in map(Path, op.fixed_cert_dirs):
+        fixed_cert, fixed_key = ca.issue(f"{op.name}-fixed", hosts=("127.0.0.1",))
+        fixed.mkdir(parents=True, exist_ok=True)
+        write_file(fixed / "tls.crt", fixed_cert)
+        write_file(fixed / "tls.key", fixed_key, private=True)
     if op.config is not None:
         config = home / "config.yaml"
         config.write_text(string.Template(op.config).substitute(values))

@@ -42,6 +42,9 @@ class Operator:
     webhooks: tuple[str, ...] = ()
     # kustomize's JSON 6902 patches of the webhook files: (patch file, target name).
     webhook_patches: tuple[tuple[str, str], ...] = ()
+    # A kustomization.yaml whose inline `patches` (strategic merges of webhooks, matched
+    # by name: Kueue narrows its pod webhooks' namespaceSelector there) apply too.
+    webhook_kustomization: str | None = None
     # kustomize's namePrefix: kubebuilder projects all name theirs
     # `mutating-webhook-configuration`, so two operators would overwrite each other's.
     name_prefix: str = ""
@@ -51,6 +54,10 @@ class Operator:
     # The namespace of the Secret an always-on cert-controller rotator keeps (operating.py
     # gives it one it accepts); None for operators whose own certificates are off.
     rotator_namespace: str | None = None
+    # Directories an operator reads a certificate from at a path it has no flag for (Kueue
+    # v0.12's metrics server with its own certificates off): given tls.crt and tls.key
+    # for 127.0.0.1, signed by the sandbox CA.
+    fixed_cert_dirs: tuple[str, ...] = ()
 
 
 # The kubebuilder Configuration both JobSet and LeaderWorkerSet read: no leader election,

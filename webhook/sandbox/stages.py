@@ -4,7 +4,7 @@ version. The stages say how the fake nodes and their pods move through their liv
 - node-initialize (node/fast) and node-heartbeat-with-lease: a node becomes Ready with
   the capacity it was made with, and KWOK renews its Lease;
 - pod-ready (pod/fast): a pod bound to a fake node becomes Running and Ready;
-- pod-complete (pod/general): a Job's pod succeeds after the run time in KWOK's annotation
+- pod-complete (pod/general): a pod succeeds after the run time in KWOK's annotation
   `pod-complete.stage.kwok.x-k8s.io/delay`;
 - pod-delete (pod/fast): a deleted pod goes away, as a kubelet would let it.
 """
@@ -51,16 +51,22 @@ def _module_dir() -> Path:
     return Path(json.loads(out.stdout)["Dir"])
 
 
+OWNER_KIND = ".metadata.ownerReferences.[].kind"
+
+
 def adjust(stage: dict[str, Any]) -> dict[str, Any]:
-    """The sandbox's two changes to KWOK's general pod-complete stage. Only a pod with a
-    run time completes: a Job without one runs until deleted, like a long training run.
+    """The sandbox's changes to KWOK's general pod-complete stage. The run time decides,
+    not the owner: a pod with one completes, whoever made it (upstream completes only a
+    Job's pods; a plain pod, a Kueue or coscheduling pod group's member, is the pod a
+    user writes too); a pod without one runs until deleted, like a long training run.
     And the run time is exactly that annotation: upstream's default jitter (5 s) would
     otherwise cap any longer run time at 5 s (KWOK takes the jitter when it is shorter)."""
     if stage["metadata"]["name"] != "pod-complete":
         return stage
     spec = stage["spec"]
-    spec["selector"]["matchExpressions"].append(
-        {"key": f'.metadata.annotations["{DELAY}"]', "operator": "Exists"})
+    expressions = [e for e in spec["selector"]["matchExpressions"] if e["key"] != OWNER_KIND]
+    expressions.append({"key": f'.metadata.annotations["{DELAY}"]', "operator": "Exists"})
+    spec["selector"]["matchExpressions"] = expressions
     spec["delay"].pop("jitterDurationMilliseconds", None)
     return stage
 

@@ -42,6 +42,7 @@ from webhook.sandbox import gobuilding
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import SETPRIV, free_port, stop_process_group, tail
 from webhook.sandbox.operators import Operator
+from webhook.sandbox.wiring import point_at
 
 Progress = Callable[[str], None]
 
@@ -173,10 +174,7 @@ def webhook_configurations(op: Operator, url: str, ca_pem: bytes) -> list[dict[s
             doc = jsonpatch.apply_patch(doc, patches[name])
         doc = merge_webhooks(doc, inline)
         doc["metadata"]["name"] = op.name_prefix + doc["metadata"]["name"]
-        for hook in doc["webhooks"]:
-            path = hook["clientConfig"]["service"].get("path", "/")
-            hook["clientConfig"] = {"url": f"{url}{path}",
-                                    "caBundle": base64.b64encode(ca_pem).decode()}
+        point_at(doc, url, ca_pem)
         out.append(doc)
     return out
 

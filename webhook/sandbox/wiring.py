@@ -22,6 +22,15 @@ WEBHOOK_CONFIGURATIONS = (Path(__file__).resolve().parents[2] / "deploy" / "base
                           / "webhook-configurations.yaml")
 
 
+def point_at(doc: dict[str, Any], url: str, ca_pem: bytes) -> None:
+    """Swap each webhook's Service in a configuration for `url` (a loopback server),
+    trusting `ca_pem`: how the sandbox serves every webhook, Airlock's and operators'."""
+    for hook in doc["webhooks"]:
+        path = hook["clientConfig"]["service"].get("path", "/")
+        hook["clientConfig"] = {"url": f"{url}{path}",
+                                "caBundle": base64.b64encode(ca_pem).decode()}
+
+
 def webhook_configurations(url: str, ca_pem: bytes,
                            source: Path = WEBHOOK_CONFIGURATIONS) -> list[dict[str, Any]]:
     """The configurations of `source` with each webhook's Service swapped for `url`."""
@@ -30,10 +39,7 @@ def webhook_configurations(url: str, ca_pem: bytes,
     for doc in docs:
         doc = copy.deepcopy(doc)
         doc["metadata"].pop("annotations", None)  # cert-manager's CA injection
-        for hook in doc["webhooks"]:
-            path = hook["clientConfig"]["service"].get("path", "/")
-            hook["clientConfig"] = {"url": f"{url}{path}",
-                                    "caBundle": base64.b64encode(ca_pem).decode()}
+        point_at(doc, url, ca_pem)
         out.append(doc)
     return out
 

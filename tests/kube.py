@@ -1,20 +1,61 @@
 """Helpers for tests against a real apiserver: create what users create, read back what
-the cluster made of it, and wait for a condition without a fixed sleep."""
+the cluster made of it, wait for a condition without a fixed sleep; the controller
+processes a test starts, and the types of what the e2e fixtures hand a test. Test
+modules import these from here, never from a conftest."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
 
 from tests.builders import gang_pod
 from webhook.keys import GATE
+from webhook.sandbox.processes import AirlockProcess, start_controller
 
 # The end-to-end cluster's nodes (tests/e2e/conftest.py): 8 GPUs each.
 GPUS_PER_NODE = 8
+ROOT = Path(__file__).resolve().parents[1]
+POLICIES = ROOT / "policies"
+
+# What the e2e fixtures hand a test: make a namespace, add a policy file (name, text),
+# add nodes (manifests).
+NamespaceFactory = Callable[..., Awaitable[str]]
+PolicyFileFactory = Callable[[str, str], Path]
+NodeFactory = Callable[[list[dict[str, Any]]], Awaitable[None]]
+
+
+def alive(pid: int) -> bool:
+    """Running, and not a zombie nobody reaped (a container's PID 1 may not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+class Controllers:
+    """Controller processes for one test, all stopped (SIGKILL if need be) after it."""
+
+    def __init__(self, workdir: Path, kubeconfig: Path, policies: Path) -> None:
+        self.workdir, self.kubeconfig, self.policies = workdir, kubeconfig, policies
+        self.running: list[AirlockProcess] = []
+
+    def start(self, *extra: str, identity: str | None = None) -> AirlockProcess:
+        proc = start_controller(self.workdir, self.kubeconfig, self.policies, list(extra),
+                                identity=identity)
+        self.running.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in self.running:
+            if proc.process.poll() is None:
+                proc.process.kill()
+            proc.process.wait()
 
 
 async def create_gang(api: client.ApiClient, ns: str, gang: str, size: int, count: int | None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,25 +16,20 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from tests.kube import (
+    POLICIES,
+    Controllers,
+    NamespaceFactory,
+    NodeFactory,
+    PolicyFileFactory,
+)
 from webhook.policy.loading import load_policy, policy_files
 from webhook.sandbox import wiring
 from webhook.sandbox.binaries import Binaries
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import ControlPlane
 from webhook.sandbox.nodes import Shape, create_nodes, topology
-from webhook.sandbox.processes import AirlockProcess, Webhook, start_controller, start_webhook
-
-ROOT = Path(__file__).resolve().parents[2]
-POLICIES = ROOT / "policies"
-
-
-def alive(pid: int) -> bool:
-    """Running, and not a zombie nobody reaped (a container's PID 1 may not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+from webhook.sandbox.processes import Webhook, start_webhook
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -82,7 +77,6 @@ async def api(control_plane: ControlPlane) -> AsyncIterator[client.ApiClient]:
         yield api_client
 
 
-NamespaceFactory = Callable[..., Awaitable[str]]
 
 
 @pytest.fixture
@@ -125,26 +119,6 @@ def controller_kubeconfig(control_plane: ControlPlane, airlock: Webhook) -> Path
     return asyncio.run(make())
 
 
-class Controllers:
-    """Controller processes for one test, all stopped (SIGKILL if need be) after it."""
-
-    def __init__(self, workdir: Path, kubeconfig: Path, policies: Path) -> None:
-        self.workdir, self.kubeconfig, self.policies = workdir, kubeconfig, policies
-        self.running: list[AirlockProcess] = []
-
-    def start(self, *extra: str, identity: str | None = None) -> AirlockProcess:
-        proc = start_controller(self.workdir, self.kubeconfig, self.policies, list(extra),
-                                identity=identity)
-        self.running.append(proc)
-        return proc
-
-    def stop_all(self) -> None:
-        for proc in self.running:
-            if proc.process.poll() is None:
-                proc.process.kill()
-            proc.process.wait()
-
-
 @pytest.fixture
 def controllers(controller_kubeconfig: Path, tmp_path: Path, session_policies: Path
                 ) -> Iterator[Controllers]:
@@ -165,7 +139,6 @@ def session_policies(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-PolicyFileFactory = Callable[[str, str], Path]
 
 
 @pytest.fixture
@@ -186,7 +159,6 @@ def policy_file(session_policies: Path) -> Iterator[PolicyFileFactory]:
 
 # --- nodes a test adds -------------------------------------------------------------------
 
-NodeFactory = Callable[[list[dict[str, Any]]], Awaitable[None]]
 
 
 @pytest.fixture

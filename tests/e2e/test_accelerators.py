@@ -12,8 +12,16 @@ import pytest
 from kubernetes_asyncio import client
 
 from tests.builders import pod, policy_yaml
-from tests.e2e.conftest import Controllers, NodeFactory, PolicyFileFactory
-from tests.kube import dry_run, events, gated, pods_of, until
+from tests.kube import (
+    Controllers,
+    NodeFactory,
+    PolicyFileFactory,
+    dry_run,
+    events,
+    gated,
+    pods_of,
+    until,
+)
 from webhook.keys import ACCELERATORS_ANNOTATION, CLASS_LABEL
 from webhook.sandbox.nodes import CLIQUE_LABEL, GPU, node_manifest
 

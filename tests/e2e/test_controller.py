@@ -11,8 +11,16 @@ import signal
 from kubernetes_asyncio import client
 
 from tests.builders import gang_pod, pod
-from tests.e2e.conftest import Controllers
-from tests.kube import GPUS_PER_NODE, create_gang, events, gated, nodes_by_name, pods_of, until
+from tests.kube import (
+    GPUS_PER_NODE,
+    Controllers,
+    create_gang,
+    events,
+    gated,
+    nodes_by_name,
+    pods_of,
+    until,
+)
 from webhook.keys import CLASS_LABEL, PLACEMENT_ANNOTATION
 
 

@@ -9,8 +9,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from tests.builders import gang_pod, pod
-from tests.e2e.conftest import Controllers
 from tests.kube import (
+    Controllers,
     create_gang,
     events,
     gated,

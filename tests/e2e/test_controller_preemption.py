@@ -14,8 +14,16 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from tests.e2e.conftest import Controllers, NamespaceFactory, PolicyFileFactory
-from tests.kube import create_gang, events, gated, pods_of, until
+from tests.kube import (
+    Controllers,
+    NamespaceFactory,
+    PolicyFileFactory,
+    create_gang,
+    events,
+    gated,
+    pods_of,
+    until,
+)
 from webhook.keys import PREEMPTION_ANNOTATION
 from webhook.sandbox.controlplane import ControlPlane
 

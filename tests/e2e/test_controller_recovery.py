@@ -13,9 +13,9 @@ import signal
 import pytest
 from kubernetes_asyncio import client
 
-from tests.e2e.conftest import Controllers
 from tests.kube import (
     GPUS_PER_NODE,
+    Controllers,
     create_gang,
     gated,
     nodes_by_name,

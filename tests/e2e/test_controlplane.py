@@ -27,7 +27,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import pod
-from tests.e2e.conftest import NamespaceFactory, alive
+from tests.kube import NamespaceFactory, alive
 from webhook.keys import IGNORE_NAMESPACE_LABEL
 from webhook.sandbox import controlplane, wiring
 from webhook.sandbox.binaries import KUBERNETES_VERSION, Binaries

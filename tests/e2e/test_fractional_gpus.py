@@ -15,8 +15,16 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import pod, policy_yaml
-from tests.e2e.conftest import Controllers, NodeFactory, PolicyFileFactory
-from tests.kube import dry_run, events, gated, pods_of, until
+from tests.kube import (
+    Controllers,
+    NodeFactory,
+    PolicyFileFactory,
+    dry_run,
+    events,
+    gated,
+    pods_of,
+    until,
+)
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CLASS_LABEL,

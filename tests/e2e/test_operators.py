@@ -29,8 +29,7 @@ from cryptography import x509
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.e2e.conftest import POLICIES, ROOT, Controllers
-from tests.kube import nodes_by_name, pods_of, until
+from tests.kube import POLICIES, ROOT, Controllers, nodes_by_name, pods_of, until
 from webhook.keys import CLASS_LABEL, GANG_LABEL, GANG_SOURCE_ANNOTATION, GATE, PLACEMENT_ANNOTATION
 from webhook.sandbox.binaries import KUBERNETES, KWOK
 from webhook.sandbox.controlplane import ControlPlane, free_port

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ROOT, alive
+from tests.kube import ROOT, alive
 from webhook.sandbox.binaries import Binaries
 
 

@@ -120,6 +120,12 @@ def parse_size(raw: str | None, key: str) -> tuple[int | None, str | None]:
     return size, None
 
 
+def named_by(pod: PodView, label: str, source: str) -> Membership | None:
+    """The pod's gang when one label names it and only the owner states its size."""
+    name = pod.labels.get(label)
+    return Membership(name=name, size=None, source=source) if name else None
+
+
 def sized(name: str, source: str, pod: PodView, key: str) -> Membership:
     size, error = parse_size(pod.annotations.get(key), key)
     return Membership(name=name, size=size, source=source, size_error=error)

@@ -11,6 +11,7 @@ from webhook.conventions.base import (
     OwnerRefs,
     SizeUnknown,
     at_least_one,
+    named_by,
     spec_of,
     whole,
 )
@@ -35,8 +36,7 @@ class KubeflowConvention:
     name = "kubeflow"
 
     def detect(self, pod: PodView) -> Membership | None:
-        job = pod.labels.get(JOB_NAME_LABEL)
-        return Membership(name=job, size=None, source=self.name) if job else None
+        return named_by(pod, JOB_NAME_LABEL, self.name)
 
     def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
         for ref in refs:

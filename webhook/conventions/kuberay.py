@@ -12,6 +12,7 @@ from webhook.conventions.base import (
     OwnerRefs,
     SizeUnknown,
     at_least_one,
+    named_by,
     named_by_label,
     spec_of,
     whole,
@@ -25,8 +26,7 @@ class KubeRayConvention:
     name = "kuberay"
 
     def detect(self, pod: PodView) -> Membership | None:
-        cluster = pod.labels.get(CLUSTER_LABEL)
-        return Membership(name=cluster, size=None, source=self.name) if cluster else None
+        return named_by(pod, CLUSTER_LABEL, self.name)
 
     def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
         return named_by_label(labels, CLUSTER_LABEL, "ray.io", "v1", "rayclusters")

@@ -9,6 +9,7 @@ from webhook.conventions.base import (
     OwnerAddress,
     OwnerRefs,
     SizeUnknown,
+    named_by,
     named_by_label,
     spec_of,
     whole,
@@ -22,8 +23,7 @@ class PodGroupConvention:
     name = "podgroup"
 
     def detect(self, pod: PodView) -> Membership | None:
-        group = pod.labels.get(POD_GROUP_LABEL)
-        return Membership(name=group, size=None, source=self.name) if group else None
+        return named_by(pod, POD_GROUP_LABEL, self.name)
 
     def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
         return named_by_label(labels, POD_GROUP_LABEL, "scheduling.x-k8s.io", "v1alpha1",

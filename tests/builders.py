@@ -15,6 +15,7 @@ from webhook.accelerators import Accelerators
 from webhook.controller.deciding import POLICY_DEFAULT, Admit, Wait
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.snapshot import Snapshot
+from webhook.controller.tracking import Tracked
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CHECKPOINTED_AT_ANNOTATION,
@@ -239,9 +240,15 @@ def cluster(domains: dict[str, int], gpus: int = 8, resource: str = GPU) -> list
             for i in range(count)]
 
 
+def tracked(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo] = (),
+            accelerators: Accelerators = POLICY_DEFAULT) -> Tracked:
+    """The cluster as the controller's watches would have reported it."""
+    return Tracked.of(nodes, pods, accelerators)
+
+
 def snapshot(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo] = (),
              accelerators: Accelerators = POLICY_DEFAULT) -> Snapshot:
-    return Snapshot(nodes, pods, accelerators)
+    return Snapshot(tracked(nodes, pods, accelerators))
 
 
 def admitted(actions: list[Any]) -> dict[str, str | None]:

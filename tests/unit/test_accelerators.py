@@ -12,7 +12,7 @@ import jsonpatch
 import pytest
 import yaml
 
-from tests.builders import NOW, admitted, cluster, gang, pod, policy_yaml, snapshot, waits
+from tests.builders import NOW, admitted, cluster, gang, pod, policy_yaml, snapshot, tracked, waits
 from webhook.accelerators import (
     MATCH_CONDITIONS,
     Accelerators,
@@ -201,8 +201,8 @@ WITH_NEURON = POLICY_DEFAULT.including([NEURON])
 
 def test_a_neuron_gang_waits_on_nodes_without_neuron_saying_what_it_needs() -> None:
     pods = gang("n", 2, resource=NEURON)
-    (message,) = waits(decide(cluster({"a": 4}), pods, {}, NOW,
-                              accelerators=WITH_NEURON)).values()
+    (message,) = waits(decide(tracked(cluster({"a": 4}), pods, accelerators=WITH_NEURON),
+                              {}, NOW)).values()
     assert message.endswith(f"needs 16 GPUs, and no node is eligible: none is Ready, "
                             f"schedulable, has {NEURON}, tolerated and matched by the pods' "
                             f"node selection")
@@ -210,7 +210,8 @@ def test_a_neuron_gang_waits_on_nodes_without_neuron_saying_what_it_needs() -> N
 
 def test_a_neuron_gang_goes_where_neuron_is() -> None:
     nodes = cluster({"a": 4}) + cluster({"b": 2}, resource=NEURON)
-    actions = decide(nodes, gang("n", 2, resource=NEURON), {}, NOW, accelerators=WITH_NEURON)
+    actions = decide(tracked(nodes, gang("n", 2, resource=NEURON), accelerators=WITH_NEURON),
+                     {}, NOW)
     assert admitted(actions) == {"n": "b"}
 
 
@@ -220,7 +221,7 @@ def test_a_gang_recorded_under_an_older_policy_is_still_counted() -> None:
     snap = snapshot(nodes, pods, POLICY_DEFAULT)
     assert snap.need(pods) == 16
     assert snap.free_gpus(["b-n0"]) == 8
-    (message,) = waits(decide(nodes, pods, {}, NOW)).values()
+    (message,) = waits(decide(tracked(nodes, pods), {}, NOW)).values()
     assert "needs 16 GPUs" in message
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.builders import HOUR, NOW, raw_member, running, single
+from tests.builders import HOUR, NOW, raw_member, running, single, tracked
 from webhook.accelerators import Accelerators
 from webhook.controller.accounting import Accounts
 from webhook.controller.actions import Preempt, PreemptionRecord, Victim
@@ -40,16 +40,16 @@ def test_policy_settings_in_the_cores_units(teams: Policy) -> None:
 
 def test_no_preemption_before_the_budgets_are_listed(teams: Policy) -> None:
     accounts = Accounts()
-    assert not accounts.state(teams, GPUS, [], NOW).preemption.enabled
+    assert not accounts.state(teams, GPUS, tracked([], []), NOW).preemption.enabled
     accounts.list_pdbs([])
-    assert accounts.state(teams, GPUS, [], NOW).preemption.enabled
+    assert accounts.state(teams, GPUS, tracked([], []), NOW).preemption.enabled
 
 
 def test_fair_share_is_sampled_and_charged(teams: Policy) -> None:
     accounts = Accounts()
     pods = running("g", ["n0"], ns="team-a")
-    accounts.sample(teams, GPUS, pods, NOW)
-    (_, team) = accounts.sample(teams, GPUS, pods, NOW + HOUR)
+    accounts.sample(teams, GPUS, tracked([], pods), NOW)
+    (_, team) = accounts.sample(teams, GPUS, tracked([], pods), NOW + HOUR)
     assert (team.name, team.used, team.borrowed) == ("team-a", 8, 0)
     # Eight GPUs for one half-life: 8 x 1h / ln 2 x 1/2.
     assert team.share == pytest.approx(8 * HOUR / 0.6931471805599453 / 2)
@@ -67,8 +67,8 @@ def test_evicted_gangs_back_off_then_are_forgotten(teams: Policy) -> None:
                       (victim[0],), (Victim(tuple(victim), ("ml", "v"), "default", 0, 8, 0, 0),),
                       1, "default")
     accounts.record(teams, GPUS, [preempt], NOW)
-    assert accounts.state(teams, GPUS, [], NOW + 30).evicted == {("ml", "v"): NOW}
-    assert accounts.state(teams, GPUS, [], NOW + 61).evicted == {}
+    assert accounts.state(teams, GPUS, tracked([], []), NOW + 30).evicted == {("ml", "v"): NOW}
+    assert accounts.state(teams, GPUS, tracked([], []), NOW + 61).evicted == {}
 
 
 def test_budgets_cover_the_pods_their_selector_picks() -> None:
@@ -81,8 +81,8 @@ def test_budgets_cover_the_pods_their_selector_picks() -> None:
         Pdb("ml", "null-selects-nothing", None, 0),
         Pdb("other", "other-namespace", {}, 0),
     ]
-    budgets = {b.name: (b.allowed, {k[1] for k in b.pods}) for b in budgets_of(pdbs, [web,
-                                                                                   *train])}
+    budgets = {b.name: (b.allowed, {k[1] for k in b.pods})
+               for b in budgets_of(pdbs, tracked([], [web, *train]))}
     assert budgets == {"ml/by-gang": (1, {"t-0", "t-1"}), "ml/by-expression": (0, {"web"})}
 
 
@@ -103,8 +103,9 @@ def test_short_gangs_are_timed_from_when_first_seen(teams: Policy) -> None:
     anchor = PodInfo.parse(raw_member("g", 0, 8, 3, gated=False, node_name="n0",
                                                  placement=record.dumps()))
     pods = [anchor, whole[1]]  # admitted as 3, 2 left
-    assert accounts.state(teams, GPUS, pods, NOW).short_since == {("ml", "g"): NOW}
-    assert accounts.state(teams, GPUS, pods, NOW + 60).short_since == {("ml", "g"): NOW}
+    for at in (NOW, NOW + 60):
+        assert accounts.state(teams, GPUS, tracked([], pods), at).short_since == {
+            ("ml", "g"): NOW}
     back = [*pods, PodInfo.parse(raw_member("g", 9, 8, 3, gated=False,
                                                        node_name="n2"))]
-    assert accounts.state(teams, GPUS, back, NOW + 120).short_since == {}
+    assert accounts.state(teams, GPUS, tracked([], back), NOW + 120).short_since == {}

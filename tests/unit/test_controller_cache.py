@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from tests.builders import raw_member
 from webhook.controller.cache import Cache
+from webhook.controller.deciding import POLICY_DEFAULT
 
 KEY = ("ml", "g-0")
 
 
 def test_gated_members_are_tracked_through_list_updates_and_deletes() -> None:
-    cache = Cache()
+    cache = Cache(POLICY_DEFAULT)
     cache.list_pods([Cache.parse_pod(raw_member("g", 0)),
                      Cache.parse_pod(raw_member("h", 0, gated=False, node_name="n1"))])
     assert cache.gated == {KEY}
@@ -24,7 +25,7 @@ def test_gated_members_are_tracked_through_list_updates_and_deletes() -> None:
 
 
 def test_a_pod_being_deleted_or_outside_any_gang_does_not_count() -> None:
-    cache = Cache()
+    cache = Cache(POLICY_DEFAULT)
     leaving = raw_member("g", 0)
     leaving["metadata"]["deletionTimestamp"] = "2026-11-22T10:00:00Z"
     loose = raw_member("g", 1)
@@ -34,7 +35,7 @@ def test_a_pod_being_deleted_or_outside_any_gang_does_not_count() -> None:
 
 
 def test_a_late_event_does_not_roll_back_a_newer_write() -> None:
-    cache = Cache()
+    cache = Cache(POLICY_DEFAULT)
     newer = raw_member("g", 0, gated=False)
     newer["metadata"]["resourceVersion"] = "20"
     older = raw_member("g", 0)

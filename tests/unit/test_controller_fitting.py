@@ -69,11 +69,13 @@ def test_an_extended_resource_the_node_lacks_does_not_fit() -> None:
 
 
 def test_required_topology_never_spans_preferred_does() -> None:
-    snap = snapshot(cluster({"a": 2, "b": 2}), [])
+    busy = [member("busy", i, size=2, gated=False, node_name=n)
+            for i, n in enumerate(("a-n2", "b-n2"))]
+    snap = snapshot(cluster({"a": 3, "b": 3}), busy)
     required = fit(gang("g", 3), snap, CLIQUE, "required")
     assert isinstance(required, NoFit)
     assert required.reason == "needs 24 GPUs in one topology domain, the best has 16 free"
-    assert set(required.best_domain_nodes) in ({"a-n0", "a-n1"}, {"b-n0", "b-n1"})
+    assert set(required.best_domain_nodes) == {"a-n0", "a-n1", "a-n2"}  # ties: by name
     spanning = plan_of(fit(gang("g", 3, mode="preferred"), snap, CLIQUE, "preferred"))
     assert spanning.domain is None
     assert len(spanning.assignments) == 3

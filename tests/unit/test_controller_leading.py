@@ -10,7 +10,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
 
-from tests.builders import NOW, cluster, gang
+from tests.builders import NOW, cluster, gang, tracked
 from webhook.controller.applying import Applier
 from webhook.controller.deciding import decide
 from webhook.controller.leading import Fence, FencedLeaseLock, NotLeading
@@ -74,7 +74,7 @@ class RecordingPods:
 
 
 async def test_a_lapsed_leader_applies_nothing() -> None:
-    actions = decide(cluster({"a": 4}), gang("g", 2), {}, NOW)
+    actions = decide(tracked(cluster({"a": 4}), gang("g", 2)), {}, NOW)
     assert actions
     async with client.ApiClient() as api:
         applier = Applier(api, lambda _: None, "me", fence=Fence(10.0))

@@ -18,12 +18,12 @@ from tests.builders import (
     raw_member,
     running,
     single,
+    tracked,
     waits,
 )
 from webhook.controller.actions import Preempt, PreemptionRecord, Requeue, describe, events_of
 from webhook.controller.applying import disruption_patch
 from webhook.controller.deciding import QueueState, Record, decide
-from webhook.controller.gangs import gangs_of
 from webhook.controller.mending import short
 from webhook.controller.objects import PodInfo
 from webhook.controller.preempting import Budget, PreemptionSettings
@@ -52,7 +52,7 @@ def test_a_training_gang_evicts_the_fewest_cheapest_gangs_whole() -> None:
     old = running("old", ["a-n0", "a-n0"], gpus=4, ran=5 * HOUR)
     mid = running("mid", ["a-n1", "a-n1"], gpus=4, ran=2 * HOUR)
     new = running("new", ["a-n2"], gpus=8, ran=1 * HOUR)
-    (action,) = preempts(decide(nodes, old + mid + new + training(), {}, NOW))
+    (action,) = preempts(decide(tracked(nodes, old + mid + new + training()), {}, NOW))
     assert victims(action) == {"mid-0", "mid-1", "new-0"}
     assert action.record.domain == "a"
     assert {v.cause for v in action.victims} == {"priority"}
@@ -66,7 +66,7 @@ def test_the_cheapest_domain_wins_and_gangs_spanning_it_go_whole() -> None:
     busy = running("long", ["a-n0", "a-n1"], ran=10 * HOUR)
     busy += running("span", ["b-n0", "c-n0"], ran=HOUR)
     busy += running("b1", ["b-n1"], ran=HOUR)
-    (action,) = preempts(decide(nodes, busy + training(), {}, NOW))
+    (action,) = preempts(decide(tracked(nodes, busy + training()), {}, NOW))
     assert action.record.domain == "b"
     assert victims(action) == {"span-0", "span-1", "b1-0"}
 
@@ -78,7 +78,7 @@ def test_unneeded_victims_are_dropped() -> None:
     busy = [single(f"s{i}", "a-n0", ran=600) for i in range(2)]
     busy += running("g", ["a-n0"], gpus=6, ran=2 * HOUR)
     busy += running("h", ["a-n1"], ran=HOUR)
-    (action,) = preempts(decide(nodes, busy + training(1), {}, NOW))
+    (action,) = preempts(decide(tracked(nodes, busy + training(1)), {}, NOW))
     assert victims(action) == {"h-0"}
 
 
@@ -86,7 +86,7 @@ def test_checkpoints_lower_the_work_lost() -> None:
     nodes = cluster({"a": 2})
     busy = running("fresh", ["a-n0"], ran=HOUR)
     busy += running("saved", ["a-n1"], ran=5 * HOUR, checkpointed=60)
-    (action,) = preempts(decide(nodes, busy + training(1), {}, NOW))
+    (action,) = preempts(decide(tracked(nodes, busy + training(1)), {}, NOW))
     assert victims(action) == {"saved-0"}
     assert action.gpu_hours == pytest.approx(8 * 60 / HOUR)
 
@@ -95,18 +95,18 @@ def test_lower_priority_goes_before_less_work() -> None:
     nodes = cluster({"a": 2})
     busy = running("cheap-but-important", ["a-n0"], ran=60 * 6, priority=20000)
     busy += running("scavenger", ["a-n1"], ran=10 * HOUR)
-    (action,) = preempts(decide(nodes, busy + training(1), {}, NOW))
+    (action,) = preempts(decide(tracked(nodes, busy + training(1)), {}, NOW))
     assert victims(action) == {"scavenger-0"}
 
 
 def test_min_runtime_protects_a_young_job() -> None:
     nodes = cluster({"a": 2})
     busy = running("young", ["a-n0", "a-n1"], ran=60)
-    actions = decide(nodes, busy + training(), {}, NOW)
+    actions = decide(tracked(nodes, busy + training()), {}, NOW)
     assert not preempts(actions)
     assert "train" in waits(actions)
     later = running("young", ["a-n0", "a-n1"], ran=600)
-    assert preempts(decide(nodes, later + training(), {}, NOW))
+    assert preempts(decide(tracked(nodes, later + training()), {}, NOW))
 
 
 def test_a_pdb_that_allows_no_disruption_is_respected() -> None:
@@ -114,19 +114,19 @@ def test_a_pdb_that_allows_no_disruption_is_respected() -> None:
     busy = running("guarded", ["a-n0", "a-n1"])
     keys = frozenset(p.key for p in busy)
     closed = QueueState(budgets=(Budget("ml/guarded", 0, keys),))
-    assert not preempts(decide(nodes, busy + training(), {}, NOW, state=closed))
+    assert not preempts(decide(tracked(nodes, busy + training()), {}, NOW, state=closed))
     # One disruption allowed is not enough for a gang of two: still none.
     one = QueueState(budgets=(Budget("ml/guarded", 1, keys),))
-    assert not preempts(decide(nodes, busy + training(), {}, NOW, state=one))
+    assert not preempts(decide(tracked(nodes, busy + training()), {}, NOW, state=one))
     two = QueueState(budgets=(Budget("ml/guarded", 2, keys),))
-    assert preempts(decide(nodes, busy + training(), {}, NOW, state=two))
+    assert preempts(decide(tracked(nodes, busy + training()), {}, NOW, state=two))
 
 
 def test_a_class_that_never_preempts_waits() -> None:
     nodes = cluster({"a": 2})
     busy = running("low", ["a-n0", "a-n1"], priority=10)
     meek = gang("meek", 2, priority=SCAVENGER, preemptionPolicy="Never")
-    actions = decide(nodes, busy + meek, {}, NOW)
+    actions = decide(tracked(nodes, busy + meek), {}, NOW)
     assert not preempts(actions)
     assert "meek" in waits(actions)
 
@@ -134,7 +134,7 @@ def test_a_class_that_never_preempts_waits() -> None:
 def test_equal_priority_in_the_same_queue_is_never_a_victim() -> None:
     nodes = cluster({"a": 2})
     busy = running("peer", ["a-n0", "a-n1"], priority=TRAINING)
-    assert not preempts(decide(nodes, busy + training(), {}, NOW))
+    assert not preempts(decide(tracked(nodes, busy + training()), {}, NOW))
 
 
 def test_a_gang_waits_a_while_before_it_preempts() -> None:
@@ -143,25 +143,26 @@ def test_a_gang_waits_a_while_before_it_preempts() -> None:
     complete = max(p.created for p in train)
     busy = running("s", ["a-n0", "a-n1"], ran=NOW - (complete - HOUR))  # long before
     settings = QueueState(preemption=PreemptionSettings(delay=30))
-    assert not preempts(decide(nodes, busy + train, {}, complete + 10, state=settings))
-    assert preempts(decide(nodes, busy + train, {}, complete + 40, state=settings))
+    assert not preempts(decide(tracked(nodes, busy + train), {}, complete + 10, state=settings))
+    assert preempts(decide(tracked(nodes, busy + train), {}, complete + 40, state=settings))
 
 
 def test_disabled_preemption_only_waits() -> None:
     nodes = cluster({"a": 2})
     off = QueueState(preemption=PreemptionSettings(enabled=False))
     busy = running("s", ["a-n0", "a-n1"])
-    assert not preempts(decide(nodes, busy + training(), {}, NOW, state=off))
+    assert not preempts(decide(tracked(nodes, busy + training()), {}, NOW, state=off))
 
 
 def test_an_evicted_gang_backs_off_before_it_is_considered_again() -> None:
     nodes = cluster({"a": 2})
     state = QueueState(evicted={("ml", "train"): NOW - 10},
                        preemption=PreemptionSettings(requeue_backoff=120))
-    actions = decide(nodes, training(), {}, NOW, state=state)
+    actions = decide(tracked(nodes, training()), {}, NOW, state=state)
     assert waits(actions)["train"] == ("Waiting: preempted 10s ago; back in the queue in "
                                        "110s")
-    assert admitted(decide(nodes, training(), {}, NOW + 200, state=state)) == {"train": "a"}
+    assert admitted(decide(tracked(nodes, training()),
+                           {}, NOW + 200, state=state)) == {"train": "a"}
 
 
 def _recorded(n: int, record: PreemptionRecord) -> list[PodInfo]:
@@ -178,7 +179,7 @@ def test_a_recorded_preemption_is_finished_by_the_next_leader() -> None:
                               ("a-n0", "a-n1"), NOW - 5)
     train = _recorded(2, record)
     rival = gang("rival", 2, priority=TRAINING * 2)
-    actions = decide(nodes, busy + train + rival, {}, NOW)
+    actions = decide(tracked(nodes, busy + train + rival), {}, NOW)
     (resume,) = preempts(actions)
     assert victims(resume) == {"s-0", "s-1"}
     assert resume.gang == ("ml", "train")
@@ -192,11 +193,11 @@ def test_the_room_a_preemption_freed_is_held_for_the_preemptor() -> None:
                               ("a-n0", "a-n1"), NOW - 5)
     train = _recorded(2, record)
     small = gang("small", 1, priority=TRAINING * 2)  # would fit, and goes first otherwise
-    actions = decide(nodes, train + small, {}, NOW)
+    actions = decide(tracked(nodes, train + small), {}, NOW)
     assert admitted(actions) == {"train": "a"}
     assert "small" in waits(actions)
     # Once the hold expires, the room is anybody's.
-    stale = decide(nodes, train + small, {}, NOW + 3600)
+    stale = decide(tracked(nodes, train + small), {}, NOW + 3600)
     assert admitted(stale) == {"small": "a"}
 
 
@@ -205,7 +206,7 @@ def test_in_the_round_it_preempts_the_room_is_the_preemptors() -> None:
     busy = running("s", ["a-n0", "a-n1"])
     # A lower-priority gang behind must not take what the eviction frees this round.
     behind = gang("behind", 1, priority=TRAINING - 1, created=30)
-    actions = decide(nodes, busy + training() + behind, {}, NOW)
+    actions = decide(tracked(nodes, busy + training() + behind), {}, NOW)
     assert len(preempts(actions)) == 1
     assert "behind" not in admitted(actions)
 
@@ -213,7 +214,7 @@ def test_in_the_round_it_preempts_the_room_is_the_preemptors() -> None:
 def test_events_on_both_sides() -> None:
     nodes = cluster({"a": 2})
     busy = running("s", ["a-n0", "a-n1"], ran=2 * HOUR)
-    (action,) = preempts(decide(nodes, busy + training(), {}, NOW))
+    (action,) = preempts(decide(tracked(nodes, busy + training()), {}, NOW))
     victim, preemptor = events_of(action)
     assert victim.reason == "Preempted"
     assert victim.type == "Warning"
@@ -235,7 +236,7 @@ def test_reclaim_takes_whole_gangs_and_never_below_nominal() -> None:
     busy = running("big", ["x-n0", "x-n1"], ns="b-ml", priority=TRAINING)
     busy += running("small", ["x-n2"], ns="b-ml", priority=TRAINING)
     want = gang("want", 2, ns="a-ml", priority=TRAINING)
-    (action,) = preempts(decide(nodes, busy + want, {}, NOW, state=QueueState(quotas)))
+    (action,) = preempts(decide(tracked(nodes, busy + want), {}, NOW, state=QueueState(quotas)))
     # Evicting `big` would leave team-b at 8, below its 16: only `small` may go.
     assert victims(action) == {"small-0"}
     assert [v.cause for v in action.victims] == ["reclaim"]
@@ -247,7 +248,7 @@ def test_no_reclaim_for_a_queue_that_would_exceed_its_own_nominal() -> None:
     nodes = cluster({"x": 4})
     busy = running("b1", ["x-n0", "x-n1", "x-n2", "x-n3"], ns="b-ml", priority=TRAINING)
     want = gang("want", 2, ns="a-ml", priority=TRAINING)
-    actions = decide(nodes, busy + want, {}, NOW, state=QueueState(quotas))
+    actions = decide(tracked(nodes, busy + want), {}, NOW, state=QueueState(quotas))
     assert not preempts(actions)
     assert "want" in waits(actions)
 
@@ -256,8 +257,8 @@ def test_pods_out_of_scope_are_never_victims() -> None:
     nodes = cluster({"a": 2})
     system = running("system", ["a-n0", "a-n1"], ns="kube-system", priority=0)
     state = QueueState(spared=frozenset({"kube-system"}))
-    assert not preempts(decide(nodes, system + training(), {}, NOW, state=state))
-    assert preempts(decide(nodes, system + training(), {}, NOW))
+    assert not preempts(decide(tracked(nodes, system + training()), {}, NOW, state=state))
+    assert preempts(decide(tracked(nodes, system + training()), {}, NOW))
 
 
 def test_a_pod_recreated_under_a_victims_name_is_not_evicted_again() -> None:
@@ -265,7 +266,7 @@ def test_a_pod_recreated_under_a_victims_name_is_not_evicted_again() -> None:
     busy = running("s", ["a-n0", "a-n1"])
     record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
                               ("a-n0", "a-n1"), NOW - 5, ("old-uid-0", "old-uid-1"))
-    actions = decide(nodes, busy + _recorded(2, record), {}, NOW)
+    actions = decide(tracked(nodes, busy + _recorded(2, record)), {}, NOW)
     assert not preempts(actions)
     assert PreemptionRecord.loads(record.dumps()) == record
 
@@ -294,9 +295,9 @@ def test_a_gang_short_of_members_past_the_grace_period_is_requeued_whole() -> No
     pods = _admitted_gang(3, 4)
     settings = PreemptionSettings(stale_grace=600)
     recent = QueueState(preemption=settings, short_since={("ml", "g"): NOW - 60})
-    assert not requeues(decide(nodes, pods, {}, NOW, state=recent))
+    assert not requeues(decide(tracked(nodes, pods), {}, NOW, state=recent))
     stale = QueueState(preemption=settings, short_since={("ml", "g"): NOW - 700})
-    (requeue,) = requeues(decide(nodes, pods, {}, NOW, state=stale))
+    (requeue,) = requeues(decide(tracked(nodes, pods), {}, NOW, state=stale))
     assert {p.name for p in requeue.pods} == {"g-0", "g-1", "g-2"}
     assert describe(requeue) == ("Requeued: the gang has 3 of its 4 members, for 700s; the "
                                  "rest is evicted so it starts again whole")
@@ -305,9 +306,10 @@ def test_a_gang_short_of_members_past_the_grace_period_is_requeued_whole() -> No
 def test_members_that_finished_are_not_lost() -> None:
     pods = _admitted_gang(2, 4, succeeded=2)
     stale = QueueState(short_since={("ml", "g"): NOW - 3600})
-    assert not requeues(decide(cluster({"a": 2}), pods, {}, NOW, state=stale))
-    assert short(gangs_of(pods).values(), pods) == {}
-    assert short(gangs_of(pods[:3]).values(), pods[:3]) == {("ml", "g"): (3, 4)}
+    assert not requeues(decide(tracked(cluster({"a": 2}), pods), {}, NOW, state=stale))
+    for present, expected in ((pods, {}), (pods[:3], {("ml", "g"): (3, 4)})):
+        cluster_ = tracked([], present)
+        assert short(cluster_.gangs().values(), cluster_.succeeded) == expected
 
 
 def test_a_victim_is_marked_as_kubernetes_marks_a_preemption() -> None:
@@ -327,5 +329,5 @@ def test_victims_this_controller_deleted_are_not_evicted_twice() -> None:
     record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
                               ("a-n0", "a-n1"), NOW - 1)
     state = QueueState(deleted=frozenset(p.uid for p in busy))
-    assert not preempts(decide(nodes, busy + _recorded(2, record), {}, NOW, state=state))
-    assert preempts(decide(nodes, busy + _recorded(2, record), {}, NOW))
+    assert not preempts(decide(tracked(nodes, busy + _recorded(2, record)), {}, NOW, state=state))
+    assert preempts(decide(tracked(nodes, busy + _recorded(2, record)), {}, NOW))

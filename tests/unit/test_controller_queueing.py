@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tests.builders import NOW, admitted, cluster, gang, running, waits
+from tests.builders import NOW, admitted, cluster, gang, running, tracked, waits
 from webhook.controller.deciding import QueueState, decide
 from webhook.controller.fairsharing import FairShare
 from webhook.controller.preempting import PreemptionSettings
@@ -33,10 +33,10 @@ def test_a_team_with_less_recent_usage_goes_first() -> None:
     second = gang("second", 2, ns="team-b", created=2)
     usage = FairShare(DAY, 600, NOW, {"team-a": 1000.0, "team-b": 1500.0})
     state = QueueState(TEAMS, fair_share=usage)
-    assert admitted(decide(cluster({"x": 2}), first + second, {}, NOW, state=state)) == \
+    assert admitted(decide(tracked(cluster({"x": 2}), first + second), {}, NOW, state=state)) == \
         {"second": "x"}
     # Without fair share, arrival decides.
-    assert admitted(decide(cluster({"x": 2}), first + second, {}, NOW,
+    assert admitted(decide(tracked(cluster({"x": 2}), first + second), {}, NOW,
                            state=QueueState(TEAMS))) == {"first": "x"}
 
 
@@ -45,7 +45,7 @@ def test_priority_still_comes_before_fair_share() -> None:
     cheap = gang("cheap", 2, ns="team-b")
     usage = FairShare(DAY, 600, NOW, {"team-a": 1e9})
     state = QueueState(TEAMS, fair_share=usage)
-    assert admitted(decide(cluster({"x": 2}), urgent + cheap, {}, NOW, state=state)) == \
+    assert admitted(decide(tracked(cluster({"x": 2}), urgent + cheap), {}, NOW, state=state)) == \
         {"urgent": "x"}
 
 
@@ -55,7 +55,7 @@ def test_the_entry_charge_counts_within_the_round() -> None:
     gangs += gang("b1", 1, ns="team-b", created=3)
     usage = FairShare(DAY, 600, NOW, {"team-a": 0.0, "team-b": 1000.0})
     state = QueueState(TEAMS, fair_share=usage)
-    actions = decide(cluster({"x": 2}, gpus=8), gangs, {}, NOW, state=state)
+    actions = decide(tracked(cluster({"x": 2}, gpus=8), gangs), {}, NOW, state=state)
     # 8 x 600 GPU-seconds for a1 > team-b's 1000 / 2: b1 goes second, a2 waits.
     assert set(admitted(actions)) == {"a1", "b1"}
 
@@ -89,7 +89,7 @@ def test_a_queue_within_nominal_is_admitted_and_beyond_it_borrows() -> None:
                      QueueSpec("team-b", ("team-b",), nominal=16)])
     busy = running("held", ["x-n0", "x-n1"], ns="team-a")
     more = gang("more", 1, ns="team-a")
-    assert admitted(decide(cluster({"x": 4}), busy + more, {}, NOW,
+    assert admitted(decide(tracked(cluster({"x": 4}), busy + more), {}, NOW,
                            state=QueueState(quotas))) == {"more": "x"}
 
 
@@ -99,7 +99,7 @@ def test_the_borrowing_limit_caps_a_queue() -> None:
     busy = running("held", ["x-n0", "x-n1"], ns="team-a")
     more = gang("more", 1, ns="team-a", created=1)
     other = gang("other", 1, ns="team-b", created=2)
-    actions = decide(cluster({"x": 4}), busy + more + other, {}, NOW,
+    actions = decide(tracked(cluster({"x": 4}), busy + more + other), {}, NOW,
                      state=QueueState(quotas, OFF))
     assert waits(actions)["more"] == ("Waiting: 1/1 pods present; queue team-a would use 24 "
                                       "GPUs: nominal 16, borrowing limit 0")
@@ -114,16 +114,16 @@ def test_the_lending_limit_protects_idle_nominal() -> None:
     busy = running("held", ["x-n0", "x-n1"], ns="team-a")
     state = QueueState(quotas, OFF)
     big = gang("big", 2, ns="team-a")
-    actions = decide(cluster({"x": 4}), busy + big, {}, NOW, state=state)
+    actions = decide(tracked(cluster({"x": 4}), busy + big), {}, NOW, state=state)
     assert "would borrow 16 GPUs" in waits(actions)["big"]
     small = gang("small", 1, ns="team-a")
-    assert admitted(decide(cluster({"x": 4}), busy + small, {}, NOW, state=state)) == \
+    assert admitted(decide(tracked(cluster({"x": 4}), busy + small), {}, NOW, state=state)) == \
         {"small": "x"}
 
 
 def test_without_queues_everything_shares_the_default_queue() -> None:
     # No guarantee, no limit: only the physical fit decides, as before queues.
-    actions = decide(cluster({"x": 2}), gang("g", 2, ns="anywhere"), {}, NOW,
+    actions = decide(tracked(cluster({"x": 2}), gang("g", 2, ns="anywhere")), {}, NOW,
                      state=QueueState())
     assert admitted(actions) == {"g": "x"}
 

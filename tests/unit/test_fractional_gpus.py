@@ -22,6 +22,7 @@ from tests.builders import (
     pod,
     policy_yaml,
     snapshot,
+    tracked,
     waits,
 )
 from webhook.accelerators import Accelerators
@@ -362,14 +363,15 @@ def test_time_slicing_example_adds_to_the_defaults(
 def test_a_gang_of_slices_is_admitted_and_told_in_gpu_equivalents() -> None:
     counted = Accelerators.of(OFFERS.accelerators, OFFERS.shares)
     nodes = [node("mig-0", "d0", gpus=7, resource=MIG_1G), node("gpu-0", "d1")]
-    fits = decide(nodes, gang("g", 7, gpus=1, resource=MIG_1G), {}, NOW,
-                  accelerators=counted)
+    fits = decide(tracked(nodes, gang("g", 7, gpus=1, resource=MIG_1G), accelerators=counted),
+                  {}, NOW)
     assert admitted(fits) == {"g": "d0"}
     assert describe(fits[0]) == "Admitted: domain d0; 7 pods, 1 GPUs"
-    too_big = decide(nodes, gang("h", 8, gpus=1, resource=MIG_1G), {}, NOW,
-                     accelerators=counted)
+    too_big = decide(tracked(nodes, gang("h", 8, gpus=1, resource=MIG_1G), accelerators=counted),
+                     {}, NOW)
     assert waits(too_big) == {"h": "Waiting: 8/8 pods present; needs 8/7 GPUs in one "
-                                    "nvidia.com/gpu.clique domain, the best has 1 free"}
+                                    "nvidia.com/gpu.clique domain, more than the largest has "
+                                    "(1); it cannot fit until the cluster grows"}
 
 
 # --- the sandbox's MIG nodes ----------------------------------------------------------------

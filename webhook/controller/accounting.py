@@ -15,12 +15,12 @@ from webhook.controller.actions import Action, Admit, Finish, Preempt, Requeue, 
 from webhook.controller.budgets import Pdb, budgets_of
 from webhook.controller.configuring import fair_share_of, preemption_of, quotas_of
 from webhook.controller.fairsharing import FairShare
-from webhook.controller.gangs import GangId, gangs_of
+from webhook.controller.gangs import GangId
 from webhook.controller.mending import short, since
-from webhook.controller.objects import PodInfo
 from webhook.controller.preempting import PreemptionSettings
 from webhook.controller.queueing import QueueState
-from webhook.controller.quotas import Quotas, holding, holdings
+from webhook.controller.quotas import Quotas, holding
+from webhook.controller.tracking import Tracked
 from webhook.policy.model import Policy
 
 
@@ -55,7 +55,7 @@ class Accounts:
             self._configured = found
         return found[2], found[3]
 
-    def state(self, policy: Policy, accelerators: Accelerators, pods: Iterable[PodInfo],
+    def state(self, policy: Policy, accelerators: Accelerators, cluster: Tracked,
               now: float, deleted: frozenset[str] = frozenset()) -> QueueState:
         quotas, preemption = self._configure(policy, accelerators)
         self.fair_share = fair_share_of(policy, self.fair_share, now)
@@ -63,9 +63,9 @@ class Accounts:
             preemption = dataclasses.replace(preemption, enabled=False)
         backoff = preemption.requeue_backoff
         self.evicted = {g: t for g, t in self.evicted.items() if now - t < backoff}
-        pods = list(pods)
-        budgets = budgets_of(self.pdbs.values(), pods) if self.pdbs else ()
-        self.short_since = since(self.short_since, short(gangs_of(pods).values(), pods), now)
+        budgets = budgets_of(self.pdbs.values(), cluster) if self.pdbs else ()
+        self.short_since = since(self.short_since,
+                                 short(cluster.gangs().values(), cluster.succeeded), now)
         return QueueState(quotas, preemption, self.fair_share, budgets, dict(self.evicted),
                           policy.excluded_namespaces, dict(self.short_since), deleted)
 
@@ -73,12 +73,12 @@ class Accounts:
         """Start from the usage a former leader kept."""
         self.fair_share = fair_share_of(policy, None, now).carried_on(kept)
 
-    def sample(self, policy: Policy, accelerators: Accelerators, pods: Iterable[PodInfo],
+    def sample(self, policy: Policy, accelerators: Accelerators, cluster: Tracked,
                now: float) -> list[QueueSample]:
         """Advance the fair share to `now` with what each queue holds, and say where each
         queue stands."""
         quotas, _ = self._configure(policy, accelerators)
-        held = holding(quotas, holdings(pods, accelerators.count))
+        held = holding(quotas, cluster.namespace_gpus)
         fair = fair_share_of(policy, self.fair_share, now).advance(now, held)
         self.fair_share = fair
         return [QueueSample(name, spec.nominal, held.get(name, 0),

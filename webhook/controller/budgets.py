@@ -11,6 +11,7 @@ from typing import Any
 from webhook.controller.matching import selects
 from webhook.controller.objects import PodInfo
 from webhook.controller.preempting import Budget
+from webhook.controller.tracking import Tracked
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,19 +34,22 @@ class Pdb:
                    int(status.get("disruptionsAllowed") or 0))
 
 
-def budgets_of(pdbs: Iterable[Pdb], pods: Iterable[PodInfo]) -> tuple[Budget, ...]:
-    """The budgets that cover any pod that could be a victim (one asking for extended
-    resources: the pods whose labels the cache keeps)."""
-    by_namespace: dict[str, list[PodInfo]] = {}
-    for pod in pods:
-        if pod.active and any("/" in k for k in pod.requests):
-            by_namespace.setdefault(pod.namespace, []).append(pod)
+def budgets_of(pdbs: Iterable[Pdb], cluster: Tracked) -> tuple[Budget, ...]:
+    """The budgets that cover any pod that could be a victim: a pod holding GPUs, or a
+    member of a gang (a unit goes whole, its waiting members too)."""
+    # A PDB with a null selector selects nothing in policy/v1.
+    pdbs = [pdb for pdb in pdbs if pdb.selector is not None]
+    namespaces = {pdb.namespace for pdb in pdbs}
+    by_namespace: dict[str, dict[tuple[str, str], PodInfo]] = {}
+    for key in cluster.held:
+        if key[0] in namespaces:
+            by_namespace.setdefault(key[0], {})[key] = cluster.pods[key]
+    for (namespace, _), members in cluster.members.items():
+        if namespace in namespaces:
+            by_namespace.setdefault(namespace, {}).update(members)
     found = []
     for pdb in pdbs:
-        # A PDB with a null selector selects nothing in policy/v1.
-        if pdb.selector is None:
-            continue
-        keys = frozenset(p.key for p in by_namespace.get(pdb.namespace, ())
+        keys = frozenset(key for key, p in by_namespace.get(pdb.namespace, {}).items()
                          if selects(pdb.selector, p.labels))
         if keys:
             found.append(Budget(f"{pdb.namespace}/{pdb.name}", pdb.allowed, keys))

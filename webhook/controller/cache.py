@@ -1,11 +1,14 @@
-"""What the watches have told us, as typed views, plus our own writes as they return."""
+"""What the watches have told us, tracked for the rounds (`Tracked`), plus our own writes
+as they return."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+from webhook.accelerators import Accelerators
 from webhook.controller.objects import NodeInfo, PodInfo
+from webhook.controller.tracking import Tracked
 
 
 def _version(obj: dict[str, Any]) -> int:
@@ -16,31 +19,36 @@ def _version(obj: dict[str, Any]) -> int:
 
 
 class Cache:
-    def __init__(self) -> None:
-        self.pods: dict[tuple[str, str], PodInfo] = {}
-        self.nodes: dict[str, NodeInfo] = {}
+    def __init__(self, accelerators: Accelerators) -> None:
+        self.cluster = Tracked(accelerators)
         self._versions: dict[tuple[str, str], int] = {}
-        # Gang members that still carry Airlock's gate: with none, a round has nothing
-        # to decide, however much else in the cluster changes.
-        self.gated: set[tuple[str, str]] = set()
         self.changed = asyncio.Event()
 
-    def _track(self, info: PodInfo) -> None:
-        if info.gated and info.active and info.gang_id is not None:
-            self.gated.add(info.key)
-        else:
-            self.gated.discard(info.key)
+    @property
+    def pods(self) -> dict[tuple[str, str], PodInfo]:
+        return self.cluster.pods
+
+    @property
+    def nodes(self) -> dict[str, NodeInfo]:
+        return self.cluster.nodes
+
+    @property
+    def gated(self) -> set[tuple[str, str]]:
+        """Gang members that still carry Airlock's gate: with none, a round has nothing
+        to decide, however much else in the cluster changes."""
+        return self.cluster.gated
 
     @staticmethod
     def parse_pod(obj: dict[str, Any]) -> tuple[PodInfo, int]:
         return PodInfo.parse(obj), _version(obj)
 
     def list_pods(self, listed: list[tuple[PodInfo, int]]) -> None:
-        self.pods = {info.key: info for info, _ in listed}
+        listed_keys = {info.key for info, _ in listed}
+        for key in [k for k in self.cluster.pods if k not in listed_keys]:
+            self.cluster.drop_pod(key)
+        for info, _ in listed:
+            self.cluster.put_pod(info)
         self._versions = {info.key: version for info, version in listed}
-        self.gated = set()
-        for info in self.pods.values():
-            self._track(info)
         self.changed.set()
 
     def stored(self, obj: dict[str, Any]) -> None:
@@ -48,45 +56,46 @@ class Cache:
         if version and version < self._versions.get(info.key, 0):
             return
         self._versions[info.key] = version
-        self.pods[info.key] = info
-        self._track(info)
+        self.cluster.put_pod(info)
         self.changed.set()
 
     def pod_event(self, kind: str, obj: dict[str, Any]) -> None:
         if kind == "DELETED":
             meta = obj.get("metadata") or {}
             key = (meta.get("namespace", ""), meta.get("name", ""))
-            self.pods.pop(key, None)
+            self.cluster.drop_pod(key)
             self._versions.pop(key, None)
-            self.gated.discard(key)
             self.changed.set()
         else:
             self.stored(obj)
 
     def list_nodes(self, listed: list[NodeInfo]) -> None:
-        self.nodes = {n.name: n for n in listed}
+        names = {n.name for n in listed}
+        for name in [n for n in self.cluster.nodes if n not in names]:
+            self.cluster.drop_node(name)
+        for node in listed:
+            self.cluster.put_node(node)
         self.changed.set()
 
     def node_event(self, kind: str, obj: dict[str, Any]) -> None:
         info = NodeInfo.parse(obj)
         if kind == "DELETED":
-            self.nodes.pop(info.name, None)
+            self.cluster.drop_node(info.name)
         else:
-            self.nodes[info.name] = info
+            self.cluster.put_node(info)
         self.changed.set()
 
     def gangs_needing_size(self) -> dict[tuple[str, str], PodInfo]:
-        """Waiting gangs whose size only the owner knows: one member of each."""
-        stated: set[tuple[str, str]] = set()
+        """Waiting gangs whose size only the owner knows: one member of each. Gangs that
+        already run ask too, when a pod waits: a replacement or a late joiner is let in
+        against the owner's current size."""
         waiting: dict[tuple[str, str], PodInfo] = {}
-        for pod in self.pods.values():
+        members = self.cluster.members
+        for key in self.cluster.gated:
+            pod = self.cluster.pods[key]
             gang = pod.gang_id
-            if gang is None or not pod.active:
+            if gang is None or gang in waiting:
                 continue
-            # Gangs that already run ask too, when a pod waits: a replacement or a
-            # late joiner is let in against the owner's current size.
-            if pod.expected_size is not None:
-                stated.add(gang)
-            elif pod.gated:
-                waiting.setdefault(gang, pod)
-        return {g: p for g, p in waiting.items() if g not in stated}
+            if all(m.expected_size is None for m in members[gang].values()):
+                waiting[gang] = pod
+        return waiting

@@ -12,24 +12,25 @@ Order of work in a round:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from webhook.accelerators import Accelerators
 from webhook.controller.actions import Action, Admit, Finish, Preempt, Requeue, Wait, describe
 from webhook.controller.fitting import NoFit, Plan, fit, place_in, reserve
-from webhook.controller.gangs import Gang, GangId, Record, SizeAnswer, gangs_of
+from webhook.controller.gangs import Gang, GangId, Record, SizeAnswer
 from webhook.controller.mending import short
-from webhook.controller.objects import NodeInfo, PodInfo
+from webhook.controller.objects import PodInfo
 from webhook.controller.ordering import Order, Queue
 from webhook.controller.queueing import Hold, Queueing, QueueState
 from webhook.controller.snapshot import Snapshot
+from webhook.controller.tracking import Tracked
 from webhook.conventions.base import SizeUnknown
 from webhook.policy.model import DEFAULT_ACCELERATORS
 
 # Actions are re-exported: callers decide and read what came out from one module.
 __all__ = ["Action", "Admit", "DecideOptions", "Finish", "Preempt", "QueueState", "Record",
-           "Requeue", "Wait", "decide", "describe"]
+           "Requeue", "Tracked", "Wait", "decide", "describe"]
 
 # What a policy that names no accelerator counts.
 POLICY_DEFAULT = Accelerators.of(DEFAULT_ACCELERATORS)
@@ -205,6 +206,10 @@ class _Round:
                  over: str | None, avoid: set[str]) -> list[Action]:
         """A gang that does not fit, physically or in its quota: it preempts when it may
         and victims exist; else it waits, and the first such gang heads the queue."""
+        if isinstance(outcome, NoFit) and outcome.never:
+            # Not the head: it would keep room it can never use from the gangs behind.
+            return [Wait(gang.id, tuple(members), "Waiting",
+                         f"{len(members)}/{size} pods present; {outcome.reason}", warning=True)]
         if not gang.started and self.queues.may_preempt(members):
             preempt = self.queues.preempt(gang, members, avoid)
             if preempt is not None:
@@ -229,12 +234,12 @@ def _joining_note(gang: Gang, size: int) -> str:
     return note
 
 
-def _requeue(gangs: Mapping[GangId, Gang], pods: Sequence[PodInfo], state: QueueState,
+def _requeue(gangs: Mapping[GangId, Gang], cluster: Tracked, state: QueueState,
              now: float) -> list[Requeue]:
     """Running gangs short of members for longer than the grace period."""
     grace = state.preemption.stale_grace
     found = []
-    for gang_id, (present, size) in short(gangs.values(), pods).items():
+    for gang_id, (present, size) in short(gangs.values(), cluster.succeeded).items():
         since = state.short_since.get(gang_id)
         if since is not None and now - since >= grace:
             found.append(Requeue(gang_id, tuple(gangs[gang_id].members), present, size,
@@ -242,21 +247,18 @@ def _requeue(gangs: Mapping[GangId, Gang], pods: Sequence[PodInfo], state: Queue
     return found
 
 
-def decide(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
-           looked_up: Mapping[GangId, SizeAnswer], now: float,
+def decide(cluster: Tracked, looked_up: Mapping[GangId, SizeAnswer], now: float,
            options: DecideOptions = DecideOptions(),
-           state: QueueState | None = None,
-           accelerators: Accelerators = POLICY_DEFAULT) -> list[Action]:
-    """The actions of one round. `state` brings the queues (none given: every namespace
-    shares the `default` queue, with preemption by priority only); `accelerators`, what
-    the policy counts as GPUs."""
-    all_pods = list(pods)
-    snap = Snapshot(nodes, all_pods, accelerators)
-    gangs = gangs_of(all_pods)
+           state: QueueState | None = None) -> list[Action]:
+    """The actions of one round over the tracked cluster, which it leaves as it was.
+    `state` brings the queues (none given: every namespace shares the `default` queue,
+    with preemption by priority only)."""
+    snap = Snapshot(cluster)
+    gangs = cluster.gangs()
     actions: list[Action] = []
     state = state or QueueState()
-    queues = Queueing(state, snap, all_pods, now)
-    requeued = _requeue(gangs, all_pods, state, now)
+    queues = Queueing(state, snap, now)
+    requeued = _requeue(gangs, cluster, state, now)
     actions.extend(requeued)
     for done in requeued:
         del gangs[done.gang]

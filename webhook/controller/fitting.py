@@ -28,6 +28,24 @@ class NoFit:
     reason: str
     # The domain the gang would take first once capacity frees up (for backfill).
     best_domain_nodes: tuple[str, ...] = ()
+    # More than the eligible nodes hold even empty: no wait and no preemption helps.
+    never: bool = False
+
+
+def _never(need: GpuEquivalents, anchor: PodInfo, snap: Snapshot, topology_key: str | None,
+           level: str) -> NoFit | None:
+    """Why the gang can never fit on the nodes eligible now, or None."""
+    if topology_key is None:
+        (held,) = snap.cluster.capacities(anchor, None).values()
+        if need > held:
+            return NoFit(f"needs {need} GPUs, more than all eligible nodes have ({held}); it "
+                         f"cannot fit until the cluster grows", never=True)
+        return None
+    largest = max(snap.cluster.capacities(anchor, topology_key).values(), default=0)
+    if need > largest:
+        return NoFit(f"needs {need} GPUs in one {level} domain, more than the largest has "
+                     f"({largest}); it cannot fit until the cluster grows", never=True)
+    return None
 
 
 def _pack(pods: Sequence[PodInfo], candidates: Sequence[str], snap: Snapshot
@@ -78,47 +96,54 @@ def _pack(pods: Sequence[PodInfo], candidates: Sequence[str], snap: Snapshot
     return placed
 
 
+def _usable(nodes: Sequence[str], avoid: Collection[str]) -> Sequence[str]:
+    return [n for n in nodes if n not in avoid] if avoid else nodes
+
+
 def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
         mode: str | None, level: str = "topology", avoid: Collection[str] = ()) -> Plan | NoFit:
     """A plan for the whole gang, or the reason it does not fit. `avoid` holds nodes kept
     for a gang ahead in the queue."""
     need = snap.need(pods)
     anchor = pods[0]
-    everywhere = [n for n in snap.eligible_nodes(anchor) if n not in avoid]
-    if not everywhere:
+    eligible = snap.eligible_nodes(anchor)
+    if not eligible or (len(avoid) >= len(eligible) and snap.eligible_set(anchor) <= set(avoid)):
         offering = "".join(f", has {d}" for d in anchor.devices)
         return NoFit(f"needs {need} GPUs, and no node is eligible: none is Ready, "
                      f"schedulable{offering}, tolerated and matched by the pods' node "
                      f"selection")
     if not topology_key:
+        everywhere = _usable(eligible, avoid)
         placed = _pack(pods, everywhere, snap)
         if placed is not None:
             return Plan(None, placed)
-        return NoFit(f"needs {need} GPUs on eligible nodes; {snap.free_gpus(everywhere)} free",
-                     tuple(everywhere))
+        return _never(need, anchor, snap, None, level) or NoFit(
+            f"needs {need} GPUs on eligible nodes; {snap.free_gpus(everywhere)} free",
+            tuple(everywhere))
     domains = snap.domains(anchor, topology_key)
+    # Tightest first; a gang in a busy cluster mostly fits nowhere, and then only the
+    # domain with the most free GPUs is looked at closer.
     ranked = sorted((free, name) for name, free in
                     snap.domain_free(anchor, topology_key).items())
-    best_free: GpuEquivalents = 0
-    best_nodes: tuple[str, ...] = ()
-    for free, name in ranked:
-        nodes = domains[name]
-        usable = [n for n in nodes if n not in avoid]
-        if free > best_free:
-            best_free, best_nodes = free, tuple(usable)
-        if free < need:
-            continue
-        placed = _pack(pods, usable, snap)
+    for _, name in ranked[bisect.bisect_left(ranked, (need, "")):]:
+        placed = _pack(pods, _usable(domains[name], avoid), snap)
         if placed is not None:
             return Plan(name, placed)
     if mode != "required":
-        placed = _pack(pods, everywhere, snap)
+        placed = _pack(pods, _usable(eligible, avoid), snap)
         if placed is not None:
             return Plan(None, placed)
-    return NoFit(f"needs {need} GPUs in one {level} domain, the best has {best_free} free"
-                 if domains else
-                 f"needs {need} GPUs in one {level} domain, and no eligible node has the "
-                 f"label {topology_key}", best_nodes)
+    if not domains:
+        return NoFit(f"needs {need} GPUs in one {level} domain, and no eligible node has the "
+                     f"label {topology_key}")
+    never = _never(need, anchor, snap, topology_key if mode == "required" else None, level)
+    if never is not None:
+        return never
+    best_free = ranked[-1][0]
+    best = ranked[bisect.bisect_left(ranked, (best_free, ""))][1]  # ties: the first by name
+    best_nodes = tuple(_usable(domains[best], avoid)) if best_free > 0 else ()
+    return NoFit(f"needs {need} GPUs in one {level} domain, the best has {best_free} free",
+                 best_nodes)
 
 
 def reserve(plan: Plan, pods: Sequence[PodInfo], snap: Snapshot) -> None:

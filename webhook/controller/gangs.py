@@ -124,13 +124,9 @@ class Gang:
         return None, None
 
 
-def gangs_of(pods: Iterable[PodInfo]) -> dict[GangId, Gang]:
-    gangs: dict[GangId, Gang] = {}
-    for p in pods:
-        if p.gang_id and p.active:
-            gangs.setdefault(p.gang_id, Gang(p.gang_id)).members.append(p)
-    for g in gangs.values():
-        g.members.sort(key=lambda p: (p.created, p.name))
-        records = (Record.loads(p.placement) for p in g.members if p.placement)
-        g.records = sorted((r for r in records if r is not None), key=lambda r: r.at)
-    return gangs
+def gang_of(gang_id: GangId, members: Iterable[PodInfo]) -> Gang:
+    """A gang from its active members, oldest first, with the decisions they record."""
+    gang = Gang(gang_id, sorted(members, key=lambda p: (p.created, p.name)))
+    records = (Record.loads(p.placement) for p in gang.members if p.placement)
+    gang.records = sorted((r for r in records if r is not None), key=lambda r: r.at)
+    return gang

@@ -8,16 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from webhook.controller.gangs import Gang, GangId
-from webhook.controller.objects import PodInfo
 
 
-def short(gangs: Iterable[Gang], pods: Iterable[PodInfo]) -> dict[GangId, tuple[int, int]]:
+def short(gangs: Iterable[Gang], done: Mapping[GangId, int]) -> dict[GangId, tuple[int, int]]:
     """Gangs admitted whole that now have fewer members running or admitted than their
-    size at admission (members that succeeded count as present): id -> (present, size)."""
-    done: dict[GangId, int] = {}
-    for pod in pods:
-        if pod.succeeded and pod.gang_id is not None:
-            done[pod.gang_id] = done.get(pod.gang_id, 0) + 1
+    size at admission (members that succeeded, `done`, count as present):
+    id -> (present, size)."""
     found = {}
     for gang in gangs:
         size = gang.records[0].size if gang.records else None

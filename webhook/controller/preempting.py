@@ -21,7 +21,7 @@ since the pod started, or since the checkpoint it states (`gpu-airlock.io/checkp
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from webhook.accelerators import GpuEquivalents
@@ -31,6 +31,7 @@ from webhook.controller.gangs import GangId
 from webhook.controller.objects import PodInfo
 from webhook.controller.quotas import Holdings, Ledger, Quotas
 from webhook.controller.snapshot import Snapshot, with_pod_slot
+from webhook.controller.tracking import Tracked
 
 PodKey = tuple[str, str]
 
@@ -88,41 +89,31 @@ def unit_of(pods: Sequence[PodInfo], gang: GangId | None, queue: str, now: float
                   max(p.started for p in pods))
 
 
-def candidates(pods: Iterable[PodInfo], quotas: Quotas, now: float,
-               settings: PreemptionSettings, held: Holdings, budgets: Sequence[Budget] = (),
-               spared: Collection[str] = ()) -> list[Victim]:
+def candidates(cluster: Tracked, quotas: Quotas, now: float, settings: PreemptionSettings,
+               budgets: Sequence[Budget] = (), spared: Collection[str] = ()) -> list[Victim]:
     """Every unit that could ever be a victim this round, whoever the preemptor. Pods in
     `spared` namespaces (those policy puts out of Airlock's scope) never are."""
-    gangs: dict[GangId, list[PodInfo]] = {}
-    singles: list[PodInfo] = []
-    broken: set[GangId] = set()  # a member being deleted: the gang is going anyway
-    for pod in pods:
-        if pod.namespace in spared:
-            continue
-        gang = pod.gang_id
-        if gang is not None:
-            if pod.deleting:
-                broken.add(gang)
-            elif pod.active:
-                gangs.setdefault(gang, []).append(pod)
-        elif pod.key in held:
-            singles.append(pod)
+    held, pods = cluster.held, cluster.pods
     young = now - settings.min_runtime
     queue_of = quotas.queue_of
     # Single pods are most of a busy cluster: built directly, young ones never built.
-    units = [Victim((p,), None, queue_of(p.namespace), p.priority, held[p.key],
-                    held[p.key] * (now - max(p.started, p.checkpointed or 0.0)), p.started)
-             for p in singles if p.started and p.started <= young]
-    units += [unit_of(members, gang, queue_of(gang[0]), now, held)
-              for gang, members in gangs.items() if gang not in broken and not any(
-                  p.key in held and (not p.started or p.started > young) for p in members)]
+    units = [Victim((p,), None, queue_of(p.namespace), p.priority, gpus,
+                    gpus * (now - max(p.started, p.checkpointed or 0.0)), p.started)
+             for key, gpus in held.items()
+             if (p := pods[key]).gang is None and p.started and p.started <= young
+             and p.namespace not in spared]
+    # A gang with a member being deleted is going anyway.
+    deleting = cluster.deleting
+    units += [unit_of(list(members.values()), gang, queue_of(gang[0]), now, held)
+              for gang, members in cluster.members.items()
+              if not deleting[gang] and gang[0] not in spared and not any(
+                  p.key in held and (not p.started or p.started > young)
+                  for p in members.values())]
+    units = [u for u in units if u.gpus]
+    if not budgets:
+        return units
     allowance = {b.name: b.allowed for b in budgets}
-
-    def eligible(unit: Victim) -> bool:
-        if not unit.gpus:
-            return False
-        return all(_within(unit, b, allowance) for b in budgets)
-    return [u for u in units if eligible(u)]
+    return [u for u in units if all(_within(u, b, allowance) for b in budgets)]
 
 
 def _within(unit: Victim, budget: Budget, allowance: Mapping[str, int]) -> bool:
@@ -162,13 +153,15 @@ class Preemptor:
         self.units = units
         self.budgets = budgets
         self.allowance = {b.name: b.allowed for b in budgets}
-        self._by_node: dict[str, list[int]] = {}
+        # Node -> (unit, the GPUs its pods hold there).
+        self._by_node: dict[str, list[tuple[int, GpuEquivalents]]] = {}
         for i, unit in enumerate(units):
             for pod in unit.pods:
                 if pod.node_name:
-                    self._by_node.setdefault(pod.node_name, []).append(i)
+                    self._by_node.setdefault(pod.node_name, []).append(
+                        (i, held.get(pod.key, 0)))
         self.taken: set[int] = set()
-        self._ranked: dict[tuple[str, ...], list[int]] = {}
+        self._ranked: dict[tuple[str, ...], list[tuple[int, GpuEquivalents]]] = {}
 
     def _release(self, unit: Victim, sign: int = -1) -> None:
         for pod in unit.pods:
@@ -190,8 +183,7 @@ class Preemptor:
         if by_priority:
             return unit
         if reclaiming:
-            return Victim(unit.pods, unit.gang, unit.queue, unit.priority, unit.gpus,
-                          unit.lost, unit.started, "reclaim")
+            return unit._replace(cause="reclaim")
         return None
 
     def _fits(self, members: Sequence[PodInfo], nodes: Sequence[str], queue: str,
@@ -214,7 +206,7 @@ class Preemptor:
         anchor = members[0]
         spec = self.ledger.quotas.spec(queue)
         reclaiming = self.ledger.used.get(queue, 0) + need <= spec.nominal
-        indices = sorted({i for n in nodes for i in self._by_node.get(n, ())
+        indices = sorted({i for n in nodes for i, _ in self._by_node.get(n, ())
                           if i not in self.taken}, key=lambda i: self.units[i].cost)
         chosen: list[Victim] = []
         released: dict[str, GpuEquivalents] = {}
@@ -259,27 +251,28 @@ class Preemptor:
         units = self.units
         spec = self.ledger.quotas.spec(queue)
         reclaiming = self.ledger.used.get(queue, 0) + need <= spec.nominal
-        here = set(nodes)
-        held = self.held
         key = tuple(nodes)
         ranked = self._ranked.get(key)
         if ranked is None:
-            # The same domains come back for every gang of a round: sort each once.
-            ranked = self._ranked[key] = sorted(
-                {i for n in nodes for i in self._by_node.get(n, ())}, key=self._cost_of)
-        for i in ranked:
+            # The same domains come back for every gang of a round: rank each once, with
+            # what each unit frees there (a gang may span domains).
+            here: dict[int, GpuEquivalents] = {}
+            for n in nodes:
+                for i, gpus in self._by_node.get(n, ()):
+                    here[i] = here.get(i, 0) + gpus
+            ranked = self._ranked[key] = sorted(here.items(),
+                                                key=lambda item: units[item[0]].cost)
+        taken = self.taken
+        for i, freed in ranked:
             unit = units[i]
             lower = may_preempt and unit.priority < priority
-            if i in self.taken or not (lower or (reclaiming and unit.queue != queue)):
+            if i in taken or not (lower or (reclaiming and unit.queue != queue)):
                 continue
             top, lost = max(top, unit.priority), lost + unit.lost
-            deficit -= sum(held.get(p.key, 0) for p in unit.pods if p.node_name in here)
+            deficit -= freed
             if deficit <= 0:
                 return top, lost
         return None
-
-    def _cost_of(self, i: int) -> tuple[int, float, float]:
-        return self.units[i].cost
 
     def _budgets_allow(self, unit: Victim, spent: Mapping[str, int]) -> bool:
         return all(spent.get(b.name, 0) + sum(1 for p in unit.pods if p.key in b.pods)

@@ -20,7 +20,7 @@ from webhook.controller.preempting import (
     candidates,
     unit_of,
 )
-from webhook.controller.quotas import Ledger, Quotas, holdings
+from webhook.controller.quotas import Ledger, Quotas
 from webhook.controller.snapshot import Snapshot
 
 # Gangs that may look for victims in one round, first in the queue first: planning is the
@@ -72,15 +72,13 @@ def _key(name: str) -> tuple[str, str]:
 
 
 class Queueing:
-    def __init__(self, state: QueueState, snap: Snapshot, pods: Sequence[PodInfo],
-                 now: float) -> None:
+    def __init__(self, state: QueueState, snap: Snapshot, now: float) -> None:
         self.state = state
         self.snap = snap
-        self.pods = pods
+        self.cluster = snap.cluster
         self.now = now
-        capacity = sum(snap.gpus(n.allocatable) for n in snap.nodes.values() if n.ready)
-        self.held = holdings(pods, snap.gpus)
-        self.ledger = Ledger(state.quotas, self.held, capacity)
+        self.held = self.cluster.held
+        self.ledger = Ledger(state.quotas, self.cluster.namespace_gpus, self.cluster.capacity)
         self.charges: dict[str, float] = {}
         self._preemptor: Preemptor | None = None
         self.plans = 0
@@ -121,7 +119,7 @@ class Queueing:
     def holds(self, gangs: Iterable[Gang], timeout: float) -> list[Hold]:
         """Room held for gangs that preempted and are not admitted yet: for `timeout`
         after the preemption, long enough for the victims to terminate."""
-        by_key = {p.key: p for p in self.pods}
+        by_key = self.cluster.pods
         found = []
         for gang in gangs:
             if gang.started or (record := _record(gang)) is None:
@@ -165,10 +163,10 @@ class Queueing:
         self.plans += 1
         if self._preemptor is None:
             state = self.state
-            units = [u for u in candidates(self.pods, state.quotas, self.now,
-                                           state.preemption, self.held, state.budgets,
-                                           state.spared)
-                     if not any(p.uid in state.deleted for p in u.pods)]
+            units = candidates(self.cluster, state.quotas, self.now, state.preemption,
+                               state.budgets, state.spared)
+            if state.deleted:
+                units = [u for u in units if not any(p.uid in state.deleted for p in u.pods)]
             self._preemptor = Preemptor(self.snap, self.ledger, units, self.held,
                                         state.budgets)
         queue = self.queue_of(gang)

@@ -11,14 +11,10 @@ A namespace in no queue is in `default`, which has no guarantee and only borrows
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.objects import PodInfo, Resources
-
-# How many GPU-equivalents a resource map holds (`Accelerators.count` of the policy).
-Count = Callable[[Resources], GpuEquivalents]
 
 DEFAULT_QUEUE = "default"
 
@@ -67,23 +63,17 @@ class Quotas:
 
 
 # GPU-equivalents each pod holds, by pod key: bound to a node, not finished, asking for
-# accelerators. (The room held for pods let go but not bound yet is counted by the round,
-# with the snapshot's reservations.) Worked out once a round: everything else reads it.
-Holdings = dict[tuple[str, str], GpuEquivalents]
+# accelerators (`Tracked.held`). The room held for pods let go but not bound yet is
+# counted by the round, with the snapshot's reservations.
+Holdings = Mapping[tuple[str, str], GpuEquivalents]
 
 
-def holdings(pods: Iterable[PodInfo], count: Count) -> Holdings:
-    found: Holdings = {}
-    for pod in pods:
-        if pod.node_name and pod.active and (gpus := count(pod.requests)):
-            found[pod.key] = gpus
-    return found
-
-
-def holding(quotas: Quotas, held: Holdings) -> dict[str, GpuEquivalents]:
-    """GPUs each queue's pods hold now (every queue, 0 when idle)."""
+def holding(quotas: Quotas, by_namespace: Mapping[str, GpuEquivalents]
+            ) -> dict[str, GpuEquivalents]:
+    """GPUs each queue's pods hold now (every queue, 0 when idle), from what the pods of
+    each namespace hold (`Tracked.namespace_gpus`)."""
     used: dict[str, GpuEquivalents] = dict.fromkeys(quotas.specs, 0)
-    for (namespace, _), gpus in held.items():
+    for namespace, gpus in by_namespace.items():
         queue = quotas.queue_of(namespace)
         used[queue] = used.get(queue, 0) + gpus
     return used
@@ -92,9 +82,10 @@ def holding(quotas: Quotas, held: Holdings) -> dict[str, GpuEquivalents]:
 class Ledger:
     """Usage per queue for one round, kept current as the round admits and preempts."""
 
-    def __init__(self, quotas: Quotas, held: Holdings, capacity: GpuEquivalents) -> None:
+    def __init__(self, quotas: Quotas, by_namespace: Mapping[str, GpuEquivalents],
+                 capacity: GpuEquivalents) -> None:
         self.quotas = quotas
-        self.used = holding(quotas, held)
+        self.used = holding(quotas, by_namespace)
         guaranteed = sum(q.nominal for q in quotas.specs.values())
         self.pool = max(capacity - guaranteed, 0) + sum(q.lendable
                                                         for q in quotas.specs.values())

@@ -15,7 +15,8 @@ from webhook.controller.actions import Admit, Finish, Preempt, Requeue, Wait
 from webhook.controller.configuring import fair_share_of, preemption_of, quotas_of
 from webhook.controller.deciding import QueueState, decide
 from webhook.controller.objects import NodeInfo, PodInfo
-from webhook.controller.quotas import holding, holdings
+from webhook.controller.quotas import holding
+from webhook.controller.tracking import Tracked
 from webhook.policy.model import Policy
 
 # Preemptions shown, newest first.
@@ -82,10 +83,10 @@ def report(policy: Policy, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
            events: Iterable[Mapping[str, Any]], now: float, kept: str | None = None
            ) -> Report:
     """`kept`: the fair-share usage the leader keeps (`remembering`), when readable."""
-    pods = list(pods)
-    accelerators = policy.counted()
+    cluster = Tracked.of(nodes, pods, policy.counted())
+    accelerators = cluster.accelerators
     quotas = quotas_of(policy, accelerators)
-    used = holding(quotas, holdings(pods, accelerators.count))
+    used = holding(quotas, cluster.namespace_gpus)
     fair = None if kept is None else fair_share_of(policy, None, now).carried_on(kept)
     queues = tuple(QueueLine(name, float(spec.nominal), float(used.get(name, 0)),
                              float(max(used.get(name, 0) - spec.nominal, 0)), spec.weight,
@@ -96,7 +97,7 @@ def report(policy: Policy, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
     state = QueueState(quotas, dataclasses.replace(preemption_of(policy), delay=0.0),
                        spared=policy.excluded_namespaces)
     waiting: list[GangLine] = []
-    for action in decide(nodes, pods, {}, now, state=state, accelerators=accelerators):
+    for action in decide(cluster, {}, now, state=state):
         match action:
             case Wait():
                 why, members = action.message, action.pods

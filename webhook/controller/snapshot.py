@@ -1,23 +1,20 @@
-"""The cluster as the controller sees it for one round of decisions: every node's free
-capacity (allocatable minus what bound pods request minus what is reserved for pods that
-were let go but are not bound yet). Decisions reserve into it, so two gangs are never
-promised the same GPUs.
-
-GPUs here are GPU-equivalents of the policy's accelerators, plus any accelerator the
-webhook recorded on a gang member admitted under an earlier policy."""
+"""The cluster as one round of decisions sees it: every node's free capacity (allocatable
+minus what bound pods request minus what is reserved for pods that were let go but are
+not bound yet), read from the tracked cluster at the start of the round. Decisions
+reserve into it, so two gangs are never promised the same GPUs; the tracked cluster
+itself is left as it was."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-from webhook.accelerators import Accelerators, GpuEquivalents
-from webhook.controller.matching import eligible, signature
-from webhook.controller.objects import NodeInfo, PodInfo, Resources
+from webhook.accelerators import GpuEquivalents
+from webhook.controller.matching import signature
+from webhook.controller.objects import PodInfo, Resources
+from webhook.controller.tracking import Tracked, with_pod_slot
 
-
-def with_pod_slot(requests: Resources) -> Resources:
-    return {**requests, "pods": 1}
+__all__ = ["Snapshot", "fits", "with_pod_slot"]
 
 
 def fits(free: Resources, requests: Resources) -> bool:
@@ -35,27 +32,21 @@ def fits(free: Resources, requests: Resources) -> bool:
 
 
 class Snapshot:
-    def __init__(self, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
-                 accelerators: Accelerators) -> None:
-        pods = list(pods)
-        self.accelerators = accelerators.including(
-            name for p in pods if p.accelerators for name in p.accelerators)
-        self.gpus = self.accelerators.count
-        self.nodes: dict[str, NodeInfo] = {n.name: n for n in nodes}
-        # Each node's allocatable until something is taken from it, then its own copy:
-        # most nodes of a round are never touched.
-        self.free: dict[str, Resources] = {n: i.allocatable for n, i in self.nodes.items()}
+    def __init__(self, cluster: Tracked) -> None:
+        self.cluster = cluster
+        self.accelerators = cluster.accelerators
+        self.gpus = cluster.accelerators.count
+        self.nodes = cluster.nodes
+        # The maps of free capacity are the tracked cluster's until something is taken
+        # from a node, then its own copy: most nodes of a round are never touched.
+        self.free: dict[str, Resources] = dict(cluster.free)
         self._copied: set[str] = set()
         # Free GPUs per node, kept in step with `free`: fit asks for it per node per domain.
-        self.free_gpu: dict[str, GpuEquivalents] = {
-            n: self.gpus(r) for n, r in self.free.items()}
-        self._eligible: dict[tuple[Any, ...], list[str]] = {}
-        self._eligible_sets: dict[tuple[Any, ...], frozenset[str]] = {}
-        self._domains: dict[tuple[Any, ...], dict[str, list[str]]] = {}
+        self.free_gpu: dict[str, GpuEquivalents] = dict(cluster.free_gpu)
+        self.eligible_nodes = cluster.eligible_nodes
+        self.eligible_set = cluster.eligible_set
+        self.domains = cluster.domains
         self._domain_free: dict[tuple[Any, ...], dict[str, GpuEquivalents]] = {}
-        for pod in pods:
-            if pod.node_name and pod.active and pod.node_name in self.free:
-                self.take(pod.node_name, with_pod_slot(pod.requests))
 
     def take(self, node: str, requests: Resources) -> None:
         free = self.free[node]
@@ -72,44 +63,8 @@ class Snapshot:
             # not a sum over every node, per gang.
             for (sig, key), totals in self._domain_free.items():
                 value = self.nodes[node].labels.get(key)
-                if value is not None and node in self._eligible_sets_by_sig(sig):
+                if value is not None and node in self.cluster.eligible_sets_by(sig):
                     totals[value] += delta
-
-    def eligible_nodes(self, pod: PodInfo) -> list[str]:
-        """Nodes the pod may use at all; cached per scheduling signature, since the pods
-        of a gang, and of many gangs, mostly share one."""
-        sig = signature(pod)
-        found = self._eligible.get(sig)
-        if found is None:
-            found = [n for n, info in self.nodes.items() if eligible(pod, info)]
-            self._eligible[sig] = found
-        return found
-
-    def eligible_set(self, pod: PodInfo) -> frozenset[str]:
-        sig = signature(pod)
-        found = self._eligible_sets.get(sig)
-        if found is None:
-            found = self._eligible_sets[sig] = frozenset(self.eligible_nodes(pod))
-        return found
-
-    def domains(self, pod: PodInfo, topology_key: str) -> dict[str, list[str]]:
-        """The pod's eligible nodes by their value of the topology label."""
-        key = (signature(pod), topology_key)
-        found = self._domains.get(key)
-        if found is None:
-            found = {}
-            for name in self.eligible_nodes(pod):
-                value = self.nodes[name].labels.get(topology_key)
-                if value is not None:
-                    found.setdefault(value, []).append(name)
-            self._domains[key] = found
-        return found
-
-    def _eligible_sets_by_sig(self, sig: tuple[Any, ...]) -> frozenset[str]:
-        found = self._eligible_sets.get(sig)
-        if found is None:
-            found = self._eligible_sets[sig] = frozenset(self._eligible[sig])
-        return found
 
     def domain_free(self, pod: PodInfo, topology_key: str) -> dict[str, GpuEquivalents]:
         """Free GPUs per domain, over the pod's eligible nodes; kept current by `take`."""

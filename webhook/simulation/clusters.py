@@ -80,8 +80,6 @@ class Cluster:
         # tie goes to the first node in node order, as the controller's fit breaks it.
         self._first: list[list[int]] = [[] for _ in range(g + 1)]
         self._first[g] = list(range(shape.nodes))
-        self._views: dict[int, NodeInfo] = {}
-        self._whole: list[NodeInfo] | None = None
         self.free_total = shape.capacity
         # room[l][i]: node i's free GPUs plus those of its pods at priority <= levels[l];
         # by_room[l][n]: the nodes with room n at level l.
@@ -107,7 +105,6 @@ class Cluster:
         for level, (priority, room) in enumerate(zip(self.levels, self.room, strict=True)):
             if priority < resident.priority:
                 self._rebucket(self.by_room[level], room, i, room[i] + delta)
-        self._views.pop(i, None)
 
     def bind(self, i: int, key: PodKey, resident: Resident) -> None:
         self.residents[i][key] = resident
@@ -115,11 +112,6 @@ class Cluster:
 
     def release(self, i: int, key: PodKey) -> None:
         self._change(i, self.residents[i].pop(key), +1)
-
-    def placeable(self, gpus: int) -> int:
-        """How many pods of `gpus` each the free GPUs could take at most, node by node."""
-        return sum(len(self.by_free[n]) * (n // gpus)
-                   for n in range(gpus, self.shape.gpus_per_node + 1))
 
     def pick(self, gpus: int, pin: Pin | None) -> int | None:
         """The node the scheduler binds a pod of `gpus` to, or None."""
@@ -171,31 +163,11 @@ class Cluster:
             chosen.append(key)
         return chosen
 
-    def view(self, i: int) -> NodeInfo:
-        """Node `i` as the controller sees it, with only its free capacity allocatable:
-        the same room as the node with its pods on it, without the pods."""
-        found = self._views.get(i)
-        if found is None:
-            found = self._views[i] = NodeInfo(
-                name=self.names[i], labels=self.labels[i], taints=(),
-                allocatable={self.resource: self.free[i],
-                             "pods": MAX_PODS - len(self.residents[i])},
-                ready=True, unschedulable=False)
-        return found
-
-    def whole_views(self) -> list[NodeInfo]:
-        """Every node with all its capacity allocatable: for a round that is given the
-        running pods too (queues count them, preemption picks among them)."""
-        if self._whole is None:
-            self._whole = [NodeInfo(name=name, labels=labels, taints=(),
-                                    allocatable={self.resource: self.shape.gpus_per_node,
-                                                 "pods": MAX_PODS},
-                                    ready=True, unschedulable=False)
-                           for name, labels in zip(self.names, self.labels, strict=True)]
-        return self._whole
-
-    def views_with_room(self) -> list[NodeInfo]:
-        g = self.shape.gpus_per_node
-        # In node order, as the controller's cache lists them.
-        return [self.view(i) for i in sorted(i for free in range(1, g + 1)
-                                             for i in self.by_free[free])]
+    def node_views(self) -> list[NodeInfo]:
+        """Every node as the controller sees it, with all its capacity allocatable (the
+        pods running on it are tracked beside it)."""
+        return [NodeInfo(name=name, labels=labels, taints=(),
+                         allocatable={self.resource: self.shape.gpus_per_node,
+                                      "pods": MAX_PODS},
+                         ready=True, unschedulable=False)
+                for name, labels in zip(self.names, self.labels, strict=True)]

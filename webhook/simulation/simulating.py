@@ -35,6 +35,7 @@ from webhook.controller.actions import Admit, Finish, Preempt, Requeue, Wait
 from webhook.controller.deciding import DecideOptions, decide
 from webhook.controller.gangs import Gang
 from webhook.controller.objects import PodInfo
+from webhook.controller.tracking import Tracked
 from webhook.policy.model import Policy
 from webhook.simulation.clusters import Cluster, Pin, PodKey, Resident, Shape
 from webhook.simulation.marking import Marked, Marker, Rejected
@@ -120,6 +121,9 @@ class Simulation:
         self.accelerators = policy.counted()
         self.cluster = Cluster(shape, policy.topology_levels.values(), policy.accelerators[0],
                                [0, *(c.priority_class.value for c in policy.classes.values())])
+        # The cluster as the controller's watches would report it: the pods Airlock
+        # gates, and every pod running.
+        self.tracked = Tracked.of(self.cluster.node_views(), (), self.accelerators)
         self.stats = Stats()
         self.timelines: list[Timeline] = []
         self.events: list[tuple[float, int, int, _Job, int]] = []
@@ -157,6 +161,7 @@ class Simulation:
         for pod in job.pods:
             if self.scheduler == "airlock" and pod.info.gated:
                 self.gated[pod.info.key] = pod
+                self.tracked.put_pod(pod.info)
                 self.changed = True
             else:
                 self._enqueue(pod)
@@ -179,6 +184,7 @@ class Simulation:
         pod.node, pod.bound = node, now
         pod.running = dataclasses.replace(pod.info, node_name=self.cluster.names[node],
                                           gated=False, started=now)
+        self.tracked.put_pod(pod.running)
         self._bound[pod.info.key] = pod
         job.bound += 1
         if job.bound == len(job.pods):
@@ -188,6 +194,7 @@ class Simulation:
     def _release(self, pod: _Pod, now: float) -> None:
         assert pod.node is not None
         self.cluster.release(pod.node, pod.info.key)
+        self.tracked.drop_pod(pod.info.key)
         del self._bound[pod.info.key]
         pod.job.timeline.holds.append((pod.bound, now, pod.job.timeline.gpus))
         pod.node = None
@@ -252,23 +259,15 @@ class Simulation:
             if not self._pass(now):
                 return
 
-    def _round(self) -> list[PodInfo]:
-        """Every pod the controller would list: running ones (queues count them,
-        preemption chooses among them) and the gated ones."""
-        pods = [p.running for p in self._bound.values() if p.running is not None]
-        return pods + [p.info for p in self.gated.values()]
-
     def _decide(self, now: float) -> bool:
         """One round of the controller; True if it preempted."""
         preempted = False
         self.changed = False
         started = time.perf_counter()
-        pods = self._round()
-        running = [p for p in pods if p.node_name]
-        self.accounts.sample(self.policy, self.accelerators, running, now)
-        state = self.accounts.state(self.policy, self.accelerators, pods, now)
-        actions = decide(self.cluster.whole_views(), pods, {}, now, self.options, state,
-                         self.accelerators)
+        tracked = self.tracked
+        self.accounts.sample(self.policy, tracked.accelerators, tracked, now)
+        state = self.accounts.state(self.policy, tracked.accelerators, tracked, now)
+        actions = decide(tracked, {}, now, self.options, state)
         self.accounts.record(self.policy, self.accelerators, actions, now)
         self.stats.decide_calls += 1
         self.stats.decide_seconds += time.perf_counter() - started
@@ -282,6 +281,8 @@ class Simulation:
                     # gang after gang, as the applier ungates them.
                     for info in sorted(action.ungate, key=lambda p: p.name):
                         pod = self.gated.pop(info.key)
+                        # Let go: the watch would show it again once it is bound.
+                        self.tracked.drop_pod(info.key)
                         pod.pin = pin
                         self.waiting.pop(id(pod.job), None)
                         node = self.cluster.pick(pod.job.timeline.gpus, pin)
@@ -295,6 +296,7 @@ class Simulation:
                     anchor = self.gated[action.anchor.key]
                     anchor.info = dataclasses.replace(anchor.info,
                                                       preemption=action.record.dumps())
+                    self.tracked.put_pod(anchor.info)
                     self._evict([p.key for v in action.victims for p in v.pods
                                  if p.key in self._bound], now)
                     preempted = True

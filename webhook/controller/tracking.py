@@ -1,0 +1,300 @@
+"""The cluster as the watches report it, with what every round reads kept current as pods
+and nodes change: each node's free capacity, the GPUs each running pod holds (in total
+per namespace too), the pods on each node, gang membership, and which nodes each kind of
+pod may use. A round then costs what it decides, not what the cluster holds: at 50,000
+pods, rebuilding these from every pod took most of a round.
+
+Pure and synchronous: the controller's cache feeds it from the watches, the simulation
+from its virtual clock, `Tracked.of` from lists. A round reads it through a `Snapshot`
+and never changes it; a node's free map is replaced, never changed in place, so a
+snapshot's copy of the maps stays what the round started from.
+
+GPUs are GPU-equivalents of the policy's accelerators, plus any accelerator the webhook
+recorded on a gang member admitted under an earlier policy."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from webhook.accelerators import Accelerators, GpuEquivalents
+from webhook.controller.gangs import Gang, GangId, gang_of
+from webhook.controller.matching import eligible, signature
+from webhook.controller.objects import NodeInfo, PodInfo, Resources
+
+PodKey = tuple[str, str]
+
+
+def with_pod_slot(requests: Resources) -> Resources:
+    return {**requests, "pods": 1}
+
+
+def _minus(allocatable: Resources, used: Resources | None) -> Resources:
+    if not used:
+        return allocatable
+    free = dict(allocatable)
+    for k, v in used.items():
+        free[k] = free.get(k, 0) - v
+    return free
+
+
+def _placement_changed(old: NodeInfo, new: NodeInfo) -> bool:
+    """Whether a node update can change which pods may use the node (a heartbeat
+    cannot)."""
+    return (old.labels != new.labels or old.taints != new.taints or old.ready != new.ready
+            or old.unschedulable != new.unschedulable or old.allocatable != new.allocatable)
+
+
+class Tracked:
+    def __init__(self, accelerators: Accelerators) -> None:
+        self._policy = accelerators
+        self._recorded: Counter[str] = Counter()
+        self.accelerators = accelerators
+        self.gpus = accelerators.count
+        self.pods: dict[PodKey, PodInfo] = {}
+        self.nodes: dict[str, NodeInfo] = {}
+        # What bound, active pods request per node name (the pod slot included), whether
+        # the node is known or not: a node that comes back finds its pods counted.
+        self._used: dict[str, Resources] = {}
+        self.free: dict[str, Resources] = {}
+        self.free_gpu: dict[str, GpuEquivalents] = {}
+        # GPUs of every ready node.
+        self.capacity: GpuEquivalents = 0
+        # GPU-equivalents each bound, active pod holds (those holding any), and their
+        # totals per namespace.
+        self.held: dict[PodKey, GpuEquivalents] = {}
+        self.namespace_gpus: dict[str, GpuEquivalents] = {}
+        self.on_node: dict[str, set[PodKey]] = {}
+        # Active gang members; members that succeeded, and members being deleted.
+        self.members: dict[GangId, dict[PodKey, PodInfo]] = {}
+        self.succeeded: Counter[GangId] = Counter()
+        self.deleting: Counter[GangId] = Counter()
+        # Active gang members that still carry Airlock's gate.
+        self.gated: set[PodKey] = set()
+        self._gangs: dict[GangId, Gang] = {}
+        self._eligible: dict[tuple[Any, ...], list[str]] = {}
+        self._eligible_sets: dict[tuple[Any, ...], frozenset[str]] = {}
+        self._domains: dict[tuple[Any, ...], dict[str, list[str]]] = {}
+        self._capacities: dict[tuple[Any, ...], dict[str | None, GpuEquivalents]] = {}
+
+    @classmethod
+    def of(cls, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
+           accelerators: Accelerators) -> Tracked:
+        tracked = cls(accelerators)
+        for node in nodes:
+            tracked.put_node(node)
+        for pod in pods:
+            tracked.put_pod(pod)
+        return tracked
+
+    # --- what counts as a GPU -------------------------------------------------------
+
+    def count_as(self, accelerators: Accelerators) -> None:
+        """Count the policy's `accelerators` from now on (a policy reload)."""
+        if accelerators != self._policy:
+            self._policy = accelerators
+            self._recount()
+
+    def _recount(self) -> None:
+        self.accelerators = self._policy.including(n for n, c in self._recorded.items() if c)
+        self.gpus = gpus = self.accelerators.count
+        self.free_gpu = {n: gpus(free) for n, free in self.free.items()}
+        self.capacity = sum(gpus(n.allocatable) for n in self.nodes.values() if n.ready)
+        self.held, self.namespace_gpus = {}, {}
+        for key, pod in self.pods.items():
+            if pod.node_name and pod.active:
+                self._hold(key, gpus(pod.requests))
+
+    def _hold(self, key: PodKey, amount: GpuEquivalents) -> None:
+        if amount:
+            self.held[key] = amount
+            self.namespace_gpus[key[0]] = self.namespace_gpus.get(key[0], 0) + amount
+
+    # --- pods ---------------------------------------------------------------------------
+
+    def put_pod(self, pod: PodInfo) -> None:
+        key = pod.key
+        old = self.pods.get(key)
+        if old is not None:
+            if old == pod:
+                return
+            self._forget(old)
+        self.pods[key] = pod
+        new_names = False
+        for name in pod.accelerators:
+            self._recorded[name] += 1
+            new_names |= name not in self.accelerators.names
+        if pod.node_name and pod.active:
+            self._use(pod.node_name, with_pod_slot(pod.requests), 1)
+            self.on_node.setdefault(pod.node_name, set()).add(key)
+            if not new_names:
+                self._hold(key, self.gpus(pod.requests))
+        gang = pod.gang_id
+        if gang is not None:
+            if pod.active:
+                self.members.setdefault(gang, {})[key] = pod
+                self._gangs.pop(gang, None)
+                if pod.gated:
+                    self.gated.add(key)
+            if pod.succeeded:
+                self.succeeded[gang] += 1
+            if pod.deleting:
+                self.deleting[gang] += 1
+        if new_names:
+            self._recount()
+
+    def drop_pod(self, key: PodKey) -> None:
+        old = self.pods.pop(key, None)
+        if old is not None:
+            self._forget(old)
+
+    def _forget(self, pod: PodInfo) -> None:
+        """Take back what `pod` added (it is still in `pods` when replaced)."""
+        key = pod.key
+        self.pods.pop(key, None)
+        gone_names = False
+        for name in pod.accelerators:
+            self._recorded[name] -= 1
+            gone_names |= not self._recorded[name]
+        if pod.node_name and pod.active:
+            self._use(pod.node_name, with_pod_slot(pod.requests), -1)
+            on = self.on_node.get(pod.node_name)
+            if on is not None:
+                on.discard(key)
+                if not on:
+                    del self.on_node[pod.node_name]
+            amount = self.held.pop(key, 0)
+            if amount:
+                self.namespace_gpus[key[0]] -= amount
+        gang = pod.gang_id
+        if gang is not None:
+            members = self.members.get(gang)
+            if members is not None and members.pop(key, None) is not None:
+                self._gangs.pop(gang, None)
+                if not members:
+                    del self.members[gang]
+            self.gated.discard(key)
+            if pod.succeeded:
+                self.succeeded[gang] -= 1
+            if pod.deleting:
+                self.deleting[gang] -= 1
+        if gone_names:
+            self._recount()
+
+    def _use(self, node: str, requests: Resources, sign: int) -> None:
+        used = self._used.setdefault(node, {})
+        for k, v in requests.items():
+            used[k] = used.get(k, 0) + sign * v
+        info = self.nodes.get(node)
+        if info is not None:
+            # A new map, not a change to the old one: a snapshot may hold the old one.
+            free = self.free[node] = dict(self.free[node])
+            for k, v in requests.items():
+                free[k] = free.get(k, 0) - sign * v
+            self.free_gpu[node] = self.gpus(free)
+
+    # --- nodes --------------------------------------------------------------------------
+
+    def put_node(self, node: NodeInfo) -> None:
+        name = node.name
+        old = self.nodes.get(name)
+        if old == node:
+            return
+        self.nodes[name] = node
+        if old is None or old.allocatable != node.allocatable:
+            free = self.free[name] = _minus(node.allocatable, self._used.get(name))
+            self.free_gpu[name] = self.gpus(free)
+        self.capacity += self._ready_gpus(node) - (self._ready_gpus(old) if old else 0)
+        if old is None or _placement_changed(old, node):
+            self._placements_changed()
+
+    def drop_node(self, name: str) -> None:
+        old = self.nodes.pop(name, None)
+        if old is None:
+            return
+        del self.free[name], self.free_gpu[name]
+        self.capacity -= self._ready_gpus(old)
+        self._placements_changed()
+
+    def _ready_gpus(self, node: NodeInfo) -> GpuEquivalents:
+        return self.gpus(node.allocatable) if node.ready else 0
+
+    def _placements_changed(self) -> None:
+        self._eligible.clear()
+        self._eligible_sets.clear()
+        self._domains.clear()
+        self._capacities.clear()
+
+    # --- what rounds read -----------------------------------------------------------
+
+    def gangs(self) -> dict[GangId, Gang]:
+        """Every gang with an active member; built again only for gangs that changed."""
+        cache = self._gangs
+        for gang_id, members in self.members.items():
+            if gang_id not in cache:
+                cache[gang_id] = gang_of(gang_id, members.values())
+        return dict(cache)
+
+    def gang(self, gang_id: GangId) -> Gang | None:
+        members = self.members.get(gang_id)
+        if members is None:
+            return None
+        found = self._gangs.get(gang_id)
+        if found is None:
+            found = self._gangs[gang_id] = gang_of(gang_id, members.values())
+        return found
+
+    def eligible_nodes(self, pod: PodInfo) -> list[str]:
+        """Nodes the pod may use at all; cached per scheduling signature, since the pods
+        of a gang, and of many gangs, mostly share one, until a node changes."""
+        sig = signature(pod)
+        found = self._eligible.get(sig)
+        if found is None:
+            found = [n for n, info in self.nodes.items() if eligible(pod, info)]
+            self._eligible[sig] = found
+        return found
+
+    def eligible_set(self, pod: PodInfo) -> frozenset[str]:
+        sig = signature(pod)
+        found = self._eligible_sets.get(sig)
+        if found is None:
+            found = self._eligible_sets[sig] = frozenset(self.eligible_nodes(pod))
+        return found
+
+    def eligible_sets_by(self, sig: tuple[Any, ...]) -> frozenset[str]:
+        """The eligible nodes of a signature already asked about this round."""
+        found = self._eligible_sets.get(sig)
+        if found is None:
+            found = self._eligible_sets[sig] = frozenset(self._eligible[sig])
+        return found
+
+    def domains(self, pod: PodInfo, topology_key: str) -> dict[str, list[str]]:
+        """The pod's eligible nodes by their value of the topology label."""
+        key = (signature(pod), topology_key)
+        found = self._domains.get(key)
+        if found is None:
+            found = {}
+            nodes = self.nodes
+            for name in self.eligible_nodes(pod):
+                value = nodes[name].labels.get(topology_key)
+                if value is not None:
+                    found.setdefault(value, []).append(name)
+            self._domains[key] = found
+        return found
+
+    def capacities(self, pod: PodInfo, topology_key: str | None
+                   ) -> dict[str | None, GpuEquivalents]:
+        """The GPUs the pod's eligible nodes have in all, used or not, per domain of the
+        topology label (one entry, None, without a label): what no wait can exceed."""
+        key = (signature(pod), topology_key)
+        found = self._capacities.get(key)
+        if found is None:
+            nodes, gpus = self.nodes, self.gpus
+            if topology_key is None:
+                found = {None: sum(gpus(nodes[n].allocatable) for n in self.eligible_nodes(pod))}
+            else:
+                found = {domain: sum(gpus(nodes[n].allocatable) for n in names)
+                         for domain, names in self.domains(pod, topology_key).items()}
+            self._capacities[key] = found
+        return found

@@ -163,12 +163,20 @@ class Preemptor:
         self.taken: set[int] = set()
         self._ranked: dict[tuple[str, ...], list[tuple[int, GpuEquivalents]]] = {}
 
-    def _release(self, unit: Victim, sign: int = -1) -> None:
+    def _release(self, unit: Victim, sign: int = -1,
+                 here: Collection[str] = ()) -> GpuEquivalents:
+        """Free (or, with `sign` 1, take back) what the unit's pods hold, in the
+        snapshot; how many more free GPUs that leaves on the nodes `here`."""
+        free_gpu = self.snap.free_gpu
+        gained: GpuEquivalents = 0
         for pod in unit.pods:
-            if pod.key in self.held and pod.node_name in self.snap.free:
-                need = with_pod_slot(pod.requests)
-                self.snap.take(pod.node_name,
-                               {k: sign * v for k, v in need.items()})
+            node = pod.node_name
+            if pod.key in self.held and node in self.snap.free:
+                before = max(free_gpu[node], 0)
+                self.snap.take(node, {k: sign * v for k, v in with_pod_slot(pod.requests).items()})
+                if node in here:
+                    gained += max(free_gpu[node], 0) - before
+        return gained
 
     def _allowed(self, unit: Victim, queue: str, priority: int, may_preempt: bool,
                  reclaiming: bool, released: Mapping[str, GpuEquivalents]) -> Victim | None:
@@ -187,14 +195,14 @@ class Preemptor:
         return None
 
     def _fits(self, members: Sequence[PodInfo], nodes: Sequence[str], queue: str,
-              need: GpuEquivalents, released: Mapping[str, GpuEquivalents]) -> Plan | None:
+              need: GpuEquivalents, room: GpuEquivalents,
+              released: Mapping[str, GpuEquivalents]) -> Plan | None:
+        """Where the gang goes on `nodes`, which have `room` free GPUs, or None."""
+        if room < need or self.ledger.admissible(queue, need, released) is not None:
+            return None
         free_gpu = self.snap.free_gpu
-        if sum(max(free_gpu[n], 0) for n in nodes) < need:
-            return None
-        if not _could_pack(self._sizes(members), sorted((free_gpu[n] for n in nodes),
-                                                         reverse=True)):
-            return None
-        if self.ledger.admissible(queue, need, released) is not None:
+        if not _could_pack(self._sizes(members), sorted(
+                (free for n in nodes if (free := free_gpu[n]) > 0), reverse=True)):
             return None
         return place_in(members, self.snap, nodes)
 
@@ -212,6 +220,10 @@ class Preemptor:
         released: dict[str, GpuEquivalents] = {}
         spent: dict[str, int] = {}
         plan: Plan | None = None
+        # Free GPUs on the domain's nodes, kept as victims come and go: summing them
+        # afresh per victim made planning quadratic on a domain of thousands of nodes.
+        here = frozenset(nodes)
+        room = self.snap.free_gpus(nodes)
         try:
             for i in indices:
                 unit = self._allowed(self.units[i], queue, anchor.priority,
@@ -219,17 +231,17 @@ class Preemptor:
                 if unit is None or not self._budgets_allow(unit, spent):
                     continue
                 chosen.append(unit)
-                self._take(unit, released, spent)
-                plan = self._fits(members, nodes, queue, need, released)
+                room += self._take(unit, released, spent, here)
+                plan = self._fits(members, nodes, queue, need, room, released)
                 if plan is not None:
                     break
             if plan is None:
                 return None
             for unit in sorted(chosen, key=lambda u: u.cost, reverse=True):
-                self._give_back(unit, released, spent)
-                trimmed = self._fits(members, nodes, queue, need, released)
+                room -= self._give_back(unit, released, spent, here)
+                trimmed = self._fits(members, nodes, queue, need, room, released)
                 if trimmed is None:
-                    self._take(unit, released, spent)
+                    room += self._take(unit, released, spent, here)
                 else:
                     chosen.remove(unit)
                     plan = trimmed
@@ -278,19 +290,21 @@ class Preemptor:
         return all(spent.get(b.name, 0) + sum(1 for p in unit.pods if p.key in b.pods)
                    <= self.allowance[b.name] for b in self.budgets)
 
-    def _take(self, unit: Victim, released: dict[str, GpuEquivalents], spent: dict[str, int]
-              ) -> None:
-        self._release(unit)
+    def _take(self, unit: Victim, released: dict[str, GpuEquivalents], spent: dict[str, int],
+              here: Collection[str]) -> GpuEquivalents:
+        gained = self._release(unit, here=here)
         released[unit.queue] = released.get(unit.queue, 0) + unit.gpus
         for b in self.budgets:
             spent[b.name] = spent.get(b.name, 0) + sum(1 for p in unit.pods if p.key in b.pods)
+        return gained
 
     def _give_back(self, unit: Victim, released: dict[str, GpuEquivalents],
-                   spent: dict[str, int]) -> None:
-        self._release(unit, sign=1)
+                   spent: dict[str, int], here: Collection[str]) -> GpuEquivalents:
+        lost = -self._release(unit, sign=1, here=here)
         released[unit.queue] -= unit.gpus
         for b in self.budgets:
             spent[b.name] -= sum(1 for p in unit.pods if p.key in b.pods)
+        return lost
 
     def plan(self, members: Sequence[PodInfo], queue: str, avoid: frozenset[str] | set[str]
              ) -> Choice | None:

@@ -57,23 +57,23 @@ class Snapshot:
             free[k] = free.get(k, 0) - v
         before = max(self.free_gpu[node], 0)
         self.free_gpu[node] = self.gpus(free)
-        delta = max(self.free_gpu[node], 0) - before
-        if delta:
-            # Keep the per-domain totals in step: ranking domains then costs one sort,
-            # not a sum over every node, per gang.
-            for (sig, key), totals in self._domain_free.items():
-                value = self.nodes[node].labels.get(key)
-                if value is not None and node in self.cluster.eligible_sets_by(sig):
-                    totals[value] += delta
+        # Keep the per-domain totals in step: ranking domains then costs one sort, not a
+        # sum over every node, per gang.
+        self.cluster.domain_totals_moved(self._domain_free, node,
+                                         max(self.free_gpu[node], 0) - before)
 
     def domain_free(self, pod: PodInfo, topology_key: str) -> dict[str, GpuEquivalents]:
         """Free GPUs per domain, over the pod's eligible nodes; kept current by `take`."""
         key = (signature(pod), topology_key)
         found = self._domain_free.get(key)
         if found is None:
-            found = {name: self.free_gpus(nodes)
-                     for name, nodes in self.domains(pod, topology_key).items()}
-            self._domain_free[key] = found
+            found = self._domain_free[key] = dict(self.cluster.domain_free(pod, topology_key))
+            # What this round took before it asked.
+            cluster_gpu = self.cluster.free_gpu
+            for node in self._copied:
+                self.cluster.domain_totals_moved(
+                    {key: found}, node,
+                    max(self.free_gpu[node], 0) - max(cluster_gpu[node], 0))
         return found
 
     def need(self, pods: Iterable[PodInfo]) -> GpuEquivalents:

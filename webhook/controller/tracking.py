@@ -77,6 +77,7 @@ class Tracked:
         self._eligible_sets: dict[tuple[Any, ...], frozenset[str]] = {}
         self._domains: dict[tuple[Any, ...], dict[str, list[str]]] = {}
         self._capacities: dict[tuple[Any, ...], dict[str | None, GpuEquivalents]] = {}
+        self._domain_free: dict[tuple[Any, ...], dict[str, GpuEquivalents]] = {}
 
     @classmethod
     def of(cls, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
@@ -100,6 +101,7 @@ class Tracked:
         self.accelerators = self._policy.including(n for n, c in self._recorded.items() if c)
         self.gpus = gpus = self.accelerators.count
         self.free_gpu = {n: gpus(free) for n, free in self.free.items()}
+        self._domain_free.clear()
         self.capacity = sum(gpus(n.allocatable) for n in self.nodes.values() if n.ready)
         self.held, self.namespace_gpus = {}, {}
         for key, pod in self.pods.items():
@@ -192,7 +194,9 @@ class Tracked:
             free = self.free[node] = dict(self.free[node])
             for k, v in requests.items():
                 free[k] = free.get(k, 0) - sign * v
-            self.free_gpu[node] = self.gpus(free)
+            before = self.free_gpu[node]
+            self.free_gpu[node] = after = self.gpus(free)
+            self.domain_totals_moved(self._domain_free, node, max(after, 0) - max(before, 0))
 
     # --- nodes --------------------------------------------------------------------------
 
@@ -225,6 +229,7 @@ class Tracked:
         self._eligible_sets.clear()
         self._domains.clear()
         self._capacities.clear()
+        self._domain_free.clear()
 
     # --- what rounds read -----------------------------------------------------------
 
@@ -282,6 +287,30 @@ class Tracked:
                     found.setdefault(value, []).append(name)
             self._domains[key] = found
         return found
+
+    def domain_free(self, pod: PodInfo, topology_key: str) -> dict[str, GpuEquivalents]:
+        """Free GPUs per domain over the pod's eligible nodes, kept current as pods come
+        and go (a round copies it: summing every node per round was most of a round in a
+        simulation of thousands of nodes)."""
+        key = (signature(pod), topology_key)
+        found = self._domain_free.get(key)
+        if found is None:
+            free_gpu = self.free_gpu
+            found = self._domain_free[key] = {
+                name: sum(max(free_gpu[n], 0) for n in nodes)
+                for name, nodes in self.domains(pod, topology_key).items()}
+        return found
+
+    def domain_totals_moved(self, totals: dict[tuple[Any, ...], dict[str, GpuEquivalents]],
+                            node: str, delta: GpuEquivalents) -> None:
+        """Add `delta` free GPUs on `node` to the per-domain `totals` it counts in."""
+        if not delta:
+            return
+        labels = self.nodes[node].labels
+        for (sig, key), by_domain in totals.items():
+            value = labels.get(key)
+            if value is not None and node in self.eligible_sets_by(sig):
+                by_domain[value] += delta
 
     def capacities(self, pod: PodInfo, topology_key: str | None
                    ) -> dict[str | None, GpuEquivalents]:

@@ -1,0 +1,149 @@
+"""The tracked cluster is kept current event by event: whatever order pods and nodes come,
+change and go in, it must equal the cluster tracked from scratch from what is left, and
+a round over it must leave it as it was."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.builders import GPU, cluster, gang, member, node, single, tracked
+from webhook.accelerators import Accelerators
+from webhook.controller.deciding import POLICY_DEFAULT, decide
+from webhook.controller.objects import NodeInfo, PodInfo
+from webhook.controller.snapshot import Snapshot
+from webhook.controller.tracking import Tracked
+
+NEURON = "aws.amazon.com/neuron"
+NODES = [*cluster({"a": 2, "b": 2}), node("n-0", "c", resource=NEURON)]
+NODE_NAMES = [n.name for n in NODES]
+
+
+def _pods() -> list[PodInfo]:
+    """Pods in every state the tracking tells apart, on known and unknown nodes."""
+    out = [
+        *gang("g", 2),  # gated
+        member("h", 0, gated=False, node_name="a-n0"),
+        member("h", 1, gated=False, node_name="a-n1", gpus=4),
+        member("r", 0, gated=False, node_name="b-n0", recorded=NEURON, resource=NEURON),
+        single("s", "b-n1", gpus=2),
+        single("far", "gone-node", gpus=8),
+        single("cpu", "a-n0", gpus=0),
+    ]
+    done = member("h", 2, gated=False, node_name="b-n0")
+    out.append(dataclasses.replace(done, terminal=True, succeeded=True))
+    leaving = member("h", 3, gated=False, node_name="b-n1")
+    out.append(dataclasses.replace(leaving, deleting=True))
+    return out
+
+
+PODS = _pods()
+Step = tuple[str, int]
+steps = st.lists(st.tuples(st.sampled_from(["put_pod", "drop_pod", "put_node", "drop_node",
+                                             "unready", "moved"]),
+                           st.integers(min_value=0, max_value=len(PODS) - 1)),
+                 max_size=40)
+
+
+def _state(t: Tracked) -> dict[str, Any]:
+    members = {g: dict(m) for g, m in t.members.items()}
+    return {
+        "pods": dict(t.pods), "nodes": dict(t.nodes),
+        "free": {n: {k: v for k, v in f.items() if v} for n, f in t.free.items()},
+        "free_gpu": dict(t.free_gpu), "capacity": t.capacity,
+        "held": dict(t.held), "namespaces": {k: v for k, v in t.namespace_gpus.items() if v},
+        "on_node": {n: set(k) for n, k in t.on_node.items() if k},
+        "members": members, "gated": set(t.gated),
+        "succeeded": +t.succeeded, "deleting": +t.deleting,
+        "accelerators": t.accelerators,
+        "gangs": {g: (tuple(x.members), tuple(x.records)) for g, x in t.gangs().items()},
+    }
+
+
+def _apply(t: Tracked, pods: dict[tuple[str, str], PodInfo], nodes: dict[str, NodeInfo],
+           step: Step) -> None:
+    kind, i = step
+    pod = PODS[i]
+    name = NODE_NAMES[i % len(NODE_NAMES)]
+    if kind == "put_pod":
+        pods[pod.key] = pod
+        t.put_pod(pod)
+    elif kind == "drop_pod":
+        pods.pop(pod.key, None)
+        t.drop_pod(pod.key)
+    elif kind == "moved":  # the same pod, bound elsewhere (or let go)
+        moved = dataclasses.replace(pod, node_name=name, gated=False)
+        pods[pod.key] = moved
+        t.put_pod(moved)
+    elif kind == "put_node":
+        nodes[name] = NODES[i % len(NODES)]
+        t.put_node(nodes[name])
+    elif kind == "drop_node":
+        nodes.pop(name, None)
+        t.drop_node(name)
+    else:
+        nodes[name] = dataclasses.replace(NODES[i % len(NODES)], ready=False)
+        t.put_node(nodes[name])
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps)
+def test_tracking_event_by_event_equals_tracking_what_is_left(sequence: list[Step]) -> None:
+    t = Tracked(POLICY_DEFAULT)
+    pods: dict[tuple[str, str], PodInfo] = {}
+    nodes: dict[str, NodeInfo] = {}
+    for step in sequence:
+        _apply(t, pods, nodes, step)
+        # Read the caches as rounds do, so later steps must keep them current.
+        t.domain_free(PODS[0], "nvidia.com/gpu.clique")
+        t.gangs()
+    fresh = Tracked.of(nodes.values(), pods.values(), POLICY_DEFAULT)
+    assert _state(t) == _state(fresh)
+    anchor = PODS[0]
+    for key in ("nvidia.com/gpu.clique", "kubernetes.io/hostname"):
+        assert t.domain_free(anchor, key) == fresh.domain_free(anchor, key)
+        assert t.capacities(anchor, key) == fresh.capacities(anchor, key)
+    assert t.eligible_nodes(anchor) == fresh.eligible_nodes(anchor)
+
+
+def test_a_policy_reload_counts_the_new_accelerators_everywhere() -> None:
+    pods = [single("s", "n-0", gpus=2), single("t", "n-0", gpus=1)]
+    pods = [dataclasses.replace(p, requests={NEURON: p.requests[GPU], "cpu": 1}) for p in pods]
+    t = tracked(NODES, pods)
+    assert t.held == {}
+    t.count_as(POLICY_DEFAULT.including([NEURON]))
+    assert t.held == {("ml", "s"): 2, ("ml", "t"): 1}
+    assert t.free_gpu["n-0"] == 5
+    assert t.capacity == 40
+
+
+def test_a_round_leaves_the_tracked_cluster_as_it_was() -> None:
+    pods = [*gang("g", 4), *gang("big", 3), single("s", "a-n0", gpus=8)]
+    t = tracked(cluster({"a": 4, "b": 2}), pods)
+    before = _state(t)
+    free_before = {n: dict(f) for n, f in t.free.items()}
+    snap = Snapshot(t)
+    snap.take("b-n0", {GPU: 8})
+    assert decide(t, {}, 0.0)
+    assert _state(t) == before
+    assert t.free == free_before
+
+
+def test_a_snapshot_asked_for_domain_totals_late_counts_what_it_took_before() -> None:
+    t = tracked(cluster({"a": 2, "b": 2}))
+    snap = Snapshot(t)
+    snap.take("a-n0", {GPU: 8})
+    assert snap.domain_free(PODS[0], "nvidia.com/gpu.clique") == {"a": 8, "b": 16}
+    assert t.domain_free(PODS[0], "nvidia.com/gpu.clique") == {"a": 16, "b": 16}
+
+
+def test_counting_slices_recorded_on_pods_of_an_older_policy() -> None:
+    recorded = member("r", 0, gated=False, node_name="n-0", recorded=NEURON, resource=NEURON)
+    t = tracked(NODES, [recorded], Accelerators.of([GPU]))
+    assert NEURON in t.accelerators.names
+    assert t.free_gpu["n-0"] == 0
+    t.drop_pod(recorded.key)
+    assert NEURON not in t.accelerators.names

@@ -106,10 +106,10 @@ def _whole(gang: Gang, size: int, now: float, options: DecideOptions, snap: Snap
     present = len(gang.members)
     if present < size:
         late = now - gang.arrival > options.incomplete_warning_after
-        return None, [Wait(gang.id, tuple(gang.members), "Incomplete" if late else "Waiting",
+        return None, [Wait(gang.id, gang.members, "Incomplete" if late else "Waiting",
                            f"{present}/{size} pods present{_outlook(gang, size, snap)}",
                            warning=late)]
-    return gang.members[:size], _oversize(gang, gang.members[size:],
+    return list(gang.members[:size]), _oversize(gang, gang.members[size:],
                                           f"{present} pods for a gang of {size}")
 
 

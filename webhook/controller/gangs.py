@@ -11,9 +11,10 @@ A gang's members fall into three groups:
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from webhook.controller.objects import PodInfo
 from webhook.conventions.base import SizeUnknown
@@ -54,45 +55,48 @@ class Record:
             return None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Gang:
+    """A gang's active members (not terminal, not being deleted), oldest first, and the
+    decisions recorded on them. Frozen, and what it derives is kept: the tracked cluster
+    builds a gang again only when a member changes, and every round reads each one."""
+
     id: GangId
-    # Active members (not terminal, not being deleted), oldest first.
-    members: list[PodInfo] = field(default_factory=list)
-    records: list[Record] = field(default_factory=list)
+    members: tuple[PodInfo, ...] = ()
+    records: tuple[Record, ...] = ()
 
     @property
     def name(self) -> str:
         return f"{self.id[0]}/{self.id[1]}"
 
-    @property
+    @functools.cached_property
     def recorded(self) -> frozenset[str]:
         return frozenset(name for r in self.records for name in r.members)
 
-    @property
+    @functools.cached_property
     def let_go(self) -> list[PodInfo]:
         return [p for p in self.members if not p.gated]
 
-    @property
+    @functools.cached_property
     def promised(self) -> list[PodInfo]:
         recorded = self.recorded
         return [p for p in self.members if p.gated and p.name in recorded]
 
-    @property
+    @functools.cached_property
     def waiting(self) -> list[PodInfo]:
         recorded = self.recorded
         return [p for p in self.members if p.gated and p.name not in recorded]
 
-    @property
+    @functools.cached_property
     def started(self) -> bool:
         """Part of the gang was admitted before: what waits now joins it."""
         return bool(self.records) or any(not p.gated for p in self.members)
 
-    @property
+    @functools.cached_property
     def priority(self) -> int:
         return max(p.priority for p in self.members)
 
-    @property
+    @functools.cached_property
     def arrival(self) -> float:
         return min(p.created for p in self.members)
 
@@ -125,8 +129,8 @@ class Gang:
 
 
 def gang_of(gang_id: GangId, members: Iterable[PodInfo]) -> Gang:
-    """A gang from its active members, oldest first, with the decisions they record."""
-    gang = Gang(gang_id, sorted(members, key=lambda p: (p.created, p.name)))
-    records = (Record.loads(p.placement) for p in gang.members if p.placement)
-    gang.records = sorted((r for r in records if r is not None), key=lambda r: r.at)
-    return gang
+    """A gang from its active members, with the decisions they record."""
+    ordered = tuple(sorted(members, key=lambda p: (p.created, p.name)))
+    records = (Record.loads(p.placement) for p in ordered if p.placement)
+    return Gang(gang_id, ordered, tuple(sorted((r for r in records if r is not None),
+                                               key=lambda r: r.at)))

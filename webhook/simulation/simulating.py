@@ -170,7 +170,7 @@ class Simulation:
             first = gated[0]
             # Its members share priority and creation: the first alone gives the
             # gang's place in the queue order, without a pass over all of them.
-            self.waiting[id(job)] = job, Gang(first.gang_id or first.key, [first])
+            self.waiting[id(job)] = job, Gang(first.gang_id or first.key, (first,))
 
     def _enqueue(self, pod: _Pod) -> None:
         preempts = pod.job.marked.preempts

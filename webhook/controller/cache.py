@@ -20,13 +20,13 @@ class Cache:
         self.pods: dict[tuple[str, str], PodInfo] = {}
         self.nodes: dict[str, NodeInfo] = {}
         self._versions: dict[tuple[str, str], int] = {}
-        # Gang members that still carry Airlock's gate: with none, a round has nothing
-        # to decide, however much else in the cluster changes.
+        # Gang members and queued single pods that still carry Airlock's gate: with none,
+        # a round has nothing to decide, however much else in the cluster changes.
         self.gated: set[tuple[str, str]] = set()
         self.changed = asyncio.Event()
 
     def _track(self, info: PodInfo) -> None:
-        if info.gated and info.active and info.gang_id is not None:
+        if info.gated and info.active and (info.gang_id is not None or info.single):
             self.gated.add(info.key)
         else:
             self.gated.discard(info.key)

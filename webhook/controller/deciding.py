@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from webhook.accelerators import Accelerators
 from webhook.controller.actions import Action, Admit, Finish, Preempt, Requeue, Wait, describe
-from webhook.controller.fitting import NoFit, Plan, fit, place_in, reserve
+from webhook.controller.fitting import NoFit, Plan, could_ever_fit, fit, place_in, reserve
 from webhook.controller.gangs import Gang, GangId, Record, SizeAnswer, gangs_of
 from webhook.controller.mending import short
 from webhook.controller.objects import NodeInfo, PodInfo
@@ -211,13 +211,17 @@ class _Round:
                 self.queue.did_not_fit(gang, NoFit(""))  # strict order waits behind it
                 self.held.update(preempt.record.nodes)
                 return [preempt]
-        present = f"{len(members)}/{size} pods present" if not gang.started else \
-            f"{len(members)} pods to rejoin a gang of {size}"
+        present = "" if gang.single else f"{len(members)}/{size} pods present; " \
+            if not gang.started else f"{len(members)} pods to rejoin a gang of {size}; "
         if isinstance(outcome, NoFit):
-            self.queue.did_not_fit(gang, outcome)
-            return [Wait(gang.id, tuple(members), "Waiting", f"{present}; {outcome.reason}")]
+            anchor = members[0]
+            # One that could never fit here heads nothing: the room it kept would idle.
+            if self.queue.head is None and could_ever_fit(
+                    members, self.snap, anchor.topology_key, anchor.topology_mode):
+                self.queue.did_not_fit(gang, outcome)
+            return [Wait(gang.id, tuple(members), "Waiting", f"{present}{outcome.reason}")]
         # Over quota: it keeps no capacity, which gangs of other queues may use.
-        return [Wait(gang.id, tuple(members), "Waiting", f"{present}; {over}")]
+        return [Wait(gang.id, tuple(members), "Waiting", f"{present}{over}")]
 
 
 def _joining_note(gang: Gang, size: int) -> str:

@@ -9,7 +9,7 @@ domain, pods are placed largest first, each on the fullest node that still takes
 from __future__ import annotations
 
 import bisect
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from webhook.accelerators import GpuEquivalents
@@ -84,7 +84,11 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     for a gang ahead in the queue."""
     need = snap.need(pods)
     anchor = pods[0]
-    everywhere = [n for n in snap.eligible_nodes(anchor) if n not in avoid]
+    eligible = snap.eligible_nodes(anchor)
+    everywhere = [n for n in eligible if n not in avoid]
+    if eligible and not everywhere:
+        return NoFit(f"needs {need} GPUs; every node it may use is kept for the first in "
+                     f"the queue")
     if not everywhere:
         offering = "".join(f", has {d}" for d in anchor.devices)
         return NoFit(f"needs {need} GPUs, and no node is eligible: none is Ready, "
@@ -119,6 +123,24 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
                  if domains else
                  f"needs {need} GPUs in one {level} domain, and no eligible node has the "
                  f"label {topology_key}", best_nodes)
+
+
+def could_ever_fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
+                   mode: str | None) -> bool:
+    """Whether the pods would fit were their eligible nodes empty (in one domain, where
+    the topology is required), counting GPUs alone: a necessary condition, cheap next to
+    a fit. A gang that never could is no head of the queue: it would keep room for ever."""
+    anchor = pods[0]
+    sizes = [snap.gpus(p.requests) for p in pods]
+    need, largest = sum(sizes), max(sizes)
+    groups: Iterable[list[str]] = (snap.domains(anchor, topology_key).values()
+                                   if topology_key and mode == "required"
+                                   else [snap.eligible_nodes(anchor)])
+    for nodes in groups:
+        capacity = [snap.gpus(snap.nodes[n].allocatable) for n in nodes]
+        if capacity and sum(capacity) >= need and max(capacity) >= largest:
+            return True
+    return False
 
 
 def reserve(plan: Plan, pods: Sequence[PodInfo], snap: Snapshot) -> None:

@@ -104,6 +104,29 @@ def test_a_queued_single_of_a_class_that_never_preempts_waits() -> None:
     assert waits(actions) == {one("scav"): "Waiting: needs 4 GPUs on eligible nodes; 0 free"}
 
 
+def test_pods_alike_go_while_they_fit_and_only_alike_ones_wait_together() -> None:
+    busy = [single("s", "a-n0", gpus=2)]
+    pods = [queued(f"half-{i}", 4, created=i) for i in range(2)]
+    pods += [queued(f"whole-{i}", 8, created=2 + i) for i in range(2)]
+    pods.append(queued("small", 2, created=4))
+    actions = decide(cluster({"a": 1}), [*busy, *pods], {}, NOW,
+                     DecideOptions(order="strict"), OFF)
+    # 6 GPUs free: one 4-GPU pod fits, then neither the second nor the 8-GPU pods; in
+    # strict order the first that does not fit heads the queue and the rest wait behind.
+    assert admitted(actions) == {one("half-0"): None}
+    assert waits(actions) == {
+        one("half-1"): "Waiting: needs 4 GPUs on eligible nodes; 2 free",
+        one("whole-0"): "Waiting: behind pod ml/half-1, first in the queue",
+        one("whole-1"): "Waiting: behind pod ml/half-1, first in the queue",
+        one("small"): "Waiting: behind pod ml/half-1, first in the queue"}
+    # Pods larger than any node head nothing: each waits, and one that is not alike goes.
+    wide = [queued(f"wide-{i}", 16, created=i) for i in range(2)]
+    actions = decide(cluster({"a": 1}), [*busy, *wide, pods[-1]], {}, NOW,
+                     DecideOptions(order="strict"), OFF)
+    assert admitted(actions) == {one("small"): None}
+    assert set(waits(actions)) == {one("wide-0"), one("wide-1")}
+
+
 def test_a_single_let_go_but_not_bound_keeps_its_room() -> None:
     raw = raw_queued("first", 8, gated=False)
     raw["metadata"]["annotations"][PLACEMENT_ANNOTATION] = \

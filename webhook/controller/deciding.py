@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from webhook.accelerators import Accelerators
 from webhook.controller.actions import Action, Admit, Finish, Preempt, Requeue, Wait, describe
 from webhook.controller.fitting import NoFit, Plan, could_ever_fit, fit, place_in, reserve
 from webhook.controller.gangs import Gang, GangId, Record, SizeAnswer, gangs_of
+from webhook.controller.matching import signature
 from webhook.controller.mending import short
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.ordering import Order, Queue
@@ -160,6 +162,12 @@ class _Round:
         self.queue = Queue(options.order)
         # Nodes held for gangs that preempted: nobody else may use them.
         self.held: set[str] = set()
+        # Queued single pods that did not fit, by what decides their fit: one alike (a
+        # batch Job's next pod) does not fit either, since in a round free room only
+        # shrinks and the nodes to avoid only grow (room a preemption frees off the nodes
+        # it holds is seen next round). Each fit is a pass over the nodes, and thousands
+        # of such pods may wait.
+        self.no_room: dict[tuple[Any, ...], NoFit] = {}
 
     def consider(self, gang: Gang, hold: Hold | None = None) -> list[Action]:
         now, options, snap = self.now, self.options, self.snap
@@ -183,8 +191,13 @@ class _Round:
             outcome, home_key = _fit_joiners(gang, members, snap, avoid)
             key = home_key or key
         else:
-            outcome = fit(members, snap, key, anchor.topology_mode, level=key or "topology",
-                          avoid=avoid)
+            alike = (signature(anchor), tuple(sorted(anchor.requests.items())),
+                     key, anchor.topology_mode) if gang.single and hold is None else None
+            known = self.no_room.get(alike) if alike is not None else None
+            outcome = known or fit(members, snap, key, anchor.topology_mode,
+                                   level=key or "topology", avoid=avoid)
+            if alike is not None and isinstance(outcome, NoFit):
+                self.no_room[alike] = outcome
         # Joiners complete a gang that already holds its share: no quota stops them.
         over = None if started else self.queues.over_quota(gang, members)
         if isinstance(outcome, NoFit) or over is not None:

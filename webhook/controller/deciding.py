@@ -187,13 +187,13 @@ class _Round:
         avoid = self.queue.kept if hold is not None else self.queue.kept | self.held
         anchor = members[0]
         key: str | None = anchor.topology_key
+        alike = (signature(anchor), tuple(sorted(anchor.requests.items())), key,
+                 anchor.topology_mode) if gang.single and hold is None else None
+        known = self.no_room.get(alike) if alike is not None else None
         if started:
             outcome, home_key = _fit_joiners(gang, members, snap, avoid)
             key = home_key or key
         else:
-            alike = (signature(anchor), tuple(sorted(anchor.requests.items())),
-                     key, anchor.topology_mode) if gang.single and hold is None else None
-            known = self.no_room.get(alike) if alike is not None else None
             outcome = known or fit(members, snap, key, anchor.topology_mode,
                                    level=key or "topology", avoid=avoid)
             if alike is not None and isinstance(outcome, NoFit):
@@ -201,7 +201,8 @@ class _Round:
         # Joiners complete a gang that already holds its share: no quota stops them.
         over = None if started else self.queues.over_quota(gang, members)
         if isinstance(outcome, NoFit) or over is not None:
-            return [*actions, *self._blocked(gang, members, size, outcome, over, avoid)]
+            return [*actions, *self._blocked(gang, members, size, outcome, over, avoid,
+                                             fresh=known is None)]
         reserve(outcome, members, snap)
         self.queues.admitted(gang, members)
         record = Record(outcome.domain, key if outcome.domain else None,
@@ -215,7 +216,7 @@ class _Round:
                                 _joining_note(gang, size) if started else "", nominate)]
 
     def _blocked(self, gang: Gang, members: list[PodInfo], size: int, outcome: Plan | NoFit,
-                 over: str | None, avoid: set[str]) -> list[Action]:
+                 over: str | None, avoid: set[str], fresh: bool = True) -> list[Action]:
         """A gang that does not fit, physically or in its quota: it preempts when it may
         and victims exist; else it waits, and the first such gang heads the queue."""
         if not gang.started and self.queues.may_preempt(members):
@@ -224,12 +225,18 @@ class _Round:
                 self.queue.did_not_fit(gang, NoFit(""))  # strict order waits behind it
                 self.held.update(preempt.record.nodes)
                 return [preempt]
-        present = "" if gang.single else f"{len(members)}/{size} pods present; " \
-            if not gang.started else f"{len(members)} pods to rejoin a gang of {size}; "
+        if gang.single:
+            present = ""
+        elif gang.started:
+            present = f"{len(members)} pods to rejoin a gang of {size}; "
+        else:
+            present = f"{len(members)}/{size} pods present; "
         if isinstance(outcome, NoFit):
             anchor = members[0]
             # One that could never fit here heads nothing: the room it kept would idle.
-            if self.queue.head is None and could_ever_fit(
+            # A pod alike judged before (`fresh` False) headed the queue already, or
+            # could never fit either.
+            if fresh and self.queue.head is None and could_ever_fit(
                     members, self.snap, anchor.topology_key, anchor.topology_mode):
                 self.queue.did_not_fit(gang, outcome)
             return [Wait(gang.id, tuple(members), "Waiting", f"{present}{outcome.reason}")]

@@ -84,3 +84,15 @@ def test_class_gang_and_patch(explained: dict[str, dict[str, Any]], name: str) -
     annotations = row["mutated"]["metadata"].get("annotations", {})
     assert (annotations.get(QUEUED_ANNOTATION) == "true") == single_queued
     assert row["mutated"]["metadata"]["labels"]["gpu-airlock.io/class"] == cls
+
+
+def test_the_text_says_a_single_pod_is_queued() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "webhook", "explain", "-f",
+         str(ROOT / "examples" / "demo" / "scavenger-job.yaml"), "-f",
+         str(ROOT / "examples" / "demo" / "inference-deployment.yaml"), "--policies",
+         str(ROOT / "policies")], capture_output=True, text=True, check=True, cwd=ROOT)
+    gangs = [line.strip() for line in out.stdout.splitlines() if "gang:" in line]
+    assert gangs == ["gang:     - (a single pod, queued: gated until the controller admits it)",
+                     *["gang:     -"] * (len(gangs) - 1)]
+    assert len(gangs) > 1

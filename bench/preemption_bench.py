@@ -5,22 +5,28 @@
    200 waiting training gangs of 2-16 pods; preemption included (goal: p99 <= 100 ms);
 2. planning the victims for one gang on that cluster (goal: p99 <= 20 ms).
 
+`--singles N` adds N waiting single pods of a class that queues (1-GPU scavenger pods,
+gated by the webhook), each a gang of one to the round.
+
 Times are the process's CPU time, not wall time: on a shared machine the wall clock
 measures the neighbours as much as the code.
 
     .venv/bin/python -m bench.preemption_bench [--nodes 5000] [--gangs 200] [--rounds 20]
+        [--singles 0]
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import random
 import statistics
 import time
 from typing import Any
 
 from bench.controller_bench import GPU, gang_pods, pct
+from tests.builders import queued
 from webhook.controller.deciding import POLICY_DEFAULT, QueueState, decide
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.preempting import PreemptionSettings, Preemptor, candidates
@@ -84,19 +90,29 @@ def waiting(count: int, rng: random.Random) -> list[PodInfo]:
     return pods
 
 
+def singles(count: int) -> list[PodInfo]:
+    return [queued(f"scav{i}", 1, ns="scavenge", preemptionPolicy="Never")
+            for i in range(count)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--gangs", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--singles", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(5)
     nodes, running = full_cluster(args.nodes, rng)
     gangs = waiting(args.gangs, rng)
+    pods = running + gangs + singles(args.singles)
     started = time.process_time()
-    cluster = Tracked.of(nodes, running + gangs, POLICY_DEFAULT)
-    print(f"tracking {len(nodes):,} nodes and {len(running) + len(gangs):,} pods once: "
+    cluster = Tracked.of(nodes, pods, POLICY_DEFAULT)
+    print(f"tracking {len(nodes):,} nodes and {len(pods):,} pods once: "
           f"{(time.process_time() - started) * 1000:.0f} ms CPU")
+    # As the controller does once it has listed the cluster (`running.py`).
+    gc.collect()
+    gc.freeze()
     state = QueueState(preemption=PreemptionSettings(delay=0))
     times, preempted = [], 0
     for _ in range(args.rounds):
@@ -104,7 +120,8 @@ def main() -> int:
         actions = decide(cluster, {}, NOW, state=state)
         times.append((time.process_time() - started) * 1000)
         preempted = sum(1 for a in actions if type(a).__name__ == "Preempt")
-    print(f"{len(nodes):,} nodes, {len(running):,} running pods, {args.gangs} waiting gangs: "
+    print(f"{len(nodes):,} nodes, {len(running):,} running pods, {args.gangs} waiting gangs, "
+          f"{args.singles} waiting single pods: "
           f"one round p50 {statistics.median(times):.1f} ms, p99 {pct(times, 0.99):.1f} ms "
           f"({preempted} preemptions per round, {args.rounds} rounds)")
 

@@ -26,6 +26,7 @@ from webhook.keys import (
     GANG_SIZE_ANNOTATION,
     GATE,
     PLACEMENT_ANNOTATION,
+    QUEUED_ANNOTATION,
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
 )
@@ -188,6 +189,24 @@ def gang(name: str, n: int, gpus: int = 8, **kw: Any) -> list[PodInfo]:
     return [member(name, i, gpus, size=n, **kw) for i in range(n)]
 
 
+def raw_queued(name: str, gpus: int = 1, *, ns: str = "ml", priority: int = SCAVENGER,
+               created: int = 0, gated: bool = True, **spec: Any) -> dict[str, Any]:
+    """A single pod as the watch delivers it once the webhook queued it (its class queues
+    single pods): the mark and, until the controller lifts it, the gate."""
+    b = pod(name, ns).gpus(gpus).set("priority", priority).annotation(QUEUED_ANNOTATION,
+                                                                      "true")
+    b.meta["creationTimestamp"] = f"2026-11-22T10:{created:02d}:00Z"
+    if gated:
+        b.gate(GATE)
+    for key, value in spec.items():
+        b.set(key, value)
+    return b.build()
+
+
+def queued(name: str, gpus: int = 1, **kw: Any) -> PodInfo:
+    return PodInfo.parse(raw_queued(name, gpus, **kw))
+
+
 def _iso(at: float) -> str:
     return datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -213,10 +232,11 @@ def running(name: str, nodes: list[str], gpus: int = 8, ran: float = HOUR,
 
 
 def single(name: str, node: str, gpus: int = 1, ran: float = HOUR,
-           priority: int = SCAVENGER, ns: str = "ml") -> PodInfo:
-    """A running pod in no gang."""
-    return _running(pod(name, ns).gpus(gpus).set("priority", priority).build(), node, ran,
-                    None)
+           priority: int = SCAVENGER, ns: str = "ml", queued: bool = False) -> PodInfo:
+    """A running pod in no gang; `queued`: one the webhook queued and the controller let go."""
+    raw = raw_queued(name, gpus, ns=ns, priority=priority, gated=False) if queued else \
+        pod(name, ns).gpus(gpus).set("priority", priority).build()
+    return _running(raw, node, ran, None)
 
 
 def node(name: str, domain: str | None, gpus: int = 8, resource: str = GPU, **extra: Any

@@ -33,6 +33,11 @@ GANG_LABEL: Final = "gpu-airlock.io/gang"
 GANG_KEY_ANNOTATION: Final = "gpu-airlock.io/gang-key"
 GANG_SOURCE_ANNOTATION: Final = "gpu-airlock.io/gang-source"
 GANG_EXPECTED_SIZE_ANNOTATION: Final = "gpu-airlock.io/gang-expected-size"
+# A single pod (in no gang) that Airlock gated to wait in its team's queue: the
+# controller admits it as a gang of one. Its value is "true". A gang member is known by
+# GANG_LABEL instead; the webhook cannot name a single pod's gang after the pod, since
+# a pod made from generateName has no name yet when it is mutated.
+QUEUED_ANNOTATION: Final = "gpu-airlock.io/queued"
 # The policy rule that decided the class.
 RULE_ANNOTATION: Final = "gpu-airlock.io/rule"
 # The node label that names the gang's topology domain, and whether one domain is a must.

@@ -154,6 +154,9 @@ class PodView:
     containers: tuple[Container, ...]
     init_containers: tuple[Container, ...]
     scheduler_name: str
+    # A pod that names its node skips the scheduler; the apiserver rejects one that also
+    # carries a scheduling gate.
+    node_name: str | None
     gates: tuple[str, ...]
     priority_class_name: str | None
     has_priority: bool
@@ -201,6 +204,7 @@ class PodView:
             containers=containers,
             init_containers=init_containers,
             scheduler_name=_optional_str(spec, "schedulerName", "spec") or DEFAULT_SCHEDULER,
+            node_name=_optional_str(spec, "nodeName", "spec") or None,
             gates=gates,
             priority_class_name=_optional_str(spec, "priorityClassName", "spec") or None,
             has_priority=priority is not None,

@@ -11,7 +11,13 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import pod
 from webhook.controller.raw import json_of
-from webhook.keys import CLASS_LABEL, CONTROLLER_IDENTITY, GANG_NAME_LABEL, GATE
+from webhook.keys import (
+    CLASS_LABEL,
+    CONTROLLER_IDENTITY,
+    GANG_NAME_LABEL,
+    GATE,
+    QUEUED_ANNOTATION,
+)
 from webhook.sandbox import wiring
 from webhook.sandbox.clients import from_kubeconfig, from_token, service_account_token
 from webhook.sandbox.controlplane import ControlPlane, free_port
@@ -58,12 +64,25 @@ async def test_stored_pod_has_class_priority_and_numeric_priority(
     assert stored["status"]["phase"] == "Pending"
 
 
-async def test_scavenger_never_preempts(api: client.ApiClient, namespace: str) -> None:
+async def test_scavenger_never_preempts_and_waits_in_its_queue(
+        api: client.ApiClient, namespace: str) -> None:
     stored = await create(api, namespace, pod("sweep-1").gpus(1).owner("Job", "sweep").build())
     assert stored["spec"]["priorityClassName"] == "airlock-scavenger"
     assert stored["spec"]["priority"] == 1000
     assert stored["spec"]["preemptionPolicy"] == "Never"
+    # A single pod of a class that queues: gated, and marked for the controller.
+    assert stored["spec"]["schedulingGates"] == [{"name": GATE}]
+    assert stored["metadata"]["annotations"][QUEUED_ANNOTATION] == "true"
+
+
+async def test_a_pod_that_names_its_node_is_not_gated(api: client.ApiClient,
+                                                      namespace: str) -> None:
+    # The apiserver rejects a gated pod that names its node: Airlock must not gate it.
+    stored = await create(api, namespace, pod("pinned").gpus(1).owner("Job", "sweep")
+                          .set("nodeName", "gpu-0000").build())
+    assert stored["spec"]["priorityClassName"] == "airlock-scavenger"
     assert "schedulingGates" not in stored["spec"]
+    assert QUEUED_ANNOTATION not in stored["metadata"]["annotations"]
 
 
 async def test_inference_pod_is_spread_and_prioritised(api: client.ApiClient,
@@ -73,6 +92,8 @@ async def test_inference_pod_is_spread_and_prioritised(api: client.ApiClient,
     obj["metadata"]["ownerReferences"][0]["uid"] = "00000000-0000-4000-8000-000000000001"
     stored = await create(api, namespace, obj)
     assert stored["spec"]["priority"] == 100000
+    # Inference does not queue: latency matters.
+    assert "schedulingGates" not in stored["spec"]
     assert stored["spec"]["topologySpreadConstraints"][0]["topologyKey"] == \
         "kubernetes.io/hostname"
 

@@ -3,7 +3,7 @@ recent preemptions."""
 
 from __future__ import annotations
 
-from tests.builders import NOW, cluster, gang, running
+from tests.builders import NOW, cluster, gang, queued, running
 from webhook.controller.reporting import report
 from webhook.policy.model import Policy
 from webhook.policy.queues import Queue
@@ -32,3 +32,11 @@ def test_the_report_says_where_queues_stand_and_why_gangs_wait(policy: Policy) -
     assert "team-a                 8    16         8       1                 2.0" in \
         found.text()
     assert "team-a/next  queue team-a, priority 100, 1 pods, 8 GPUs: Waiting" in found.text()
+
+
+def test_a_waiting_single_pod_is_shown_as_a_pod(policy: Policy) -> None:
+    found = report(policy, cluster({"a": 1}), [*running("big", ["a-n0"]),
+                                                queued("solo", 2, ns="team-a")], [], NOW)
+    (line,) = found.waiting
+    assert (line.gang, line.pods, line.gpus) == ("pod team-a/solo", 1, 2.0)
+    assert line.why == "Waiting: needs 2 GPUs on eligible nodes; 0 free"

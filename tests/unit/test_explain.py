@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from webhook.keys import GATE
+from webhook.keys import GATE, QUEUED_ANNOTATION
 
 ROOT = Path(__file__).resolve().parents[2]
 PRIORITY = {"airlock-inference": 100000, "airlock-training": 50000, "airlock-scavenger": 1000}
@@ -78,5 +78,21 @@ def test_class_gang_and_patch(explained: dict[str, dict[str, Any]], name: str) -
     assert row["rule"]
     assert row["priorityClassName"] == f"airlock-{cls}"
     assert row["priority"] == PRIORITY[row["priorityClassName"]]
-    assert (GATE in gates) == (gang is not None)
+    # The default policy queues single pods of training and scavenger, not inference.
+    single_queued = gang is None and cls != "inference"
+    assert (GATE in gates) == (gang is not None or single_queued)
+    annotations = row["mutated"]["metadata"].get("annotations", {})
+    assert (annotations.get(QUEUED_ANNOTATION) == "true") == single_queued
     assert row["mutated"]["metadata"]["labels"]["gpu-airlock.io/class"] == cls
+
+
+def test_the_text_says_a_single_pod_is_queued() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "webhook", "explain", "-f",
+         str(ROOT / "examples" / "demo" / "scavenger-job.yaml"), "-f",
+         str(ROOT / "examples" / "demo" / "inference-deployment.yaml"), "--policies",
+         str(ROOT / "policies")], capture_output=True, text=True, check=True, cwd=ROOT)
+    gangs = [line.strip() for line in out.stdout.splitlines() if "gang:" in line]
+    assert gangs == ["gang:     - (a single pod, queued: gated until the controller admits it)",
+                     *["gang:     -"] * (len(gangs) - 1)]
+    assert len(gangs) > 1

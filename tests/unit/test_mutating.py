@@ -5,7 +5,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.builders import pod
+from tests.builders import make_policy, pod
 from webhook.admission.mutating import mutate
 from webhook.keys import (
     CLASS_LABEL,
@@ -13,8 +13,10 @@ from webhook.keys import (
     GANG_NAME_LABEL,
     GANG_SIZE_ANNOTATION,
     GATE,
+    QUEUED_ANNOTATION,
     RULE_ANNOTATION,
     TOPOLOGY_KEY_ANNOTATION,
+    ClassName,
 )
 from webhook.pods import PodView
 from webhook.policy.classifying import classify
@@ -45,6 +47,7 @@ PODS = {
     .annotation("leaderworkerset.sigs.k8s.io/size", "2"),
     "out of scope": pod().cpu(),
     "bare gpu pod": pod().gpus(1),
+    "training single": pod().gpus(1).label(CLASS_LABEL, "training"),
 }
 
 
@@ -124,3 +127,50 @@ def test_out_of_scope_and_unclassified_pods_are_untouched(policy: Policy) -> Non
 def test_keys_with_slashes_are_escaped(policy: Policy) -> None:
     patch, _ = run(pod().gpus(1).owner("Job", "j").label("x", "y").build(), policy)
     assert any(op["path"] == "/metadata/labels/gpu-airlock.io~1class" for op in patch)
+
+
+def queueing(cls: ClassName, queued: bool) -> Policy:
+    """The test policy with `classes.<cls>.queued` stated."""
+    base = make_policy()
+    return make_policy(classes={**base.classes,
+                                cls: base.classes[cls].model_copy(update={"queued": queued})})
+
+
+# name: (pod, policy or None for the test policy, operation, gated, marked queued)
+SINGLES: dict[str, tuple[Any, Policy | None, str, bool, bool]] = {
+    "scavenger job, by default": (pod().gpus(1).owner("Job", "sweep"), None, "CREATE",
+                                  True, True),
+    "training single, by default": (PODS["training single"], None, "CREATE", True, True),
+    "inference replica, by default": (PODS["deployment replica"], None, "CREATE", False,
+                                      False),
+    "inference replica, queued: true": (PODS["deployment replica"],
+                                        queueing("inference", True), "CREATE", True, True),
+    "scavenger job, queued: false": (pod().gpus(1).owner("Job", "sweep"),
+                                     queueing("scavenger", False), "CREATE", False, False),
+    "a gang member is marked by its gang, not as a single": (
+        PODS["kubeflow worker"], None, "CREATE", True, False),
+    "an update never gates": (pod().gpus(1).owner("Job", "sweep"), None, "UPDATE", False,
+                              False),
+    "a pod that names its node is never gated": (
+        pod().gpus(1).owner("Job", "sweep").set("nodeName", "gpu-1"), None, "CREATE", False,
+        False),
+    "already gated by Kueue": (pod().gpus(1).owner("Job", "sweep")
+                               .gate("kueue.x-k8s.io/admission"), None, "CREATE", False, False),
+    "another scheduler": (pod().gpus(1).owner("Job", "sweep").set("schedulerName", "volcano"),
+                          None, "CREATE", False, False),
+    "out of scope": (PODS["out of scope"], None, "CREATE", False, False),
+    "carrying Airlock's gate already": (pod().gpus(1).owner("Job", "sweep").gate(GATE), None,
+                                        "CREATE", True, True),
+}
+
+
+@pytest.mark.parametrize("name", SINGLES)
+def test_which_single_pods_wait_in_their_queue(policy: Policy, name: str) -> None:
+    builder, stated, operation, gated, marked = SINGLES[name]
+    obj = builder.build()
+    _, out = run(obj, stated or policy, operation)
+    assert ([g["name"] for g in out["spec"].get("schedulingGates", [])].count(GATE)
+            == int(gated))
+    assert (out["metadata"].get("annotations", {}).get(QUEUED_ANNOTATION) == "true") == marked
+    # A second mutation (the apiserver's reinvocation) adds nothing.
+    assert run(out, stated or policy, operation)[0] == []

@@ -122,6 +122,27 @@ def test_the_controllers_own_order_decides(policy: Policy, order: Order, small_w
     assert waits["big"] == 995.0
 
 
+def test_a_pending_scavenger_pod_does_not_take_the_room_a_waiting_gang_needs(
+        policy: Policy) -> None:
+    """`first` and `long` hold both nodes; a 16-GPU gang waits from 1, and a scavenger
+    pod from 2. When `first` ends at 100, the node it frees is the gang's, the head of
+    the queue: the gang starts when `long` ends, at 200."""
+    jobs = [job("first", 0, "training", 1, 8, 100), job("long", 0, "scavenger", 1, 8, 200),
+            job("gang", 1, "training", 2, 8, 50), job("grab", 2, "scavenger", 1, 8, 1000)]
+
+    def waits(queued: bool) -> dict[str, float]:
+        classes = {**policy.classes, "scavenger": policy.classes["scavenger"].model_copy(
+            update={"queued": queued})}
+        run = simulate(jobs, policy.model_copy(update={"classes": classes}), TWO_NODES,
+                       "airlock")
+        return {t.name: t.started - t.submit for t in run.timelines if t.started is not None}
+
+    assert waits(queued=True) == {"first": 0.0, "long": 0.0, "gang": 199.0, "grab": 248.0}
+    # Were scavenger pods not queued, the one pending would take the freed node at once,
+    # and the gang would wait for it too.
+    assert waits(queued=False) == {"first": 0.0, "long": 0.0, "gang": 1099.0, "grab": 98.0}
+
+
 def test_a_job_the_webhook_denies_is_never_runnable(policy: Policy) -> None:
     """Admission is the webhook's own: a class the namespace may not use is denied."""
     restricted = policy.model_copy(update={"namespace_access": (

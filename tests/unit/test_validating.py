@@ -12,6 +12,7 @@ from webhook.keys import (
     GANG_NAME_LABEL,
     GANG_SIZE_ANNOTATION,
     GATE,
+    QUEUED_ANNOTATION,
 )
 from webhook.pods import PodView
 from webhook.policy.classifying import classify
@@ -114,6 +115,21 @@ def test_pinned_labels_cannot_change_while_gated(policy: Policy, key: str) -> No
     v = validate_update(PodView.parse(gated().build()), PodView.parse(new), "alice", policy)
     assert v.denial
     assert key in v.denial
+
+
+def test_a_queued_single_keeps_its_mark_while_gated(policy: Policy) -> None:
+    def queued() -> Any:
+        return pod().gpus(1).label(CLASS_LABEL, "scavenger").annotation(
+            QUEUED_ANNOTATION, "true").gate(GATE)
+    new = queued().build()
+    del new["metadata"]["annotations"][QUEUED_ANNOTATION]
+    v = validate_update(PodView.parse(queued().build()), PodView.parse(new), "alice", policy)
+    assert v.denial
+    assert QUEUED_ANNOTATION in v.denial
+    lifted = queued().build()
+    lifted["spec"]["schedulingGates"] = []
+    assert validate_update(PodView.parse(queued().build()), PodView.parse(lifted),
+                           CONTROLLER_IDENTITY, policy).allowed
 
 
 def test_ungated_pods_may_change_labels(policy: Policy) -> None:

@@ -26,7 +26,7 @@ import yaml
 
 from webhook.admission import engine
 from webhook.admission.reviews import Request
-from webhook.keys import IGNORE_NAMESPACE_LABEL
+from webhook.keys import IGNORE_NAMESPACE_LABEL, QUEUED_ANNOTATION
 from webhook.pods import PodShapeError, PodView
 from webhook.policy.classifying import classify
 from webhook.policy.loading import PolicyError, load_policy
@@ -105,8 +105,11 @@ def explain_pod(obj: Mapping[str, Any], policy: Policy, namespace_labels: Mappin
 
 def _text(r: Mapping[str, Any], indent: str = "") -> str:
     gang = r["gang"]
-    gang_text = "-" if gang is None else f"{gang['name']} (size {gang['size'] or '?'}, " \
-        f"{gang['source']})"
+    queued = ((r["mutated"].get("metadata") or {}).get("annotations") or {}).get(
+        QUEUED_ANNOTATION) == "true"
+    gang_text = ("- (a single pod, queued: gated until the controller admits it)" if queued
+                 else "-") if gang is None else \
+        f"{gang['name']} (size {gang['size'] or '?'}, {gang['source']})"
     lines = [
         f"{r['namespace']}/{r['name']}: {'allowed' if r['allowed'] else 'DENIED'}",
         f"  class:    {r['class'] or '-'} (rule {r['rule'] or '-'}; {r['reason']})",

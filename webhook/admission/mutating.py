@@ -19,6 +19,7 @@ from webhook.keys import (
     GANG_LABEL,
     GANG_SOURCE_ANNOTATION,
     GATE,
+    QUEUED_ANNOTATION,
     RULE_ANNOTATION,
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
@@ -45,8 +46,19 @@ def _toleration_key(t: Mapping[str, Any]) -> _TolerationKey:
     return t.get("key"), t.get("operator", "Equal"), t.get("value"), t.get("effect")
 
 
+def _gated(pod: PodView, decision: Decision, spec: ClassSpec, policy: Policy,
+           operation: str) -> bool:
+    """Whether the pod waits for the controller: a gang member whose class gates gangs,
+    or a single pod whose class queues. Gates can be added only when a pod is created,
+    and never beside a node name (the apiserver rejects such a pod)."""
+    if operation != "CREATE" or pod.node_name is not None:
+        return False
+    assert decision.class_ is not None
+    return spec.gate_gangs if decision.gang is not None else policy.queued(decision.class_)
+
+
 def _record(b: PatchBuilder, resources: frozenset[str], decision: Decision, spec: ClassSpec,
-            policy: Policy) -> None:
+            policy: Policy, gated: bool) -> None:
     assert decision.class_ is not None
     b.label(CLASS_LABEL, decision.class_)
     if decision.rule:
@@ -55,6 +67,8 @@ def _record(b: PatchBuilder, resources: frozenset[str], decision: Decision, spec
         b.annotation(ACCELERATORS_ANNOTATION, accelerators)
     gang = decision.gang
     if gang is None:
+        if gated:
+            b.annotation(QUEUED_ANNOTATION, "true")
         return
     b.label(GANG_LABEL, label_value(gang.name))
     b.annotation(GANG_KEY_ANNOTATION, gang.name)
@@ -189,8 +203,9 @@ def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> 
     spec = policy.classes[decision.class_]
     b = PatchBuilder(pod.raw)
     sliced = slicing.mapping(pod, decision.class_, policy) if slicing.asks(pod) else None
+    gated = _gated(pod, decision, spec, policy, operation)
     _record(b, pod.resources if sliced is None else sliced.resources(pod.resources),
-            decision, spec, policy)
+            decision, spec, policy, gated)
     warnings = _priority(b, pod, spec, policy)
     tolerations = spec.tolerations
     if sliced is not None:
@@ -198,8 +213,6 @@ def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> 
         tolerations += sliced.offer.tolerations
     _tolerations(b, pod, tolerations)
     _placement(b, pod, decision, spec, policy)
-    # Gates can only be added when the pod is created.
-    if decision.gang is not None and spec.gate_gangs and operation == "CREATE" \
-            and GATE not in pod.gates:
+    if gated and GATE not in pod.gates:
         b.append("schedulingGates", {"name": GATE})
     return Mutation(b.ops(), tuple(warnings))

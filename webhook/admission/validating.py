@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from webhook.admission import slicing
-from webhook.keys import CLASS_LABEL, GANG_LABEL, GANG_NAME_LABEL, GATE
+from webhook.keys import CLASS_LABEL, GANG_LABEL, GANG_NAME_LABEL, GATE, QUEUED_ANNOTATION
 from webhook.pods import PodView, Quantity
 from webhook.policy.classifying import Decision
 from webhook.policy.model import Policy
@@ -95,8 +95,8 @@ def validate_update(old: PodView, new: PodView, username: str, policy: Policy) -
     if GATE not in new.gates and username not in policy.gate_removers:
         return Verdict(
             f"only the Airlock controller may remove the {GATE} scheduling gate ({username} "
-            f"tried); it lifts the gate when the whole gang fits. See `kubectl describe pod` "
-            f"events for why the gang waits"
+            f"tried); it lifts the gate when the whole gang (or the queued pod) fits. See "
+            f"`kubectl describe pod` events for why it waits"
         )
     for key in _PINNED_LABELS:
         if old.labels.get(key) != new.labels.get(key):
@@ -105,4 +105,10 @@ def validate_update(old: PodView, new: PodView, username: str, policy: Policy) -
                 f"({old.labels.get(key)!r} -> {new.labels.get(key)!r}); delete and recreate "
                 f"the pod instead"
             )
+    if old.annotations.get(QUEUED_ANNOTATION) != new.annotations.get(QUEUED_ANNOTATION):
+        # Without it the controller no longer sees the pod as queued: it would stay gated.
+        return Verdict(
+            f"annotation {QUEUED_ANNOTATION} cannot change while the pod waits in its queue; "
+            f"delete and recreate the pod instead"
+        )
     return Verdict()

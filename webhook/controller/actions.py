@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple, assert_never
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.gangs import GangId, Record
+from webhook.controller.gangs import GangId, Record, kind, named
 from webhook.controller.objects import PodInfo
 
 # Why a gang waits: the reason of its event, and the word its message starts with.
@@ -180,15 +180,17 @@ def _lifted(verb: str, action: Admit | Finish, note: str = "") -> str:
     return f"{verb}: {where}; {len(action.ungate)} pods, {action.gpus} GPUs{note}"
 
 
-_CAUSES: dict[Cause, str] = {"priority": "a gang of higher priority needs the room",
-                             "reclaim": "its queue borrowed GPUs their owner now reclaims"}
+def _cause(cause: Cause, preemptor: GangId) -> str:
+    if cause == "reclaim":
+        return "its queue borrowed GPUs their owner now reclaims"
+    return f"a {kind(preemptor)} of higher priority needs the room"
 
 
 def _preempted(action: Preempt) -> tuple[Event, ...]:
     where = f"domain {action.record.domain}" if action.record.domain else "any domain"
-    gang = f"{action.gang[0]}/{action.gang[1]}"
     told = [Event(v.pods, "Warning", "Preempted",
-                  f"Preempted: {_CAUSES[v.cause]}; evicted to make room for gang {gang} "
+                  f"Preempted: {_cause(v.cause, action.gang)}; evicted to make room for "
+                  f"{named(action.gang)} "
                   f"(priority {action.priority}, queue {action.queue}) in {where}, losing "
                   f"{v.lost / 3600:.1f} GPU-hours")
             for v in action.victims]

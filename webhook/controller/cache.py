@@ -34,8 +34,8 @@ class Cache:
 
     @property
     def gated(self) -> set[tuple[str, str]]:
-        """Gang members that still carry Airlock's gate: with none, a round has nothing
-        to decide, however much else in the cluster changes."""
+        """Gang members and queued single pods that still carry Airlock's gate: with
+        none, a round has nothing to decide, however much else in the cluster changes."""
         return self.cluster.gated
 
     @staticmethod

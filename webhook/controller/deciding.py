@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from webhook.accelerators import Accelerators
 from webhook.controller.actions import Action, Admit, Finish, Preempt, Requeue, Wait, describe
 from webhook.controller.fitting import NoFit, Plan, fit, place_in, reserve
 from webhook.controller.gangs import Gang, GangId, Record, SizeAnswer
+from webhook.controller.matching import signature
 from webhook.controller.mending import short
 from webhook.controller.objects import PodInfo
 from webhook.controller.ordering import Order, Queue
@@ -161,6 +163,12 @@ class _Round:
         self.queue = Queue(options.order)
         # Nodes held for gangs that preempted: nobody else may use them.
         self.held: set[str] = set()
+        # Queued single pods that did not fit, by what decides their fit: one alike (a
+        # batch Job's next pod) does not fit either, since in a round free room only
+        # shrinks and the nodes to avoid only grow (room a preemption frees off the nodes
+        # it holds is seen next round). Each fit is a pass over the nodes, and thousands
+        # of such pods may wait.
+        self.no_room: dict[tuple[Any, ...], NoFit] = {}
 
     def consider(self, gang: Gang, hold: Hold | None = None) -> list[Action]:
         now, options, snap = self.now, self.options, self.snap
@@ -180,16 +188,22 @@ class _Round:
         avoid = self.queue.kept if hold is not None else self.queue.kept | self.held
         anchor = members[0]
         key: str | None = anchor.topology_key
+        alike = (signature(anchor), tuple(sorted(anchor.requests.items())), key,
+                 anchor.topology_mode) if gang.single and hold is None else None
+        known = self.no_room.get(alike) if alike is not None else None
         if started:
             outcome, home_key = _fit_joiners(gang, members, snap, avoid)
             key = home_key or key
         else:
-            outcome = fit(members, snap, key, anchor.topology_mode, level=key or "topology",
-                          avoid=avoid)
+            outcome = known or fit(members, snap, key, anchor.topology_mode,
+                                   level=key or "topology", avoid=avoid)
+            if alike is not None and isinstance(outcome, NoFit):
+                self.no_room[alike] = outcome
         # Joiners complete a gang that already holds its share: no quota stops them.
         over = None if started else self.queues.over_quota(gang, members)
         if isinstance(outcome, NoFit) or over is not None:
-            return [*actions, *self._blocked(gang, members, size, outcome, over, avoid)]
+            return [*actions, *self._blocked(gang, members, size, outcome, over, avoid,
+                                             fresh=known is None)]
         reserve(outcome, members, snap)
         self.queues.admitted(gang, members)
         record = Record(outcome.domain, key if outcome.domain else None,
@@ -203,26 +217,33 @@ class _Round:
                                 _joining_note(gang, size) if started else "", nominate)]
 
     def _blocked(self, gang: Gang, members: list[PodInfo], size: int, outcome: Plan | NoFit,
-                 over: str | None, avoid: set[str]) -> list[Action]:
+                 over: str | None, avoid: set[str], fresh: bool = True) -> list[Action]:
         """A gang that does not fit, physically or in its quota: it preempts when it may
         and victims exist; else it waits, and the first such gang heads the queue."""
+        if gang.single:
+            present = ""
+        elif gang.started:
+            present = f"{len(members)} pods to rejoin a gang of {size}; "
+        else:
+            present = f"{len(members)}/{size} pods present; "
         if isinstance(outcome, NoFit) and outcome.never:
-            # Not the head: it would keep room it can never use from the gangs behind.
-            return [Wait(gang.id, tuple(members), "Waiting",
-                         f"{len(members)}/{size} pods present; {outcome.reason}", warning=True)]
+            # Not the head: it would keep room it can never use from the gangs behind,
+            # and no eviction makes it fit.
+            return [Wait(gang.id, tuple(members), "Waiting", f"{present}{outcome.reason}",
+                         warning=True)]
         if not gang.started and self.queues.may_preempt(members):
             preempt = self.queues.preempt(gang, members, avoid)
             if preempt is not None:
                 self.queue.did_not_fit(gang, NoFit(""))  # strict order waits behind it
                 self.held.update(preempt.record.nodes)
                 return [preempt]
-        present = f"{len(members)}/{size} pods present" if not gang.started else \
-            f"{len(members)} pods to rejoin a gang of {size}"
         if isinstance(outcome, NoFit):
-            self.queue.did_not_fit(gang, outcome)
-            return [Wait(gang.id, tuple(members), "Waiting", f"{present}; {outcome.reason}")]
+            # A pod alike judged before (`fresh` False) heads the queue already.
+            if fresh:
+                self.queue.did_not_fit(gang, outcome)
+            return [Wait(gang.id, tuple(members), "Waiting", f"{present}{outcome.reason}")]
         # Over quota: it keeps no capacity, which gangs of other queues may use.
-        return [Wait(gang.id, tuple(members), "Waiting", f"{present}; {over}")]
+        return [Wait(gang.id, tuple(members), "Waiting", f"{present}{over}")]
 
 
 def _joining_note(gang: Gang, size: int) -> str:

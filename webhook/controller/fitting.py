@@ -9,6 +9,7 @@ domain, pods are placed largest first, each on the fullest node that still takes
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -32,20 +33,24 @@ class NoFit:
     never: bool = False
 
 
-def _never(need: GpuEquivalents, anchor: PodInfo, snap: Snapshot, topology_key: str | None,
-           level: str) -> NoFit | None:
-    """Why the gang can never fit on the nodes eligible now, or None."""
-    if topology_key is None:
-        (held,) = snap.cluster.capacities(anchor, None).values()
-        if need > held:
-            return NoFit(f"needs {need} GPUs, more than all eligible nodes have ({held}); it "
-                         f"cannot fit until the cluster grows", never=True)
+def _never(pods: Sequence[PodInfo], need: GpuEquivalents, snap: Snapshot,
+           topology_key: str | None, level: str) -> NoFit | None:
+    """Why the gang could not fit even were its eligible nodes empty (in one domain of
+    `topology_key` when given), counting GPUs alone; None when it could."""
+    largest_pod = max(snap.gpus(p.requests) for p in pods)
+    capacities = snap.cluster.capacities(pods[0], topology_key).values()
+    if any(total >= need and largest >= largest_pod for total, largest in capacities):
         return None
-    largest = max(snap.cluster.capacities(anchor, topology_key).values(), default=0)
-    if need > largest:
-        return NoFit(f"needs {need} GPUs in one {level} domain, more than the largest has "
-                     f"({largest}); it cannot fit until the cluster grows", never=True)
-    return None
+    most = max((total for total, _ in capacities), default=0)
+    if topology_key is None:
+        where = (f"more than all eligible nodes have ({most})" if need > most else
+                 f"and one pod needs {largest_pod}, more than any eligible node has")
+        return NoFit(f"needs {need} GPUs, {where}; it cannot fit until the cluster grows",
+                     never=True)
+    where = (f"more than the largest has ({most})" if need > most else
+             f"and one pod needs {largest_pod}, more than any node of a domain that large")
+    return NoFit(f"needs {need} GPUs in one {level} domain, {where}; it cannot fit until the "
+                 f"cluster grows", never=True)
 
 
 def _pack(pods: Sequence[PodInfo], candidates: Sequence[str], snap: Snapshot
@@ -107,19 +112,26 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     need = snap.need(pods)
     anchor = pods[0]
     eligible = snap.eligible_nodes(anchor)
-    if not eligible or (len(avoid) >= len(eligible) and snap.eligible_set(anchor) <= set(avoid)):
+    if not eligible:
         offering = "".join(f", has {d}" for d in anchor.devices)
         return NoFit(f"needs {need} GPUs, and no node is eligible: none is Ready, "
                      f"schedulable{offering}, tolerated and matched by the pods' node "
                      f"selection")
+    if len(avoid) >= len(eligible) and snap.eligible_set(anchor) <= set(avoid):
+        return NoFit(f"needs {need} GPUs; every node it may use is kept for the first in "
+                     f"the queue")
     if not topology_key:
         everywhere = _usable(eligible, avoid)
         placed = _pack(pods, everywhere, snap)
         if placed is not None:
             return Plan(None, placed)
-        return _never(need, anchor, snap, None, level) or NoFit(
+        # Were it the head, it would keep the nodes with the most free GPUs, one per pod:
+        # the room closest to taking it, and no more, so pods behind go elsewhere.
+        free_gpu = snap.free_gpu
+        closest = heapq.nlargest(len(pods), everywhere, key=free_gpu.__getitem__)
+        return _never(pods, need, snap, None, level) or NoFit(
             f"needs {need} GPUs on eligible nodes; {snap.free_gpus(everywhere)} free",
-            tuple(everywhere))
+            tuple(closest))
     domains = snap.domains(anchor, topology_key)
     # Tightest first; a gang in a busy cluster mostly fits nowhere, and then only the
     # domain with the most free GPUs is looked at closer.
@@ -136,7 +148,7 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     if not domains:
         return NoFit(f"needs {need} GPUs in one {level} domain, and no eligible node has the "
                      f"label {topology_key}")
-    never = _never(need, anchor, snap, topology_key if mode == "required" else None, level)
+    never = _never(pods, need, snap, topology_key if mode == "required" else None, level)
     if never is not None:
         return never
     best_free = ranked[-1][0]

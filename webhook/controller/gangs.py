@@ -7,6 +7,10 @@ A gang's members fall into three groups:
   through the lift): they are finished first, in the recorded domain;
 - *waiting*: gated and in no record: the whole gang at first, or later replacements and
   late joiners of a gang that already runs.
+
+A single pod that Airlock queued (`PodInfo.single`) is a gang of one, named after itself,
+from its admission until it is bound: it waits, is admitted and preempts like a gang,
+and carries its own record. Bound, it is a single pod again (and, as a victim, one).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from webhook.controller.objects import PodInfo
 from webhook.conventions.base import SizeUnknown
@@ -22,6 +27,19 @@ from webhook.conventions.base import SizeUnknown
 GangId = tuple[str, str]
 # A size, or why it cannot be known (the kind is not installed, ...).
 SizeAnswer = int | SizeUnknown
+# What a queued single's id starts with: a gang's name is a label value, which never
+# holds "/", so no single pod's id is ever a gang's.
+SINGLE = "pod/"
+
+
+def kind(gang: GangId) -> Literal["gang", "pod"]:
+    """`gang`, or `pod` for a queued single: what events call it."""
+    return "pod" if gang[1].startswith(SINGLE) else "gang"
+
+
+def named(gang: GangId) -> str:
+    """A gang id as people read it: `gang ns/name`, or `pod ns/name` for a single."""
+    return f"{kind(gang)} {gang[0]}/{gang[1].removeprefix(SINGLE)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +85,11 @@ class Gang:
 
     @property
     def name(self) -> str:
-        return f"{self.id[0]}/{self.id[1]}"
+        return f"{self.id[0]}/{self.id[1].removeprefix(SINGLE)}"
+
+    @property
+    def single(self) -> bool:
+        return kind(self.id) == "pod"
 
     @functools.cached_property
     def recorded(self) -> frozenset[str]:
@@ -103,6 +125,8 @@ class Gang:
     def size(self, looked_up: Mapping[GangId, SizeAnswer]) -> SizeAnswer | None:
         """The size the members state, else the owner's (looked up), else the size
         recorded at admission; None while a lookup is under way."""
+        if self.single:
+            return 1
         stated = {p.expected_size for p in self.members if p.expected_size is not None}
         if len(stated) > 1:
             # Pods of two revisions: no guess; the gang waits until its pods agree.
@@ -126,6 +150,15 @@ class Gang:
             if key and key in p.node_selector:
                 return key, p.node_selector[key]
         return None, None
+
+
+def membership(pod: PodInfo) -> GangId | None:
+    """The gang an active pod belongs to as the controller decides it: its gang, or, for a
+    queued single pod not bound yet, a gang of one named after it."""
+    gang = pod.gang_id
+    if gang is None and pod.single and pod.node_name is None:
+        return pod.namespace, SINGLE + pod.name
+    return gang
 
 
 def gang_of(gang_id: GangId, members: Iterable[PodInfo]) -> Gang:

@@ -20,6 +20,7 @@ from webhook.keys import (
     GATE,
     PLACEMENT_ANNOTATION,
     PREEMPTION_ANNOTATION,
+    QUEUED_ANNOTATION,
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
 )
@@ -150,6 +151,8 @@ class PodInfo:
     preemption: str | None = None
     # Finished its work: a gang member that is gone this way is not lost.
     succeeded: bool = False
+    # A single pod Airlock queued (in no gang): admitted as a gang of one.
+    single: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -173,12 +176,16 @@ class PodInfo:
         required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
             "requiredDuringSchedulingIgnoredDuringExecution")
         # Pods outside any gang only count for capacity: keep nothing else of them, which
-        # is most of the memory at 50,000 pods.
+        # is most of the memory at 50,000 pods. A queued single is decided like a gang
+        # until it is bound; from then on it only counts for capacity too.
         in_gang = GANG_LABEL in labels
+        single = not in_gang and annotations.get(QUEUED_ANNOTATION) == "true"
+        node_name = spec.get("nodeName") or None
+        decided = in_gang or (single and node_name is None)
         requests = pod_requests(spec)
         return cls(
             namespace=meta.get("namespace", ""), name=meta.get("name", ""),
-            uid=meta.get("uid", ""), node_name=spec.get("nodeName") or None,
+            uid=meta.get("uid", ""), node_name=node_name,
             terminal=(raw.get("status") or {}).get("phase") in TERMINAL_PHASES,
             deleting=meta.get("deletionTimestamp") is not None,
             requests=requests,
@@ -192,23 +199,24 @@ class PodInfo:
             created=_timestamp(meta.get("creationTimestamp")),
             # Pods asking for extended resources keep their labels too: preemption
             # matches them against PodDisruptionBudget selectors.
-            labels=labels if in_gang or any("/" in k for k in requests) else _NONE,
-            node_selector=(spec.get("nodeSelector") or _NONE) if in_gang else _NONE,
+            labels=labels if decided or any("/" in k for k in requests) else _NONE,
+            node_selector=(spec.get("nodeSelector") or _NONE) if decided else _NONE,
             affinity_terms=tuple(required.get("nodeSelectorTerms") or ())
-            if required and in_gang else None,
-            tolerations=tuple(spec.get("tolerations") or ()) if in_gang else (),
+            if required and decided else None,
+            tolerations=tuple(spec.get("tolerations") or ()) if decided else (),
             owners=tuple(meta.get("ownerReferences") or ()) if in_gang else (),
             placement=annotations.get(PLACEMENT_ANNOTATION),
             annotated=bool(annotations),
             accelerators=recorded(annotations.get(ACCELERATORS_ANNOTATION, ""))
-            if in_gang else _NO_NAMES,
+            if decided else _NO_NAMES,
             devices=_devices(tuple(k for k, v in requests.items() if v > 0))
-            if in_gang else (),
+            if decided else (),
             started=_timestamp((raw.get("status") or {}).get("startTime")),
             checkpointed=_checkpoint(annotations.get(CHECKPOINTED_AT_ANNOTATION)),
             may_preempt=spec.get("preemptionPolicy") != "Never",
             preemption=annotations.get(PREEMPTION_ANNOTATION),
             succeeded=(raw.get("status") or {}).get("phase") == "Succeeded",
+            single=single,
         )
 
 

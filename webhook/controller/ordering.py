@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Literal
 
 from webhook.controller.fitting import NoFit
-from webhook.controller.gangs import Gang, GangId
+from webhook.controller.gangs import Gang, GangId, named
 
 Order = Literal["strict", "backfill"]
 
@@ -55,7 +55,7 @@ class Queue:
         """Why the next gang may not even try (strict order behind a head), or None."""
         if self.head is None or self.order != "strict":
             return None
-        return f"behind gang {self.head[0]}/{self.head[1]}, first in the queue"
+        return f"behind {named(self.head)}, first in the queue"
 
     def did_not_fit(self, gang: Gang, outcome: NoFit) -> None:
         if self.head is None:

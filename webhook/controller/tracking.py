@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from webhook.accelerators import Accelerators, GpuEquivalents
-from webhook.controller.gangs import Gang, GangId, gang_of
+from webhook.controller.gangs import Gang, GangId, gang_of, membership
 from webhook.controller.matching import eligible, signature
 from webhook.controller.objects import NodeInfo, PodInfo, Resources
 
@@ -66,17 +66,19 @@ class Tracked:
         self.held: dict[PodKey, GpuEquivalents] = {}
         self.namespace_gpus: dict[str, GpuEquivalents] = {}
         self.on_node: dict[str, set[PodKey]] = {}
-        # Active gang members; members that succeeded, and members being deleted.
+        # Active gang members, queued single pods not bound yet as gangs of one
+        # (`membership`); gang members that succeeded, and members being deleted.
         self.members: dict[GangId, dict[PodKey, PodInfo]] = {}
         self.succeeded: Counter[GangId] = Counter()
         self.deleting: Counter[GangId] = Counter()
-        # Active gang members that still carry Airlock's gate.
+        # Those members that still carry Airlock's gate.
         self.gated: set[PodKey] = set()
         self._gangs: dict[GangId, Gang] = {}
         self._eligible: dict[tuple[Any, ...], list[str]] = {}
         self._eligible_sets: dict[tuple[Any, ...], frozenset[str]] = {}
         self._domains: dict[tuple[Any, ...], dict[str, list[str]]] = {}
-        self._capacities: dict[tuple[Any, ...], dict[str | None, GpuEquivalents]] = {}
+        self._capacities: dict[tuple[Any, ...],
+                               dict[str | None, tuple[GpuEquivalents, GpuEquivalents]]] = {}
         self._domain_free: dict[tuple[Any, ...], dict[str, GpuEquivalents]] = {}
 
     @classmethod
@@ -132,13 +134,14 @@ class Tracked:
             self.on_node.setdefault(pod.node_name, set()).add(key)
             if not new_names:
                 self._hold(key, self.gpus(pod.requests))
+        member_of = membership(pod) if pod.active else None
+        if member_of is not None:
+            self.members.setdefault(member_of, {})[key] = pod
+            self._gangs.pop(member_of, None)
+            if pod.gated:
+                self.gated.add(key)
         gang = pod.gang_id
         if gang is not None:
-            if pod.active:
-                self.members.setdefault(gang, {})[key] = pod
-                self._gangs.pop(gang, None)
-                if pod.gated:
-                    self.gated.add(key)
             if pod.succeeded:
                 self.succeeded[gang] += 1
             if pod.deleting:
@@ -169,14 +172,16 @@ class Tracked:
             amount = self.held.pop(key, 0)
             if amount:
                 self.namespace_gpus[key[0]] -= amount
+        member_of = membership(pod) if pod.active else None
+        if member_of is not None:
+            members = self.members[member_of]
+            del members[key]
+            self._gangs.pop(member_of, None)
+            if not members:
+                del self.members[member_of]
+            self.gated.discard(key)
         gang = pod.gang_id
         if gang is not None:
-            members = self.members.get(gang)
-            if members is not None and members.pop(key, None) is not None:
-                self._gangs.pop(gang, None)
-                if not members:
-                    del self.members[gang]
-            self.gated.discard(key)
             if pod.succeeded:
                 self.succeeded[gang] -= 1
             if pod.deleting:
@@ -313,17 +318,22 @@ class Tracked:
                 by_domain[value] += delta
 
     def capacities(self, pod: PodInfo, topology_key: str | None
-                   ) -> dict[str | None, GpuEquivalents]:
-        """The GPUs the pod's eligible nodes have in all, used or not, per domain of the
-        topology label (one entry, None, without a label): what no wait can exceed."""
+                   ) -> dict[str | None, tuple[GpuEquivalents, GpuEquivalents]]:
+        """What the pod's eligible nodes have, used or not, per domain of the topology
+        label (one entry, None, without a label): the GPUs of all of them and of the
+        largest. No wait can get a gang more."""
         key = (signature(pod), topology_key)
         found = self._capacities.get(key)
         if found is None:
             nodes, gpus = self.nodes, self.gpus
+
+            def held(names: list[str]) -> tuple[GpuEquivalents, GpuEquivalents]:
+                sizes = [gpus(nodes[n].allocatable) for n in names]
+                return sum(sizes), max(sizes, default=0)
             if topology_key is None:
-                found = {None: sum(gpus(nodes[n].allocatable) for n in self.eligible_nodes(pod))}
+                found = {None: held(self.eligible_nodes(pod))}
             else:
-                found = {domain: sum(gpus(nodes[n].allocatable) for n in names)
+                found = {domain: held(names)
                          for domain, names in self.domains(pod, topology_key).items()}
             self._capacities[key] = found
         return found

@@ -38,10 +38,13 @@ def _never(pods: Sequence[PodInfo], need: GpuEquivalents, snap: Snapshot,
     """Why the gang could not fit even were its eligible nodes empty (in one domain of
     `topology_key` when given), counting GPUs alone; None when it could."""
     largest_pod = max(snap.gpus(p.requests) for p in pods)
-    capacities = snap.cluster.capacities(pods[0], topology_key).values()
-    if any(total >= need and largest >= largest_pod for total, largest in capacities):
-        return None
-    most = max((total for total, _ in capacities), default=0)
+    capacities = snap.cluster.capacities(pods[0], topology_key)  # most GPUs first
+    for total, largest in capacities:
+        if total < need:
+            break
+        if largest >= largest_pod:
+            return None
+    most = capacities[0][0] if capacities else 0
     if topology_key is None:
         where = (f"more than all eligible nodes have ({most})" if need > most else
                  f"and one pod needs {largest_pod}, more than any eligible node has")
@@ -135,8 +138,7 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     domains = snap.domains(anchor, topology_key)
     # Tightest first; a gang in a busy cluster mostly fits nowhere, and then only the
     # domain with the most free GPUs is looked at closer.
-    ranked = sorted((free, name) for name, free in
-                    snap.domain_free(anchor, topology_key).items())
+    ranked = snap.ranked(anchor, topology_key)
     for _, name in ranked[bisect.bisect_left(ranked, (need, "")):]:
         placed = _pack(pods, _usable(domains[name], avoid), snap)
         if placed is not None:

@@ -21,6 +21,8 @@ since the pod started, or since the checkpoint it states (`gpu-airlock.io/checkp
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -140,6 +142,25 @@ def _could_pack(sizes: Sequence[GpuEquivalents], free: Sequence[GpuEquivalents])
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class _Ranking:
+    """The units on some nodes, cheapest first, and running totals along that order:
+    the GPUs they free there, and the work they lose."""
+
+    order: list[int]
+    each: list[GpuEquivalents]
+    priorities: list[int]
+    freed: list[GpuEquivalents]
+    lost: list[float]
+
+    @classmethod
+    def of(cls, ranked: list[tuple[int, GpuEquivalents]], units: Sequence[Victim]) -> _Ranking:
+        freed: list[GpuEquivalents] = list(itertools.accumulate(f for _, f in ranked))
+        lost = list(itertools.accumulate(units[i].lost for i, _ in ranked))
+        return cls([i for i, _ in ranked], [f for _, f in ranked],
+                   [units[i].priority for i, _ in ranked], freed, lost)
+
+
 class Preemptor:
     """Plans preemptions for one round; what it commits is gone from the snapshot, the
     ledger and the budgets, so later gangs in the round neither reuse those victims nor
@@ -161,7 +182,9 @@ class Preemptor:
                     self._by_node.setdefault(pod.node_name, []).append(
                         (i, held.get(pod.key, 0)))
         self.taken: set[int] = set()
-        self._ranked: dict[tuple[str, ...], list[tuple[int, GpuEquivalents]]] = {}
+        self._rankings: dict[tuple[str, ...], _Ranking] = {}
+        # Unit -> the rankings it is in, to drop them once the unit is taken.
+        self._ranked_in: dict[int, list[tuple[str, ...]]] = {}
 
     def _release(self, unit: Victim, sign: int = -1,
                  here: Collection[str] = ()) -> GpuEquivalents:
@@ -214,8 +237,7 @@ class Preemptor:
         anchor = members[0]
         spec = self.ledger.quotas.spec(queue)
         reclaiming = self.ledger.used.get(queue, 0) + need <= spec.nominal
-        indices = sorted({i for n in nodes for i, _ in self._by_node.get(n, ())
-                          if i not in self.taken}, key=lambda i: self.units[i].cost)
+        indices = [i for i in self._ranking(nodes).order if i not in self.taken]
         chosen: list[Victim] = []
         released: dict[str, GpuEquivalents] = {}
         spent: dict[str, int] = {}
@@ -250,35 +272,48 @@ class Preemptor:
             for unit in chosen:
                 self._release(unit, sign=1)
 
+    def _ranking(self, nodes: Sequence[str]) -> _Ranking:
+        """The units on `nodes`, cheapest first, with what each frees there (a gang may
+        span domains); the same domains come back for every gang of a round."""
+        key = tuple(nodes)
+        found = self._rankings.get(key)
+        if found is None:
+            here: dict[int, GpuEquivalents] = {}
+            taken = self.taken
+            for n in nodes:
+                for i, gpus in self._by_node.get(n, ()):
+                    if i not in taken:
+                        here[i] = here.get(i, 0) + gpus
+            units = self.units
+            found = self._rankings[key] = _Ranking.of(
+                sorted(here.items(), key=lambda item: units[item[0]].cost), units)
+            for i in here:
+                self._ranked_in.setdefault(i, []).append(key)
+        return found
+
     def _estimate(self, nodes: Sequence[str], need: GpuEquivalents, queue: str, priority: int,
                   may_preempt: bool) -> tuple[int, float] | None:
         """A quick lower bound of what freeing `need` GPUs on `nodes` costs: the cheapest
         units that may go, counted by GPUs alone (no packing, no queue arithmetic); None
         when even all of them are not enough."""
-        free_gpu = self.snap.free_gpu
-        deficit = need - sum(max(free_gpu[n], 0) for n in nodes)
-        top, lost = -(2 ** 31), 0.0
+        deficit = need - self.snap.free_gpus(nodes)
         if deficit <= 0:
-            return top, lost
-        units = self.units
+            return -(2 ** 31), 0.0
+        ranking = self._ranking(nodes)
         spec = self.ledger.quotas.spec(queue)
-        reclaiming = self.ledger.used.get(queue, 0) + need <= spec.nominal
-        key = tuple(nodes)
-        ranked = self._ranked.get(key)
-        if ranked is None:
-            # The same domains come back for every gang of a round: rank each once, with
-            # what each unit frees there (a gang may span domains).
-            here: dict[int, GpuEquivalents] = {}
-            for n in nodes:
-                for i, gpus in self._by_node.get(n, ()):
-                    here[i] = here.get(i, 0) + gpus
-            ranked = self._ranked[key] = sorted(here.items(),
-                                                key=lambda item: units[item[0]].cost)
-        taken = self.taken
-        for i, freed in ranked:
+        if self.ledger.used.get(queue, 0) + need > spec.nominal:
+            # Not reclaiming: only units of lower priority may go, and ranked cheapest
+            # (lowest priority) first, they come first: a search, not a walk.
+            if not may_preempt:
+                return None
+            lower = bisect.bisect_left(ranking.priorities, priority)
+            k = bisect.bisect_left(ranking.freed, deficit, 0, lower)
+            return None if k == lower else (ranking.priorities[k], ranking.lost[k])
+        top, lost = -(2 ** 31), 0.0
+        units = self.units
+        for i, freed in zip(ranking.order, ranking.each, strict=True):
             unit = units[i]
-            lower = may_preempt and unit.priority < priority
-            if i in taken or not (lower or (reclaiming and unit.queue != queue)):
+            if not ((may_preempt and unit.priority < priority) or unit.queue != queue):
                 continue
             top, lost = max(top, unit.priority), lost + unit.lost
             deficit -= freed
@@ -335,9 +370,13 @@ class Preemptor:
     def commit(self, choice: Choice, members: Sequence[PodInfo], queue: str) -> None:
         """The victims are gone and their room is the preemptor's, in this snapshot."""
         chosen = {id(v.pods) for v in choice.victims}
-        for i, unit in enumerate(self.units):
-            if id(unit.pods) in chosen:
+        for i in {i for v in choice.victims for p in v.pods if p.node_name
+                  for i, _ in self._by_node.get(p.node_name, ())}:
+            if id(self.units[i].pods) in chosen:
                 self.taken.add(i)
+                # Rankings that hold it are made again without it.
+                for key in self._ranked_in.pop(i, ()):
+                    self._rankings.pop(key, None)
         for victim in choice.victims:
             self._release(victim)
             self.ledger.add(victim.queue, -victim.gpus)

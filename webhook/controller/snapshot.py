@@ -47,6 +47,7 @@ class Snapshot:
         self.eligible_set = cluster.eligible_set
         self.domains = cluster.domains
         self._domain_free: dict[tuple[Any, ...], dict[str, GpuEquivalents]] = {}
+        self._ranked: dict[tuple[Any, ...], list[tuple[GpuEquivalents, str]]] = {}
 
     def take(self, node: str, requests: Resources) -> None:
         free = self.free[node]
@@ -58,9 +59,11 @@ class Snapshot:
         before = max(self.free_gpu[node], 0)
         self.free_gpu[node] = self.gpus(free)
         # Keep the per-domain totals in step: ranking domains then costs one sort, not a
-        # sum over every node, per gang.
-        self.cluster.domain_totals_moved(self._domain_free, node,
-                                         max(self.free_gpu[node], 0) - before)
+        # sum over every node, per gang; and none while nothing is taken.
+        delta = max(self.free_gpu[node], 0) - before
+        if delta:
+            self.cluster.domain_totals_moved(self._domain_free, node, delta)
+            self._ranked.clear()
 
     def domain_free(self, pod: PodInfo, topology_key: str) -> dict[str, GpuEquivalents]:
         """Free GPUs per domain, over the pod's eligible nodes; kept current by `take`."""
@@ -74,6 +77,16 @@ class Snapshot:
                 self.cluster.domain_totals_moved(
                     {key: found}, node,
                     max(self.free_gpu[node], 0) - max(cluster_gpu[node], 0))
+        return found
+
+    def ranked(self, pod: PodInfo, topology_key: str) -> list[tuple[GpuEquivalents, str]]:
+        """(free GPUs, domain), fewest free first: gangs that fit nowhere, one after the
+        other, sort the domains once."""
+        key = (signature(pod), topology_key)
+        found = self._ranked.get(key)
+        if found is None:
+            found = self._ranked[key] = sorted(
+                (free, name) for name, free in self.domain_free(pod, topology_key).items())
         return found
 
     def need(self, pods: Iterable[PodInfo]) -> GpuEquivalents:

@@ -77,8 +77,7 @@ class Tracked:
         self._eligible: dict[tuple[Any, ...], list[str]] = {}
         self._eligible_sets: dict[tuple[Any, ...], frozenset[str]] = {}
         self._domains: dict[tuple[Any, ...], dict[str, list[str]]] = {}
-        self._capacities: dict[tuple[Any, ...],
-                               dict[str | None, tuple[GpuEquivalents, GpuEquivalents]]] = {}
+        self._capacities: dict[tuple[Any, ...], list[tuple[GpuEquivalents, GpuEquivalents]]] = {}
         self._domain_free: dict[tuple[Any, ...], dict[str, GpuEquivalents]] = {}
 
     @classmethod
@@ -318,22 +317,20 @@ class Tracked:
                 by_domain[value] += delta
 
     def capacities(self, pod: PodInfo, topology_key: str | None
-                   ) -> dict[str | None, tuple[GpuEquivalents, GpuEquivalents]]:
+                   ) -> list[tuple[GpuEquivalents, GpuEquivalents]]:
         """What the pod's eligible nodes have, used or not, per domain of the topology
-        label (one entry, None, without a label): the GPUs of all of them and of the
-        largest. No wait can get a gang more."""
+        label (all of them as one, without a label): the GPUs of each domain's nodes and
+        of its largest node, most GPUs first. No wait can get a gang more."""
         key = (signature(pod), topology_key)
         found = self._capacities.get(key)
         if found is None:
             nodes, gpus = self.nodes, self.gpus
-
-            def held(names: list[str]) -> tuple[GpuEquivalents, GpuEquivalents]:
+            groups = ([self.eligible_nodes(pod)] if topology_key is None
+                      else self.domains(pod, topology_key).values())
+            found = []
+            for names in groups:
                 sizes = [gpus(nodes[n].allocatable) for n in names]
-                return sum(sizes), max(sizes, default=0)
-            if topology_key is None:
-                found = {None: held(self.eligible_nodes(pod))}
-            else:
-                found = {domain: held(names)
-                         for domain, names in self.domains(pod, topology_key).items()}
+                found.append((sum(sizes), max(sizes, default=0)))
+            found.sort(reverse=True)
             self._capacities[key] = found
         return found

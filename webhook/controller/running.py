@@ -135,7 +135,9 @@ class Controller:
         return self._counted[1]
 
     async def round(self) -> None:
-        if not self.cache.gated:
+        # A gang short of members is decided too, gated pods or not: it may be due for
+        # its requeue (`sample` notices it short when nothing is gated).
+        if not self.cache.gated and not self.accounts.short_since:
             self.metrics.gangs_waiting.set(0)
             return
         sizes = await self._sizes()
@@ -144,6 +146,8 @@ class Controller:
         pods = self.cache.pods.values()
         state = self.accounts.state(policy, accelerators, pods, now,
                                     self.applier.recently_deleted())
+        if self.accounts.short_changed:
+            await self.remember()
         actions = decide(self.cache.nodes.values(), pods, sizes, now, self.options, state,
                          accelerators)
         self.deciding_seconds = time.perf_counter() - started
@@ -161,8 +165,8 @@ class Controller:
         return policy
 
     async def sample(self) -> None:
-        """Fair share and queue metrics move with time, gated pods or not; the usage is
-        kept in the cluster for the next leader."""
+        """Fair share, queue metrics and short gangs move with time, gated pods or not;
+        they are kept in the cluster for the next leader."""
         now = time.time()
         if now - self.sampled < SAMPLE:
             return
@@ -170,9 +174,11 @@ class Controller:
         queues = self.accounts.sample(self._policy(), self.accelerators(),
                                       self.cache.pods.values(), now)
         self.metrics.queues(queues)
-        if self.accounts.fair_share is not None:
-            await keep(client.CoreV1Api(self.api), self.namespace, self.accounts.fair_share,
-                       self.fence)
+        await self.remember()
+
+    async def remember(self) -> None:
+        await keep(client.CoreV1Api(self.api), self.namespace, self.accounts.kept(),
+                   self.fence)
 
     def _count(self, actions: list[Action]) -> None:
         waiting: set[tuple[str, str]] = set()
@@ -198,9 +204,9 @@ class Controller:
     async def lead(self) -> None:
         log.info("leading: deciding from now on")
         await self.synced.wait()
-        kept = await recall(client.CoreV1Api(self.api), self.namespace)
-        if kept is not None:
-            self.accounts.carry_on(self._policy(), kept, time.time())
+        self.accounts.carry_on(self._policy(),
+                               await recall(client.CoreV1Api(self.api), self.namespace),
+                               time.time())
         while True:
             self.cache.changed.clear()
             self.deciding_seconds = 0.0

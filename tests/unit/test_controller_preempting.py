@@ -328,6 +328,28 @@ def test_reclaim_takes_whole_gangs_and_never_below_nominal() -> None:
     assert [v.cause for v in action.victims] == ["reclaim"]
 
 
+@pytest.mark.parametrize(("victim_priority", "cause", "told"), [
+    (TRAINING, "reclaim", "its queue borrowed GPUs their owner now reclaims"),
+    (SCAVENGER, "priority", "a gang of higher priority needs the room"),
+])
+def test_a_resumed_preemption_gives_the_cause_the_deciding_leader_would_have(
+        victim_priority: int, cause: str, told: str) -> None:
+    # The leader that decided died before evicting; the next one says the same why.
+    quotas = Quotas([QueueSpec("team-a", ("a-*",), nominal=16),
+                     QueueSpec("team-b", ("b-*",), nominal=0)])
+    busy = running("big", ["x-n0", "x-n1"], ns="b-ml", priority=victim_priority)
+    record = PreemptionRecord("x", "nvidia.com/gpu.clique", ("b-ml/big-0", "b-ml/big-1"),
+                              ("x-n0", "x-n1"), NOW - 5)
+    raws = [raw_member("want", i, 8, 2, ns="a-ml", priority=TRAINING) for i in range(2)]
+    raws[0]["metadata"]["annotations"][PREEMPTION_ANNOTATION] = record.dumps()
+    want = [PodInfo.parse(r) for r in raws]
+    (resume,) = preempts(decide(cluster({"x": 2}), busy + want, {}, NOW,
+                                state=QueueState(quotas)))
+    assert [v.cause for v in resume.victims] == [cause]
+    assert describe(resume).startswith(f"Preempted: {told}; evicted to make room for gang "
+                                       "a-ml/want")
+
+
 def test_no_reclaim_for_a_queue_that_would_exceed_its_own_nominal() -> None:
     quotas = Quotas([QueueSpec("team-a", ("a-*",), nominal=8),
                      QueueSpec("team-b", ("b-*",), nominal=8)])

@@ -5,6 +5,7 @@ until it is admitted. Pure; `deciding` calls it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -18,6 +19,7 @@ from webhook.controller.preempting import (
     PreemptionSettings,
     Preemptor,
     candidates,
+    outranks,
     unit_of,
 )
 from webhook.controller.quotas import Ledger, Quotas, holdings
@@ -157,17 +159,21 @@ class Queueing:
                     f"is held for it until they are")
 
     def resume(self, gang: Gang, hold: Hold) -> Preempt:
-        """Evict what a recorded preemption left running."""
+        """Evict what a recorded preemption left running, for the same cause as the
+        leader that decided it would have said."""
         groups: dict[GangId | None, list[PodInfo]] = {}
         for pod in hold.remaining:
             groups.setdefault(pod.gang_id, []).append(pod)
         quotas = self.state.quotas
         held = self.held
-        victims = tuple(unit_of(pods, g, quotas.queue_of(pods[0].namespace), self.now, held)
-                        for g, pods in groups.items() if g is not None)
-        victims += tuple(unit_of([p], None, quotas.queue_of(p.namespace), self.now, held)
-                         for p in groups.get(None, ()))
+        units = [unit_of(pods, g, quotas.queue_of(pods[0].namespace), self.now, held)
+                 for g, pods in groups.items() if g is not None]
+        units += [unit_of([p], None, quotas.queue_of(p.namespace), self.now, held)
+                  for p in groups.get(None, ())]
         anchor = min(gang.members, key=lambda p: p.name)
+        victims = tuple(dataclasses.replace(
+            u, cause="priority" if outranks(u, gang.priority, anchor.may_preempt) else
+            "reclaim") for u in units)
         return Preempt(gang.id, anchor, hold.record, tuple(gang.waiting), victims,
                        gang.priority, self.queue_of(gang))
 

@@ -43,6 +43,9 @@ EVENT_REASONS = frozenset({"Preempted", "Requeued"})
 
 VIOLATIONS = ("half-evicted gangs", "victims without their preemptor admitted next",
               "over-committed nodes", "evictions without an event", "partial gangs")
+# Where a kill landed in the preemption under way then (the latest preemptor to arrive).
+PHASES = ("before the decision", "evicting", "victims terminating", "lifting gates",
+          "after the gates")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +62,12 @@ class _Pod:
     name: str  # namespace/name
     gang: GangId | None
     gpus: int
-    node: str | None = None
+    node: str | None = None  # where it holds GPUs now
+    landed: str | None = None  # where it was bound
     running: bool = False  # bound, not finished, not being deleted
     ungated: float | None = None
     bound: float | None = None
     evicted: tuple[float, str] | None = None  # when it was marked, and the message
-    gone: float | None = None
 
 
 @dataclass(slots=True)
@@ -85,6 +88,7 @@ class Findings:
     admissions: int = 0
     preemptions_resumed: int = 0  # finished by a later controller than the one deciding
     admissions_resumed: int = 0
+    kill_phases: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
     violations: dict[str, list[str]] = field(
         default_factory=lambda: {kind: [] for kind in VIOLATIONS})
     # Steps of the driver that did not happen in time (a preemptor never bound, ...).
@@ -101,6 +105,7 @@ class Findings:
                 "admissions": self.admissions,
                 "preemptionsFinishedByNextLeader": self.preemptions_resumed,
                 "admissionsFinishedByNextLeader": self.admissions_resumed,
+                "killsLanded": self.kill_phases,
                 "violations": {k: len(v) for k, v in self.violations.items()},
                 "stalls": self.stalls}
 
@@ -110,7 +115,9 @@ class Findings:
                  f"{self.admissions}; finished by the next leader: "
                  f"{self.preemptions_resumed} preemptions, {self.admissions_resumed} "
                  f"admissions; requeued pods {self.requeued}; pods evicted by others "
-                 f"{self.evicted_by_others}"]
+                 f"{self.evicted_by_others}",
+                 "kills landed: " + ", ".join(f"{n} {phase}"
+                                              for phase, n in self.kill_phases.items())]
         for kind, found in [*self.violations.items(), ("stalled steps", self.stalls)]:
             lines.append(f"{kind}: {len(found)}")
             lines += [f"  {v}" for v in found[:examples]]
@@ -139,6 +146,7 @@ class _Check:
         # Gangs with an evicted member: who ran when the first was marked.
         self.running_at_eviction: dict[GangId, set[str]] = {}
         self.partial: set[GangId] = set()
+        self.arrived: dict[GangId, float] = {}
         self.found = Findings(kills=len(kills))
 
     def life(self, at: float) -> int:
@@ -156,8 +164,10 @@ class _Check:
                 f"{meta['namespace']}/{meta['name']}",
                 (meta["namespace"], gang) if gang else None,
                 pod_requests(raw["spec"]).get(GPU, 0))
+        if pod.gang is not None:
+            self.arrived.setdefault(pod.gang, seen.at)
         if seen.kind == "DELETED":
-            pod.gone = seen.at
+            pod.running = False
             self._place(uid, pod, None, seen.at)
             return
         phase = (raw.get("status") or {}).get("phase")
@@ -165,7 +175,7 @@ class _Check:
         finished = phase in ("Succeeded", "Failed")
         self._place(uid, pod, None if finished else node, seen.at)
         if node and pod.bound is None:
-            pod.bound = seen.at
+            pod.bound, pod.landed = seen.at, node
         if not _gated(raw) and pod.ungated is None:
             pod.ungated = seen.at
         disruption = _condition(raw, "DisruptionTarget")
@@ -230,6 +240,7 @@ class _Check:
         self._half_evicted()
         self._preemptors()
         self._resumed_admissions()
+        self._kill_phases()
         found.violations["partial gangs"] += [
             f"{ns}/{name}: a member found no room after its gates were lifted"
             for ns, name in sorted(self.partial)]
@@ -242,26 +253,40 @@ class _Check:
                 self.found.violations["half-evicted gangs"].append(
                     f"{gang[0]}/{gang[1]}: {', '.join(kept)} not evicted with the rest")
 
+    def _members(self, gang: GangId, record: Record) -> list[_Pod]:
+        return [p for p in self.pods.values() if p.gang == gang
+                and p.name.split("/", 1)[1] in record.members]
+
+    def _admission(self, preemption: _Preemption) -> tuple[Record, float] | None:
+        """The preemptor's admission after its preemption, and when it was seen."""
+        admitted = [(record, seen) for (gang, _), (record, seen) in self.placements.items()
+                    if gang == preemption.gang and record.at >= preemption.record.at]
+        return min(admitted, key=lambda a: a[0].at) if admitted else None
+
+    def _marked(self, preemption: _Preemption) -> list[float]:
+        """When its victims were marked for eviction, after the record."""
+        return [at for u in preemption.record.uids if (pod := self.pods.get(u)) is not None
+                and pod.evicted is not None and pod.evicted[1].startswith(PREEMPTED)
+                and (at := pod.evicted[0]) >= preemption.seen]
+
     def _preemptors(self) -> None:
         found = self.found
         found.preemptions = len(self.preemptions)
-        # Victims named in a decision recorded before they were marked.
-        named: set[str] = set()
         for preemption in sorted(self.preemptions.values(), key=lambda p: p.seen):
-            record = preemption.record
-            evicted = [(u, at) for u in record.uids if (pod := self.pods.get(u)) is not None
-                       and pod.evicted is not None and pod.evicted[1].startswith(PREEMPTED)
-                       and (at := pod.evicted[0]) >= preemption.seen]
-            named.update(u for u, _ in evicted)
-            if not evicted:
+            marked = self._marked(preemption)
+            if not marked:
                 continue
-            if max(self.life(at) for _, at in evicted) > self.life(preemption.seen):
+            if max(self.life(at) for at in marked) > self.life(preemption.seen):
                 found.preemptions_resumed += 1
-            why = self._not_admitted_next(preemption, min(at for _, at in evicted))
+            why = self._not_admitted_next(preemption, min(marked))
             if why:
                 found.violations["victims without their preemptor admitted next"].append(
-                    f"{preemption.gang[0]}/{preemption.gang[1]} evicted {len(evicted)} pods: "
+                    f"{preemption.gang[0]}/{preemption.gang[1]} evicted {len(marked)} pods: "
                     f"{why}")
+        # Each victim must be named in a decision recorded before it was marked.
+        named = {u for p in self.preemptions.values() for u in p.record.uids
+                 if (pod := self.pods.get(u)) is not None and pod.evicted is not None
+                 and pod.evicted[0] >= p.seen}
         for uid, pod in self.pods.items():
             if pod.evicted and pod.evicted[1].startswith(PREEMPTED) and uid not in named:
                 found.violations["victims without their preemptor admitted next"].append(
@@ -269,18 +294,16 @@ class _Check:
 
     def _not_admitted_next(self, preemption: _Preemption, first_eviction: float) -> str:
         """Why the preemptor was not admitted into the room made for it, or ''."""
-        admitted = [(record, seen) for (gang, _), (record, seen) in self.placements.items()
-                    if gang == preemption.gang and record.at >= preemption.record.at]
-        if not admitted:
+        admission = self._admission(preemption)
+        if admission is None:
             return "the preemptor was never admitted"
-        record, seen = min(admitted, key=lambda a: a[0].at)
-        members = [p for p in self.pods.values() if p.gang == preemption.gang
-                   and p.name.split("/", 1)[1] in record.members]
+        record, seen = admission
+        members = self._members(preemption.gang, record)
         if len(members) < len(record.members) or any(p.bound is None for p in members):
             return "the preemptor was admitted but not every member was bound"
         held = set(preemption.record.nodes)
         taken = sorted(p.name for p in self.pods.values()
-                       if p.gang != preemption.gang and p.node in held and p.ungated
+                       if p.gang != preemption.gang and p.landed in held and p.ungated
                        is not None and first_eviction <= p.ungated <= seen)
         if taken:
             return f"{', '.join(taken)} let onto the held nodes before the preemptor"
@@ -291,10 +314,24 @@ class _Check:
         found.admissions = len(self.placements)
         for (gang, _), (record, seen) in self.placements.items():
             life = self.life(seen)
-            members = [p for p in self.pods.values() if p.gang == gang
-                       and p.name.split("/", 1)[1] in record.members]
-            if any(p.ungated is not None and self.life(p.ungated) > life for p in members):
+            if any(p.ungated is not None and self.life(p.ungated) > life
+                   for p in self._members(gang, record)):
                 found.admissions_resumed += 1
+
+    def _kill_phases(self) -> None:
+        for at in self.kills:
+            arrived = [p for p in self.preemptions.values() if self.arrived[p.gang] <= at]
+            if not arrived:
+                self.found.kill_phases[PHASES[0]] += 1
+                continue
+            preemption = max(arrived, key=lambda p: (self.arrived[p.gang], p.seen))
+            admission = self._admission(preemption)
+            ungated = [p.ungated or float("inf") for p in
+                       self._members(preemption.gang, admission[0])] if admission else []
+            ends = (preemption.seen, max(self._marked(preemption), default=preemption.seen),
+                    admission[1] if admission else float("inf"),
+                    max(ungated, default=float("inf")))
+            self.found.kill_phases[PHASES[bisect.bisect_right(ends, at)]] += 1
 
 
 def check(history: Iterable[Seen], nodes: Mapping[str, int], events: Iterable[Mapping[str, Any]],

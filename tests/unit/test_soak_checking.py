@@ -127,6 +127,9 @@ def test_a_preemption_finished_by_the_next_controller_is_counted() -> None:
     found = h.findings()
     assert found.clean, found.text()
     assert (found.kills, found.preemptions_resumed) == (1, 1)
+    assert found.kill_phases == {"before the decision": 0, "evicting": 1,
+                                 "victims terminating": 0, "lifting gates": 0,
+                                 "after the gates": 0}
 
 
 Break = Callable[[History], None]

@@ -13,11 +13,10 @@ After a run:
 - **no node over-committed**: at no moment do the pods bound to a node and not finished
   request more GPUs than it has;
 - **events explain every eviction**: each pod Airlock evicted has its `Preempted` (or
-  `Requeued`) Event.
-
-Also counted: gangs with a member that found no room after its gates were lifted (half a
-gang holding GPUs), which Airlock avoids by lifting a preemptor's gates only once its
-victims are gone.
+  `Requeued`) Event;
+- **no gang half placed**: no member of a gang finds no room once its gates are lifted
+  while others hold theirs (Airlock lifts a preemptor's gates only once its victims are
+  gone).
 
 Times are the driver's clock; a decision "finished by the next leader" is one whose
 record was first seen before a kill and some of whose work (an eviction, an ungating)
@@ -31,10 +30,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.kube import gated
 from webhook.controller.actions import PreemptionRecord
 from webhook.controller.gangs import GangId, Record
 from webhook.controller.objects import pod_requests
-from webhook.keys import GANG_LABEL, GATE, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
+from webhook.keys import GANG_LABEL, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
 from webhook.sandbox.nodes import GPU
 
 # The messages Airlock's evictions carry (the condition's and the Event's).
@@ -124,10 +124,6 @@ class Findings:
         return "\n".join(lines) + "\n"
 
 
-def _gated(pod: Mapping[str, Any]) -> bool:
-    return any(g.get("name") == GATE for g in pod["spec"].get("schedulingGates") or [])
-
-
 def _condition(pod: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
     for c in (pod.get("status") or {}).get("conditions") or []:
         if c.get("type") == kind and c.get("status") in ("True", "False"):
@@ -176,14 +172,14 @@ class _Check:
         self._place(uid, pod, None if finished else node, seen.at)
         if node and pod.bound is None:
             pod.bound, pod.landed = seen.at, node
-        if not _gated(raw) and pod.ungated is None:
+        if not gated(raw) and pod.ungated is None:
             pod.ungated = seen.at
         disruption = _condition(raw, "DisruptionTarget")
         if disruption is not None and pod.evicted is None:
             self._evicted(pod, seen.at, str(disruption.get("message", "")))
         pod.running = bool(node) and not finished and not meta.get("deletionTimestamp")
         scheduled = _condition(raw, "PodScheduled")
-        if pod.gang and not node and not _gated(raw) and scheduled is not None and \
+        if pod.gang and not node and not gated(raw) and scheduled is not None and \
                 scheduled.get("reason") == "Unschedulable":
             self.partial.add(pod.gang)
         annotations = meta.get("annotations") or {}

@@ -33,9 +33,9 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from bench.soaking.checking import Findings, Seen, check
-from tests.kube import create_gang
+from tests.kube import create_gang, gated
 from webhook.controller.watching import watch
-from webhook.keys import GANG_LABEL, GATE
+from webhook.keys import GANG_LABEL
 from webhook.sandbox.nodes import GPU
 from webhook.sandbox.processes import AirlockProcess
 from webhook.sandbox.stages import TERMINATION_DELAY
@@ -121,9 +121,7 @@ class Recorder:
         for pod in self.pods.values():
             if pod["metadata"].get("deletionTimestamp"):
                 return False
-            gated = any(g.get("name") == GATE for g in pod["spec"].get("schedulingGates")
-                        or [])
-            if not gated and not pod["spec"].get("nodeName"):
+            if not gated(pod) and not pod["spec"].get("nodeName"):
                 return False
         return True
 

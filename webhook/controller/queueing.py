@@ -59,9 +59,9 @@ class Hold:
     nodes: frozenset[str]
     # Recorded victims still running: the eviction is not done (a leader died).
     remaining: tuple[PodInfo, ...]
-    # Recorded victims evicted but still there, terminating: their room is not free
-    # for the kube-scheduler yet, so the gang waits (ungated now, some members would
-    # bind and the rest wait, half a gang holding GPUs).
+    # Recorded victims evicted but still there, terminating: kube-scheduler still counts
+    # their room, so the gang stays gated until they are gone (lifted now, the members
+    # that fit would bind and the rest wait: half a gang holding GPUs).
     terminating: tuple[PodInfo, ...] = ()
 
 

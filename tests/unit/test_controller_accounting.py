@@ -112,21 +112,23 @@ def test_short_gangs_are_timed_from_when_first_seen(teams: Policy) -> None:
     assert accounts.state(teams, GPUS, pods, NOW + 60).short_since == {("ml", "g"): NOW}
     back = [*pods, PodInfo.parse(raw_member("g", 9, 8, 3, gated=False,
                                                        node_name="n2"))]
+    accounts.kept()
     assert accounts.state(teams, GPUS, back, NOW + 120).short_since == {}
+    assert not accounts.newly_short  # kept at the next sample: nothing to hurry
 
 
 def test_a_new_leader_carries_on_the_time_a_gang_became_short(teams: Policy) -> None:
     former = Accounts()
     pods = _short_gang()
     former.state(teams, GPUS, pods, NOW)
-    assert former.short_changed
+    assert former.newly_short
     kept = former.kept()
-    assert not former.short_changed
+    assert not former.newly_short
     assert set(kept) == {FAIR_SHARE_KEY, SHORT_SINCE_KEY}
     leader = Accounts()
     leader.carry_on(teams, kept, NOW + 300)
     assert leader.state(teams, GPUS, pods, NOW + 300).short_since == {("ml", "g"): NOW}
-    assert not leader.short_changed
+    assert not leader.newly_short
     # Without what the former leader kept, the grace period starts again.
     afresh = Accounts()
     afresh.carry_on(teams, {}, NOW + 300)
@@ -145,7 +147,7 @@ def test_a_kept_time_of_an_earlier_shortfall_does_not_count(teams: Policy) -> No
     leader.carry_on(teams, former.kept(), NOW)
     rejoined = _short_gang(admitted_at=NOW - 60)
     assert leader.state(teams, GPUS, rejoined, NOW).short_since == {("ml", "g"): NOW}
-    assert leader.short_changed
+    assert leader.newly_short
 
 
 def test_a_short_gang_is_noticed_at_each_sample_without_rounds(teams: Policy) -> None:
@@ -153,4 +155,4 @@ def test_a_short_gang_is_noticed_at_each_sample_without_rounds(teams: Policy) ->
     accounts = Accounts()
     accounts.sample(teams, GPUS, _short_gang(), NOW)
     assert accounts.short_since.keys() == {("ml", "g")}
-    assert accounts.short_changed
+    assert accounts.newly_short

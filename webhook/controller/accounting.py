@@ -51,9 +51,10 @@ class Accounts:
         # not be told from one they do not.
         self.pdbs_listed = False
         self.short_since: dict[GangId, mending.Shortfall] = {}
-        # A gang fell short, or stopped being short, since the last `kept`: worth
-        # keeping at once, not only at the next sample.
-        self.short_changed = False
+        # A gang fell short since the last `kept`: worth keeping at once, not only at
+        # the next sample. (One no longer short may wait: a gang whole again has a newer
+        # record, so its old time no longer counts anyway.)
+        self.newly_short = False
         self._configured: tuple[Policy, Accelerators, Quotas, PreemptionSettings] | None = None
 
     def _configure(self, policy: Policy, accelerators: Accelerators
@@ -83,13 +84,14 @@ class Accounts:
     def _shortfalls(self, pods: list[PodInfo], now: float) -> None:
         gangs = gangs_of(pods)
         found = mending.since(self.short_since, gangs, mending.short(gangs.values(), pods), now)
-        self.short_changed = self.short_changed or found != self.short_since
+        self.newly_short = self.newly_short or any(
+            self.short_since.get(g) != s for g, s in found.items())
         self.short_since = found
 
     def kept(self) -> dict[str, str]:
         """What the next leader needs to carry on: the fair-share usage, and since when
         gangs have been short of members."""
-        self.short_changed = False
+        self.newly_short = False
         found = {SHORT_SINCE_KEY: mending.dumps(self.short_since)}
         if self.fair_share is not None:
             found[FAIR_SHARE_KEY] = self.fair_share.dumps()
@@ -137,7 +139,6 @@ class Accounts:
                 case Requeue():
                     self.evicted[action.gang] = now
                     self.short_since.pop(action.gang, None)
-                    self.short_changed = True
                 case Finish() | Wait():
                     pass
                 case _:

@@ -59,6 +59,9 @@ PERIOD = 2.0
 # Seconds between samples of what each queue holds (fair share, queue metrics).
 SAMPLE = 10.0
 SETTLE = 0.02
+# Seconds between writes of what the leader keeps, when gangs fall short between samples
+# (many gangs deleted at once each look short for a moment).
+KEEP_AT_MOST_EVERY = 1.0
 # As often as the webhook reloads, so both count the same accelerators within seconds.
 POLICY_RELOAD_INTERVAL = 2.0
 
@@ -95,6 +98,7 @@ class Controller:
         self.deciding_seconds = 0.0
         self.accounts = Accounts()
         self.sampled = 0.0
+        self.kept = 0.0
 
     async def watch_all(self) -> None:
         core = client.CoreV1Api(self.api)
@@ -146,7 +150,7 @@ class Controller:
         pods = self.cache.pods.values()
         state = self.accounts.state(policy, accelerators, pods, now,
                                     self.applier.recently_deleted())
-        if self.accounts.short_changed:
+        if self.accounts.newly_short and now - self.kept >= KEEP_AT_MOST_EVERY:
             await self.remember()
         actions = decide(self.cache.nodes.values(), pods, sizes, now, self.options, state,
                          accelerators)
@@ -177,6 +181,7 @@ class Controller:
         await self.remember()
 
     async def remember(self) -> None:
+        self.kept = time.time()
         await keep(client.CoreV1Api(self.api), self.namespace, self.accounts.kept(),
                    self.fence)
 

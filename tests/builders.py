@@ -145,12 +145,14 @@ def review(obj: Any, operation: str = "CREATE", old: Any = None, uid: str = "uid
     }
 
 
-def gang_pod(gang: str, i: int, size: int, gpus: int = 8, cls: str | None = None
-             ) -> dict[str, Any]:
+def gang_pod(gang: str, i: int, size: int, gpus: int = 8, cls: str | None = None,
+             annotations: dict[str, str] | None = None) -> dict[str, Any]:
     """A gang member as a user creates it, in whatever namespace the request names."""
     b = pod(f"{gang}-{i}").gpus(gpus).gang(gang, size)
     if cls:
         b.label(CLASS_LABEL, cls)
+    for key, value in (annotations or {}).items():
+        b.annotation(key, value)
     obj = b.build()
     del obj["metadata"]["namespace"]
     return obj

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,7 @@ async def pods_of(api: client.ApiClient, ns: str, prefix: str = "") -> list[dict
     return [p for p in items if p["metadata"]["name"].startswith(prefix)]
 
 
-def gated(p: dict[str, Any]) -> bool:
+def gated(p: Mapping[str, Any]) -> bool:
     return any(g["name"] == GATE for g in p["spec"].get("schedulingGates") or [])
 
 

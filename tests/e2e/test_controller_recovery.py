@@ -2,13 +2,16 @@
 gangs (patches slowed so a lift takes seconds), restarted, and the cluster must settle
 consistent: every gang wholly gated, or wholly let go into one domain, and no node holds
 more GPUs than it has. The cluster: 8 nodes of 8 GPUs in 2 NVLink domains; three gangs of
-4 whole nodes compete, so exactly two can run."""
+4 whole nodes compete, so exactly two can run. And what the leader remembers outlives
+it: a gang short of members keeps the time it became short across a restart."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import signal
+import time
 
 import pytest
 from kubernetes_asyncio import client
@@ -16,12 +19,16 @@ from kubernetes_asyncio import client
 from tests.kube import (
     GPUS_PER_NODE,
     Controllers,
+    PolicyFileFactory,
     create_gang,
+    events,
     gated,
     nodes_by_name,
     pods_of,
     until,
 )
+from webhook.controller.accounting import FAIR_SHARE_KEY, SHORT_SINCE_KEY
+from webhook.controller.remembering import NAME
 
 CLIQUE = "nvidia.com/gpu.clique"
 GANGS = ("alpha", "beta", "gamma")
@@ -77,3 +84,59 @@ async def test_killed_at_a_random_moment_the_cluster_settles_consistent(
             used[p["spec"]["nodeName"]] = used.get(p["spec"]["nodeName"], 0) + GPUS_PER_NODE
     assert len(running) == 2, "both domains are used, and only by whole gangs"
     assert max(used.values()) <= GPUS_PER_NODE
+
+
+async def _kept(api: client.ApiClient) -> dict[str, str]:
+    found = await client.CoreV1Api(api).read_namespaced_config_map(NAME, "airlock-system")
+    return dict(found.data or {})
+
+
+async def test_a_gang_short_of_members_keeps_its_time_across_a_restart(
+        api: client.ApiClient, namespace: str, controllers: Controllers,
+        policy_file: PolicyFileFactory) -> None:
+    grace = 45
+    policy_file("90-short-grace.yaml", f"""\
+apiVersion: gpu-airlock.io/v1alpha1
+kind: AirlockPolicy
+metadata: {{name: short-grace}}
+spec:
+  preemption: {{staleGangGracePeriod: {grace}s}}
+""")
+    first = controllers.start()
+    await create_gang(api, namespace, "g", 2)
+
+    async def bound() -> bool:
+        pods = await pods_of(api, namespace, "g")
+        return len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods)
+
+    await until(bound, within=60)
+    # A member is lost and nothing replaces it: nothing is gated, yet the leader notices.
+    await client.CoreV1Api(api).delete_namespaced_pod("g-1", namespace, grace_period_seconds=0)
+    gang = f"{namespace}/g"
+    kept: dict[str, float] = {}
+
+    async def noticed() -> bool:
+        kept.update(json.loads((await _kept(api)).get(SHORT_SINCE_KEY, "{}")).get(gang, {}))
+        return bool(kept)
+
+    await until(noticed, within=30)
+    first.process.send_signal(signal.SIGKILL)
+    first.process.wait()
+    restarted = time.time()
+    controllers.start()
+
+    async def rewritten() -> bool:
+        # The new leader has sampled and written what it keeps.
+        at: float = json.loads((await _kept(api)).get(FAIR_SHARE_KEY, '{"at": 0}'))["at"]
+        return at > restarted
+
+    await until(rewritten, within=60)
+    # It writes at its first sample, before its first round could requeue anything.
+    carried = json.loads((await _kept(api))[SHORT_SINCE_KEY]).get(gang)
+    assert carried == kept, "the new leader carries on the time, not its own start"
+
+    async def requeued() -> bool:
+        return any(m.startswith("Requeued: the gang has 1 of its 2 members")
+                   for m in await events(api, namespace, "g-0"))
+
+    await until(requeued, within=grace + 60)

@@ -7,7 +7,7 @@ import pytest
 
 from tests.builders import HOUR, NOW, raw_member, running, single, tracked
 from webhook.accelerators import Accelerators
-from webhook.controller.accounting import Accounts
+from webhook.controller.accounting import FAIR_SHARE_KEY, SHORT_SINCE_KEY, Accounts
 from webhook.controller.actions import Preempt, PreemptionRecord, Victim
 from webhook.controller.budgets import Pdb, budgets_of
 from webhook.controller.configuring import preemption_of, quotas_of
@@ -96,16 +96,66 @@ def test_pdb_events_update_the_budgets() -> None:
     assert accounts.pdbs == {}
 
 
+def _short_gang(admitted_at: float = NOW - HOUR) -> list[PodInfo]:
+    """Gang `g`, admitted as 3 pods at `admitted_at`, with 2 left."""
+    whole = running("g", ["n0", "n1"])
+    record = Record(None, None, ("g-0", "g-1", "g-2"), admitted_at, 3)
+    anchor = PodInfo.parse(raw_member("g", 0, 8, 3, gated=False, node_name="n0",
+                                      placement=record.dumps()))
+    return [anchor, whole[1]]
+
+
 def test_short_gangs_are_timed_from_when_first_seen(teams: Policy) -> None:
     accounts = Accounts()
-    whole = running("g", ["n0", "n1"])
-    record = Record(None, None, ("g-0", "g-1", "g-2"), NOW - HOUR, 3)
-    anchor = PodInfo.parse(raw_member("g", 0, 8, 3, gated=False, node_name="n0",
-                                                 placement=record.dumps()))
-    pods = [anchor, whole[1]]  # admitted as 3, 2 left
-    for at in (NOW, NOW + 60):
-        assert accounts.state(teams, GPUS, tracked([], pods), at).short_since == {
-            ("ml", "g"): NOW}
+    pods = _short_gang()
+    assert accounts.state(teams, GPUS, tracked([], pods), NOW).short_since == {("ml", "g"): NOW}
+    assert accounts.state(teams, GPUS, tracked([], pods),
+                          NOW + 60).short_since == {("ml", "g"): NOW}
     back = [*pods, PodInfo.parse(raw_member("g", 9, 8, 3, gated=False,
                                                        node_name="n2"))]
+    accounts.kept()
     assert accounts.state(teams, GPUS, tracked([], back), NOW + 120).short_since == {}
+    assert not accounts.newly_short  # kept at the next sample: nothing to hurry
+
+
+def test_a_new_leader_carries_on_the_time_a_gang_became_short(teams: Policy) -> None:
+    former = Accounts()
+    pods = _short_gang()
+    former.state(teams, GPUS, tracked([], pods), NOW)
+    assert former.newly_short
+    kept = former.kept()
+    assert not former.newly_short
+    assert set(kept) == {FAIR_SHARE_KEY, SHORT_SINCE_KEY}
+    leader = Accounts()
+    leader.carry_on(teams, kept, NOW + 300)
+    assert leader.state(teams, GPUS, tracked([], pods), NOW + 300).short_since == {("ml", "g"): NOW}
+    assert not leader.newly_short
+    # Without what the former leader kept, the grace period starts again.
+    afresh = Accounts()
+    afresh.carry_on(teams, {}, NOW + 300)
+    assert afresh.state(teams, GPUS, tracked([], pods),
+                        NOW + 300).short_since == {("ml", "g"): NOW + 300}
+    garbled = Accounts()
+    garbled.carry_on(teams, {SHORT_SINCE_KEY: "not json"}, NOW + 300)
+    assert garbled.state(teams, GPUS, tracked([], pods),
+                         NOW + 300).short_since == {("ml", "g"): NOW + 300}
+
+
+def test_a_kept_time_of_an_earlier_shortfall_does_not_count(teams: Policy) -> None:
+    # Kept when the gang first fell short; members rejoined since (a later record), and
+    # it is short again: a new shortfall, timed from now, not from the old one.
+    former = Accounts()
+    former.state(teams, GPUS, tracked([], _short_gang(admitted_at=NOW - HOUR)), NOW - 600)
+    leader = Accounts()
+    leader.carry_on(teams, former.kept(), NOW)
+    rejoined = _short_gang(admitted_at=NOW - 60)
+    assert leader.state(teams, GPUS, tracked([], rejoined), NOW).short_since == {("ml", "g"): NOW}
+    assert leader.newly_short
+
+
+def test_a_short_gang_is_noticed_at_each_sample_without_rounds(teams: Policy) -> None:
+    # Nothing gated, so no round runs: the sample notices, and the rounds start.
+    accounts = Accounts()
+    accounts.sample(teams, GPUS, tracked([], _short_gang()), NOW)
+    assert accounts.short_since.keys() == {("ml", "g")}
+    assert accounts.newly_short

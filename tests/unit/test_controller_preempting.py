@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from typing import Any
 
@@ -21,7 +22,15 @@ from tests.builders import (
     tracked,
     waits,
 )
-from webhook.controller.actions import Preempt, PreemptionRecord, Requeue, describe, events_of
+from webhook.controller.actions import (
+    Admit,
+    Preempt,
+    PreemptionRecord,
+    Requeue,
+    Wait,
+    describe,
+    events_of,
+)
 from webhook.controller.applying import disruption_patch
 from webhook.controller.deciding import QueueState, Record, decide
 from webhook.controller.mending import short
@@ -201,6 +210,84 @@ def test_the_room_a_preemption_freed_is_held_for_the_preemptor() -> None:
     assert admitted(stale) == {"small": "a"}
 
 
+def _victims_as(state: str) -> tuple[list[PodInfo], frozenset[str]]:
+    """The two pods of victim gang `s` on a-n0 and a-n1, in `state`, and the uids this
+    controller deleted that the watch has not reported yet."""
+    busy = running("s", ["a-n0", "a-n1"])
+    match state:
+        case "gone":
+            return [], frozenset()
+        case "running":
+            return busy, frozenset()
+        case "deleting":
+            return [dataclasses.replace(p, deleting=True) for p in busy], frozenset()
+        case "failed":
+            return [dataclasses.replace(p, terminal=True) for p in busy], frozenset()
+        case "deleted, not yet watched":
+            return busy, frozenset(p.uid for p in busy)
+        case "one gone, one deleting":
+            return [dataclasses.replace(busy[0], deleting=True)], frozenset()
+    raise AssertionError(state)
+
+
+@pytest.mark.parametrize(("victims_are", "outcome"), [
+    ("gone", Admit),
+    ("failed", Admit),  # terminal: the scheduler no longer counts it
+    ("deleting", Wait),
+    ("deleted, not yet watched", Wait),
+    ("one gone, one deleting", Wait),
+    ("running", Preempt),  # a leader died before evicting them: the eviction is finished
+])
+def test_a_preemptor_is_lifted_only_once_its_victims_are_gone(
+        victims_are: str, outcome: type) -> None:
+    nodes = cluster({"a": 2})
+    busy, deleted = _victims_as(victims_are)
+    record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
+                              ("a-n0", "a-n1"), NOW - 5)
+    # Would fit in the freed room, and goes first otherwise.
+    rival = gang("rival", 1, priority=TRAINING * 2)
+    actions = decide(tracked(nodes, busy + _recorded(2, record) + rival), {}, NOW,
+                     state=QueueState(deleted=deleted))
+    (mine,) = [a for a in actions if a.gang == ("ml", "train")]
+    assert type(mine) is outcome
+    # Whatever the victims' state, their room is the preemptor's: never the rival's.
+    assert "rival" not in admitted(actions)
+    if isinstance(mine, Admit):
+        assert mine.record.domain == "a"
+        assert {node for _, node in mine.nominate} == {"a-n0", "a-n1"}
+    if isinstance(mine, Wait):
+        assert {p.name for p in mine.pods} == {"train-0", "train-1"}
+        assert mine.message == ("Waiting: 2 pods present; the 2 pods it preempted are not "
+                                "all gone yet (terminating); the room in domain a is held "
+                                "for it until they are")
+    if isinstance(mine, Preempt):
+        assert victims(mine) == {"s-0", "s-1"}
+
+
+def test_a_preemptor_waiting_for_its_victims_keeps_its_queues_quota() -> None:
+    # team-a may use 16 GPUs and no more; its gang `want` evicted scavengers in domain x
+    # and waits for them to terminate. Its next gang fits on y, but not in the quota
+    # once `want` counts: it must not go in before `want` and push team-a past 16.
+    quotas = Quotas([QueueSpec("team-a", ("a-*",), nominal=16, borrowing_limit=0)])
+    nodes = cluster({"x": 2, "y": 2})
+    terminating = [dataclasses.replace(p, deleting=True) for p in running("s", ["x-n0", "x-n1"])]
+    record = PreemptionRecord("x", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
+                              ("x-n0", "x-n1"), NOW - 5)
+    raws = [raw_member("want", i, 8, 2, ns="a-ml", priority=TRAINING) for i in range(2)]
+    raws[0]["metadata"]["annotations"][PREEMPTION_ANNOTATION] = record.dumps()
+    want = [PodInfo.parse(r) for r in raws]
+    more = gang("more", 2, ns="a-ml", priority=TRAINING, created=30)
+    state = QueueState(quotas)
+    actions = decide(tracked(nodes, terminating + want + more), {}, NOW, state=state)
+    assert waits(actions)["want"].startswith("Waiting: 2 pods present; the 2 pods it "
+                                             "preempted are not all gone yet")
+    assert waits(actions)["more"] == ("Waiting: 2/2 pods present; queue team-a would use 32 "
+                                      "GPUs: nominal 16, borrowing limit 0")
+    # Once the victims are gone, `want` goes; `more` still waits for quota.
+    actions = decide(tracked(nodes, want + more), {}, NOW, state=state)
+    assert admitted(actions) == {"want": "x"}
+
+
 def test_in_the_round_it_preempts_the_room_is_the_preemptors() -> None:
     nodes = cluster({"a": 2})
     busy = running("s", ["a-n0", "a-n1"])
@@ -240,6 +327,28 @@ def test_reclaim_takes_whole_gangs_and_never_below_nominal() -> None:
     # Evicting `big` would leave team-b at 8, below its 16: only `small` may go.
     assert victims(action) == {"small-0"}
     assert [v.cause for v in action.victims] == ["reclaim"]
+
+
+@pytest.mark.parametrize(("victim_priority", "cause", "told"), [
+    (TRAINING, "reclaim", "its queue borrowed GPUs their owner now reclaims"),
+    (SCAVENGER, "priority", "a gang of higher priority needs the room"),
+])
+def test_a_resumed_preemption_gives_the_cause_the_deciding_leader_would_have(
+        victim_priority: int, cause: str, told: str) -> None:
+    # The leader that decided died before evicting; the next one says the same why.
+    quotas = Quotas([QueueSpec("team-a", ("a-*",), nominal=16),
+                     QueueSpec("team-b", ("b-*",), nominal=0)])
+    busy = running("big", ["x-n0", "x-n1"], ns="b-ml", priority=victim_priority)
+    record = PreemptionRecord("x", "nvidia.com/gpu.clique", ("b-ml/big-0", "b-ml/big-1"),
+                              ("x-n0", "x-n1"), NOW - 5)
+    raws = [raw_member("want", i, 8, 2, ns="a-ml", priority=TRAINING) for i in range(2)]
+    raws[0]["metadata"]["annotations"][PREEMPTION_ANNOTATION] = record.dumps()
+    want = [PodInfo.parse(r) for r in raws]
+    (resume,) = preempts(decide(tracked(cluster({"x": 2}), busy + want), {}, NOW,
+                                state=QueueState(quotas)))
+    assert [v.cause for v in resume.victims] == [cause]
+    assert describe(resume).startswith(f"Preempted: {told}; evicted to make room for gang "
+                                       "a-ml/want")
 
 
 def test_no_reclaim_for_a_queue_that_would_exceed_its_own_nominal() -> None:

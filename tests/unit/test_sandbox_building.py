@@ -12,7 +12,7 @@ import pytest
 from webhook.sandbox import gobuilding
 from webhook.sandbox.binaries import KUBERNETES, KWOK
 from webhook.sandbox.gobuilding import GoModule, GoTool
-from webhook.sandbox.stages import DELAY, OWNER_KIND, adjust
+from webhook.sandbox.stages import DELAY, OWNER_KIND, TERMINATION_DELAY, adjust
 
 TOOL = GoTool(modules=(GoModule("demo", "example.com/demo", "v1.2.3"),),
               commands={"demo": "example.com/demo/cmd/demo"})
@@ -61,6 +61,15 @@ def test_only_a_pod_with_a_run_time_completes_and_after_exactly_that() -> None:
     assert OWNER_KIND not in keys  # a plain pod with a run time completes too
     other = {"metadata": {"name": "pod-ready"}, "spec": {}}
     assert adjust(other) == {"metadata": {"name": "pod-ready"}, "spec": {}}
+
+
+def test_a_deleted_pod_goes_after_the_time_it_states_at_once_without() -> None:
+    fast = {"metadata": {"name": "pod-delete"}, "spec": {"selector": {}, "next": {
+        "finalizers": {"empty": True}, "delete": True}}}
+    stage = adjust(fast)
+    assert stage["spec"]["delay"] == {"durationMilliseconds": 0, "durationFrom": {
+        "expressionFrom": f'.metadata.annotations["{TERMINATION_DELAY}"]'}}
+    assert stage["spec"]["next"] == {"finalizers": {"empty": True}, "delete": True}
 
 
 UPSTREAM: dict[str, dict[str, Any]] = {

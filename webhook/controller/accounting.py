@@ -1,22 +1,24 @@
 """What the queues remember between rounds, kept by the leader: the fair-share usage
-(sampled every few seconds, charged at each admission), when gangs were evicted (for the
-requeue backoff), and the PodDisruptionBudgets the watch delivers. It builds the
-`QueueState` each round decides with. No I/O; the clock is passed in."""
+(sampled every few seconds, charged at each admission), since when running gangs have
+been short of members, when gangs were evicted (for the requeue backoff), and the
+PodDisruptionBudgets the watch delivers. It builds the `QueueState` each round decides
+with, and says what the leader keeps in the cluster for the next one (`kept`,
+`carry_on`). No I/O; the clock is passed in."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, assert_never
 
 from webhook.accelerators import Accelerators, GpuEquivalents
+from webhook.controller import mending
 from webhook.controller.actions import Action, Admit, Finish, Preempt, Requeue, Wait
 from webhook.controller.budgets import Pdb, budgets_of
 from webhook.controller.configuring import fair_share_of, preemption_of, quotas_of
 from webhook.controller.fairsharing import FairShare
 from webhook.controller.gangs import GangId
-from webhook.controller.mending import short, since
 from webhook.controller.preempting import PreemptionSettings
 from webhook.controller.queueing import QueueState
 from webhook.controller.quotas import Quotas, holding
@@ -35,6 +37,11 @@ class QueueSample:
     share: float
 
 
+# What the leader keeps for the next one, by key in `remembering`'s ConfigMap.
+FAIR_SHARE_KEY = "fairShare"
+SHORT_SINCE_KEY = "shortSince"
+
+
 class Accounts:
     def __init__(self) -> None:
         self.fair_share: FairShare | None = None
@@ -43,7 +50,11 @@ class Accounts:
         # Until the budgets are listed, nothing is preempted: a pod they protect could
         # not be told from one they do not.
         self.pdbs_listed = False
-        self.short_since: dict[GangId, float] = {}
+        self.short_since: dict[GangId, mending.Shortfall] = {}
+        # A gang fell short since the last `kept`: worth keeping at once, not only at
+        # the next sample. (One no longer short may wait: a gang whole again has a newer
+        # record, so its old time no longer counts anyway.)
+        self.newly_short = False
         self._configured: tuple[Policy, Accelerators, Quotas, PreemptionSettings] | None = None
 
     def _configure(self, policy: Policy, accelerators: Accelerators
@@ -64,20 +75,44 @@ class Accounts:
         backoff = preemption.requeue_backoff
         self.evicted = {g: t for g, t in self.evicted.items() if now - t < backoff}
         budgets = budgets_of(self.pdbs.values(), cluster) if self.pdbs else ()
-        self.short_since = since(self.short_since,
-                                 short(cluster.gangs().values(), cluster.succeeded), now)
+        self._shortfalls(cluster, now)
         return QueueState(quotas, preemption, self.fair_share, budgets, dict(self.evicted),
-                          policy.excluded_namespaces, dict(self.short_since), deleted)
+                          policy.excluded_namespaces,
+                          {g: s.since for g, s in self.short_since.items()}, deleted)
 
-    def carry_on(self, policy: Policy, kept: str, now: float) -> None:
-        """Start from the usage a former leader kept."""
-        self.fair_share = fair_share_of(policy, None, now).carried_on(kept)
+    def _shortfalls(self, cluster: Tracked, now: float) -> None:
+        gangs = cluster.gangs()
+        found = mending.since(self.short_since, gangs,
+                              mending.short(gangs.values(), cluster.succeeded), now)
+        self.newly_short = self.newly_short or any(
+            self.short_since.get(g) != s for g, s in found.items())
+        self.short_since = found
+
+    def kept(self) -> dict[str, str]:
+        """What the next leader needs to carry on: the fair-share usage, and since when
+        gangs have been short of members."""
+        self.newly_short = False
+        found = {SHORT_SINCE_KEY: mending.dumps(self.short_since)}
+        if self.fair_share is not None:
+            found[FAIR_SHARE_KEY] = self.fair_share.dumps()
+        return found
+
+    def carry_on(self, policy: Policy, kept: Mapping[str, str], now: float) -> None:
+        """Start from what a former leader kept (`kept`); what is missing or unreadable
+        starts afresh."""
+        fair = fair_share_of(policy, None, now)
+        self.fair_share = fair.carried_on(kept[FAIR_SHARE_KEY]) if FAIR_SHARE_KEY in kept \
+            else fair
+        self.short_since = mending.loads(kept.get(SHORT_SINCE_KEY, "{}"))
 
     def sample(self, policy: Policy, accelerators: Accelerators, cluster: Tracked,
                now: float) -> list[QueueSample]:
         """Advance the fair share to `now` with what each queue holds, and say where each
         queue stands."""
         quotas, _ = self._configure(policy, accelerators)
+        # Here too, not only in rounds: with no pod gated there are no rounds, and a gang
+        # that lost a member without a replacement is short all the same.
+        self._shortfalls(cluster, now)
         held = holding(quotas, cluster.namespace_gpus)
         fair = fair_share_of(policy, self.fair_share, now).advance(now, held)
         self.fair_share = fair

@@ -10,7 +10,7 @@ import datetime
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, assert_never
 
 from kubernetes_asyncio import client
@@ -143,9 +143,7 @@ class Applier:
                     await self._preempt(action)
                 case Requeue():
                     (told,) = events_of(action)
-                    now = datetime.datetime.now(datetime.UTC)
-                    await asyncio.gather(*(self._evict(p, told.message, now)
-                                           for p in action.pods))
+                    await self._evict_all(action.pods, {p.key: told for p in action.pods})
                 case Wait():
                     pass  # nothing to write: its event says why
                 case _:
@@ -200,23 +198,33 @@ class Applier:
         await self._patch(anchor, annotation_patch(anchor, PREEMPTION_ANNOTATION,
                                                    preempt.record.dumps()),
                           "application/json-patch+json")
-        told = {p.key: e.message for e in events_of(preempt) if e.reason == "Preempted"
+        if self.pause:
+            await asyncio.sleep(self.pause)
+        told = {p.key: e for e in events_of(preempt) if e.reason == "Preempted"
                 for p in e.pods}
-        now = datetime.datetime.now(datetime.UTC)
-        await asyncio.gather(*(self._evict(p, told[p.key], now)
-                               for v in preempt.victims for p in v.pods))
+        await self._evict_all([p for v in preempt.victims for p in v.pods], told)
         log.info("preempted", extra={"gang": "/".join(preempt.gang),
                                      "domain": preempt.record.domain,
                                      "victims": [v.name for v in preempt.victims]})
 
-    async def _evict(self, pod: PodInfo, message: str, now: datetime.datetime) -> None:
+    async def _evict_all(self, pods: Sequence[PodInfo],
+                         told: Mapping[tuple[str, str], Event]) -> None:
+        now = datetime.datetime.now(datetime.UTC)
+        await self._each(pods, lambda pod: self._evict(pod, told[pod.key], now))
+
+    async def _evict(self, pod: PodInfo, told: Event, now: datetime.datetime) -> None:
+        """Marked, told, then deleted. The victim's event goes out before the pod goes,
+        not behind the round with the other events: a controller killed right after the
+        delete still leaves the eviction explained."""
         try:
             async with self.limit:
                 self.fence.check()
                 self.stored(await json_of(await self.core.patch_namespaced_pod_status(
-                    pod.name, pod.namespace, body=disruption_patch(message, now),
+                    pod.name, pod.namespace, body=disruption_patch(told.message, now),
                     _content_type="application/strategic-merge-patch+json",
                     _preload_content=False)))
+            await self._events(Event((pod,), told.type, told.reason, told.message))
+            async with self.limit:
                 self.fence.check()
                 # Not stored: the pod as deleted could bring back one the watch has
                 # already removed; the watch tells of the deletion.
@@ -234,6 +242,12 @@ class Applier:
             except ApiException as e:
                 if e.status != 404:  # a pod deleted meanwhile needs no ungating
                     raise
+        await self._each(pods, one)
+
+    async def _each(self, pods: Iterable[PodInfo],
+                    one: Callable[[PodInfo], Awaitable[None]]) -> None:
+        """Side by side; with a pause (crash tests), one at a time with the pause between,
+        so a kill can land between any two."""
         if self.pause:
             for pod in pods:
                 await one(pod)

@@ -292,12 +292,17 @@ def decide(cluster: Tracked, looked_up: Mapping[GangId, SizeAnswer], now: float,
     holds = {h.gang: h for h in queues.holds(waiting, options.reservation_timeout)}
     for held in holds.values():
         round_.held.update(held.nodes)
-    # Gangs that preempted go first, into the room held for them; until their victims
-    # are gone (a leader died half-way), the eviction is finished and they wait.
+    # Gangs that preempted go first, into the room held for them, once their victims
+    # are gone: victims still running (a leader died half-way) are evicted, and while
+    # any is still terminating the gang waits.
     for gang in waiting:
         if (hold := holds.get(gang.id)) is not None:
-            actions.extend([queues.resume(gang, hold)] if hold.remaining
-                           else round_.consider(gang, hold))
+            if hold.remaining:
+                actions.append(queues.resume(gang, hold))
+            elif hold.terminating:
+                actions.append(queues.await_victims(gang, hold))
+            else:
+                actions.extend(round_.consider(gang, hold))
     for gang in queues.order(g for g in waiting if g.id not in holds):
         actions.extend(round_.consider(gang))
     return actions

@@ -1,13 +1,28 @@
 """Gangs broken from outside: a running gang that lost members (kube-scheduler's own
 preemption, a node lost, an eviction) holds GPUs it cannot use. Replacements rejoin it
 in its domain when they can (`deciding`); a gang still short of members after the grace
-period has the rest evicted, so it is requeued and starts again whole. Pure."""
+period has the rest evicted, so it is requeued and starts again whole. Pure.
+
+When each gang became short is kept in the cluster by the leader (`remembering`), so a
+new leader carries the grace period on instead of starting it again."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from webhook.controller.gangs import Gang, GangId
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """Since when a gang has been short of members, and which admission it fell short
+    of: the `at` of its latest record then. Members that rejoin write a later record, so
+    a gang short again after that is short anew, whatever an older leader kept."""
+
+    since: float
+    record: float
 
 
 def short(gangs: Iterable[Gang], done: Mapping[GangId, int]) -> dict[GangId, tuple[int, int]]:
@@ -25,7 +40,32 @@ def short(gangs: Iterable[Gang], done: Mapping[GangId, int]) -> dict[GangId, tup
     return found
 
 
-def since(previous: Mapping[GangId, float], now_short: Iterable[GangId], now: float
-          ) -> dict[GangId, float]:
-    """When each gang that is short now first was, keeping earlier times."""
-    return {g: previous.get(g, now) for g in now_short}
+def since(previous: Mapping[GangId, Shortfall], gangs: Mapping[GangId, Gang],
+          now_short: Iterable[GangId], now: float) -> dict[GangId, Shortfall]:
+    """When each gang that is short now first was, keeping earlier times of the same
+    shortfall. Every gang in `now_short` has a record (`short` says so)."""
+    found = {}
+    for gang in now_short:
+        latest = gangs[gang].records[-1].at
+        kept = previous.get(gang)
+        found[gang] = kept if kept is not None and kept.record == latest else \
+            Shortfall(now, latest)
+    return found
+
+
+def dumps(shortfalls: Mapping[GangId, Shortfall]) -> str:
+    return json.dumps({f"{ns}/{name}": {"since": s.since, "record": s.record}
+                       for (ns, name), s in sorted(shortfalls.items())}, sort_keys=True)
+
+
+def loads(text: str) -> dict[GangId, Shortfall]:
+    """What a former leader kept; nothing when it is not readable (the grace periods
+    then start again: later evictions, never earlier ones)."""
+    try:
+        found = {}
+        for key, value in json.loads(text).items():
+            namespace, _, name = key.partition("/")
+            found[(namespace, name)] = Shortfall(float(value["since"]), float(value["record"]))
+        return found
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return {}

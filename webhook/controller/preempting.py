@@ -79,6 +79,12 @@ def _set_cost(victims: Sequence[Victim]) -> tuple[int, float, float, int]:
             -min(v.started for v in victims), len(victims))
 
 
+def outranks(victim: Victim, priority: int, may_preempt: bool) -> bool:
+    """Whether a preemptor of `priority`, whose class may preempt or not, outranks the
+    victim: its cause is then priority; any other victim the rules let go is reclaimed."""
+    return may_preempt and victim.priority < priority
+
+
 def unit_of(pods: Sequence[PodInfo], gang: GangId | None, queue: str, now: float,
             held: Holdings) -> Victim:
     gpus: GpuEquivalents = 0
@@ -204,7 +210,7 @@ class Preemptor:
     def _allowed(self, unit: Victim, queue: str, priority: int, may_preempt: bool,
                  reclaiming: bool, released: Mapping[str, GpuEquivalents]) -> Victim | None:
         """The unit with its cause, when the preemptor may take it now."""
-        by_priority = may_preempt and unit.priority < priority
+        by_priority = outranks(unit, priority, may_preempt)
         if unit.queue == queue:
             return unit if by_priority else None
         spec = self.ledger.quotas.spec(unit.queue)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from webhook.controller.actions import Preempt, PreemptionRecord
+from webhook.controller.actions import Preempt, PreemptionRecord, Wait
 from webhook.controller.fairsharing import FairShare
 from webhook.controller.gangs import Gang, GangId
 from webhook.controller.objects import PodInfo
@@ -18,6 +18,7 @@ from webhook.controller.preempting import (
     PreemptionSettings,
     Preemptor,
     candidates,
+    outranks,
     unit_of,
 )
 from webhook.controller.quotas import Ledger, Quotas
@@ -57,6 +58,10 @@ class Hold:
     nodes: frozenset[str]
     # Recorded victims still running: the eviction is not done (a leader died).
     remaining: tuple[PodInfo, ...]
+    # Recorded victims evicted but still there, terminating: kube-scheduler still counts
+    # their room, so the gang stays gated until they are gone (lifted now, the members
+    # that fit would bind and the rest wait: half a gang holding GPUs).
+    terminating: tuple[PodInfo, ...] = ()
 
 
 def _record(gang: Gang) -> PreemptionRecord | None:
@@ -126,26 +131,46 @@ class Queueing:
                 continue
             if self.now - record.at >= timeout:
                 continue
-            remaining = tuple(pod for v in record.victims
-                              if (pod := by_key.get(_key(v))) is not None and pod.active
-                              and record.names(pod) and pod.uid not in self.state.deleted)
+            # A victim is gone once deleted from the API or terminal (the scheduler no
+            # longer counts it); one marked for deletion still holds its room.
+            there = [pod for v in record.victims if (pod := by_key.get(_key(v))) is not None
+                     and not pod.terminal and record.names(pod)]
+            deleted = self.state.deleted
+            remaining = tuple(p for p in there if not p.deleting and p.uid not in deleted)
+            terminating = tuple(p for p in there if p.deleting or p.uid in deleted)
             nodes = (self.snap.domains(gang.members[0], record.topology_key).get(
                 record.domain, []) if record.domain and record.topology_key else record.nodes)
-            found.append(Hold(gang.id, record, frozenset(nodes), remaining))
+            found.append(Hold(gang.id, record, frozenset(nodes), remaining, terminating))
         return found
 
+    def await_victims(self, gang: Gang, hold: Hold) -> Wait:
+        """A preemptor whose victims are evicted but not gone: it stays gated, its room
+        held (the nodes, and its queue's quota), until they are."""
+        members = tuple(gang.waiting)
+        self.admitted(gang, members, charge=False)
+        record = hold.record
+        where = f"domain {record.domain}" if record.domain else "its nodes"
+        return Wait(gang.id, members, "Waiting",
+                    f"{len(members)} pods present; the {len(record.victims)} pods it "
+                    f"preempted are not all gone yet (terminating); the room in {where} "
+                    f"is held for it until they are")
+
     def resume(self, gang: Gang, hold: Hold) -> Preempt:
-        """Evict what a recorded preemption left running."""
+        """Evict what a recorded preemption left running, for the same cause as the
+        leader that decided it would have said."""
         groups: dict[GangId | None, list[PodInfo]] = {}
         for pod in hold.remaining:
             groups.setdefault(pod.gang_id, []).append(pod)
         quotas = self.state.quotas
         held = self.held
-        victims = tuple(unit_of(pods, g, quotas.queue_of(pods[0].namespace), self.now, held)
-                        for g, pods in groups.items() if g is not None)
-        victims += tuple(unit_of([p], None, quotas.queue_of(p.namespace), self.now, held)
-                         for p in groups.get(None, ()))
+        units = [unit_of(pods, g, quotas.queue_of(pods[0].namespace), self.now, held)
+                 for g, pods in groups.items() if g is not None]
+        units += [unit_of([p], None, quotas.queue_of(p.namespace), self.now, held)
+                  for p in groups.get(None, ())]
         anchor = min(gang.members, key=lambda p: p.name)
+        victims = tuple(u._replace(
+            cause="priority" if outranks(u, gang.priority, anchor.may_preempt) else "reclaim")
+            for u in units)
         return Preempt(gang.id, anchor, hold.record, tuple(gang.waiting), victims,
                        gang.priority, self.queue_of(gang))
 

@@ -61,6 +61,9 @@ PERIOD = 2.0
 # Seconds between samples of what each queue holds (fair share, queue metrics).
 SAMPLE = 10.0
 SETTLE = 0.02
+# Seconds between writes of what the leader keeps, when gangs fall short between samples
+# (many gangs deleted at once each look short for a moment).
+KEEP_AT_MOST_EVERY = 1.0
 # As often as the webhook reloads, so both count the same accelerators within seconds.
 POLICY_RELOAD_INTERVAL = 2.0
 
@@ -97,6 +100,7 @@ class Controller:
         self.deciding_seconds = 0.0
         self.accounts = Accounts()
         self.sampled = 0.0
+        self.kept = 0.0
 
     async def watch_all(self) -> None:
         core = client.CoreV1Api(self.api)
@@ -142,7 +146,9 @@ class Controller:
         return self._counted[1]
 
     async def round(self) -> None:
-        if not self.cache.gated:
+        # A gang short of members is decided too, gated pods or not: it may be due for
+        # its requeue (`sample` notices it short when nothing is gated).
+        if not self.cache.gated and not self.accounts.short_since:
             self.metrics.gangs_waiting.set(0)
             return
         sizes = await self._sizes()
@@ -150,6 +156,8 @@ class Controller:
         policy, cluster, now = self._policy(), self._cluster(), time.time()
         state = self.accounts.state(policy, cluster.accelerators, cluster, now,
                                     self.applier.recently_deleted())
+        if self.accounts.newly_short and now - self.kept >= KEEP_AT_MOST_EVERY:
+            await self.remember()
         actions = decide(cluster, sizes, now, self.options, state)
         self.deciding_seconds = time.perf_counter() - started
         self.metrics.fit_seconds.observe(self.deciding_seconds)
@@ -172,8 +180,8 @@ class Controller:
         return policy
 
     async def sample(self) -> None:
-        """Fair share and queue metrics move with time, gated pods or not; the usage is
-        kept in the cluster for the next leader."""
+        """Fair share, queue metrics and short gangs move with time, gated pods or not;
+        they are kept in the cluster for the next leader."""
         now = time.time()
         if now - self.sampled < SAMPLE:
             return
@@ -181,9 +189,12 @@ class Controller:
         cluster = self._cluster()
         queues = self.accounts.sample(self._policy(), cluster.accelerators, cluster, now)
         self.metrics.queues(queues)
-        if self.accounts.fair_share is not None:
-            await keep(client.CoreV1Api(self.api), self.namespace, self.accounts.fair_share,
-                       self.fence)
+        await self.remember()
+
+    async def remember(self) -> None:
+        self.kept = time.time()
+        await keep(client.CoreV1Api(self.api), self.namespace, self.accounts.kept(),
+                   self.fence)
 
     def _count(self, actions: list[Action]) -> None:
         waiting: set[tuple[str, str]] = set()
@@ -209,9 +220,9 @@ class Controller:
     async def lead(self) -> None:
         log.info("leading: deciding from now on")
         await self.synced.wait()
-        kept = await recall(client.CoreV1Api(self.api), self.namespace)
-        if kept is not None:
-            self.accounts.carry_on(self._policy(), kept, time.time())
+        self.accounts.carry_on(self._policy(),
+                               await recall(client.CoreV1Api(self.api), self.namespace),
+                               time.time())
         while True:
             self.cache.changed.clear()
             self.deciding_seconds = 0.0

@@ -12,6 +12,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from webhook.controller.accounting import FAIR_SHARE_KEY
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.raw import json_of
 from webhook.controller.remembering import recall
@@ -46,7 +47,8 @@ async def _status(kubeconfig: Path | None, policies: Path, output: str) -> int:
             _items(core.list_event_for_all_namespaces, field_selector="reason=Preempting"),
             recall(core, SYSTEM_NAMESPACE))
     found = report(policy, [NodeInfo.parse(n) for n in nodes],
-                   [PodInfo.parse(p) for p in pods], events, time.time(), kept)
+                   [PodInfo.parse(p) for p in pods], events, time.time(),
+                   kept.get(FAIR_SHARE_KEY))
     if output == "json":
         print(json.dumps(found.as_json(), indent=2))
     else:

@@ -6,7 +6,9 @@ version. The stages say how the fake nodes and their pods move through their liv
 - pod-ready (pod/fast): a pod bound to a fake node becomes Running and Ready;
 - pod-complete (pod/general): a pod succeeds after the run time in KWOK's annotation
   `pod-complete.stage.kwok.x-k8s.io/delay`;
-- pod-delete (pod/fast): a deleted pod goes away, as a kubelet would let it.
+- pod-delete (pod/fast): a deleted pod goes away, as a kubelet would let it: at once, or
+  after the time in KWOK's annotation `pod-delete.stage.kwok.x-k8s.io/delay`, a pod
+  whose work takes that long to stop after SIGTERM (a checkpoint written on the way out).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ STAGES = (
     "pod/fast/pod-delete.yaml",
 )
 DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
+TERMINATION_DELAY = "pod-delete.stage.kwok.x-k8s.io/delay"
 
 
 class StagesError(RuntimeError):
@@ -55,12 +58,22 @@ OWNER_KIND = ".metadata.ownerReferences.[].kind"
 
 
 def adjust(stage: dict[str, Any]) -> dict[str, Any]:
-    """The sandbox's changes to KWOK's general pod-complete stage. The run time decides,
-    not the owner: a pod with one completes, whoever made it (upstream completes only a
-    Job's pods; a plain pod, a Kueue or coscheduling pod group's member, is the pod a
-    user writes too); a pod without one runs until deleted, like a long training run.
-    And the run time is exactly that annotation: upstream's default jitter (5 s) would
-    otherwise cap any longer run time at 5 s (KWOK takes the jitter when it is shorter)."""
+    """The sandbox's changes to KWOK's stages.
+
+    The fast pod-delete stage ends a deleted pod after the time its annotation
+    `TERMINATION_DELAY` says (KWOK's general stage reads the same annotation), at once
+    without one: the time a victim of preemption still holds its node.
+
+    The general pod-complete stage: the run time decides, not the owner: a pod with one
+    completes, whoever made it (upstream completes only a Job's pods; a plain pod, a Kueue
+    or coscheduling pod group's member, is the pod a user writes too); a pod without one
+    runs until deleted, like a long training run. And the run time is exactly that
+    annotation: upstream's default jitter (5 s) would otherwise cap any longer run time at
+    5 s (KWOK takes the jitter when it is shorter)."""
+    if stage["metadata"]["name"] == "pod-delete":
+        stage["spec"]["delay"] = {"durationMilliseconds": 0, "durationFrom": {
+            "expressionFrom": f'.metadata.annotations["{TERMINATION_DELAY}"]'}}
+        return stage
     if stage["metadata"]["name"] != "pod-complete":
         return stage
     spec = stage["spec"]

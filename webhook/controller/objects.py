@@ -7,7 +7,7 @@ import datetime
 import functools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.accelerators import extended, recorded
@@ -153,10 +153,12 @@ class PodInfo:
     succeeded: bool = False
     # A single pod Airlock queued (in no gang): admitted as a gang of one.
     single: bool = False
+    # (namespace, name): a field, not a property, since rounds look it up for every pod
+    # they weigh (a tenth of a large simulation went to building it again).
+    key: tuple[str, str] = field(init=False, compare=False, repr=False)
 
-    @property
-    def key(self) -> tuple[str, str]:
-        return self.namespace, self.name
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", (self.namespace, self.name))
 
     @property
     def gang_id(self) -> tuple[str, str] | None:

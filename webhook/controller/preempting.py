@@ -30,6 +30,7 @@ from webhook.accelerators import GpuEquivalents
 from webhook.controller.actions import Victim
 from webhook.controller.fitting import Plan, place_in, reserve
 from webhook.controller.gangs import GangId
+from webhook.controller.matching import signature
 from webhook.controller.objects import PodInfo
 from webhook.controller.quotas import Holdings, Ledger, Quotas
 from webhook.controller.snapshot import Snapshot, with_pod_slot
@@ -134,18 +135,55 @@ def _within(unit: Victim, budget: Budget, allowance: Mapping[str, int]) -> bool:
 EXACT_DOMAINS = 3
 
 
-def _could_pack(sizes: Sequence[GpuEquivalents], free: Sequence[GpuEquivalents]) -> bool:
-    """Whether pods of `sizes` GPUs (largest first) could go on nodes with `free` GPUs,
-    counting GPUs only: a necessary condition, cheap enough to test before packing."""
-    left = list(free)
-    for size in sizes:
-        for i, room in enumerate(left):
-            if room >= size:
-                left[i] = room - size
-                break
-        else:
-            return False
-    return True
+class _Room:
+    """The free GPUs on a domain's nodes while victims are tried out: their total and how
+    many nodes have each amount free, kept as victims come and go, so testing whether
+    the gang could pack costs the few distinct amounts, not a sort of every node."""
+
+    def __init__(self, free_gpu: Mapping[str, GpuEquivalents], nodes: Sequence[str]) -> None:
+        self.nodes = frozenset(nodes)
+        self.total: GpuEquivalents = 0
+        self.counts: dict[GpuEquivalents, int] = {}
+        for n in nodes:
+            if (free := free_gpu[n]) > 0:
+                self.total += free
+                self.counts[free] = self.counts.get(free, 0) + 1
+
+    def moved(self, node: str, before: GpuEquivalents, after: GpuEquivalents) -> None:
+        if node not in self.nodes:
+            return
+        before, after = max(before, 0), max(after, 0)
+        self.total += after - before
+        if before:
+            self.counts[before] -= 1
+        if after:
+            self.counts[after] = self.counts.get(after, 0) + 1
+
+    def could_pack(self, sizes: Sequence[GpuEquivalents]) -> bool:
+        """Whether pods of `sizes` GPUs (largest first) could go on these nodes, counting
+        GPUs only: a necessary condition, cheap enough to test before packing. Each pod
+        takes the node with the most room (first fit, largest nodes first); no more than
+        one node per pod of any amount can ever be taken."""
+        left: list[GpuEquivalents] = []
+        for amount in sorted((a for a, c in self.counts.items() if c > 0), reverse=True):
+            left.extend([amount] * min(self.counts[amount], len(sizes)))
+        for size in sizes:
+            for i, room in enumerate(left):
+                if room >= size:
+                    left[i] = room - size
+                    break
+            else:
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class _Usable:
+    """A domain's nodes a preemptor may use, and what names them for the rankings: the
+    domain, and the nodes kept from it, if any."""
+
+    nodes: list[str]
+    key: tuple[object, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,24 +226,21 @@ class Preemptor:
                     self._by_node.setdefault(pod.node_name, []).append(
                         (i, held.get(pod.key, 0)))
         self.taken: set[int] = set()
-        self._rankings: dict[tuple[str, ...], _Ranking] = {}
+        self._rankings: dict[tuple[object, ...], _Ranking] = {}
         # Unit -> the rankings it is in, to drop them once the unit is taken.
-        self._ranked_in: dict[int, list[tuple[str, ...]]] = {}
+        self._ranked_in: dict[int, list[tuple[object, ...]]] = {}
 
-    def _release(self, unit: Victim, sign: int = -1,
-                 here: Collection[str] = ()) -> GpuEquivalents:
+    def _release(self, unit: Victim, sign: int = -1, room: _Room | None = None) -> None:
         """Free (or, with `sign` 1, take back) what the unit's pods hold, in the
-        snapshot; how many more free GPUs that leaves on the nodes `here`."""
+        snapshot, and in the `room` being tried."""
         free_gpu = self.snap.free_gpu
-        gained: GpuEquivalents = 0
         for pod in unit.pods:
             node = pod.node_name
             if pod.key in self.held and node in self.snap.free:
-                before = max(free_gpu[node], 0)
+                before = free_gpu[node]
                 self.snap.take(node, {k: sign * v for k, v in with_pod_slot(pod.requests).items()})
-                if node in here:
-                    gained += max(free_gpu[node], 0) - before
-        return gained
+                if room is not None:
+                    room.moved(node, before, free_gpu[node])
 
     def _allowed(self, unit: Victim, queue: str, priority: int, may_preempt: bool,
                  reclaiming: bool, released: Mapping[str, GpuEquivalents]) -> Victim | None:
@@ -224,34 +259,32 @@ class Preemptor:
         return None
 
     def _fits(self, members: Sequence[PodInfo], nodes: Sequence[str], queue: str,
-              need: GpuEquivalents, room: GpuEquivalents,
-              released: Mapping[str, GpuEquivalents]) -> Plan | None:
-        """Where the gang goes on `nodes`, which have `room` free GPUs, or None."""
-        if room < need or self.ledger.admissible(queue, need, released) is not None:
+              need: GpuEquivalents, room: _Room, released: Mapping[str, GpuEquivalents]
+              ) -> Plan | None:
+        """Where the gang goes on `nodes`, whose free GPUs `room` keeps, or None."""
+        if room.total < need or self.ledger.admissible(queue, need, released) is not None:
             return None
-        free_gpu = self.snap.free_gpu
-        if not _could_pack(self._sizes(members), sorted(
-                (free for n in nodes if (free := free_gpu[n]) > 0), reverse=True)):
+        if not room.could_pack(self._sizes(members)):
             return None
         return place_in(members, self.snap, nodes)
 
     def _sizes(self, members: Sequence[PodInfo]) -> list[GpuEquivalents]:
         return sorted((self.snap.gpus(p.requests) for p in members), reverse=True)
 
-    def _in_domain(self, members: Sequence[PodInfo], nodes: Sequence[str], queue: str,
+    def _in_domain(self, members: Sequence[PodInfo], usable: _Usable, queue: str,
                    need: GpuEquivalents) -> tuple[list[Victim], Plan] | None:
         anchor = members[0]
         spec = self.ledger.quotas.spec(queue)
         reclaiming = self.ledger.used.get(queue, 0) + need <= spec.nominal
-        indices = [i for i in self._ranking(nodes).order if i not in self.taken]
+        indices = [i for i in self._ranking(usable).order if i not in self.taken]
+        nodes = usable.nodes
         chosen: list[Victim] = []
         released: dict[str, GpuEquivalents] = {}
         spent: dict[str, int] = {}
         plan: Plan | None = None
-        # Free GPUs on the domain's nodes, kept as victims come and go: summing them
-        # afresh per victim made planning quadratic on a domain of thousands of nodes.
-        here = frozenset(nodes)
-        room = self.snap.free_gpus(nodes)
+        # Free GPUs on the domain's nodes, kept as victims come and go: looking at every
+        # node afresh per victim made planning quadratic on a domain of thousands.
+        room = _Room(self.snap.free_gpu, nodes)
         try:
             for i in indices:
                 unit = self._allowed(self.units[i], queue, anchor.priority,
@@ -259,17 +292,17 @@ class Preemptor:
                 if unit is None or not self._budgets_allow(unit, spent):
                     continue
                 chosen.append(unit)
-                room += self._take(unit, released, spent, here)
+                self._take(unit, released, spent, room)
                 plan = self._fits(members, nodes, queue, need, room, released)
                 if plan is not None:
                     break
             if plan is None:
                 return None
             for unit in sorted(chosen, key=lambda u: u.cost, reverse=True):
-                room -= self._give_back(unit, released, spent, here)
+                self._give_back(unit, released, spent, room)
                 trimmed = self._fits(members, nodes, queue, need, room, released)
                 if trimmed is None:
-                    room += self._take(unit, released, spent, here)
+                    self._take(unit, released, spent, room)
                 else:
                     chosen.remove(unit)
                     plan = trimmed
@@ -278,10 +311,25 @@ class Preemptor:
             for unit in chosen:
                 self._release(unit, sign=1)
 
-    def _ranking(self, nodes: Sequence[str]) -> _Ranking:
-        """The units on `nodes`, cheapest first, with what each frees there (a gang may
+    @staticmethod
+    def _without(domain: tuple[object, ...], nodes: list[str], avoid: Collection[str]
+                 ) -> _Usable:
+        """The nodes of `domain` (which names the pods' signature, level and domain) but
+        those to `avoid` (a few, at most), named for the rankings without a pass over
+        thousands of nodes."""
+        if not avoid:
+            return _Usable(nodes, domain)
+        here = set(nodes) if len(avoid) * 8 < len(nodes) else None
+        cut = frozenset(n for n in avoid if n in here) if here is not None else \
+            frozenset(avoid).intersection(nodes)
+        if not cut:
+            return _Usable(nodes, domain)
+        return _Usable([n for n in nodes if n not in cut], (*domain, cut))
+
+    def _ranking(self, usable: _Usable) -> _Ranking:
+        """The units on the nodes, cheapest first, with what each frees there (a gang may
         span domains); the same domains come back for every gang of a round."""
-        key = tuple(nodes)
+        key, nodes = usable.key, usable.nodes
         found = self._rankings.get(key)
         if found is None:
             here: dict[int, GpuEquivalents] = {}
@@ -297,15 +345,15 @@ class Preemptor:
                 self._ranked_in.setdefault(i, []).append(key)
         return found
 
-    def _estimate(self, nodes: Sequence[str], need: GpuEquivalents, queue: str, priority: int,
+    def _estimate(self, usable: _Usable, need: GpuEquivalents, queue: str, priority: int,
                   may_preempt: bool) -> tuple[int, float] | None:
         """A quick lower bound of what freeing `need` GPUs on `nodes` costs: the cheapest
         units that may go, counted by GPUs alone (no packing, no queue arithmetic); None
         when even all of them are not enough."""
-        deficit = need - self.snap.free_gpus(nodes)
+        deficit = need - self.snap.free_gpus(usable.nodes)
         if deficit <= 0:
             return -(2 ** 31), 0.0
-        ranking = self._ranking(nodes)
+        ranking = self._ranking(usable)
         spec = self.ledger.quotas.spec(queue)
         if self.ledger.used.get(queue, 0) + need > spec.nominal:
             # Not reclaiming: only units of lower priority may go, and ranked cheapest
@@ -332,20 +380,18 @@ class Preemptor:
                    <= self.allowance[b.name] for b in self.budgets)
 
     def _take(self, unit: Victim, released: dict[str, GpuEquivalents], spent: dict[str, int],
-              here: Collection[str]) -> GpuEquivalents:
-        gained = self._release(unit, here=here)
+              room: _Room) -> None:
+        self._release(unit, room=room)
         released[unit.queue] = released.get(unit.queue, 0) + unit.gpus
         for b in self.budgets:
             spent[b.name] = spent.get(b.name, 0) + sum(1 for p in unit.pods if p.key in b.pods)
-        return gained
 
     def _give_back(self, unit: Victim, released: dict[str, GpuEquivalents],
-                   spent: dict[str, int], here: Collection[str]) -> GpuEquivalents:
-        lost = -self._release(unit, sign=1, here=here)
+                   spent: dict[str, int], room: _Room) -> None:
+        self._release(unit, sign=1, room=room)
         released[unit.queue] -= unit.gpus
         for b in self.budgets:
             spent[b.name] -= sum(1 for p in unit.pods if p.key in b.pods)
-        return lost
 
     def plan(self, members: Sequence[PodInfo], queue: str, avoid: frozenset[str] | set[str]
              ) -> Choice | None:
@@ -353,19 +399,16 @@ class Preemptor:
         anchor = members[0]
         need = self.snap.need(members)
         key = anchor.topology_key if anchor.topology_mode == "required" else None
-        if key:
-            domains: dict[str | None, list[str]] = {
-                name: [n for n in nodes if n not in avoid]
-                for name, nodes in self.snap.domains(anchor, key).items()}
-        else:
-            domains = {None: [n for n in self.snap.eligible_nodes(anchor) if n not in avoid]}
+        everywhere = {None: self.snap.eligible_nodes(anchor)}
+        sig = signature(anchor)
+        domains = {name: self._without((sig, key, name), nodes, avoid) for name, nodes in
+                   (self.snap.domains(anchor, key) if key else everywhere).items()}
         best: Choice | None = None
-        ranked = sorted((estimate, str(domain), domain) for domain, nodes in domains.items()
-                        if (estimate := self._estimate(nodes, need, queue, anchor.priority,
+        ranked = sorted((estimate, str(domain), domain) for domain, usable in domains.items()
+                        if (estimate := self._estimate(usable, need, queue, anchor.priority,
                                                        anchor.may_preempt)) is not None)
         for _, _, domain in ranked[:EXACT_DOMAINS]:
-            nodes = domains[domain]
-            found = self._in_domain(members, nodes, queue, need)
+            found = self._in_domain(members, domains[domain], queue, need)
             if found is None or not found[0]:
                 continue
             victims, plan = found

@@ -98,31 +98,68 @@ def unit_of(pods: Sequence[PodInfo], gang: GangId | None, queue: str, now: float
                   max(p.started for p in pods))
 
 
-def candidates(cluster: Tracked, quotas: Quotas, now: float, settings: PreemptionSettings,
-               budgets: Sequence[Budget] = (), spared: Collection[str] = ()) -> list[Victim]:
-    """Every unit that could ever be a victim this round, whoever the preemptor. Pods in
-    `spared` namespaces (those policy puts out of Airlock's scope) never are."""
-    held, pods = cluster.held, cluster.pods
-    young = now - settings.min_runtime
-    queue_of = quotas.queue_of
-    # Single pods are most of a busy cluster: built directly, young ones never built.
-    units = [Victim((p,), None, queue_of(p.namespace), p.priority, gpus,
-                    gpus * (now - max(p.started, p.checkpointed or 0.0)), p.started)
-             for key, gpus in held.items()
-             if (p := pods[key]).gang is None and p.started and p.started <= young
-             and p.namespace not in spared]
-    # A gang with a member being deleted is going anyway.
-    deleting = cluster.deleting
-    units += [unit_of(list(members.values()), gang, queue_of(gang[0]), now, held)
-              for gang, members in cluster.members.items()
-              if not deleting[gang] and gang[0] not in spared and not any(
-                  p.key in held and (not p.started or p.started > young)
-                  for p in members.values())]
-    units = [u for u in units if u.gpus]
-    if not budgets:
-        return units
-    allowance = {b.name: b.allowed for b in budgets}
-    return [u for u in units if all(_within(u, b, allowance) for b in budgets)]
+# A unit's name: ("gang", namespace, gang) or ("pod", namespace, pod).
+UnitKey = tuple[str, str, str]
+
+
+def unit_key(pod: PodInfo) -> UnitKey:
+    """The unit a bound pod goes with: its gang, or itself."""
+    return ("gang", pod.namespace, pod.gang) if pod.gang else ("pod", pod.namespace, pod.name)
+
+
+class Candidates:
+    """The units that could be victims this round, whoever the preemptor, built when a
+    plan first looks at their nodes: a round that plans in a few domains of a busy
+    cluster never builds the rest. Never a unit in a `spared` namespace (out of
+    Airlock's scope), with a pod younger than the minimum runtime (or not started), with
+    a member being deleted (the gang is going anyway) or `deleted` by this controller,
+    holding no GPUs, or whose PodDisruptionBudgets cannot lose that many pods."""
+
+    def __init__(self, cluster: Tracked, quotas: Quotas, now: float,
+                 settings: PreemptionSettings, budgets: Sequence[Budget] = (),
+                 spared: Collection[str] = (), deleted: Collection[str] = ()) -> None:
+        self.cluster = cluster
+        self.queue_of = quotas.queue_of
+        self.now = now
+        self.young = now - settings.min_runtime
+        self.budgets = budgets
+        self.allowance = {b.name: b.allowed for b in budgets}
+        self.spared = spared
+        self.deleted = deleted
+        self._built: dict[UnitKey, Victim | None] = {}
+
+    def get(self, key: UnitKey) -> Victim | None:
+        try:
+            return self._built[key]
+        except KeyError:
+            found = self._built[key] = self._build(key)
+            return found
+
+    def _build(self, key: UnitKey) -> Victim | None:
+        kind, namespace, name = key
+        if namespace in self.spared:
+            return None
+        cluster, held, young = self.cluster, self.cluster.held, self.young
+        if kind == "pod":
+            p = cluster.pods[namespace, name]
+            gpus = held.get(p.key, 0)
+            if not gpus or not p.started or p.started > young or p.uid in self.deleted:
+                return None
+            unit = Victim((p,), None, self.queue_of(namespace), p.priority, gpus,
+                          gpus * (self.now - max(p.started, p.checkpointed or 0.0)), p.started)
+        else:
+            gang = namespace, name
+            members = cluster.members.get(gang)
+            if cluster.deleting[gang] or not members or any(
+                    p.uid in self.deleted
+                    or (p.key in held and (not p.started or p.started > young))
+                    for p in members.values()):
+                return None
+            unit = unit_of(list(members.values()), gang, self.queue_of(namespace), self.now, held)
+            if not unit.gpus:
+                return None
+        allowance = self.allowance
+        return unit if all(_within(unit, b, allowance) for b in self.budgets) else None
 
 
 def _within(unit: Victim, budget: Budget, allowance: Mapping[str, int]) -> bool:
@@ -191,18 +228,18 @@ class _Ranking:
     """The units on some nodes, cheapest first, and running totals along that order:
     the GPUs they free there, and the work they lose."""
 
-    order: list[int]
+    order: list[UnitKey]
     each: list[GpuEquivalents]
     priorities: list[int]
     freed: list[GpuEquivalents]
     lost: list[float]
 
     @classmethod
-    def of(cls, ranked: list[tuple[int, GpuEquivalents]], units: Sequence[Victim]) -> _Ranking:
-        freed: list[GpuEquivalents] = list(itertools.accumulate(f for _, f in ranked))
-        lost = list(itertools.accumulate(units[i].lost for i, _ in ranked))
-        return cls([i for i, _ in ranked], [f for _, f in ranked],
-                   [units[i].priority for i, _ in ranked], freed, lost)
+    def of(cls, ranked: list[tuple[Victim, UnitKey, GpuEquivalents]]) -> _Ranking:
+        return cls([k for _, k, _ in ranked], [f for _, _, f in ranked],
+                   [u.priority for u, _, _ in ranked],
+                   list(itertools.accumulate(f for _, _, f in ranked)),
+                   list(itertools.accumulate(u.lost for u, _, _ in ranked)))
 
 
 class Preemptor:
@@ -210,25 +247,17 @@ class Preemptor:
     ledger and the budgets, so later gangs in the round neither reuse those victims nor
     take the room they free."""
 
-    def __init__(self, snap: Snapshot, ledger: Ledger, units: list[Victim], held: Holdings,
-                 budgets: Sequence[Budget] = ()) -> None:
+    def __init__(self, snap: Snapshot, ledger: Ledger, units: Candidates) -> None:
         self.snap = snap
-        self.held = held
+        self.held = units.cluster.held
         self.ledger = ledger
         self.units = units
-        self.budgets = budgets
-        self.allowance = {b.name: b.allowed for b in budgets}
-        # Node -> (unit, the GPUs its pods hold there).
-        self._by_node: dict[str, list[tuple[int, GpuEquivalents]]] = {}
-        for i, unit in enumerate(units):
-            for pod in unit.pods:
-                if pod.node_name:
-                    self._by_node.setdefault(pod.node_name, []).append(
-                        (i, held.get(pod.key, 0)))
-        self.taken: set[int] = set()
+        self.budgets = units.budgets
+        self.allowance = dict(units.allowance)
+        self.taken: set[UnitKey] = set()
         self._rankings: dict[tuple[object, ...], _Ranking] = {}
         # Unit -> the rankings it is in, to drop them once the unit is taken.
-        self._ranked_in: dict[int, list[tuple[object, ...]]] = {}
+        self._ranked_in: dict[UnitKey, list[tuple[object, ...]]] = {}
 
     def _release(self, unit: Victim, sign: int = -1, room: _Room | None = None) -> None:
         """Free (or, with `sign` 1, take back) what the unit's pods hold, in the
@@ -242,9 +271,11 @@ class Preemptor:
                 if room is not None:
                     room.moved(node, before, free_gpu[node])
 
-    def _allowed(self, unit: Victim, queue: str, priority: int, may_preempt: bool,
+    def _allowed(self, unit: Victim | None, queue: str, priority: int, may_preempt: bool,
                  reclaiming: bool, released: Mapping[str, GpuEquivalents]) -> Victim | None:
         """The unit with its cause, when the preemptor may take it now."""
+        if unit is None:
+            return None
         by_priority = outranks(unit, priority, may_preempt)
         if unit.queue == queue:
             return unit if by_priority else None
@@ -276,7 +307,7 @@ class Preemptor:
         anchor = members[0]
         spec = self.ledger.quotas.spec(queue)
         reclaiming = self.ledger.used.get(queue, 0) + need <= spec.nominal
-        indices = [i for i in self._ranking(usable).order if i not in self.taken]
+        keys = [k for k in self._ranking(usable).order if k not in self.taken]
         nodes = usable.nodes
         chosen: list[Victim] = []
         released: dict[str, GpuEquivalents] = {}
@@ -286,8 +317,8 @@ class Preemptor:
         # node afresh per victim made planning quadratic on a domain of thousands.
         room = _Room(self.snap.free_gpu, nodes)
         try:
-            for i in indices:
-                unit = self._allowed(self.units[i], queue, anchor.priority,
+            for k in keys:
+                unit = self._allowed(self.units.get(k), queue, anchor.priority,
                                      anchor.may_preempt, reclaiming, released)
                 if unit is None or not self._budgets_allow(unit, spent):
                     continue
@@ -332,17 +363,21 @@ class Preemptor:
         key, nodes = usable.key, usable.nodes
         found = self._rankings.get(key)
         if found is None:
-            here: dict[int, GpuEquivalents] = {}
-            taken = self.taken
+            here: dict[UnitKey, GpuEquivalents] = {}
+            taken, held, pods, on_node = self.taken, self.held, self.units.cluster.pods, \
+                self.units.cluster.on_node
             for n in nodes:
-                for i, gpus in self._by_node.get(n, ()):
-                    if i not in taken:
-                        here[i] = here.get(i, 0) + gpus
-            units = self.units
-            found = self._rankings[key] = _Ranking.of(
-                sorted(here.items(), key=lambda item: units[item[0]].cost), units)
-            for i in here:
-                self._ranked_in.setdefault(i, []).append(key)
+                for pod_key in on_node.get(n, ()):
+                    if gpus := held.get(pod_key, 0):
+                        unit = unit_key(pods[pod_key])
+                        if unit not in taken:
+                            here[unit] = here.get(unit, 0) + gpus
+            ranked = [(u, k, f) for k, f in here.items() if (u := self.units.get(k)) is not None]
+            # Ties go by name, whatever order the pods were seen in.
+            ranked.sort(key=lambda item: (item[0].cost, item[1]))
+            found = self._rankings[key] = _Ranking.of(ranked)
+            for unit_name in found.order:
+                self._ranked_in.setdefault(unit_name, []).append(key)
         return found
 
     def _estimate(self, usable: _Usable, need: GpuEquivalents, queue: str, priority: int,
@@ -361,12 +396,13 @@ class Preemptor:
             if not may_preempt:
                 return None
             lower = bisect.bisect_left(ranking.priorities, priority)
-            k = bisect.bisect_left(ranking.freed, deficit, 0, lower)
-            return None if k == lower else (ranking.priorities[k], ranking.lost[k])
+            enough = bisect.bisect_left(ranking.freed, deficit, 0, lower)
+            return None if enough == lower else (ranking.priorities[enough],
+                                                 ranking.lost[enough])
         top, lost = -(2 ** 31), 0.0
-        units = self.units
-        for i, freed in zip(ranking.order, ranking.each, strict=True):
-            unit = units[i]
+        for name, freed in zip(ranking.order, ranking.each, strict=True):
+            unit = self.units.get(name)
+            assert unit is not None  # ranked units are built
             if not ((may_preempt and unit.priority < priority) or unit.queue != queue):
                 continue
             top, lost = max(top, unit.priority), lost + unit.lost
@@ -418,15 +454,12 @@ class Preemptor:
 
     def commit(self, choice: Choice, members: Sequence[PodInfo], queue: str) -> None:
         """The victims are gone and their room is the preemptor's, in this snapshot."""
-        chosen = {id(v.pods) for v in choice.victims}
-        for i in {i for v in choice.victims for p in v.pods if p.node_name
-                  for i, _ in self._by_node.get(p.node_name, ())}:
-            if id(self.units[i].pods) in chosen:
-                self.taken.add(i)
-                # Rankings that hold it are made again without it.
-                for key in self._ranked_in.pop(i, ()):
-                    self._rankings.pop(key, None)
         for victim in choice.victims:
+            taken = unit_key(victim.pods[0])
+            self.taken.add(taken)
+            # Rankings that hold it are made again without it.
+            for key in self._ranked_in.pop(taken, ()):
+                self._rankings.pop(key, None)
             self._release(victim)
             self.ledger.add(victim.queue, -victim.gpus)
             for b in self.budgets:

@@ -15,9 +15,9 @@ from webhook.controller.objects import PodInfo
 from webhook.controller.ordering import queue_order
 from webhook.controller.preempting import (
     Budget,
+    Candidates,
     PreemptionSettings,
     Preemptor,
-    candidates,
     outranks,
     unit_of,
 )
@@ -188,12 +188,9 @@ class Queueing:
         self.plans += 1
         if self._preemptor is None:
             state = self.state
-            units = candidates(self.cluster, state.quotas, self.now, state.preemption,
-                               state.budgets, state.spared)
-            if state.deleted:
-                units = [u for u in units if not any(p.uid in state.deleted for p in u.pods)]
-            self._preemptor = Preemptor(self.snap, self.ledger, units, self.held,
-                                        state.budgets)
+            self._preemptor = Preemptor(self.snap, self.ledger, Candidates(
+                self.cluster, state.quotas, self.now, state.preemption, state.budgets,
+                state.spared, state.deleted))
         queue = self.queue_of(gang)
         choice = self._preemptor.plan(members, queue, avoid)
         if choice is None:

@@ -233,13 +233,39 @@ class _Ranking:
     priorities: list[int]
     freed: list[GpuEquivalents]
     lost: list[float]
+    # Node -> the priorities of the unit pods on it, lowest first, and the GPUs they hold
+    # up to each (after a leading 0): what evicting below a priority frees there.
+    on_node: dict[str, tuple[list[int], list[GpuEquivalents]]]
 
     @classmethod
-    def of(cls, ranked: list[tuple[Victim, UnitKey, GpuEquivalents]]) -> _Ranking:
+    def of(cls, ranked: list[tuple[Victim, UnitKey, GpuEquivalents]],
+           on_node: dict[str, list[tuple[int, GpuEquivalents]]]) -> _Ranking:
+        nodes = {}
+        for node, pods in on_node.items():
+            pods.sort()
+            nodes[node] = ([p for p, _ in pods],
+                           list(itertools.accumulate((g for _, g in pods), initial=0)))
         return cls([k for _, k, _ in ranked], [f for _, _, f in ranked],
                    [u.priority for u, _, _ in ranked],
                    list(itertools.accumulate(f for _, _, f in ranked)),
-                   list(itertools.accumulate(u.lost for u, _, _ in ranked)))
+                   list(itertools.accumulate(u.lost for u, _, _ in ranked)), nodes)
+
+    def could_pack(self, free_gpu: Mapping[str, GpuEquivalents], nodes: Sequence[str],
+                   priority: int, pods: int, smallest: GpuEquivalents) -> bool:
+        """Whether `pods` pods of at least `smallest` GPUs each could go on `nodes` once
+        every unit below `priority` there is gone: node by node, as GPUs spread over many
+        nodes do not make a whole one."""
+        if smallest <= 0:
+            return True
+        fit = 0
+        for n in nodes:
+            room = max(free_gpu[n], 0)
+            if (below := self.on_node.get(n)) is not None:
+                room += below[1][bisect.bisect_left(below[0], priority)]
+            fit += room // smallest
+            if fit >= pods:
+                return True
+        return False
 
 
 class Preemptor:
@@ -363,28 +389,35 @@ class Preemptor:
         key, nodes = usable.key, usable.nodes
         found = self._rankings.get(key)
         if found is None:
-            here: dict[UnitKey, GpuEquivalents] = {}
-            taken, held, pods, on_node = self.taken, self.held, self.units.cluster.pods, \
-                self.units.cluster.on_node
+            here: dict[UnitKey, tuple[Victim, GpuEquivalents]] = {}
+            per_node: dict[str, list[tuple[int, GpuEquivalents]]] = {}
+            taken, held, units = self.taken, self.held, self.units
+            pods, on_node = units.cluster.pods, units.cluster.on_node
             for n in nodes:
                 for pod_key in on_node.get(n, ()):
-                    if gpus := held.get(pod_key, 0):
-                        unit = unit_key(pods[pod_key])
-                        if unit not in taken:
-                            here[unit] = here.get(unit, 0) + gpus
-            ranked = [(u, k, f) for k, f in here.items() if (u := self.units.get(k)) is not None]
+                    if not (gpus := held.get(pod_key, 0)):
+                        continue
+                    name = unit_key(pods[pod_key])
+                    if name in taken or (unit := units.get(name)) is None:
+                        continue
+                    _, before = here.get(name, (unit, 0))
+                    here[name] = unit, before + gpus
+                    per_node.setdefault(n, []).append((unit.priority, gpus))
+            ranked = [(u, k, f) for k, (u, f) in here.items()]
             # Ties go by name, whatever order the pods were seen in.
             ranked.sort(key=lambda item: (item[0].cost, item[1]))
-            found = self._rankings[key] = _Ranking.of(ranked)
+            found = self._rankings[key] = _Ranking.of(ranked, per_node)
             for unit_name in found.order:
                 self._ranked_in.setdefault(unit_name, []).append(key)
         return found
 
     def _estimate(self, usable: _Usable, need: GpuEquivalents, queue: str, priority: int,
-                  may_preempt: bool) -> tuple[int, float] | None:
+                  may_preempt: bool, shape: tuple[int, GpuEquivalents]
+                  ) -> tuple[int, float] | None:
         """A quick lower bound of what freeing `need` GPUs on `nodes` costs: the cheapest
-        units that may go, counted by GPUs alone (no packing, no queue arithmetic); None
-        when even all of them are not enough."""
+        units that may go, counted by GPUs alone (no exact packing, no queue arithmetic);
+        None when even all of them are not enough, or, below its priority, could not
+        make room node by node for the gang's `shape` (pods, GPUs of the smallest)."""
         deficit = need - self.snap.free_gpus(usable.nodes)
         if deficit <= 0:
             return -(2 ** 31), 0.0
@@ -397,8 +430,10 @@ class Preemptor:
                 return None
             lower = bisect.bisect_left(ranking.priorities, priority)
             enough = bisect.bisect_left(ranking.freed, deficit, 0, lower)
-            return None if enough == lower else (ranking.priorities[enough],
-                                                 ranking.lost[enough])
+            if enough == lower or not ranking.could_pack(self.snap.free_gpu, usable.nodes,
+                                                         priority, *shape):
+                return None
+            return ranking.priorities[enough], ranking.lost[enough]
         top, lost = -(2 ** 31), 0.0
         for name, freed in zip(ranking.order, ranking.each, strict=True):
             unit = self.units.get(name)
@@ -434,15 +469,19 @@ class Preemptor:
         """The cheapest victims that let the whole gang fit, or None."""
         anchor = members[0]
         need = self.snap.need(members)
+        if not anchor.may_preempt and self.ledger.used.get(queue, 0) + need > \
+                self.ledger.quotas.spec(queue).nominal:
+            return None  # it may take nothing by priority, and reclaims nothing
         key = anchor.topology_key if anchor.topology_mode == "required" else None
         everywhere = {None: self.snap.eligible_nodes(anchor)}
         sig = signature(anchor)
         domains = {name: self._without((sig, key, name), nodes, avoid) for name, nodes in
                    (self.snap.domains(anchor, key) if key else everywhere).items()}
         best: Choice | None = None
+        shape = len(members), min(self._sizes(members))
         ranked = sorted((estimate, str(domain), domain) for domain, usable in domains.items()
                         if (estimate := self._estimate(usable, need, queue, anchor.priority,
-                                                       anchor.may_preempt)) is not None)
+                                                       anchor.may_preempt, shape)) is not None)
         for _, _, domain in ranked[:EXACT_DOMAINS]:
             found = self._in_domain(members, domains[domain], queue, need)
             if found is None or not found[0]:

@@ -192,3 +192,81 @@ async def test_a_pdb_that_allows_no_disruption_is_respected(
     await asyncio.sleep(3)
     assert not any(p["metadata"].get("deletionTimestamp") for p in await pods_of(api, namespace))
     assert all(gated(p) for p in await pods_of(api, namespace, "train"))
+
+
+async def test_min_runtime_protects_a_young_gang(
+        api: client.ApiClient, namespace: str, controllers: Controllers,
+        policy_file: PolicyFileFactory) -> None:
+    """Of two scavenger gangs, the young one loses less work and would go first; it has
+    run for less than the minimum runtime, so the old one goes instead."""
+    policy_file("90-min-runtime.yaml", """\
+apiVersion: gpu-airlock.io/v1alpha1
+kind: AirlockPolicy
+metadata: {name: min-runtime}
+spec:
+  preemption: {minRuntime: 1h, delay: "0", requeueBackoff: 1m}
+""")
+    controllers.start()
+    await _fill(api, namespace, ("old",), "scavenger", hours=5)
+    await _fill(api, namespace, ("young",), "scavenger", hours=0.1)
+    await create_gang(api, namespace, "train", 4, cls="training")
+
+    async def evicted() -> bool:
+        return all(p["metadata"].get("deletionTimestamp")
+                   for p in await pods_of(api, namespace, "old"))
+
+    await until(evicted, within=60)
+    await asyncio.sleep(2)  # nothing more goes
+    assert not any(p["metadata"].get("deletionTimestamp")
+                   for p in await pods_of(api, namespace, "young"))
+    told = await events(api, namespace, "old")
+    assert any(m.startswith("Preempted: a gang of higher priority needs the room; evicted "
+                            f"to make room for gang {namespace}/train") for m in told)
+
+
+async def test_a_team_with_less_recent_usage_goes_first(
+        api: client.ApiClient, namespaces: NamespaceFactory, controllers: Controllers,
+        policy_file: PolicyFileFactory) -> None:
+    """Two teams' gangs of the same priority wait for room for two: the busy team's two
+    came first, but the quiet team used far less lately, so its gang goes before the
+    busy team's second."""
+    busy, quiet = await namespaces(), await namespaces()
+    policy_file("91-teams.yaml", f"""\
+apiVersion: gpu-airlock.io/v1alpha1
+kind: AirlockPolicy
+metadata: {{name: e2e-teams}}
+spec:
+  queues:
+    - {{name: busy-{busy}, namespaces: [{busy}], nominal: {{nvidia.com/gpu: 0}}}}
+    - {{name: quiet-{quiet}, namespaces: [{quiet}], nominal: {{nvidia.com/gpu: 0}}}}
+  preemption: {{delay: 1h}}
+""")
+    # What a leader kept of the last day: the busy team ran 32 GPUs for 10 hours.
+    core = client.CoreV1Api(api)
+    now = datetime.datetime.now(datetime.UTC).timestamp()
+    kept = {"fairShare": json.dumps({"at": now, "usage": {f"busy-{busy}": 32 * 36000.0}})}
+    try:
+        await core.patch_namespaced_config_map("airlock-fair-share", "airlock-system",
+                                               body={"data": kept})
+    except client.ApiException as e:
+        if e.status != 404:
+            raise
+        await core.create_namespaced_config_map("airlock-system", body={
+            "metadata": {"name": "airlock-fair-share"}, "data": kept})
+    # All waiting before the controller's first round: arrival alone would admit the
+    # busy team's two.
+    for name in ("b1", "b2"):
+        await create_gang(api, busy, name, 4, cls="training")
+    await asyncio.sleep(1.1)  # a later creation second
+    await create_gang(api, quiet, "q1", 4, cls="training")
+    controllers.start()
+
+    async def two_admitted() -> bool:
+        pods = await pods_of(api, busy) + await pods_of(api, quiet)
+        return sum(not gated(p) for p in pods) == 8
+
+    await until(two_admitted, within=60)
+    await asyncio.sleep(2)  # nothing more goes
+    assert not any(gated(p) for p in await pods_of(api, quiet, "q1"))
+    assert not any(gated(p) for p in await pods_of(api, busy, "b1"))
+    assert all(gated(p) for p in await pods_of(api, busy, "b2"))

@@ -117,7 +117,8 @@ COSCHEDULING = Operator(
             ready="http://127.0.0.1:$health_port/healthz"),
     ),
     # The controller reconciles ElasticQuotas too, and needs their CRD to start. Its
-    # install guide applies manifests/crds/, links to these that a module zip leaves out.
+    # install guide applies manifests/crds/, which the module does not carry for these;
+    # these have the schemas of manifests/coscheduling/ and capacityscheduling/crd.yaml.
     crds=("config/crd/bases/scheduling.x-k8s.io_podgroups.yaml",
           "config/crd/bases/scheduling.x-k8s.io_elasticquotas.yaml"),
     config=_COSCHEDULING_CONFIG,

@@ -24,5 +24,5 @@ if [ "$fast" = true ]; then
   echo "== unit tests"; exec .venv/bin/pytest -q -ra tests/unit "$@"
 fi
 echo "== Kubernetes binaries, KWOK, the operators and the peers"
-.venv/bin/python -m webhook.sandbox.binaries --operators all --peers kueue
+.venv/bin/python -m webhook.sandbox.binaries --operators all --peers kueue,coscheduling
 echo "== tests"; .venv/bin/pytest -q -ra "$@"

@@ -8,7 +8,8 @@ The recorder also plays two parts a real cluster's workloads play themselves:
   moments later). The recorder says `Run` then, and the replay gives each pod KWOK's
   run-time annotation. A gang counts as half-placed only if one of its pods found no
   room while others held theirs (the scheduler's `Unschedulable`); pods bound in one go
-  count as placed together;
+  count as placed together, even after the scheduler turned them all away (as
+  coscheduling does until the whole group fits);
 - the job's operator: a job that loses a pod before it finishes (preempted, evicted)
   starts again with new pods (`Restart`), as a JobSet or a training operator would.
 
@@ -44,6 +45,12 @@ class Restart:
 
 Action = Run | Restart
 
+# How far apart, in real seconds, one scheduling pass binds a gang's pods on this loaded
+# machine (coscheduling's bindings, once its Permit lets the group through, land some
+# 50 ms apart): pods turned away before any of them had a node, then bound within this
+# of each other, were placed together, not half-placed.
+BURST = 1.0
+
 
 @dataclass(slots=True)
 class _Pod:
@@ -68,8 +75,9 @@ class _Job:
     preemptions: int = 0
     rejected: bool = False
     # Whether a pod of the current attempt found no room (the scheduler said so) while
-    # it waited for a node.
+    # a sibling held its node; and whether one found none before any sibling had one.
     blocked: bool = False
+    refused: bool = False
 
     def current(self) -> Attempt:
         return Attempt(self.job, self.attempt)
@@ -109,7 +117,10 @@ class Recorder:
             seen.bound = now
         if seen.bound is None and _unschedulable(pod) and \
                 labels.get(ATTEMPT_LABEL) == str(record.attempt):
-            record.blocked = True
+            if any(p.bound is not None for p in self._pods(record)):
+                record.blocked = True
+            else:
+                record.refused = True
         lost = False
         if phase == "Succeeded" and seen.succeeded is None and seen.gone is None:
             seen.succeeded = now
@@ -122,14 +133,16 @@ class Recorder:
             return [self._restart(record, now)]
         return self._progress(record, now)
 
-    def _names(self, record: _Job) -> list[str]:
-        return record.current().pod_names
+    def _pods(self, record: _Job) -> list[_Pod]:
+        """The current attempt's pods seen so far."""
+        return [record.pods[n] for n in record.current().pod_names if n in record.pods]
 
     def _progress(self, record: _Job, now: float) -> list[Action]:
-        pods = [record.pods.get(n) for n in self._names(record)]
+        pods = [record.pods.get(n) for n in record.current().pod_names]
         if record.whole_since is None and all(p and p.bound is not None for p in pods):
             record.whole_since = now
-            if not record.blocked:
+            first = min(p.bound for p in self._pods(record) if p.bound is not None)
+            if not record.blocked and not (record.refused and now - first > BURST):
                 # Bound in one go: the milliseconds between one binding and the next,
                 # times the speed, are the replay's resolution, not a half-placed gang.
                 for pod in pods:
@@ -147,7 +160,7 @@ class Recorder:
             record.whole.append((record.whole_since, now))
             record.whole_since = None
         old = record.current()
-        record.attempt, record.blocked = record.attempt + 1, False
+        record.attempt, record.blocked, record.refused = record.attempt + 1, False, False
         record.preemptions += 1
         return Restart(old, record.current())
 

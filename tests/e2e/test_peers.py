@@ -1,28 +1,39 @@
-"""`python -m bench.peers` end to end on a tiny trace (two gangs that cannot both fit, two
-single pods; 4 nodes x 8 GPUs at 50x speed): the stock scheduler and Airlock always, and
-each peer in its own test.
+"""The peers on the real sandbox. `python -m bench.peers` end to end on a tiny trace (two
+gangs that cannot both fit, two single pods; 4 nodes x 8 GPUs at 50x speed): the stock
+scheduler and Airlock always, and each peer in its own test. Then coscheduling's own
+promise, on its real scheduler and controller: a PodGroup is bound whole or not at all.
 
-Peers this file requires: Kueue v0.12.3, built from its Go module by the test command's
-build step (`python -m webhook.sandbox.binaries --peers kueue`). Where it is not built
-its test skips, and under CI=true fails.
-
-Coscheduling (scheduler-plugins v0.31.8) is not tested: the Go module proxy this project
-reaches does not serve the Kubernetes modules its go.mod pins (k8s.io/kms and
-k8s.io/cluster-bootstrap v0.31.8), so it cannot be built here (docs/alternatives.md).
+Peers this file requires: Kueue v0.12.3 and coscheduling (scheduler-plugins v0.34.7),
+built from their Go modules by the test command's build step (`python -m
+webhook.sandbox.binaries --peers kueue,coscheduling`). Where one is not built its tests
+skip, and under CI=true fail.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes_asyncio import client
 
-from webhook.sandbox.peers import PEERS
+from bench.peering.manifests import Attempt, pod_group, pods
+from tests.builders import make_policy
+from tests.kube import events, pods_of, until
+from webhook.sandbox import wiring
+from webhook.sandbox.binaries import Binaries
+from webhook.sandbox.clients import from_kubeconfig
+from webhook.sandbox.controlplane import ControlPlane
+from webhook.sandbox.nodes import Shape, create_nodes, topology
+from webhook.sandbox.operating import RunningCommand, start_operators, stop
+from webhook.sandbox.peers import COSCHEDULING, PEERS, POD_GROUP_LABEL
+from webhook.simulation.traces import Job
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "bench" / "traces" / "tiny.jsonl"
@@ -57,16 +68,158 @@ def test_stock_and_airlock_run_the_trace_and_airlock_never_half_places_a_gang(
     assert {p.name for p in tmp_path.iterdir()} >= {"peers.md", "peers.json", "gpus.png"}
 
 
-@pytest.mark.usefixtures("binaries")
-@pytest.mark.parametrize("peer", ["kueue"])
-def test_a_peer_runs_the_trace(peer: str, tmp_path: Path) -> None:
+def require_built(peer: str) -> None:
     op = PEERS[peer]
     if not all(op.tool.cached(name) for name in op.tool.commands):
         message = f"{peer} is not built ({op.tool.label}; cache {op.tool.bin_dir})"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
+
+
+@pytest.mark.usefixtures("binaries")
+@pytest.mark.parametrize("peer", ["coscheduling", "kueue"])
+def test_a_peer_runs_the_trace(peer: str, tmp_path: Path) -> None:
+    require_built(peer)
     summary = bench_peers(peer, tmp_path)["systems"][peer]
     assert "error" not in summary, summary
     assert summary.keys() >= KEYS
     assert summary["completed"] == summary["jobs"] == 4
+
+
+# Coscheduling's cluster: 3 nodes of 8 GPUs, only its scheduler's pods on them.
+NODES = 3
+WITHIN = 60.0
+
+
+@pytest.fixture(scope="module")
+def coscheduling(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[ControlPlane]:
+    """A control plane of its own (no Airlock webhook: Airlock would gate PodGroup pods)
+    running scheduler-plugins' scheduler and controller as bench.peers runs them."""
+    require_built("coscheduling")
+    plane = ControlPlane(binaries).start()
+    running: list[RunningCommand] = []
+    try:
+        async def cluster() -> None:
+            async with await from_kubeconfig(plane.admin_kubeconfig) as api:
+                await wiring.create_priority_classes(api, make_policy())
+                await create_nodes(api, topology(Shape(nodes=NODES)))
+
+        asyncio.run(cluster())
+        running = start_operators([COSCHEDULING], tmp_path_factory.mktemp("coscheduling"),
+                                  plane.admin_kubeconfig, plane.pki.ca,
+                                  lambda line: print(line, flush=True))
+        yield plane
+    finally:
+        stop(running)
+        plane.remove()
+
+
+@pytest.fixture
+async def cosched_api(coscheduling: ControlPlane) -> AsyncIterator[client.ApiClient]:
+    async with await from_kubeconfig(coscheduling.admin_kubeconfig) as api:
+        yield api
+
+
+@pytest.fixture
+async def cosched_ns(cosched_api: client.ApiClient, request: pytest.FixtureRequest
+                    ) -> AsyncIterator[str]:
+    """A namespace whose pods are gone when the test ends, so the next finds every GPU
+    free."""
+    ns = "cs-" + request.node.name.removeprefix("test_")[:40].replace("_", "-").strip("-")
+    await wiring.create_namespace(cosched_api, ns)
+    yield ns
+    await clear(cosched_api, ns)
+
+
+async def clear(api: client.ApiClient, ns: str) -> None:
+    await client.CoreV1Api(api).delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+
+    async def gone() -> bool:
+        return not await pods_of(api, ns)
+
+    await until(gone, within=WITHIN)
+
+
+def gang(ns: str, name: str, pods: int, gpus: int) -> Attempt:
+    return Attempt(Job(name=name, submit=0.0, namespace=ns, cls="training", pods=pods,
+                       gpus=gpus, runtime=1.0), 0)
+
+
+async def submit(api: client.ApiClient, attempt: Attempt, grouped: bool = True) -> None:
+    """The gang as bench.peers writes it: its PodGroup (minMember: every pod), then its pods
+    all at once. Not grouped: the same pods for the same scheduler, without the label."""
+    group = pod_group(attempt)
+    assert group is not None
+    core = client.CoreV1Api(api)
+    made = pods("coscheduling", attempt, make_policy())
+    if grouped:
+        await client.CustomObjectsApi(api).create_namespaced_custom_object(
+            "scheduling.x-k8s.io", "v1alpha1", attempt.job.namespace, "podgroups", group)
+    else:
+        for pod in made:
+            del pod["metadata"]["labels"][POD_GROUP_LABEL]
+    await asyncio.gather(*(core.create_namespaced_pod(attempt.job.namespace, body=pod)
+                           for pod in made))
+
+
+def bound(items: list[dict[str, Any]]) -> dict[str, str]:
+    return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in items
+            if p["spec"].get("nodeName")}
+
+
+async def test_a_pod_group_that_fits_is_bound_whole_and_its_status_says_running(
+        cosched_api: client.ApiClient, cosched_ns: str) -> None:
+    # 4 pods of 4 GPUs: 16 of the 24 GPUs, on at least two nodes.
+    attempt = gang(cosched_ns, "fits", pods=4, gpus=4)
+    await submit(cosched_api, attempt)
+
+    async def running() -> bool:
+        items = await pods_of(cosched_api, cosched_ns)
+        return len(items) == 4 and all(p["status"].get("phase") == "Running" for p in items)
+
+    await until(running, within=WITHIN)
+    placed = bound(await pods_of(cosched_api, cosched_ns))
+    assert sorted(placed) == attempt.pod_names
+    assert len(set(placed.values())) >= 2
+
+    async def status() -> dict[str, Any]:
+        got: dict[str, Any] = await client.CustomObjectsApi(
+            cosched_api).get_namespaced_custom_object(
+            "scheduling.x-k8s.io", "v1alpha1", cosched_ns, "podgroups", attempt.group)
+        return got.get("status") or {}
+
+    async def kept() -> bool:  # by scheduler-plugins' controller
+        return (await status()).get("phase") == "Running"
+
+    await until(kept, within=WITHIN)
+    assert (await status()).get("running") == 4
+
+
+async def test_a_pod_group_that_cannot_fit_whole_binds_none_where_loose_pods_bind_three(
+        cosched_api: client.ApiClient, cosched_ns: str) -> None:
+    # 4 pods of 8 GPUs on 3 nodes of 8: three would fit, the fourth never.
+    attempt = gang(cosched_ns, "too-big", pods=4, gpus=8)
+    await submit(cosched_api, attempt)
+
+    async def rejected() -> bool:
+        return any("gets rejected" in m for m in await events(cosched_api, cosched_ns))
+
+    # The scheduler took the gang, held the members that fit at Permit, failed the
+    # fourth and let the others go: from then on nothing of it can have been bound.
+    await until(rejected, within=WITHIN)
+    items = await pods_of(cosched_api, cosched_ns)
+    assert len(items) == 4
+    assert bound(items) == {}
+    assert all(p["status"].get("phase") == "Pending" for p in items)
+
+    # The same pods without the group: the same scheduler places three of them, so it
+    # was the group that held them.
+    await clear(cosched_api, cosched_ns)
+    await submit(cosched_api, gang(cosched_ns, "loose", pods=4, gpus=8), grouped=False)
+
+    async def three_bound() -> bool:
+        return len(bound(await pods_of(cosched_api, cosched_ns))) == NODES
+
+    await until(three_bound, within=WITHIN)

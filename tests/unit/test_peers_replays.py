@@ -124,6 +124,24 @@ def test_a_gang_bound_in_one_go_is_never_half_placed() -> None:
     assert summarize([t], 32)["partialGangGpuSeconds"] == 0
 
 
+@pytest.mark.parametrize(("second_bound", "half_placed"), [
+    # Turned away whole, then let through whole (coscheduling's Permit): placed together.
+    (5.05, 0),
+    # Turned away whole, then one pod placed and its sibling only 4 s later, with no
+    # word from the scheduler meanwhile: llm-0 held 8 GPUs alone for 4 s (x10).
+    (9.0, 8 * 40),
+])
+def test_a_gang_turned_away_whole_is_half_placed_only_if_its_pods_bind_apart(
+        second_bound: float, half_placed: int) -> None:
+    rec = Recorder([GANG], gpus_per_node=8, capacity=32)
+    rec.observe(1.0, observed("llm-0", no_room=True))
+    rec.observe(1.0, observed("llm-1", no_room=True))
+    assert rec.observe(5.0, observed("llm-0", node="n1")) == []
+    assert rec.observe(second_bound, observed("llm-1", node="n2")) == [Run(Attempt(GANG, 0))]
+    (t,) = rec.timelines(end=10.0, speed=10)
+    assert summarize([t], 32)["partialGangGpuSeconds"] == half_placed
+
+
 def test_a_preempted_gang_starts_again_and_its_old_pods_still_release() -> None:
     rec = Recorder([GANG], gpus_per_node=8, capacity=32)
     rec.observe(1.0, observed("llm-0", node="n1", phase="Running"))

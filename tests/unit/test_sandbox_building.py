@@ -104,3 +104,32 @@ def test_the_synthetic_module_carries_the_upstream_replaces(
         "replace example.com/api => example.com/api v0.34.4",
         "replace github.com/forked/lib v1.0.0 => github.com/fork/lib v1.0.1-fix",
     ]  # the sibling replace dropped (no nested version); the first fork kept
+
+
+def test_a_tool_sends_an_upstream_replace_to_a_served_version_and_rebuilds_on_a_change(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pinned = {"example.com/plugins": {"Go": "1.24.0", "Replace": [
+        {"Old": {"Path": path}, "New": {"Path": path, "Version": version}}
+        for path, version in (("example.com/api", "v0.34.7"), ("example.com/big", "v1.34.7"),
+                              ("example.com/legacy", "v0.31.8"))]}}
+    served = GoModule("plugins", "example.com/plugins", "v0.34.7",
+                      replace_versions={"v0.34.7": "v0.34.4", "v1.34.7": "v1.34.4"})
+    tool = GoTool(modules=(served,), commands={"plugins": "example.com/plugins/cmd"})
+    monkeypatch.setattr(shutil, "which", lambda _: "/usr/bin/go")
+    monkeypatch.setattr(gobuilding._Build, "upstream",
+                        lambda _self, module: pinned[module.path])
+    replaces = [line for line in gobuilding._Build(tool, ["plugins"], print).go_mod()
+                .splitlines() if line.startswith("replace ")]
+    assert replaces == [
+        "replace example.com/api => example.com/api v0.34.4",
+        "replace example.com/big => example.com/big v1.34.4",
+        "replace example.com/legacy => example.com/legacy v0.31.8",  # not mapped: as is
+    ]
+    as_pinned = GoTool(modules=(GoModule("plugins", "example.com/plugins", "v0.34.7"),),
+                       commands=tool.commands)
+    assert as_pinned.directory == tool.directory
+    assert len({as_pinned.recipe, tool.recipe}) == 2  # a binary built one way is not reused
+    other = GoTool(modules=(GoModule("plugins", "example.com/plugins", "v0.34.7",
+                                     replace_versions={"v0.34.7": "v0.34.5"}),),
+                   commands=tool.commands)
+    assert other.recipe != tool.recipe

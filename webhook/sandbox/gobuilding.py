@@ -3,8 +3,9 @@
 A `GoTool` names the modules it is built from (each at a pinned version) and the main
 packages to compile. The build makes a small module of its own that requires them and
 carries over their `replace` directives, which Go ignores in a module that is only
-required; it then compiles each command and stamps each binary with the recipe that made
-it. A cached binary is reused only while its stamp matches, so changing a version or the
+required (a tool may send those that pin an unserved version to a served one); it then
+compiles each command and stamps each binary with the recipe that made it. A cached
+binary is reused only while its stamp matches, so changing a version, an override or the
 flags rebuilds it; a file lock makes concurrent callers wait for one build.
 """
 
@@ -47,6 +48,16 @@ class GoModule:
     # Kubernetes, whose go.mod requires its staging modules at v0.0.0); without, such a
     # replace is dropped and the version the module requires stands (etcd's siblings).
     nested_version: str | None = None
+    # An upstream replace to a version the proxy does not serve is taken at the version
+    # this maps it to: {"v0.34.7": "v0.34.4"} sends every `X => Y v0.34.7` to `Y v0.34.4`
+    # (scheduler-plugins pins Kubernetes' modules to patch releases the proxy lacks).
+    replace_versions: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def overrides(self) -> str:
+        """The recipe's words for `replace_versions` (none when there are none)."""
+        pairs = ",".join(f"{old}=>{new}" for old, new in sorted(self.replace_versions.items()))
+        return f" {self.short} replaces {pairs}" if pairs else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +89,8 @@ class GoTool:
 
     @property
     def recipe(self) -> str:
-        return f"{self.label} ldflags {self.ldflags}"
+        overrides = "".join(m.overrides for m in self.modules)
+        return f"{self.label}{overrides} ldflags {self.ldflags}"
 
     def binary(self, name: str) -> Path:
         return self.bin_dir / name
@@ -198,7 +210,8 @@ class _Build:
                     continue  # the first module that replaces a path decides it
                 lhs = f"{old['Path']} {old['Version']}" if old.get("Version") else old["Path"]
                 if new.get("Version"):
-                    replaces[old["Path"]] = f"{lhs} => {new['Path']} {new['Version']}"
+                    version = module.replace_versions.get(new["Version"], new["Version"])
+                    replaces[old["Path"]] = f"{lhs} => {new['Path']} {version}"
                 elif module.nested_version:
                     replaces[old["Path"]] = f"{lhs} => {old['Path']} {module.nested_version}"
         name = "airlock.local/build/" + self.tool.label.replace(" ", "-")

@@ -10,7 +10,9 @@ configured as their documentation says, every port on loopback.
 - Coscheduling (`sigs.k8s.io/scheduler-plugins`): its kube-scheduler with the
   Coscheduling plugin as a second scheduler (`scheduler-plugins-scheduler`, the name its
   Helm chart gives), the profile of its `manifests/coscheduling/scheduler-config.yaml`,
-  and its controller, which keeps PodGroup status.
+  and its controller, which keeps PodGroup status (the chart's flags, but loopback
+  ports). Built against the sandbox's Kubernetes modules (v0.34.4), not the v0.34.7 its
+  go.mod pins, which the module proxy does not serve.
 
 Templates are those of `webhook.sandbox.operators`.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 from webhook.conventions.kueue import GROUP_LABEL as KUEUE_GROUP_LABEL
 from webhook.conventions.kueue import TOTAL_ANNOTATION as KUEUE_GROUP_COUNT
 from webhook.conventions.podgroup import POD_GROUP_LABEL
+from webhook.sandbox.binaries import KUBERNETES_VERSION, STAGING_VERSION
 from webhook.sandbox.gobuilding import GoModule, GoTool
 from webhook.sandbox.operators import Command, Operator
 
@@ -89,10 +92,16 @@ profiles:
       permitWaitingTimeSeconds: 10
 """
 
+# Its go.mod pins every Kubernetes module to v0.34.7 (k8s.io/kubernetes v1.34.7) with
+# replaces; the proxy serves none of those patch releases, so they are taken at the
+# sandbox's own Kubernetes version, whose modules its build has downloaded already.
+_SCHEDULER_PLUGINS = GoModule(
+    "scheduler-plugins", "sigs.k8s.io/scheduler-plugins", "v0.34.7",
+    replace_versions={"v0.34.7": STAGING_VERSION, "v1.34.7": KUBERNETES_VERSION})
+
 COSCHEDULING = Operator(
     name="coscheduling",
-    tool=GoTool(modules=(GoModule("scheduler-plugins", "sigs.k8s.io/scheduler-plugins",
-                                  "v0.31.8"),),
+    tool=GoTool(modules=(_SCHEDULER_PLUGINS,),
                 commands={
                     "kube-scheduler-plugins": "sigs.k8s.io/scheduler-plugins/cmd/scheduler",
                     "scheduler-plugins-controller":
@@ -107,7 +116,9 @@ COSCHEDULING = Operator(
             "--metricsAddr", "127.0.0.1:$metrics_port"),
             ready="http://127.0.0.1:$health_port/healthz"),
     ),
-    # The controller reconciles ElasticQuotas too, and needs their CRD to start.
+    # The controller reconciles ElasticQuotas too, and needs their CRD to start. Its
+    # install guide applies manifests/crds/, which the module does not carry for these;
+    # these have the schemas of manifests/coscheduling/ and capacityscheduling/crd.yaml.
     crds=("config/crd/bases/scheduling.x-k8s.io_podgroups.yaml",
           "config/crd/bases/scheduling.x-k8s.io_elasticquotas.yaml"),
     config=_COSCHEDULING_CONFIG,

@@ -14,6 +14,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from tests.builders import GPU, policy_yaml
 from tests.kube import (
     Controllers,
     NamespaceFactory,
@@ -135,15 +136,9 @@ async def test_a_team_under_its_nominal_reclaims_a_whole_gang_from_a_borrower(
         policy_file: PolicyFileFactory) -> None:
     lender, borrower = await namespaces(), await namespaces()
     policy_file("90-preempt-now.yaml", PREEMPT_NOW)
-    policy_file("91-queues.yaml", f"""\
-apiVersion: gpu-airlock.io/v1alpha1
-kind: AirlockPolicy
-metadata: {{name: e2e-queues}}
-spec:
-  queues:
-    - {{name: lender, namespaces: [{lender}], nominal: {{nvidia.com/gpu: 32}}}}
-    - {{name: borrower, namespaces: [{borrower}], nominal: {{nvidia.com/gpu: 32}}}}
-""")
+    policy_file("91-queues.yaml", policy_yaml("e2e-queues", {"queues": [
+        {"name": "lender", "namespaces": [lender], "nominal": {GPU: 32}},
+        {"name": "borrower", "namespaces": [borrower], "nominal": {GPU: 32}}]}))
     controllers.start()
     # The borrower runs two training gangs, 64 GPUs: 32 of them borrowed.
     await _fill(api, borrower, ("b1", "b2"), "training")
@@ -231,16 +226,10 @@ async def test_a_team_with_less_recent_usage_goes_first(
     came first, but the quiet team used far less lately, so its gang goes before the
     busy team's second."""
     busy, quiet = await namespaces(), await namespaces()
-    policy_file("91-teams.yaml", f"""\
-apiVersion: gpu-airlock.io/v1alpha1
-kind: AirlockPolicy
-metadata: {{name: e2e-teams}}
-spec:
-  queues:
-    - {{name: busy-{busy}, namespaces: [{busy}], nominal: {{nvidia.com/gpu: 0}}}}
-    - {{name: quiet-{quiet}, namespaces: [{quiet}], nominal: {{nvidia.com/gpu: 0}}}}
-  preemption: {{delay: 1h}}
-""")
+    policy_file("91-teams.yaml", policy_yaml("e2e-teams", {
+        "queues": [{"name": f"{team}-{ns}", "namespaces": [ns], "nominal": {GPU: 0}}
+                   for team, ns in (("busy", busy), ("quiet", quiet))],
+        "preemption": {"delay": "1h"}}))
     # What a leader kept of the last day: the busy team ran 32 GPUs for 10 hours.
     core = client.CoreV1Api(api)
     now = datetime.datetime.now(datetime.UTC).timestamp()

@@ -411,6 +411,29 @@ class Preemptor:
                 self._ranked_in.setdefault(unit_name, []).append(key)
         return found
 
+    def _below(self, nodes: Sequence[str], priority: int, shape: tuple[int, GpuEquivalents]
+               ) -> bool:
+        """Whether `shape` (pods, GPUs of the smallest) could go on `nodes` were every pod
+        below `priority` that has run its minimum runtime gone: a necessary condition
+        (units, budgets and quotas not yet weighed), node by node."""
+        count, smallest = shape
+        if smallest <= 0:
+            return True
+        cluster, young = self.units.cluster, self.units.young
+        held, pods, on_node, free_gpu = cluster.held, cluster.pods, cluster.on_node, \
+            self.snap.free_gpu
+        fit = 0
+        for n in nodes:
+            room = max(free_gpu[n], 0)
+            for key in on_node.get(n, ()):
+                if (gpus := held.get(key)) and (p := pods[key]).priority < priority \
+                        and 0 < p.started <= young:
+                    room += gpus
+            fit += room // smallest
+            if fit >= count:
+                return True
+        return False
+
     def _estimate(self, usable: _Usable, need: GpuEquivalents, queue: str, priority: int,
                   may_preempt: bool, shape: tuple[int, GpuEquivalents]
                   ) -> tuple[int, float] | None:
@@ -469,16 +492,23 @@ class Preemptor:
         """The cheapest victims that let the whole gang fit, or None."""
         anchor = members[0]
         need = self.snap.need(members)
-        if not anchor.may_preempt and self.ledger.used.get(queue, 0) + need > \
-                self.ledger.quotas.spec(queue).nominal:
+        reclaiming = self.ledger.used.get(queue, 0) + need <= self.ledger.quotas.spec(
+            queue).nominal
+        if not anchor.may_preempt and not reclaiming:
             return None  # it may take nothing by priority, and reclaims nothing
         key = anchor.topology_key if anchor.topology_mode == "required" else None
         everywhere = {None: self.snap.eligible_nodes(anchor)}
         sig = signature(anchor)
+        shape = len(members), min(self._sizes(members))
         domains = {name: self._without((sig, key, name), nodes, avoid) for name, nodes in
                    (self.snap.domains(anchor, key) if key else everywhere).items()}
+        if not reclaiming:
+            # Before any unit is built: where could room be made at all, below its
+            # priority and among pods past their minimum runtime? Most rounds that look
+            # for victims find none, and this answers them from the pods per node.
+            domains = {name: usable for name, usable in domains.items()
+                       if self._below(usable.nodes, anchor.priority, shape)}
         best: Choice | None = None
-        shape = len(members), min(self._sizes(members))
         ranked = sorted((estimate, str(domain), domain) for domain, usable in domains.items()
                         if (estimate := self._estimate(usable, need, queue, anchor.priority,
                                                        anchor.may_preempt, shape)) is not None)

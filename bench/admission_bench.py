@@ -161,28 +161,54 @@ def _post(port: int, ca: Path, bodies: list[bytes], requests: int, connections: 
         list(pool.map(send, [requests // connections] * connections))
 
 
+def _callgrind(command: str, pid: int) -> None:
+    subprocess.run(["callgrind_control", command, str(pid)], check=True, capture_output=True)
+
+
+def _total(part: Path) -> int:
+    totals = re.search(r"^totals: (\d+)", part.read_text(), re.MULTILINE)
+    if totals is None:
+        raise SystemExit(f"no instruction total in {part}")
+    return int(totals.group(1))
+
+
+@dataclass(frozen=True)
+class Count:
+    per_request: float
+    # The server's instructions a second while idle (the webhook polls its policy and
+    # certificate files every 2 s); `per_request` leaves them out, because under callgrind
+    # a request takes ~50 times as long, so clock-driven work would count ~50 times over.
+    idle_per_second: float
+    seconds: float
+
+
 def _instructions(argv: list[str], port: int, ca: Path, bodies: list[bytes], requests: int,
-                  connections: int, out: Path) -> float:
+                  connections: int, idle: float, out: Path) -> Count:
     """Instructions the server executes per request, by callgrind, counted only while the
-    measured requests run (after a warm-up of as many): startup and imports are left out."""
+    measured requests run (after a warm-up of as many): startup and imports are left out,
+    and so is what the server does by the clock, measured for `idle` seconds after."""
     proc = subprocess.Popen(["taskset", "-c", SERVER_CORE, "valgrind", "--tool=callgrind",
                              "--instr-atstart=no", f"--callgrind-out-file={out}", *argv],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_healthy(f"https://127.0.0.1:{port}/healthz", ca, proc, timeout=600)
         _post(port, ca, bodies, requests, connections)
-        subprocess.run(["callgrind_control", "--instr=on", str(proc.pid)], check=True,
-                       capture_output=True)
+        _callgrind("--instr=on", proc.pid)
+        start = time.monotonic()
         _post(port, ca, bodies, requests, connections)
-        subprocess.run(["callgrind_control", "--instr=off", str(proc.pid)], check=True,
-                       capture_output=True)
+        seconds = time.monotonic() - start
+        _callgrind("--dump=requests", proc.pid)  # a dump also zeroes the counts
+        start = time.monotonic()
+        time.sleep(idle)
+        _callgrind("--dump=idle", proc.pid)
+        idle = time.monotonic() - start
+        _callgrind("--instr=off", proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=300)
-    totals = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
-    if totals is None:
-        raise SystemExit(f"no instruction total in {out}")
-    return int(totals.group(1)) / requests
+    idle_rate = _total(out.with_name(out.name + ".2")) / idle
+    busy = _total(out.with_name(out.name + ".1"))
+    return Count((busy - idle_rate * seconds) / requests, idle_rate, seconds)
 
 
 def _commands(cert_dir: Path, policies: Path) -> tuple[Command, Command]:
@@ -196,15 +222,16 @@ def _commands(cert_dir: Path, policies: Path) -> tuple[Command, Command]:
 
 
 def _count(commands: tuple[Command, Command], ca: Path, bodies: list[Path], requests: int,
-           connections: int, tmp: Path) -> int:
+           connections: int, idle: float, tmp: Path) -> int:
     payloads = [b.read_bytes() for b in bodies]
-    counts = {c.name: _instructions(c.argv, c.port, ca, payloads, requests, connections,
+    counts = {c.name: _instructions(c.argv, c.port, ca, payloads, requests, connections, idle,
                                     tmp / f"callgrind.{c.port}") for c in commands}
     print(f"\ninstructions per request (callgrind), {requests} requests over {connections} "
           f"connections, bodies: {', '.join(BODIES)}\n")
     for name, count in counts.items():
-        print(f"{name:<22}{count / 1000:>9.0f}k")
-    print(f"\nbare/webhook: {counts[BARE] / counts[HOOK]:.1%}")
+        print(f"{name:<22}{count.per_request / 1000:>9.0f}k   (over {count.seconds:.1f} s, "
+              f"less {count.idle_per_second / 1000:.0f}k a second idle)")
+    print(f"\nbare/webhook: {counts[BARE].per_request / counts[HOOK].per_request:.1%}")
     return 0
 
 
@@ -221,6 +248,8 @@ def main() -> int:
                         help="count instructions per request under callgrind instead of wrk")
     parser.add_argument("--requests", type=int, default=1200,
                         help="measured requests per server with --instructions")
+    parser.add_argument("--idle", type=float, default=20,
+                        help="seconds of idle measured with --instructions")
     args = parser.parse_args()
     tools = ("valgrind", "callgrind_control", "taskset") if args.instructions \
         else ("wrk", "taskset")
@@ -240,7 +269,7 @@ def main() -> int:
         commands = _commands(certs.cert.parent, args.policies)
         if args.instructions:
             return _count(commands, certs.ca, bodies, args.requests, args.connections,
-                          Path(tmp))
+                          args.idle, Path(tmp))
         bare_cmd, hook_cmd = commands
         with _serving(bare_cmd, certs.ca) as bare, _serving(hook_cmd, certs.ca) as hook:
             for server in (bare, hook):

@@ -100,12 +100,21 @@ class OwnerRef(NamedTuple):
 
 
 def _each(raw: Any, path: str, read: Callable[[Mapping[str, Any]], T]) -> tuple[T, ...]:
-    """`read` applied to each object of a list; its errors are placed at the item."""
+    """`read` applied to each object of a list; its errors are placed at the item. An item
+    that is not an object is reported before any item's error, as `_objects` would, but
+    looked for only once there is an error: one pass over the list, not two."""
+    if raw is None:
+        return ()
+    if type(raw) is not list:
+        raise PodShapeError(path, "a list")
     out = []
-    for i, item in enumerate(_objects(raw, path)):
+    for i, item in enumerate(raw):
+        if type(item) is not dict:
+            raise PodShapeError(f"{path}[{i}]", "an object")
         try:
             out.append(read(item))
         except PodShapeError as e:
+            _objects(raw, path)
             raise e.within(f"{path}[{i}]") from None
     return tuple(out)
 

@@ -32,32 +32,26 @@ class PatchBuilder:
         self._node_selector: dict[str, str] = {}
 
     def label(self, key: str, value: str) -> None:
-        had = self._had_labels
-        if had.get(key) != value:
-            if had:
-                self._ops.append({"op": "replace" if key in had else "add",
-                                  "path": "/metadata/labels/" + escape(key), "value": value})
-            else:
-                self._labels[key] = value
+        self._entry("/metadata/labels/", self._had_labels, self._labels, key, value)
 
     def annotation(self, key: str, value: str) -> None:
-        had = self._had_annotations
-        if had.get(key) != value:
-            if had:
-                self._ops.append({"op": "replace" if key in had else "add",
-                                  "path": "/metadata/annotations/" + escape(key),
-                                  "value": value})
-            else:
-                self._annotations[key] = value
+        self._entry("/metadata/annotations/", self._had_annotations, self._annotations, key,
+                    value)
 
     def node_selector(self, key: str, value: str) -> None:
-        had: Mapping[str, str] = self._spec.get("nodeSelector") or {}
+        self._entry("/spec/nodeSelector/", self._spec.get("nodeSelector") or {},
+                    self._node_selector, key, value)
+
+    def _entry(self, path: str, had: Mapping[str, str], whole: dict[str, str], key: str,
+               value: str) -> None:
+        """`key` of the map at `path`, which holds `had`, set to `value`: an operation of
+        its own, or, when the pod has no such map, part of `whole`, added by `ops`."""
         if had.get(key) != value:
             if had:
                 self._ops.append({"op": "replace" if key in had else "add",
-                                  "path": "/spec/nodeSelector/" + escape(key), "value": value})
+                                  "path": path + escape(key), "value": value})
             else:
-                self._node_selector[key] = value
+                whole[key] = value
 
     def spec_field(self, key: str, value: Any) -> None:
         if key not in self._spec:

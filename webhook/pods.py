@@ -134,7 +134,8 @@ def _container(raw: Mapping[str, Any]) -> Container:
     return Container(name, image, requests, limits)
 
 
-def _owner(raw: Mapping[str, Any]) -> OwnerRef:
+def _owner(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An ownerReference, checked; an OwnerRef is built only for the one asked about."""
     controller = raw.get("controller")
     if controller is not None and type(controller) is not bool:
         raise PodShapeError("controller", "a boolean")
@@ -142,7 +143,7 @@ def _owner(raw: Mapping[str, Any]) -> OwnerRef:
     if type(api_version) is not str or type(kind) is not str or type(name) is not str:
         for key in ("apiVersion", "kind", "name"):
             _optional_str(raw, key, "")
-    return OwnerRef(api_version or "", kind or "", name or "", controller is True)
+    return raw
 
 
 def _gate(raw: Mapping[str, Any]) -> str:
@@ -159,7 +160,8 @@ class PodView:
     namespace: str
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
-    owners: tuple[OwnerRef, ...]
+    # Checked as _owner does; controller_owner builds the OwnerRef.
+    owners: tuple[Mapping[str, Any], ...]
     containers: tuple[Container, ...]
     init_containers: tuple[Container, ...]
     scheduler_name: str
@@ -248,7 +250,10 @@ class PodView:
         yield from self.containers
 
     def controller_owner(self) -> OwnerRef | None:
-        for o in self.owners:
-            if o.controller:
-                return o
-        return self.owners[0] if self.owners else None
+        owners = self.owners
+        chosen = next((o for o in owners if o.get("controller") is True),
+                      owners[0] if owners else None)
+        if chosen is None:
+            return None
+        return OwnerRef(chosen.get("apiVersion") or "", chosen.get("kind") or "",
+                        chosen.get("name") or "", chosen.get("controller") is True)

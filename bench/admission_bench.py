@@ -10,7 +10,8 @@ Targets: webhook throughput >= 70% of the bare endpoint's, webhook p99 <= 5 ms.
 With `--instructions`, each server runs under callgrind instead and the bench prints the
 instructions it executes per request: a figure other processes on the machine do not move.
 
-    .venv/bin/python -m bench.admission_bench --instructions [--requests 1200]
+    .venv/bin/python -m bench.admission_bench --instructions --connections 4 \
+        [--requests 1200] [--idle 20]
 """
 
 from __future__ import annotations
@@ -158,7 +159,8 @@ def _post(port: int, ca: Path, bodies: list[bytes], requests: int, connections: 
             conn.close()
 
     with ThreadPoolExecutor(connections) as pool:
-        list(pool.map(send, [requests // connections] * connections))
+        list(pool.map(send, [requests // connections + (i < requests % connections)
+                             for i in range(connections)]))
 
 
 def _callgrind(command: str, pid: int) -> None:
@@ -182,31 +184,32 @@ class Count:
     seconds: float
 
 
-def _instructions(argv: list[str], port: int, ca: Path, bodies: list[bytes], requests: int,
+def _instructions(command: Command, ca: Path, bodies: list[bytes], requests: int,
                   connections: int, idle: float, out: Path) -> Count:
     """Instructions the server executes per request, by callgrind, counted only while the
     measured requests run (after a warm-up of as many): startup and imports are left out,
     and so is what the server does by the clock, measured for `idle` seconds after."""
     proc = subprocess.Popen(["taskset", "-c", SERVER_CORE, "valgrind", "--tool=callgrind",
-                             "--instr-atstart=no", f"--callgrind-out-file={out}", *argv],
+                             "--instr-atstart=no", f"--callgrind-out-file={out}",
+                             *command.argv],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_healthy(f"https://127.0.0.1:{port}/healthz", ca, proc, timeout=600)
-        _post(port, ca, bodies, requests, connections)
+        _wait_healthy(f"https://127.0.0.1:{command.port}/healthz", ca, proc, timeout=600)
+        _post(command.port, ca, bodies, requests, connections)
         _callgrind("--instr=on", proc.pid)
         start = time.monotonic()
-        _post(port, ca, bodies, requests, connections)
+        _post(command.port, ca, bodies, requests, connections)
         seconds = time.monotonic() - start
         _callgrind("--dump=requests", proc.pid)  # a dump also zeroes the counts
         start = time.monotonic()
         time.sleep(idle)
         _callgrind("--dump=idle", proc.pid)
-        idle = time.monotonic() - start
+        idle_seconds = time.monotonic() - start
         _callgrind("--instr=off", proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=300)
-    idle_rate = _total(out.with_name(out.name + ".2")) / idle
+    idle_rate = _total(out.with_name(out.name + ".2")) / idle_seconds
     busy = _total(out.with_name(out.name + ".1"))
     return Count((busy - idle_rate * seconds) / requests, idle_rate, seconds)
 
@@ -224,7 +227,7 @@ def _commands(cert_dir: Path, policies: Path) -> tuple[Command, Command]:
 def _count(commands: tuple[Command, Command], ca: Path, bodies: list[Path], requests: int,
            connections: int, idle: float, tmp: Path) -> int:
     payloads = [b.read_bytes() for b in bodies]
-    counts = {c.name: _instructions(c.argv, c.port, ca, payloads, requests, connections, idle,
+    counts = {c.name: _instructions(c, ca, payloads, requests, connections, idle,
                                     tmp / f"callgrind.{c.port}") for c in commands}
     print(f"\ninstructions per request (callgrind), {requests} requests over {connections} "
           f"connections, bodies: {', '.join(BODIES)}\n")
@@ -251,12 +254,11 @@ def main() -> int:
     parser.add_argument("--idle", type=float, default=20,
                         help="seconds of idle measured with --instructions")
     args = parser.parse_args()
-    tools = ("valgrind", "callgrind_control", "taskset") if args.instructions \
-        else ("wrk", "taskset")
-    for tool in tools:
+    package = "valgrind" if args.instructions else "wrk"
+    tools = ("callgrind_control", "taskset") if args.instructions else ("taskset",)
+    for tool in (package, *tools):
         if shutil.which(tool) is None:
-            print(f"{tool} is missing: apt-get install {'valgrind' if args.instructions else 'wrk'}"
-                  f" util-linux", file=sys.stderr)
+            print(f"{tool} is missing: apt-get install {package} util-linux", file=sys.stderr)
             return 2
     results: list[Result] = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -220,8 +220,8 @@ class PodView:
         priority_class = spec.get("priorityClassName")
         if priority_class is not None and type(priority_class) is not str:
             raise PodShapeError("spec.priorityClassName", "a string")
-        # Positional: keyword arguments to a constructor of this many fields cost as much
-        # as a third of the parse.
+        # Positional: keyword arguments to a constructor of this many fields are matched
+        # name by name, ~10k instructions, a sixth of the parse.
         return cls(
             obj,
             name or "",

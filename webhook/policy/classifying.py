@@ -94,13 +94,13 @@ def _checks(match: Match) -> tuple[Check, ...]:
 
 
 # A rule compiled: the rule, its checks, and the reason a Decision it makes gives.
-Compiled = tuple[Rule, tuple[Check, ...], str]
+CompiledRule = tuple[Rule, tuple[Check, ...], str]
 # The rules of the policies in use, compiled. Each entry holds its policy, so an id is
 # never reused while it is a key; a reload adds one entry and the oldest goes.
-_COMPILED: dict[int, tuple[Policy, tuple[Compiled, ...]]] = {}
+_COMPILED: dict[int, tuple[Policy, tuple[CompiledRule, ...]]] = {}
 
 
-def _compiled_rules(policy: Policy) -> tuple[Compiled, ...]:
+def _compiled_rules(policy: Policy) -> tuple[CompiledRule, ...]:
     entry = _COMPILED.get(id(policy))
     if entry is None:
         entry = (policy, tuple((rule, _checks(rule.match), f"policy rule {rule.name}")

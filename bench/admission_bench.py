@@ -6,11 +6,18 @@ so that a busy moment of a shared machine falls on both.
     .venv/bin/python -m bench.admission_bench [--duration 10] [--connections 16] [--turns 3]
 
 Targets: webhook throughput >= 70% of the bare endpoint's, webhook p99 <= 5 ms.
+
+With `--instructions`, each server runs under callgrind instead and the bench prints the
+instructions it executes per request: a figure other processes on the machine do not move.
+
+    .venv/bin/python -m bench.admission_bench --instructions --connections 4 \
+        [--requests 1200] [--idle 20]
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import os
 import re
 import shutil
@@ -22,6 +29,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +98,16 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+BARE, HOOK = "bare aiohttp+orjson", "airlock webhook"
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    argv: list[str]
+    port: int
+
+
 @dataclass(frozen=True)
 class Server:
     name: str
@@ -98,12 +116,12 @@ class Server:
 
 
 @contextmanager
-def _serving(name: str, argv: list[str], port: int, ca: Path) -> Iterator[Server]:
-    proc = subprocess.Popen(["taskset", "-c", SERVER_CORE, *argv], cwd=ROOT,
+def _serving(command: Command, ca: Path) -> Iterator[Server]:
+    proc = subprocess.Popen(["taskset", "-c", SERVER_CORE, *command.argv], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_healthy(f"https://127.0.0.1:{port}/healthz", ca, proc)
-        yield Server(name, proc.pid, f"https://127.0.0.1:{port}/mutate")
+        _wait_healthy(f"https://127.0.0.1:{command.port}/healthz", ca, proc)
+        yield Server(command.name, proc.pid, f"https://127.0.0.1:{command.port}/mutate")
     finally:
         proc.terminate()
         proc.wait(timeout=20)
@@ -122,6 +140,104 @@ def _spread(values: list[float], fmt: str) -> str:
            f"(range {format(min(values), fmt)}-{format(max(values), fmt)})"
 
 
+def _post(port: int, ca: Path, bodies: list[bytes], requests: int, connections: int) -> None:
+    """`requests` reviews over `connections` keep-alive connections, opened here, so the
+    TLS handshakes are counted too (about 9k instructions a request at 1,200 over 4)."""
+    ctx = ssl.create_default_context(cafile=str(ca))
+
+    def send(count: int) -> None:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=600)
+        try:
+            for i in range(count):
+                conn.request("POST", "/mutate", body=bodies[i % len(bodies)],
+                             headers={"Content-Type": "application/json"})
+                response = conn.getresponse()
+                response.read()
+                if response.status != 200:
+                    raise SystemExit(f"unexpected HTTP status {response.status}")
+        finally:
+            conn.close()
+
+    with ThreadPoolExecutor(connections) as pool:
+        list(pool.map(send, [requests // connections + (i < requests % connections)
+                             for i in range(connections)]))
+
+
+def _callgrind(command: str, pid: int) -> None:
+    subprocess.run(["callgrind_control", command, str(pid)], check=True, capture_output=True)
+
+
+def _total(part: Path) -> int:
+    totals = re.search(r"^totals: (\d+)", part.read_text(), re.MULTILINE)
+    if totals is None:
+        raise SystemExit(f"no instruction total in {part}")
+    return int(totals.group(1))
+
+
+@dataclass(frozen=True)
+class Count:
+    per_request: float
+    # The server's instructions a second while idle (the webhook polls its policy and
+    # certificate files every 2 s); `per_request` leaves them out, because under callgrind
+    # a request takes ~50 times as long, so clock-driven work would count ~50 times over.
+    idle_per_second: float
+    seconds: float
+
+
+def _instructions(command: Command, ca: Path, bodies: list[bytes], requests: int,
+                  connections: int, idle: float, out: Path) -> Count:
+    """Instructions the server executes per request, by callgrind, counted only while the
+    measured requests run (after a warm-up of as many): startup and imports are left out,
+    and so is what the server does by the clock, measured for `idle` seconds after."""
+    proc = subprocess.Popen(["taskset", "-c", SERVER_CORE, "valgrind", "--tool=callgrind",
+                             "--instr-atstart=no", f"--callgrind-out-file={out}",
+                             *command.argv],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_healthy(f"https://127.0.0.1:{command.port}/healthz", ca, proc, timeout=600)
+        _post(command.port, ca, bodies, requests, connections)
+        _callgrind("--instr=on", proc.pid)
+        start = time.monotonic()
+        _post(command.port, ca, bodies, requests, connections)
+        seconds = time.monotonic() - start
+        _callgrind("--dump=requests", proc.pid)  # a dump also zeroes the counts
+        start = time.monotonic()
+        time.sleep(idle)
+        _callgrind("--dump=idle", proc.pid)
+        idle_seconds = time.monotonic() - start
+        _callgrind("--instr=off", proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=300)
+    idle_rate = _total(out.with_name(out.name + ".2")) / idle_seconds
+    busy = _total(out.with_name(out.name + ".1"))
+    return Count((busy - idle_rate * seconds) / requests, idle_rate, seconds)
+
+
+def _commands(cert_dir: Path, policies: Path) -> tuple[Command, Command]:
+    py, certs = sys.executable, str(cert_dir)
+    bare_port, hook_port = free_port(), free_port()
+    return (Command(BARE, [py, "-m", "bench.echo_server", "--port", str(bare_port),
+                           "--cert-dir", certs], bare_port),
+            Command(HOOK, [py, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port",
+                           str(hook_port), "--cert-dir", certs, "--policies", str(policies)],
+                    hook_port))
+
+
+def _count(commands: tuple[Command, Command], ca: Path, bodies: list[Path], requests: int,
+           connections: int, idle: float, tmp: Path) -> int:
+    payloads = [b.read_bytes() for b in bodies]
+    counts = {c.name: _instructions(c, ca, payloads, requests, connections, idle,
+                                    tmp / f"callgrind.{c.port}") for c in commands}
+    print(f"\ninstructions per request (callgrind), {requests} requests over {connections} "
+          f"connections, bodies: {', '.join(BODIES)}\n")
+    for name, count in counts.items():
+        print(f"{name:<22}{count.per_request / 1000:>9.0f}k   (over {count.seconds:.1f} s, "
+              f"less {count.idle_per_second / 1000:.0f}k a second idle)")
+    print(f"\nbare/webhook: {counts[BARE].per_request / counts[HOOK].per_request:.1%}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--duration", type=int, default=10)
@@ -131,10 +247,18 @@ def main() -> int:
     parser.add_argument("--policies", type=Path, default=ROOT / "policies")
     parser.add_argument("--pause-ms", type=int, default=10,
                         help="per-connection pause of the paced run")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions per request under callgrind instead of wrk")
+    parser.add_argument("--requests", type=int, default=1200,
+                        help="measured requests per server with --instructions")
+    parser.add_argument("--idle", type=float, default=20,
+                        help="seconds of idle measured with --instructions")
     args = parser.parse_args()
-    for tool in ("wrk", "taskset"):
+    package = "valgrind" if args.instructions else "wrk"
+    tools = ("callgrind_control", "taskset") if args.instructions else ("taskset",)
+    for tool in (package, *tools):
         if shutil.which(tool) is None:
-            print(f"{tool} is missing: apt-get install wrk util-linux", file=sys.stderr)
+            print(f"{tool} is missing: apt-get install {package} util-linux", file=sys.stderr)
             return 2
     results: list[Result] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -144,15 +268,12 @@ def main() -> int:
             path = Path(tmp) / f"{name}.json"
             path.write_bytes(make())
             bodies.append(path)
-        py, cert_dir = sys.executable, str(certs.cert.parent)
-        bare_port, hook_port = free_port(), free_port()
-        with _serving("bare aiohttp+orjson", [py, "-m", "bench.echo_server", "--port",
-                                              str(bare_port), "--cert-dir", cert_dir],
-                      bare_port, certs.ca) as bare, \
-            _serving("airlock webhook", [py, "-m", "webhook", "serve", "--host", "127.0.0.1",
-                                         "--port", str(hook_port), "--cert-dir", cert_dir,
-                                         "--policies", str(args.policies)],
-                     hook_port, certs.ca) as hook:
+        commands = _commands(certs.cert.parent, args.policies)
+        if args.instructions:
+            return _count(commands, certs.ca, bodies, args.requests, args.connections,
+                          args.idle, Path(tmp))
+        bare_cmd, hook_cmd = commands
+        with _serving(bare_cmd, certs.ca) as bare, _serving(hook_cmd, certs.ca) as hook:
             for server in (bare, hook):
                 _wrk(server.url, bodies, 2, args.connections)  # warm-up
             for turn in range(args.turns):
@@ -175,20 +296,19 @@ def main() -> int:
         return [r for r in results
                 if r.name == name and (r.mode == "saturated") == saturated]
 
-    bare_name, hook_name = "bare aiohttp+orjson", "airlock webhook"
-    ratios = [h.rps / b.rps for b, h in zip(runs(bare_name, True), runs(hook_name, True),
+    ratios = [h.rps / b.rps for b, h in zip(runs(BARE, True), runs(HOOK, True),
                                             strict=True)]
-    cpu_ratios = [b.cpu_us / h.cpu_us for b, h in zip(runs(bare_name, True),
-                                                      runs(hook_name, True), strict=True)]
+    cpu_ratios = [b.cpu_us / h.cpu_us for b, h in zip(runs(BARE, True),
+                                                      runs(HOOK, True), strict=True)]
     ratio = statistics.median(ratios)
     print(f"\nthroughput webhook/bare, saturated, per turn: {_spread(ratios, '.0%')} "
           f"(target >= 70%: {'met' if ratio >= 0.7 else 'MISSED'})")
     print(f"CPU time per request bare/webhook, saturated: {_spread(cpu_ratios, '.0%')}")
     for saturated, label in ((True, "saturated"), (False, f"paced {args.pause_ms}ms")):
-        for name in (bare_name, hook_name):
+        for name in (BARE, HOOK):
             p99 = [r.p99_ms for r in runs(name, saturated)]
             print(f"{name} p99, {label}: {_spread(p99, '.2f')} ms")
-    paced = statistics.median([r.p99_ms for r in runs(hook_name, False)])
+    paced = statistics.median([r.p99_ms for r in runs(HOOK, False)])
     print(f"webhook p99 at {args.connections} connections, paced: {paced:.2f} ms "
           f"(target <= 5 ms: {'met' if paced <= 5 else 'MISSED'})")
     print("Saturated is a closed loop: each of the connections sends as soon as it has its "

@@ -3,14 +3,15 @@ BadReview, which the server answers with HTTP 400 and the message."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import orjson
 
 from webhook.admission.reviews import REVIEW_API_VERSION, Operation, Request
 
 MAX_BODY = 3 * 1024 * 1024
-_OPERATIONS: frozenset[str] = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+# Each operation by its name: looking one up gives it its type, without a call to cast.
+_OPERATIONS: dict[str, Operation] = {op: op for op in get_args(Operation)}
 
 
 class BadReview(ValueError):
@@ -39,12 +40,18 @@ def decode(body: bytes) -> Request:
                         f"{review.get('apiVersion')!r}")
     if review.get("kind") != "AdmissionReview":
         raise BadReview(f"kind must be AdmissionReview, got {review.get('kind')!r}")
-    request = _field(review, "request", dict, "AdmissionReview")
-    uid = _field(request, "uid", str, "request")
-    if not uid:
-        raise BadReview("request.uid must not be empty")
-    operation = _field(request, "operation", str, "request")
-    if operation not in _OPERATIONS:
+    # The common case in one test per field, without a call each; _field names what
+    # is wrong.
+    request = review.get("request")
+    if type(request) is not dict:
+        request = _field(review, "request", dict, "AdmissionReview")
+    uid, operation = request.get("uid"), request.get("operation")
+    if type(uid) is not str or not uid or type(operation) is not str \
+            or operation not in _OPERATIONS:
+        uid = _field(request, "uid", str, "request")
+        if not uid:
+            raise BadReview("request.uid must not be empty")
+        operation = _field(request, "operation", str, "request")
         raise BadReview(f"request.operation {operation!r} is not one of {sorted(_OPERATIONS)}")
     user = request.get("userInfo") or {}
     if not isinstance(user, dict) or not isinstance(user.get("username", ""), str):
@@ -52,12 +59,6 @@ def decode(body: bytes) -> Request:
     namespace = request.get("namespace") or ""
     if not isinstance(namespace, str):
         raise BadReview("request.namespace must be a string")
-    op: Operation = operation
-    return Request(
-        uid=uid,
-        operation=op,
-        namespace=namespace,
-        username=user.get("username", ""),
-        object=request.get("object"),
-        old_object=request.get("oldObject"),
-    )
+    # Positional, like every NamedTuple built per request: keywords cost more.
+    return Request(uid, _OPERATIONS[operation], namespace, user.get("username", ""),
+                   request.get("object"), request.get("oldObject"))

@@ -8,14 +8,17 @@ Building ops directly is far cheaper on the hot path than copying the pod and di
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from webhook.patchops import PatchOp, escape
 
 
 class PatchBuilder:
     """Collects changes to a pod, then writes them as the fewest operations: a map or
-    list the pod lacks is added whole, one it has is extended entry by entry."""
+    list the pod lacks is added whole, one it has is extended entry by entry.
+
+    An entry of a map the pod has becomes its operation at once; only what is added whole
+    waits for `ops`. Each step here runs several times on every admission request."""
 
     def __init__(self, pod: Mapping[str, Any]) -> None:
         meta: Mapping[str, Any] = pod.get("metadata") or {}
@@ -29,54 +32,40 @@ class PatchBuilder:
         self._node_selector: dict[str, str] = {}
 
     def label(self, key: str, value: str) -> None:
-        if self._had_labels.get(key) != value:
-            self._labels[key] = value
+        self._entry("/metadata/labels/", self._had_labels, self._labels, key, value)
 
     def annotation(self, key: str, value: str) -> None:
-        if self._had_annotations.get(key) != value:
-            self._annotations[key] = value
+        self._entry("/metadata/annotations/", self._had_annotations, self._annotations, key,
+                    value)
+
+    def node_selector(self, key: str, value: str) -> None:
+        self._entry("/spec/nodeSelector/", self._spec.get("nodeSelector") or {},
+                    self._node_selector, key, value)
+
+    def _entry(self, path: str, had: Mapping[str, str], whole: dict[str, str], key: str,
+               value: str) -> None:
+        """`key` of the map at `path`, which holds `had`, set to `value`: an operation of
+        its own, or, when the pod has no such map, part of `whole`, added by `ops`."""
+        if had.get(key) != value:
+            if had:
+                self._ops.append({"op": "replace" if key in had else "add",
+                                  "path": path + escape(key), "value": value})
+            else:
+                whole[key] = value
 
     def spec_field(self, key: str, value: Any) -> None:
         if key not in self._spec:
-            self._ops.append({"op": "add", "path": f"/spec/{escape(key)}", "value": value})
+            self._ops.append({"op": "add", "path": "/spec/" + escape(key), "value": value})
         elif self._spec[key] != value:
-            self._ops.append({"op": "replace", "path": f"/spec/{escape(key)}", "value": value})
+            self._ops.append({"op": "replace", "path": "/spec/" + escape(key), "value": value})
 
     def remove_spec_field(self, key: str) -> None:
         if key in self._spec:
-            self._ops.append({"op": "remove", "path": f"/spec/{escape(key)}"})
+            self._ops.append({"op": "remove", "path": "/spec/" + escape(key)})
 
     def append(self, field: str, item: Any) -> None:
         """Append to a spec list, creating it when the pod has none."""
         self._appends.setdefault(field, []).append(item)
-
-    def _map_ops(self, path: str, parent: Mapping[str, Any], changes: dict[str, Any]) -> None:
-        if not changes:
-            return
-        if not parent:
-            self._ops.append({"op": "add", "path": path, "value": changes})
-            return
-        for key, value in changes.items():
-            op: Literal["add", "replace"] = "replace" if key in parent else "add"
-            self._ops.append({"op": op, "path": f"{path}/{escape(key)}", "value": value})
-
-    def ops(self) -> list[PatchOp]:
-        self._map_ops("/metadata/labels", self._had_labels, self._labels)
-        self._map_ops("/metadata/annotations", self._had_annotations, self._annotations)
-        self._map_ops("/spec/nodeSelector", self._spec.get("nodeSelector") or {},
-                      self._node_selector)
-        for field, items in self._appends.items():
-            path = f"/spec/{escape(field)}"
-            if self._spec.get(field):
-                for item in items:
-                    self._ops.append({"op": "add", "path": path + "/-", "value": item})
-            else:
-                self._ops.append({"op": "add", "path": path, "value": items})
-        return self._ops
-
-    def node_selector(self, key: str, value: str) -> None:
-        if (self._spec.get("nodeSelector") or {}).get(key) != value:
-            self._node_selector[key] = value
 
     def swap_resource(self, field: str, index: int, section: str, old: str, new: str,
                       value: Any) -> None:
@@ -85,3 +74,21 @@ class PatchBuilder:
         path = f"/spec/{field}/{index}/resources/{section}/"
         self._ops.append({"op": "remove", "path": path + escape(old)})
         self._ops.append({"op": "add", "path": path + escape(new), "value": value})
+
+    def ops(self) -> list[PatchOp]:
+        ops = self._ops
+        if self._labels:
+            ops.append({"op": "add", "path": "/metadata/labels", "value": self._labels})
+        if self._annotations:
+            ops.append({"op": "add", "path": "/metadata/annotations",
+                        "value": self._annotations})
+        if self._node_selector:
+            ops.append({"op": "add", "path": "/spec/nodeSelector", "value": self._node_selector})
+        for field, items in self._appends.items():
+            path = "/spec/" + escape(field)
+            if self._spec.get(field):
+                for item in items:
+                    ops.append({"op": "add", "path": path + "/-", "value": item})
+            else:
+                ops.append({"op": "add", "path": path, "value": items})
+        return ops

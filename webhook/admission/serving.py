@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import sys
@@ -76,12 +77,6 @@ class WebhookServer:
         self.metrics.answered(endpoint, response.allowed, time.perf_counter() - start)
         return web.Response(body=body, content_type="application/json")
 
-    async def mutate(self, request: web.Request) -> web.Response:
-        return await self._review(request, "mutate", engine.MUTATE)
-
-    async def validate(self, request: web.Request) -> web.Response:
-        return await self._review(request, "validate", engine.VALIDATE)
-
     async def healthz(self, _: web.Request) -> web.Response:
         return web.Response(text="ok\n")
 
@@ -111,8 +106,11 @@ class WebhookServer:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY)
-        app.router.add_post("/mutate", self.mutate)
-        app.router.add_post("/validate", self.validate)
+        # Partials, not methods that await _review: one coroutine a review, not two.
+        app.router.add_post("/mutate", functools.partial(
+            self._review, endpoint="mutate", handler=engine.MUTATE))
+        app.router.add_post("/validate", functools.partial(
+            self._review, endpoint="validate", handler=engine.VALIDATE))
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/readyz", self.readyz)
         app.router.add_get("/metrics", self.metrics_endpoint)

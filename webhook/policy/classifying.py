@@ -43,7 +43,7 @@ class Decision(NamedTuple):
 
 
 def _out(reason: str) -> Decision:
-    return Decision(in_scope=False, reason=reason)
+    return Decision(False, reason)
 
 
 @functools.lru_cache(maxsize=512)
@@ -93,15 +93,18 @@ def _checks(match: Match) -> tuple[Check, ...]:
     return tuple(checks)
 
 
+# A rule compiled: the rule, its checks, and the reason a Decision it makes gives.
+CompiledRule = tuple[Rule, tuple[Check, ...], str]
 # The rules of the policies in use, compiled. Each entry holds its policy, so an id is
 # never reused while it is a key; a reload adds one entry and the oldest goes.
-_COMPILED: dict[int, tuple[Policy, tuple[tuple[Rule, tuple[Check, ...]], ...]]] = {}
+_COMPILED: dict[int, tuple[Policy, tuple[CompiledRule, ...]]] = {}
 
 
-def _compiled_rules(policy: Policy) -> tuple[tuple[Rule, tuple[Check, ...]], ...]:
+def _compiled_rules(policy: Policy) -> tuple[CompiledRule, ...]:
     entry = _COMPILED.get(id(policy))
     if entry is None:
-        entry = (policy, tuple((rule, _checks(rule.match)) for rule in policy.rules))
+        entry = (policy, tuple((rule, _checks(rule.match), f"policy rule {rule.name}")
+                               for rule in policy.rules))
         if len(_COMPILED) >= 4:
             del _COMPILED[next(iter(_COMPILED))]
         _COMPILED[id(policy)] = entry
@@ -117,9 +120,10 @@ def _scope_exclusion(
         return f"namespace {pod.namespace} is labelled {IGNORE_NAMESPACE_LABEL}=true"
     if pod.scheduler_name not in policy.schedulers:
         return f"scheduled by {pod.scheduler_name}, not a scheduler Airlock handles"
-    foreign = [g for g in pod.gates if g != GATE]
-    if foreign:
-        return f"already gated by {', '.join(foreign)}"
+    if pod.gates:
+        foreign = [g for g in pod.gates if g != GATE]
+        if foreign:
+            return f"already gated by {', '.join(foreign)}"
     return None
 
 
@@ -146,12 +150,12 @@ def classify(
         recorded = pod.annotations.get(RULE_ANNOTATION, RULE_CLASS_LABEL)
         return Decision(True, f"label {CLASS_LABEL}", explicit, recorded, gang)
     # A plain loop, not all() over a generator: this runs for every rule of every request.
-    for rule, checks in _compiled_rules(policy):
+    for rule, checks, reason in _compiled_rules(policy):
         for check in checks:
             if not check(pod, gang):
                 break
         else:
-            return Decision(True, f"policy rule {rule.name}", rule.class_, rule.name, gang)
+            return Decision(True, reason, rule.class_, rule.name, gang)
     if gang is not None:
         return Decision(True, f"member of {gang.source} gang", "training", RULE_GANG_MEMBER, gang)
     return Decision(True, "no policy rule matched", gang=None)

@@ -56,6 +56,7 @@ def _state(t: Tracked) -> dict[str, Any]:
         "free_gpu": dict(t.free_gpu), "capacity": t.capacity,
         "held": dict(t.held), "namespaces": {k: v for k, v in t.namespace_gpus.items() if v},
         "on_node": {n: set(k) for n, k in t.on_node.items() if k},
+        "holding": t.holding,
         "members": members, "gated": set(t.gated),
         "succeeded": +t.succeeded, "deleting": +t.deleting,
         "accelerators": t.accelerators,

@@ -419,15 +419,15 @@ class Preemptor:
         count, smallest = shape
         if smallest <= 0:
             return True
-        cluster, young = self.units.cluster, self.units.young
-        held, pods, on_node, free_gpu = cluster.held, cluster.pods, cluster.on_node, \
+        young, holding, free_gpu = self.units.young, self.units.cluster.holding, \
             self.snap.free_gpu
         fit = 0
         for n in nodes:
             room = max(free_gpu[n], 0)
-            for key in on_node.get(n, ()):
-                if (gpus := held.get(key)) and (p := pods[key]).priority < priority \
-                        and 0 < p.started <= young:
+            for below, started, gpus, _ in holding.get(n, ()):
+                if below >= priority:
+                    break
+                if 0 < started <= young:
                     room += gpus
             fit += room // smallest
             if fit >= count:

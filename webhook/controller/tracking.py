@@ -14,6 +14,7 @@ recorded on a gang member admitted under an earlier policy."""
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -66,6 +67,10 @@ class Tracked:
         self.held: dict[PodKey, GpuEquivalents] = {}
         self.namespace_gpus: dict[str, GpuEquivalents] = {}
         self.on_node: dict[str, set[PodKey]] = {}
+        # Node -> (priority, start, GPUs, pod) of each pod holding GPUs there, lowest
+        # priority first: where evicting below a priority could make room, without a
+        # look at every pod.
+        self.holding: dict[str, list[tuple[int, float, GpuEquivalents, PodKey]]] = {}
         # Active gang members, queued single pods not bound yet as gangs of one
         # (`membership`); gang members that succeeded, and members being deleted.
         self.members: dict[GangId, dict[PodKey, PodInfo]] = {}
@@ -104,15 +109,18 @@ class Tracked:
         self.free_gpu = {n: gpus(free) for n, free in self.free.items()}
         self._domain_free.clear()
         self.capacity = sum(gpus(n.allocatable) for n in self.nodes.values() if n.ready)
-        self.held, self.namespace_gpus = {}, {}
-        for key, pod in self.pods.items():
+        self.held, self.namespace_gpus, self.holding = {}, {}, {}
+        for pod in self.pods.values():
             if pod.node_name and pod.active:
-                self._hold(key, gpus(pod.requests))
+                self._hold(pod, pod.node_name, gpus(pod.requests))
 
-    def _hold(self, key: PodKey, amount: GpuEquivalents) -> None:
+    def _hold(self, pod: PodInfo, node: str, amount: GpuEquivalents) -> None:
         if amount:
+            key = pod.key
             self.held[key] = amount
             self.namespace_gpus[key[0]] = self.namespace_gpus.get(key[0], 0) + amount
+            bisect.insort(self.holding.setdefault(node, []),
+                          (pod.priority, pod.started, amount, key))
 
     # --- pods ---------------------------------------------------------------------------
 
@@ -132,7 +140,7 @@ class Tracked:
             self._use(pod.node_name, with_pod_slot(pod.requests), 1)
             self.on_node.setdefault(pod.node_name, set()).add(key)
             if not new_names:
-                self._hold(key, self.gpus(pod.requests))
+                self._hold(pod, pod.node_name, self.gpus(pod.requests))
         member_of = membership(pod) if pod.active else None
         if member_of is not None:
             self.members.setdefault(member_of, {})[key] = pod
@@ -171,6 +179,10 @@ class Tracked:
             amount = self.held.pop(key, 0)
             if amount:
                 self.namespace_gpus[key[0]] -= amount
+                holding = self.holding[pod.node_name]
+                holding.remove((pod.priority, pod.started, amount, key))
+                if not holding:
+                    del self.holding[pod.node_name]
         member_of = membership(pod) if pod.active else None
         if member_of is not None:
             members = self.members[member_of]

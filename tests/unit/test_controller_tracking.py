@@ -101,6 +101,7 @@ def test_tracking_event_by_event_equals_tracking_what_is_left(sequence: list[Ste
         # Read the caches as rounds do, so later steps must keep them current.
         t.domain_free(PODS[0], "nvidia.com/gpu.clique")
         t.gangs()
+        t.room_below(2000, 4)
     fresh = Tracked.of(nodes.values(), pods.values(), POLICY_DEFAULT)
     assert _state(t) == _state(fresh)
     anchor = PODS[0]
@@ -108,6 +109,8 @@ def test_tracking_event_by_event_equals_tracking_what_is_left(sequence: list[Ste
         assert t.domain_free(anchor, key) == fresh.domain_free(anchor, key)
         assert t.capacities(anchor, key) == fresh.capacities(anchor, key)
     assert t.eligible_nodes(anchor) == fresh.eligible_nodes(anchor)
+    for priority, size in ((2000, 4), (1, 1), (100000, 8)):
+        assert t.room_below(priority, size) == fresh.room_below(priority, size)
 
 
 def test_a_policy_reload_counts_the_new_accelerators_everywhere() -> None:

@@ -503,9 +503,13 @@ class Preemptor:
         domains = {name: self._without((sig, key, name), nodes, avoid) for name, nodes in
                    (self.snap.domains(anchor, key) if key else everywhere).items()}
         if not reclaiming:
-            # Before any unit is built: where could room be made at all, below its
-            # priority and among pods past their minimum runtime? Most rounds that look
-            # for victims find none, and this answers them from the pods per node.
+            # Before any unit is built: could room be made at all, below its priority
+            # (anywhere, in one look), then where, among pods past their minimum
+            # runtime? Most rounds that look for victims find none.
+            count, smallest = shape
+            if smallest > 0 and self.units.cluster.room_below(anchor.priority,
+                                                              smallest) < count:
+                return None
             domains = {name: usable for name, usable in domains.items()
                        if self._below(usable.nodes, anchor.priority, shape)}
         best: Choice | None = None

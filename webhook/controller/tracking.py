@@ -71,6 +71,11 @@ class Tracked:
         # priority first: where evicting below a priority could make room, without a
         # look at every pod.
         self.holding: dict[str, list[tuple[int, float, GpuEquivalents, PodKey]]] = {}
+        # (priority, GPUs) -> per node, and in all, how many pods of those GPUs would fit
+        # were every started pod below that priority gone: asked by preemption, kept as
+        # nodes change, so a gang with no hope of room anywhere is told in one look.
+        self._room_parts: dict[tuple[int, GpuEquivalents], dict[str, int]] = {}
+        self._room_totals: dict[tuple[int, GpuEquivalents], int] = {}
         # Active gang members, queued single pods not bound yet as gangs of one
         # (`membership`); gang members that succeeded, and members being deleted.
         self.members: dict[GangId, dict[PodKey, PodInfo]] = {}
@@ -113,6 +118,8 @@ class Tracked:
         for pod in self.pods.values():
             if pod.node_name and pod.active:
                 self._hold(pod, pod.node_name, gpus(pod.requests))
+        self._room_parts.clear()
+        self._room_totals.clear()
 
     def _hold(self, pod: PodInfo, node: str, amount: GpuEquivalents) -> None:
         if amount:
@@ -141,6 +148,7 @@ class Tracked:
             self.on_node.setdefault(pod.node_name, set()).add(key)
             if not new_names:
                 self._hold(pod, pod.node_name, self.gpus(pod.requests))
+            self._touched(pod.node_name)
         member_of = membership(pod) if pod.active else None
         if member_of is not None:
             self.members.setdefault(member_of, {})[key] = pod
@@ -183,6 +191,7 @@ class Tracked:
                 holding.remove((pod.priority, pod.started, amount, key))
                 if not holding:
                     del self.holding[pod.node_name]
+            self._touched(pod.node_name)
         member_of = membership(pod) if pod.active else None
         if member_of is not None:
             members = self.members[member_of]
@@ -226,6 +235,7 @@ class Tracked:
             free = self.free[name] = _minus(node.allocatable, self._used.get(name))
             self.free_gpu[name] = self.gpus(free)
         self.capacity += self._ready_gpus(node) - (self._ready_gpus(old) if old else 0)
+        self._touched(name)
         if old is None or _placement_changed(old, node):
             self._placements_changed()
 
@@ -235,6 +245,7 @@ class Tracked:
             return
         del self.free[name], self.free_gpu[name]
         self.capacity -= self._ready_gpus(old)
+        self._touched(name)
         self._placements_changed()
 
     def _ready_gpus(self, node: NodeInfo) -> GpuEquivalents:
@@ -247,7 +258,39 @@ class Tracked:
         self._capacities.clear()
         self._domain_free.clear()
 
+    def _room_below(self, node: str, priority: int) -> GpuEquivalents:
+        if node not in self.nodes:
+            return 0
+        room = max(self.free_gpu[node], 0)
+        for below, started, gpus, _ in self.holding.get(node, ()):
+            if below >= priority:
+                break
+            if started:
+                room += gpus
+        return room
+
+    def _touched(self, node: str) -> None:
+        """Keep the room below each priority asked about current for `node`."""
+        for (priority, size), parts in self._room_parts.items():
+            now = self._room_below(node, priority) // size
+            before = parts.pop(node, 0)
+            if now:
+                parts[node] = now
+            self._room_totals[priority, size] += now - before
+
     # --- what rounds read -----------------------------------------------------------
+
+    def room_below(self, priority: int, size: GpuEquivalents) -> int:
+        """How many pods of `size` GPUs the nodes could take, each on one node, were
+        every started pod below `priority` gone: an upper bound on what preemption could
+        ever make room for (eligibility, minimum runtimes and budgets not weighed)."""
+        key = priority, size
+        total = self._room_totals.get(key)
+        if total is None:
+            parts = {n: fit for n in self.nodes if (fit := self._room_below(n, priority) // size)}
+            self._room_parts[key] = parts
+            total = self._room_totals[key] = sum(parts.values())
+        return total
 
     def gangs(self) -> dict[GangId, Gang]:
         """Every gang with an active member; built again only for gangs that changed."""

@@ -225,47 +225,23 @@ class _Usable:
 
 @dataclass(frozen=True, slots=True)
 class _Ranking:
-    """The units on some nodes, cheapest first, and running totals along that order:
-    the GPUs they free there, and the work they lose."""
+    """Units (or pods) on some nodes, cheapest first, and running totals along that
+    order: the GPUs they free there, and the work they lose."""
 
     order: list[UnitKey]
     each: list[GpuEquivalents]
     priorities: list[int]
     freed: list[GpuEquivalents]
     lost: list[float]
-    # Node -> the priorities of the unit pods on it, lowest first, and the GPUs they hold
-    # up to each (after a leading 0): what evicting below a priority frees there.
-    on_node: dict[str, tuple[list[int], list[GpuEquivalents]]]
 
     @classmethod
-    def of(cls, ranked: list[tuple[Victim, UnitKey, GpuEquivalents]],
-           on_node: dict[str, list[tuple[int, GpuEquivalents]]]) -> _Ranking:
-        nodes = {}
-        for node, pods in on_node.items():
-            pods.sort()
-            nodes[node] = ([p for p, _ in pods],
-                           list(itertools.accumulate((g for _, g in pods), initial=0)))
-        return cls([k for _, k, _ in ranked], [f for _, _, f in ranked],
-                   [u.priority for u, _, _ in ranked],
+    def of(cls, ranked: Sequence[tuple[int, float, GpuEquivalents]],
+           order: list[UnitKey] | None = None) -> _Ranking:
+        """From (priority, work lost, GPUs freed here) cheapest first, of units named in
+        `order` (or of pods, for a glance)."""
+        return cls(order or [], [f for _, _, f in ranked], [p for p, _, _ in ranked],
                    list(itertools.accumulate(f for _, _, f in ranked)),
-                   list(itertools.accumulate(u.lost for u, _, _ in ranked)), nodes)
-
-    def could_pack(self, free_gpu: Mapping[str, GpuEquivalents], nodes: Sequence[str],
-                   priority: int, pods: int, smallest: GpuEquivalents) -> bool:
-        """Whether `pods` pods of at least `smallest` GPUs each could go on `nodes` once
-        every unit below `priority` there is gone: node by node, as GPUs spread over many
-        nodes do not make a whole one."""
-        if smallest <= 0:
-            return True
-        fit = 0
-        for n in nodes:
-            room = max(free_gpu[n], 0)
-            if (below := self.on_node.get(n)) is not None:
-                room += below[1][bisect.bisect_left(below[0], priority)]
-            fit += room // smallest
-            if fit >= pods:
-                return True
-        return False
+                   list(itertools.accumulate(lost for _, lost, _ in ranked)))
 
 
 class Preemptor:
@@ -284,6 +260,9 @@ class Preemptor:
         self._rankings: dict[tuple[object, ...], _Ranking] = {}
         # Unit -> the rankings it is in, to drop them once the unit is taken.
         self._ranked_in: dict[UnitKey, list[tuple[object, ...]]] = {}
+        # Pods of units taken, and node -> the glances that saw it.
+        self.gone: set[tuple[str, str]] = set()
+        self._glanced: dict[str, list[tuple[object, ...]]] = {}
 
     def _release(self, unit: Victim, sign: int = -1, room: _Room | None = None) -> None:
         """Free (or, with `sign` 1, take back) what the unit's pods hold, in the
@@ -390,7 +369,6 @@ class Preemptor:
         found = self._rankings.get(key)
         if found is None:
             here: dict[UnitKey, tuple[Victim, GpuEquivalents]] = {}
-            per_node: dict[str, list[tuple[int, GpuEquivalents]]] = {}
             taken, held, units = self.taken, self.held, self.units
             pods, on_node = units.cluster.pods, units.cluster.on_node
             for n in nodes:
@@ -402,11 +380,11 @@ class Preemptor:
                         continue
                     _, before = here.get(name, (unit, 0))
                     here[name] = unit, before + gpus
-                    per_node.setdefault(n, []).append((unit.priority, gpus))
-            ranked = [(u, k, f) for k, (u, f) in here.items()]
-            # Ties go by name, whatever order the pods were seen in.
-            ranked.sort(key=lambda item: (item[0].cost, item[1]))
-            found = self._rankings[key] = _Ranking.of(ranked, per_node)
+            ranked = sorted(((u, k, f) for k, (u, f) in here.items()),
+                            # Ties go by name, whatever order the pods were seen in.
+                            key=lambda item: (item[0].cost, item[1]))
+            found = self._rankings[key] = _Ranking.of(
+                [(u.priority, u.lost, f) for u, _, f in ranked], [k for _, k, _ in ranked])
             for unit_name in found.order:
                 self._ranked_in.setdefault(unit_name, []).append(key)
         return found
@@ -424,7 +402,7 @@ class Preemptor:
         fit = 0
         for n in nodes:
             room = max(free_gpu[n], 0)
-            for below, started, gpus, _ in holding.get(n, ()):
+            for below, started, gpus, _, _ in holding.get(n, ()):
                 if below >= priority:
                     break
                 if 0 < started <= young:
@@ -434,30 +412,49 @@ class Preemptor:
                 return True
         return False
 
+    def _glance(self, usable: _Usable) -> _Ranking:
+        """The pods on the nodes that could go with some unit, cheapest first, from the
+        tracked pods per node: what ranking the domains needs, without building a unit
+        (a gang's members elsewhere, budgets and deleted members are weighed only in the
+        few domains chosen exactly)."""
+        key = ("glance", *usable.key)
+        found = self._rankings.get(key)
+        if found is None:
+            units, now = self.units, self.units.now
+            young, spared, gone = units.young, units.spared, self.gone
+            holding = units.cluster.holding
+            pods = sorted(
+                (priority, gpus * (now - max(started, checkpointed or 0.0)), gpus)
+                for n in usable.nodes
+                for priority, started, gpus, pod, checkpointed in holding.get(n, ())
+                if 0 < started <= young and pod[0] not in spared and pod not in gone)
+            found = self._rankings[key] = _Ranking.of(pods)
+            for n in usable.nodes:
+                self._glanced.setdefault(n, []).append(key)
+        return found
+
     def _estimate(self, usable: _Usable, need: GpuEquivalents, queue: str, priority: int,
-                  may_preempt: bool, shape: tuple[int, GpuEquivalents]
-                  ) -> tuple[int, float] | None:
+                  may_preempt: bool) -> tuple[int, float] | None:
         """A quick lower bound of what freeing `need` GPUs on `nodes` costs: the cheapest
-        units that may go, counted by GPUs alone (no exact packing, no queue arithmetic);
-        None when even all of them are not enough, or, below its priority, could not
-        make room node by node for the gang's `shape` (pods, GPUs of the smallest)."""
+        pods that may go (units, when reclaiming), counted by GPUs alone (no packing, no
+        queue arithmetic); None when even all of them are not enough."""
         deficit = need - self.snap.free_gpus(usable.nodes)
         if deficit <= 0:
             return -(2 ** 31), 0.0
-        ranking = self._ranking(usable)
         spec = self.ledger.quotas.spec(queue)
         if self.ledger.used.get(queue, 0) + need > spec.nominal:
             # Not reclaiming: only units of lower priority may go, and ranked cheapest
             # (lowest priority) first, they come first: a search, not a walk.
             if not may_preempt:
                 return None
-            lower = bisect.bisect_left(ranking.priorities, priority)
-            enough = bisect.bisect_left(ranking.freed, deficit, 0, lower)
-            if enough == lower or not ranking.could_pack(self.snap.free_gpu, usable.nodes,
-                                                         priority, *shape):
+            glance = self._glance(usable)
+            lower = bisect.bisect_left(glance.priorities, priority)
+            enough = bisect.bisect_left(glance.freed, deficit, 0, lower)
+            if enough == lower:
                 return None
-            return ranking.priorities[enough], ranking.lost[enough]
+            return glance.priorities[enough], glance.lost[enough]
         top, lost = -(2 ** 31), 0.0
+        ranking = self._ranking(usable)
         for name, freed in zip(ranking.order, ranking.each, strict=True):
             unit = self.units.get(name)
             assert unit is not None  # ranked units are built
@@ -515,7 +512,7 @@ class Preemptor:
         best: Choice | None = None
         ranked = sorted((estimate, str(domain), domain) for domain, usable in domains.items()
                         if (estimate := self._estimate(usable, need, queue, anchor.priority,
-                                                       anchor.may_preempt, shape)) is not None)
+                                                       anchor.may_preempt)) is not None)
         for _, _, domain in ranked[:EXACT_DOMAINS]:
             found = self._in_domain(members, domains[domain], queue, need)
             if found is None or not found[0]:
@@ -533,6 +530,10 @@ class Preemptor:
             # Rankings that hold it are made again without it.
             for key in self._ranked_in.pop(taken, ()):
                 self._rankings.pop(key, None)
+            for pod in victim.pods:
+                self.gone.add(pod.key)
+                for key in self._glanced.pop(pod.node_name or "", ()):
+                    self._rankings.pop(key, None)
             self._release(victim)
             self.ledger.add(victim.queue, -victim.gpus)
             for b in self.budgets:

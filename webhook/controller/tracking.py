@@ -25,6 +25,7 @@ from webhook.controller.matching import eligible, signature
 from webhook.controller.objects import NodeInfo, PodInfo, Resources
 
 PodKey = tuple[str, str]
+Holding = tuple[int, float, GpuEquivalents, PodKey, float | None]
 
 
 def with_pod_slot(requests: Resources) -> Resources:
@@ -67,10 +68,10 @@ class Tracked:
         self.held: dict[PodKey, GpuEquivalents] = {}
         self.namespace_gpus: dict[str, GpuEquivalents] = {}
         self.on_node: dict[str, set[PodKey]] = {}
-        # Node -> (priority, start, GPUs, pod) of each pod holding GPUs there, lowest
-        # priority first: where evicting below a priority could make room, without a
-        # look at every pod.
-        self.holding: dict[str, list[tuple[int, float, GpuEquivalents, PodKey]]] = {}
+        # Node -> (priority, start, GPUs, pod, checkpoint) of each pod holding GPUs
+        # there, lowest priority first: where evicting below a priority could make room,
+        # and what it would cost, without a look at every pod.
+        self.holding: dict[str, list[Holding]] = {}
         # (priority, GPUs) -> per node, and in all, how many pods of those GPUs would fit
         # were every started pod below that priority gone: asked by preemption, kept as
         # nodes change, so a gang with no hope of room anywhere is told in one look.
@@ -127,7 +128,7 @@ class Tracked:
             self.held[key] = amount
             self.namespace_gpus[key[0]] = self.namespace_gpus.get(key[0], 0) + amount
             bisect.insort(self.holding.setdefault(node, []),
-                          (pod.priority, pod.started, amount, key))
+                          (pod.priority, pod.started, amount, key, pod.checkpointed))
 
     # --- pods ---------------------------------------------------------------------------
 
@@ -188,7 +189,7 @@ class Tracked:
             if amount:
                 self.namespace_gpus[key[0]] -= amount
                 holding = self.holding[pod.node_name]
-                holding.remove((pod.priority, pod.started, amount, key))
+                holding.remove((pod.priority, pod.started, amount, key, pod.checkpointed))
                 if not holding:
                     del self.holding[pod.node_name]
             self._touched(pod.node_name)
@@ -262,7 +263,7 @@ class Tracked:
         if node not in self.nodes:
             return 0
         room = max(self.free_gpu[node], 0)
-        for below, started, gpus, _ in self.holding.get(node, ()):
+        for below, started, gpus, _, _ in self.holding.get(node, ()):
             if below >= priority:
                 break
             if started:

@@ -99,14 +99,14 @@ def test_tracking_event_by_event_equals_tracking_what_is_left(sequence: list[Ste
     for step in sequence:
         _apply(t, pods, nodes, step)
         # Read the caches as rounds do, so later steps must keep them current.
-        t.domain_free(PODS[0], "nvidia.com/gpu.clique")
+        t.domain_rooms(PODS[0], "nvidia.com/gpu.clique")
         t.gangs()
         t.room_below(2000, 4)
     fresh = Tracked.of(nodes.values(), pods.values(), POLICY_DEFAULT)
     assert _state(t) == _state(fresh)
     anchor = PODS[0]
     for key in ("nvidia.com/gpu.clique", "kubernetes.io/hostname"):
-        assert t.domain_free(anchor, key) == fresh.domain_free(anchor, key)
+        assert t.domain_rooms(anchor, key) == fresh.domain_rooms(anchor, key)
         assert t.capacities(anchor, key) == fresh.capacities(anchor, key)
     assert t.eligible_nodes(anchor) == fresh.eligible_nodes(anchor)
     for priority, size in ((2000, 4), (1, 1), (100000, 8)):
@@ -141,7 +141,8 @@ def test_a_snapshot_asked_for_domain_totals_late_counts_what_it_took_before() ->
     snap = Snapshot(t)
     snap.take("a-n0", {GPU: 8})
     assert snap.domain_free(PODS[0], "nvidia.com/gpu.clique") == {"a": 8, "b": 16}
-    assert t.domain_free(PODS[0], "nvidia.com/gpu.clique") == {"a": 16, "b": 16}
+    assert {d: r.total for d, r in t.domain_rooms(PODS[0], "nvidia.com/gpu.clique").items()
+            } == {"a": 16, "b": 16}
 
 
 def test_counting_slices_recorded_on_pods_of_an_older_policy() -> None:

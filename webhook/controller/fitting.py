@@ -139,7 +139,13 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     # Tightest first; a gang in a busy cluster mostly fits nowhere, and then only the
     # domain with the most free GPUs is looked at closer.
     ranked = snap.ranked(anchor, topology_key)
+    rooms = snap.domain_rooms(anchor, topology_key)
+    sizes = sorted((snap.gpus(p.requests) for p in pods), reverse=True)
     for _, name in ranked[bisect.bisect_left(ranked, (need, "")):]:
+        # Enough GPUs in all is not enough: a fragmented domain is passed over at a look
+        # at its few amounts free, not a packing over its nodes.
+        if not rooms[name].could_pack(sizes):
+            continue
         placed = _pack(pods, _usable(domains[name], avoid), snap)
         if placed is not None:
             return Plan(name, placed)

@@ -33,7 +33,7 @@ from webhook.controller.gangs import GangId
 from webhook.controller.matching import signature
 from webhook.controller.objects import PodInfo
 from webhook.controller.quotas import Holdings, Ledger, Quotas
-from webhook.controller.snapshot import Snapshot, with_pod_slot
+from webhook.controller.snapshot import Room, Snapshot, with_pod_slot
 from webhook.controller.tracking import Tracked
 
 PodKey = tuple[str, str]
@@ -172,48 +172,6 @@ def _within(unit: Victim, budget: Budget, allowance: Mapping[str, int]) -> bool:
 EXACT_DOMAINS = 3
 
 
-class _Room:
-    """The free GPUs on a domain's nodes while victims are tried out: their total and how
-    many nodes have each amount free, kept as victims come and go, so testing whether
-    the gang could pack costs the few distinct amounts, not a sort of every node."""
-
-    def __init__(self, free_gpu: Mapping[str, GpuEquivalents], nodes: Sequence[str]) -> None:
-        self.nodes = frozenset(nodes)
-        self.total: GpuEquivalents = 0
-        self.counts: dict[GpuEquivalents, int] = {}
-        for n in nodes:
-            if (free := free_gpu[n]) > 0:
-                self.total += free
-                self.counts[free] = self.counts.get(free, 0) + 1
-
-    def moved(self, node: str, before: GpuEquivalents, after: GpuEquivalents) -> None:
-        if node not in self.nodes:
-            return
-        before, after = max(before, 0), max(after, 0)
-        self.total += after - before
-        if before:
-            self.counts[before] -= 1
-        if after:
-            self.counts[after] = self.counts.get(after, 0) + 1
-
-    def could_pack(self, sizes: Sequence[GpuEquivalents]) -> bool:
-        """Whether pods of `sizes` GPUs (largest first) could go on these nodes, counting
-        GPUs only: a necessary condition, cheap enough to test before packing. Each pod
-        takes the node with the most room (first fit, largest nodes first); no more than
-        one node per pod of any amount can ever be taken."""
-        left: list[GpuEquivalents] = []
-        for amount in sorted((a for a, c in self.counts.items() if c > 0), reverse=True):
-            left.extend([amount] * min(self.counts[amount], len(sizes)))
-        for size in sizes:
-            for i, room in enumerate(left):
-                if room >= size:
-                    left[i] = room - size
-                    break
-            else:
-                return False
-        return True
-
-
 @dataclass(frozen=True, slots=True)
 class _Usable:
     """A domain's nodes a preemptor may use, and what names them for the rankings: the
@@ -264,17 +222,18 @@ class Preemptor:
         self.gone: set[tuple[str, str]] = set()
         self._glanced: dict[str, list[tuple[object, ...]]] = {}
 
-    def _release(self, unit: Victim, sign: int = -1, room: _Room | None = None) -> None:
+    def _release(self, unit: Victim, sign: int = -1, room: Room | None = None,
+                 here: Collection[str] = ()) -> None:
         """Free (or, with `sign` 1, take back) what the unit's pods hold, in the
-        snapshot, and in the `room` being tried."""
+        snapshot, and in the `room` of the nodes `here` being tried."""
         free_gpu = self.snap.free_gpu
         for pod in unit.pods:
             node = pod.node_name
             if pod.key in self.held and node in self.snap.free:
                 before = free_gpu[node]
                 self.snap.take(node, {k: sign * v for k, v in with_pod_slot(pod.requests).items()})
-                if room is not None:
-                    room.moved(node, before, free_gpu[node])
+                if room is not None and node in here:
+                    room.moved(before, free_gpu[node])
 
     def _allowed(self, unit: Victim | None, queue: str, priority: int, may_preempt: bool,
                  reclaiming: bool, released: Mapping[str, GpuEquivalents]) -> Victim | None:
@@ -295,7 +254,7 @@ class Preemptor:
         return None
 
     def _fits(self, members: Sequence[PodInfo], nodes: Sequence[str], queue: str,
-              need: GpuEquivalents, room: _Room, released: Mapping[str, GpuEquivalents]
+              need: GpuEquivalents, room: Room, released: Mapping[str, GpuEquivalents]
               ) -> Plan | None:
         """Where the gang goes on `nodes`, whose free GPUs `room` keeps, or None."""
         if room.total < need or self.ledger.admissible(queue, need, released) is not None:
@@ -320,7 +279,8 @@ class Preemptor:
         plan: Plan | None = None
         # Free GPUs on the domain's nodes, kept as victims come and go: looking at every
         # node afresh per victim made planning quadratic on a domain of thousands.
-        room = _Room(self.snap.free_gpu, nodes)
+        here = frozenset(nodes)
+        room = Room(self.snap.free_gpu[n] for n in nodes)
         try:
             for k in keys:
                 unit = self._allowed(self.units.get(k), queue, anchor.priority,
@@ -328,17 +288,17 @@ class Preemptor:
                 if unit is None or not self._budgets_allow(unit, spent):
                     continue
                 chosen.append(unit)
-                self._take(unit, released, spent, room)
+                self._take(unit, released, spent, room, here)
                 plan = self._fits(members, nodes, queue, need, room, released)
                 if plan is not None:
                     break
             if plan is None:
                 return None
             for unit in sorted(chosen, key=lambda u: u.cost, reverse=True):
-                self._give_back(unit, released, spent, room)
+                self._give_back(unit, released, spent, room, here)
                 trimmed = self._fits(members, nodes, queue, need, room, released)
                 if trimmed is None:
-                    self._take(unit, released, spent, room)
+                    self._take(unit, released, spent, room, here)
                 else:
                     chosen.remove(unit)
                     plan = trimmed
@@ -471,15 +431,15 @@ class Preemptor:
                    <= self.allowance[b.name] for b in self.budgets)
 
     def _take(self, unit: Victim, released: dict[str, GpuEquivalents], spent: dict[str, int],
-              room: _Room) -> None:
-        self._release(unit, room=room)
+              room: Room, here: Collection[str]) -> None:
+        self._release(unit, room=room, here=here)
         released[unit.queue] = released.get(unit.queue, 0) + unit.gpus
         for b in self.budgets:
             spent[b.name] = spent.get(b.name, 0) + sum(1 for p in unit.pods if p.key in b.pods)
 
     def _give_back(self, unit: Victim, released: dict[str, GpuEquivalents],
-                   spent: dict[str, int], room: _Room) -> None:
-        self._release(unit, sign=1, room=room)
+                   spent: dict[str, int], room: Room, here: Collection[str]) -> None:
+        self._release(unit, sign=1, room=room, here=here)
         released[unit.queue] -= unit.gpus
         for b in self.budgets:
             spent[b.name] -= sum(1 for p in unit.pods if p.key in b.pods)

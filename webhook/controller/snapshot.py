@@ -12,9 +12,9 @@ from typing import Any
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.matching import signature
 from webhook.controller.objects import PodInfo, Resources
-from webhook.controller.tracking import Tracked, with_pod_slot
+from webhook.controller.tracking import Room, Tracked, with_pod_slot
 
-__all__ = ["Snapshot", "fits", "with_pod_slot"]
+__all__ = ["Room", "Snapshot", "fits", "with_pod_slot"]
 
 
 def fits(free: Resources, requests: Resources) -> bool:
@@ -46,7 +46,7 @@ class Snapshot:
         self.eligible_nodes = cluster.eligible_nodes
         self.eligible_set = cluster.eligible_set
         self.domains = cluster.domains
-        self._domain_free: dict[tuple[Any, ...], dict[str, GpuEquivalents]] = {}
+        self._domain_rooms: dict[tuple[Any, ...], dict[str, Room]] = {}
         self._ranked: dict[tuple[Any, ...], list[tuple[GpuEquivalents, str]]] = {}
 
     def take(self, node: str, requests: Resources) -> None:
@@ -56,28 +56,33 @@ class Snapshot:
             self._copied.add(node)
         for k, v in requests.items():
             free[k] = free.get(k, 0) - v
-        before = max(self.free_gpu[node], 0)
-        self.free_gpu[node] = self.gpus(free)
-        # Keep the per-domain totals in step: ranking domains then costs one sort, not a
-        # sum over every node, per gang; and none while nothing is taken.
-        delta = max(self.free_gpu[node], 0) - before
-        if delta:
-            self.cluster.domain_totals_moved(self._domain_free, node, delta)
+        before = self.free_gpu[node]
+        self.free_gpu[node] = after = self.gpus(free)
+        # Keep the domains' rooms in step: ranking domains then costs one sort, not a sum
+        # over every node, per gang; and none while nothing is taken.
+        if max(before, 0) != max(after, 0):
+            self.cluster.domain_rooms_moved(self._domain_rooms, node, before, after)
             self._ranked.clear()
 
-    def domain_free(self, pod: PodInfo, topology_key: str) -> dict[str, GpuEquivalents]:
-        """Free GPUs per domain, over the pod's eligible nodes; kept current by `take`."""
+    def domain_rooms(self, pod: PodInfo, topology_key: str) -> dict[str, Room]:
+        """The free GPUs of each domain, over the pod's eligible nodes; kept current by
+        `take`."""
         key = (signature(pod), topology_key)
-        found = self._domain_free.get(key)
+        found = self._domain_rooms.get(key)
         if found is None:
-            found = self._domain_free[key] = dict(self.cluster.domain_free(pod, topology_key))
+            found = self._domain_rooms[key] = {
+                name: room.copy()
+                for name, room in self.cluster.domain_rooms(pod, topology_key).items()}
             # What this round took before it asked.
             cluster_gpu = self.cluster.free_gpu
             for node in self._copied:
-                self.cluster.domain_totals_moved(
-                    {key: found}, node,
-                    max(self.free_gpu[node], 0) - max(cluster_gpu[node], 0))
+                self.cluster.domain_rooms_moved({key: found}, node, cluster_gpu[node],
+                                                self.free_gpu[node])
         return found
+
+    def domain_free(self, pod: PodInfo, topology_key: str) -> dict[str, GpuEquivalents]:
+        """Free GPUs per domain, over the pod's eligible nodes."""
+        return {name: room.total for name, room in self.domain_rooms(pod, topology_key).items()}
 
     def ranked(self, pod: PodInfo, topology_key: str) -> list[tuple[GpuEquivalents, str]]:
         """(free GPUs, domain), fewest free first: gangs that fit nowhere, one after the

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from webhook.accelerators import Accelerators, GpuEquivalents
@@ -26,6 +26,61 @@ from webhook.controller.objects import NodeInfo, PodInfo, Resources
 
 PodKey = tuple[str, str]
 Holding = tuple[int, float, GpuEquivalents, PodKey, float | None]
+
+
+class Room:
+    """Free GPUs on a set of nodes: their total, and how many nodes have each amount
+    free. Kept as nodes change, it tells whether a gang could pack there in a look at
+    the few distinct amounts, not at every node."""
+
+    __slots__ = ("counts", "total")
+
+    def __init__(self, free: Iterable[GpuEquivalents] = ()) -> None:
+        self.total: GpuEquivalents = 0
+        self.counts: dict[GpuEquivalents, int] = {}
+        for amount in free:
+            if amount > 0:
+                self.total += amount
+                self.counts[amount] = self.counts.get(amount, 0) + 1
+
+    def copy(self) -> Room:
+        room = Room()
+        room.total, room.counts = self.total, dict(self.counts)
+        return room
+
+    def moved(self, before: GpuEquivalents, after: GpuEquivalents) -> None:
+        """A node of the set went from `before` free GPUs to `after`."""
+        before, after = max(before, 0), max(after, 0)
+        if before == after:
+            return
+        self.total += after - before
+        if before:
+            self.counts[before] -= 1
+        if after:
+            self.counts[after] = self.counts.get(after, 0) + 1
+
+    def could_pack(self, sizes: Sequence[GpuEquivalents]) -> bool:
+        """Whether pods of `sizes` GPUs (largest first) could go on these nodes, counting
+        GPUs only: a necessary condition. Each pod takes the first node with room, most
+        free first; no pod ever needs more than one node of any amount per pod."""
+        left: list[GpuEquivalents] = []
+        for amount in sorted((a for a, c in self.counts.items() if c > 0), reverse=True):
+            left.extend([amount] * min(self.counts[amount], len(sizes)))
+        for size in sizes:
+            for i, room in enumerate(left):
+                if room >= size:
+                    left[i] = room - size
+                    break
+            else:
+                return False
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Room) and (self.total, {a: c for a, c in self.counts.items()
+                                                         if c}) == \
+            (other.total, {a: c for a, c in other.counts.items() if c})
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def with_pod_slot(requests: Resources) -> Resources:
@@ -89,7 +144,7 @@ class Tracked:
         self._eligible_sets: dict[tuple[Any, ...], frozenset[str]] = {}
         self._domains: dict[tuple[Any, ...], dict[str, list[str]]] = {}
         self._capacities: dict[tuple[Any, ...], list[tuple[GpuEquivalents, GpuEquivalents]]] = {}
-        self._domain_free: dict[tuple[Any, ...], dict[str, GpuEquivalents]] = {}
+        self._domain_rooms: dict[tuple[Any, ...], dict[str, Room]] = {}
 
     @classmethod
     def of(cls, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
@@ -113,7 +168,7 @@ class Tracked:
         self.accelerators = self._policy.including(n for n, c in self._recorded.items() if c)
         self.gpus = gpus = self.accelerators.count
         self.free_gpu = {n: gpus(free) for n, free in self.free.items()}
-        self._domain_free.clear()
+        self._domain_rooms.clear()
         self.capacity = sum(gpus(n.allocatable) for n in self.nodes.values() if n.ready)
         self.held, self.namespace_gpus, self.holding = {}, {}, {}
         for pod in self.pods.values():
@@ -222,7 +277,7 @@ class Tracked:
                 free[k] = free.get(k, 0) - sign * v
             before = self.free_gpu[node]
             self.free_gpu[node] = after = self.gpus(free)
-            self.domain_totals_moved(self._domain_free, node, max(after, 0) - max(before, 0))
+            self.domain_rooms_moved(self._domain_rooms, node, before, after)
 
     # --- nodes --------------------------------------------------------------------------
 
@@ -257,7 +312,7 @@ class Tracked:
         self._eligible_sets.clear()
         self._domains.clear()
         self._capacities.clear()
-        self._domain_free.clear()
+        self._domain_rooms.clear()
 
     def _room_below(self, node: str, priority: int) -> GpuEquivalents:
         if node not in self.nodes:
@@ -348,29 +403,29 @@ class Tracked:
             self._domains[key] = found
         return found
 
-    def domain_free(self, pod: PodInfo, topology_key: str) -> dict[str, GpuEquivalents]:
-        """Free GPUs per domain over the pod's eligible nodes, kept current as pods come
-        and go (a round copies it: summing every node per round was most of a round in a
-        simulation of thousands of nodes)."""
+    def domain_rooms(self, pod: PodInfo, topology_key: str) -> dict[str, Room]:
+        """The free GPUs of each domain over the pod's eligible nodes, kept current as
+        pods come and go (a round copies what it reads: summing every node per round was
+        most of a round in a simulation of thousands of nodes)."""
         key = (signature(pod), topology_key)
-        found = self._domain_free.get(key)
+        found = self._domain_rooms.get(key)
         if found is None:
             free_gpu = self.free_gpu
-            found = self._domain_free[key] = {
-                name: sum(max(free_gpu[n], 0) for n in nodes)
+            found = self._domain_rooms[key] = {
+                name: Room(free_gpu[n] for n in nodes)
                 for name, nodes in self.domains(pod, topology_key).items()}
         return found
 
-    def domain_totals_moved(self, totals: dict[tuple[Any, ...], dict[str, GpuEquivalents]],
-                            node: str, delta: GpuEquivalents) -> None:
-        """Add `delta` free GPUs on `node` to the per-domain `totals` it counts in."""
-        if not delta:
+    def domain_rooms_moved(self, rooms: dict[tuple[Any, ...], dict[str, Room]], node: str,
+                           before: GpuEquivalents, after: GpuEquivalents) -> None:
+        """`node` went from `before` free GPUs to `after`, in the domain `rooms` it is in."""
+        if max(before, 0) == max(after, 0):
             return
         labels = self.nodes[node].labels
-        for (sig, key), by_domain in totals.items():
+        for (sig, key), by_domain in rooms.items():
             value = labels.get(key)
             if value is not None and node in self.eligible_sets_by(sig):
-                by_domain[value] += delta
+                by_domain[value].moved(before, after)
 
     def capacities(self, pod: PodInfo, topology_key: str | None
                    ) -> list[tuple[GpuEquivalents, GpuEquivalents]]:

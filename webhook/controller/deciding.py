@@ -188,7 +188,8 @@ class _Round:
         # Joiners complete a gang that already holds its share: no quota stops them.
         over = None if started else self.queues.over_quota(gang, members)
         if isinstance(outcome, NoFit) or over is not None:
-            return [*actions, *self._blocked(gang, members, size, outcome, over, avoid)]
+            return [*actions, *self._blocked(gang, members, size, outcome, over, avoid,
+                                             hold is not None)]
         reserve(outcome, members, snap)
         self.queues.admitted(gang, members)
         record = Record(outcome.domain, key if outcome.domain else None,
@@ -202,10 +203,12 @@ class _Round:
                                 _joining_note(gang, size) if started else "", nominate)]
 
     def _blocked(self, gang: Gang, members: list[PodInfo], size: int, outcome: Plan | NoFit,
-                 over: str | None, avoid: set[str]) -> list[Action]:
+                 over: str | None, avoid: set[str], holding: bool) -> list[Action]:
         """A gang that does not fit, physically or in its quota: it preempts when it may
-        and victims exist; else it waits, and the first such gang heads the queue."""
-        if not gang.started and self.queues.may_preempt(members):
+        and victims exist; else it waits, and the first such gang heads the queue. A gang
+        whose victims are going (`holding`) waits for them: the watch may not have told
+        of every deletion yet, and preempting again would evict more than it needs."""
+        if not gang.started and not holding and self.queues.may_preempt(members):
             preempt = self.queues.preempt(gang, members, avoid)
             if preempt is not None:
                 self.queue.did_not_fit(gang, NoFit(""))  # strict order waits behind it

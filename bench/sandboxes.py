@@ -70,8 +70,7 @@ def load() -> str:
 
 
 @contextlib.contextmanager
-def sandbox(state_dir: Path, nodes: int, policies: Path = POLICIES, *extra: str
-            ) -> Iterator[Sandbox]:
+def sandbox(state_dir: Path, nodes: int, policies: Path = POLICIES) -> Iterator[Sandbox]:
     """`airlock sandbox up --nodes N` in `state_dir`; `down` on the way out, whatever
     happened. Its progress lines go to stderr, as they do for a person."""
     airlock = [sys.executable, "-m", "webhook", "sandbox"]
@@ -79,7 +78,7 @@ def sandbox(state_dir: Path, nodes: int, policies: Path = POLICIES, *extra: str
     started = time.monotonic()
     try:
         up = subprocess.run([*airlock, "up", *where, "--nodes", str(nodes),
-                             "--policies", str(policies), *extra],
+                             "--policies", str(policies)],
                             stdout=subprocess.DEVNULL, check=False)
         if up.returncode != 0:
             raise RuntimeError(f"airlock sandbox up --nodes {nodes} failed (exit "

@@ -12,28 +12,54 @@ Times are the process's CPU time, not wall time: on a shared machine the wall cl
 measures the neighbours as much as the code.
 
     .venv/bin/python -m bench.preemption_bench [--nodes 5000] [--gangs 200] [--rounds 20]
-        [--singles 0]
+        [--singles 0] [--first-plans 50]
+
+With --sandbox, instead, on `airlock sandbox up` (KWOK ending deleted pods as a kubelet
+would): scavenger Jobs hold every GPU, then training gangs that must preempt are created
+one after another, under a policy the benchmark adds (preemption at once, no minimum
+run time) and victims with a 0 s grace period. For each gang, from its last member
+created: the preemption recorded, the victims gone, the gates lifted, all bound, all
+Running; p50/p99 over the gangs (goal: Running p99 <= 3 s).
+
+    .venv/bin/python -m bench.preemption_bench --sandbox [--sandbox-nodes 32] [--gangs 20]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import gc
+import json
 import random
 import statistics
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
+from kubernetes_asyncio import client
+
 from bench.controller_bench import GPU, gang_pods, pct
-from tests.builders import queued
+from bench.sandboxes import (
+    PodClock,
+    create,
+    job,
+    load,
+    pod_template,
+    policies_with,
+    sandbox,
+)
+from tests.builders import gang_pod, policy_yaml, queued
 from webhook.controller.deciding import POLICY_DEFAULT, QueueState, decide
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.preempting import Candidates, PreemptionSettings, Preemptor
 from webhook.controller.quotas import Ledger, Quotas
 from webhook.controller.snapshot import Snapshot
 from webhook.controller.tracking import Tracked
-from webhook.keys import GANG_LABEL
+from webhook.keys import GANG_LABEL, PREEMPTION_ANNOTATION
+from webhook.sandbox import wiring
+from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.nodes import Shape, topology
 
 NOW = time.time()
@@ -93,17 +119,126 @@ def waiting(count: int, rng: random.Random) -> list[PodInfo]:
 def singles(count: int) -> list[PodInfo]:
     return [queued(f"scav{i}", 1, ns="scavenge", preemptionPolicy="Never")
             for i in range(count)]
+# --- on the sandbox ----------------------------------------------------------------------
+
+# Preemption as soon as a gang is complete, of pods however young: the benchmark times
+# the path, not the policy's patience.
+AT_ONCE = policy_yaml("bench-preempt-at-once",
+                      {"preemption": {"delay": "0", "minRuntime": "0"}})
+# From the last member created: the preemption recorded on the gang, every victim marked
+# for deletion (the controller's writes), the gates lifted (its next round), every victim
+# gone (KWOK, as a kubelet, ends them), every member bound (kube-scheduler), Running (KWOK).
+STEPS = ("recorded", "victims deleting", "gates lifted", "victims gone", "bound", "Running")
+
+
+def scavengers(nodes: int) -> list[dict[str, Any]]:
+    """Batch sweeps holding every GPU: half of them in 1-GPU pods, half in 8-GPU pods;
+    their pods end at once when deleted (a 0 s grace period)."""
+    return [job("sweep-small", "scavenge", nodes * 4, pod_template(
+                "sweep-small", image="ghcr.io/acme/sweep:1.0", gpus=1, grace=0)),
+            job("sweep-whole", "scavenge", nodes // 2, pod_template(
+                "sweep-whole", image="ghcr.io/acme/sweep:1.0", gpus=8, grace=0))]
+
+
+def _free_nodes(pods: PodClock, nodes: int) -> int:
+    """Nodes on which no scavenger pod holds a GPU."""
+    return nodes - len({m.obj["spec"]["nodeName"] for m in pods.alive("scavenge")
+                        if m.obj["spec"].get("nodeName") and m.gpus()})
+
+
+def _settled(pods: PodClock, nodes: int, size: int) -> bool:
+    """Nothing on its way (every scavenger pod gated or Running), no event for a second,
+    no training pod left, and fewer than `size` whole nodes free: a gang of `size` must
+    preempt."""
+    quiet = time.monotonic() - pods.last_change >= 1.0
+    moving = any(m.ungated is not None and m.running is None
+                 for m in pods.alive("scavenge"))
+    return (quiet and not moving and not pods.alive("train")
+            and _free_nodes(pods, nodes) < size)
+
+
+async def _preempting(api: client.ApiClient, nodes: int, gangs: int, size: int
+                      ) -> dict[str, list[float]]:
+    for ns in ("scavenge", "train"):
+        await wiring.create_namespace(api, ns)
+    core = client.CoreV1Api(api)
+    steps: dict[str, list[float]] = {s: [] for s in STEPS}
+    victim_counts = []
+    # One watch over every pod: its events come in the apiserver's order, so a victim's
+    # deletion and the preemptor's binding are timed on the same clock.
+    async with PodClock(api).running() as pods:
+        for obj in scavengers(nodes):
+            await create(api, obj)
+        for g in range(gangs):
+            await pods.until(lambda: _settled(pods, nodes, size), 300,
+                             "scavengers holding the GPUs")
+            name = f"train-{g}"
+            await asyncio.gather(*(core.create_namespaced_pod("train", body=gang_pod(
+                name, i, size)) for i in range(size)))
+            last = time.monotonic()
+            times = await pods.gang_running("train", name, size, 120)
+            anchor = next((t for t in times if PREEMPTION_ANNOTATION in t.annotated), None)
+            if anchor is None:
+                raise RuntimeError(f"gang {name} ran without preempting: the scavengers "
+                                   "did not hold enough GPUs")
+            record = json.loads(anchor.obj["metadata"]["annotations"][PREEMPTION_ANNOTATION])
+            gone = [pods.pods[v] for v in record["victims"]]
+            victim_counts.append(len(gone))
+            moments = (anchor.annotated[PREEMPTION_ANNOTATION],
+                       max(v.deleting or v.gone or last for v in gone),
+                       max(t.ungated or last for t in times),
+                       max(v.gone or last for v in gone),
+                       max(t.bound or last for t in times),
+                       max(t.running or last for t in times))
+            for step, at in zip(STEPS, moments, strict=True):
+                steps[step].append(at - last)
+            await core.delete_collection_namespaced_pod("train", grace_period_seconds=0)
+    print(f"  {gangs} gangs of {size} pods x 8 GPUs, each evicting "
+          f"{min(victim_counts)}-{max(victim_counts)} scavenger pods "
+          f"(median {statistics.median(victim_counts):g}); {load()}")
+    return steps
+
+
+def on_sandbox(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        policies = policies_with(Path(tmp) / "policies", "90-bench-preempt-at-once.yaml",
+                                 AT_ONCE)
+        with sandbox(Path(tmp) / "sandbox", args.sandbox_nodes, policies) as sbx:
+            print(f"on `airlock sandbox up --nodes {args.sandbox_nodes}` (domains of 4 "
+                  f"nodes of 8 GPUs), preemption at once, victims' grace period 0 s:")
+
+            async def run() -> dict[str, list[float]]:
+                async with await from_kubeconfig(sbx.kubeconfig) as api:
+                    return await _preempting(api, args.sandbox_nodes, args.gangs,
+                                             args.gang_size)
+
+            steps = asyncio.run(run())
+    for step, values in steps.items():
+        print(f"  last member created -> {step}: p50 {statistics.median(values):.2f} s, "
+              f"p99 {pct(values, 0.99):.2f} s, max {max(values):.2f} s")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--gangs", type=int, default=200)
+    parser.add_argument("--gangs", type=int, default=None,
+                        help="waiting gangs (default 200); with --sandbox, gangs timed "
+                             "(default 20)")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--first-plans", type=int, default=50,
                         help="gangs planned each as the first of a round")
     parser.add_argument("--singles", type=int, default=0)
+    parser.add_argument("--sandbox", action="store_true",
+                        help="instead: on the sandbox, time gangs that preempt to Running")
+    parser.add_argument("--sandbox-nodes", type=int, default=32)
+    parser.add_argument("--gang-size", type=int, default=4,
+                        help="with --sandbox: pods of 8 GPUs per gang (a domain holds 4)")
     args = parser.parse_args()
+    if args.sandbox:
+        args.gangs = args.gangs or 20
+        on_sandbox(args)
+        return 0
+    args.gangs = args.gangs or 200
     rng = random.Random(5)
     nodes, running = full_cluster(args.nodes, rng)
     gangs = waiting(args.gangs, rng)

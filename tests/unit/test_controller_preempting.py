@@ -440,3 +440,23 @@ def test_victims_this_controller_deleted_are_not_evicted_twice() -> None:
     state = QueueState(deleted=frozenset(p.uid for p in busy))
     assert not preempts(decide(tracked(nodes, busy + _recorded(2, record)), {}, NOW, state=state))
     assert preempts(decide(tracked(nodes, busy + _recorded(2, record)), {}, NOW))
+
+
+def test_a_preemptor_waits_for_its_victims_and_evicts_nobody_else() -> None:
+    # Every node is full. The recorded victims (domain a) were deleted, but the watch
+    # still shows them running: the gang waits for them rather than evict domain b too.
+    nodes = cluster({"a": 2, "b": 2})
+    busy, others = (
+        [dataclasses.replace(p, uid=f"uid-{p.name}") for p in running(name, hosts)]
+        for name, hosts in (("s", ["a-n0", "a-n1"]), ("t", ["b-n0", "b-n1"])))
+    record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
+                              ("a-n0", "a-n1"), NOW - 1)
+    state = QueueState(deleted=frozenset(p.uid for p in busy),
+                       preemption=PreemptionSettings(delay=0, min_runtime=0))
+    actions = decide(tracked(nodes, busy + others + _recorded(2, record)), {}, NOW, state=state)
+    assert not preempts(actions)
+    assert "train" in waits(actions)
+    # Once the watch shows them gone, the gang goes into the room they left.
+    assert admitted(decide(tracked(nodes, others + _recorded(2, record)), {}, NOW, state=state)) \
+        == {"train": "a"}
+

@@ -203,7 +203,7 @@ class _Round:
         over = None if started else self.queues.over_quota(gang, members)
         if isinstance(outcome, NoFit) or over is not None:
             return [*actions, *self._blocked(gang, members, size, outcome, over, avoid,
-                                             fresh=known is None)]
+                                             fresh=known is None, holding=hold is not None)]
         reserve(outcome, members, snap)
         self.queues.admitted(gang, members)
         record = Record(outcome.domain, key if outcome.domain else None,
@@ -217,9 +217,12 @@ class _Round:
                                 _joining_note(gang, size) if started else "", nominate)]
 
     def _blocked(self, gang: Gang, members: list[PodInfo], size: int, outcome: Plan | NoFit,
-                 over: str | None, avoid: set[str], fresh: bool = True) -> list[Action]:
+                 over: str | None, avoid: set[str], fresh: bool = True, holding: bool = False
+                 ) -> list[Action]:
         """A gang that does not fit, physically or in its quota: it preempts when it may
-        and victims exist; else it waits, and the first such gang heads the queue."""
+        and victims exist; else it waits, and the first such gang heads the queue. A gang
+        whose victims are going (`holding`) waits for them: the watch may not have told
+        of every deletion yet, and preempting again would evict more than it needs."""
         if gang.single:
             present = ""
         elif gang.started:
@@ -231,7 +234,7 @@ class _Round:
             # and no eviction makes it fit.
             return [Wait(gang.id, tuple(members), "Waiting", f"{present}{outcome.reason}",
                          warning=True)]
-        if not gang.started and self.queues.may_preempt(members):
+        if not gang.started and not holding and self.queues.may_preempt(members):
             preempt = self.queues.preempt(gang, members, avoid)
             if preempt is not None:
                 self.queue.did_not_fit(gang, NoFit(""))  # strict order waits behind it

@@ -29,6 +29,7 @@ from webhook.sandbox.gobuilding import BuildError, cache_root
 from webhook.sandbox.nodes import (
     BLOCK_LABEL,
     CLIQUE_LABEL,
+    NodeTimes,
     Shape,
     create_nodes,
     lease_seconds,
@@ -70,13 +71,13 @@ def _alive(pid: int) -> bool:
 
 
 async def _wire(plane: ControlPlane, hook_url: str, ca: bytes, shape: Shape,
-                policies: Path) -> Path:
+                policies: Path) -> tuple[Path, NodeTimes]:
     async with await from_kubeconfig(plane.admin_kubeconfig) as api:
         await wiring.create_priority_classes(api, load_policy(policies))
-        await create_nodes(api, topology(shape))
+        times = await create_nodes(api, topology(shape))
         await wiring.apply_webhook_configurations(api, wiring.webhook_configurations(hook_url, ca))
-        return await wiring.controller_kubeconfig(api, plane.url, plane.ca_file,
-                                                  plane.workdir / "controller.kubeconfig")
+        return await wiring.controller_kubeconfig(
+            api, plane.url, plane.ca_file, plane.workdir / "controller.kubeconfig"), times
 
 
 def _pids(state: dict[str, Any]) -> list[int]:
@@ -143,10 +144,8 @@ def up(args: argparse.Namespace) -> int:
                                        "pid": hook.running.process.pid,
                                        "log": str(hook.running.log)})
             _write_state(state_dir, state)
-            nodes_started = time.monotonic()
-            controller_kubeconfig = asyncio.run(
+            controller_kubeconfig, times = asyncio.run(
                 _wire(plane, hook.url, hook.certs.ca.read_bytes(), shape, args.policies))
-            nodes_seconds = time.monotonic() - nodes_started
             controller = start_controller(state_dir, controller_kubeconfig, args.policies,
                                           detached=True)
             state["processes"].append({"name": "airlock-controller",
@@ -172,9 +171,10 @@ def up(args: argparse.Namespace) -> int:
             return 1
     mig = ", ".join(f"{p}={n}" for p, n in shape.mig)
     print(f"{shape.nodes} fake GPU nodes ({shape.gpus_per_node} GPUs each)"
-          f"{f' and {shape.mig_nodes} MIG nodes ({mig} each)' if mig else ''} Ready under "
-          f"KWOK in {nodes_seconds:.1f}s, webhook at {hook.url}, controller running; logs "
-          f"in {state_dir}", file=sys.stderr)
+          f"{f' and {shape.mig_nodes} MIG nodes ({mig} each)' if mig else ''} schedulable "
+          f"in {times.schedulable:.1f}s (created {times.created:.1f}s, all Ready under KWOK "
+          f"{times.ready:.1f}s), webhook at {hook.url}, controller running; logs in "
+          f"{state_dir}", file=sys.stderr)
     print(f"sandbox up in {time.monotonic() - built:.1f}s "
           f"({time.monotonic() - started:.1f}s with the binary check)", file=sys.stderr)
     print(f"kubeconfig: {plane.admin_kubeconfig}")

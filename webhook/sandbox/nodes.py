@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from kubernetes_asyncio import client
+
+from webhook.controller.raw import json_of
 
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 BLOCK_LABEL = "cloud.google.com/gce-topology-block"
@@ -43,8 +46,11 @@ def node_manifest(name: str, gpus: int, labels: dict[str, str], product: str,
     resources = {"cpu": "96", "memory": "1024Gi", "pods": "110", GPU: str(gpus)}
     return {
         "apiVersion": "v1", "kind": "Node",
+        # The labels a kubelet registers a node with, the deprecated beta ones too: without
+        # them kube-controller-manager adds them, a read and a write more per node.
         "metadata": {"name": name, "annotations": dict([KWOK_NODE]), "labels": {
             HOST_LABEL: name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+            "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
             "nvidia.com/gpu.product": product, "nvidia.com/gpu.count": str(gpus), **labels}},
         "spec": {"taints": [{"key": GPU, "value": "present", "effect": "NoSchedule"}]
                  if taint else []},
@@ -100,14 +106,17 @@ def mig_node(name: str, profiles: tuple[tuple[str, int], ...], product: str, tai
     return manifest
 
 
+def ready(node: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or [])
+
+
 def schedulable(node: dict[str, Any]) -> bool:
     """Ready, and rid of the not-ready taint that TaintNodesByCondition put on at creation
     (kube-controller-manager lifts it once KWOK reports the node Ready)."""
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                for c in (node.get("status") or {}).get("conditions") or [])
     tainted = any(t.get("key") == NOT_READY_TAINT
                   for t in (node.get("spec") or {}).get("taints") or [])
-    return ready and not tainted
+    return ready(node) and not tainted
 
 
 def lease_seconds(nodes: int) -> int:
@@ -117,8 +126,18 @@ def lease_seconds(nodes: int) -> int:
     return max(40, nodes // 10)
 
 
+@dataclass(frozen=True, slots=True)
+class NodeTimes:
+    """Seconds from the start of `create_nodes`: every node created, every node Ready
+    (KWOK), every node schedulable (kube-controller-manager lifted the taint)."""
+
+    created: float
+    ready: float
+    schedulable: float
+
+
 async def create_nodes(api: client.ApiClient, nodes: list[dict[str, Any]],
-                       concurrency: int = 32, within: float | None = None) -> None:
+                       concurrency: int = 32, within: float | None = None) -> NodeTimes:
     """Create the nodes and return once every one is schedulable (by default within
     two minutes, and a fifth of a second more per node: 5,000 took over 10 minutes on 2
     cores shared with other work). Creating 5,000 took 87 s 16 at
@@ -126,30 +145,56 @@ async def create_nodes(api: client.ApiClient, nodes: list[dict[str, Any]],
     sets the pace."""
     core = client.CoreV1Api(api)
     limit = asyncio.Semaphore(concurrency)
+    started = time.monotonic()
 
     async def one(node: dict[str, Any]) -> None:
         async with limit:
-            await core.create_node(body=node)
+            # Read raw: the client's model objects cost more than the request here.
+            await json_of(await core.create_node(body=node, _preload_content=False))
 
     await asyncio.gather(*(one(n) for n in nodes))
-    waiting = {n["metadata"]["name"] for n in nodes}
+    created = time.monotonic() - started
+    names = {n["metadata"]["name"] for n in nodes}
     limit_s = within if within is not None else 120 + len(nodes) / 5
+    clock = _Readiness(set(names), set(names), time.monotonic())
     try:
-        await asyncio.wait_for(_schedulable(core, waiting), limit_s)
+        await asyncio.wait_for(_schedulable(core, clock), limit_s)
     except TimeoutError:
         raise RuntimeError(
-            f"{len(waiting)} of {len(nodes)} fake nodes not Ready (by KWOK) and rid of the "
-            f"not-ready taint (by kube-controller-manager) after {limit_s:.0f}s") from None
+            f"{len(clock.not_schedulable)} of {len(nodes)} fake nodes not Ready (by KWOK) "
+            f"and rid of the not-ready taint (by kube-controller-manager) after "
+            f"{limit_s:.0f}s ({len(clock.not_ready)} not Ready)") from None
+    return NodeTimes(created, clock.ready_at - started, time.monotonic() - started)
 
 
-async def _schedulable(core: client.CoreV1Api, waiting: set[str]) -> None:
-    """A list, then a watch, until every node in `waiting` (emptied as they come) is
-    schedulable: polling a list of 5,000 nodes would move megabytes a time. A watch that
-    ends or expires (an ERROR event) is followed by a fresh list."""
+@dataclass
+class _Readiness:
+    """The nodes not yet Ready and not yet schedulable, and when the last one became
+    Ready."""
+
+    not_ready: set[str]
+    not_schedulable: set[str]
+    ready_at: float
+
+    def see(self, node: dict[str, Any]) -> None:
+        name = node["metadata"]["name"]
+        if name in self.not_ready and ready(node):
+            self.not_ready.discard(name)
+            if not self.not_ready:
+                self.ready_at = time.monotonic()
+        if schedulable(node):
+            self.not_schedulable.discard(name)
+
+
+async def _schedulable(core: client.CoreV1Api, clock: _Readiness) -> None:
+    """A list, then a watch, until every node is schedulable: polling a list of 5,000
+    nodes would move megabytes a time. A watch that ends or expires (an ERROR event) is
+    followed by a fresh list."""
     while True:
         listed = await (await core.list_node(_preload_content=False)).json()
-        waiting -= {n["metadata"]["name"] for n in listed["items"] if schedulable(n)}
-        if not waiting:
+        for n in listed["items"]:
+            clock.see(n)
+        if not clock.not_schedulable:
             return
         response = await core.list_node(
             watch=True, resource_version=listed["metadata"]["resourceVersion"],
@@ -161,7 +206,6 @@ async def _schedulable(core: client.CoreV1Api, waiting: set[str]) -> None:
                 event = orjson.loads(line)
                 if event["type"] == "ERROR":
                     break
-                if schedulable(event["object"]):
-                    waiting.discard(event["object"]["metadata"]["name"])
-                    if not waiting:
-                        return
+                clock.see(event["object"])
+                if not clock.not_schedulable:
+                    return

@@ -86,9 +86,18 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def ready_nodes(node_count: int) -> list[NodeInfo]:
+    """The sandbox's GPU nodes in NVLink domains of 8, Ready as KWOK would report them
+    (the pure benchmarks have no KWOK: without the condition no node is eligible)."""
+    raw_nodes = topology(Shape(nodes=node_count, nodes_per_domain=8, domains_per_block=4,
+                               taint_gpus=False))
+    for raw in raw_nodes:
+        raw.setdefault("status", {})["conditions"] = [{"type": "Ready", "status": "True"}]
+    return [NodeInfo.parse(n) for n in raw_nodes]
+
+
 def pure_fit(node_count: int, rounds: int = 200) -> None:
-    nodes = [NodeInfo.parse(n) for n in topology(Shape(nodes=node_count, nodes_per_domain=8,
-                                                       domains_per_block=4, taint_gpus=False))]
+    nodes = ready_nodes(node_count)
     rng = random.Random(7)
     busy = []
     for i, n in enumerate(nodes):
@@ -121,9 +130,7 @@ def decide_round(node_count: int, waiting: int = 50, rounds: int = 5) -> None:
     """A whole round as the controller runs it: a snapshot of the tracked nodes and bound
     pods, then `waiting` gangs through the queue (each fitted, reserved, or told why
     not)."""
-    raw_nodes = topology(Shape(nodes=node_count, nodes_per_domain=8, domains_per_block=4,
-                               taint_gpus=False))
-    nodes = [NodeInfo.parse(n) for n in raw_nodes]
+    nodes = ready_nodes(node_count)
     rng = random.Random(11)
     pods: list[PodInfo] = []
     for i, n in enumerate(nodes):

@@ -40,7 +40,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from bench.controller_bench import GPU, gang_pods, pct
+from bench.controller_bench import GPU, gang_pods, pct, ready_nodes
 from bench.sandboxes import (
     PodClock,
     create,
@@ -60,7 +60,6 @@ from webhook.controller.tracking import Tracked
 from webhook.keys import GANG_LABEL, PREEMPTION_ANNOTATION
 from webhook.sandbox import wiring
 from webhook.sandbox.clients import from_kubeconfig
-from webhook.sandbox.nodes import Shape, topology
 
 NOW = time.time()
 SCAVENGER, TRAINING = 1000, 50000
@@ -85,11 +84,7 @@ def _pod(name: str, node: str, gpus: int, started: float, gang: str | None = Non
 def full_cluster(node_count: int, rng: random.Random) -> tuple[list[NodeInfo], list[PodInfo]]:
     """Every GPU held: half the domains by single 1-GPU pods, half by 8-node gangs; CPU
     pods bring every node to 10 pods."""
-    raw_nodes = topology(Shape(nodes=node_count, nodes_per_domain=8, domains_per_block=4,
-                               taint_gpus=False))
-    for raw in raw_nodes:  # Ready, as KWOK would report them
-        raw.setdefault("status", {})["conditions"] = [{"type": "Ready", "status": "True"}]
-    nodes = [NodeInfo.parse(n) for n in raw_nodes]
+    nodes = ready_nodes(node_count)
     pods: list[PodInfo] = []
     for d in range(0, node_count, 8):
         domain = nodes[d:d + 8]
@@ -255,7 +250,7 @@ def main() -> int:
     # nodes each kind of pod may use, its domains and their room): printed apart.
     started = time.process_time()
     decide(cluster, {}, NOW, state=state)
-    first = (time.process_time() - started) * 1000
+    first_round = (time.process_time() - started) * 1000
     times, preempted = [], 0
     for _ in range(args.rounds):
         started = time.process_time()
@@ -263,7 +258,7 @@ def main() -> int:
         times.append((time.process_time() - started) * 1000)
         preempted = sum(1 for a in actions if type(a).__name__ == "Preempt")
     print(f"{len(nodes):,} nodes, {len(running):,} running pods, {args.gangs} waiting gangs, "
-          f"{args.singles} waiting single pods: the first round {first:.1f} ms; then one "
+          f"{args.singles} waiting single pods: the first round {first_round:.1f} ms; then one "
           f"round p50 {statistics.median(times):.1f} ms, p99 {pct(times, 0.99):.1f} ms, "
           f"max {max(times):.1f} ms ({preempted} preemptions per round, {args.rounds} "
           f"rounds)")

@@ -239,7 +239,8 @@ class RunningCommand:
     process: subprocess.Popen[bytes]
     log: Path
     ready: str | None
-    webhook: str | None
+    # The webhook paths it serves, as the apiserver will call them.
+    webhooks: tuple[str, ...]
 
 
 @dataclass
@@ -388,18 +389,23 @@ def _spawn(p: _Prepared, detached: bool) -> list[RunningCommand]:
                                     env={**p.env, **command.env})
         ready = string.Template(command.ready).substitute(p.values) if command.ready else None
         name = p.op.name if len(p.op.commands) == 1 else f"{p.op.name}/{command.binary}"
-        webhook = p.webhook_url if command is p.op.commands[0] else None
-        running.append(RunningCommand(name, proc, log, ready, webhook))
+        webhooks = tuple(hook["clientConfig"]["url"] for doc in webhook_configurations(
+            p.op, p.webhook_url, p.ca_pem) for hook in doc["webhooks"]) \
+            if p.webhook_url is not None and command is p.op.commands[0] else ()
+        running.append(RunningCommand(name, proc, log, ready, webhooks))
     return running
 
 
-def _answers(url: str, context: ssl.SSLContext | None) -> bool:
+def _answers(url: str, context: ssl.SSLContext | None = None) -> bool:
     try:
         with urllib.request.urlopen(url, context=context, timeout=2) as r:
             return bool(r.status == 200)
-    except urllib.error.HTTPError:
-        # The webhook server answers 404 at its root: it is serving, which is the question.
-        return context is not None
+    except urllib.error.HTTPError as e:
+        # A webhook path answers a GET with an error (no review in it): its handler is
+        # there, which is the question. 404 is a server up with the path not yet
+        # registered: the training-operator registers its webhooks in a goroutine after
+        # its readiness check passes, and the apiserver then fails every PyTorchJob.
+        return context is not None and e.code != 404
     except (urllib.error.URLError, OSError):
         return False
 
@@ -415,9 +421,10 @@ def _wait(running: list[RunningCommand], cas: dict[str, bytes], timeout: float) 
                 raise OperatorError(
                     f"operator {name} exited with {r.process.returncode}; log: {r.log}\n"
                     f"{tail(r.log, 15)}")
-            ok = r.ready is None or _answers(r.ready, None)
-            if ok and r.webhook is not None:
-                ok = _answers(f"{r.webhook}/", contexts[name.split("/")[0]])
+            ok = r.ready is None or _answers(r.ready)
+            if ok and r.webhooks:
+                context = contexts[name.split("/")[0]]
+                ok = all(_answers(url, context) for url in r.webhooks)
             if ok:
                 del pending[name]
         if not pending:

@@ -12,7 +12,7 @@ Times are the process's CPU time, not wall time: on a shared machine the wall cl
 measures the neighbours as much as the code.
 
     .venv/bin/python -m bench.preemption_bench [--nodes 5000] [--gangs 200] [--rounds 20]
-        [--singles 0] [--first-plans 50]
+        [--singles 0] [--first-plans 50] [--churn 100]
 
 With --sandbox, instead, on `airlock sandbox up` (KWOK ending deleted pods as a kubelet
 would): scavenger Jobs hold every GPU, then training gangs that must preempt are created
@@ -223,6 +223,9 @@ def main() -> int:
     parser.add_argument("--first-plans", type=int, default=50,
                         help="gangs planned each as the first of a round")
     parser.add_argument("--singles", type=int, default=0)
+    parser.add_argument("--churn", type=int, default=100,
+                        help="running pods that end and start again before each round and "
+                             "each first plan")
     parser.add_argument("--sandbox", action="store_true",
                         help="instead: on the sandbox, time gangs that preempt to Running")
     parser.add_argument("--sandbox-nodes", type=int, default=32)
@@ -247,12 +250,23 @@ def main() -> int:
     gc.freeze()
     state = QueueState(preemption=PreemptionSettings(delay=0))
     # The first round also fills what the tracked cluster keeps between rounds (which
-    # nodes each kind of pod may use, its domains and their room): printed apart.
+    # nodes each kind of pod may use, its domains, their room and what evicting there
+    # costs): printed apart. Before every later round (and every first plan below),
+    # `--churn` running pods end and start again, so what is kept for their nodes is
+    # built again, as in a busy cluster.
+    gpu_pods = [p for p in running if cluster.held.get(p.key)]
+
+    def churn() -> None:
+        for p in rng.sample(gpu_pods, args.churn):
+            cluster.drop_pod(p.key)
+            cluster.put_pod(p)
+
     started = time.process_time()
     decide(cluster, {}, NOW, state=state)
     first_round = (time.process_time() - started) * 1000
     times, preempted = [], 0
     for _ in range(args.rounds):
+        churn()
         started = time.process_time()
         actions = decide(cluster, {}, NOW, state=state)
         times.append((time.process_time() - started) * 1000)
@@ -261,7 +275,7 @@ def main() -> int:
           f"{args.singles} waiting single pods: the first round {first_round:.1f} ms; then one "
           f"round p50 {statistics.median(times):.1f} ms, p99 {pct(times, 0.99):.1f} ms, "
           f"max {max(times):.1f} ms ({preempted} preemptions per round, {args.rounds} "
-          f"rounds)")
+          f"rounds, {args.churn} pods changed before each)")
 
     quotas = Quotas()
     members: dict[str, list[PodInfo]] = {}
@@ -278,13 +292,17 @@ def main() -> int:
     later: list[float] = []
     shared = preemptor()
     for i, gang in enumerate(members.values()):
-        fresh = preemptor() if i < args.first_plans else None
+        fresh = None
+        if i < args.first_plans:
+            churn()
+            fresh = preemptor()
         for planner, times_ in ((fresh, first), (shared, later)):
             if planner is not None:
                 started = time.process_time()
                 planner.plan(gang, "default", frozenset())
                 times_.append((time.process_time() - started) * 1000)
-    for label, times_ in (("the first plan of a round", first),
+    for label, times_ in ((f"the first plan of a round, {args.churn} pods changed since the "
+                           "last", first),
                           ("a later plan of the same round", later)):
         print(f"planning the victims for one gang, {label}: "
               f"p50 {statistics.median(times_):.2f} ms, p99 {pct(times_, 0.99):.2f} ms "

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.builders import GPU, cluster, gang, member, node, single, tracked
+from tests.builders import GPU, NOW, cluster, gang, member, node, single, tracked
 from webhook.accelerators import Accelerators
 from webhook.controller.deciding import POLICY_DEFAULT, decide
 from webhook.controller.objects import NodeInfo, PodInfo
@@ -102,6 +102,7 @@ def test_tracking_event_by_event_equals_tracking_what_is_left(sequence: list[Ste
         t.domain_rooms(PODS[0], "nvidia.com/gpu.clique")
         t.gangs()
         t.room_below(2000, 4)
+        t.costs(("all",), NODE_NAMES, frozenset())
     fresh = Tracked.of(nodes.values(), pods.values(), POLICY_DEFAULT)
     assert _state(t) == _state(fresh)
     anchor = PODS[0]
@@ -111,6 +112,11 @@ def test_tracking_event_by_event_equals_tracking_what_is_left(sequence: list[Ste
     assert t.eligible_nodes(anchor) == fresh.eligible_nodes(anchor)
     for priority, size in ((2000, 4), (1, 1), (100000, 8)):
         assert t.room_below(priority, size) == fresh.room_below(priority, size)
+    now = NOW + 1
+    for deficit in (1, 4, 8, 20):
+        for spared in (frozenset(), frozenset({"ml"})):
+            assert t.costs(("all",), NODE_NAMES, spared).estimate(deficit, 100000, now, now) \
+                == fresh.costs(("all",), NODE_NAMES, spared).estimate(deficit, 100000, now, now)
 
 
 def test_a_policy_reload_counts_the_new_accelerators_everywhere() -> None:

@@ -21,13 +21,12 @@ since the pod started, or since the checkpoint it states (`gpu-airlock.io/checkp
 
 from __future__ import annotations
 
-import bisect
-import itertools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.actions import Victim
+from webhook.controller.costs import Costs
 from webhook.controller.fitting import Plan, place_in, reserve
 from webhook.controller.gangs import GangId
 from webhook.controller.matching import signature
@@ -124,7 +123,7 @@ class Candidates:
         self.young = now - settings.min_runtime
         self.budgets = budgets
         self.allowance = {b.name: b.allowed for b in budgets}
-        self.spared = spared
+        self.spared = frozenset(spared)
         self.deleted = deleted
         self._built: dict[UnitKey, Victim | None] = {}
 
@@ -170,6 +169,12 @@ def _within(unit: Victim, budget: Budget, allowance: Mapping[str, int]) -> bool:
 # Domains whose victims are chosen exactly (packing, quotas, budgets), after a quick
 # estimate ranks them all: the exact choice is the expensive part.
 EXACT_DOMAINS = 3
+# A domain of at most this many nodes has its costs built when first estimated: a walk
+# over its pods, as checking whether the gang could pack there is, and kept until one
+# of them changes. A larger one (all nodes, without topology) is checked first: that
+# check stops at the first room enough, and a pod changing anywhere on it would undo
+# the costs by the next round.
+COSTS_AT_ONCE = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,23 +188,10 @@ class _Usable:
 
 @dataclass(frozen=True, slots=True)
 class _Ranking:
-    """Units (or pods) on some nodes, cheapest first, and running totals along that
-    order: the GPUs they free there, and the work they lose."""
+    """Units on some nodes, cheapest first, and the GPUs each frees there."""
 
     order: list[UnitKey]
     each: list[GpuEquivalents]
-    priorities: list[int]
-    freed: list[GpuEquivalents]
-    lost: list[float]
-
-    @classmethod
-    def of(cls, ranked: Sequence[tuple[int, float, GpuEquivalents]],
-           order: list[UnitKey] | None = None) -> _Ranking:
-        """From (priority, work lost, GPUs freed here) cheapest first, of units named in
-        `order` (or of pods, for a glance)."""
-        return cls(order or [], [f for _, _, f in ranked], [p for p, _, _ in ranked],
-                   list(itertools.accumulate(f for _, _, f in ranked)),
-                   list(itertools.accumulate(lost for _, lost, _ in ranked)))
 
 
 class Preemptor:
@@ -218,9 +210,11 @@ class Preemptor:
         self._rankings: dict[tuple[object, ...], _Ranking] = {}
         # Unit -> the rankings it is in, to drop them once the unit is taken.
         self._ranked_in: dict[UnitKey, list[tuple[object, ...]]] = {}
-        # Pods of units taken, and node -> the glances that saw it.
+        # Pods of units taken, the nodes they ran on, and the costs of evicting on sets
+        # of nodes among those, without them.
         self.gone: set[tuple[str, str]] = set()
-        self._glanced: dict[str, list[tuple[object, ...]]] = {}
+        self._gone_on: set[str] = set()
+        self._costs_here: dict[tuple[object, ...], Costs] = {}
 
     def _release(self, unit: Victim, sign: int = -1, room: Room | None = None,
                  here: Collection[str] = ()) -> None:
@@ -343,8 +337,8 @@ class Preemptor:
             ranked = sorted(((u, k, f) for k, (u, f) in here.items()),
                             # Ties go by name, whatever order the pods were seen in.
                             key=lambda item: (item[0].cost, item[1]))
-            found = self._rankings[key] = _Ranking.of(
-                [(u.priority, u.lost, f) for u, _, f in ranked], [k for _, k, _ in ranked])
+            found = self._rankings[key] = _Ranking([k for _, k, _ in ranked],
+                                                   [f for _, _, f in ranked])
             for unit_name in found.order:
                 self._ranked_in.setdefault(unit_name, []).append(key)
         return found
@@ -372,47 +366,46 @@ class Preemptor:
                 return True
         return False
 
-    def _glance(self, usable: _Usable) -> _Ranking:
-        """The pods on the nodes that could go with some unit, cheapest first, from the
-        tracked pods per node: what ranking the domains needs, without building a unit
-        (a gang's members elsewhere, budgets and deleted members are weighed only in the
-        few domains chosen exactly)."""
-        key = ("glance", *usable.key)
-        found = self._rankings.get(key)
+    def _untouched(self, usable: _Usable) -> bool:
+        """Whether no victim taken this round ran on the usable nodes."""
+        return not self._gone_on or self._gone_on.isdisjoint(usable.nodes)
+
+    def _has_costs(self, usable: _Usable) -> bool:
+        if self._untouched(usable):
+            return self.units.cluster.has_costs(usable.key, self.units.spared)
+        return usable.key in self._costs_here
+
+    def _costs(self, usable: _Usable) -> Costs:
+        """What evicting pods on the usable nodes would cost: the tracked cluster's, kept
+        between rounds, unless a victim taken this round ran there."""
+        units = self.units
+        if self._untouched(usable):
+            return units.cluster.costs(usable.key, usable.nodes, units.spared)
+        found = self._costs_here.get(usable.key)
         if found is None:
-            units, now = self.units, self.units.now
-            young, spared, gone = units.young, units.spared, self.gone
-            holding = units.cluster.holding
-            pods = sorted(
-                (priority, gpus * (now - max(started, checkpointed or 0.0)), gpus)
-                for n in usable.nodes
-                for priority, started, gpus, pod, checkpointed in holding.get(n, ())
-                if 0 < started <= young and pod[0] not in spared and pod not in gone)
-            found = self._rankings[key] = _Ranking.of(pods)
-            for n in usable.nodes:
-                self._glanced.setdefault(n, []).append(key)
+            holding, spared, gone = units.cluster.holding, units.spared, self.gone
+            found = self._costs_here[usable.key] = Costs(
+                h for n in usable.nodes for h in holding.get(n, ())
+                if h[3][0] not in spared and h[3] not in gone)
         return found
 
     def _estimate(self, usable: _Usable, need: GpuEquivalents, queue: str, priority: int,
                   may_preempt: bool) -> tuple[int, float] | None:
-        """A quick lower bound of what freeing `need` GPUs on `nodes` costs: the cheapest
-        pods that may go (units, when reclaiming), counted by GPUs alone (no packing, no
-        queue arithmetic); None when even all of them are not enough."""
+        """A quick estimate of what freeing `need` GPUs on the nodes costs: the pods of
+        lowest priority that may go, youngest first (units, cheapest first, when
+        reclaiming), counted by GPUs alone (no packing, no queue arithmetic); None when
+        even all of them are not enough."""
         deficit = need - self.snap.free_gpus(usable.nodes)
         if deficit <= 0:
             return -(2 ** 31), 0.0
         spec = self.ledger.quotas.spec(queue)
         if self.ledger.used.get(queue, 0) + need > spec.nominal:
-            # Not reclaiming: only units of lower priority may go, and ranked cheapest
-            # (lowest priority) first, they come first: a search, not a walk.
+            # Not reclaiming: only pods of lower priority may go; what taking them
+            # costs is kept between rounds (`costs`): a few searches, not a walk.
             if not may_preempt:
                 return None
-            glance = self._glance(usable)
-            lower = bisect.bisect_left(glance.priorities, priority)
-            enough = bisect.bisect_left(glance.freed, deficit, 0, lower)
-            if enough == lower:
-                return None
-            return glance.priorities[enough], glance.lost[enough]
+            return self._costs(usable).estimate(deficit, priority, self.units.young,
+                                                self.units.now)
         top, lost = -(2 ** 31), 0.0
         ranking = self._ranking(usable)
         for name, freed in zip(ranking.order, ranking.each, strict=True):
@@ -460,26 +453,43 @@ class Preemptor:
         domains = {name: self._without((sig, key, name), nodes, avoid) for name, nodes in
                    (self.snap.domains(anchor, key) if key else everywhere).items()}
         if not reclaiming:
-            # Before any unit is built: could room be made at all, below its priority
-            # (anywhere, in one look), then where, among pods past their minimum
-            # runtime? Most rounds that look for victims find none.
+            # Before any unit is built: could room be made at all, below its priority,
+            # in one look? Most rounds that look for victims find none.
             count, smallest = shape
             if smallest > 0 and self.units.cluster.room_below(anchor.priority,
                                                               smallest) < count:
                 return None
-            domains = {name: usable for name, usable in domains.items()
-                       if self._below(usable.nodes, anchor.priority, shape)}
+        # Below its priority, could the pods pack on a domain's nodes, node by node,
+        # among pods past their minimum runtime (a necessary condition)? Asked before
+        # the estimate where that would build the costs of a large domain, else only of
+        # the domains the estimate ranks best.
+        packs: dict[str | None, bool] = {}
+
+        def estimate(domain: str | None, usable: _Usable) -> tuple[int, float] | None:
+            if not reclaiming and len(usable.nodes) > COSTS_AT_ONCE and \
+                    not self._has_costs(usable):
+                packs[domain] = self._below(usable.nodes, anchor.priority, shape)
+                if not packs[domain]:
+                    return None
+            return self._estimate(usable, need, queue, anchor.priority, anchor.may_preempt)
+
         best: Choice | None = None
-        ranked = sorted((estimate, str(domain), domain) for domain, usable in domains.items()
-                        if (estimate := self._estimate(usable, need, queue, anchor.priority,
-                                                       anchor.may_preempt)) is not None)
-        for _, _, domain in ranked[:EXACT_DOMAINS]:
-            found = self._in_domain(members, domains[domain], queue, need)
-            if found is None or not found[0]:
+        ranked = sorted((cost, str(domain), domain) for domain, usable in domains.items()
+                        if (cost := estimate(domain, usable)) is not None)
+        exact = 0
+        for _, _, domain in ranked:
+            usable = domains[domain]
+            if not reclaiming and not packs.get(domain, False) and \
+                    not self._below(usable.nodes, anchor.priority, shape):
                 continue
-            victims, plan = found
-            if best is None or _set_cost(victims) < _set_cost(best.victims):
-                best = Choice(domain, key, tuple(victims), Plan(domain, plan.assignments))
+            found = self._in_domain(members, usable, queue, need)
+            exact += 1
+            if found is not None and found[0]:
+                victims, plan = found
+                if best is None or _set_cost(victims) < _set_cost(best.victims):
+                    best = Choice(domain, key, tuple(victims), Plan(domain, plan.assignments))
+            if exact == EXACT_DOMAINS:
+                break
         return best
 
     def commit(self, choice: Choice, members: Sequence[PodInfo], queue: str) -> None:
@@ -492,8 +502,8 @@ class Preemptor:
                 self._rankings.pop(key, None)
             for pod in victim.pods:
                 self.gone.add(pod.key)
-                for key in self._glanced.pop(pod.node_name or "", ()):
-                    self._rankings.pop(key, None)
+                self._gone_on.add(pod.node_name or "")
+            self._costs_here.clear()
             self._release(victim)
             self.ledger.add(victim.queue, -victim.gpus)
             for b in self.budgets:

@@ -20,12 +20,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from webhook.accelerators import Accelerators, GpuEquivalents
+from webhook.controller.costs import Costs, Holding
 from webhook.controller.gangs import Gang, GangId, gang_of, membership
 from webhook.controller.matching import eligible, signature
 from webhook.controller.objects import NodeInfo, PodInfo, Resources
 
 PodKey = tuple[str, str]
-Holding = tuple[int, float, GpuEquivalents, PodKey, float | None]
 
 
 class Room:
@@ -132,6 +132,10 @@ class Tracked:
         # nodes change, so a gang with no hope of room anywhere is told in one look.
         self._room_parts: dict[tuple[int, GpuEquivalents], dict[str, int]] = {}
         self._room_totals: dict[tuple[int, GpuEquivalents], int] = {}
+        # What evicting on a set of nodes would cost (`costs`), per name the caller
+        # gives the set and namespaces it spares, and node -> the names of sets it is in.
+        self._costs: dict[tuple[object, ...], Costs] = {}
+        self._costs_on: dict[str, set[tuple[object, ...]]] = {}
         # Active gang members, queued single pods not bound yet as gangs of one
         # (`membership`); gang members that succeeded, and members being deleted.
         self.members: dict[GangId, dict[PodKey, PodInfo]] = {}
@@ -176,6 +180,8 @@ class Tracked:
                 self._hold(pod, pod.node_name, gpus(pod.requests))
         self._room_parts.clear()
         self._room_totals.clear()
+        self._costs.clear()
+        self._costs_on.clear()
 
     def _hold(self, pod: PodInfo, node: str, amount: GpuEquivalents) -> None:
         if amount:
@@ -313,6 +319,8 @@ class Tracked:
         self._domains.clear()
         self._capacities.clear()
         self._domain_rooms.clear()
+        self._costs.clear()
+        self._costs_on.clear()
 
     def _room_below(self, node: str, priority: int) -> GpuEquivalents:
         if node not in self.nodes:
@@ -326,7 +334,10 @@ class Tracked:
         return room
 
     def _touched(self, node: str) -> None:
-        """Keep the room below each priority asked about current for `node`."""
+        """Keep the room below each priority asked about current for `node`, and forget
+        the costs of evicting on sets of nodes that hold it."""
+        for key in self._costs_on.pop(node, ()):
+            self._costs.pop(key, None)
         for (priority, size), parts in self._room_parts.items():
             now = self._room_below(node, priority) // size
             before = parts.pop(node, 0)
@@ -347,6 +358,24 @@ class Tracked:
             self._room_parts[key] = parts
             total = self._room_totals[key] = sum(parts.values())
         return total
+
+    def has_costs(self, name: tuple[object, ...], spared: frozenset[str]) -> bool:
+        """Whether `costs` for the set so named is kept, unchanged since it was built."""
+        return (*name, spared) in self._costs
+
+    def costs(self, name: tuple[object, ...], nodes: Sequence[str], spared: frozenset[str]
+              ) -> Costs:
+        """What evicting pods on `nodes` (a set the caller names, e.g. a domain), but
+        those in a `spared` namespace, would cost; built again once a pod there changes."""
+        key = (*name, spared)
+        found = self._costs.get(key)
+        if found is None:
+            holding = self.holding
+            found = self._costs[key] = Costs(
+                h for n in nodes for h in holding.get(n, ()) if h[3][0] not in spared)
+            for n in nodes:
+                self._costs_on.setdefault(n, set()).add(key)
+        return found
 
     def gangs(self) -> dict[GangId, Gang]:
         """Every gang with an active member; built again only for gangs that changed."""

@@ -35,7 +35,7 @@ from webhook.controller.applying import disruption_patch
 from webhook.controller.deciding import QueueState, Record, decide
 from webhook.controller.mending import short
 from webhook.controller.objects import PodInfo
-from webhook.controller.preempting import Budget, PreemptionSettings
+from webhook.controller.preempting import COSTS_AT_ONCE, Budget, PreemptionSettings
 from webhook.controller.quotas import QueueSpec, Quotas
 from webhook.keys import PREEMPTION_ANNOTATION
 
@@ -106,6 +106,29 @@ def test_lower_priority_goes_before_less_work() -> None:
     busy += running("scavenger", ["a-n1"], ran=10 * HOUR)
     (action,) = preempts(decide(tracked(nodes, busy + training(1)), {}, NOW))
     assert victims(action) == {"scavenger-0"}
+
+
+def test_a_large_domain_is_checked_for_packing_then_ranked_like_a_small_one() -> None:
+    # More nodes than COSTS_AT_ONCE: whether the gang could pack is asked first. Each
+    # node is full with one scavenger pod; the two that ran least go.
+    nodes = cluster({"a": COSTS_AT_ONCE + 20})
+    busy = [single(f"s{i}", n.name, gpus=8, ran=(i + 2) * HOUR) for i, n in enumerate(nodes)]
+    young = [single("young", nodes[-1].name, gpus=8, ran=60)]
+    busy[-1:] = young
+    (action,) = preempts(decide(tracked(nodes, busy + training()), {}, NOW))
+    assert victims(action) == {"s0", "s1"}
+
+
+def test_a_large_domain_where_the_gang_could_not_pack_evicts_nothing() -> None:
+    # Enough scavenger GPUs in all, but one per node beside a pod of higher priority:
+    # no 8-GPU pod could go anywhere, so nothing is evicted for nothing.
+    nodes = cluster({"a": COSTS_AT_ONCE + 20})
+    busy = [p for i, n in enumerate(nodes) for p in (
+        single(f"s{i}", n.name, gpus=1, ran=2 * HOUR),
+        single(f"keep{i}", n.name, gpus=7, ran=2 * HOUR, priority=TRAINING + 1))]
+    actions = decide(tracked(nodes, busy + training()), {}, NOW)
+    assert not preempts(actions)
+    assert "train" in waits(actions)
 
 
 def test_min_runtime_protects_a_young_job() -> None:

@@ -71,6 +71,12 @@ async def pods_of(api: client.ApiClient, ns: str, prefix: str = "") -> list[dict
     return [p for p in items if p["metadata"]["name"].startswith(prefix)]
 
 
+async def all_bound(api: client.ApiClient, ns: str, prefix: str, count: int) -> bool:
+    """Whether exactly `count` pods named from `prefix` exist, each bound to a node."""
+    pods = await pods_of(api, ns, prefix)
+    return len(pods) == count and all(p["spec"].get("nodeName") for p in pods)
+
+
 def gated(p: Mapping[str, Any]) -> bool:
     return any(g["name"] == GATE for g in p["spec"].get("schedulingGates") or [])
 

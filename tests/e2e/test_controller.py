@@ -14,6 +14,7 @@ from tests.builders import gang_pod, pod
 from tests.kube import (
     GPUS_PER_NODE,
     Controllers,
+    all_bound,
     create_gang,
     events,
     gated,
@@ -29,10 +30,7 @@ async def test_gang_lands_whole_inside_one_domain(api: client.ApiClient, namespa
     controllers.start()
     await create_gang(api, namespace, "ddp", 4)
 
-    async def all_bound() -> bool:
-        return all(p["spec"].get("nodeName") for p in await pods_of(api, namespace, "ddp"))
-
-    await until(all_bound)
+    await until(lambda: all_bound(api, namespace, "ddp", 4))
     pods = await pods_of(api, namespace, "ddp")
     nodes = await nodes_by_name(api)
     domains = {nodes[p["spec"]["nodeName"]]["nvidia.com/gpu.clique"] for p in pods}

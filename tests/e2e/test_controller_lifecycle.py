@@ -11,6 +11,7 @@ from kubernetes_asyncio import client
 from tests.builders import gang_pod, pod
 from tests.kube import (
     Controllers,
+    all_bound,
     create_gang,
     events,
     gated,
@@ -27,11 +28,6 @@ async def _domain_of(api: client.ApiClient, ns: str, prefix: str) -> set[str]:
     return {nodes[p["spec"]["nodeName"]][CLIQUE] for p in await pods_of(api, ns, prefix)}
 
 
-async def _all_bound(api: client.ApiClient, ns: str, prefix: str, count: int) -> bool:
-    pods = await pods_of(api, ns, prefix)
-    return len(pods) == count and all(p["spec"].get("nodeName") for p in pods)
-
-
 async def test_a_replacement_joins_its_gang_and_an_extra_stays_gated(
         api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
     core = client.CoreV1Api(api)
@@ -39,7 +35,7 @@ async def test_a_replacement_joins_its_gang_and_an_extra_stays_gated(
     await create_gang(api, namespace, "job", 2)
 
     async def bound() -> bool:
-        return await _all_bound(api, namespace, "job", 2)
+        return await all_bound(api, namespace, "job", 2)
 
     await until(bound)
     (domain,) = await _domain_of(api, namespace, "job")
@@ -101,7 +97,7 @@ async def test_indexed_job_size_comes_from_the_job(
     await core.create_namespaced_pod(namespace, body=worker(2))
 
     async def bound() -> bool:
-        return await _all_bound(api, namespace, "train", 3)
+        return await all_bound(api, namespace, "train", 3)
 
     await until(bound)
     assert len(await _domain_of(api, namespace, "train")) == 1
@@ -115,7 +111,7 @@ async def test_metrics_and_health_are_served(
     await create_gang(api, namespace, "metered", 2)
 
     async def bound() -> bool:
-        return await _all_bound(api, namespace, "metered", 2)
+        return await all_bound(api, namespace, "metered", 2)
 
     await until(bound)
     async with aiohttp.ClientSession() as http:

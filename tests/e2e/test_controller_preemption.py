@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import json
 import sys
 from pathlib import Path
@@ -19,13 +20,17 @@ from tests.kube import (
     Controllers,
     NamespaceFactory,
     PolicyFileFactory,
+    all_bound,
     create_gang,
     events,
     gated,
     pods_of,
     until,
 )
-from webhook.keys import PREEMPTION_ANNOTATION
+from webhook.controller.accounting import FAIR_SHARE_KEY
+from webhook.controller.leading import Fence
+from webhook.controller.remembering import keep, recall
+from webhook.keys import PREEMPTION_ANNOTATION, SYSTEM_NAMESPACE
 from webhook.sandbox.controlplane import ControlPlane
 
 # Young pods may be preempted, and at once: the test cannot wait minutes.
@@ -59,11 +64,7 @@ async def test_a_training_gang_evicts_one_whole_scavenger_gang(
     for name in ("older", "newer"):
         await create_gang(api, namespace, name, 4, cls="scavenger")
 
-    async def all_bound() -> bool:
-        pods = await pods_of(api, namespace)
-        return len(pods) == 8 and all(p["spec"].get("nodeName") for p in pods)
-
-    await until(all_bound, within=60)
+    await until(lambda: all_bound(api, namespace, "", 8), within=60)
     for p in await pods_of(api, namespace):
         await _running_since(api, p, 5 if p["metadata"]["name"].startswith("older") else 1)
     newer_nodes = {p["spec"]["nodeName"] for p in await pods_of(api, namespace, "newer")}
@@ -120,12 +121,8 @@ async def _fill(api: client.ApiClient, namespace: str, names: tuple[str, ...], c
     """Gangs of 4 whole nodes, bound and said to run for `hours`."""
     for name in names:
         await create_gang(api, namespace, name, 4, cls=cls)
-
-    async def all_bound() -> bool:
-        pods = [p for n in names for p in await pods_of(api, namespace, n)]
-        return len(pods) == 4 * len(names) and all(p["spec"].get("nodeName") for p in pods)
-
-    await until(all_bound, within=60)
+    for name in names:
+        await until(functools.partial(all_bound, api, namespace, name, 4), within=60)
     for name in names:
         for p in await pods_of(api, namespace, name):
             await _running_since(api, p, hours)
@@ -194,13 +191,8 @@ async def test_min_runtime_protects_a_young_gang(
         policy_file: PolicyFileFactory) -> None:
     """Of two scavenger gangs, the young one loses less work and would go first; it has
     run for less than the minimum runtime, so the old one goes instead."""
-    policy_file("90-min-runtime.yaml", """\
-apiVersion: gpu-airlock.io/v1alpha1
-kind: AirlockPolicy
-metadata: {name: min-runtime}
-spec:
-  preemption: {minRuntime: 1h, delay: "0", requeueBackoff: 1m}
-""")
+    policy_file("90-min-runtime.yaml", policy_yaml("min-runtime", {
+        "preemption": {"minRuntime": "1h", "delay": "0", "requeueBackoff": "1m"}}))
     controllers.start()
     await _fill(api, namespace, ("old",), "scavenger", hours=5)
     await _fill(api, namespace, ("young",), "scavenger", hours=0.1)
@@ -212,8 +204,9 @@ spec:
 
     await until(evicted, within=60)
     await asyncio.sleep(2)  # nothing more goes
-    assert not any(p["metadata"].get("deletionTimestamp")
-                   for p in await pods_of(api, namespace, "young"))
+    young = await pods_of(api, namespace, "young")
+    assert len(young) == 4  # an evicted pod would be gone at once, not marked
+    assert not any(p["metadata"].get("deletionTimestamp") for p in young)
     told = await events(api, namespace, "old")
     assert any(m.startswith("Preempted: a gang of higher priority needs the room; evicted "
                             f"to make room for gang {namespace}/train") for m in told)
@@ -233,15 +226,9 @@ async def test_a_team_with_less_recent_usage_goes_first(
     # What a leader kept of the last day: the busy team ran 32 GPUs for 10 hours.
     core = client.CoreV1Api(api)
     now = datetime.datetime.now(datetime.UTC).timestamp()
-    kept = {"fairShare": json.dumps({"at": now, "usage": {f"busy-{busy}": 32 * 36000.0}})}
-    try:
-        await core.patch_namespaced_config_map("airlock-fair-share", "airlock-system",
-                                               body={"data": kept})
-    except client.ApiException as e:
-        if e.status != 404:
-            raise
-        await core.create_namespaced_config_map("airlock-system", body={
-            "metadata": {"name": "airlock-fair-share"}, "data": kept})
+    kept = {FAIR_SHARE_KEY: json.dumps({"at": now, "usage": {f"busy-{busy}": 32 * 36000.0}})}
+    await keep(core, SYSTEM_NAMESPACE, kept, Fence(None))
+    assert (await recall(core, SYSTEM_NAMESPACE)).get(FAIR_SHARE_KEY) == kept[FAIR_SHARE_KEY]
     # All waiting before the controller's first round: arrival alone would admit the
     # busy team's two.
     for name in ("b1", "b2"):

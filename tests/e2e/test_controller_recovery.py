@@ -16,10 +16,12 @@ import time
 import pytest
 from kubernetes_asyncio import client
 
+from tests.builders import policy_yaml
 from tests.kube import (
     GPUS_PER_NODE,
     Controllers,
     PolicyFileFactory,
+    all_bound,
     create_gang,
     events,
     gated,
@@ -28,7 +30,8 @@ from tests.kube import (
     until,
 )
 from webhook.controller.accounting import FAIR_SHARE_KEY, SHORT_SINCE_KEY
-from webhook.controller.remembering import NAME
+from webhook.controller.remembering import recall
+from webhook.keys import SYSTEM_NAMESPACE
 
 CLIQUE = "nvidia.com/gpu.clique"
 GANGS = ("alpha", "beta", "gamma")
@@ -87,29 +90,19 @@ async def test_killed_at_a_random_moment_the_cluster_settles_consistent(
 
 
 async def _kept(api: client.ApiClient) -> dict[str, str]:
-    found = await client.CoreV1Api(api).read_namespaced_config_map(NAME, "airlock-system")
-    return dict(found.data or {})
+    return await recall(client.CoreV1Api(api), SYSTEM_NAMESPACE)
 
 
 async def test_a_gang_short_of_members_keeps_its_time_across_a_restart(
         api: client.ApiClient, namespace: str, controllers: Controllers,
         policy_file: PolicyFileFactory) -> None:
     grace = 45
-    policy_file("90-short-grace.yaml", f"""\
-apiVersion: gpu-airlock.io/v1alpha1
-kind: AirlockPolicy
-metadata: {{name: short-grace}}
-spec:
-  preemption: {{staleGangGracePeriod: {grace}s}}
-""")
+    policy_file("90-short-grace.yaml", policy_yaml(
+        "short-grace", {"preemption": {"staleGangGracePeriod": f"{grace}s"}}))
     first = controllers.start()
     await create_gang(api, namespace, "g", 2)
 
-    async def bound() -> bool:
-        pods = await pods_of(api, namespace, "g")
-        return len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods)
-
-    await until(bound, within=60)
+    await until(lambda: all_bound(api, namespace, "g", 2), within=60)
     # A member is lost and nothing replaces it: nothing is gated, yet the leader notices.
     await client.CoreV1Api(api).delete_namespaced_pod("g-1", namespace, grace_period_seconds=0)
     gang = f"{namespace}/g"

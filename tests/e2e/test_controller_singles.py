@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from tests.builders import pod, template, workload
+from tests.builders import GPU, pod, policy_yaml, template, workload
 from tests.kube import (
     Controllers,
     NamespaceFactory,
     PolicyFileFactory,
+    all_bound,
     events,
     gated,
     pods_of,
@@ -73,16 +74,10 @@ async def test_a_single_pod_over_its_queues_quota_stays_gated_and_says_why(
         api: client.ApiClient, namespaces: NamespaceFactory, controllers: Controllers,
         policy_file: PolicyFileFactory) -> None:
     first, second = await namespaces(), await namespaces()
-    policy_file("91-queues.yaml", f"""\
-apiVersion: gpu-airlock.io/v1alpha1
-kind: AirlockPolicy
-metadata: {{name: e2e-single-queues}}
-spec:
-  queues:
-    - {{name: first, namespaces: [{first}], nominal: {{nvidia.com/gpu: 8}}}}
-    - {{name: second, namespaces: [{second}], nominal: {{nvidia.com/gpu: 8}},
-       borrowingLimit: {{nvidia.com/gpu: 0}}}}
-""")
+    policy_file("91-queues.yaml", policy_yaml("e2e-single-queues", {"queues": [
+        {"name": "first", "namespaces": [first], "nominal": {GPU: 8}},
+        {"name": "second", "namespaces": [second], "nominal": {GPU: 8},
+         "borrowingLimit": {GPU: 0}}]}))
     controllers.start()
     core = client.CoreV1Api(api)
 
@@ -123,11 +118,7 @@ async def test_an_inference_deployments_pod_is_not_gated(
     await client.AppsV1Api(api).create_namespaced_deployment(namespace, body=deployment)
 
     # No Airlock controller runs here: kube-scheduler binds it as it comes.
-    async def bound() -> bool:
-        pods = await pods_of(api, namespace, "vllm-")
-        return len(pods) == 1 and bool(pods[0]["spec"].get("nodeName"))
-
-    await until(bound, within=30)
+    await until(lambda: all_bound(api, namespace, "vllm-", 1), within=30)
     (p,) = await pods_of(api, namespace, "vllm-")
     assert p["metadata"]["labels"][CLASS_LABEL] == "inference"
     assert not gated(p)

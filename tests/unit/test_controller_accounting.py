@@ -40,16 +40,16 @@ def test_policy_settings_in_the_cores_units(teams: Policy) -> None:
 
 def test_no_preemption_before_the_budgets_are_listed(teams: Policy) -> None:
     accounts = Accounts()
-    assert not accounts.state(teams, GPUS, tracked([], []), NOW).preemption.enabled
+    assert not accounts.state(teams, tracked([], []), NOW).preemption.enabled
     accounts.list_pdbs([])
-    assert accounts.state(teams, GPUS, tracked([], []), NOW).preemption.enabled
+    assert accounts.state(teams, tracked([], []), NOW).preemption.enabled
 
 
 def test_fair_share_is_sampled_and_charged(teams: Policy) -> None:
     accounts = Accounts()
     pods = running("g", ["n0"], ns="team-a")
-    accounts.sample(teams, GPUS, tracked([], pods), NOW)
-    (_, team) = accounts.sample(teams, GPUS, tracked([], pods), NOW + HOUR)
+    accounts.sample(teams, tracked([], pods), NOW)
+    (_, team) = accounts.sample(teams, tracked([], pods), NOW + HOUR)
     assert (team.name, team.used, team.borrowed) == ("team-a", 8, 0)
     # Eight GPUs for one half-life: 8 x 1h / ln 2 x 1/2.
     assert team.share == pytest.approx(8 * HOUR / 0.6931471805599453 / 2)
@@ -67,8 +67,8 @@ def test_evicted_gangs_back_off_then_are_forgotten(teams: Policy) -> None:
                       (victim[0],), (Victim(tuple(victim), ("ml", "v"), "default", 0, 8, 0, 0),),
                       1, "default")
     accounts.record(teams, GPUS, [preempt], NOW)
-    assert accounts.state(teams, GPUS, tracked([], []), NOW + 30).evicted == {("ml", "v"): NOW}
-    assert accounts.state(teams, GPUS, tracked([], []), NOW + 61).evicted == {}
+    assert accounts.state(teams, tracked([], []), NOW + 30).evicted == {("ml", "v"): NOW}
+    assert accounts.state(teams, tracked([], []), NOW + 61).evicted == {}
 
 
 def test_budgets_cover_the_pods_their_selector_picks() -> None:
@@ -108,36 +108,36 @@ def _short_gang(admitted_at: float = NOW - HOUR) -> list[PodInfo]:
 def test_short_gangs_are_timed_from_when_first_seen(teams: Policy) -> None:
     accounts = Accounts()
     pods = _short_gang()
-    assert accounts.state(teams, GPUS, tracked([], pods), NOW).short_since == {("ml", "g"): NOW}
-    assert accounts.state(teams, GPUS, tracked([], pods),
+    assert accounts.state(teams, tracked([], pods), NOW).short_since == {("ml", "g"): NOW}
+    assert accounts.state(teams, tracked([], pods),
                           NOW + 60).short_since == {("ml", "g"): NOW}
     back = [*pods, PodInfo.parse(raw_member("g", 9, 8, 3, gated=False,
                                                        node_name="n2"))]
     accounts.kept()
-    assert accounts.state(teams, GPUS, tracked([], back), NOW + 120).short_since == {}
+    assert accounts.state(teams, tracked([], back), NOW + 120).short_since == {}
     assert not accounts.newly_short  # kept at the next sample: nothing to hurry
 
 
 def test_a_new_leader_carries_on_the_time_a_gang_became_short(teams: Policy) -> None:
     former = Accounts()
     pods = _short_gang()
-    former.state(teams, GPUS, tracked([], pods), NOW)
+    former.state(teams, tracked([], pods), NOW)
     assert former.newly_short
     kept = former.kept()
     assert not former.newly_short
     assert set(kept) == {FAIR_SHARE_KEY, SHORT_SINCE_KEY}
     leader = Accounts()
     leader.carry_on(teams, kept, NOW + 300)
-    assert leader.state(teams, GPUS, tracked([], pods), NOW + 300).short_since == {("ml", "g"): NOW}
+    assert leader.state(teams, tracked([], pods), NOW + 300).short_since == {("ml", "g"): NOW}
     assert not leader.newly_short
     # Without what the former leader kept, the grace period starts again.
     afresh = Accounts()
     afresh.carry_on(teams, {}, NOW + 300)
-    assert afresh.state(teams, GPUS, tracked([], pods),
+    assert afresh.state(teams, tracked([], pods),
                         NOW + 300).short_since == {("ml", "g"): NOW + 300}
     garbled = Accounts()
     garbled.carry_on(teams, {SHORT_SINCE_KEY: "not json"}, NOW + 300)
-    assert garbled.state(teams, GPUS, tracked([], pods),
+    assert garbled.state(teams, tracked([], pods),
                          NOW + 300).short_since == {("ml", "g"): NOW + 300}
 
 
@@ -145,17 +145,17 @@ def test_a_kept_time_of_an_earlier_shortfall_does_not_count(teams: Policy) -> No
     # Kept when the gang first fell short; members rejoined since (a later record), and
     # it is short again: a new shortfall, timed from now, not from the old one.
     former = Accounts()
-    former.state(teams, GPUS, tracked([], _short_gang(admitted_at=NOW - HOUR)), NOW - 600)
+    former.state(teams, tracked([], _short_gang(admitted_at=NOW - HOUR)), NOW - 600)
     leader = Accounts()
     leader.carry_on(teams, former.kept(), NOW)
     rejoined = _short_gang(admitted_at=NOW - 60)
-    assert leader.state(teams, GPUS, tracked([], rejoined), NOW).short_since == {("ml", "g"): NOW}
+    assert leader.state(teams, tracked([], rejoined), NOW).short_since == {("ml", "g"): NOW}
     assert leader.newly_short
 
 
 def test_a_short_gang_is_noticed_at_each_sample_without_rounds(teams: Policy) -> None:
     # Nothing gated, so no round runs: the sample notices, and the rounds start.
     accounts = Accounts()
-    accounts.sample(teams, GPUS, tracked([], _short_gang()), NOW)
+    accounts.sample(teams, tracked([], _short_gang()), NOW)
     assert accounts.short_since.keys() == {("ml", "g")}
     assert accounts.newly_short

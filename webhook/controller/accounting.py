@@ -66,9 +66,9 @@ class Accounts:
             self._configured = found
         return found[2], found[3]
 
-    def state(self, policy: Policy, accelerators: Accelerators, cluster: Tracked,
-              now: float, deleted: frozenset[str] = frozenset()) -> QueueState:
-        quotas, preemption = self._configure(policy, accelerators)
+    def state(self, policy: Policy, cluster: Tracked, now: float,
+              deleted: frozenset[str] = frozenset()) -> QueueState:
+        quotas, preemption = self._configure(policy, cluster.accelerators)
         self.fair_share = fair_share_of(policy, self.fair_share, now)
         if not self.pdbs_listed:
             preemption = dataclasses.replace(preemption, enabled=False)
@@ -105,11 +105,10 @@ class Accounts:
             else fair
         self.short_since = mending.loads(kept.get(SHORT_SINCE_KEY, "{}"))
 
-    def sample(self, policy: Policy, accelerators: Accelerators, cluster: Tracked,
-               now: float) -> list[QueueSample]:
+    def sample(self, policy: Policy, cluster: Tracked, now: float) -> list[QueueSample]:
         """Advance the fair share to `now` with what each queue holds, and say where each
         queue stands."""
-        quotas, _ = self._configure(policy, accelerators)
+        quotas, _ = self._configure(policy, cluster.accelerators)
         # Here too, not only in rounds: with no pod gated there are no rounds, and a gang
         # that lost a member without a replacement is short all the same.
         self._shortfalls(cluster, now)

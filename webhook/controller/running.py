@@ -154,8 +154,7 @@ class Controller:
         sizes = await self._sizes()
         started = time.perf_counter()
         policy, cluster, now = self._policy(), self._cluster(), time.time()
-        state = self.accounts.state(policy, cluster.accelerators, cluster, now,
-                                    self.applier.recently_deleted())
+        state = self.accounts.state(policy, cluster, now, self.applier.recently_deleted())
         if self.accounts.newly_short and now - self.kept >= KEEP_AT_MOST_EVERY:
             await self.remember()
         actions = decide(cluster, sizes, now, self.options, state)
@@ -187,7 +186,7 @@ class Controller:
             return
         self.sampled = now
         cluster = self._cluster()
-        queues = self.accounts.sample(self._policy(), cluster.accelerators, cluster, now)
+        queues = self.accounts.sample(self._policy(), cluster, now)
         self.metrics.queues(queues)
         await self.remember()
 

@@ -80,7 +80,6 @@ class Cluster:
         # tie goes to the first node in node order, as the controller's fit breaks it.
         self._first: list[list[int]] = [[] for _ in range(g + 1)]
         self._first[g] = list(range(shape.nodes))
-        self.free_total = shape.capacity
         # room[l][i]: node i's free GPUs plus those of its pods at priority <= levels[l];
         # by_room[l][n]: the nodes with room n at level l.
         self.levels = sorted(set(priorities))
@@ -99,7 +98,6 @@ class Cluster:
 
     def _change(self, i: int, resident: Resident, sign: int) -> None:
         delta = sign * resident.gpus
-        self.free_total += delta
         self._rebucket(self.by_free, self.free, i, self.free[i] + delta)
         heapq.heappush(self._first[self.free[i]], i)
         for level, (priority, room) in enumerate(zip(self.levels, self.room, strict=True)):

@@ -68,8 +68,6 @@ class _Pod:
     node: int | None = None
     bound: float = 0.0
     pin: Pin | None = None
-    # The pod as the controller sees it while it runs (bound, started).
-    running: PodInfo | None = None
 
 
 # Pods the scheduler places alike, in one FIFO: (priority, GPUs, may preempt, pin).
@@ -182,9 +180,9 @@ class Simulation:
         self.cluster.bind(node, pod.info.key, Resident(pod.info.priority, job.timeline.gpus,
                                                        now))
         pod.node, pod.bound = node, now
-        pod.running = dataclasses.replace(pod.info, node_name=self.cluster.names[node],
-                                          gated=False, started=now)
-        self.tracked.put_pod(pod.running)
+        # The pod as the controller sees it while it runs: bound, started.
+        self.tracked.put_pod(dataclasses.replace(pod.info, node_name=self.cluster.names[node],
+                                                 gated=False, started=now))
         self._bound[pod.info.key] = pod
         job.bound += 1
         if job.bound == len(job.pods):
@@ -198,7 +196,6 @@ class Simulation:
         del self._bound[pod.info.key]
         pod.job.timeline.holds.append((pod.bound, now, pod.job.timeline.gpus))
         pod.node = None
-        pod.running = None
         pod.job.bound -= 1
         self.changed = True
 
@@ -265,10 +262,10 @@ class Simulation:
         self.changed = False
         started = time.perf_counter()
         tracked = self.tracked
-        self.accounts.sample(self.policy, tracked.accelerators, tracked, now)
-        state = self.accounts.state(self.policy, tracked.accelerators, tracked, now)
+        self.accounts.sample(self.policy, tracked, now)
+        state = self.accounts.state(self.policy, tracked, now)
         actions = decide(tracked, {}, now, self.options, state)
-        self.accounts.record(self.policy, self.accelerators, actions, now)
+        self.accounts.record(self.policy, tracked.accelerators, actions, now)
         self.stats.decide_calls += 1
         self.stats.decide_seconds += time.perf_counter() - started
         for action in actions:

@@ -92,13 +92,6 @@ class Container(NamedTuple):
     limits: Mapping[str, Quantity]
 
 
-class OwnerRef(NamedTuple):
-    api_version: str
-    kind: str
-    name: str
-    controller: bool
-
-
 def _each(raw: Any, path: str, read: Callable[[Mapping[str, Any]], T]) -> tuple[T, ...]:
     """`read` applied to each object of a list; its errors are placed at the item. An item
     that is not an object is reported before any item's error, as `_objects` would, but
@@ -135,7 +128,7 @@ def _container(raw: Mapping[str, Any]) -> Container:
 
 
 def _owner(raw: Mapping[str, Any]) -> Mapping[str, Any]:
-    """An ownerReference, checked; an OwnerRef is built only for the one asked about."""
+    """An ownerReference, checked and kept as it came: rules read only the kind of one."""
     controller = raw.get("controller")
     if controller is not None and type(controller) is not bool:
         raise PodShapeError("controller", "a boolean")
@@ -160,7 +153,7 @@ class PodView:
     namespace: str
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
-    # Checked as _owner does; controller_owner builds the OwnerRef.
+    # Checked as _owner does; `controller_kind` reads the one rules match on.
     owners: tuple[Mapping[str, Any], ...]
     containers: tuple[Container, ...]
     init_containers: tuple[Container, ...]
@@ -256,11 +249,9 @@ class PodView:
         yield from self.init_containers
         yield from self.containers
 
-    def controller_owner(self) -> OwnerRef | None:
+    def controller_kind(self) -> str | None:
+        """The kind of the owner that controls the pod (else its first owner), if any."""
         owners = self.owners
         chosen = next((o for o in owners if o.get("controller") is True),
                       owners[0] if owners else None)
-        if chosen is None:
-            return None
-        return OwnerRef(chosen.get("apiVersion") or "", chosen.get("kind") or "",
-                        chosen.get("name") or "", chosen.get("controller") is True)
+        return None if chosen is None else chosen.get("kind") or ""

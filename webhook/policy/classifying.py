@@ -79,8 +79,7 @@ def _checks(match: Match) -> tuple[Check, ...]:
         checks.append(lambda pod, _: all(pod.annotations.get(k) == v for k, v in annotations))
     if match.owner_kinds:
         kinds = frozenset(match.owner_kinds)
-        checks.append(lambda pod, _: (o := pod.controller_owner()) is not None
-                      and o.kind in kinds)
+        checks.append(lambda pod, _: pod.controller_kind() in kinds)
     if match.requests:
         requests = frozenset(match.requests)
         checks.append(lambda pod, _: not requests.isdisjoint(pod.resources))

@@ -38,7 +38,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.certificates import Authority, san, write_file
-from webhook.sandbox import gobuilding
+from webhook.sandbox import gobuilding, wiring
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import SETPRIV, free_port, stop_process_group, tail
 from webhook.sandbox.operators import Operator
@@ -250,7 +250,8 @@ class _Prepared:
     env: dict[str, str]
     home: Path
     ca_pem: bytes
-    webhook_url: str | None
+    # Its webhook configurations, pointed at its loopback server (none without webhooks).
+    webhooks: list[dict[str, Any]]
     secret: dict[str, bytes] | None = None
 
 
@@ -279,9 +280,10 @@ def _prepare(op: Operator, workdir: Path, kubeconfig: Path, ca: Authority) -> _P
         config = home / "config.yaml"
         config.write_text(string.Template(op.config).substitute(values))
         values["config"] = str(config)
-    url = f"https://127.0.0.1:{values['webhook_port']}" if op.webhooks else None
+    webhooks = webhook_configurations(op, f"https://127.0.0.1:{values['webhook_port']}",
+                                      ca_pem) if op.webhooks else []
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "TMPDIR": str(tmp)}
-    return _Prepared(op, values, env, home, ca_pem, url, secret)
+    return _Prepared(op, values, env, home, ca_pem, webhooks, secret)
 
 
 async def _create_crd(extensions: client.ApiextensionsV1Api, op: Operator,
@@ -308,19 +310,6 @@ async def _give_rotator_its_secret(core: client.CoreV1Api, ns: str,
         await core.replace_namespaced_secret(ROTATOR_SECRET, ns, body=body)
 
 
-async def _register_webhooks(admission: client.AdmissionregistrationV1Api,
-                             docs: list[dict[str, Any]]) -> None:
-    for doc in docs:
-        mutating = doc["kind"] == "MutatingWebhookConfiguration"
-        delete = (admission.delete_mutating_webhook_configuration if mutating
-                  else admission.delete_validating_webhook_configuration)
-        create = (admission.create_mutating_webhook_configuration if mutating
-                  else admission.create_validating_webhook_configuration)
-        with contextlib.suppress(ApiException):
-            await delete(doc["metadata"]["name"])
-        await create(body=doc)
-
-
 async def _apply(api: client.ApiClient, prepared: list[_Prepared]) -> None:
     """Every operator's CRDs, rotator Secret and webhook configurations at once: the
     apiserver takes seconds over each large CRD, and one after another adds up."""
@@ -334,10 +323,8 @@ async def _apply(api: client.ApiClient, prepared: list[_Prepared]) -> None:
         if p.secret is not None and p.op.rotator_namespace is not None:
             steps.append(_give_rotator_its_secret(client.CoreV1Api(api),
                                                   p.op.rotator_namespace, p.secret))
-        if p.webhook_url is not None:
-            steps.append(_register_webhooks(
-                client.AdmissionregistrationV1Api(api),
-                webhook_configurations(p.op, p.webhook_url, p.ca_pem)))
+        if p.webhooks:
+            steps.append(wiring.apply_webhook_configurations(api, p.webhooks))
     await asyncio.gather(*steps)
     await _served(api, installed)
 
@@ -389,9 +376,8 @@ def _spawn(p: _Prepared, detached: bool) -> list[RunningCommand]:
                                     env={**p.env, **command.env})
         ready = string.Template(command.ready).substitute(p.values) if command.ready else None
         name = p.op.name if len(p.op.commands) == 1 else f"{p.op.name}/{command.binary}"
-        webhooks = tuple(hook["clientConfig"]["url"] for doc in webhook_configurations(
-            p.op, p.webhook_url, p.ca_pem) for hook in doc["webhooks"]) \
-            if p.webhook_url is not None and command is p.op.commands[0] else ()
+        webhooks = tuple(hook["clientConfig"]["url"] for doc in p.webhooks
+                         for hook in doc["webhooks"]) if command is p.op.commands[0] else ()
         running.append(RunningCommand(name, proc, log, ready, webhooks))
     return running
 

@@ -37,9 +37,14 @@ def kind(gang: GangId) -> Literal["gang", "pod"]:
     return "pod" if gang[1].startswith(SINGLE) else "gang"
 
 
+def readable(gang: GangId) -> str:
+    """`ns/name`, a queued single's own name without the prefix."""
+    return f"{gang[0]}/{gang[1].removeprefix(SINGLE)}"
+
+
 def named(gang: GangId) -> str:
     """A gang id as people read it: `gang ns/name`, or `pod ns/name` for a single."""
-    return f"{kind(gang)} {gang[0]}/{gang[1].removeprefix(SINGLE)}"
+    return f"{kind(gang)} {readable(gang)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +90,7 @@ class Gang:
 
     @property
     def name(self) -> str:
-        return f"{self.id[0]}/{self.id[1].removeprefix(SINGLE)}"
+        return readable(self.id)
 
     @property
     def single(self) -> bool:

@@ -14,7 +14,7 @@ from typing import Any, assert_never
 from webhook.controller.actions import Admit, Finish, Preempt, Requeue, Wait
 from webhook.controller.configuring import fair_share_of, preemption_of, quotas_of
 from webhook.controller.deciding import QueueState, decide
-from webhook.controller.gangs import GangId, kind, named
+from webhook.controller.gangs import GangId, kind, named, readable
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.quotas import holding
 from webhook.controller.tracking import Tracked
@@ -78,7 +78,7 @@ class Report:
 
 def _gang_name(gang: GangId) -> str:
     """`ns/name` for a gang; a queued single pod says it is one."""
-    return named(gang) if kind(gang) == "pod" else f"{gang[0]}/{gang[1]}"
+    return named(gang) if kind(gang) == "pod" else readable(gang)
 
 
 def report(policy: Policy, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],

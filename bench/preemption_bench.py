@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import gc
 import json
 import random
@@ -50,7 +49,7 @@ from bench.sandboxes import (
     policies_with,
     sandbox,
 )
-from tests.builders import gang_pod, policy_yaml, queued
+from tests.builders import SCAVENGER, TRAINING, gang_pod, iso, policy_yaml, queued
 from webhook.controller.deciding import POLICY_DEFAULT, QueueState, decide
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.preempting import Candidates, PreemptionSettings, Preemptor
@@ -62,11 +61,6 @@ from webhook.sandbox import wiring
 from webhook.sandbox.clients import from_kubeconfig
 
 NOW = time.time()
-SCAVENGER, TRAINING = 1000, 50000
-
-
-def _iso(at: float) -> str:
-    return datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _pod(name: str, node: str, gpus: int, started: float, gang: str | None = None
@@ -77,7 +71,7 @@ def _pod(name: str, node: str, gpus: int, started: float, gang: str | None = Non
         "spec": {"nodeName": node, "priority": SCAVENGER if gpus else 0,
                  "containers": [{"resources": {"requests": {
                      **({GPU: str(gpus)} if gpus else {}), "cpu": "1"}}}]},
-        "status": {"phase": "Running", "startTime": _iso(started)}}
+        "status": {"phase": "Running", "startTime": iso(started)}}
     return PodInfo.parse(raw)
 
 

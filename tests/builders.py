@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from webhook.accelerators import Accelerators
-from webhook.controller.deciding import POLICY_DEFAULT, Admit, Wait
+from webhook.controller.deciding import POLICY_DEFAULT, Admit, Preempt, Wait
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.snapshot import Snapshot
 from webhook.controller.tracking import Tracked
@@ -29,6 +29,7 @@ from webhook.keys import (
     QUEUED_ANNOTATION,
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
+    ClassName,
 )
 from webhook.policy.model import ClassSpec, Policy, Rule
 
@@ -37,6 +38,7 @@ GPU = "nvidia.com/gpu"
 NOW = 1_900_000_000.0
 HOUR = 3600.0
 SCAVENGER = 1000  # the default policy's scavenger priority
+TRAINING = 50000  # and its training priority
 
 
 class PodBuilder:
@@ -209,7 +211,8 @@ def queued(name: str, gpus: int = 1, **kw: Any) -> PodInfo:
     return PodInfo.parse(raw_queued(name, gpus, **kw))
 
 
-def _iso(at: float) -> str:
+def iso(at: float) -> str:
+    """A Unix time as the API writes times (RFC 3339, seconds, UTC)."""
     return datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -217,10 +220,10 @@ def _running(raw: dict[str, Any], node: str, ran: float, checkpointed: float | N
              ) -> PodInfo:
     raw["spec"]["nodeName"] = node
     raw["spec"].pop("schedulingGates", None)
-    raw["status"] = {"phase": "Running", "startTime": _iso(NOW - ran)}
+    raw["status"] = {"phase": "Running", "startTime": iso(NOW - ran)}
     if checkpointed is not None:
         raw["metadata"].setdefault("annotations", {})[CHECKPOINTED_AT_ANNOTATION] = \
-            _iso(NOW - checkpointed)
+            iso(NOW - checkpointed)
     return PodInfo.parse(raw)
 
 
@@ -279,6 +282,10 @@ def admitted(actions: list[Any]) -> dict[str, str | None]:
 
 def waits(actions: list[Any]) -> dict[str, str]:
     return {a.gang[1]: a.message for a in actions if isinstance(a, Wait)}
+
+
+def preempts(actions: list[Any]) -> list[Preempt]:
+    return [a for a in actions if isinstance(a, Preempt)]
 
 
 def policy_yaml(name: str, spec: dict[str, Any]) -> str:
@@ -348,6 +355,12 @@ RULES: list[dict[str, Any]] = [
     {"name": "plain-jobs", "class": "scavenger",
      "match": {"ownerKinds": ["Job"], "inGang": False}},
 ]
+
+
+def with_queued(policy: Policy, cls: ClassName, queued: bool) -> Policy:
+    """`policy` with `classes.<cls>.queued` stated."""
+    return policy.model_copy(update={"classes": {
+        **policy.classes, cls: policy.classes[cls].model_copy(update={"queued": queued})}})
 
 
 def make_policy(**overrides: Any) -> Policy:

@@ -13,9 +13,11 @@ from tests.builders import (
     HOUR,
     NOW,
     SCAVENGER,
+    TRAINING,
     admitted,
     cluster,
     gang,
+    preempts,
     raw_member,
     running,
     single,
@@ -38,12 +40,6 @@ from webhook.controller.objects import PodInfo
 from webhook.controller.preempting import COSTS_AT_ONCE, Budget, PreemptionSettings
 from webhook.controller.quotas import QueueSpec, Quotas
 from webhook.keys import PREEMPTION_ANNOTATION
-
-TRAINING = 50000
-
-
-def preempts(actions: list[Any]) -> list[Preempt]:
-    return [a for a in actions if isinstance(a, Preempt)]
 
 
 def victims(action: Preempt) -> set[str]:

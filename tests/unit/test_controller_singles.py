@@ -12,9 +12,11 @@ import pytest
 from tests.builders import (
     HOUR,
     NOW,
+    TRAINING,
     admitted,
     cluster,
     gang,
+    preempts,
     queued,
     raw_queued,
     running,
@@ -22,7 +24,7 @@ from tests.builders import (
     tracked,
     waits,
 )
-from webhook.controller.actions import Admit, Preempt, describe, events_of
+from webhook.controller.actions import Admit, describe, events_of
 from webhook.controller.applying import record_patch, ungate_patch
 from webhook.controller.cache import Cache
 from webhook.controller.deciding import POLICY_DEFAULT, DecideOptions, QueueState, Record, decide
@@ -33,7 +35,6 @@ from webhook.controller.preempting import PreemptionSettings
 from webhook.controller.quotas import QueueSpec, Quotas
 from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
 
-TRAINING = 50000
 OFF = QueueState(preemption=PreemptionSettings(enabled=False))
 
 
@@ -78,8 +79,7 @@ def test_a_queued_single_of_a_class_that_may_preempt_evicts_single_pods() -> Non
     nodes = cluster({"a": 1})
     busy = [single(f"s{i}", "a-n0", gpus=4, ran=(i + 1) * HOUR) for i in range(2)]
     raw = raw_queued("solo", 4, priority=TRAINING)
-    (action,) = [a for a in decide(tracked(nodes, [*busy, PodInfo.parse(raw)]), {}, NOW)
-                 if isinstance(a, Preempt)]
+    (action,) = preempts(decide(tracked(nodes, [*busy, PodInfo.parse(raw)]), {}, NOW))
     # The cheapest victim: the one that loses the least work.
     (victim,) = action.victims
     assert victim.gang is None
@@ -145,8 +145,7 @@ def test_once_bound_a_queued_single_is_a_single_pod_again() -> None:
     assert bound.single
     assert tracked([], [bound]).gangs() == {}
     pods = [bound, *gang("train", 1, priority=TRAINING)]
-    (action,) = [a for a in decide(tracked(cluster({"a": 1}), pods), {}, NOW)
-                 if isinstance(a, Preempt)]
+    (action,) = preempts(decide(tracked(cluster({"a": 1}), pods), {}, NOW))
     (victim,) = action.victims
     assert victim.gang is None
     assert victim.what == "pod ml/done"

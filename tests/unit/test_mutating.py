@@ -5,7 +5,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.builders import make_policy, pod
+from tests.builders import make_policy, pod, with_queued
 from webhook.admission.mutating import mutate
 from webhook.keys import (
     CLASS_LABEL,
@@ -16,7 +16,6 @@ from webhook.keys import (
     QUEUED_ANNOTATION,
     RULE_ANNOTATION,
     TOPOLOGY_KEY_ANNOTATION,
-    ClassName,
 )
 from webhook.pods import PodView
 from webhook.policy.classifying import classify
@@ -129,13 +128,6 @@ def test_keys_with_slashes_are_escaped(policy: Policy) -> None:
     assert any(op["path"] == "/metadata/labels/gpu-airlock.io~1class" for op in patch)
 
 
-def queueing(cls: ClassName, queued: bool) -> Policy:
-    """The test policy with `classes.<cls>.queued` stated."""
-    base = make_policy()
-    return make_policy(classes={**base.classes,
-                                cls: base.classes[cls].model_copy(update={"queued": queued})})
-
-
 # name: (pod, policy or None for the test policy, operation, gated, marked queued)
 SINGLES: dict[str, tuple[Any, Policy | None, str, bool, bool]] = {
     "scavenger job, by default": (pod().gpus(1).owner("Job", "sweep"), None, "CREATE",
@@ -143,10 +135,12 @@ SINGLES: dict[str, tuple[Any, Policy | None, str, bool, bool]] = {
     "training single, by default": (PODS["training single"], None, "CREATE", True, True),
     "inference replica, by default": (PODS["deployment replica"], None, "CREATE", False,
                                       False),
-    "inference replica, queued: true": (PODS["deployment replica"],
-                                        queueing("inference", True), "CREATE", True, True),
-    "scavenger job, queued: false": (pod().gpus(1).owner("Job", "sweep"),
-                                     queueing("scavenger", False), "CREATE", False, False),
+    "inference replica, queued: true": (
+        PODS["deployment replica"], with_queued(make_policy(), "inference", True), "CREATE",
+        True, True),
+    "scavenger job, queued: false": (
+        pod().gpus(1).owner("Job", "sweep"), with_queued(make_policy(), "scavenger", False),
+        "CREATE", False, False),
     "a gang member is marked by its gang, not as a single": (
         PODS["kubeflow worker"], None, "CREATE", True, False),
     "an update never gates": (pod().gpus(1).owner("Job", "sweep"), None, "UPDATE", False,

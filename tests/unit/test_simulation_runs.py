@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import with_queued
 from webhook.controller.deciding import DecideOptions
 from webhook.controller.ordering import Order
 from webhook.keys import ClassName
@@ -131,10 +132,7 @@ def test_a_pending_scavenger_pod_does_not_take_the_room_a_waiting_gang_needs(
             job("gang", 1, "training", 2, 8, 50), job("grab", 2, "scavenger", 1, 8, 1000)]
 
     def waits(queued: bool) -> dict[str, float]:
-        classes = {**policy.classes, "scavenger": policy.classes["scavenger"].model_copy(
-            update={"queued": queued})}
-        run = simulate(jobs, policy.model_copy(update={"classes": classes}), TWO_NODES,
-                       "airlock")
+        run = simulate(jobs, with_queued(policy, "scavenger", queued), TWO_NODES, "airlock")
         return {t.name: t.started - t.submit for t in run.timelines if t.started is not None}
 
     assert waits(queued=True) == {"first": 0.0, "long": 0.0, "gang": 199.0, "grab": 248.0}

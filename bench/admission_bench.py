@@ -225,7 +225,7 @@ def _commands(cert_dir: Path, policies: Path) -> tuple[Command, Command]:
 
 
 def _count(commands: tuple[Command, Command], ca: Path, bodies: list[Path], requests: int,
-           connections: int, idle: float, tmp: Path) -> int:
+           connections: int, idle: float, tmp: Path) -> None:
     payloads = [b.read_bytes() for b in bodies]
     counts = {c.name: _instructions(c, ca, payloads, requests, connections, idle,
                                     tmp / f"callgrind.{c.port}") for c in commands}
@@ -235,7 +235,6 @@ def _count(commands: tuple[Command, Command], ca: Path, bodies: list[Path], requ
         print(f"{name:<22}{count.per_request / 1000:>9.0f}k   (over {count.seconds:.1f} s, "
               f"less {count.idle_per_second / 1000:.0f}k a second idle)")
     print(f"\nbare/webhook: {counts[BARE].per_request / counts[HOOK].per_request:.1%}")
-    return 0
 
 
 def main() -> int:
@@ -270,8 +269,9 @@ def main() -> int:
             bodies.append(path)
         commands = _commands(certs.cert.parent, args.policies)
         if args.instructions:
-            return _count(commands, certs.ca, bodies, args.requests, args.connections,
-                          args.idle, Path(tmp))
+            _count(commands, certs.ca, bodies, args.requests, args.connections, args.idle,
+                   Path(tmp))
+            return 0
         bare_cmd, hook_cmd = commands
         with _serving(bare_cmd, certs.ca) as bare, _serving(hook_cmd, certs.ca) as hook:
             for server in (bare, hook):

@@ -91,10 +91,11 @@ def sandbox(state_dir: Path, nodes: int, policies: Path = POLICIES) -> Iterator[
         subprocess.run([*airlock, "down", *where], stdout=subprocess.DEVNULL, check=False)
 
 
-def policies_with(directory: Path, name: str, text: str) -> Path:
-    """A copy of policies/ in `directory`, with one more file: what a benchmark changes."""
+def policies_with(directory: Path, name: str, text: str, source: Path = POLICIES) -> Path:
+    """A copy of `source` (policies/) in `directory`, with one more file: what a
+    benchmark changes."""
     directory.mkdir(parents=True, exist_ok=True)
-    for f in policy_files(POLICIES):
+    for f in policy_files(source):
         shutil.copy(f, directory / f.name)
     (directory / name).write_text(text)
     return directory

@@ -12,14 +12,14 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
 
+from bench.sandboxes import POLICIES, policies_with
 from bench.soaking.checking import Findings
 from bench.soaking.driving import PATCH_PAUSE, Namespaces, Soak, policy
-from webhook.policy.loading import load_policy, policy_files
+from webhook.policy.loading import load_policy
 from webhook.sandbox import wiring
 from webhook.sandbox.binaries import ensure_binaries
 from webhook.sandbox.clients import from_kubeconfig
@@ -35,7 +35,7 @@ def parser() -> argparse.ArgumentParser:
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--kills", type=int, default=20)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--policies", type=Path, default=Path("policies"),
+    p.add_argument("--policies", type=Path, default=POLICIES,
                    help="the policy the soak's own file is added to")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
     return p
@@ -74,11 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     plane = ControlPlane(binaries).start()
     started: list[AirlockProcess] = []
     try:
-        policies = plane.workdir / "policies"
-        policies.mkdir()
-        for f in policy_files(args.policies):
-            shutil.copy(f, policies / f.name)
-        (policies / "90-soak.yaml").write_text(policy(NAMESPACES))
+        policies = policies_with(plane.workdir / "policies", "90-soak.yaml",
+                                 policy(NAMESPACES), args.policies)
         found = asyncio.run(_soak(plane, policies, args, started))
     finally:
         for process in started:

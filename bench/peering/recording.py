@@ -139,15 +139,15 @@ class Recorder:
 
     def _progress(self, record: _Job, now: float) -> list[Action]:
         pods = [record.pods.get(n) for n in record.current().pod_names]
-        if record.whole_since is None and all(p and p.bound is not None for p in pods):
+        seen = [p for p in pods if p is not None]
+        bound = [p.bound for p in seen if p.bound is not None]
+        if record.whole_since is None and len(bound) == len(pods):
             record.whole_since = now
-            first = min(p.bound for p in self._pods(record) if p.bound is not None)
-            if not record.blocked and not (record.refused and now - first > BURST):
+            if not record.blocked and not (record.refused and now - min(bound) > BURST):
                 # Bound in one go: the milliseconds between one binding and the next,
                 # times the speed, are the replay's resolution, not a half-placed gang.
-                for pod in pods:
-                    if pod is not None:
-                        pod.bound = now
+                for pod in seen:
+                    pod.bound = now
             return [Run(record.current())]
         if record.whole_since is not None and \
                 all(p and p.succeeded is not None for p in pods):

@@ -193,9 +193,10 @@ def test_an_evicted_gang_backs_off_before_it_is_considered_again() -> None:
                            {}, NOW + 200, state=state)) == {"train": "a"}
 
 
-def _recorded(n: int, record: PreemptionRecord) -> list[PodInfo]:
-    """The training gang, its anchor carrying a recorded preemption."""
-    raws = [raw_member("train", i, 8, n, priority=TRAINING) for i in range(n)]
+def _recorded(n: int, record: PreemptionRecord, name: str = "train", ns: str = "ml"
+              ) -> list[PodInfo]:
+    """A training gang, its anchor carrying a recorded preemption."""
+    raws = [raw_member(name, i, 8, n, priority=TRAINING, ns=ns) for i in range(n)]
     raws[0]["metadata"]["annotations"][PREEMPTION_ANNOTATION] = record.dumps()
     return [PodInfo.parse(r) for r in raws]
 
@@ -292,9 +293,7 @@ def test_a_preemptor_waiting_for_its_victims_keeps_its_queues_quota() -> None:
     terminating = [dataclasses.replace(p, deleting=True) for p in running("s", ["x-n0", "x-n1"])]
     record = PreemptionRecord("x", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
                               ("x-n0", "x-n1"), NOW - 5)
-    raws = [raw_member("want", i, 8, 2, ns="a-ml", priority=TRAINING) for i in range(2)]
-    raws[0]["metadata"]["annotations"][PREEMPTION_ANNOTATION] = record.dumps()
-    want = [PodInfo.parse(r) for r in raws]
+    want = _recorded(2, record, "want", "a-ml")
     more = gang("more", 2, ns="a-ml", priority=TRAINING, created=30)
     state = QueueState(quotas)
     actions = decide(tracked(nodes, terminating + want + more), {}, NOW, state=state)
@@ -360,9 +359,7 @@ def test_a_resumed_preemption_gives_the_cause_the_deciding_leader_would_have(
     busy = running("big", ["x-n0", "x-n1"], ns="b-ml", priority=victim_priority)
     record = PreemptionRecord("x", "nvidia.com/gpu.clique", ("b-ml/big-0", "b-ml/big-1"),
                               ("x-n0", "x-n1"), NOW - 5)
-    raws = [raw_member("want", i, 8, 2, ns="a-ml", priority=TRAINING) for i in range(2)]
-    raws[0]["metadata"]["annotations"][PREEMPTION_ANNOTATION] = record.dumps()
-    want = [PodInfo.parse(r) for r in raws]
+    want = _recorded(2, record, "want", "a-ml")
     (resume,) = preempts(decide(tracked(cluster({"x": 2}), busy + want), {}, NOW,
                                 state=QueueState(quotas)))
     assert [v.cause for v in resume.victims] == [cause]

@@ -9,9 +9,13 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiohttp import web
-
-from webhook.admission.serving import RELOAD_INTERVAL, WebhookServer, build_server
+from webhook.admission.serving import (
+    RELOAD_INTERVAL,
+    Listening,
+    WebhookServer,
+    build_server,
+    listen,
+)
 from webhook.certificates import make_certs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,12 +81,8 @@ class MountedServer:
     def client_context(self, ca: Path | None = None) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(ca or self.ca))
 
-    async def listen(self, port: int = 0) -> tuple[web.AppRunner, int]:
-        """Serve on loopback (`port` 0: any free one); the runner and the port."""
-        runner = web.AppRunner(self.server.app())
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", port,
-                          ssl_context=self.server.certs.context).start()
-        bound: int = runner.addresses[0][1]
-        self.url = f"https://127.0.0.1:{bound}"
-        return runner, bound
+    async def listen(self, port: int = 0) -> Listening:
+        """Serve on loopback (`port` 0: any free one)."""
+        listening = await listen(self.server, "127.0.0.1", port)
+        self.url = f"https://127.0.0.1:{listening.port}"
+        return listening

@@ -15,11 +15,11 @@ from tests.servers import MountedServer
 @pytest.fixture
 async def running(tmp_path: Path) -> AsyncIterator[MountedServer]:
     mounted = MountedServer.make(tmp_path, reload_interval=0.1)
-    runner, _ = await mounted.listen()
+    listening = await mounted.listen()
     try:
         yield mounted
     finally:
-        await runner.cleanup()
+        await listening.close()
 
 
 @pytest.fixture

@@ -32,7 +32,8 @@ class ThreadedServer:
         ready = threading.Event()
 
         async def start() -> None:
-            self.runner, self.port = await self.mounted.listen()
+            self.listening = await self.mounted.listen()
+            self.port = self.listening.port
             ready.set()
 
         self.thread = threading.Thread(
@@ -53,7 +54,7 @@ class ThreadedServer:
             conn.close()
 
     def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        asyncio.run_coroutine_threadsafe(self.listening.close(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
 

@@ -58,6 +58,18 @@ async def test_body_over_3_mib_gets_400(running: MountedServer,
     assert b"3 MiB" in text
 
 
+async def test_unknown_paths_and_wrong_methods_are_named(
+        running: MountedServer, session: aiohttp.ClientSession) -> None:
+    status, text = await post(session, running.url + "/mutating", b"{}")
+    assert status == 404
+    assert "/mutate" in text.decode()
+    async with session.get(running.url + "/mutate") as r:
+        assert r.status == 405
+        assert r.headers["Allow"] == "POST"
+    async with session.post(running.url + "/healthz") as r:
+        assert r.status == 405
+
+
 async def test_not_a_pod_is_a_well_formed_denial(running: MountedServer,
                                                  session: aiohttp.ClientSession) -> None:
     body = orjson.dumps(review({"kind": "Deployment", "metadata": {"name": "d"}}))

@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 import webhook
+from tests.builders import pod
+from webhook.conventions.base import Convention
 from webhook.conventions.registry import CONVENTIONS
+from webhook.pods import PodView
 
 PACKAGE = Path(webhook.__file__).parent
 
@@ -50,3 +53,21 @@ def test_a_conventions_keys_appear_only_in_its_module(module: str) -> None:
         for literal in _literals(path) for key in keys if key in literal
     }
     assert not elsewhere
+
+
+def _carrying(keys: dict[str, str]) -> PodView:
+    """A pod with each key as both a label and an annotation."""
+    obj = pod().build()
+    obj["metadata"]["labels"] = obj["metadata"]["annotations"] = keys
+    return PodView.parse(obj)
+
+
+@pytest.mark.parametrize("convention", CONVENTIONS, ids=lambda c: c.name)
+def test_a_convention_finds_no_gang_without_its_label(convention: Convention) -> None:
+    """The registry asks a convention only about pods with its label; this holds only if
+    the convention itself finds nothing without it, whatever else the pod carries."""
+    keys = {key: "1" for c in CONVENTIONS
+            for key in (c.label, *_keys(_path(_module_of(c))))}
+    assert convention.detect(_carrying(keys)) is not None
+    del keys[convention.label]
+    assert convention.detect(_carrying(keys)) is None

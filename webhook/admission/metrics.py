@@ -86,15 +86,16 @@ class WebhookMetrics:
         for result in ("ok", "failed"):
             self.policy_reloads.labels(result)
 
-    def answered(self, endpoint: Endpoint, allowed: bool, seconds: float) -> None:
+    def answered(self, endpoint: Endpoint, allowed: bool, outcome: Outcome | None,
+                 seconds: float) -> None:
+        """A review answered; `outcome` is what it decided for a pod, if it decided."""
         r = self._requests
         r.results[endpoint, "allowed" if allowed else "denied"] += 1
         r.buckets[endpoint][bisect.bisect_left(_LATENCY_BUCKETS, seconds)] += 1
         r.seconds[endpoint] += seconds
+        if outcome is not None:
+            r.decisions[outcome] += 1
 
     def rejected(self, endpoint: Endpoint) -> None:
         """A body that is not a review: counted, but not timed (nothing was reviewed)."""
         self._requests.results[endpoint, "bad-request"] += 1
-
-    def decided(self, outcome: Outcome) -> None:
-        self._requests.decisions[outcome] += 1

@@ -17,7 +17,8 @@ class Membership(NamedTuple):
     """A pod's membership in a gang: the gang's name (unique per namespace), its size
     when the pod says it (None when only the owner object knows), and the convention
     that found it. A NamedTuple, built on every admission of a gang pod: cheaper than a
-    frozen dataclass (see classifying.Decision)."""
+    frozen dataclass (see classifying.Decision), and built positionally, as keywords
+    are matched name by name."""
 
     name: str
     size: int | None
@@ -30,6 +31,9 @@ class Convention(Protocol):
     """One operator's way of saying which pods belong together."""
 
     name: str
+    # The label every pod of such a gang carries: `detect` is asked only about pods that
+    # have it, since nearly every pod an admission review brings has none.
+    label: str
 
     def detect(self, pod: PodView) -> Membership | None:
         """The pod's gang under this convention, or None when it does not apply."""
@@ -123,12 +127,12 @@ def parse_size(raw: str | None, key: str) -> tuple[int | None, str | None]:
 def named_by(pod: PodView, label: str, source: str) -> Membership | None:
     """The pod's gang when one label names it and only the owner states its size."""
     name = pod.labels.get(label)
-    return Membership(name=name, size=None, source=source) if name else None
+    return Membership(name, None, source) if name else None
 
 
 def sized(name: str, source: str, pod: PodView, key: str) -> Membership:
     size, error = parse_size(pod.annotations.get(key), key)
-    return Membership(name=name, size=size, source=source, size_error=error)
+    return Membership(name, size, source, error)
 
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")

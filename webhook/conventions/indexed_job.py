@@ -23,12 +23,13 @@ JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 class IndexedJobConvention:
     name = "indexed-job"
+    label = JOB_NAME_LABEL
 
     def detect(self, pod: PodView) -> Membership | None:
         if COMPLETION_INDEX not in pod.annotations and COMPLETION_INDEX not in pod.labels:
             return None
         job = pod.labels.get(JOB_NAME_LABEL)
-        return Membership(name=job, size=None, source=self.name) if job else None
+        return Membership(job, None, self.name) if job else None
 
     def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
         return named_by_label(labels, JOB_NAME_LABEL, "batch", "v1", "jobs")

@@ -23,13 +23,14 @@ REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 
 class JobSetConvention:
     name = "jobset"
+    label = JOBSET_LABEL
 
     def detect(self, pod: PodView) -> Membership | None:
         jobset = pod.labels.get(JOBSET_LABEL)
         rjob = pod.labels.get(REPLICATED_JOB_LABEL)
         if not jobset or not rjob:
             return None
-        return Membership(name=f"{jobset}-{rjob}", size=None, source=self.name)
+        return Membership(f"{jobset}-{rjob}", None, self.name)
 
     def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
         return named_by_label(labels, JOBSET_LABEL, "jobset.x-k8s.io", "v1alpha2", "jobsets")

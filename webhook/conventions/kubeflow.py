@@ -34,6 +34,7 @@ KINDS = {
 
 class KubeflowConvention:
     name = "kubeflow"
+    label = JOB_NAME_LABEL
 
     def detect(self, pod: PodView) -> Membership | None:
         return named_by(pod, JOB_NAME_LABEL, self.name)

@@ -24,6 +24,7 @@ CLUSTER_LABEL = "ray.io/cluster"
 
 class KubeRayConvention:
     name = "kuberay"
+    label = CLUSTER_LABEL
 
     def detect(self, pod: PodView) -> Membership | None:
         return named_by(pod, CLUSTER_LABEL, self.name)

@@ -9,6 +9,7 @@ TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 
 class KueueConvention:
     name = "kueue"
+    label = GROUP_LABEL
 
     def detect(self, pod: PodView) -> Membership | None:
         group = pod.labels.get(GROUP_LABEL)

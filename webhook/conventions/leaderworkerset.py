@@ -10,6 +10,7 @@ SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
 
 class LeaderWorkerSetConvention:
     name = "leaderworkerset"
+    label = NAME_LABEL
 
     def detect(self, pod: PodView) -> Membership | None:
         lws = pod.labels.get(NAME_LABEL)

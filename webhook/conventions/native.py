@@ -7,6 +7,7 @@ from webhook.pods import PodView
 
 class AirlockConvention:
     name = "airlock"
+    label = GANG_NAME_LABEL
 
     def detect(self, pod: PodView) -> Membership | None:
         gang = pod.labels.get(GANG_NAME_LABEL)

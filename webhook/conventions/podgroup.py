@@ -21,6 +21,7 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
 class PodGroupConvention:
     name = "podgroup"
+    label = POD_GROUP_LABEL
 
     def detect(self, pod: PodView) -> Membership | None:
         return named_by(pod, POD_GROUP_LABEL, self.name)

@@ -28,13 +28,18 @@ CONVENTIONS: tuple[Convention, ...] = (
     KubeRayConvention(),
 )
 BY_SOURCE: Mapping[str, Convention] = {c.name: c for c in CONVENTIONS}
+_LABELS = frozenset(c.label for c in CONVENTIONS)
 
 
 def membership_of(pod: PodView) -> Membership | None:
+    labels = pod.labels
+    if _LABELS.isdisjoint(labels):
+        return None
     for convention in CONVENTIONS:
-        gang = convention.detect(pod)
-        if gang is not None:
-            return gang
+        if convention.label in labels:
+            gang = convention.detect(pod)
+            if gang is not None:
+                return gang
     return None
 
 

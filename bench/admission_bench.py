@@ -116,15 +116,18 @@ class Server:
 
 
 @contextmanager
-def _serving(command: Command, ca: Path) -> Iterator[Server]:
-    proc = subprocess.Popen(["taskset", "-c", SERVER_CORE, *command.argv], cwd=ROOT,
+def _serving(command: Command, ca: Path, under: tuple[str, ...] = (),
+             timeout: float = 60) -> Iterator[Server]:
+    """The server running on the server core, `under` a tool (callgrind) if given, once
+    healthy; `timeout` bounds both the start and the stop."""
+    proc = subprocess.Popen(["taskset", "-c", SERVER_CORE, *under, *command.argv], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_healthy(f"https://127.0.0.1:{command.port}/healthz", ca, proc)
+        _wait_healthy(f"https://127.0.0.1:{command.port}/healthz", ca, proc, timeout)
         yield Server(command.name, proc.pid, f"https://127.0.0.1:{command.port}/mutate")
     finally:
         proc.terminate()
-        proc.wait(timeout=20)
+        proc.wait(timeout=timeout)
 
 
 def _measure(server: Server, mode: str, bodies: list[Path], duration: int, connections: int,
@@ -189,26 +192,20 @@ def _instructions(command: Command, ca: Path, bodies: list[bytes], requests: int
     """Instructions the server executes per request, by callgrind, counted only while the
     measured requests run (after a warm-up of as many): startup and imports are left out,
     and so is what the server does by the clock, measured for `idle` seconds after."""
-    proc = subprocess.Popen(["taskset", "-c", SERVER_CORE, "valgrind", "--tool=callgrind",
-                             "--instr-atstart=no", f"--callgrind-out-file={out}",
-                             *command.argv],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_healthy(f"https://127.0.0.1:{command.port}/healthz", ca, proc, timeout=600)
+    callgrind = ("valgrind", "--tool=callgrind", "--instr-atstart=no",
+                 f"--callgrind-out-file={out}")
+    with _serving(command, ca, callgrind, timeout=600) as server:
         _post(command.port, ca, bodies, requests, connections)
-        _callgrind("--instr=on", proc.pid)
+        _callgrind("--instr=on", server.pid)
         start = time.monotonic()
         _post(command.port, ca, bodies, requests, connections)
         seconds = time.monotonic() - start
-        _callgrind("--dump=requests", proc.pid)  # a dump also zeroes the counts
+        _callgrind("--dump=requests", server.pid)  # a dump also zeroes the counts
         start = time.monotonic()
         time.sleep(idle)
-        _callgrind("--dump=idle", proc.pid)
+        _callgrind("--dump=idle", server.pid)
         idle_seconds = time.monotonic() - start
-        _callgrind("--instr=off", proc.pid)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=300)
+        _callgrind("--instr=off", server.pid)
     idle_rate = _total(out.with_name(out.name + ".2")) / idle_seconds
     busy = _total(out.with_name(out.name + ".1"))
     return Count((busy - idle_rate * seconds) / requests, idle_rate, seconds)

@@ -31,15 +31,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.kube import gated
-from webhook.controller.actions import PreemptionRecord
+from webhook.controller.actions import RECLAIMED, EventReason, PreemptionRecord
 from webhook.controller.gangs import GangId, Record
 from webhook.controller.objects import pod_requests
 from webhook.keys import GANG_LABEL, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
 from webhook.sandbox.nodes import GPU
 
-# The messages Airlock's evictions carry (the condition's and the Event's).
-PREEMPTED, REQUEUED = "Preempted:", "Requeued:"
-EVENT_REASONS = frozenset({"Preempted", "Requeued"})
+# Airlock's evictions, by the reason of their Event; its message and the pod's
+# DisruptionTarget condition's both start "<reason>:".
+PREEMPTED: EventReason = "Preempted"
+REQUEUED: EventReason = "Requeued"
+EVENT_REASONS = frozenset({PREEMPTED, REQUEUED})
+
+
+def _told(reason: EventReason, message: str) -> bool:
+    return message.startswith(reason + ":")
 
 VIOLATIONS = ("half-evicted gangs", "victims without their preemptor admitted next",
               "over-committed nodes", "evictions without an event", "partial gangs")
@@ -222,10 +228,10 @@ class _Check:
             if pod.evicted is None:
                 continue
             message = pod.evicted[1]
-            if message.startswith(PREEMPTED):
+            if _told(PREEMPTED, message):
                 found.victims += 1
-                found.reclaimed += "borrowed GPUs" in message
-            elif message.startswith(REQUEUED):
+                found.reclaimed += RECLAIMED in message
+            elif _told(REQUEUED, message):
                 found.requeued += 1
             else:
                 found.evicted_by_others += 1
@@ -262,7 +268,7 @@ class _Check:
     def _marked(self, preemption: _Preemption) -> list[float]:
         """When its victims were marked for eviction, after the record."""
         return [at for u in preemption.record.uids if (pod := self.pods.get(u)) is not None
-                and pod.evicted is not None and pod.evicted[1].startswith(PREEMPTED)
+                and pod.evicted is not None and _told(PREEMPTED, pod.evicted[1])
                 and (at := pod.evicted[0]) >= preemption.seen]
 
     def _preemptors(self) -> None:
@@ -284,7 +290,7 @@ class _Check:
                  if (pod := self.pods.get(u)) is not None and pod.evicted is not None
                  and pod.evicted[0] >= p.seen}
         for uid, pod in self.pods.items():
-            if pod.evicted and pod.evicted[1].startswith(PREEMPTED) and uid not in named:
+            if pod.evicted and _told(PREEMPTED, pod.evicted[1]) and uid not in named:
                 found.violations["victims without their preemptor admitted next"].append(
                     f"{pod.name}: evicted for a preemption no earlier record names")
 

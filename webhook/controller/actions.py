@@ -180,9 +180,13 @@ def _lifted(verb: str, action: Admit | Finish, note: str = "") -> str:
     return f"{verb}: {where}; {len(action.ungate)} pods, {action.gpus} GPUs{note}"
 
 
+# Why a victim is evicted when its queue's lender takes its GPUs back, as its event says.
+RECLAIMED = "its queue borrowed GPUs their owner now reclaims"
+
+
 def _cause(cause: Cause, preemptor: GangId) -> str:
     if cause == "reclaim":
-        return "its queue borrowed GPUs their owner now reclaims"
+        return RECLAIMED
     return f"a {kind(preemptor)} of higher priority needs the room"
 
 

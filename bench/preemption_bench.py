@@ -8,11 +8,15 @@
 `--singles N` adds N waiting single pods of a class that queues (1-GPU scavenger pods,
 gated by the webhook), each a gang of one to the round.
 
+`--reclaim` plans the victims (2.) for gangs whose queue reclaims: the waiting gangs'
+namespace gets a queue with half the cluster's GPUs as its nominal, which the running
+pods' queue (nominal 0) has borrowed whole.
+
 Times are the process's CPU time, not wall time: on a shared machine the wall clock
 measures the neighbours as much as the code.
 
     .venv/bin/python -m bench.preemption_bench [--nodes 5000] [--gangs 200] [--rounds 20]
-        [--singles 0] [--first-plans 50] [--churn 100]
+        [--singles 0] [--first-plans 50] [--churn 100] [--reclaim]
 
 With --sandbox, instead, on `airlock sandbox up` (KWOK ending deleted pods as a kubelet
 would): scavenger Jobs hold every GPU, then training gangs that must preempt are created
@@ -34,6 +38,7 @@ import random
 import statistics
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +58,7 @@ from tests.builders import SCAVENGER, TRAINING, gang_pod, iso, policy_yaml, queu
 from webhook.controller.deciding import POLICY_DEFAULT, QueueState, decide
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.preempting import Candidates, PreemptionSettings, Preemptor
-from webhook.controller.quotas import Ledger, Quotas
+from webhook.controller.quotas import Ledger, QueueSpec, Quotas
 from webhook.controller.snapshot import Snapshot
 from webhook.controller.tracking import Tracked
 from webhook.keys import GANG_LABEL, PREEMPTION_ANNOTATION
@@ -217,6 +222,8 @@ def main() -> int:
     parser.add_argument("--first-plans", type=int, default=50,
                         help="gangs planned each as the first of a round")
     parser.add_argument("--singles", type=int, default=0)
+    parser.add_argument("--reclaim", action="store_true",
+                        help="plan for gangs whose queue reclaims borrowed GPUs")
     parser.add_argument("--churn", type=int, default=100,
                         help="running pods that end and start again before each round and "
                              "each first plan")
@@ -271,7 +278,9 @@ def main() -> int:
           f"max {max(times):.1f} ms ({preempted} preemptions per round, {args.rounds} "
           f"rounds, {args.churn} pods changed before each)")
 
-    quotas = Quotas()
+    # The waiting gangs' namespace and the running pods' (see `waiting` and `_pod`).
+    quotas = Quotas((QueueSpec("train", ("train",), nominal=len(nodes) * 8 // 2),
+                     QueueSpec("scavenge", ("scavenge",)))) if args.reclaim else Quotas()
     members: dict[str, list[PodInfo]] = {}
     for p in gangs:
         members.setdefault(p.gang or "", []).append(p)
@@ -284,6 +293,8 @@ def main() -> int:
     # later plans of the same round reuse them.
     first: list[float] = []
     later: list[float] = []
+    queue = quotas.queue_of("train")
+    causes: Counter[str] = Counter()
     shared = preemptor()
     for i, gang in enumerate(members.values()):
         fresh = None
@@ -293,14 +304,19 @@ def main() -> int:
         for planner, times_ in ((fresh, first), (shared, later)):
             if planner is not None:
                 started = time.process_time()
-                planner.plan(gang, "default", frozenset())
+                choice = planner.plan(gang, queue, frozenset())
                 times_.append((time.process_time() - started) * 1000)
-    for label, times_ in ((f"the first plan of a round, {args.churn} pods changed since the "
-                           "last", first),
-                          ("a later plan of the same round", later)):
+                if choice is not None:
+                    causes.update(v.cause for v in choice.victims)
+    whose = ", its queue reclaiming" if args.reclaim else ""
+    for label, times_ in ((f"the first plan of a round{whose}, {args.churn} pods changed "
+                           "since the last", first),
+                          (f"a later plan of the same round{whose}", later)):
         print(f"planning the victims for one gang, {label}: "
               f"p50 {statistics.median(times_):.2f} ms, p99 {pct(times_, 0.99):.2f} ms "
               f"({len(times_)} gangs of 2-16 pods)")
+    print("victims planned, by cause: " + ", ".join(f"{n:,} {cause}"
+                                                     for cause, n in sorted(causes.items())))
     return 0
 
 

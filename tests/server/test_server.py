@@ -68,6 +68,8 @@ async def test_unknown_paths_and_wrong_methods_are_named(
         assert r.headers["Allow"] == "POST"
     async with session.post(running.url + "/healthz") as r:
         assert r.status == 405
+    async with session.head(running.url + "/readyz") as r:
+        assert r.status == 200
 
 
 async def test_not_a_pod_is_a_well_formed_denial(running: MountedServer,

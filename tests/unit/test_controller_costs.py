@@ -67,3 +67,41 @@ def test_the_youngest_go_first_and_pods_in_their_minimum_runtime_not_at_all() ->
 def test_a_checkpoint_lowers_the_work_lost() -> None:
     saved: list[Holding] = [(1000, NOW - 7200, 8, ("ml", "p"), NOW - 600)]
     assert Costs(saved).estimate(8, 50_000, YOUNG, NOW) == (1000, 8 * 600)
+
+
+def _cost(pods: list[Holding]) -> tuple[int, float]:
+    return (max(p[0] for p in pods),
+            sum(p[2] * (NOW - max(p[1], p[4] or 0.0)) for p in pods))
+
+
+@given(holdings, st.integers(min_value=1, max_value=100), st.data())
+def test_no_choice_of_pods_that_frees_enough_costs_less_than_the_bound(
+        pods: list[Holding], deficit: int, data: st.DataObject) -> None:
+    """Whatever pods a plan takes (whole units are sets of them), if they free `deficit`
+    GPUs, their cost (highest priority, then work lost) is at least the bound."""
+    bound = Costs(pods).bound(deficit, NOW)
+    if sum(p[2] for p in pods) < deficit:
+        assert bound is None
+        return
+    assert bound is not None
+    taken = data.draw(st.lists(st.booleans(), min_size=len(pods), max_size=len(pods)))
+    chosen = [p for p, take in zip(pods, taken, strict=True) if take]
+    if sum(p[2] for p in chosen) < deficit:
+        chosen = pods
+    assert bound <= _cost(chosen)
+
+
+def test_the_bound_takes_the_least_lost_per_gpu_first_and_the_last_pod_in_part() -> None:
+    pods: list[Holding] = [(1000, NOW - 7200, 4, ("ml", "old"), None),
+                           (1000, NOW - 36_000, 4, ("ml", "saved"), NOW - 3600),
+                           (5000, NOW - 60, 8, ("ml", "high"), None)]
+    # 4 GPUs saved an hour ago, then 2 of the 4 started two hours ago.
+    assert Costs(pods).bound(6, NOW) == (1000, 4 * 3600 + 2 * 7200 - 1.0)
+    # Past what priority 1000 holds, priority 5000 must be taken too.
+    assert Costs(pods).bound(9, NOW)[0] == 5000  # type: ignore[index]
+    assert Costs(pods).bound(17, NOW) is None
+
+
+def test_a_checkpoint_in_the_future_bounds_by_priority_alone() -> None:
+    pods: list[Holding] = [(1000, NOW - 7200, 4, ("ml", "ahead"), NOW + 60)]
+    assert Costs(pods).bound(2, NOW) == (1000, float("-inf"))

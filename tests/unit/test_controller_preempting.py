@@ -8,6 +8,8 @@ import datetime
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.builders import (
     HOUR,
@@ -37,8 +39,15 @@ from webhook.controller.applying import disruption_patch
 from webhook.controller.deciding import QueueState, Record, decide
 from webhook.controller.mending import short
 from webhook.controller.objects import PodInfo
-from webhook.controller.preempting import COSTS_AT_ONCE, Budget, PreemptionSettings
-from webhook.controller.quotas import QueueSpec, Quotas
+from webhook.controller.preempting import (
+    COSTS_AT_ONCE,
+    Budget,
+    Candidates,
+    PreemptionSettings,
+    Preemptor,
+)
+from webhook.controller.quotas import Ledger, QueueSpec, Quotas
+from webhook.controller.snapshot import Snapshot
 from webhook.keys import PREEMPTION_ANNOTATION
 
 
@@ -365,6 +374,68 @@ def test_a_resumed_preemption_gives_the_cause_the_deciding_leader_would_have(
     assert [v.cause for v in resume.victims] == [cause]
     assert describe(resume).startswith(f"Preempted: {told}; evicted to make room for gang "
                                        "a-ml/want")
+
+
+# One node's holders: None (free), a single pod's (GPUs, hours run, priority, queue),
+# or a two-node gang's that starts here and takes the next node too.
+_HOLDERS = st.one_of(
+    st.none(),
+    st.tuples(st.just("single"), st.sampled_from([1, 4, 8]), st.integers(1, 20),
+              st.sampled_from([SCAVENGER, TRAINING]), st.sampled_from(["a-ml", "b-ml"])),
+    st.tuples(st.just("gang"), st.just(8), st.integers(1, 20),
+              st.sampled_from([SCAVENGER, TRAINING]), st.sampled_from(["a-ml", "b-ml"])))
+
+
+def _plans(holders: list[Any], monkeypatch: pytest.MonkeyPatch | None
+           ) -> list[tuple[str | None, frozenset[str]] | None]:
+    """The plan of each of three reclaiming gangs in turn, each committed, on 6 domains
+    of 2 nodes; with `monkeypatch`, ranked by every domain's estimate instead."""
+    if monkeypatch is not None:
+        def every_estimate(self: Preemptor, domains: Any, need: Any, queue: str,
+                           priority: int, may_preempt: bool) -> list[Any]:
+            return sorted((cost, str(domain), domain) for domain, usable in domains.items()
+                          if (cost := self._estimate(usable, need, queue, priority,
+                                                     may_preempt)) is not None)
+        monkeypatch.setattr(Preemptor, "_best_by_bound", every_estimate)
+    nodes = cluster({f"d{i}": 2 for i in range(6)})
+    pods: list[PodInfo] = []
+    taken: set[int] = set()
+    for i, holder in enumerate(holders):
+        if holder is None or i in taken:
+            continue
+        kind, gpus, hours, priority, ns = holder
+        if kind == "single":
+            pods.append(single(f"s{i}", nodes[i].name, gpus, ran=hours * HOUR,
+                               priority=priority, ns=ns))
+        elif i % 2 == 0:  # a gang within its domain's two nodes
+            taken.add(i + 1)
+            pods += running(f"g{i}", [nodes[i].name, nodes[i + 1].name], gpus,
+                            ran=hours * HOUR, priority=priority, ns=ns)
+    wanting = [gang(f"want{k}", 2, ns="a-ml", priority=TRAINING) for k in range(3)]
+    cluster_ = tracked(nodes, pods + [p for w in wanting for p in w])
+    quotas = Quotas([QueueSpec("team-a", ("a-*",), nominal=96),
+                     QueueSpec("team-b", ("b-*",), nominal=0)])
+    preemptor = Preemptor(Snapshot(cluster_),
+                          Ledger(quotas, cluster_.namespace_gpus, cluster_.capacity),
+                          Candidates(cluster_, quotas, NOW, PreemptionSettings()))
+    plans: list[tuple[str | None, frozenset[str]] | None] = []
+    for members in wanting:
+        choice = preemptor.plan(members, "team-a", frozenset())
+        plans.append(None if choice is None else
+                     (choice.domain, frozenset(v.name for v in choice.victims)))
+        if choice is not None:
+            preemptor.commit(choice, members, "team-a")
+    return plans
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(holders=st.lists(_HOLDERS, min_size=12, max_size=12))
+def test_a_reclaiming_preemptor_walks_few_domains_and_plans_as_if_it_walked_all(
+        holders: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    with monkeypatch.context() as patched:
+        walked_all = _plans(holders, patched)
+    assert _plans(holders, None) == walked_all
 
 
 def test_no_reclaim_for_a_queue_that_would_exceed_its_own_nominal() -> None:

@@ -31,14 +31,26 @@ class _Level:
     saved: list[float]
 
 
+@dataclass(frozen=True, slots=True)
+class _Cover:
+    """The pods of a priority and those below it, whatever their start, the last saved
+    first (the least work lost per GPU); `gpus` and `saved` are running totals from 0."""
+
+    last: float  # the latest moment any pod's work is saved from
+    gpus: list[GpuEquivalents]
+    saved: list[float]
+
+
 class Costs:
-    __slots__ = ("_levels",)
+    __slots__ = ("_covers", "_levels")
 
     def __init__(self, holdings: Iterable[Holding]) -> None:
         by_priority: dict[int, list[tuple[float, GpuEquivalents, float]]] = {}
         for priority, started, gpus, _, checkpointed in holdings:
             by_priority.setdefault(priority, []).append(
                 (started, gpus, gpus * max(started, checkpointed or 0.0)))
+        # By the highest priority they take in: built by `bound` when first asked.
+        self._covers: dict[int, _Cover] = {}
         self._levels = []
         for priority in sorted(by_priority):
             pods = sorted(by_priority[priority])
@@ -72,3 +84,47 @@ class Costs:
             taken = gpus[last] - gpus[cut]
             return level.priority, lost + now * taken - (saved[last] - saved[cut])
         return None
+
+    def bound(self, deficit: GpuEquivalents, now: float) -> tuple[int, float] | None:
+        """No more than what freeing `deficit` GPUs costs, whichever of the pods are
+        taken, in whole units or not, young or not: the lowest priority by which the pods
+        free that much, and the work lost taking the pods up to that priority least lost
+        per GPU first, the last one in part. Any choice that frees `deficit` costs at
+        least this (priority first, then work); None when all the pods free less.
+        Preemption walks a domain's units only while its bound can still rank it among
+        the best."""
+        # The first level by which all the pods free enough.
+        top = bisect.bisect_left(list(itertools.accumulate(
+            level.gpus[-1] for level in self._levels)), deficit)
+        if top == len(self._levels):
+            return None
+        cover = self._covers.get(top) or self._covering(top)
+        priority = self._levels[top].priority
+        if cover.last > now:
+            # A pod saved in the future loses less than nothing per GPU: taking more of it
+            # than `deficit` costs less again, so only the priority bounds.
+            return priority, float("-inf")
+        # The pods before `last` are taken whole, and of `last` what is still missing.
+        last = bisect.bisect_left(cover.gpus, deficit) - 1
+        gpus, saved = cover.gpus, cover.saved
+        part = (deficit - gpus[last]) / (gpus[last + 1] - gpus[last])
+        lost = now * deficit - saved[last] - part * (saved[last + 1] - saved[last])
+        # Less a GPU-second: these sums and a walk's, added in other orders, differ in
+        # their last bits, and a bound must never pass what it bounds.
+        return priority, lost - 1.0
+
+    def _covering(self, top: int) -> _Cover:
+        """The pods of levels up to `top` (each one's GPUs and saved-from moment, from
+        the running totals), the last saved first."""
+        pods = sorted(((s1 - s0) / (g1 - g0), g1 - g0)
+                      for level in self._levels[:top + 1]
+                      for (g0, g1), (s0, s1) in zip(itertools.pairwise(level.gpus),
+                                                    itertools.pairwise(level.saved),
+                                                    strict=True)
+                      if g1 > g0)
+        pods.reverse()
+        cover = self._covers[top] = _Cover(
+            pods[0][0] if pods else 0.0,
+            list(itertools.accumulate((g for _, g in pods), initial=0)),
+            list(itertools.accumulate((g * s for s, g in pods), initial=0.0)))
+        return cover

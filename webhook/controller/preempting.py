@@ -21,6 +21,7 @@ since the pod started, or since the checkpoint it states (`gpu-airlock.io/checkp
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -184,6 +185,10 @@ class _Usable:
 
     nodes: list[str]
     key: tuple[object, ...]
+
+
+# A domain as ranked for planning: the estimate of its cost, its name, the domain.
+_Ranked = tuple[tuple[int, float], str, str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,6 +424,31 @@ class Preemptor:
                 return top, lost
         return None
 
+    def _best_by_bound(self, domains: Mapping[str | None, _Usable], need: GpuEquivalents,
+                       queue: str, priority: int, may_preempt: bool) -> list[_Ranked]:
+        """The domains a reclaiming preemptor's estimate ranks best, in its order, at
+        least the EXACT_DOMAINS planned exactly. That estimate walks a domain's units, a
+        pass over its pods; so domains are walked in the order of a bound no greater than
+        the estimate (`Costs.bound`, kept between rounds), and no more once a bound
+        cannot beat the last of the best: the same ranking, from a few walks."""
+        now = self.units.now
+        bounds: list[_Ranked] = []
+        for domain, usable in domains.items():
+            deficit = need - self.snap.free_gpus(usable.nodes)
+            bound = (-(2 ** 31), 0.0) if deficit <= 0 else \
+                self._costs(usable).bound(deficit, now)
+            if bound is not None:
+                bounds.append((bound, str(domain), domain))
+        bounds.sort()
+        best: list[_Ranked] = []
+        for bound, name, domain in bounds:
+            if len(best) >= EXACT_DOMAINS and (bound, name) > best[EXACT_DOMAINS - 1][:2]:
+                break
+            cost = self._estimate(domains[domain], need, queue, priority, may_preempt)
+            if cost is not None:
+                bisect.insort(best, (cost, name, domain))
+        return best
+
     def _budgets_allow(self, unit: Victim, spent: Mapping[str, int]) -> bool:
         return all(spent.get(b.name, 0) + sum(1 for p in unit.pods if p.key in b.pods)
                    <= self.allowance[b.name] for b in self.budgets)
@@ -474,8 +504,10 @@ class Preemptor:
             return self._estimate(usable, need, queue, anchor.priority, anchor.may_preempt)
 
         best: Choice | None = None
-        ranked = sorted((cost, str(domain), domain) for domain, usable in domains.items()
-                        if (cost := estimate(domain, usable)) is not None)
+        ranked = self._best_by_bound(domains, need, queue, anchor.priority,
+                                     anchor.may_preempt) if reclaiming else \
+            sorted((cost, str(domain), domain) for domain, usable in domains.items()
+                   if (cost := estimate(domain, usable)) is not None)
         exact = 0
         for _, _, domain in ranked:
             usable = domains[domain]

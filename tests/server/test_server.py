@@ -68,6 +68,7 @@ async def test_unknown_paths_and_wrong_methods_are_named(
         assert r.headers["Allow"] == "POST"
     async with session.post(running.url + "/healthz") as r:
         assert r.status == 405
+        assert r.headers["Allow"] == "GET,HEAD"
     async with session.head(running.url + "/readyz") as r:
         assert r.status == 200
 

@@ -36,8 +36,8 @@ log = logging.getLogger("airlock.server")
 RELOAD_INTERVAL = 2.0
 
 _Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
-# What each endpoint's method also admits (as aiohttp's router does for GET).
-_ALSO = {"GET": "HEAD"}
+# HEAD where GET is, as aiohttp's router allows.
+_POST, _GET = frozenset({"POST"}), frozenset({"GET", "HEAD"})
 
 
 class WebhookServer:
@@ -106,13 +106,13 @@ class WebhookServer:
         return web.Response(body=generate_latest(self.metrics.registry),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    def _routes(self) -> dict[str, tuple[str, _Handler]]:
+    def _routes(self) -> dict[str, tuple[frozenset[str], _Handler]]:
         return {
-            "/mutate": ("POST", self._reviewer("mutate", engine.MUTATE)),
-            "/validate": ("POST", self._reviewer("validate", engine.VALIDATE)),
-            "/healthz": ("GET", self.healthz),
-            "/readyz": ("GET", self.readyz),
-            "/metrics": ("GET", self.metrics_endpoint),
+            "/mutate": (_POST, self._reviewer("mutate", engine.MUTATE)),
+            "/validate": (_POST, self._reviewer("validate", engine.VALIDATE)),
+            "/healthz": (_GET, self.healthz),
+            "/readyz": (_GET, self.readyz),
+            "/metrics": (_GET, self.metrics_endpoint),
         }
 
     def http_server(self) -> web.Server:
@@ -128,9 +128,9 @@ class WebhookServer:
             if route is None:
                 raise web.HTTPNotFound(text=f"no endpoint {request.path}; Airlock serves "
                                             f"{', '.join(routes)}\n")
-            method, handler = route
-            if request.method != method and request.method != _ALSO.get(method):
-                raise web.HTTPMethodNotAllowed(request.method, [method])
+            methods, handler = route
+            if request.method not in methods:
+                raise web.HTTPMethodNotAllowed(request.method, sorted(methods))
             return handler(request)
 
         def request(message: RawRequestMessage, payload: StreamReader,

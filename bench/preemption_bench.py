@@ -54,12 +54,19 @@ from bench.sandboxes import (
     policies_with,
     sandbox,
 )
-from tests.builders import SCAVENGER, TRAINING, gang_pod, iso, policy_yaml, queued
+from tests.builders import (
+    SCAVENGER,
+    TRAINING,
+    gang_pod,
+    iso,
+    policy_yaml,
+    preemptor,
+    queued,
+)
 from webhook.controller.deciding import POLICY_DEFAULT, QueueState, decide
 from webhook.controller.objects import NodeInfo, PodInfo
-from webhook.controller.preempting import Candidates, PreemptionSettings, Preemptor
-from webhook.controller.quotas import Ledger, QueueSpec, Quotas
-from webhook.controller.snapshot import Snapshot
+from webhook.controller.preempting import PreemptionSettings
+from webhook.controller.quotas import QueueSpec, Quotas
 from webhook.controller.tracking import Tracked
 from webhook.keys import GANG_LABEL, PREEMPTION_ANNOTATION
 from webhook.sandbox import wiring
@@ -285,22 +292,18 @@ def main() -> int:
     for p in gangs:
         members.setdefault(p.gang or "", []).append(p)
 
-    def preemptor() -> Preemptor:
-        return Preemptor(Snapshot(cluster),
-                         Ledger(quotas, cluster.namespace_gpus, cluster.capacity),
-                         Candidates(cluster, quotas, NOW, PreemptionSettings()))
     # The first plan of a round builds the units and ranks the domains it looks at;
     # later plans of the same round reuse them.
     first: list[float] = []
     later: list[float] = []
     queue = quotas.queue_of("train")
     causes: Counter[str] = Counter()
-    shared = preemptor()
+    shared = preemptor(cluster, quotas, NOW)
     for i, gang in enumerate(members.values()):
         fresh = None
         if i < args.first_plans:
             churn()
-            fresh = preemptor()
+            fresh = preemptor(cluster, quotas, NOW)
         for planner, times_ in ((fresh, first), (shared, later)):
             if planner is not None:
                 started = time.process_time()

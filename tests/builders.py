@@ -14,6 +14,8 @@ import yaml
 from webhook.accelerators import Accelerators
 from webhook.controller.deciding import POLICY_DEFAULT, Admit, Preempt, Wait
 from webhook.controller.objects import NodeInfo, PodInfo
+from webhook.controller.preempting import Candidates, PreemptionSettings, Preemptor
+from webhook.controller.quotas import Ledger, Quotas
 from webhook.controller.snapshot import Snapshot
 from webhook.controller.tracking import Tracked
 from webhook.keys import (
@@ -274,6 +276,12 @@ def tracked(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo] = (),
 def snapshot(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo] = (),
              accelerators: Accelerators = POLICY_DEFAULT) -> Snapshot:
     return Snapshot(tracked(nodes, pods, accelerators))
+
+
+def preemptor(cluster: Tracked, quotas: Quotas, now: float = NOW) -> Preemptor:
+    """A round's preemption planner on the tracked cluster, under the default settings."""
+    return Preemptor(Snapshot(cluster), Ledger(quotas, cluster.namespace_gpus, cluster.capacity),
+                     Candidates(cluster, quotas, now, PreemptionSettings()))
 
 
 def admitted(actions: list[Any]) -> dict[str, str | None]:

@@ -19,6 +19,7 @@ from tests.builders import (
     admitted,
     cluster,
     gang,
+    preemptor,
     preempts,
     raw_member,
     running,
@@ -42,12 +43,10 @@ from webhook.controller.objects import PodInfo
 from webhook.controller.preempting import (
     COSTS_AT_ONCE,
     Budget,
-    Candidates,
     PreemptionSettings,
     Preemptor,
 )
-from webhook.controller.quotas import Ledger, QueueSpec, Quotas
-from webhook.controller.snapshot import Snapshot
+from webhook.controller.quotas import QueueSpec, Quotas
 from webhook.keys import PREEMPTION_ANNOTATION
 
 
@@ -415,16 +414,14 @@ def _plans(holders: list[Any], monkeypatch: pytest.MonkeyPatch | None
     cluster_ = tracked(nodes, pods + [p for w in wanting for p in w])
     quotas = Quotas([QueueSpec("team-a", ("a-*",), nominal=96),
                      QueueSpec("team-b", ("b-*",), nominal=0)])
-    preemptor = Preemptor(Snapshot(cluster_),
-                          Ledger(quotas, cluster_.namespace_gpus, cluster_.capacity),
-                          Candidates(cluster_, quotas, NOW, PreemptionSettings()))
+    planner = preemptor(cluster_, quotas)
     plans: list[tuple[str | None, frozenset[str]] | None] = []
     for members in wanting:
-        choice = preemptor.plan(members, "team-a", frozenset())
+        choice = planner.plan(members, "team-a", frozenset())
         plans.append(None if choice is None else
                      (choice.domain, frozenset(v.name for v in choice.victims)))
         if choice is not None:
-            preemptor.commit(choice, members, "team-a")
+            planner.commit(choice, members, "team-a")
     return plans
 
 

@@ -189,6 +189,9 @@ class _Usable:
 
 # A domain as ranked for planning: the estimate of its cost, its name, the domain.
 _Ranked = tuple[tuple[int, float], str, str | None]
+# What taking no victim costs (below any priority, no work lost): a domain with room
+# enough already ranks before any other.
+_NOTHING: tuple[int, float] = (-(2 ** 31), 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,7 +405,7 @@ class Preemptor:
         even all of them are not enough."""
         deficit = need - self.snap.free_gpus(usable.nodes)
         if deficit <= 0:
-            return -(2 ** 31), 0.0
+            return _NOTHING
         spec = self.ledger.quotas.spec(queue)
         if self.ledger.used.get(queue, 0) + need > spec.nominal:
             # Not reclaiming: only pods of lower priority may go; what taking them
@@ -411,7 +414,7 @@ class Preemptor:
                 return None
             return self._costs(usable).estimate(deficit, priority, self.units.young,
                                                 self.units.now)
-        top, lost = -(2 ** 31), 0.0
+        top, lost = _NOTHING
         ranking = self._ranking(usable)
         for name, freed in zip(ranking.order, ranking.each, strict=True):
             unit = self.units.get(name)
@@ -435,7 +438,7 @@ class Preemptor:
         bounds: list[_Ranked] = []
         for domain, usable in domains.items():
             deficit = need - self.snap.free_gpus(usable.nodes)
-            bound = (-(2 ** 31), 0.0) if deficit <= 0 else \
+            bound = _NOTHING if deficit <= 0 else \
                 self._costs(usable).bound(deficit, now)
             if bound is not None:
                 bounds.append((bound, str(domain), domain))

@@ -376,7 +376,8 @@ def test_a_resumed_preemption_gives_the_cause_the_deciding_leader_would_have(
 
 
 # One node's holders: None (free), a single pod's (GPUs, hours run, priority, queue),
-# or a two-node gang's that starts here and takes the next node too.
+# or a gang's over both nodes of the domain, drawn for its first node (on the second, a
+# gang drawn stands for nothing: the node is the first's gang's, or free).
 _HOLDERS = st.one_of(
     st.none(),
     st.tuples(st.just("single"), st.sampled_from([1, 4, 8]), st.integers(1, 20),

@@ -3,7 +3,8 @@
 1. one decision round on a full cluster: 5,000 nodes of 8 GPUs (NVLink domains of 8),
    50,000 running pods (scavenger single pods and gangs holding every GPU, plus CPU pods),
    200 waiting training gangs of 2-16 pods; preemption included (goal: p99 <= 100 ms);
-2. planning the victims for one gang on that cluster (goal: p99 <= 20 ms).
+2. planning the victims for one gang on that cluster (goal: p99 <= 20 ms), and the work
+   those victims would lose, in GPU-hours (the less, the better the plans).
 
 `--singles N` adds N waiting single pods of a class that queues (1-GPU scavenger pods,
 gated by the webhook), each a gang of one to the round.
@@ -298,6 +299,7 @@ def main() -> int:
     later: list[float] = []
     queue = quotas.queue_of("train")
     causes: Counter[str] = Counter()
+    lost = 0.0  # GPU-seconds
     shared = preemptor(cluster, quotas, NOW)
     for i, gang in enumerate(members.values()):
         fresh = None
@@ -311,6 +313,7 @@ def main() -> int:
                 times_.append((time.process_time() - started) * 1000)
                 if choice is not None:
                     causes.update(v.cause for v in choice.victims)
+                    lost += choice.lost
     whose = ", its queue reclaiming" if args.reclaim else ""
     for label, times_ in ((f"the first plan of a round{whose}, {args.churn} pods changed "
                            "since the last", first),
@@ -319,7 +322,8 @@ def main() -> int:
               f"p50 {statistics.median(times_):.2f} ms, p99 {pct(times_, 0.99):.2f} ms "
               f"({len(times_)} gangs of 2-16 pods)")
     print("victims planned, by cause: " + ", ".join(f"{n:,} {cause}"
-                                                     for cause, n in sorted(causes.items())))
+                                                     for cause, n in sorted(causes.items()))
+          + f"; the work they would lose: {lost / 3600:,.0f} GPU-hours")
     return 0
 
 

@@ -41,7 +41,6 @@ from webhook.controller.deciding import QueueState, Record, decide
 from webhook.controller.mending import short
 from webhook.controller.objects import PodInfo
 from webhook.controller.preempting import (
-    COSTS_AT_ONCE,
     Budget,
     PreemptionSettings,
     Preemptor,
@@ -113,9 +112,9 @@ def test_lower_priority_goes_before_less_work() -> None:
 
 
 def test_a_large_domain_is_checked_for_packing_then_ranked_like_a_small_one() -> None:
-    # More nodes than COSTS_AT_ONCE: whether the gang could pack is asked first. Each
-    # node is full with one scavenger pod; the two that ran least go.
-    nodes = cluster({"a": COSTS_AT_ONCE + 20})
+    # Whether the gang could pack is asked first. Each node is full with one scavenger
+    # pod; the two that ran least go.
+    nodes = cluster({"a": 150})
     busy = [single(f"s{i}", n.name, gpus=8, ran=(i + 2) * HOUR) for i, n in enumerate(nodes)]
     young = [single("young", nodes[-1].name, gpus=8, ran=60)]
     busy[-1:] = young
@@ -126,7 +125,7 @@ def test_a_large_domain_is_checked_for_packing_then_ranked_like_a_small_one() ->
 def test_a_large_domain_where_the_gang_could_not_pack_evicts_nothing() -> None:
     # Enough scavenger GPUs in all, but one per node beside a pod of higher priority:
     # no 8-GPU pod could go anywhere, so nothing is evicted for nothing.
-    nodes = cluster({"a": COSTS_AT_ONCE + 20})
+    nodes = cluster({"a": 150})
     busy = [p for i, n in enumerate(nodes) for p in (
         single(f"s{i}", n.name, gpus=1, ran=2 * HOUR),
         single(f"keep{i}", n.name, gpus=7, ran=2 * HOUR, priority=TRAINING + 1))]
@@ -386,17 +385,22 @@ _HOLDERS = st.one_of(
               st.sampled_from([SCAVENGER, TRAINING]), st.sampled_from(["a-ml", "b-ml"])))
 
 
-def _plans(holders: list[Any], monkeypatch: pytest.MonkeyPatch | None
+# The waiting gangs' queue reclaims (its nominal covers them) or takes by priority alone.
+_RECLAIMING = Quotas([QueueSpec("team-a", ("a-*",), nominal=96),
+                      QueueSpec("team-b", ("b-*",), nominal=0)])
+_BY_PRIORITY = Quotas()
+
+
+def _plans(holders: list[Any], quotas: Quotas, monkeypatch: pytest.MonkeyPatch | None
            ) -> list[tuple[str | None, frozenset[str]] | None]:
-    """The plan of each of three reclaiming gangs in turn, each committed, on 6 domains
-    of 2 nodes; with `monkeypatch`, ranked by every domain's estimate instead."""
+    """The plan of each of three gangs in turn, each committed, on 6 domains of 2 nodes;
+    with `monkeypatch`, ranked by every domain's estimate instead."""
     if monkeypatch is not None:
-        def every_estimate(self: Preemptor, domains: Any, need: Any, queue: str,
-                           priority: int, may_preempt: bool) -> list[Any]:
+        def every_estimate(_: Preemptor, domains: Any, _need: Any, _below: Any,
+                           estimate: Any) -> list[Any]:
             return sorted((cost, str(domain), domain) for domain, usable in domains.items()
-                          if (cost := self._estimate(usable, need, queue, priority,
-                                                     may_preempt)) is not None)
-        monkeypatch.setattr(Preemptor, "_best_by_bound", every_estimate)
+                          if (cost := estimate(usable)) is not None)
+        monkeypatch.setattr(Preemptor, "_ranked", every_estimate)
     nodes = cluster({f"d{i}": 2 for i in range(6)})
     pods: list[PodInfo] = []
     taken: set[int] = set()
@@ -413,27 +417,41 @@ def _plans(holders: list[Any], monkeypatch: pytest.MonkeyPatch | None
                             ran=hours * HOUR, priority=priority, ns=ns)
     wanting = [gang(f"want{k}", 2, ns="a-ml", priority=TRAINING) for k in range(3)]
     cluster_ = tracked(nodes, pods + [p for w in wanting for p in w])
-    quotas = Quotas([QueueSpec("team-a", ("a-*",), nominal=96),
-                     QueueSpec("team-b", ("b-*",), nominal=0)])
     planner = preemptor(cluster_, quotas)
+    queue = quotas.queue_of("a-ml")
     plans: list[tuple[str | None, frozenset[str]] | None] = []
     for members in wanting:
-        choice = planner.plan(members, "team-a", frozenset())
+        choice = planner.plan(members, queue, frozenset())
         plans.append(None if choice is None else
                      (choice.domain, frozenset(v.name for v in choice.victims)))
         if choice is not None:
-            planner.commit(choice, members, "team-a")
+            planner.commit(choice, members, queue)
     return plans
 
 
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(holders=st.lists(_HOLDERS, min_size=12, max_size=12))
-def test_a_reclaiming_preemptor_walks_few_domains_and_plans_as_if_it_walked_all(
-        holders: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+@given(holders=st.lists(_HOLDERS, min_size=12, max_size=12),
+       quotas=st.sampled_from([_RECLAIMING, _BY_PRIORITY]))
+def test_a_preemptor_walks_few_domains_and_plans_as_if_it_walked_all(
+        holders: list[Any], quotas: Quotas, monkeypatch: pytest.MonkeyPatch) -> None:
     with monkeypatch.context() as patched:
-        walked_all = _plans(holders, patched)
-    assert _plans(holders, None) == walked_all
+        walked_all = _plans(holders, quotas, patched)
+    assert _plans(holders, quotas, None) == walked_all
+
+
+def test_a_gang_is_weighed_whole_when_domains_are_ranked() -> None:
+    # Three domains held each by a young gang, one by single pods that ran longer. A gang
+    # pod frees as much as a node of single pods and has run less, but taking it takes
+    # its whole gang: the single pods lose less work, and they go.
+    nodes = cluster({"a": 2, "b": 2, "c": 2, "d": 2})
+    busy = [p for d in "abc" for p in running(f"g{d}", [f"{d}-n0", f"{d}-n1"], ran=HOUR)]
+    busy += [single(f"s{n}-{i}", f"d-n{n}", ran=1.5 * HOUR) for n in range(2)
+             for i in range(8)]
+    (action,) = preempts(decide(tracked(nodes, busy + training(1)), {}, NOW))
+    assert action.record.domain == "d"
+    assert action.gpu_hours == pytest.approx(8 * 1.5)
+    assert len(victims(action)) == 8
 
 
 def test_no_reclaim_for_a_queue_that_would_exceed_its_own_nominal() -> None:

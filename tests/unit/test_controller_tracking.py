@@ -115,8 +115,8 @@ def test_tracking_event_by_event_equals_tracking_what_is_left(sequence: list[Ste
     now = NOW + 1
     for deficit in (1, 4, 8, 20):
         for spared in (frozenset(), frozenset({"ml"})):
-            assert t.costs(("all",), NODE_NAMES, spared).estimate(deficit, 100000, now, now) \
-                == fresh.costs(("all",), NODE_NAMES, spared).estimate(deficit, 100000, now, now)
+            assert t.costs(("all",), NODE_NAMES, spared).bound(deficit, now) \
+                == fresh.costs(("all",), NODE_NAMES, spared).bound(deficit, now)
 
 
 def test_a_policy_reload_counts_the_new_accelerators_everywhere() -> None:

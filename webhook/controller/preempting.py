@@ -22,7 +22,7 @@ since the pod started, or since the checkpoint it states (`gpu-airlock.io/checkp
 from __future__ import annotations
 
 import bisect
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from webhook.accelerators import GpuEquivalents
@@ -168,14 +168,8 @@ def _within(unit: Victim, budget: Budget, allowance: Mapping[str, int]) -> bool:
 
 
 # Domains whose victims are chosen exactly (packing, quotas, budgets), after a quick
-# estimate ranks them all: the exact choice is the expensive part.
+# estimate ranks them: the exact choice is the expensive part.
 EXACT_DOMAINS = 3
-# A domain of at most this many nodes has its costs built when first estimated: a walk
-# over its pods, as checking whether the gang could pack there is, and kept until one
-# of them changes. A larger one (all nodes, without topology) is checked first: that
-# check stops at the first room enough, and a pod changing anywhere on it would undo
-# the costs by the next round.
-COSTS_AT_ONCE = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,14 +290,30 @@ class Preemptor:
                     break
             if plan is None:
                 return None
+            # A unit with no pod where the plan puts a member can go back without
+            # placing the gang again: the plan still holds, and only the quota is asked
+            # again. Then the plan is made once more, at the end, as placing the gang
+            # after each unit would have left it.
+            used = set(plan.assignments.values())
+            moved = False
             for unit in sorted(chosen, key=lambda u: u.cost, reverse=True):
                 self._give_back(unit, released, spent, room, here)
-                trimmed = self._fits(members, nodes, queue, need, room, released)
+                if used.isdisjoint(p.node_name for p in unit.pods) and \
+                        self.ledger.admissible(queue, need, released) is None:
+                    trimmed: Plan | None = plan
+                    moved = True
+                else:
+                    trimmed = self._fits(members, nodes, queue, need, room, released)
                 if trimmed is None:
                     self._take(unit, released, spent, room, here)
                 else:
-                    chosen.remove(unit)
-                    plan = trimmed
+                    # By identity: equal units compare pod by pod, field by field.
+                    chosen = [c for c in chosen if c is not unit]
+                    if trimmed is not plan:
+                        plan, used, moved = trimmed, set(trimmed.assignments.values()), False
+            if moved:
+                plan = self._fits(members, nodes, queue, need, room, released)
+                assert plan is not None  # the last plan still holds
             return chosen, plan
         finally:
             for unit in chosen:
@@ -378,11 +388,6 @@ class Preemptor:
         """Whether no victim taken this round ran on the usable nodes."""
         return not self._gone_on or self._gone_on.isdisjoint(usable.nodes)
 
-    def _has_costs(self, usable: _Usable) -> bool:
-        if self._untouched(usable):
-            return self.units.cluster.has_costs(usable.key, self.units.spared)
-        return usable.key in self._costs_here
-
     def _costs(self, usable: _Usable) -> Costs:
         """What evicting pods on the usable nodes would cost: the tracked cluster's, kept
         between rounds, unless a victim taken this round ran there."""
@@ -398,28 +403,23 @@ class Preemptor:
         return found
 
     def _estimate(self, usable: _Usable, need: GpuEquivalents, queue: str, priority: int,
-                  may_preempt: bool) -> tuple[int, float] | None:
-        """A quick estimate of what freeing `need` GPUs on the nodes costs: the pods of
-        lowest priority that may go, youngest first (units, cheapest first, when
-        reclaiming), counted by GPUs alone (no packing, no queue arithmetic); None when
-        even all of them are not enough."""
+                  may_preempt: bool, reclaiming: bool) -> tuple[int, float] | None:
+        """A quick estimate of what freeing `need` GPUs on the nodes costs: the units
+        that may go, cheapest first, until they free enough there (no packing, no queue
+        arithmetic, no budgets). A whole gang counts, with its work lost wherever its
+        members run: counting its pods here alone ranked a domain held by a young gang
+        before one of single pods that would cost less. None when even all of them are
+        not enough."""
         deficit = need - self.snap.free_gpus(usable.nodes)
         if deficit <= 0:
             return _NOTHING
-        spec = self.ledger.quotas.spec(queue)
-        if self.ledger.used.get(queue, 0) + need > spec.nominal:
-            # Not reclaiming: only pods of lower priority may go; what taking them
-            # costs is kept between rounds (`costs`): a few searches, not a walk.
-            if not may_preempt:
-                return None
-            return self._costs(usable).estimate(deficit, priority, self.units.young,
-                                                self.units.now)
         top, lost = _NOTHING
         ranking = self._ranking(usable)
         for name, freed in zip(ranking.order, ranking.each, strict=True):
             unit = self.units.get(name)
             assert unit is not None  # ranked units are built
-            if not ((may_preempt and unit.priority < priority) or unit.queue != queue):
+            if not (outranks(unit, priority, may_preempt)
+                    or (reclaiming and unit.queue != queue)):
                 continue
             top, lost = max(top, unit.priority), lost + unit.lost
             deficit -= freed
@@ -427,27 +427,33 @@ class Preemptor:
                 return top, lost
         return None
 
-    def _best_by_bound(self, domains: Mapping[str | None, _Usable], need: GpuEquivalents,
-                       queue: str, priority: int, may_preempt: bool) -> list[_Ranked]:
-        """The domains a reclaiming preemptor's estimate ranks best, in its order, at
-        least the EXACT_DOMAINS planned exactly. That estimate walks a domain's units, a
-        pass over its pods; so domains are walked in the order of a bound no greater than
-        the estimate (`Costs.bound`, kept between rounds), and no more once a bound
-        cannot beat the last of the best: the same ranking, from a few walks."""
+    def _ranked(self, domains: Mapping[str | None, _Usable], need: GpuEquivalents,
+                below: int | None, estimate: Callable[[_Usable], tuple[int, float] | None]
+                ) -> list[_Ranked]:
+        """The domains the estimate ranks best, in its order: all of them when there are
+        no more than are planned exactly, else at least the EXACT_DOMAINS best. The
+        estimate walks a domain's units, a pass over its pods; so domains are walked in
+        the order of a bound no greater than the estimate (`Costs.bound`, kept between
+        rounds), and no more once a bound cannot beat the last of the best: the same
+        ranking, from a few walks. A bound at or above priority `below`, if given, rules
+        a domain out: pods below it cannot free enough there."""
+        if len(domains) <= EXACT_DOMAINS:
+            return sorted((cost, str(domain), domain) for domain, usable in domains.items()
+                          if (cost := estimate(usable)) is not None)
         now = self.units.now
         bounds: list[_Ranked] = []
         for domain, usable in domains.items():
             deficit = need - self.snap.free_gpus(usable.nodes)
             bound = _NOTHING if deficit <= 0 else \
                 self._costs(usable).bound(deficit, now)
-            if bound is not None:
+            if bound is not None and (below is None or bound[0] < below):
                 bounds.append((bound, str(domain), domain))
         bounds.sort()
         best: list[_Ranked] = []
         for bound, name, domain in bounds:
             if len(best) >= EXACT_DOMAINS and (bound, name) > best[EXACT_DOMAINS - 1][:2]:
                 break
-            cost = self._estimate(domains[domain], need, queue, priority, may_preempt)
+            cost = estimate(domains[domain])
             if cost is not None:
                 bisect.insort(best, (cost, name, domain))
         return best
@@ -492,39 +498,25 @@ class Preemptor:
             if smallest > 0 and self.units.cluster.room_below(anchor.priority,
                                                               smallest) < count:
                 return None
-        # Below its priority, could the pods pack on a domain's nodes, node by node,
-        # among pods past their minimum runtime (a necessary condition)? Asked before
-        # the estimate where that would build the costs of a large domain, else only of
-        # the domains the estimate ranks best.
-        packs: dict[str | None, bool] = {}
 
-        def estimate(domain: str | None, usable: _Usable) -> tuple[int, float] | None:
-            if not reclaiming and len(usable.nodes) > COSTS_AT_ONCE and \
-                    not self._has_costs(usable):
-                packs[domain] = self._below(usable.nodes, anchor.priority, shape)
-                if not packs[domain]:
-                    return None
-            return self._estimate(usable, need, queue, anchor.priority, anchor.may_preempt)
+        def estimate(usable: _Usable) -> tuple[int, float] | None:
+            # Below its priority, could the pods pack on the nodes, node by node, among
+            # pods past their minimum runtime? A necessary condition, and cheaper than
+            # a walk of the units.
+            if not reclaiming and not self._below(usable.nodes, anchor.priority, shape):
+                return None
+            return self._estimate(usable, need, queue, anchor.priority, anchor.may_preempt,
+                                  reclaiming)
 
         best: Choice | None = None
-        ranked = self._best_by_bound(domains, need, queue, anchor.priority,
-                                     anchor.may_preempt) if reclaiming else \
-            sorted((cost, str(domain), domain) for domain, usable in domains.items()
-                   if (cost := estimate(domain, usable)) is not None)
-        exact = 0
-        for _, _, domain in ranked:
-            usable = domains[domain]
-            if not reclaiming and not packs.get(domain, False) and \
-                    not self._below(usable.nodes, anchor.priority, shape):
-                continue
-            found = self._in_domain(members, usable, queue, need)
-            exact += 1
+        ranked = self._ranked(domains, need, None if reclaiming else anchor.priority,
+                              estimate)
+        for _, _, domain in ranked[:EXACT_DOMAINS]:
+            found = self._in_domain(members, domains[domain], queue, need)
             if found is not None and found[0]:
                 victims, plan = found
                 if best is None or _set_cost(victims) < _set_cost(best.victims):
                     best = Choice(domain, key, tuple(victims), Plan(domain, plan.assignments))
-            if exact == EXACT_DOMAINS:
-                break
         return best
 
     def commit(self, choice: Choice, members: Sequence[PodInfo], queue: str) -> None:

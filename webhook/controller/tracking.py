@@ -359,10 +359,6 @@ class Tracked:
             total = self._room_totals[key] = sum(parts.values())
         return total
 
-    def has_costs(self, name: tuple[object, ...], spared: frozenset[str]) -> bool:
-        """Whether `costs` for the set so named is kept, unchanged since it was built."""
-        return (*name, spared) in self._costs
-
     def costs(self, name: tuple[object, ...], nodes: Sequence[str], spared: frozenset[str]
               ) -> Costs:
         """What evicting pods on `nodes` (a set the caller names, e.g. a domain), but

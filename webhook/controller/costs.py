@@ -37,8 +37,9 @@ class Costs:
     def __init__(self, holdings: Iterable[Holding]) -> None:
         by_priority: dict[int, list[tuple[float, GpuEquivalents]]] = {}
         for priority, started, gpus, _, checkpointed in holdings:
-            by_priority.setdefault(priority, []).append(
-                (max(started, checkpointed or 0.0), gpus))
+            if gpus > 0:
+                by_priority.setdefault(priority, []).append(
+                    (max(started, checkpointed or 0.0), gpus))
         self._priorities = sorted(by_priority)
         # Per priority, lowest first: its pods (saved from, GPUs), and the GPUs of all
         # the pods up to it.
@@ -77,8 +78,8 @@ class Costs:
 
     def _covering(self, top: int) -> _Cover:
         """The pods of levels up to `top`, the last saved first."""
-        pods = sorted((pod for level in self._levels[:top + 1] for pod in level
-                       if pod[1] > 0), reverse=True)
+        pods = sorted((pod for level in self._levels[:top + 1] for pod in level),
+                      reverse=True)
         cover = self._covers[top] = _Cover(
             pods[0][0] if pods else 0.0,
             list(itertools.accumulate((g for _, g in pods), initial=0)),

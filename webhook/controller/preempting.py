@@ -292,26 +292,24 @@ class Preemptor:
                 return None
             # A unit with no pod where the plan puts a member can go back without
             # placing the gang again: the plan still holds, and only the quota is asked
-            # again. Then the plan is made once more, at the end, as placing the gang
+            # again. The plan is then made once more, at the end, as placing the gang
             # after each unit would have left it.
             used = set(plan.assignments.values())
-            moved = False
+            stale = False
             for unit in sorted(chosen, key=lambda u: u.cost, reverse=True):
                 self._give_back(unit, released, spent, room, here)
                 if used.isdisjoint(p.node_name for p in unit.pods) and \
                         self.ledger.admissible(queue, need, released) is None:
-                    trimmed: Plan | None = plan
-                    moved = True
+                    stale = True
+                elif (trimmed := self._fits(members, nodes, queue, need, room,
+                                            released)) is not None:
+                    plan, used, stale = trimmed, set(trimmed.assignments.values()), False
                 else:
-                    trimmed = self._fits(members, nodes, queue, need, room, released)
-                if trimmed is None:
                     self._take(unit, released, spent, room, here)
-                else:
-                    # By identity: equal units compare pod by pod, field by field.
-                    chosen = [c for c in chosen if c is not unit]
-                    if trimmed is not plan:
-                        plan, used, moved = trimmed, set(trimmed.assignments.values()), False
-            if moved:
+                    continue
+                # By identity: equal units compare pod by pod, field by field.
+                chosen = [c for c in chosen if c is not unit]
+            if stale:
                 plan = self._fits(members, nodes, queue, need, room, released)
                 assert plan is not None  # the last plan still holds
             return chosen, plan

@@ -56,9 +56,9 @@ from tests.builders import gang_pod, pod, raw_member
 from webhook.controller.applying import WRITES_IN_FLIGHT, ungate_patch
 from webhook.controller.deciding import POLICY_DEFAULT, decide
 from webhook.controller.fitting import fit
-from webhook.controller.gangs import Record
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.raw import json_of
+from webhook.controller.records import Record
 from webhook.controller.snapshot import Snapshot
 from webhook.controller.tracking import Tracked
 from webhook.keys import (

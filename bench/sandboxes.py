@@ -20,18 +20,19 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
 
-from tests.builders import template, workload
+from tests.builders import policy_yaml, template, workload
 from tests.kube import events
 from webhook.controller.watching import watch
 from webhook.keys import GATE
 from webhook.policy.loading import policy_files
+from webhook.simulation.traces import Job
 
 POLICIES = Path(__file__).resolve().parents[1] / "policies"
 GPU = "nvidia.com/gpu"
@@ -99,6 +100,17 @@ def policies_with(directory: Path, name: str, text: str, source: Path = POLICIES
         shutil.copy(f, directory / f.name)
     (directory / name).write_text(text)
     return directory
+
+
+def trace_grants(jobs: Iterable[Job]) -> str:
+    """A policy file that grants each namespace of a trace the classes its jobs ask for
+    (by label): the platform a trace stands for lets its teams run what they run."""
+    by_class: dict[str, set[str]] = {}
+    for job in jobs:
+        by_class.setdefault(job.cls, set()).add(job.namespace)
+    return policy_yaml("trace-grants", {"grants": [
+        {"class": cls, "namespaces": sorted(namespaces)}
+        for cls, namespaces in sorted(by_class.items())]})
 
 
 # --- workloads, as people write them ----------------------------------------------------

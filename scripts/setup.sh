@@ -9,4 +9,7 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
 fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[dev]'
+# The runtime dependencies at the versions the image ships (deploy/image/requirements.lock,
+# without its hashes: pip cannot hash an editable install), so the tests run what ships.
+sed -e '/--hash=/d' -e 's/ \\$//' deploy/image/requirements.lock > .venv/image-versions.txt
+.venv/bin/python -m pip install --quiet -e '.[dev]' -c .venv/image-versions.txt

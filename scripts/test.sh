@@ -23,6 +23,6 @@ echo "== policy lint"; .venv/bin/airlock lint policies
 if [ "$fast" = true ]; then
   echo "== unit tests"; exec .venv/bin/pytest -q -ra tests/unit "$@"
 fi
-echo "== Kubernetes binaries, KWOK, the operators and the peers"
-.venv/bin/python -m webhook.sandbox.binaries --operators all --peers kueue,coscheduling
+echo "== Kubernetes binaries, KWOK, the operators, the peers and Helm"
+.venv/bin/python -m webhook.sandbox.binaries --operators all --peers kueue,coscheduling --helm
 echo "== tests"; .venv/bin/pytest -q -ra "$@"

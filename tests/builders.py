@@ -16,6 +16,7 @@ from webhook.controller.deciding import POLICY_DEFAULT, Admit, Preempt, Wait
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.preempting import Candidates, PreemptionSettings, Preemptor
 from webhook.controller.quotas import Ledger, Quotas
+from webhook.controller.records import PreemptionRecord, Record, Seal
 from webhook.controller.snapshot import Snapshot
 from webhook.controller.tracking import Tracked
 from webhook.keys import (
@@ -33,7 +34,7 @@ from webhook.keys import (
     TOPOLOGY_MODE_ANNOTATION,
     ClassName,
 )
-from webhook.policy.model import ClassSpec, Policy, Rule
+from webhook.policy.model import ClassSpec, Grant, Policy, Rule
 
 CLIQUE = "nvidia.com/gpu.clique"
 GPU = "nvidia.com/gpu"
@@ -41,6 +42,9 @@ NOW = 1_900_000_000.0
 HOUR = 3600.0
 SCAVENGER = 1000  # the default policy's scavenger priority
 TRAINING = 50000  # and its training priority
+# The controller's record key in unit tests: records the builders write are sealed with
+# it, and pods are parsed with it. It trusts no record without a seal (made at time 0).
+SEAL = Seal(b"airlock-unit-tests-record-key-32", 0.0, lambda: NOW)
 
 
 class PodBuilder:
@@ -165,7 +169,7 @@ def gang_pod(gang: str, i: int, size: int, gpus: int = 8, cls: str | None = None
 def raw_member(gang: str, i: int, gpus: int = 8, size: int | None = None, *,
                gated: bool = True, mode: str = "required", priority: int = 0,
                created: int = 0, ns: str = "ml", node_name: str | None = None,
-               placement: str | None = None, name: str | None = None,
+               placement: Record | None = None, name: str | None = None,
                resource: str = GPU, recorded: str | None = None,
                **spec: Any) -> dict[str, Any]:
     """A gang member as the watch delivers it once the webhook has marked it; `recorded`
@@ -174,8 +178,9 @@ def raw_member(gang: str, i: int, gpus: int = 8, size: int | None = None, *,
          .set("tolerations", [{"key": "nvidia.com/gpu", "operator": "Exists"}])
          .marked(gang, size, mode, gated))
     b.meta["creationTimestamp"] = f"2026-11-22T10:{created:02d}:{i:02d}Z"
+    b.meta["uid"] = uid_of(ns, name or f"{gang}-{i}")
     if placement:
-        b.annotation(PLACEMENT_ANNOTATION, placement)
+        b.annotation(PLACEMENT_ANNOTATION, SEAL.dumps(placement, b.meta["uid"]))
     if recorded is not None:
         b.annotation(ACCELERATORS_ANNOTATION, recorded)
     if priority:
@@ -187,8 +192,22 @@ def raw_member(gang: str, i: int, gpus: int = 8, size: int | None = None, *,
     return b.build()
 
 
+def uid_of(namespace: str, name: str) -> str:
+    """The uid the builders give a pod."""
+    return f"uid-{namespace}-{name}"
+
+
+def victims_record(domain: str | None, victims: Iterable[PodInfo], nodes: Iterable[str],
+                   at: float) -> PreemptionRecord:
+    """A preemption as the controller records it, naming `victims` by name and uid."""
+    pods = list(victims)
+    return PreemptionRecord(domain, CLIQUE if domain else None,
+                            tuple(f"{p.namespace}/{p.name}" for p in pods), tuple(nodes), at,
+                            tuple(p.uid for p in pods))
+
+
 def member(gang: str, i: int, gpus: int = 8, size: int | None = None, **kw: Any) -> PodInfo:
-    return PodInfo.parse(raw_member(gang, i, gpus, size, **kw))
+    return PodInfo.parse(raw_member(gang, i, gpus, size, **kw), SEAL)
 
 
 def gang(name: str, n: int, gpus: int = 8, **kw: Any) -> list[PodInfo]:
@@ -202,6 +221,7 @@ def raw_queued(name: str, gpus: int = 1, *, ns: str = "ml", priority: int = SCAV
     b = pod(name, ns).gpus(gpus).set("priority", priority).annotation(QUEUED_ANNOTATION,
                                                                       "true")
     b.meta["creationTimestamp"] = f"2026-11-22T10:{created:02d}:00Z"
+    b.meta["uid"] = uid_of(ns, name)
     if gated:
         b.gate(GATE)
     for key, value in spec.items():
@@ -210,7 +230,7 @@ def raw_queued(name: str, gpus: int = 1, *, ns: str = "ml", priority: int = SCAV
 
 
 def queued(name: str, gpus: int = 1, **kw: Any) -> PodInfo:
-    return PodInfo.parse(raw_queued(name, gpus, **kw))
+    return PodInfo.parse(raw_queued(name, gpus, **kw), SEAL)
 
 
 def iso(at: float) -> str:
@@ -220,13 +240,15 @@ def iso(at: float) -> str:
 
 def _running(raw: dict[str, Any], node: str, ran: float, checkpointed: float | None
              ) -> PodInfo:
+    meta = raw["metadata"]
+    meta.setdefault("uid", uid_of(meta["namespace"], meta["name"]))
     raw["spec"]["nodeName"] = node
     raw["spec"].pop("schedulingGates", None)
     raw["status"] = {"phase": "Running", "startTime": iso(NOW - ran)}
     if checkpointed is not None:
         raw["metadata"].setdefault("annotations", {})[CHECKPOINTED_AT_ANNOTATION] = \
             iso(NOW - checkpointed)
-    return PodInfo.parse(raw)
+    return PodInfo.parse(raw, SEAL)
 
 
 def running(name: str, nodes: list[str], gpus: int = 8, ran: float = HOUR,
@@ -369,6 +391,16 @@ def with_queued(policy: Policy, cls: ClassName, queued: bool) -> Policy:
     """`policy` with `classes.<cls>.queued` stated."""
     return policy.model_copy(update={"classes": {
         **policy.classes, cls: policy.classes[cls].model_copy(update={"queued": queued})}})
+
+
+def with_grant(policy: Policy, cls: ClassName, namespaces: tuple[str, ...] = ()) -> Policy:
+    """`policy` where `cls` requires a grant, granted to `namespaces`."""
+    grants = (Grant.model_validate({"class": cls, "namespaces": namespaces}),) \
+        if namespaces else ()
+    return policy.model_copy(update={
+        "classes": {**policy.classes,
+                    cls: policy.classes[cls].model_copy(update={"requires_grant": True})},
+        "grants": grants})
 
 
 def make_policy(**overrides: Any) -> Policy:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from tests.builders import make_policy
+from tests.kube import prerequisite_missing
 from webhook.policy.model import Policy
-from webhook.sandbox.binaries import Binaries, ensure_binaries
+from webhook.sandbox.binaries import Binaries, ensure_binaries, ensure_helm
 from webhook.sandbox.gobuilding import BuildError
+
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -17,13 +22,26 @@ def policy() -> Policy:
     return make_policy()
 
 
+def _progress(line: str) -> None:
+    print(line, flush=True)
+
+
+def _built(what: str, build: Callable[[], T]) -> T:
+    """Built once, then cached; under CI=true their absence fails the run instead of
+    skipping."""
+    try:
+        return build()
+    except BuildError as e:
+        prerequisite_missing(f"{what} missing: {e}")
+
+
 @pytest.fixture(scope="session")
 def binaries() -> Binaries:
-    """The control plane's binaries and KWOK (built once, then cached). Under
-    CI=true their absence fails the run instead of skipping."""
-    try:
-        return ensure_binaries(lambda line: print(line, flush=True))
-    except BuildError as e:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"Kubernetes binaries missing: {e}")
-        pytest.skip(f"no Kubernetes binaries: {e}")
+    """The control plane's binaries and KWOK."""
+    return _built("Kubernetes binaries", lambda: ensure_binaries(_progress))
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """Helm, for the chart's tests."""
+    return _built("helm", lambda: ensure_helm(_progress))

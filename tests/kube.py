@@ -1,16 +1,24 @@
 """Helpers for tests against a real apiserver: create what users create, read back what
 the cluster made of it, wait for a condition without a fixed sleep; the controller
-processes a test starts, and the types of what the e2e fixtures hand a test. Test
-modules import these from here, never from a conftest."""
+processes a test starts, the types of what the e2e fixtures hand a test, what kustomize
+renders of deploy/, and what a missing prerequisite does. Test modules import these from
+here, never from a conftest."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import ssl
+import subprocess
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+import aiohttp
+import pytest
+import yaml
 from kubernetes_asyncio import client
 
 from tests.builders import gang_pod
@@ -27,6 +35,44 @@ POLICIES = ROOT / "policies"
 NamespaceFactory = Callable[..., Awaitable[str]]
 PolicyFileFactory = Callable[[str, str], Path]
 NodeFactory = Callable[[list[dict[str, Any]]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Scrapers:
+    """Bearer tokens of two service accounts of a test's namespace: `reader`'s is bound
+    to the ClusterRole airlock-metrics-reader, `stranger`'s to nothing."""
+
+    namespace: str
+    reader: str
+    stranger: str
+
+
+def prerequisite_missing(message: str) -> NoReturn:
+    """A binary or operator a test needs is not there: under CI=true that fails the run
+    (scripts/test.sh builds everything first), elsewhere the test skips."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+# The kinds of deploy/ that live in no namespace.
+CLUSTER_SCOPED = frozenset({
+    "Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass",
+    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"})
+
+
+def documents(text: str) -> list[dict[str, Any]]:
+    """The objects of a multi-document YAML stream (empty documents left out)."""
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def kustomize(kubectl: Path, path: Path) -> list[dict[str, Any]]:
+    """What `kubectl kustomize PATH` renders: the real tool decides what deploy/ is."""
+    out = subprocess.run([str(kubectl), "kustomize", str(path)], capture_output=True,
+                         text=True, check=False, timeout=120)
+    assert out.returncode == 0, f"kubectl kustomize {path} failed:\n{out.stderr}"
+    return documents(out.stdout)
 
 
 def alive(pid: int) -> bool:
@@ -108,3 +154,22 @@ async def dry_run(api: client.ApiClient, ns: str, body: dict[str, Any]) -> dict[
         ns, body=body, dry_run="All", _preload_content=False)
     answer: dict[str, Any] = await response.json()
     return answer
+
+
+def metrics_url(proc: AirlockProcess) -> str:
+    """Where a controller process serves /metrics and /healthz (its --metrics-port)."""
+    argv = [str(a) for a in proc.process.args]  # type: ignore[union-attr]
+    return f"https://127.0.0.1:{argv[argv.index('--metrics-port') + 1]}"
+
+
+async def scrape(url: str, token: str | None = None,
+                 ca: Path | None = None) -> tuple[int, str]:
+    """GET `url` as Prometheus does, with `token` as its bearer token: the status and the
+    body. TLS is verified against `ca`; without one it is not (the controller makes its
+    certificate at start, signed by nothing a client knows)."""
+    verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(ca)) \
+        if ca is not None else False
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with aiohttp.ClientSession() as http, \
+            http.get(url, headers=headers, ssl=verify) as response:
+        return response.status, await response.text()

@@ -10,6 +10,7 @@ import datetime
 import ipaddress
 import os
 import secrets
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,8 +51,10 @@ def san(host: str) -> x509.GeneralName:
 
 
 def write_file(path: Path, data: bytes, private: bool = False) -> None:
-    """Replace `path` at once (readers never see half a file), owner-only if private."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    """Replace `path` at once (readers never see half a file), owner-only if private. The
+    temporary file's name is the writer's own: two processes filling one cache (a test run
+    and a sandbox) must not rename each other's file away."""
+    tmp = path.with_suffix(f"{path.suffix}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_bytes(data)
     if private:
         tmp.chmod(0o600)

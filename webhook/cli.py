@@ -35,7 +35,8 @@ def _serve(args: argparse.Namespace) -> int:
     if policies is None:
         return 1
     return run_server(port=args.port, cert_dir=args.cert_dir, policies=policies,
-                      host=args.host, drain_seconds=args.drain_seconds)
+                      host=args.host, drain_seconds=args.drain_seconds,
+                      auth=args.metrics_auth, kubeconfig=args.kubeconfig)
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -111,6 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--drain-seconds", type=float, default=5.0,
                        help="on SIGTERM, report not-ready and keep serving this long before "
                             "closing, so the apiserver stops sending first")
+    from webhook.metricsauth.options import add_metrics_auth_argument
+
+    add_metrics_auth_argument(serve)
+    serve.add_argument("--kubeconfig", type=Path, default=None,
+                       help="credentials for reviewing the tokens of /metrics scrapers "
+                            "(default: in-cluster, then ~/.kube/config); nothing else is "
+                            "asked of the apiserver")
     serve.set_defaults(func=_serve)
 
     explain = sub.add_parser("explain", help="show offline what admission does to the pods "

@@ -23,6 +23,34 @@ CHECKPOINTED_AT_ANNOTATION: Final = "gpu-airlock.io/checkpointed-at"
 GPU_MEMORY_ANNOTATION: Final = "gpu-airlock.io/gpu-memory"
 GPU_FRACTION_ANNOTATION: Final = "gpu-airlock.io/gpu-fraction"
 
+# The rest of the contract's keys a workload may write (DESIGN.md), some read by features
+# still to come: reserved now, so no pod carries them as Airlock's own marks meanwhile.
+GANG_MIN_SIZE_ANNOTATION: Final = "gpu-airlock.io/gang-min-size"
+EXPECTED_RUNTIME_ANNOTATION: Final = "gpu-airlock.io/expected-runtime"
+REQUIRED_TOPOLOGY_ANNOTATION: Final = "gpu-airlock.io/required-topology"
+PREFERRED_TOPOLOGY_ANNOTATION: Final = "gpu-airlock.io/preferred-topology"
+SLICE_REQUIRED_TOPOLOGY_ANNOTATION: Final = "gpu-airlock.io/slice-required-topology"
+SLICE_SIZE_ANNOTATION: Final = "gpu-airlock.io/slice-size"
+
+PREFIX: Final = "gpu-airlock.io/"
+# The keys under PREFIX that people and their tools may write on a pod, as labels or
+# annotations. Every other key under PREFIX is Airlock's own: the webhook strips what it
+# would not write itself, and refuses the controller's records; the apiserver refuses any
+# change to them but the controller's (deploy/base/admission-policies.yaml lists these
+# same keys; a test keeps the two equal).
+USER_KEYS: Final = frozenset({
+    CLASS_LABEL, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION, CHECKPOINTED_AT_ANNOTATION,
+    GPU_MEMORY_ANNOTATION, GPU_FRACTION_ANNOTATION, GANG_MIN_SIZE_ANNOTATION,
+    EXPECTED_RUNTIME_ANNOTATION, REQUIRED_TOPOLOGY_ANNOTATION, PREFERRED_TOPOLOGY_ANNOTATION,
+    SLICE_REQUIRED_TOPOLOGY_ANNOTATION, SLICE_SIZE_ANNOTATION,
+})
+
+
+def airlocks_own(key: str) -> bool:
+    """Whether `key` is Airlock's to write, never a workload's."""
+    return key.startswith(PREFIX) and key not in USER_KEYS
+
+
 ClassName = Literal["training", "inference", "scavenger"]
 CLASSES: Final[tuple[ClassName, ...]] = ("training", "inference", "scavenger")
 
@@ -53,5 +81,8 @@ PLACEMENT_ANNOTATION: Final = "gpu-airlock.io/placement"
 # A preemption decided for the gang whose anchor pod carries it (JSON): the victims and
 # the domain held for it, so a new leader finishes it rather than deciding afresh.
 PREEMPTION_ANNOTATION: Final = "gpu-airlock.io/preemption"
+# What only the controller writes, after a pod is created: a pod created with one is
+# refused, by the webhook and by the apiserver (the records are sealed besides).
+CONTROLLER_KEYS: Final = frozenset({PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION})
 
 DEFAULT_SCHEDULER: Final = "default-scheduler"

@@ -13,11 +13,13 @@ read: no Kubernetes client authenticates with it.
 
 from __future__ import annotations
 
+import os
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import aiohttp
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, config
 
 # The generated client's own read buffer: watch events carry whole objects (up to etcd's
 # 1.5 MiB request limit).
@@ -48,3 +50,23 @@ def api_client(configuration: client.Configuration, in_flight: int = 8) -> clien
                                               read_bufsize=_READ_BUFFER)
     rest.proxy = configuration.proxy
     return api
+
+
+def in_cluster() -> bool:
+    """In a pod: the kubelet always sets the apiserver's address (enableServiceLinks or
+    not)."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+async def load_configuration(kubeconfig: Path | None) -> client.Configuration:
+    """Credentials from `kubeconfig`, else the pod's service account, else
+    ~/.kube/config."""
+    configuration = client.Configuration()
+    if kubeconfig is not None:
+        await config.load_kube_config(config_file=str(kubeconfig),
+                                      client_configuration=configuration)
+    elif in_cluster():
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        await config.load_kube_config(client_configuration=configuration)
+    return configuration

@@ -32,6 +32,7 @@ from bench.peering.manifests import (
     pods,
 )
 from bench.peering.recording import Action, Recorder, Restart, Run
+from bench.sandboxes import policies_with, trace_grants
 from webhook.controller.raw import json_of
 from webhook.policy.model import Policy
 from webhook.sandbox import wiring
@@ -83,7 +84,9 @@ def replay(system: System, jobs: Sequence[Job], policy: Policy, options: Options
         namespaces = sorted({j.namespace for j in jobs})
         asyncio.run(_cluster(plane, policy, namespaces, options.shape, system))
         if system == "airlock":
-            airlock = _start_airlock(plane, options.policies)
+            airlock = _start_airlock(plane, policies_with(
+                plane.workdir / "policies", "95-trace-grants.yaml", trace_grants(jobs),
+                source=options.policies))
         if peer is not None:
             operators = start_operators([peer], plane.workdir, plane.admin_kubeconfig,
                                         plane.pki.ca, progress)

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.kube import gated
-from webhook.controller.actions import RECLAIMED, EventReason, PreemptionRecord
-from webhook.controller.gangs import GangId, Record
+from webhook.controller.actions import RECLAIMED, EventReason
+from webhook.controller.gangs import GangId
 from webhook.controller.objects import pod_requests
+from webhook.controller.records import PreemptionRecord, Record, peek
 from webhook.keys import GANG_LABEL, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
 from webhook.sandbox.nodes import GPU
 
@@ -181,8 +182,14 @@ class _Check:
         if not gated(raw) and pod.ungated is None:
             pod.ungated = seen.at
         disruption = _condition(raw, "DisruptionTarget")
-        if disruption is not None and pod.evicted is None:
-            self._evicted(pod, seen.at, str(disruption.get("message", "")))
+        if disruption is not None:
+            message = str(disruption.get("message", ""))
+            if pod.evicted is None:
+                self._evicted(pod, seen.at, message)
+            elif any(_told(reason, message) for reason in EVENT_REASONS):
+                # The eviction API's own condition comes first; Airlock's, which says
+                # why, right after it.
+                pod.evicted = (pod.evicted[0], message)
         pod.running = bool(node) and not finished and not meta.get("deletionTimestamp")
         scheduled = _condition(raw, "PodScheduled")
         if pod.gang and not node and not gated(raw) and scheduled is not None and \
@@ -190,13 +197,13 @@ class _Check:
             self.partial.add(pod.gang)
         annotations = meta.get("annotations") or {}
         if pod.gang and (text := annotations.get(PREEMPTION_ANNOTATION)):
-            record = PreemptionRecord.loads(text)
-            if record is not None:
+            record = peek("preemption", text)
+            if isinstance(record, PreemptionRecord):
                 self.preemptions.setdefault((uid, record.at),
                                             _Preemption(record, pod.gang, seen.at))
         if pod.gang and (text := annotations.get(PLACEMENT_ANNOTATION)):
-            placement = Record.loads(text)
-            if placement is not None:
+            placement = peek("placement", text)
+            if isinstance(placement, Record):
                 self.placements.setdefault((pod.gang, placement.at), (placement, seen.at))
 
     def _place(self, uid: str, pod: _Pod, node: str | None, at: float) -> None:
@@ -222,13 +229,16 @@ class _Check:
     # --- after the whole history ---------------------------------------------------------
     def findings(self, events: Iterable[Mapping[str, Any]]) -> Findings:
         found = self.found
-        explained = {(e.get("involvedObject") or {}).get("uid") for e in events
-                     if e.get("reason") in EVENT_REASONS}
+        explained = {(e.get("involvedObject") or {}).get("uid"): str(e.get("message", ""))
+                     for e in events if e.get("reason") in EVENT_REASONS}
+        # Victims a preemption recorded: Airlock's, whatever their condition says (the
+        # controller may have died between the eviction and saying why).
+        recorded = {v for p in self.preemptions.values() for v in p.record.uids}
         for uid, pod in self.pods.items():
             if pod.evicted is None:
                 continue
-            message = pod.evicted[1]
-            if _told(PREEMPTED, message):
+            message = explained.get(uid, pod.evicted[1])
+            if _told(PREEMPTED, message) or (uid in recorded and not _told(REQUEUED, message)):
                 found.victims += 1
                 found.reclaimed += RECLAIMED in message
             elif _told(REQUEUED, message):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +16,20 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from tests.builders import policy_yaml
 from tests.kube import (
     POLICIES,
     Controllers,
     NamespaceFactory,
     NodeFactory,
     PolicyFileFactory,
+    Scrapers,
+    until,
 )
 from webhook.policy.loading import load_policy, policy_files
 from webhook.sandbox import wiring
 from webhook.sandbox.binaries import Binaries
-from webhook.sandbox.clients import from_kubeconfig
+from webhook.sandbox.clients import from_kubeconfig, service_account_token
 from webhook.sandbox.controlplane import ControlPlane
 from webhook.sandbox.nodes import Shape, create_nodes, topology
 from webhook.sandbox.processes import Webhook, start_webhook
@@ -55,6 +58,7 @@ async def _prepare(plane: ControlPlane, hook: Webhook) -> None:
         await create_nodes(api, topology(Shape(nodes=8, nodes_per_domain=4)))
         await wiring.apply_webhook_configurations(
             api, wiring.webhook_configurations(hook.url, hook.certs.ca.read_bytes()))
+        await wiring.apply_admission_policies(api)
 
 
 @pytest.fixture(scope="session")
@@ -119,6 +123,50 @@ def controller_kubeconfig(control_plane: ControlPlane, airlock: Webhook) -> Path
     return asyncio.run(make())
 
 
+@pytest.fixture(scope="session")
+def webhook_kubeconfig(control_plane: ControlPlane) -> Path:
+    """Credentials of the webhook's own ServiceAccount, bound to deploy/'s RBAC: it may
+    review who scrapes its /metrics, and nothing else."""
+    async def make() -> Path:
+        async with await from_kubeconfig(control_plane.admin_kubeconfig) as api:
+            return await wiring.account_kubeconfig(
+                api, control_plane.url, control_plane.ca_file,
+                control_plane.workdir / "webhook.kubeconfig", "airlock-webhook")
+    return asyncio.run(make())
+
+
+@pytest.fixture
+async def scrapers(api: client.ApiClient, namespace: str,
+                   controller_kubeconfig: Path) -> AsyncIterator[Scrapers]:
+    """Tokens of two ServiceAccounts in the test's namespace: `reader`, bound to the
+    ClusterRole airlock-metrics-reader (deploy/, applied with the controller's RBAC) once
+    the apiserver allows it, and `stranger`, bound to nothing."""
+    core = client.CoreV1Api(api)
+    for name in ("reader", "stranger"):
+        await core.create_namespaced_service_account(namespace,
+                                                     body={"metadata": {"name": name}})
+    rbac = client.RbacAuthorizationV1Api(api)
+    binding = f"e2e-metrics-reader-{namespace}"
+    await rbac.create_cluster_role_binding(body={
+        "metadata": {"name": binding},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "airlock-metrics-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}]})
+
+    async def allowed() -> bool:
+        review = await client.AuthorizationV1Api(api).create_subject_access_review(body={
+            "spec": {"user": f"system:serviceaccount:{namespace}:reader",
+                     "nonResourceAttributes": {"path": "/metrics", "verb": "get"}}})
+        return bool(review.status.allowed)
+
+    # Reviewed verdicts are kept a minute: a first scrape must not meet the binding
+    # before the apiserver's authorizer does.
+    await until(allowed)
+    yield Scrapers(namespace, await service_account_token(api, namespace, "reader"),
+                   await service_account_token(api, namespace, "stranger"))
+    await rbac.delete_cluster_role_binding(binding)
+
+
 @pytest.fixture
 def controllers(controller_kubeconfig: Path, tmp_path: Path, session_policies: Path
                 ) -> Iterator[Controllers]:
@@ -155,6 +203,17 @@ def policy_file(session_policies: Path) -> Iterator[PolicyFileFactory]:
     yield add
     for path in added:
         path.unlink()
+
+
+@pytest.fixture
+def grant_inference(policy_file: PolicyFileFactory) -> Callable[[str], None]:
+    """`grant_inference(namespace)`: pods of `namespace` may ask for inference themselves
+    (the shipped policy's inference `requiresGrant`), for one test; the webhook reloads
+    the policy within 2 s."""
+    def grant(namespace: str) -> None:
+        policy_file(f"95-grant-{namespace}.yaml", policy_yaml(f"grant-{namespace}", {
+            "grants": [{"class": "inference", "namespaces": [namespace]}]}))
+    return grant
 
 
 # --- nodes a test adds -------------------------------------------------------------------

@@ -4,19 +4,21 @@ only the owner knows (an indexed Job's parallelism) is looked up live."""
 
 from __future__ import annotations
 
-import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
 from tests.builders import gang_pod, pod
 from tests.kube import (
     Controllers,
+    Scrapers,
     all_bound,
     create_gang,
     events,
     gated,
+    metrics_url,
     nodes_by_name,
     pods_of,
+    scrape,
     until,
 )
 
@@ -104,21 +106,18 @@ async def test_indexed_job_size_comes_from_the_job(
 
 
 async def test_metrics_and_health_are_served(
-        api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
-    proc = controllers.start()
-    argv = [str(a) for a in proc.process.args]  # type: ignore[union-attr]
-    base = f"http://127.0.0.1:{argv[argv.index('--metrics-port') + 1]}"
+        api: client.ApiClient, namespace: str, controllers: Controllers,
+        scrapers: Scrapers) -> None:
+    base = metrics_url(controllers.start())
     await create_gang(api, namespace, "metered", 2)
 
     async def bound() -> bool:
         return await all_bound(api, namespace, "metered", 2)
 
     await until(bound)
-    async with aiohttp.ClientSession() as http:
-        async with http.get(f"{base}/healthz") as health:
-            assert health.status == 200
-        async with http.get(f"{base}/metrics") as response:
-            text = await response.text()
+    assert await scrape(f"{base}/healthz") == (200, "ok\n")
+    status, text = await scrape(f"{base}/metrics", scrapers.reader)
+    assert status == 200
     assert "airlock_gangs_admitted_total 1.0" in text
     assert 'airlock_gang_time_to_admit_seconds_count 1.0' in text
     assert "airlock_fit_duration_seconds_count" in text

@@ -7,6 +7,7 @@ message."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -63,9 +64,11 @@ def slice_member(i: int) -> dict[str, Any]:
 @pytest.mark.usefixtures("airlock")
 async def test_a_notebook_asking_for_10gi_gets_a_mig_slice_and_lands_on_a_mig_node(
         api: client.ApiClient, namespace: str, controllers: Controllers,
-        policy_file: PolicyFileFactory, extra_nodes: NodeFactory) -> None:
+        policy_file: PolicyFileFactory, extra_nodes: NodeFactory,
+        grant_inference: Callable[[str], None]) -> None:
     core = client.CoreV1Api(api)
     policy_file("50-mig.yaml", OFFERS)
+    grant_inference(namespace)  # a notebook asks for inference itself
 
     async def mapped() -> bool:
         # Denied until the webhook has the offers: the policy offers no slice yet.

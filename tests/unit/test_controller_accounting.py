@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.builders import HOUR, NOW, raw_member, running, single, tracked
+from tests.builders import HOUR, NOW, member, running, single, tracked
 from webhook.accelerators import Accelerators
 from webhook.controller.accounting import FAIR_SHARE_KEY, SHORT_SINCE_KEY, Accounts
-from webhook.controller.actions import Preempt, PreemptionRecord, Victim
+from webhook.controller.actions import Preempt, Victim
 from webhook.controller.budgets import Pdb, budgets_of
 from webhook.controller.configuring import preemption_of, quotas_of
 from webhook.controller.deciding import Admit, Record
 from webhook.controller.objects import PodInfo
+from webhook.controller.records import PreemptionRecord
 from webhook.policy.model import Policy
 from webhook.policy.queues import FairShareSpec, PreemptionSpec, Queue
 
@@ -100,8 +101,7 @@ def _short_gang(admitted_at: float = NOW - HOUR) -> list[PodInfo]:
     """Gang `g`, admitted as 3 pods at `admitted_at`, with 2 left."""
     whole = running("g", ["n0", "n1"])
     record = Record(None, None, ("g-0", "g-1", "g-2"), admitted_at, 3)
-    anchor = PodInfo.parse(raw_member("g", 0, 8, 3, gated=False, node_name="n0",
-                                      placement=record.dumps()))
+    anchor = member("g", 0, 8, 3, gated=False, node_name="n0", placement=record)
     return [anchor, whole[1]]
 
 
@@ -111,8 +111,7 @@ def test_short_gangs_are_timed_from_when_first_seen(teams: Policy) -> None:
     assert accounts.state(teams, tracked([], pods), NOW).short_since == {("ml", "g"): NOW}
     assert accounts.state(teams, tracked([], pods),
                           NOW + 60).short_since == {("ml", "g"): NOW}
-    back = [*pods, PodInfo.parse(raw_member("g", 9, 8, 3, gated=False,
-                                                       node_name="n2"))]
+    back = [*pods, member("g", 9, 8, 3, gated=False, node_name="n2")]
     accounts.kept()
     assert accounts.state(teams, tracked([], back), NOW + 120).short_since == {}
     assert not accounts.newly_short  # kept at the next sample: nothing to hurry

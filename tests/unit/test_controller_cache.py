@@ -3,7 +3,7 @@ busy cluster with nothing gated costs nothing."""
 
 from __future__ import annotations
 
-from tests.builders import raw_member
+from tests.builders import SEAL, raw_member
 from webhook.controller.cache import Cache
 from webhook.controller.deciding import POLICY_DEFAULT
 
@@ -11,9 +11,9 @@ KEY = ("ml", "g-0")
 
 
 def test_gated_members_are_tracked_through_list_updates_and_deletes() -> None:
-    cache = Cache(POLICY_DEFAULT)
-    cache.list_pods([Cache.parse_pod(raw_member("g", 0)),
-                     Cache.parse_pod(raw_member("h", 0, gated=False, node_name="n1"))])
+    cache = Cache(POLICY_DEFAULT, SEAL)
+    cache.list_pods([cache.parse_pod(raw_member("g", 0)),
+                     cache.parse_pod(raw_member("h", 0, gated=False, node_name="n1"))])
     assert cache.gated == {KEY}
     cache.pod_event("MODIFIED", raw_member("g", 0, gated=False))
     assert cache.gated == set()
@@ -25,17 +25,17 @@ def test_gated_members_are_tracked_through_list_updates_and_deletes() -> None:
 
 
 def test_a_pod_being_deleted_or_outside_any_gang_does_not_count() -> None:
-    cache = Cache(POLICY_DEFAULT)
+    cache = Cache(POLICY_DEFAULT, SEAL)
     leaving = raw_member("g", 0)
     leaving["metadata"]["deletionTimestamp"] = "2026-11-22T10:00:00Z"
     loose = raw_member("g", 1)
     loose["metadata"]["labels"] = {}
-    cache.list_pods([Cache.parse_pod(leaving), Cache.parse_pod(loose)])
+    cache.list_pods([cache.parse_pod(leaving), cache.parse_pod(loose)])
     assert cache.gated == set()
 
 
 def test_a_late_event_does_not_roll_back_a_newer_write() -> None:
-    cache = Cache(POLICY_DEFAULT)
+    cache = Cache(POLICY_DEFAULT, SEAL)
     newer = raw_member("g", 0, gated=False)
     newer["metadata"]["resourceVersion"] = "20"
     older = raw_member("g", 0)

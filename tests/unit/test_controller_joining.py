@@ -11,7 +11,7 @@ from webhook.controller.deciding import Admit, Finish, Record, Wait, decide, des
 from webhook.controller.objects import PodInfo
 
 
-def running(name: str, i: int, domain: str, size: int | None = 4, placement: str | None = None,
+def running(name: str, i: int, domain: str, size: int | None = 4, placement: Record | None = None,
             **kw: Any) -> PodInfo:
     """A member let go earlier: ungated, pinned to its domain, bound there."""
     return member(name, i, size=size, gated=False, node_name=f"{domain}-n{i % 4}",
@@ -21,7 +21,7 @@ def running(name: str, i: int, domain: str, size: int | None = 4, placement: str
 def started(domain: str = "b", size: int | None = 4, alive: range = range(3),
             record_size: int | None = 4) -> list[PodInfo]:
     record = Record(domain, CLIQUE, tuple(f"g-{i}" for i in range(4)), NOW - 600, record_size)
-    return [running("g", i, domain, size, placement=record.dumps() if i == 0 else None)
+    return [running("g", i, domain, size, placement=record if i == 0 else None)
             for i in alive]
 
 
@@ -85,7 +85,7 @@ def test_joiners_that_do_not_fit_in_the_gangs_domain_wait() -> None:
 
 def test_a_recorded_decision_whose_pods_vanished_finishes_with_the_rest() -> None:
     record = Record("b", CLIQUE, ("g-0", "g-1", "g-2", "g-3"), NOW - 1, 4)
-    pods = [running("g", 0, "b", placement=record.dumps()), member("g", 1, size=4)]
+    pods = [running("g", 0, "b", placement=record), member("g", 1, size=4)]
     (finish,) = decide(tracked(cluster({"a": 4, "b": 4}), pods), {}, NOW)
     assert isinstance(finish, Finish)
     assert [p.name for p in finish.ungate] == ["g-1"]
@@ -95,8 +95,8 @@ def test_a_recorded_decision_whose_pods_vanished_finishes_with_the_rest() -> Non
 def test_records_written_by_a_replacement_add_to_the_first() -> None:
     first = Record("b", CLIQUE, ("g-0", "g-1"), NOW - 600, 2)
     second = Record("b", CLIQUE, ("g-2",), NOW - 1, 2)
-    pods = [running("g", 0, "b", size=2, placement=first.dumps()),
+    pods = [running("g", 0, "b", size=2, placement=first),
             member("g", 2, size=2, gated=False, nodeSelector={CLIQUE: "b"},
-                   placement=second.dumps())]
+                   placement=second)]
     # g-1 was replaced by g-2 and both are accounted for: nothing to do.
     assert decide(tracked(cluster({"a": 4, "b": 4}), pods), {}, NOW) == []

@@ -10,7 +10,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
 
-from tests.builders import NOW, cluster, gang, tracked
+from tests.builders import NOW, SEAL, cluster, gang, tracked
 from webhook.controller.applying import Applier
 from webhook.controller.deciding import decide
 from webhook.controller.leading import Fence, FencedLeaseLock, NotLeading
@@ -77,7 +77,7 @@ async def test_a_lapsed_leader_applies_nothing() -> None:
     actions = decide(tracked(cluster({"a": 4}), gang("g", 2)), {}, NOW)
     assert actions
     async with client.ApiClient() as api:
-        applier = Applier(api, lambda _: None, "me", fence=Fence(10.0))
+        applier = Applier(api, lambda _: None, "me", SEAL, fence=Fence(10.0))
         pods = RecordingPods()
         applier.core = pods
         await applier.apply(actions)

@@ -12,7 +12,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.builders import PodBuilder, make_policy, pod
+from tests.builders import SEAL, PodBuilder, make_policy, pod
 from webhook.controller.applying import ungate_patch
 from webhook.controller.deciding import Record
 from webhook.controller.objects import PodInfo
@@ -210,8 +210,10 @@ def test_record_and_anchor_ungate_are_one_patch(annotations: dict[str, str] | No
     pod = {"metadata": meta, "spec": {"schedulingGates": [{"name": GATE}]}}
     record = Record("clique-1", "nvidia.com/gpu.clique", ("p", "q"), 5.0)
     info = PodInfo.parse(pod)
-    out = jsonpatch.apply_patch(pod, record_patch(info, record) + ungate_patch(info, record))
-    assert Record.loads(out["metadata"]["annotations"][PLACEMENT_ANNOTATION]) == record
+    out = jsonpatch.apply_patch(pod, record_patch(info, record, SEAL)
+                                + ungate_patch(info, record))
+    assert PLACEMENT_ANNOTATION in out["metadata"]["annotations"]
+    assert PodInfo.parse(out, SEAL).placement == record
     assert out["metadata"]["annotations"].items() >= (annotations or {}).items()
     assert out["spec"]["schedulingGates"] == []
 

@@ -15,6 +15,7 @@ from tests.builders import (
     HOUR,
     NOW,
     SCAVENGER,
+    SEAL,
     TRAINING,
     admitted,
     cluster,
@@ -25,12 +26,12 @@ from tests.builders import (
     running,
     single,
     tracked,
+    uid_of,
     waits,
 )
 from webhook.controller.actions import (
     Admit,
     Preempt,
-    PreemptionRecord,
     Requeue,
     Wait,
     describe,
@@ -46,6 +47,7 @@ from webhook.controller.preempting import (
     Preemptor,
 )
 from webhook.controller.quotas import QueueSpec, Quotas
+from webhook.controller.records import PreemptionRecord
 from webhook.keys import PREEMPTION_ANNOTATION
 
 
@@ -204,15 +206,17 @@ def _recorded(n: int, record: PreemptionRecord, name: str = "train", ns: str = "
               ) -> list[PodInfo]:
     """A training gang, its anchor carrying a recorded preemption."""
     raws = [raw_member(name, i, 8, n, priority=TRAINING, ns=ns) for i in range(n)]
-    raws[0]["metadata"]["annotations"][PREEMPTION_ANNOTATION] = record.dumps()
-    return [PodInfo.parse(r) for r in raws]
+    raws[0]["metadata"]["annotations"][PREEMPTION_ANNOTATION] = SEAL.dumps(
+        record, raws[0]["metadata"]["uid"])
+    return [PodInfo.parse(r, SEAL) for r in raws]
 
 
 def test_a_recorded_preemption_is_finished_by_the_next_leader() -> None:
     nodes = cluster({"a": 2, "b": 2})
     busy = running("s", ["a-n0", "a-n1"])
     record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
-                              ("a-n0", "a-n1"), NOW - 5)
+                              ("a-n0", "a-n1"), NOW - 5,
+                              (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
     train = _recorded(2, record)
     rival = gang("rival", 2, priority=TRAINING * 2)
     actions = decide(tracked(nodes, busy + train + rival), {}, NOW)
@@ -226,7 +230,8 @@ def test_a_recorded_preemption_is_finished_by_the_next_leader() -> None:
 def test_the_room_a_preemption_freed_is_held_for_the_preemptor() -> None:
     nodes = cluster({"a": 2})
     record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
-                              ("a-n0", "a-n1"), NOW - 5)
+                              ("a-n0", "a-n1"), NOW - 5,
+                              (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
     train = _recorded(2, record)
     small = gang("small", 1, priority=TRAINING * 2)  # would fit, and goes first otherwise
     actions = decide(tracked(nodes, train + small), {}, NOW)
@@ -270,7 +275,8 @@ def test_a_preemptor_is_lifted_only_once_its_victims_are_gone(
     nodes = cluster({"a": 2})
     busy, deleted = _victims_as(victims_are)
     record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
-                              ("a-n0", "a-n1"), NOW - 5)
+                              ("a-n0", "a-n1"), NOW - 5,
+                              (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
     # Would fit in the freed room, and goes first otherwise.
     rival = gang("rival", 1, priority=TRAINING * 2)
     actions = decide(tracked(nodes, busy + _recorded(2, record) + rival), {}, NOW,
@@ -299,7 +305,8 @@ def test_a_preemptor_waiting_for_its_victims_keeps_its_queues_quota() -> None:
     nodes = cluster({"x": 2, "y": 2})
     terminating = [dataclasses.replace(p, deleting=True) for p in running("s", ["x-n0", "x-n1"])]
     record = PreemptionRecord("x", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
-                              ("x-n0", "x-n1"), NOW - 5)
+                              ("x-n0", "x-n1"), NOW - 5,
+                              (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
     want = _recorded(2, record, "want", "a-ml")
     more = gang("more", 2, ns="a-ml", priority=TRAINING, created=30)
     state = QueueState(quotas)
@@ -365,7 +372,8 @@ def test_a_resumed_preemption_gives_the_cause_the_deciding_leader_would_have(
                      QueueSpec("team-b", ("b-*",), nominal=0)])
     busy = running("big", ["x-n0", "x-n1"], ns="b-ml", priority=victim_priority)
     record = PreemptionRecord("x", "nvidia.com/gpu.clique", ("b-ml/big-0", "b-ml/big-1"),
-                              ("x-n0", "x-n1"), NOW - 5)
+                              ("x-n0", "x-n1"), NOW - 5,
+                              (uid_of("b-ml", "big-0"), uid_of("b-ml", "big-1")))
     want = _recorded(2, record, "want", "a-ml")
     (resume,) = preempts(decide(tracked(cluster({"x": 2}), busy + want), {}, NOW,
                                 state=QueueState(quotas)))
@@ -480,7 +488,6 @@ def test_a_pod_recreated_under_a_victims_name_is_not_evicted_again() -> None:
                               ("a-n0", "a-n1"), NOW - 5, ("old-uid-0", "old-uid-1"))
     actions = decide(tracked(nodes, busy + _recorded(2, record)), {}, NOW)
     assert not preempts(actions)
-    assert PreemptionRecord.loads(record.dumps()) == record
 
 
 def _admitted_gang(n: int, size: int, succeeded: int = 0) -> list[PodInfo]:
@@ -491,10 +498,10 @@ def _admitted_gang(n: int, size: int, succeeded: int = 0) -> list[PodInfo]:
     pods = []
     for i in range(n + succeeded):
         raw = raw_member("g", i, 8, size, gated=False, node_name=f"a-n{i % 2}",
-                         placement=record.dumps() if i == 0 else None)
+                         placement=record if i == 0 else None)
         if i >= n:
             raw["status"] = {"phase": "Succeeded"}
-        pods.append(PodInfo.parse(raw))
+        pods.append(PodInfo.parse(raw, SEAL))
     return pods
 
 
@@ -539,7 +546,8 @@ def test_victims_this_controller_deleted_are_not_evicted_twice() -> None:
     nodes = cluster({"a": 2, "b": 2})
     busy = running("s", ["a-n0", "a-n1"])
     record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
-                              ("a-n0", "a-n1"), NOW - 1)
+                              ("a-n0", "a-n1"), NOW - 1,
+                              (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
     state = QueueState(deleted=frozenset(p.uid for p in busy))
     assert not preempts(decide(tracked(nodes, busy + _recorded(2, record)), {}, NOW, state=state))
     assert preempts(decide(tracked(nodes, busy + _recorded(2, record)), {}, NOW))
@@ -549,11 +557,11 @@ def test_a_preemptor_waits_for_its_victims_and_evicts_nobody_else() -> None:
     # Every node is full. The recorded victims (domain a) were deleted, but the watch
     # still shows them running: the gang waits for them rather than evict domain b too.
     nodes = cluster({"a": 2, "b": 2})
-    busy, others = (
-        [dataclasses.replace(p, uid=f"uid-{p.name}") for p in running(name, hosts)]
-        for name, hosts in (("s", ["a-n0", "a-n1"]), ("t", ["b-n0", "b-n1"])))
+    busy, others = (running(name, hosts)
+                    for name, hosts in (("s", ["a-n0", "a-n1"]), ("t", ["b-n0", "b-n1"])))
     record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
-                              ("a-n0", "a-n1"), NOW - 1)
+                              ("a-n0", "a-n1"), NOW - 1,
+                              (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
     state = QueueState(deleted=frozenset(p.uid for p in busy),
                        preemption=PreemptionSettings(delay=0, min_runtime=0))
     actions = decide(tracked(nodes, busy + others + _recorded(2, record)), {}, NOW, state=state)

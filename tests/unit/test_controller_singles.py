@@ -12,6 +12,7 @@ import pytest
 from tests.builders import (
     HOUR,
     NOW,
+    SEAL,
     TRAINING,
     admitted,
     cluster,
@@ -45,7 +46,7 @@ def one(name: str) -> str:
 
 def test_a_queued_single_is_admitted_like_a_gang_of_one() -> None:
     raw = raw_queued("solo", 2)
-    solo = PodInfo.parse(raw)
+    solo = PodInfo.parse(raw, SEAL)
     (admit,) = decide(tracked(cluster({"a": 1}), [solo]), {}, NOW)
     assert isinstance(admit, Admit)
     assert admit.gang == ("ml", one("solo"))
@@ -56,10 +57,10 @@ def test_a_queued_single_is_admitted_like_a_gang_of_one() -> None:
     assert admit.record.domain is None
     assert describe(admit) == "Admitted: any domain; 1 pods, 2 GPUs"
     # The durable record goes on the pod itself, in the patch that lifts its gate.
-    after = jsonpatch.apply_patch(raw, record_patch(solo, admit.record)
+    after = jsonpatch.apply_patch(raw, record_patch(solo, admit.record, SEAL)
                                   + ungate_patch(solo, admit.record))
     assert after["spec"]["schedulingGates"] == []
-    assert Record.loads(after["metadata"]["annotations"][PLACEMENT_ANNOTATION]) == admit.record
+    assert PodInfo.parse(after, SEAL).placement == admit.record
 
 
 def test_a_queued_single_over_its_queues_quota_waits_and_says_why() -> None:
@@ -79,7 +80,7 @@ def test_a_queued_single_of_a_class_that_may_preempt_evicts_single_pods() -> Non
     nodes = cluster({"a": 1})
     busy = [single(f"s{i}", "a-n0", gpus=4, ran=(i + 1) * HOUR) for i in range(2)]
     raw = raw_queued("solo", 4, priority=TRAINING)
-    (action,) = preempts(decide(tracked(nodes, [*busy, PodInfo.parse(raw)]), {}, NOW))
+    (action,) = preempts(decide(tracked(nodes, [*busy, PodInfo.parse(raw, SEAL)]), {}, NOW))
     # The cheapest victim: the one that loses the least work.
     (victim,) = action.victims
     assert victim.gang is None
@@ -92,8 +93,9 @@ def test_a_queued_single_of_a_class_that_may_preempt_evicts_single_pods() -> Non
                                  "domain, losing 4.0 GPU-hours")
     # Next round: the record on the pod itself holds the room; the victim is gone, and the
     # pod is admitted there, nominated to the node kube-scheduler should wait for.
-    raw["metadata"]["annotations"][PREEMPTION_ANNOTATION] = action.record.dumps()
-    later = decide(tracked(nodes, [busy[1], PodInfo.parse(raw)]), {}, NOW + 5)
+    raw["metadata"]["annotations"][PREEMPTION_ANNOTATION] = SEAL.dumps(
+        action.record, raw["metadata"]["uid"])
+    later = decide(tracked(nodes, [busy[1], PodInfo.parse(raw, SEAL)]), {}, NOW + 5)
     (admit,) = [a for a in later if isinstance(a, Admit)]
     assert admit.nominate == (("solo", "a-n0"),)
 
@@ -130,10 +132,11 @@ def test_pods_alike_go_while_they_fit_and_only_alike_ones_wait_together() -> Non
 
 def test_a_single_let_go_but_not_bound_keeps_its_room() -> None:
     raw = raw_queued("first", 8, gated=False)
-    raw["metadata"]["annotations"][PLACEMENT_ANNOTATION] = \
-        Record(None, None, ("first",), NOW - 5, 1).dumps()
+    raw["metadata"]["annotations"][PLACEMENT_ANNOTATION] = SEAL.dumps(
+        Record(None, None, ("first",), NOW - 5, 1), raw["metadata"]["uid"])
     second = queued("second", 8, created=1)
-    actions = decide(tracked(cluster({"a": 1}), [PodInfo.parse(raw), second]), {}, NOW, state=OFF)
+    actions = decide(tracked(cluster({"a": 1}), [PodInfo.parse(raw, SEAL), second]), {}, NOW,
+                     state=OFF)
     assert waits(actions) == {one("second"): "Waiting: needs 8 GPUs on eligible nodes; "
                                              "0 free"}
     assert admitted(decide(tracked(cluster({"a": 1}), [second]), {}, NOW, state=OFF)) == \
@@ -188,8 +191,8 @@ def test_what_could_fit_later_still_heads_the_queue(order: Order, why: str) -> N
 
 
 def _cached(raw: dict[str, Any]) -> set[tuple[str, str]]:
-    cache = Cache(POLICY_DEFAULT)
-    cache.list_pods([Cache.parse_pod(raw)])
+    cache = Cache(POLICY_DEFAULT, SEAL)
+    cache.list_pods([cache.parse_pod(raw)])
     return cache.gated
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import with_queued
+from tests.builders import with_grant, with_queued
 from webhook.controller.deciding import DecideOptions
 from webhook.controller.ordering import Order
 from webhook.keys import ClassName
@@ -88,7 +88,12 @@ def test_required_topology_bigger_than_a_domain_is_never_runnable_under_airlock(
     assert stock["completed"] == 1
 
 
-def test_inference_preempts_training_and_scavengers_never_preempt(policy: Policy) -> None:
+@pytest.mark.parametrize("inference_needs_a_grant", [False, True])
+def test_inference_preempts_training_and_scavengers_never_preempt(
+        policy: Policy, inference_needs_a_grant: bool) -> None:
+    # A trace states each job's class: the replay runs it whatever grants the policy has.
+    if inference_needs_a_grant:
+        policy = with_grant(policy, "inference")
     one = Shape(nodes=1, gpus_per_node=8, nodes_per_domain=1)
     jobs = [job("train", 0, "training", 1, 8, 100), job("batch", 1, "scavenger", 1, 8, 10),
             job("serve", 2, "inference", 1, 8, 10)]

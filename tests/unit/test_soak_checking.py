@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from bench.soaking.checking import Findings, Seen, check
-from tests.builders import NOW, raw_member
-from webhook.controller.actions import PreemptionRecord
-from webhook.controller.gangs import Record
+from tests.builders import NOW, SEAL, raw_member
+from webhook.controller.records import PreemptionRecord, Record
 from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
 
 NODES = {"n0": 8, "n1": 8, "n2": 8}
@@ -48,11 +47,18 @@ class History:
             self.add("ADDED", p)
         return pods
 
-    def evict(self, pod: dict[str, Any], told: bool = True) -> None:
+    def evict(self, pod: dict[str, Any], told: bool = True, said: bool = True) -> None:
+        """As the controller evicts: the eviction API's condition, then (unless it died
+        first: `said`) its own, saying why."""
         pod["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True",
-                                        "reason": "PreemptionByScheduler",
-                                        "message": PREEMPTED}]
+                                        "reason": "EvictionByEvictionAPI",
+                                        "message": "Eviction API: evicting"}]
         self.add("MODIFIED", pod)
+        if said:
+            pod["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True",
+                                            "reason": "PreemptionByScheduler",
+                                            "message": PREEMPTED}]
+            self.add("MODIFIED", pod)
         if told:
             self.events.append({"reason": "Preempted",
                                 "involvedObject": {"uid": pod["metadata"]["uid"]}})
@@ -65,13 +71,15 @@ class History:
         record = PreemptionRecord(None, None, tuple(f"ml/{v['metadata']['name']}"
                                                     for v in victims), nodes, NOW,
                                   tuple(v["metadata"]["uid"] for v in victims))
-        anchor["metadata"]["annotations"][PREEMPTION_ANNOTATION] = record.dumps()
+        anchor["metadata"]["annotations"][PREEMPTION_ANNOTATION] = SEAL.dumps(
+            record, anchor["metadata"]["uid"])
         self.add("MODIFIED", anchor)
 
     def admit(self, pods: list[dict[str, Any]], nodes: list[str], at: float = NOW + 5
               ) -> None:
         record = Record(None, None, tuple(p["metadata"]["name"] for p in pods), at, 2)
-        pods[0]["metadata"]["annotations"][PLACEMENT_ANNOTATION] = record.dumps()
+        pods[0]["metadata"]["annotations"][PLACEMENT_ANNOTATION] = SEAL.dumps(
+            record, pods[0]["metadata"]["uid"])
         for pod in pods:
             pod["spec"]["schedulingGates"] = [g for g in pod["spec"]["schedulingGates"]
                                               if g["name"] != GATE]
@@ -84,7 +92,7 @@ class History:
         return check(self.seen, NODES, self.events, self.kills)
 
 
-def _preemption(h: History, *, evict_all: bool = True, tell: bool = True,
+def _preemption(h: History, *, evict_all: bool = True, tell: bool = True, say: bool = True,
                 admit: bool = True, kill_after_record: bool = False,
                 lurker_first: bool = False, unschedulable: bool = False,
                 onto: tuple[str, str] = ("n0", "n1")) -> None:
@@ -97,7 +105,7 @@ def _preemption(h: History, *, evict_all: bool = True, tell: bool = True,
     if kill_after_record:
         h.kill()
     for victim in victims if evict_all else victims[:1]:
-        h.evict(victim, told=tell)
+        h.evict(victim, told=tell, said=say)
     if lurker_first:
         lurker = _pod("l", 0)
         h.add("ADDED", lurker)
@@ -119,6 +127,16 @@ def test_a_preemption_carried_out_whole_passes() -> None:
     assert found.clean, found.text()
     assert (found.preemptions, found.victims, found.admissions) == (1, 2, 1)
     assert found.preemptions_resumed == 0
+
+
+def test_a_victim_whose_condition_never_said_why_is_still_airlocks() -> None:
+    # Killed after the evictions, before it marked them: the record and the events
+    # still name them.
+    h = History()
+    _preemption(h, say=False)
+    found = h.findings()
+    assert found.clean, found.text()
+    assert (found.victims, found.evicted_by_others) == (2, 0)
 
 
 def test_a_preemption_finished_by_the_next_controller_is_counted() -> None:

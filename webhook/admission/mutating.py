@@ -15,6 +15,7 @@ from webhook.conventions.base import label_value
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CLASS_LABEL,
+    CONTROLLER_KEYS,
     GANG_EXPECTED_SIZE_ANNOTATION,
     GANG_KEY_ANNOTATION,
     GANG_LABEL,
@@ -24,6 +25,7 @@ from webhook.keys import (
     RULE_ANNOTATION,
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
+    airlocks_own,
 )
 from webhook.patchops import PatchOp
 from webhook.pods import PodView
@@ -92,10 +94,16 @@ def _priority(b: PatchBuilder, pod: PodView, spec: ClassSpec, policy: Policy) ->
     current = pod.priority_class_name
     if current == wanted:
         return []
+    warnings: list[str] = []
     if current and not spec.priority_class.override_user:
-        if policy.priority_class_owner(current) is None:
+        owner = policy.priority_class_owner(current)
+        if owner is None:
             return [f"kept the pod's priorityClassName {current}; the class would set {wanted}"]
-        return []
+        if policy.granted(owner, pod.namespace):
+            return []
+        # Another class's priority is not the namespace's to pick (`requiresGrant`).
+        warnings.append(f"replaced priorityClassName {current} with {wanted}: namespace "
+                        f"{pod.namespace} has no grant for class {owner} (spec.grants)")
     # The Priority plugin has already resolved spec.priority from the old class; the
     # apiserver rejects a new class name next to a stale value, so both go.
     b.spec_field("priorityClassName", wanted)
@@ -103,7 +111,7 @@ def _priority(b: PatchBuilder, pod: PodView, spec: ClassSpec, policy: Policy) ->
         b.remove_spec_field("priority")
     if pod.has_preemption_policy:
         b.remove_spec_field("preemptionPolicy")
-    return []
+    return warnings
 
 
 # A policy toleration in the pod's form, by the model's id; each entry holds its model,
@@ -203,10 +211,21 @@ def _slice(b: PatchBuilder, sliced: slicing.Mapping, warnings: list[str]) -> Non
         warnings.append(sliced.note())
 
 
+def _marks_of_others(key: str) -> bool:
+    """Airlock's own keys a pod came with, which the webhook did not write (it writes them
+    at creation only): whoever wrote them, they are not Airlock's marks. The controller's
+    records are left for validation to refuse, with a message."""
+    return airlocks_own(key) and key not in CONTROLLER_KEYS
+
+
 def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> Mutation:
     """The patch that gives the pod what its class needs; empty when out of scope."""
-    if not decision.in_scope or decision.class_ is None:
+    if not decision.in_scope:
         return Mutation([])
+    if decision.class_ is None:
+        b = PatchBuilder(pod.raw)
+        b.strip(_marks_of_others)
+        return Mutation(b.ops())
     spec = policy.classes[decision.class_]
     b = PatchBuilder(pod.raw)
     sliced = slicing.mapping(pod, decision.class_, policy) if slicing.asks(pod) else None
@@ -222,4 +241,5 @@ def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> 
     _placement(b, pod, decision, spec, policy)
     if gated and GATE not in pod.gates:
         b.append("schedulingGates", {"name": GATE})
+    b.strip(_marks_of_others)
     return Mutation(b.ops(), tuple(warnings))

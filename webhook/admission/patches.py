@@ -7,7 +7,7 @@ Building ops directly is far cheaper on the hot path than copying the pod and di
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from webhook.patchops import PatchOp, escape
@@ -30,13 +30,26 @@ class PatchBuilder:
         self._annotations: dict[str, str] = {}
         self._appends: dict[str, list[Any]] = {}
         self._node_selector: dict[str, str] = {}
+        # Labels and annotations set (or found as wanted), which `strip` leaves.
+        self._set: set[str] = set()
 
     def label(self, key: str, value: str) -> None:
+        self._set.add(key)
         self._entry("/metadata/labels/", self._had_labels, self._labels, key, value)
 
     def annotation(self, key: str, value: str) -> None:
+        self._set.add(key)
         self._entry("/metadata/annotations/", self._had_annotations, self._annotations, key,
                     value)
+
+    def strip(self, chosen: Callable[[str], bool]) -> None:
+        """Remove the pod's labels and annotations that are `chosen` and were not set.
+        Call it after setting: what is set is what stays."""
+        for path, had in (("/metadata/labels/", self._had_labels),
+                          ("/metadata/annotations/", self._had_annotations)):
+            for key in had:
+                if key not in self._set and chosen(key):
+                    self._ops.append({"op": "remove", "path": path + escape(key)})
 
     def node_selector(self, key: str, value: str) -> None:
         self._entry("/spec/nodeSelector/", self._spec.get("nodeSelector") or {},

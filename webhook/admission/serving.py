@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 from aiohttp import web
@@ -29,7 +30,12 @@ from webhook.admission.metrics import Endpoint, WebhookMetrics
 from webhook.admission.responses import complete
 from webhook.certificates import ensure_dev_certs
 from webhook.logs import setup_logging
+from webhook.metricsauth.guarding import MetricsAuthError, guarded, open_reviewer
+from webhook.metricsauth.options import Mode, metrics_auth
 from webhook.policy.reloading import PolicyStore
+
+if TYPE_CHECKING:  # the admission server needs the Kubernetes client for nothing else
+    from webhook.metricsauth.reviewing import Reviewer
 
 log = logging.getLogger("airlock.server")
 
@@ -47,6 +53,8 @@ class WebhookServer:
         self.certs = certs
         self.reload_interval = reload_interval
         self.draining = False
+        # Who may read /metrics; None: anyone (`--metrics-auth none`). Set before listening.
+        self.scrapers: Reviewer | None = None
         self.metrics = WebhookMetrics(
             certs.seconds_to_expiry, lambda: 1.0 if policies.policy is not None else 0.0)
 
@@ -112,7 +120,7 @@ class WebhookServer:
             "/validate": (_POST, self._reviewer("validate", engine.VALIDATE)),
             "/healthz": (_GET, self.healthz),
             "/readyz": (_GET, self.readyz),
-            "/metrics": (_GET, self.metrics_endpoint),
+            "/metrics": (_GET, guarded(self.metrics_endpoint, self.scrapers)),
         }
 
     def http_server(self) -> web.Server:
@@ -182,7 +190,9 @@ def build_server(cert_dir: Path, policies: Path,
     return server
 
 
-async def _serve(server: WebhookServer, host: str, port: int, drain_seconds: float) -> None:
+async def _serve(server: WebhookServer, host: str, port: int, drain_seconds: float,
+                 auth: Mode, kubeconfig: Path | None) -> None:
+    server.scrapers = await open_reviewer(auth, kubeconfig)
     listening = await listen(server, host, port)
     log.info("serving", extra={"host": host, "port": port,
                                "policies": str(server.policies.directory)})
@@ -197,11 +207,14 @@ async def _serve(server: WebhookServer, host: str, port: int, drain_seconds: flo
     log.info("stopping: not ready, draining", extra={"seconds": drain_seconds})
     await asyncio.sleep(drain_seconds)
     await listening.close()
+    if server.scrapers is not None:
+        await server.scrapers.close()
     log.info("stopped")
 
 
 def run_server(port: int, cert_dir: Path | None, policies: Path, host: str = "0.0.0.0",
-               drain_seconds: float = 5.0) -> int:
+               drain_seconds: float = 5.0, auth: Mode | None = None,
+               kubeconfig: Path | None = None) -> int:
     setup_logging()
     if cert_dir is None:
         cert_dir = Path("certs")
@@ -214,5 +227,13 @@ def run_server(port: int, cert_dir: Path | None, policies: Path, host: str = "0.
         return 1
     for problem in server.problems():
         log.error("not ready", extra={"problem": problem})
-    asyncio.run(_serve(server, host, port, drain_seconds))
+    mode = metrics_auth(auth, kubeconfig)
+    if mode == "none":
+        log.warning("serving /metrics to anyone who reaches the port (--metrics-auth none)")
+    try:
+        asyncio.run(_serve(server, host, port, drain_seconds, mode, kubeconfig))
+    except MetricsAuthError as e:
+        log.error("cannot review scrapers", extra={"error": str(e)})
+        print(f"airlock serve: {e}", file=sys.stderr)
+        return 1
     return 0

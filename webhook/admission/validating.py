@@ -6,7 +6,14 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from webhook.admission import slicing
-from webhook.keys import CLASS_LABEL, GANG_LABEL, GANG_NAME_LABEL, GATE, QUEUED_ANNOTATION
+from webhook.keys import (
+    CLASS_LABEL,
+    CONTROLLER_KEYS,
+    GANG_LABEL,
+    GANG_NAME_LABEL,
+    GATE,
+    QUEUED_ANNOTATION,
+)
 from webhook.pods import PodView, Quantity
 from webhook.policy.classifying import Decision
 from webhook.policy.model import Policy
@@ -68,7 +75,20 @@ def _class_problem(pod: PodView, decision: Decision, policy: Policy) -> str | No
     return None
 
 
+def _forged_record(pod: PodView) -> str | None:
+    for where, keys in (("annotation", pod.annotations), ("label", pod.labels)):
+        for key in CONTROLLER_KEYS:
+            if key in keys:
+                return (f"{where} {key} is written only by the Airlock controller, on pods it "
+                        f"has admitted or that preempt; remove it from the pod (or from its "
+                        f"workload's pod template)")
+    return None
+
+
 def validate_create(pod: PodView, decision: Decision, policy: Policy) -> Verdict:
+    # Wherever the pod is in scope or not: the controller reads records on every pod.
+    if (forged := _forged_record(pod)) is not None:
+        return Verdict(forged)
     if not decision.in_scope:
         return Verdict()
     problem = _class_problem(pod, decision, policy) or _accelerator_problem(pod, policy)

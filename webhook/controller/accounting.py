@@ -14,7 +14,7 @@ from typing import Any, assert_never
 
 from webhook.accelerators import Accelerators, GpuEquivalents
 from webhook.controller import mending
-from webhook.controller.actions import Action, Admit, Finish, Preempt, Requeue, Wait
+from webhook.controller.actions import Action, Admit, Finish, Ignore, Preempt, Requeue, Wait
 from webhook.controller.budgets import Pdb, budgets_of
 from webhook.controller.configuring import fair_share_of, preemption_of, quotas_of
 from webhook.controller.fairsharing import FairShare
@@ -137,7 +137,7 @@ class Accounts:
                 case Requeue():
                     self.evicted[action.gang] = now
                     self.short_since.pop(action.gang, None)
-                case Finish() | Wait():
+                case Finish() | Wait() | Ignore():
                     pass
                 case _:
                     assert_never(action)

@@ -5,17 +5,18 @@ that is not handled here, in the applier and in the runner fails type checking.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, assert_never
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.gangs import GangId, Record, kind, named
+from webhook.controller.gangs import GangId, kind, named
 from webhook.controller.objects import PodInfo
+from webhook.controller.records import PreemptionRecord, Record
 
 # Why a gang waits: the reason of its event, and the word its message starts with.
 WaitReason = Literal["Waiting", "Incomplete", "Oversize", "SizeUnknown"]
-EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "Requeued", WaitReason]
+EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "Requeued",
+                      "RecordIgnored", WaitReason]
 EventType = Literal["Normal", "Warning"]
 # Why a victim may go: it has a lower priority, or its queue gives back borrowed GPUs.
 Cause = Literal["priority", "reclaim"]
@@ -91,45 +92,6 @@ class Victim(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class PreemptionRecord:
-    """A preemption as written on the preemptor's anchor pod before any victim goes, so
-    a new leader evicts what is left and keeps the room (`nodes`) held for it."""
-
-    domain: str | None
-    topology_key: str | None
-    victims: tuple[str, ...]  # "namespace/name" of every victim pod
-    nodes: tuple[str, ...]
-    at: float
-    # The victims' uids, in the same order: a pod recreated under a victim's name (a
-    # StatefulSet's) is not the victim.
-    uids: tuple[str, ...] = ()
-
-    def dumps(self) -> str:
-        return json.dumps({"domain": self.domain, "topologyKey": self.topology_key,
-                           "victims": list(self.victims), "uids": list(self.uids),
-                           "nodes": list(self.nodes), "at": self.at}, sort_keys=True)
-
-    @classmethod
-    def loads(cls, text: str) -> PreemptionRecord | None:
-        try:
-            raw = json.loads(text)
-            return cls(raw.get("domain"), raw.get("topologyKey"),
-                       tuple(str(v) for v in raw["victims"]),
-                       tuple(str(n) for n in raw.get("nodes") or ()), float(raw["at"]),
-                       tuple(str(u) for u in raw.get("uids") or ()))
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return None
-
-    def names(self, pod: PodInfo) -> bool:
-        """Whether `pod` is one of the victims (the same pod, not a namesake)."""
-        try:
-            i = self.victims.index(f"{pod.namespace}/{pod.name}")
-        except ValueError:
-            return False
-        return i >= len(self.uids) or not self.uids[i] or self.uids[i] == pod.uid
-
-
-@dataclass(frozen=True, slots=True)
 class Preempt:
     """Record `record` on the preemptor's `anchor`, then evict every victim pod (a
     `DisruptionTarget` condition, then delete). The preemptor stays gated: it is
@@ -161,7 +123,18 @@ class Requeue:
     short_for: float
 
 
-Action = Admit | Finish | Wait | Preempt | Requeue
+@dataclass(frozen=True, slots=True)
+class Ignore:
+    """A record the controller does not act on: one it cannot prove it wrote, or a
+    recorded victim the checks of a fresh plan now keep. Nothing is written; its event
+    says why, on `pods`."""
+
+    gang: GangId
+    pods: tuple[PodInfo, ...]
+    message: str
+
+
+Action = Admit | Finish | Wait | Preempt | Requeue | Ignore
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +192,8 @@ def events_of(action: Action) -> tuple[Event, ...]:
                           action.reason, action.message),)
         case Preempt():
             return _preempted(action)
+        case Ignore():
+            return (Event(action.pods, "Warning", "RecordIgnored", action.message),)
         case Requeue():
             return (Event(action.pods, "Warning", "Requeued",
                           f"Requeued: the gang has {action.present} of its {action.size} "

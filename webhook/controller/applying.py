@@ -23,15 +23,16 @@ from webhook.controller.actions import (
     EventReason,
     EventType,
     Finish,
+    Ignore,
     Preempt,
     Requeue,
     Wait,
     events_of,
 )
-from webhook.controller.gangs import Record
 from webhook.controller.leading import Fence, NotLeading
 from webhook.controller.objects import PodInfo
 from webhook.controller.raw import json_of
+from webhook.controller.records import Record, Seal
 from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
 from webhook.patchops import PatchOp, escape
 
@@ -49,17 +50,27 @@ def annotation_patch(pod: PodInfo, key: str, value: str) -> list[PatchOp]:
     return [{"op": "add", "path": "/metadata/annotations", "value": {key: value}}]
 
 
-def record_patch(pod: PodInfo, record: Record) -> list[PatchOp]:
-    """Write the decision onto the anchor pod, in the same JSON Patch that lifts the
-    anchor's gate: atomic, so no gate is ever lifted before the record exists."""
-    return annotation_patch(pod, PLACEMENT_ANNOTATION, record.dumps())
+def record_patch(pod: PodInfo, record: Record, seal: Seal) -> list[PatchOp]:
+    """Write the decision onto the anchor pod, sealed to it, in the same JSON Patch that
+    lifts the anchor's gate: atomic, so no gate is ever lifted before the record exists."""
+    return annotation_patch(pod, PLACEMENT_ANNOTATION, seal.dumps(record, pod.uid))
+
+
+def eviction(pod: PodInfo) -> dict[str, Any]:
+    """An Eviction of exactly this pod: the apiserver refuses it where a
+    PodDisruptionBudget would be broken, and the uid keeps a namesake made since (a
+    StatefulSet's) from going in its place."""
+    return {"apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": pod.name, "namespace": pod.namespace},
+            "deleteOptions": {"preconditions": {"uid": pod.uid}}}
 
 
 def disruption_patch(message: str, now: datetime.datetime) -> dict[str, Any]:
-    """The `DisruptionTarget` condition a victim gets before it is deleted: what a Job's
-    podFailurePolicy and people read to tell a preemption from a failure. The reason is
-    Kubernetes' own for a preemption: kube-scheduler then knows the victim is going, and
-    does not preempt more for a pod nominated to its node (the message says Airlock)."""
+    """The `DisruptionTarget` condition a victim keeps once evicted: what a Job's
+    podFailurePolicy and people read to tell a preemption from a failure. The eviction
+    sets its own (`EvictionByEvictionAPI`); this one says why, with Kubernetes' own
+    reason for a preemption, so kube-scheduler knows the victim is going and does not
+    preempt more for a pod nominated to its node."""
     return {"status": {"conditions": [{
         "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
         "message": message[:1024],
@@ -85,10 +96,11 @@ def ungate_patch(pod: PodInfo, record: Record) -> list[PatchOp]:
 
 
 class Applier:
-    def __init__(self, api: client.ApiClient, stored: Stored, identity: str,
+    def __init__(self, api: client.ApiClient, stored: Stored, identity: str, seal: Seal,
                  concurrency: int = WRITES_IN_FLIGHT, pause: float = 0.0,
                  fence: Fence | None = None) -> None:
         self.core = client.CoreV1Api(api)
+        self.seal = seal
         self.fence = fence or Fence(None)
         self.stored = stored
         self.identity = identity
@@ -144,7 +156,7 @@ class Applier:
                 case Requeue():
                     (told,) = events_of(action)
                     await self._evict_all(action.pods, {p.key: told for p in action.pods})
-                case Wait():
+                case Wait() | Ignore():
                     pass  # nothing to write: its event says why
                 case _:
                     assert_never(action)
@@ -168,7 +180,7 @@ class Applier:
 
     async def _record(self, admit: Admit) -> None:
         anchor = admit.anchor
-        ops = record_patch(anchor, admit.record) + ungate_patch(anchor, admit.record)
+        ops = record_patch(anchor, admit.record, self.seal) + ungate_patch(anchor, admit.record)
         await self._patch(anchor, ops, "application/json-patch+json")
         if self.pause:
             await asyncio.sleep(self.pause)
@@ -191,15 +203,16 @@ class Applier:
         await asyncio.gather(*(one(name, node) for name, node in admit.nominate))
 
     async def _preempt(self, preempt: Preempt) -> None:
-        """The decision goes on the preemptor's anchor first, so a leader that dies
-        half-way leaves a record the next one finishes; then every victim is marked and
-        deleted, side by side."""
+        """The decision goes on the preemptor's anchor first (unless it is there: a
+        preemption resumed), so a leader that dies half-way leaves a record the next one
+        finishes; then every victim is evicted, side by side."""
         anchor = preempt.anchor
-        await self._patch(anchor, annotation_patch(anchor, PREEMPTION_ANNOTATION,
-                                                   preempt.record.dumps()),
-                          "application/json-patch+json")
-        if self.pause:
-            await asyncio.sleep(self.pause)
+        if anchor.preemption != preempt.record:
+            await self._patch(anchor, annotation_patch(
+                anchor, PREEMPTION_ANNOTATION, self.seal.dumps(preempt.record, anchor.uid)),
+                "application/json-patch+json")
+            if self.pause:
+                await asyncio.sleep(self.pause)
         told = {p.key: e for e in events_of(preempt) if e.reason == "Preempted"
                 for p in e.pods}
         await self._evict_all([p for v in preempt.victims for p in v.pods], told)
@@ -213,26 +226,35 @@ class Applier:
         await self._each(pods, lambda pod: self._evict(pod, told[pod.key], now))
 
     async def _evict(self, pod: PodInfo, told: Event, now: datetime.datetime) -> None:
-        """Marked, told, then deleted. The victim's event goes out before the pod goes,
-        not behind the round with the other events: a controller killed right after the
-        delete still leaves the eviction explained."""
+        """Evicted, then told and marked with why, at once: not behind the round with the
+        other events, so a controller killed right after still leaves it explained; and
+        not before, since the apiserver may refuse (a PodDisruptionBudget), and then the
+        next round tries again."""
         try:
             async with self.limit:
                 self.fence.check()
-                self.stored(await json_of(await self.core.patch_namespaced_pod_status(
-                    pod.name, pod.namespace, body=disruption_patch(told.message, now),
-                    _content_type="application/strategic-merge-patch+json",
-                    _preload_content=False)))
-            await self._events(Event((pod,), told.type, told.reason, told.message))
-            async with self.limit:
-                self.fence.check()
-                # Not stored: the pod as deleted could bring back one the watch has
+                # Not stored: the pod as evicted could bring back one the watch has
                 # already removed; the watch tells of the deletion.
-                await json_of(await self.core.delete_namespaced_pod(
-                    pod.name, pod.namespace, _preload_content=False))
+                await json_of(await self.core.create_namespaced_pod_eviction(
+                    pod.name, pod.namespace, body=eviction(pod), _preload_content=False))
                 self.deleted[pod.uid] = time.monotonic()
         except ApiException as e:
-            if e.status != 404:  # gone already: what we wanted
+            if e.status in (404, 409):  # gone already, or a namesake: what we wanted
+                return
+            raise
+        await asyncio.gather(self._events(Event((pod,), told.type, told.reason, told.message)),
+                             self._mark(pod, told.message, now))
+
+    async def _mark(self, pod: PodInfo, message: str, now: datetime.datetime) -> None:
+        try:
+            async with self.limit:
+                self.fence.check()
+                await json_of(await self.core.patch_namespaced_pod_status(
+                    pod.name, pod.namespace, body=disruption_patch(message, now),
+                    _content_type="application/strategic-merge-patch+json",
+                    _preload_content=False))
+        except ApiException as e:
+            if e.status != 404:  # gone before it could be marked: the event says why
                 raise
 
     async def _ungate(self, pods: tuple[PodInfo, ...], record: Record) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from webhook.accelerators import Accelerators
 from webhook.controller.objects import NodeInfo, PodInfo
+from webhook.controller.records import Seal
 from webhook.controller.tracking import Tracked
 
 
@@ -19,7 +20,8 @@ def _version(obj: dict[str, Any]) -> int:
 
 
 class Cache:
-    def __init__(self, accelerators: Accelerators) -> None:
+    def __init__(self, accelerators: Accelerators, seal: Seal) -> None:
+        self.seal = seal
         self.cluster = Tracked(accelerators)
         self._versions: dict[tuple[str, str], int] = {}
         self.changed = asyncio.Event()
@@ -38,9 +40,8 @@ class Cache:
         none, a round has nothing to decide, however much else in the cluster changes."""
         return self.cluster.gated
 
-    @staticmethod
-    def parse_pod(obj: dict[str, Any]) -> tuple[PodInfo, int]:
-        return PodInfo.parse(obj), _version(obj)
+    def parse_pod(self, obj: dict[str, Any]) -> tuple[PodInfo, int]:
+        return PodInfo.parse(obj, self.seal), _version(obj)
 
     def list_pods(self, listed: list[tuple[PodInfo, int]]) -> None:
         listed_keys = {info.key for info, _ in listed}

@@ -18,22 +18,32 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.accelerators import Accelerators
-from webhook.controller.actions import Action, Admit, Finish, Preempt, Requeue, Wait, describe
+from webhook.controller.actions import (
+    Action,
+    Admit,
+    Finish,
+    Ignore,
+    Preempt,
+    Requeue,
+    Wait,
+    describe,
+)
 from webhook.controller.fitting import NoFit, Plan, fit, place_in, reserve
-from webhook.controller.gangs import Gang, GangId, Record, SizeAnswer
+from webhook.controller.gangs import SINGLE, Gang, GangId, SizeAnswer, membership
 from webhook.controller.matching import signature
 from webhook.controller.mending import short
 from webhook.controller.objects import PodInfo
 from webhook.controller.ordering import Order, Queue
 from webhook.controller.queueing import Hold, Queueing, QueueState
+from webhook.controller.records import Record
 from webhook.controller.snapshot import Snapshot
 from webhook.controller.tracking import Tracked
 from webhook.conventions.base import SizeUnknown
 from webhook.policy.model import DEFAULT_ACCELERATORS
 
 # Actions are re-exported: callers decide and read what came out from one module.
-__all__ = ["Action", "Admit", "DecideOptions", "Finish", "Preempt", "QueueState", "Record",
-           "Requeue", "Tracked", "Wait", "decide", "describe"]
+__all__ = ["Action", "Admit", "DecideOptions", "Finish", "Ignore", "Preempt", "QueueState",
+           "Record", "Requeue", "Tracked", "Wait", "decide", "describe"]
 
 # What a policy that names no accelerator counts.
 POLICY_DEFAULT = Accelerators.of(DEFAULT_ACCELERATORS)
@@ -272,6 +282,24 @@ def _requeue(gangs: Mapping[GangId, Gang], cluster: Tracked, state: QueueState,
     return found
 
 
+def _distrusted(cluster: Tracked) -> list[Ignore]:
+    """What the pods carrying records the controller did not write are told."""
+    found = []
+    for key in sorted(cluster.distrusted):
+        pod = cluster.pods[key]
+        said = "; ".join(f"its gpu-airlock.io/{u.kind} record: {u.reason}"
+                         for u in pod.distrusted)
+        found.append(Ignore(membership(pod) or (pod.namespace, SINGLE + pod.name), (pod,),
+                            f"RecordIgnored: Airlock does not act on {said}"))
+    return found
+
+
+def _refused(gang: Gang, hold: Hold) -> Ignore:
+    kept = "; ".join(f"{victim.what} ({why})" for victim, why in hold.refused)
+    return Ignore(gang.id, tuple(gang.members),
+                  f"RecordIgnored: the preemption recorded for it no longer evicts {kept}")
+
+
 def decide(cluster: Tracked, looked_up: Mapping[GangId, SizeAnswer], now: float,
            options: DecideOptions = DecideOptions(),
            state: QueueState | None = None) -> list[Action]:
@@ -294,7 +322,7 @@ def _decide(cluster: Tracked, looked_up: Mapping[GangId, SizeAnswer], now: float
             options: DecideOptions, state: QueueState) -> list[Action]:
     snap = Snapshot(cluster)
     gangs = cluster.gangs()
-    actions: list[Action] = []
+    actions: list[Action] = list(_distrusted(cluster))
     queues = Queueing(state, snap, now)
     requeued = _requeue(gangs, cluster, state, now)
     actions.extend(requeued)
@@ -314,6 +342,8 @@ def _decide(cluster: Tracked, looked_up: Mapping[GangId, SizeAnswer], now: float
     # any is still terminating the gang waits.
     for gang in waiting:
         if (hold := holds.get(gang.id)) is not None:
+            if hold.refused:
+                actions.append(_refused(gang, hold))
             if hold.remaining:
                 actions.append(queues.resume(gang, hold))
             elif hold.terminating:

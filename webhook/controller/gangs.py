@@ -16,12 +16,12 @@ and carries its own record. Bound, it is a single pod again (and, as a victim, o
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from webhook.controller.objects import PodInfo
+from webhook.controller.records import Record
 from webhook.conventions.base import SizeUnknown
 
 GangId = tuple[str, str]
@@ -45,37 +45,6 @@ def readable(gang: GangId) -> str:
 def named(gang: GangId) -> str:
     """A gang id as people read it: `gang ns/name`, or `pod ns/name` for a single."""
     return f"{kind(gang)} {readable(gang)}"
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """A durable decision, kept as JSON in an annotation on the anchor pod of the
-    members it admitted. A gang that later takes in replacements gets one more record,
-    on the first replacement, in the same domain."""
-
-    domain: str | None
-    topology_key: str | None
-    members: tuple[str, ...]
-    at: float
-    # The gang's size when it was decided, to notice a size that changes later.
-    size: int | None = None
-
-    def dumps(self) -> str:
-        body: dict[str, object] = {"domain": self.domain, "topologyKey": self.topology_key,
-                                   "members": list(self.members), "at": self.at}
-        if self.size is not None:
-            body["size"] = self.size
-        return json.dumps(body, sort_keys=True)
-
-    @classmethod
-    def loads(cls, text: str) -> Record | None:
-        try:
-            raw = json.loads(text)
-            size = raw.get("size")
-            return cls(raw.get("domain"), raw.get("topologyKey"), tuple(raw["members"]),
-                       float(raw["at"]), size if isinstance(size, int) else None)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return None
 
 
 @dataclass(frozen=True)
@@ -169,6 +138,5 @@ def membership(pod: PodInfo) -> GangId | None:
 def gang_of(gang_id: GangId, members: Iterable[PodInfo]) -> Gang:
     """A gang from its active members, with the decisions they record."""
     ordered = tuple(sorted(members, key=lambda p: (p.created, p.name)))
-    records = (Record.loads(p.placement) for p in ordered if p.placement)
-    return Gang(gang_id, ordered, tuple(sorted((r for r in records if r is not None),
-                                               key=lambda r: r.at)))
+    records = (p.placement for p in ordered if p.placement is not None)
+    return Gang(gang_id, ordered, tuple(sorted(records, key=lambda r: r.at)))

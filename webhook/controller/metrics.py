@@ -51,6 +51,11 @@ class ControllerMetrics:
         self.requeued = Counter(
             "airlock_gangs_requeued", "Running gangs short of members past the grace "
             "period, whose rest was evicted to start again whole.", registry=self.registry)
+        self.records_ignored = Gauge(
+            "airlock_records_ignored",
+            "Records the last round did not act on: written on a pod by someone other than "
+            "the controller, or recorded victims the checks now keep. Each has a "
+            "RecordIgnored event.", registry=self.registry)
 
     def queues(self, samples: Iterable[QueueSample]) -> None:
         for q in samples:

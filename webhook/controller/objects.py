@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.accelerators import extended, recorded
+from webhook.controller.records import Kind, Opener, PreemptionRecord, Record, Untrusted
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CHECKPOINTED_AT_ANNOTATION,
@@ -111,6 +112,33 @@ def _checkpoint(text: str | None) -> float | None:
         return None
 
 
+def _records(annotations: Mapping[str, str], uid: str, created: float, seal: Opener | None
+             ) -> tuple[Record | None, PreemptionRecord | None, tuple[Untrusted, ...]]:
+    """The placement and preemption recorded on a pod that `seal` opens, and those it
+    does not."""
+    placement_text = annotations.get(PLACEMENT_ANNOTATION)
+    preemption_text = annotations.get(PREEMPTION_ANNOTATION)
+    if placement_text is None and preemption_text is None:
+        return None, None, ()
+    placement: Record | None = None
+    preemption: PreemptionRecord | None = None
+    distrusted: list[Untrusted] = []
+    written: tuple[tuple[Kind, str | None], ...] = (("placement", placement_text),
+                                                   ("preemption", preemption_text))
+    for kind, text in written:
+        if text is None:
+            continue
+        opened = seal.loads(kind, text, uid, created) if seal is not None else \
+            Untrusted(kind, "no record key to check it with")
+        if isinstance(opened, Untrusted):
+            distrusted.append(opened)
+        elif isinstance(opened, Record):
+            placement = opened
+        else:
+            preemption = opened
+    return placement, preemption, tuple(distrusted)
+
+
 @dataclass(frozen=True, slots=True)
 class PodInfo:
     namespace: str
@@ -134,7 +162,8 @@ class PodInfo:
     affinity_terms: tuple[Mapping[str, Any], ...] | None
     tolerations: tuple[Mapping[str, Any], ...]
     owners: tuple[Mapping[str, Any], ...]
-    placement: str | None
+    # The admission recorded on this pod, when the controller can prove it wrote it.
+    placement: Record | None
     annotated: bool
     # Accelerators the webhook recorded as requested (gang members only): counted even
     # when the current policy no longer names them.
@@ -144,11 +173,13 @@ class PodInfo:
     devices: tuple[str, ...]
     # For preemption: when the pod started running (0 while it has not), the last
     # checkpoint it states, whether its priority class may preempt, a recorded
-    # preemption (on a gang's anchor pod).
+    # preemption (on a gang's anchor pod, when the controller can prove it wrote it).
     started: float = 0.0
     checkpointed: float | None = None
     may_preempt: bool = True
-    preemption: str | None = None
+    preemption: PreemptionRecord | None = None
+    # Records on the pod the controller did not write, or cannot read: never acted on.
+    distrusted: tuple[Untrusted, ...] = ()
     # Finished its work: a gang member that is gone this way is not lost.
     succeeded: bool = False
     # A single pod Airlock queued (in no gang): admitted as a gang of one.
@@ -169,7 +200,9 @@ class PodInfo:
         return not self.terminal and not self.deleting
 
     @classmethod
-    def parse(cls, raw: Mapping[str, Any]) -> PodInfo:
+    def parse(cls, raw: Mapping[str, Any], seal: Opener | None = None) -> PodInfo:
+        """The view of a pod; its records count only where `seal` opens them (with no
+        seal, none does)."""
         meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
         labels = meta.get("labels") or {}
         annotations = meta.get("annotations") or {}
@@ -185,9 +218,12 @@ class PodInfo:
         node_name = spec.get("nodeName") or None
         decided = in_gang or (single and node_name is None)
         requests = pod_requests(spec)
+        created = _timestamp(meta.get("creationTimestamp"))
+        uid = meta.get("uid", "")
+        placement, preemption, distrusted = _records(annotations, uid, created, seal)
         return cls(
             namespace=meta.get("namespace", ""), name=meta.get("name", ""),
-            uid=meta.get("uid", ""), node_name=node_name,
+            uid=uid, node_name=node_name,
             terminal=(raw.get("status") or {}).get("phase") in TERMINAL_PHASES,
             deleting=meta.get("deletionTimestamp") is not None,
             requests=requests,
@@ -198,7 +234,7 @@ class PodInfo:
             topology_key=annotations.get(TOPOLOGY_KEY_ANNOTATION),
             topology_mode=annotations.get(TOPOLOGY_MODE_ANNOTATION),
             priority=spec.get("priority") or 0,
-            created=_timestamp(meta.get("creationTimestamp")),
+            created=created,
             # Pods asking for extended resources keep their labels too: preemption
             # matches them against PodDisruptionBudget selectors.
             labels=labels if decided or any("/" in k for k in requests) else _NONE,
@@ -207,7 +243,7 @@ class PodInfo:
             if required and decided else None,
             tolerations=tuple(spec.get("tolerations") or ()) if decided else (),
             owners=tuple(meta.get("ownerReferences") or ()) if in_gang else (),
-            placement=annotations.get(PLACEMENT_ANNOTATION),
+            placement=placement,
             annotated=bool(annotations),
             accelerators=recorded(annotations.get(ACCELERATORS_ANNOTATION, ""))
             if decided else _NO_NAMES,
@@ -216,7 +252,7 @@ class PodInfo:
             started=_timestamp((raw.get("status") or {}).get("startTime")),
             checkpointed=_checkpoint(annotations.get(CHECKPOINTED_AT_ANNOTATION)),
             may_preempt=spec.get("preemptionPolicy") != "Never",
-            preemption=annotations.get(PREEMPTION_ANNOTATION),
+            preemption=preemption, distrusted=distrusted,
             succeeded=(raw.get("status") or {}).get("phase") == "Succeeded",
             single=single,
         )

@@ -7,6 +7,8 @@ import os
 import socket
 from pathlib import Path
 
+from webhook.metricsauth.options import add_metrics_auth_argument
+
 
 def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", type=Path, default=None,
@@ -22,7 +24,11 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}",
                         help="this replica's name in the Lease")
     parser.add_argument("--metrics-port", type=int, default=8080,
-                        help="port for /metrics and /healthz (0 to disable)")
+                        help="HTTPS port for /metrics and /healthz (0 to disable)")
+    add_metrics_auth_argument(parser)
+    parser.add_argument("--metrics-cert-dir", type=Path, default=None,
+                        help="directory with tls.crt and tls.key for the metrics port, read "
+                             "at start (default: a self-signed certificate made at start)")
     parser.add_argument("--order", choices=("strict", "backfill"), default="backfill",
                         help="strict: the head gang blocks all behind it; backfill: smaller "
                              "gangs may start if they leave the head's domain alone")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from webhook.controller.actions import Preempt, PreemptionRecord, Wait
+from webhook.controller.actions import Preempt, Victim, Wait
 from webhook.controller.fairsharing import FairShare
 from webhook.controller.gangs import Gang, GangId
 from webhook.controller.objects import PodInfo
@@ -22,7 +22,20 @@ from webhook.controller.preempting import (
     unit_of,
 )
 from webhook.controller.quotas import Ledger, Quotas
+from webhook.controller.records import PreemptionRecord
 from webhook.controller.snapshot import Snapshot
+
+
+def _spent(unit: Victim, budgets: Iterable[Budget], allowance: dict[str, int]) -> str | None:
+    """The budget that cannot lose the unit's pods, else None, counting them as gone."""
+    hits = {b.name: sum(1 for p in unit.pods if p.key in b.pods) for b in budgets}
+    for name, hit in hits.items():
+        if hit and hit > allowance[name]:
+            return name
+    for name, hit in hits.items():
+        allowance[name] -= hit
+    return None
+
 
 # Gangs that may look for victims in one round, first in the queue first: planning is the
 # costly part of a round, and a round comes every few seconds anyway.
@@ -56,19 +69,20 @@ class Hold:
     gang: GangId
     record: PreemptionRecord
     nodes: frozenset[str]
-    # Recorded victims still running: the eviction is not done (a leader died).
-    remaining: tuple[PodInfo, ...]
+    # Recorded victims still running (a leader died half-way) that may still go: the
+    # eviction is not done.
+    remaining: tuple[Victim, ...]
     # Recorded victims evicted but still there, terminating: kube-scheduler still counts
     # their room, so the gang stays gated until they are gone (lifted now, the members
     # that fit would bind and the rest wait: half a gang holding GPUs).
     terminating: tuple[PodInfo, ...] = ()
+    # Recorded victims still running that the checks a fresh plan makes now keep, and
+    # why: the record is the controller's, but the cluster moved since it was written.
+    refused: tuple[tuple[Victim, str], ...] = ()
 
 
 def _record(gang: Gang) -> PreemptionRecord | None:
-    for pod in gang.members:
-        if pod.preemption and (record := PreemptionRecord.loads(pod.preemption)):
-            return record
-    return None
+    return next((p.preemption for p in gang.members if p.preemption is not None), None)
 
 
 def _key(name: str) -> tuple[str, str]:
@@ -134,14 +148,52 @@ class Queueing:
             # A victim is gone once deleted from the API or terminal (the scheduler no
             # longer counts it); one marked for deletion still holds its room.
             there = [pod for v in record.victims if (pod := by_key.get(_key(v))) is not None
-                     and not pod.terminal and record.names(pod)]
+                     and not pod.terminal and record.names(pod.key, pod.uid)]
             deleted = self.state.deleted
-            remaining = tuple(p for p in there if not p.deleting and p.uid not in deleted)
             terminating = tuple(p for p in there if p.deleting or p.uid in deleted)
+            remaining, refused = self._recheck(
+                gang, [p for p in there if not p.deleting and p.uid not in deleted])
             nodes = (self.snap.domains(gang.members[0], record.topology_key).get(
                 record.domain, []) if record.domain and record.topology_key else record.nodes)
-            found.append(Hold(gang.id, record, frozenset(nodes), remaining, terminating))
+            found.append(Hold(gang.id, record, frozenset(nodes), remaining, terminating,
+                              refused))
         return found
+
+    def _recheck(self, gang: Gang, pods: Sequence[PodInfo]
+                 ) -> tuple[tuple[Victim, ...], tuple[tuple[Victim, str], ...]]:
+        """The recorded victims still running, as units with their cause, split into
+        those that may go and those the checks of a fresh plan now keep, with why. The
+        quota arithmetic is not done again: half a gang already gone would count against
+        evicting the rest, and a gang goes whole."""
+        groups: dict[GangId | None, list[PodInfo]] = {}
+        for pod in pods:
+            groups.setdefault(pod.gang_id, []).append(pod)
+        quotas, held, state = self.state.quotas, self.held, self.state
+        units = [unit_of(members, g, quotas.queue_of(members[0].namespace), self.now, held)
+                 for g, members in groups.items() if g is not None]
+        units += [unit_of([p], None, quotas.queue_of(p.namespace), self.now, held)
+                  for p in groups.get(None, ())]
+        anchor = min(gang.members, key=lambda p: p.name)
+        queue = self.queue_of(gang)
+        allowance = {b.name: b.allowed for b in state.budgets}
+        allowed: list[Victim] = []
+        refused: list[tuple[Victim, str]] = []
+        for unit in units:
+            by_priority = outranks(unit, gang.priority, anchor.may_preempt)
+            why = None
+            if unit.pods[0].namespace in state.spared:
+                why = "its namespace is out of Airlock's scope"
+            elif not state.preemption.enabled:
+                why = "preemption is turned off in the policy"
+            elif not by_priority and unit.queue == queue:
+                why = "it no longer has a lower priority than the preemptor"
+            elif (budget := _spent(unit, state.budgets, allowance)) is not None:
+                why = f"its PodDisruptionBudget {budget} allows no more disruptions"
+            if why is None:
+                allowed.append(unit._replace(cause="priority" if by_priority else "reclaim"))
+            else:
+                refused.append((unit, why))
+        return tuple(allowed), tuple(refused)
 
     def await_victims(self, gang: Gang, hold: Hold) -> Wait:
         """A preemptor whose victims are evicted but not gone: it stays gated, its room
@@ -156,22 +208,10 @@ class Queueing:
                     f"is held for it until they are")
 
     def resume(self, gang: Gang, hold: Hold) -> Preempt:
-        """Evict what a recorded preemption left running, for the same cause as the
-        leader that decided it would have said."""
-        groups: dict[GangId | None, list[PodInfo]] = {}
-        for pod in hold.remaining:
-            groups.setdefault(pod.gang_id, []).append(pod)
-        quotas = self.state.quotas
-        held = self.held
-        units = [unit_of(pods, g, quotas.queue_of(pods[0].namespace), self.now, held)
-                 for g, pods in groups.items() if g is not None]
-        units += [unit_of([p], None, quotas.queue_of(p.namespace), self.now, held)
-                  for p in groups.get(None, ())]
+        """Evict what a recorded preemption left running and may still go, for the same
+        cause as the leader that decided it would have said."""
         anchor = min(gang.members, key=lambda p: p.name)
-        victims = tuple(u._replace(
-            cause="priority" if outranks(u, gang.priority, anchor.may_preempt) else "reclaim")
-            for u in units)
-        return Preempt(gang.id, anchor, hold.record, tuple(gang.waiting), victims,
+        return Preempt(gang.id, anchor, hold.record, tuple(gang.waiting), hold.remaining,
                        gang.priority, self.queue_of(gang))
 
     def may_preempt(self, members: Sequence[PodInfo]) -> bool:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, assert_never
 
-from webhook.controller.actions import Admit, Finish, Preempt, Requeue, Wait
+from webhook.controller.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
 from webhook.controller.configuring import fair_share_of, preemption_of, quotas_of
 from webhook.controller.deciding import QueueState, decide
 from webhook.controller.gangs import GangId, kind, named, readable
@@ -109,7 +109,7 @@ def report(policy: Policy, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
                 members = action.preemptor
             case Admit():
                 why, members = "about to be admitted", action.ungate
-            case Finish() | Requeue():
+            case Finish() | Requeue() | Ignore():
                 continue
             case _:
                 assert_never(action)

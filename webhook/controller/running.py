@@ -9,17 +9,14 @@ import asyncio
 import contextlib
 import gc
 import logging
-import os
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any, assert_never
 
-from aiohttp import web
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook import kubeclient
 from webhook.accelerators import Accelerators
@@ -32,12 +29,14 @@ from webhook.controller.deciding import (
     Admit,
     DecideOptions,
     Finish,
+    Ignore,
     Preempt,
     Requeue,
     Wait,
     decide,
 )
 from webhook.controller.gangs import GangId, SizeAnswer
+from webhook.controller.health import Health
 from webhook.controller.leading import (
     LEASE_SECONDS,
     RENEW_DEADLINE_SECONDS,
@@ -48,7 +47,10 @@ from webhook.controller.leading import (
 from webhook.controller.metrics import ControllerMetrics
 from webhook.controller.objects import NodeInfo
 from webhook.controller.owners import OwnerSizes
+from webhook.controller.records import Seal
 from webhook.controller.remembering import keep, recall
+from webhook.controller.sealing import load_seal
+from webhook.controller.serving import serve
 from webhook.controller.tracking import Tracked
 from webhook.controller.watching import watch
 from webhook.keys import SYSTEM_NAMESPACE
@@ -69,33 +71,28 @@ POLICY_RELOAD_INTERVAL = 2.0
 
 
 async def connect(kubeconfig: Path | None) -> client.ApiClient:
-    configuration = client.Configuration()
-    if kubeconfig is not None:
-        await config.load_kube_config(config_file=str(kubeconfig),
-                                      client_configuration=configuration)
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        await config.load_kube_config(client_configuration=configuration)
+    configuration = await kubeclient.load_configuration(kubeconfig)
     # Room for the applier's writes and for the watches beside them.
     return kubeclient.api_client(configuration, in_flight=WRITES_IN_FLIGHT + 8)
 
 
 class Controller:
     def __init__(self, api: client.ApiClient, options: DecideOptions, identity: str,
-                 policies: PolicyStore, pause: float = 0.0, fence: Fence | None = None,
-                 namespace: str = SYSTEM_NAMESPACE) -> None:
+                 policies: PolicyStore, seal: Seal, pause: float = 0.0,
+                 fence: Fence | None = None, namespace: str = SYSTEM_NAMESPACE) -> None:
         self.api = api
         self.namespace = namespace
         self.fence = fence or Fence(None)
         self.options = options
         self.policies = policies
         self._counted: tuple[Policy, Accelerators] | None = None
-        self.cache = Cache(self.accelerators())
+        self.cache = Cache(self.accelerators(), seal)
         self.metrics = ControllerMetrics()
         self.sizes = OwnerSizes(api)
-        self.applier = Applier(api, self.cache.stored, identity, pause=pause, fence=fence)
+        self.applier = Applier(api, self.cache.stored, identity, seal, pause=pause,
+                               fence=fence)
         self.synced = asyncio.Event()
+        self.health = Health()
         self.rounds = 0
         self.deciding_seconds = 0.0
         self.accounts = Accounts()
@@ -108,14 +105,16 @@ class Controller:
         tasks = [
             asyncio.create_task(watch("pods", core.list_pod_for_all_namespaces,
                                       self.cache.parse_pod, self.cache.list_pods,
-                                      self.cache.pod_event, pods_ready)),
+                                      self.cache.pod_event, pods_ready,
+                                      alive=self.health.watching("pods"))),
             asyncio.create_task(watch("nodes", core.list_node, NodeInfo.parse,
                                       self.cache.list_nodes, self.cache.node_event,
-                                      nodes_ready)),
+                                      nodes_ready, alive=self.health.watching("nodes"))),
             asyncio.create_task(watch(
                 "poddisruptionbudgets",
                 client.PolicyV1Api(self.api).list_pod_disruption_budget_for_all_namespaces,
-                Pdb.parse, self.accounts.list_pdbs, self.accounts.pdb_event)),
+                Pdb.parse, self.accounts.list_pdbs, self.accounts.pdb_event,
+                alive=self.health.watching("poddisruptionbudgets"))),
         ]
         await pods_ready.wait()
         await nodes_ready.wait()
@@ -147,8 +146,10 @@ class Controller:
 
     async def round(self) -> None:
         # A gang short of members is decided too, gated pods or not: it may be due for
-        # its requeue (`sample` notices it short when nothing is gated).
-        if not self.cache.gated and not self.accounts.short_since:
+        # its requeue (`sample` notices it short when nothing is gated); and a record
+        # the controller did not write is told of.
+        if not self.cache.gated and not self.accounts.short_since and \
+                not self.cache.cluster.distrusted:
             self.metrics.gangs_waiting.set(0)
             return
         sizes = await self._sizes()
@@ -197,6 +198,7 @@ class Controller:
 
     def _count(self, actions: list[Action]) -> None:
         waiting: set[tuple[str, str]] = set()
+        ignored = 0
         for action in actions:
             match action:
                 case Admit():
@@ -210,14 +212,18 @@ class Controller:
                         self.metrics.preempted(victim)
                 case Requeue():
                     self.metrics.requeued.inc()
+                case Ignore():
+                    ignored += 1
                 case Finish():
                     pass
                 case _:
                     assert_never(action)
         self.metrics.gangs_waiting.set(len(waiting))
+        self.metrics.records_ignored.set(ignored)
 
     async def lead(self) -> None:
         log.info("leading: deciding from now on")
+        self.health.leading()
         await self.synced.wait()
         self.accounts.carry_on(self._policy(),
                                await recall(client.CoreV1Api(self.api), self.namespace),
@@ -230,6 +236,7 @@ class Controller:
                 await self.round()
             except Exception:
                 log.exception("round failed; retrying")
+            self.health.looped()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.cache.changed.wait(), PERIOD)
             # Let a burst of events (a gang's pods arriving) settle into one round; and
@@ -238,35 +245,16 @@ class Controller:
             await asyncio.sleep(max(SETTLE, self.deciding_seconds))
 
 
-async def _serve_metrics(controller: Controller, port: int) -> web.AppRunner | None:
-    if not port:
-        return None
-
-    async def metrics(_: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(controller.metrics.registry),
-                            headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
-
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/healthz", healthz)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "0.0.0.0", port).start()
-    return runner
-
-
 async def _main(args: argparse.Namespace, policies: PolicyStore) -> int:
     api = await connect(args.kubeconfig)
     options = DecideOptions(order=args.order, reservation_timeout=args.reservation_timeout,
                       incomplete_warning_after=args.incomplete_warning_after)
     fence = Fence(None if args.no_leader_election else RENEW_DEADLINE_SECONDS)
-    controller = Controller(api, options, args.identity, policies, pause=args.patch_pause,
-                            fence=fence, namespace=args.namespace)
+    seal = await load_seal(client.CoreV1Api(api), args.namespace)
+    controller = Controller(api, options, args.identity, policies, seal,
+                            pause=args.patch_pause, fence=fence, namespace=args.namespace)
     reloading = asyncio.create_task(policies.watch(POLICY_RELOAD_INTERVAL))
-    runner = await _serve_metrics(controller, args.metrics_port)
+    runner = await serve(args, controller.metrics.registry, controller.health, api)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

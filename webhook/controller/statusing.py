@@ -15,6 +15,7 @@ from kubernetes_asyncio import client
 from webhook.controller.accounting import FAIR_SHARE_KEY
 from webhook.controller.objects import NodeInfo, PodInfo
 from webhook.controller.raw import json_of
+from webhook.controller.records import Unverified
 from webhook.controller.remembering import recall
 from webhook.controller.reporting import report
 from webhook.controller.running import connect
@@ -47,7 +48,7 @@ async def _status(kubeconfig: Path | None, policies: Path, output: str) -> int:
             _items(core.list_event_for_all_namespaces, field_selector="reason=Preempting"),
             recall(core, SYSTEM_NAMESPACE))
     found = report(policy, [NodeInfo.parse(n) for n in nodes],
-                   [PodInfo.parse(p) for p in pods], events, time.time(),
+                   [PodInfo.parse(p, Unverified()) for p in pods], events, time.time(),
                    kept.get(FAIR_SHARE_KEY))
     if output == "json":
         print(json.dumps(found.as_json(), indent=2))

@@ -143,6 +143,8 @@ class Tracked:
         self.deleting: Counter[GangId] = Counter()
         # Those members that still carry Airlock's gate.
         self.gated: set[PodKey] = set()
+        # Active pods carrying records the controller did not write (`PodInfo.distrusted`).
+        self.distrusted: set[PodKey] = set()
         self._gangs: dict[GangId, Gang] = {}
         self._eligible: dict[tuple[Any, ...], list[str]] = {}
         self._eligible_sets: dict[tuple[Any, ...], frozenset[str]] = {}
@@ -217,6 +219,8 @@ class Tracked:
             self._gangs.pop(member_of, None)
             if pod.gated:
                 self.gated.add(key)
+        if pod.distrusted and pod.active:
+            self.distrusted.add(key)
         gang = pod.gang_id
         if gang is not None:
             if pod.succeeded:
@@ -235,6 +239,7 @@ class Tracked:
         """Take back what `pod` added (it is still in `pods` when replaced)."""
         key = pod.key
         self.pods.pop(key, None)
+        self.distrusted.discard(key)
         gone_names = False
         for name in pod.accelerators:
             self._recorded[name] -= 1

@@ -26,9 +26,12 @@ class Gone(Exception):
 
 
 async def watch(kind: str, lister: Lister, parse: Parse, on_list: OnList, on_event: OnEvent,
-                ready: asyncio.Event | None = None, timeout_seconds: int = 300) -> None:
+                ready: asyncio.Event | None = None, timeout_seconds: int = 300,
+                alive: Callable[[], None] | None = None) -> None:
     """Keep `on_list`/`on_event` in step with the cluster until cancelled. A list hands
-    `on_list` everything at once, parsed, so a relist is swapped in whole."""
+    `on_list` everything at once, parsed, so a relist is swapped in whole. `alive` is
+    told of each list that succeeded and each watch stream that ran to its timeout: a
+    watch that tells it nothing for long is stuck or failing (health.py)."""
     backoff = 0.5
     while True:
         try:
@@ -37,9 +40,13 @@ async def watch(kind: str, lister: Lister, parse: Parse, on_list: OnList, on_eve
             del items
             if ready is not None:
                 ready.set()
+            if alive is not None:
+                alive()
             backoff = 0.5
             while True:
                 version = await _stream(lister, version, on_event, timeout_seconds)
+                if alive is not None:
+                    alive()
         except Gone:
             log.info("watch expired; listing again", extra={"kind": kind})
         except asyncio.CancelledError:

@@ -145,9 +145,25 @@ def classify(
                 class_label_error=f"label {CLASS_LABEL}={explicit!r} is not one of "
                 f"{', '.join(CLASSES)}",
             )
-        # On reinvocation the label is Airlock's own record: keep the rule it names.
-        recorded = pod.annotations.get(RULE_ANNOTATION, RULE_CLASS_LABEL)
-        return Decision(True, f"label {CLASS_LABEL}", explicit, recorded, gang)
+        if policy.granted(explicit, pod.namespace):
+            # On reinvocation the label is Airlock's own record: keep the rule it names.
+            recorded = pod.annotations.get(RULE_ANNOTATION, RULE_CLASS_LABEL)
+            return Decision(True, f"label {CLASS_LABEL}", explicit, recorded, gang)
+        # Not the namespace's to ask for: only where the rules give it anyway (the
+        # webhook's own label, on reinvocation, is such a case).
+        ruled = _by_rules(pod, policy, gang)
+        if ruled.class_ != explicit:
+            granted = ", ".join(policy.granted_to(explicit)) or "no namespace"
+            return ruled._replace(
+                class_=None, rule=None,
+                class_label_error=f"namespace {pod.namespace} may not ask for class "
+                f"{explicit} with the {CLASS_LABEL} label; the policy's grants give it to: "
+                f"{granted} (spec.grants)")
+        return ruled
+    return _by_rules(pod, policy, gang)
+
+
+def _by_rules(pod: PodView, policy: Policy, gang: Membership | None) -> Decision:
     # A plain loop, not all() over a generator: this runs for every rule of every request.
     for rule, checks, reason in _compiled_rules(policy):
         for check in checks:

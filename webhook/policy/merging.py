@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from webhook.keys import ClassName
 from webhook.policy.model import (
     ClassSpec,
+    Grant,
     NamespaceAccess,
     Policy,
     PolicyFile,
@@ -63,6 +64,7 @@ class _Merger:
         self.levels: dict[str, str] = {}
         self.rules: list[tuple[Rule, Document, int]] = []
         self.access: list[NamespaceAccess] = []
+        self.grants: list[Grant] = []
         self.queues: list[tuple[Queue, Document, int]] = []
         self.fair_share: FairShareSpec | None = None
         self.preemption: PreemptionSpec | None = None
@@ -99,6 +101,7 @@ class _Merger:
             if self._once("rule", rule.name, doc, ("spec", "rules", i, "name")):
                 self.rules.append((rule, doc, i))
         self.access.extend(spec.namespace_access)
+        self.grants.extend(spec.grants)
         for i, queue in enumerate(spec.queues):
             if self._once("queue", queue.name, doc, ("spec", "queues", i, "name")):
                 self.queues.append((queue, doc, i))
@@ -151,6 +154,7 @@ class _Merger:
                 classes={k: v for k, (v, _) in self.classes.items()},
                 rules=tuple(r for r, _, _ in self.rules),
                 namespace_access=tuple(self.access),
+                grants=tuple(self.grants),
                 queues=tuple(q for q, _, _ in self.queues),
                 fair_share=self.fair_share or FairShareSpec(),
                 preemption=self.preemption or PreemptionSpec(),

@@ -106,6 +106,14 @@ class ClassSpec(_Strict):
         "admitted like a gang of one). Default: true for training and scavenger, false "
         "for inference, where latency matters. Gangs always queue.",
     )
+    requires_grant: bool = Field(
+        False,
+        alias="requiresGrant",
+        description="Whether a pod may ask for this class itself (the `gpu-airlock.io/class` "
+        "label, or its PriorityClass by name), where the rules would give it another, only "
+        "in namespaces a `grants` entry names. An ask that is not granted is denied (the "
+        "label) or replaced by the pod's own class's PriorityClass.",
+    )
 
 
 class Match(_Strict):
@@ -169,6 +177,12 @@ class TopologyLevel(_Strict):
         return v
 
 
+class Grant(_Strict):
+    class_: ClassName = Field(alias="class", description="A class that `requiresGrant`.")
+    namespaces: tuple[str, ...] = Field(description="Shell-style globs: namespaces whose pods "
+                                        "may ask for the class themselves.")
+
+
 class NamespaceAccess(_Strict):
     namespaces: tuple[str, ...] = Field(description="Shell-style globs; the first entry "
                                         "whose globs match a namespace decides for it.")
@@ -224,6 +238,9 @@ class PolicySpec(_Strict):
         (), alias="namespaceAccess",
         description="Which classes a namespace may use; first match wins; unmatched "
         "namespaces may use every class.")
+    grants: tuple[Grant, ...] = Field(
+        (), description="Namespaces whose pods may ask for a class that `requiresGrant`; "
+        "grants from every file add up.")
     admission: Admission | None = Field(None, description="Admission settings.")
     queues: tuple[Queue, ...] = Field(
         (), description="Team queues with GPU quotas; queues from every file add up.")
@@ -303,6 +320,7 @@ class Policy(_Strict):
         default_factory=dict, description="level name -> node label")]
     rules: tuple[Rule, ...] = ()
     namespace_access: tuple[NamespaceAccess, ...] = ()
+    grants: tuple[Grant, ...] = ()
     gate_removers: frozenset[str] = frozenset({CONTROLLER_IDENTITY})
     queues: tuple[Queue, ...] = ()
     fair_share: FairShareSpec = FairShareSpec()
@@ -338,6 +356,18 @@ class Policy(_Strict):
                 return access.classes
         return CLASSES
 
+    def granted(self, cls: ClassName, namespace: str) -> bool:
+        """Whether pods of `namespace` may ask for `cls` themselves (`requiresGrant`)."""
+        return not self.classes[cls].requires_grant or any(
+            grant.class_ == cls and any(fnmatch.fnmatchcase(namespace, g)
+                                        for g in grant.namespaces)
+            for grant in self.grants)
+
+    def granted_to(self, cls: ClassName) -> tuple[str, ...]:
+        """The namespace globs granted `cls`."""
+        return tuple(g for grant in self.grants if grant.class_ == cls
+                     for g in grant.namespaces)
+
     def queued(self, cls: ClassName) -> bool:
         """Whether single pods of the class queue (gangs always do)."""
         stated = self.classes[cls].queued
@@ -362,6 +392,7 @@ class Policy(_Strict):
 __all__ = [
     "API_VERSION",
     "ClassSpec",
+    "Grant",
     "Match",
     "NamespaceAccess",
     "Policy",

@@ -1,11 +1,12 @@
 """etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and KWOK for the
-local control plane.
+local control plane, and Helm for the chart's tests.
 
 Taken from `KUBEBUILDER_ASSETS` when a user already has envtest binaries, otherwise built
 from the official Go modules at pinned versions (webhook.sandbox.gobuilding) and cached
 outside the repository, per version, so only the first run pays the minutes of the build.
 
-    python -m webhook.sandbox.binaries    # build or reuse; prints the paths
+    python -m webhook.sandbox.binaries          # build or reuse; prints the paths
+    python -m webhook.sandbox.binaries --helm   # and Helm
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ KUBERNETES_VERSION = "v1.34.4"
 STAGING_VERSION = "v0.34.4"
 ETCD_VERSION = "v3.6.4"  # what Kubernetes v1.34.4's go.mod requires
 KWOK_VERSION = "v0.7.0"
+HELM_VERSION = "v3.22.0"
 
 # What `kube-apiserver --version`, `kubectl version` and discovery report. A module build
 # leaves the placeholder v0.0.0-master, so set what Kubernetes' own release build sets
@@ -60,6 +62,23 @@ KWOK = GoTool(
     modules=(GoModule("kwok", "sigs.k8s.io/kwok", KWOK_VERSION),),
     commands={"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
     # KWOK's own release build stamps nothing that the module does not already carry.
+)
+
+# What Helm's release build (its Makefile) stamps: its version, and the Kubernetes version
+# `helm template` and `helm lint` assume with no cluster to ask, which it derives from the
+# client-go its go.mod requires (v0.37.0 at v3.22.0: 1.37).
+_HELM_FLAGS = " ".join([
+    f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}",
+    "-X helm.sh/helm/v3/internal/version.gitTreeState=clean",
+    *(f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersion{part}={value}"
+      for pkg in ("lint/rules", "chartutil") for part, value in (("Major", "1"),
+                                                                  ("Minor", "37"))),
+])
+
+HELM = GoTool(
+    modules=(GoModule("helm", "helm.sh/helm/v3", HELM_VERSION),),
+    commands={"helm": "helm.sh/helm/v3/cmd/helm"},
+    ldflags=f"-s -w {_HELM_FLAGS}",
 )
 
 # envtest assets carry these; the rest always comes from the pinned modules.
@@ -112,9 +131,15 @@ def ensure_binaries(progress: Progress = print) -> Binaries:
                     kubectl=found["kubectl"], kwok=found["kwok"])
 
 
+def ensure_helm(progress: Progress = print) -> Path:
+    """Helm, for the chart's tests; the sandbox itself never needs it."""
+    return ensure(HELM, progress)["helm"]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Build or reuse the binaries, and with `--operators NAMES|all` the operators too
-    (the test suite's operator tests need them; building first says how long it takes)."""
+    """Build or reuse the binaries, with `--operators NAMES|all` the operators too (the
+    test suite's operator tests need them; building first says how long it takes), and
+    with `--helm` Helm."""
     from webhook.sandbox.operating import build_operators
     from webhook.sandbox.operators import UnknownOperator, select
     from webhook.sandbox.peers import PEERS
@@ -124,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also build these operators (comma-separated, or all)")
     parser.add_argument("--peers", default="", metavar="NAMES",
                         help=f"also build these peers for bench.peers ({', '.join(PEERS)})")
+    parser.add_argument("--helm", action="store_true",
+                        help="also build helm (the chart's tests need it)")
     args = parser.parse_args(argv)
     peers = [n.strip() for n in args.peers.split(",") if n.strip()]
     if unknown := [n for n in peers if n not in PEERS]:
@@ -139,11 +166,14 @@ def main(argv: list[str] | None = None) -> int:
         operators = build_operators(select(args.operators), progress) \
             if args.operators else []
         operators += build_operators([PEERS[n] for n in peers], progress)
+        helm = ensure_helm(progress) if args.helm else None
     except (BuildError, UnknownOperator) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     for field in dataclasses.fields(binaries):
         print(f"{field.name.replace('_', '-')}: {getattr(binaries, field.name)}")
+    if helm is not None:
+        print(f"helm: {helm}")
     for op in operators:
         print(f"operator {op.name}: built")
     return 0

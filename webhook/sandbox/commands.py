@@ -76,6 +76,7 @@ async def _wire(plane: ControlPlane, hook_url: str, ca: bytes, shape: Shape,
         await wiring.create_priority_classes(api, load_policy(policies))
         times = await create_nodes(api, topology(shape))
         await wiring.apply_webhook_configurations(api, wiring.webhook_configurations(hook_url, ca))
+        await wiring.apply_admission_policies(api)
         return await wiring.controller_kubeconfig(
             api, plane.url, plane.ca_file, plane.workdir / "controller.kubeconfig"), times
 

@@ -41,12 +41,17 @@ class Webhook:
 
 
 def start_webhook(workdir: Path, policies: Path, detached: bool = False,
-                  timeout: float = 30.0) -> Webhook:
+                  timeout: float = 30.0, extra: list[str] | None = None) -> Webhook:
+    """The webhook on a free loopback port, with `extra` flags after its own. It starts
+    before the control plane it serves, so by default it has no credentials and /metrics
+    is open; said outright, since in a pod (a CI runner) the default would be to review
+    scrapers against that pod's cluster."""
     certs = make_certs(workdir / "webhook-certs", SERVICE_HOSTS)
     port = free_port()
     running = _spawn(["serve", "--host", "127.0.0.1", "--port", str(port), "--cert-dir",
                       str(certs.cert.parent), "--policies", str(policies),
-                      "--drain-seconds", "0"], workdir / "webhook.log", detached)
+                      "--drain-seconds", "0", "--metrics-auth", "none", *(extra or [])],
+                     workdir / "webhook.log", detached)
     url = f"https://127.0.0.1:{port}"
     context = ssl.create_default_context(cafile=str(certs.ca))
     deadline = time.monotonic() + timeout

@@ -15,6 +15,7 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from webhook.keys import SYSTEM_NAMESPACE
 from webhook.policy.model import Policy
 from webhook.sandbox.pki import write_kubeconfig
 
@@ -124,6 +125,8 @@ async def create_namespace(api: client.ApiClient, name: str,
 
 
 CONTROLLER_RBAC = WEBHOOK_CONFIGURATIONS.parent / "controller-rbac.yaml"
+# Both components may review who scrapes their /metrics; the reader role for scrapers.
+METRICS_RBAC = WEBHOOK_CONFIGURATIONS.parent / "metrics-rbac.yaml"
 
 
 async def _create_rbac(api: client.ApiClient, doc: dict[str, Any]) -> None:
@@ -143,22 +146,89 @@ async def _create_rbac(api: client.ApiClient, doc: dict[str, Any]) -> None:
             raise
 
 
-async def controller_kubeconfig(api: client.ApiClient, server: str, ca_file: Path,
-                                path: Path) -> Path:
-    """A kubeconfig for the controller's own ServiceAccount, with exactly the RBAC that
-    deploy/ grants it: the sandbox and the tests run it as it runs in a cluster."""
+async def apply_rbac(api: client.ApiClient, source: Path) -> None:
+    """Create each RBAC object of a deploy/ file (one that exists is left as it is)."""
+    for doc in yaml.safe_load_all(source.read_text()):
+        if doc:
+            await _create_rbac(api, doc)
+
+
+async def account_kubeconfig(api: client.ApiClient, server: str, ca_file: Path, path: Path,
+                             account: str) -> Path:
+    """A kubeconfig for Airlock's ServiceAccount `account` (airlock-controller or
+    airlock-webhook), with exactly the RBAC that deploy/ grants Airlock: the sandbox and
+    the tests run each component as it runs in a cluster."""
     await create_namespace(api, "airlock-system")
     try:
         await client.CoreV1Api(api).create_namespaced_service_account(
-            "airlock-system", body={"metadata": {"name": "airlock-controller"}})
+            "airlock-system", body={"metadata": {"name": account}})
     except ApiException as e:
         if e.status != 409:
             raise
-    for doc in yaml.safe_load_all(CONTROLLER_RBAC.read_text()):
-        if doc:
-            await _create_rbac(api, doc)
+    for source in (CONTROLLER_RBAC, METRICS_RBAC):
+        await apply_rbac(api, source)
     token = await client.CoreV1Api(api).create_namespaced_service_account_token(
-        "airlock-controller", "airlock-system",
-        body={"spec": {"expirationSeconds": 86400}})
-    return write_kubeconfig(path, server, ca_file.read_bytes(), "airlock-controller",
+        account, "airlock-system", body={"spec": {"expirationSeconds": 86400}})
+    return write_kubeconfig(path, server, ca_file.read_bytes(), account,
                             token=token.status.token)
+
+
+async def controller_kubeconfig(api: client.ApiClient, server: str, ca_file: Path,
+                                path: Path) -> Path:
+    """A kubeconfig for the controller's own ServiceAccount (`account_kubeconfig`)."""
+    return await account_kubeconfig(api, server, ca_file, path, "airlock-controller")
+
+
+ADMISSION_POLICIES = WEBHOOK_CONFIGURATIONS.parent / "admission-policies.yaml"
+
+
+async def apply_admission_policies(api: client.ApiClient,
+                                   source: Path = ADMISSION_POLICIES) -> None:
+    """The ValidatingAdmissionPolicies deploy/ installs, with their bindings and the
+    ClusterRole they name: replaced, so an edited file takes effect; back once the
+    apiserver enforces them (it takes them up from a watch, a moment after they are
+    stored)."""
+    admission = client.AdmissionregistrationV1Api(api)
+    kinds = {
+        "ValidatingAdmissionPolicy": (admission.create_validating_admission_policy,
+                                      admission.delete_validating_admission_policy),
+        "ValidatingAdmissionPolicyBinding": (
+            admission.create_validating_admission_policy_binding,
+            admission.delete_validating_admission_policy_binding),
+    }
+    for doc in yaml.safe_load_all(source.read_text()):
+        if not doc:
+            continue
+        if doc["kind"] not in kinds:
+            await _create_rbac(api, doc)
+            continue
+        create, delete = kinds[doc["kind"]]
+        try:
+            await delete(doc["metadata"]["name"])
+        except ApiException as e:
+            if e.status != 404:
+                raise
+        await create(body=doc)
+    await _enforced(api)
+
+
+async def _enforced(api: client.ApiClient, within: float = 30.0) -> None:
+    """Until the apiserver refuses what the policies refuse: a pod created (dry run) in
+    Airlock's own namespace, which no webhook of Airlock's sees, with a controller record."""
+    probe = {"metadata": {"name": "airlock-policy-probe", "annotations": {
+                 "gpu-airlock.io/placement": "{}"}},
+             "spec": {"containers": [{"name": "probe", "image": "probe"}]}}
+    await create_namespace(api, SYSTEM_NAMESPACE)
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            await client.CoreV1Api(api).create_namespaced_pod(SYSTEM_NAMESPACE, body=probe,
+                                                              dry_run="All")
+        except ApiException as e:
+            if e.status == 403 and "airlock-marks" in str(e.body):
+                return
+            raise
+        if time.monotonic() > deadline:
+            raise RuntimeError("the apiserver does not enforce Airlock's admission policies "
+                               f"{within:g}s after they were created")
+        await asyncio.sleep(0.2)

@@ -16,8 +16,8 @@ import jsonpatch
 from webhook.admission import engine
 from webhook.admission.reviews import Request
 from webhook.controller.objects import PodInfo
-from webhook.keys import CLASS_LABEL, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION
-from webhook.policy.model import Policy
+from webhook.keys import CLASS_LABEL, CLASSES, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION
+from webhook.policy.model import Grant, Policy
 from webhook.simulation.traces import Job
 
 _USER = "airlock-simulate"
@@ -96,7 +96,11 @@ class Marker:
     gangs carry their own name in their marks and go through it each."""
 
     def __init__(self, policy: Policy) -> None:
-        self.policy = policy
+        # A trace states each job's class, which its pods ask for by label: the replay
+        # stands for a cluster whose policy grants every namespace the classes it runs.
+        self.policy = policy.model_copy(update={"grants": (
+            *policy.grants, *(Grant.model_validate({"class": c, "namespaces": ("*",)})
+                              for c in CLASSES))})
         self._singles: dict[tuple[str, str, int], Marked | Rejected] = {}
 
     def __call__(self, job: Job) -> Marked | Rejected:

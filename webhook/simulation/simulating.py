@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, assert_never
 
 from webhook.controller.accounting import Accounts
-from webhook.controller.actions import Admit, Finish, Preempt, Requeue, Wait
+from webhook.controller.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
 from webhook.controller.deciding import DecideOptions, decide
 from webhook.controller.gangs import Gang
 from webhook.controller.objects import PodInfo
@@ -292,14 +292,14 @@ class Simulation:
                     # then the victims go, whole gangs, and it is admitted next round.
                     anchor = self.gated[action.anchor.key]
                     anchor.info = dataclasses.replace(anchor.info,
-                                                      preemption=action.record.dumps())
+                                                      preemption=action.record)
                     self.tracked.put_pod(anchor.info)
                     self._evict([p.key for v in action.victims for p in v.pods
                                  if p.key in self._bound], now)
                     preempted = True
                 case Requeue():
                     self._evict([p.key for p in action.pods if p.key in self._bound], now)
-                case Wait():
+                case Wait() | Ignore():
                     pass
                 case _:
                     assert_never(action)

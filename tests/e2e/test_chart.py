@@ -1,0 +1,441 @@
+"""The Helm chart (deploy/helm/airlock) against the kustomize install it mirrors. The chart
+reads deploy/base and the cert-manager overlay through links and renders the resources
+their kustomizations list: with its default values `helm template` renders the objects
+`kubectl kustomize deploy/overlays/cert-manager` renders, field by field (with
+cert-manager off, those of the no-cert-manager overlay; `squeezed` and `unplaced` say the
+two things normalized, both kustomize's doing), `helm lint --strict` passes, its values
+take effect, its package carries deploy/'s files and the policy files, and the real Helm
+installs it into a control plane of its own, where cert-manager issues the webhook's
+certificate and injects its CA.
+
+Helm and kubectl are the harness's, built from their pinned modules: the real tools
+decide what both installs are, so this runs at the level that has the binaries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import difflib
+import os
+import subprocess
+import tarfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes_asyncio import client
+
+from tests.kube import (
+    CLUSTER_SCOPED,
+    POLICIES,
+    ROOT,
+    documents,
+    kustomize,
+    prerequisite_missing,
+    until,
+)
+from webhook.policy.loading import policy_files
+from webhook.sandbox.binaries import HELM_VERSION, Binaries
+from webhook.sandbox.clients import from_kubeconfig
+from webhook.sandbox.controlplane import ControlPlane
+from webhook.sandbox.operating import (
+    OperatorError,
+    RunningCommand,
+    build_operators,
+    start_operators,
+    stop,
+)
+from webhook.sandbox.operators import CERT_MANAGER
+
+pytestmark = pytest.mark.e2e
+
+CHART = ROOT / "deploy" / "helm" / "airlock"
+NAMESPACE = "airlock-system"
+RELEASE = "airlock"
+# The overlay each set of values stands for.
+VARIANTS: dict[str, list[str]] = {
+    "cert-manager": [],
+    "no-cert-manager": ["--set", "certManager.enabled=false"],
+}
+WEBHOOK_CONFIGURATIONS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+
+Doc = dict[str, Any]
+Docs = list[Doc]
+Key = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Helm:
+    """The harness's helm, with a home of its own: nothing read from or written to the
+    user's Helm configuration, repositories or kubeconfig."""
+
+    binary: Path
+    home: Path
+
+    def __call__(self, *args: str, kubeconfig: Path | None = None,
+                 check: bool = True) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.home),
+               **{f"HELM_{part}_HOME": str(self.home / part.lower())
+                  for part in ("CACHE", "CONFIG", "DATA")}}
+        cluster = ["--kubeconfig", str(kubeconfig)] if kubeconfig else []
+        out = subprocess.run([str(self.binary), *args, *cluster], env=env,
+                             capture_output=True, text=True, timeout=180, check=False)
+        if check:
+            assert out.returncode == 0, f"helm {' '.join(args)}:\n{out.stderr}"
+        return out
+
+    def template(self, *values: str, chart: Path = CHART) -> Docs:
+        return documents(self("template", RELEASE, str(chart), "--namespace", NAMESPACE,
+                              *values).stdout)
+
+
+@pytest.fixture(scope="module")
+def run_helm(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    return Helm(helm, tmp_path_factory.mktemp("helm-home"))
+
+
+# --- the chart renders what kustomize renders -----------------------------------------
+
+# Fields the Kubernetes API reads as CEL (webhook matchConditions, admission policies).
+CEL = frozenset({"expression", "messageExpression", "valueExpression"})
+
+
+def squeezed(value: Any, field: str = "") -> Any:
+    """The value with each doubled line break in its CEL made one. deploy/ writes CEL as
+    folded (`>-`) scalars with more-indented lines; kustomize's YAML library (go-yaml v3)
+    reads the line break before a more-indented line as two, where the YAML spec, Helm's
+    `fromYaml` (go-yaml v2) reading the same file and PyYAML read one. Every other
+    character of the CEL must match, indentation included."""
+    if isinstance(value, dict):
+        return {k: squeezed(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [squeezed(v, field) for v in value]
+    if field in CEL and isinstance(value, str):
+        return value.replace("\n\n", "\n")
+    return value
+
+
+def unplaced(doc: Doc) -> Doc:
+    """The object without a namespace if its kind has none. kustomize's built-in schema
+    predates ValidatingAdmissionPolicy and its binding, so its namespace transformer
+    takes them for namespaced kinds and sets `namespace: airlock-system`, which the
+    apiserver ignores on a cluster-scoped object; the chart writes none."""
+    if doc["kind"] not in CLUSTER_SCOPED:
+        return doc
+    return {**doc, "metadata": {k: v for k, v in doc["metadata"].items() if k != "namespace"}}
+
+
+def keyed(docs: Docs) -> dict[Key, Doc]:
+    """Each object by (kind, namespace, name), in that order, normalized as `unplaced`
+    and `squeezed` say; nothing else is dropped or changed."""
+    out: dict[Key, Doc] = {}
+    for doc in map(unplaced, docs):
+        key = (doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"])
+        assert key not in out, f"{'/'.join(key)} rendered twice"
+        out[key] = squeezed(doc)
+    return dict(sorted(out.items()))
+
+
+def differences(kustomized: Docs, charted: Docs) -> str:
+    """A unified diff, object by object; empty when both render the same objects."""
+    want, have = keyed(kustomized), keyed(charted)
+    lines: list[str] = []
+    for key in sorted(want.keys() | have.keys()):
+        name = "/".join(part for part in key if part)
+        before, after = (yaml.safe_dump(side[key], sort_keys=True).splitlines()
+                         if key in side else [] for side in (want, have))
+        lines += difflib.unified_diff(before, after, f"kustomize {name}", f"helm {name}",
+                                      lineterm="")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("overlay", VARIANTS)
+def test_the_chart_renders_what_kustomize_renders(run_helm: Helm, binaries: Binaries,
+                                                  overlay: str) -> None:
+    kustomized = kustomize(binaries.kubectl, ROOT / "deploy" / "overlays" / overlay)
+    diff = differences(kustomized, run_helm.template(*VARIANTS[overlay]))
+    assert not diff, (f"deploy/helm/airlock renders other objects than "
+                      f"deploy/overlays/{overlay} (- kustomize, + helm); the chart reads "
+                      f"deploy/ itself, so make deploy/helm/airlock/templates/objects.yaml "
+                      f"do what kustomize does:\n{diff}")
+
+
+def test_the_chart_reads_deploy_and_the_policies_through_links() -> None:
+    """No second copy of a manifest: the chart's base/, cert-manager/ and policies/ are
+    the repository's own directories, and its templates are the one that renders them,
+    the helpers and the notes."""
+    for link, target in (("base", "deploy/base"),
+                         ("cert-manager", "deploy/overlays/cert-manager"),
+                         ("policies", "policies")):
+        assert (CHART / link).is_symlink(), link
+        assert (CHART / link).resolve() == (ROOT / target).resolve(), link
+    assert {p.name for p in (CHART / "templates").iterdir()} == {
+        "objects.yaml", "_helpers.tpl", "NOTES.txt"}
+
+
+def test_a_difference_shows_as_a_readable_diff() -> None:
+    """The diff names the object and the field, so a drift says what to change."""
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": "airlock-webhook", "namespace": NAMESPACE},
+                  "spec": {"replicas": 3}}
+    extra = {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": "only-in-helm", "namespace": NAMESPACE}}
+    diff = differences([deployment], [{**deployment, "spec": {"replicas": 2}}, extra])
+    assert "--- kustomize Deployment/airlock-system/airlock-webhook" in diff
+    assert "-  replicas: 3\n+  replicas: 2" in diff
+    assert "+++ helm ConfigMap/airlock-system/only-in-helm" in diff
+    assert not differences([deployment], [deployment])
+
+
+def test_only_doubled_breaks_in_cel_and_namespaces_of_cluster_scoped_kinds_are_normalized(
+        ) -> None:
+    def policy(expression: str, **metadata: str) -> Doc:
+        return {"apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": "airlock-marks", **metadata},
+                "spec": {"validations": [{"expression": expression}]}}
+
+    assert not differences([policy("a &&\n\n  b", namespace=NAMESPACE)],
+                           [policy("a &&\n  b")])
+    assert differences([policy("a &&\n  b")], [policy("a && b")])
+    assert "-  - expression: a && b\n+  - expression: a || b" in differences(
+        [policy("a && b")], [policy("a || b")])
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota",
+             "metadata": {"name": "airlock", "namespace": NAMESPACE}}
+    assert differences([quota], [{**quota, "metadata": {"name": "airlock"}}])
+
+
+def test_helm_is_the_pinned_release(run_helm: Helm) -> None:
+    assert run_helm("version", "--template", "{{ .Version }}").stdout == HELM_VERSION
+
+
+@pytest.mark.parametrize("overlay", VARIANTS)
+def test_helm_lint_passes(run_helm: Helm, overlay: str) -> None:
+    out = run_helm("lint", "--strict", str(CHART), "--namespace", NAMESPACE,
+                   *VARIANTS[overlay])
+    assert "1 chart(s) linted, 0 chart(s) failed" in out.stdout, out.stdout
+
+
+# --- values ---------------------------------------------------------------------------
+
+def one(docs: Docs, kind: str, name: str) -> Doc:
+    (found,) = (d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name)
+    return found
+
+
+def container(docs: Docs, deployment: str) -> Doc:
+    containers: Docs = one(docs, "Deployment", deployment)["spec"]["template"]["spec"][
+        "containers"]
+    (only,) = containers
+    return only
+
+
+def test_values_set_image_replicas_resources_quota_and_the_namespace(run_helm: Helm) -> None:
+    digest = "sha256:" + "a" * 64
+    docs = run_helm.template(
+        "--set", "image.repository=registry.example.com/airlock",
+        "--set", f"image.digest={digest}", "--set", "image.pullPolicy=Always",
+        "--set", "webhook.replicas=5", "--set", "controller.replicas=1",
+        "--set-string", "resourceQuota.hard.pods=8",
+        "--set", "controller.resources.limits.memory=4Gi", "--set", "namespace.create=false")
+    for name in ("airlock-webhook", "airlock-controller"):
+        assert container(docs, name)["image"] == f"registry.example.com/airlock@{digest}"
+        assert container(docs, name)["imagePullPolicy"] == "Always"
+    assert one(docs, "Deployment", "airlock-webhook")["spec"]["replicas"] == 5
+    assert one(docs, "Deployment", "airlock-controller")["spec"]["replicas"] == 1
+    assert container(docs, "airlock-controller")["resources"] == {
+        "requests": {"cpu": "100m", "memory": "256Mi"},
+        "limits": {"cpu": "2", "memory": "4Gi"}}
+    assert not [d for d in docs if d["kind"] == "Namespace"]
+    assert one(docs, "ResourceQuota", "airlock-critical-pods")["spec"]["hard"]["pods"] == "8"
+    short = run_helm("template", RELEASE, str(CHART), "--set", "webhook.replicas=5",
+                     check=False)
+    assert short.returncode != 0
+    assert "resourceQuota.hard.pods is 7, and 5 webhook and 2 controller replicas need 9" \
+        in short.stderr
+    tagged = run_helm.template("--set", "image.tag=0.2.0")
+    assert container(tagged, "airlock-webhook")["image"] == "ghcr.io/gpu-airlock/airlock:0.2.0"
+
+
+def test_policy_files_are_replaced_added_or_alone(run_helm: Helm, tmp_path: Path) -> None:
+    teams = tmp_path / "teams.yaml"
+    teams.write_text("# a team's queue\napiVersion: gpu-airlock.io/v1alpha1\n")
+    defaults = {p.name: p.read_text() for p in policy_files(POLICIES)}
+    added = one(run_helm.template("--set-file", f"policies.30-teams\\.yaml={teams}",
+                                  "--set-file", f"policies.20-rules\\.yaml={teams}"),
+                "ConfigMap", "airlock-policies")["data"]
+    assert added == {**defaults, "30-teams.yaml": teams.read_text(),
+                     "20-rules.yaml": teams.read_text()}
+    alone = one(run_helm.template("--set", "defaultPolicies=false",
+                                  "--set-file", f"policies.30-teams\\.yaml={teams}"),
+                "ConfigMap", "airlock-policies")["data"]
+    assert alone == {"30-teams.yaml": teams.read_text()}
+    empty = run_helm("template", RELEASE, str(CHART), "--set", "defaultPolicies=false",
+                     check=False)
+    assert empty.returncode != 0
+    assert "no policy files" in empty.stderr
+
+
+def test_without_cert_manager_the_ca_bundle_goes_into_both_configurations(
+        run_helm: Helm) -> None:
+    ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()
+    docs = run_helm.template("--set", "certManager.enabled=false",
+                             "--set", f"webhook.caBundle={ca}")
+    for kind in WEBHOOK_CONFIGURATIONS:
+        config = one(docs, kind, "airlock")
+        assert "annotations" not in config["metadata"]
+        assert [h["clientConfig"]["caBundle"] for h in config["webhooks"]] == [ca]
+    assert not [d for d in docs if d["apiVersion"].startswith("cert-manager.io/")]
+    both = run_helm("template", RELEASE, str(CHART), "--set", f"webhook.caBundle={ca}",
+                    check=False)
+    assert both.returncode != 0
+    assert "cainjector would overwrite it" in both.stderr
+
+
+def test_the_package_carries_deploy_and_the_policy_files_and_renders_the_same(
+        run_helm: Helm, tmp_path: Path) -> None:
+    """The chart's base/, cert-manager/ and policies/ are links: `helm package` must
+    store the files themselves (of policies/, only the policy files and the kustomization
+    that names them), or a chart pulled from a registry would render nothing or an empty
+    policy."""
+    run_helm("package", str(CHART), "--destination", str(tmp_path))
+    (archive,) = tmp_path.glob("airlock-*.tgz")
+    with tarfile.open(archive) as tar:
+        def carried(folder: str) -> dict[str, bytes]:
+            return {Path(n).name: tar.extractfile(n).read()  # type: ignore[union-attr]
+                    for n in tar.getnames() if n.startswith(f"airlock/{folder}/")}
+
+        policies, base, overlay = (carried(f) for f in ("policies", "base", "cert-manager"))
+    kustomization = POLICIES / "kustomization.yaml"
+    assert policies == {p.name: p.read_bytes()
+                        for p in [*policy_files(POLICIES), kustomization]}
+    for files, directory in ((base, "base"), (overlay, "overlays/cert-manager")):
+        assert files == {p.name: p.read_bytes()
+                         for p in (ROOT / "deploy" / directory).iterdir()}, directory
+    assert keyed(run_helm.template(chart=archive)) == keyed(run_helm.template())
+
+
+# --- installed by the real Helm -------------------------------------------------------
+
+def progress(line: str) -> None:
+    print(line, flush=True)
+
+
+@pytest.fixture(scope="module")
+def cluster(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[ControlPlane]:
+    """A control plane of its own, with cert-manager running: the shared one already
+    holds the suite's Airlock (airlock-system, the PriorityClasses, webhook
+    configurations named `airlock` that call a loopback URL), which an install would
+    take over from the tests after this one."""
+    try:
+        build_operators([CERT_MANAGER], progress)
+    except OperatorError as e:
+        prerequisite_missing(f"cert-manager is not built: {e}")
+    plane = ControlPlane(binaries).start()
+    running: list[RunningCommand] = []
+    try:
+        running = start_operators([CERT_MANAGER], tmp_path_factory.mktemp("cert-manager"),
+                                  plane.admin_kubeconfig, plane.pki.ca, progress)
+        yield plane
+    finally:
+        stop(running)
+        plane.remove()
+
+
+def kubectl(binaries: Binaries, plane: ControlPlane, *args: str,
+            stdin: str | None = None) -> str:
+    out = subprocess.run([str(binaries.kubectl), "--kubeconfig", str(plane.admin_kubeconfig),
+                          *args], input=stdin, capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert out.returncode == 0, f"kubectl {' '.join(args)}:\n{out.stderr}"
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def installed(run_helm: Helm, binaries: Binaries, cluster: ControlPlane) -> Docs:
+    """The objects of the release, installed as docs/install.md says. Helm does not wait
+    for the Deployments' pods (never Ready here: no kubelet, no image)."""
+    kubectl(binaries, cluster, "create", "namespace", NAMESPACE)
+    started = time.monotonic()
+    run_helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--take-ownership",
+             kubeconfig=cluster.admin_kubeconfig)
+    print(f"helm install took {time.monotonic() - started:.1f}s")
+    return documents(run_helm("get", "manifest", RELEASE, "--namespace", NAMESPACE,
+                              kubeconfig=cluster.admin_kubeconfig).stdout)
+
+
+def missing_from(rendered: Any, live: Any, path: str = "") -> list[str]:
+    """Where the live object lacks or changed what was rendered; what the apiserver
+    added (defaults, status, the caBundle cainjector wrote) is no difference, and a zero
+    value (false, an empty list or map) may be left out, as the API's JSON omits it."""
+    if isinstance(rendered, dict) and isinstance(live, dict):
+        return [p for key, value in rendered.items()
+                for p in (missing_from(value, live[key], f"{path}.{key}") if key in live
+                          else [] if not value else [f"{path}.{key}"])]
+    if isinstance(rendered, list) and isinstance(live, list) and len(rendered) == len(live):
+        return [p for i, (r, v) in enumerate(zip(rendered, live, strict=True))
+                for p in missing_from(r, v, f"{path}[{i}]")]
+    return [] if rendered == live else [f"{path}: {rendered!r} became {live!r}"]
+
+
+def test_helm_installs_the_objects_kustomize_would(
+        installed: Docs, run_helm: Helm, binaries: Binaries, cluster: ControlPlane) -> None:
+    assert keyed(installed) == keyed(run_helm.template())
+    live = documents(kubectl(binaries, cluster, "get", "-o", "yaml", "-f", "-",
+                             stdin=yaml.safe_dump_all(installed)))[0]["items"]
+    rendered, stored = keyed(installed), keyed(live)
+    assert stored.keys() == rendered.keys()
+    changed = {"/".join(key): missing_from(rendered[key], stored[key]) for key in rendered}
+    assert not {key: paths for key, paths in changed.items() if paths}
+    for key, doc in stored.items():
+        assert doc["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm", key
+        assert doc["metadata"]["annotations"]["meta.helm.sh/release-name"] == RELEASE, key
+
+
+async def test_cert_manager_issues_the_certificate_and_injects_its_ca(
+        installed: Docs, cluster: ControlPlane) -> None:
+    """The chart's CA chain works: the Secret the webhook Deployment mounts is issued,
+    and cainjector puts its CA into both webhook configurations."""
+    mounted = {v["secret"]["secretName"]
+               for v in one(installed, "Deployment", "airlock-webhook")["spec"]["template"]
+               ["spec"]["volumes"] if "secret" in v}
+    async with await from_kubeconfig(cluster.admin_kubeconfig) as api:
+        core = client.CoreV1Api(api)
+        admission = client.AdmissionregistrationV1Api(api)
+
+        async def issued() -> bool:
+            secrets = (await (await core.list_namespaced_secret(
+                NAMESPACE, _preload_content=False)).json())["items"]
+            return mounted <= {s["metadata"]["name"] for s in secrets}
+
+        await until(issued, within=60)
+        (secret,) = mounted
+        ca = (await (await core.read_namespaced_secret(
+            secret, NAMESPACE, _preload_content=False)).json())["data"]["ca.crt"]
+
+        async def injected() -> bool:
+            configs = await asyncio.gather(
+                admission.read_mutating_webhook_configuration(RELEASE, _preload_content=False),
+                admission.read_validating_webhook_configuration(RELEASE,
+                                                                _preload_content=False))
+            bundles = [h["clientConfig"].get("caBundle") for c in configs
+                       for h in (await c.json())["webhooks"]]
+            return bundles == [ca, ca]
+
+        await until(injected, within=60)
+
+
+def test_the_release_owns_the_namespace_with_its_labels(
+        installed: Docs, binaries: Binaries, cluster: ControlPlane) -> None:
+    """`kubectl create namespace` then `helm install --take-ownership`: the namespace
+    Helm keeps its release in gets the chart's labels (restricted Pod Security)."""
+    labels = yaml.safe_load(kubectl(binaries, cluster, "get", "namespace", NAMESPACE,
+                                    "-o", "yaml"))["metadata"]["labels"]
+    assert labels.items() >= one(installed, "Namespace", NAMESPACE)["metadata"]["labels"].items()
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"

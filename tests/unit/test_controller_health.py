@@ -1,0 +1,87 @@
+"""What the controller's /healthz reports, with the clock passed in: stale watches, and a
+stuck decision loop while leading, and nothing on a healthy controller."""
+
+from __future__ import annotations
+
+import pytest
+
+from webhook.controller.health import LOOP_STALE_SECONDS, WATCH_STALE_SECONDS, Health
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def test_a_healthy_controller_has_no_problems(clock: Clock) -> None:
+    """Watches that report at each stream's end (every 300 s) and a loop every 2 s: an
+    hour of it never trips either threshold."""
+    health = Health(clock)
+    watches = {kind: health.watching(kind) for kind in ("pods", "nodes")}
+    health.leading()
+    for second in range(3600):
+        clock.now += 1
+        if second % 300 == 299:
+            for alive in watches.values():
+                alive()
+        if second % 2 == 0:
+            health.looped()
+        assert health.problems() == []
+
+
+def test_a_watch_silent_too_long_is_named(clock: Clock) -> None:
+    health = Health(clock)
+    pods, nodes = health.watching("pods"), health.watching("nodes")
+    clock.now += WATCH_STALE_SECONDS
+    assert health.problems() == []
+    nodes()
+    clock.now += 1
+    assert health.problems() == [
+        f"pods watch: no successful list or watch for {WATCH_STALE_SECONDS + 1:.0f} s "
+        f"(limit {WATCH_STALE_SECONDS:.0f} s)"]
+    pods()
+    assert health.problems() == []
+
+
+def test_a_watch_that_never_lists_goes_stale_from_its_start(clock: Clock) -> None:
+    health = Health(clock)
+    clock.now += 10 * WATCH_STALE_SECONDS  # before the watch starts: not counted
+    health.watching("poddisruptionbudgets")
+    clock.now += WATCH_STALE_SECONDS + 1
+    (problem,) = health.problems()
+    assert problem.startswith("poddisruptionbudgets watch: ")
+
+
+def test_the_loop_counts_only_while_leading(clock: Clock) -> None:
+    health = Health(clock)
+    clock.now += 10 * LOOP_STALE_SECONDS  # a follower never loops
+    assert health.problems() == []
+    health.leading()
+    clock.now += LOOP_STALE_SECONDS
+    assert health.problems() == []
+    clock.now += 1
+    assert health.problems() == [
+        f"leading, but no decision loop completed for {LOOP_STALE_SECONDS + 1:.0f} s "
+        f"(limit {LOOP_STALE_SECONDS:.0f} s)"]
+    health.looped()
+    assert health.problems() == []
+
+
+def test_every_problem_is_reported_at_once(clock: Clock) -> None:
+    health = Health(clock, watch_stale=10, loop_stale=5)
+    health.watching("pods")
+    health.watching("nodes")
+    health.leading()
+    clock.now += 11
+    nodes, pods, loop = health.problems()
+    assert nodes.startswith("nodes watch: ")
+    assert pods.startswith("pods watch: ")
+    assert loop == "leading, but no decision loop completed for 11 s (limit 5 s)"

@@ -1,0 +1,64 @@
+"""Whether the controller still sees the cluster and, while it leads, still decides: what
+`/healthz` answers. Pure: the clock comes in; the watches and the decision loop report
+here, and the server asks for the problems."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+# A watch reports each successful list and each watch stream that ran to its end. The
+# apiserver ends a healthy stream at the watch's timeout (300 s, `watching.watch`), so a
+# healthy watch reports at least every 300 s plus a reconnect, and a failing one retries
+# within 30 s of backoff and reports as soon as a list succeeds. Twice the timeout is
+# never reached by a healthy watch, even one that lost a stream and listed again; a watch
+# silent that long hangs on a dead connection or has failed for ten minutes, and the
+# controller decides from a view it cannot trust.
+WATCH_STALE_SECONDS = 600.0
+# The decision loop completes a loop at least every 2 s (`running.PERIOD`) plus a round
+# and the rest after it, and a round takes well under a second at 50,000 pods
+# (bench/README.md); a new leader's first loop also waits for the first list of every
+# pod, tens of seconds in a large cluster on a loaded apiserver. Three minutes is far
+# beyond all of that. A leader stuck longer (a write that never returns) still renews
+# its Lease, so no other replica can take over while gangs wait: failing the liveness
+# probe restarts it and hands the Lease on.
+LOOP_STALE_SECONDS = 180.0
+
+
+class Health:
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 watch_stale: float = WATCH_STALE_SECONDS,
+                 loop_stale: float = LOOP_STALE_SECONDS) -> None:
+        self.clock = clock
+        self.watch_stale, self.loop_stale = watch_stale, loop_stale
+        self._watches: dict[str, float] = {}
+        # Since the last loop completed, or leading began; None while following.
+        self._looped: float | None = None
+
+    def watching(self, kind: str) -> Callable[[], None]:
+        """A watch of `kind` starts now; it calls what this returns on each success."""
+        self._watches[kind] = self.clock()
+
+        def alive() -> None:
+            self._watches[kind] = self.clock()
+
+        return alive
+
+    def leading(self) -> None:
+        """This replica leads from now on: its decision loop is watched too."""
+        self._looped = self.clock()
+
+    def looped(self) -> None:
+        self._looped = self.clock()
+
+    def problems(self) -> list[str]:
+        """Why the controller is unhealthy; empty when it is healthy."""
+        now = self.clock()
+        problems = [f"{kind} watch: no successful list or watch for {now - seen:.0f} s "
+                    f"(limit {self.watch_stale:.0f} s)"
+                    for kind, seen in sorted(self._watches.items())
+                    if now - seen > self.watch_stale]
+        if self._looped is not None and now - self._looped > self.loop_stale:
+            problems.append(f"leading, but no decision loop completed for "
+                            f"{now - self._looped:.0f} s (limit {self.loop_stale:.0f} s)")
+        return problems

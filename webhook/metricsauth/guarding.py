@@ -1,0 +1,58 @@
+"""`/metrics` behind the reviews, for an aiohttp handler; and the webhook's reviewer,
+made from its command line (the controller reuses its own client)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from aiohttp import hdrs, web
+
+from webhook.metricsauth.options import Mode
+
+if TYPE_CHECKING:
+    from webhook.metricsauth.reviewing import Reviewer
+
+Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+
+
+class MetricsAuthError(Exception):
+    """No credentials to review scrapers with."""
+
+
+def guarded(handler: Handler, reviewer: Reviewer | None) -> Handler:
+    """`handler`, answering only scrapers the reviewer allows; `handler` itself when
+    there is no reviewer (`--metrics-auth none`)."""
+    if reviewer is None:
+        return handler
+
+    async def checked(request: web.BaseRequest) -> web.StreamResponse:
+        verdict = await reviewer.verdict(request.headers.get(hdrs.AUTHORIZATION))
+        if not verdict.allowed:
+            headers = {hdrs.WWW_AUTHENTICATE: 'Bearer realm="airlock"'} \
+                if verdict.status == 401 else None
+            return web.Response(status=verdict.status, text=verdict.reason + "\n",
+                                headers=headers)
+        return await handler(request)
+
+    return checked
+
+
+async def open_reviewer(mode: Mode, kubeconfig: Path | None) -> Reviewer | None:
+    """A reviewer with a client of its own (closed with it), or None for `none`. The
+    Kubernetes client is imported here, not with the module: the admission server needs
+    it for nothing else."""
+    if mode == "none":
+        return None
+    from webhook import kubeclient
+    from webhook.metricsauth.reviewing import IN_FLIGHT, reviewer_for
+
+    try:
+        configuration = await kubeclient.load_configuration(kubeconfig)
+    except Exception as e:  # the loaders raise their own kinds, and OSError
+        raise MetricsAuthError(
+            f"--metrics-auth kubernetes needs credentials to review scrapers' tokens, and "
+            f"none could be loaded ({e}); pass --kubeconfig, run in a pod with its "
+            f"service account token, or choose --metrics-auth none") from e
+    return reviewer_for(kubeclient.api_client(configuration, in_flight=IN_FLIGHT), own=True)

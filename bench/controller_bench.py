@@ -53,14 +53,14 @@ from bench.sandboxes import (
     sandbox,
 )
 from tests.builders import gang_pod, pod, raw_member
-from webhook.controller.applying import WRITES_IN_FLIGHT, ungate_patch
-from webhook.controller.deciding import POLICY_DEFAULT, decide
-from webhook.controller.fitting import fit
-from webhook.controller.objects import NodeInfo, PodInfo
-from webhook.controller.raw import json_of
-from webhook.controller.records import Record
-from webhook.controller.snapshot import Snapshot
-from webhook.controller.tracking import Tracked
+from webhook.controller.core.deciding import POLICY_DEFAULT, decide
+from webhook.controller.core.fitting import fit
+from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.records import Record
+from webhook.controller.core.snapshot import Snapshot
+from webhook.controller.core.tracking import Tracked
+from webhook.controller.shells.applying import WRITES_IN_FLIGHT, ungate_patch
+from webhook.controller.shells.raw import json_of
 from webhook.keys import (
     GANG_LABEL,
     GATE,

@@ -64,11 +64,11 @@ from tests.builders import (
     preemptor,
     queued,
 )
-from webhook.controller.deciding import POLICY_DEFAULT, QueueState, decide
-from webhook.controller.objects import NodeInfo, PodInfo
-from webhook.controller.preempting import PreemptionSettings
-from webhook.controller.quotas import QueueSpec, Quotas
-from webhook.controller.tracking import Tracked
+from webhook.controller.core.deciding import POLICY_DEFAULT, QueueState, decide
+from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.preempting import PreemptionSettings
+from webhook.controller.core.quotas import QueueSpec, Quotas
+from webhook.controller.core.tracking import Tracked
 from webhook.keys import GANG_LABEL, PREEMPTION_ANNOTATION
 from webhook.sandbox import wiring
 from webhook.sandbox.clients import from_kubeconfig

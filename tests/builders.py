@@ -12,13 +12,13 @@ from typing import Any
 import yaml
 
 from webhook.accelerators import Accelerators
-from webhook.controller.deciding import POLICY_DEFAULT, Admit, Preempt, Wait
-from webhook.controller.objects import NodeInfo, PodInfo
-from webhook.controller.preempting import Candidates, PreemptionSettings, Preemptor
-from webhook.controller.quotas import Ledger, Quotas
-from webhook.controller.records import PreemptionRecord, Record, Seal
-from webhook.controller.snapshot import Snapshot
-from webhook.controller.tracking import Tracked
+from webhook.controller.core.deciding import POLICY_DEFAULT, Admit, Preempt, Wait
+from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.preempting import Candidates, PreemptionSettings, Preemptor
+from webhook.controller.core.quotas import Ledger, Quotas
+from webhook.controller.core.records import PreemptionRecord, Record, Seal
+from webhook.controller.core.snapshot import Snapshot
+from webhook.controller.core.tracking import Tracked
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CHECKPOINTED_AT_ANNOTATION,

@@ -66,13 +66,13 @@ def _certs(args: argparse.Namespace) -> int:
 
 
 def _controller(args: argparse.Namespace) -> int:
-    from webhook.controller.running import run_controller
+    from webhook.controller.shells.running import run_controller
 
     return run_controller(args)
 
 
 def _status(args: argparse.Namespace) -> int:
-    from webhook.controller.statusing import run_status
+    from webhook.controller.shells.statusing import run_status
 
     policies = _policies(args.policies)
     if policies is None:
@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     certs.set_defaults(func=_certs)
 
     controller = sub.add_parser("controller", help="run the gang controller")
-    from webhook.controller.options import add_controller_arguments
+    from webhook.controller.shells.options import add_controller_arguments
 
     add_controller_arguments(controller)
     controller.set_defaults(func=_controller)

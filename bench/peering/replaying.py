@@ -33,7 +33,7 @@ from bench.peering.manifests import (
 )
 from bench.peering.recording import Action, Recorder, Restart, Run
 from bench.sandboxes import policies_with, trace_grants
-from webhook.controller.raw import json_of
+from webhook.controller.shells.raw import json_of
 from webhook.policy.model import Policy
 from webhook.sandbox import wiring
 from webhook.sandbox.binaries import ensure_binaries

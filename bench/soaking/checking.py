@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.kube import gated
-from webhook.controller.actions import RECLAIMED, EventReason
-from webhook.controller.gangs import GangId
-from webhook.controller.objects import pod_requests
-from webhook.controller.records import PreemptionRecord, Record, peek
+from webhook.controller.core.actions import RECLAIMED, EventReason
+from webhook.controller.core.gangs import GangId
+from webhook.controller.core.objects import pod_requests
+from webhook.controller.core.records import PreemptionRecord, Record, peek
 from webhook.keys import GANG_LABEL, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
 from webhook.sandbox.nodes import GPU
 

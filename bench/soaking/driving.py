@@ -34,7 +34,7 @@ from kubernetes_asyncio import client
 
 from bench.soaking.checking import Findings, Seen, check
 from tests.kube import create_gang, gated
-from webhook.controller.watching import watch
+from webhook.controller.shells.watching import watch
 from webhook.keys import GANG_LABEL
 from webhook.sandbox.nodes import GPU
 from webhook.sandbox.processes import AirlockProcess

@@ -10,7 +10,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import pod
-from webhook.controller.raw import json_of
+from webhook.controller.shells.raw import json_of
 from webhook.keys import (
     CLASS_LABEL,
     CONTROLLER_IDENTITY,

@@ -27,9 +27,9 @@ from tests.kube import (
     pods_of,
     until,
 )
-from webhook.controller.accounting import FAIR_SHARE_KEY
-from webhook.controller.leading import Fence
-from webhook.controller.remembering import keep, recall
+from webhook.controller.core.accounting import FAIR_SHARE_KEY
+from webhook.controller.shells.leading import Fence
+from webhook.controller.shells.remembering import keep, recall
 from webhook.keys import PREEMPTION_ANNOTATION, SYSTEM_NAMESPACE
 from webhook.sandbox.controlplane import ControlPlane
 

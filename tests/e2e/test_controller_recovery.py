@@ -29,8 +29,8 @@ from tests.kube import (
     pods_of,
     until,
 )
-from webhook.controller.accounting import FAIR_SHARE_KEY, SHORT_SINCE_KEY
-from webhook.controller.remembering import recall
+from webhook.controller.core.accounting import FAIR_SHARE_KEY, SHORT_SINCE_KEY
+from webhook.controller.shells.remembering import recall
 from webhook.keys import SYSTEM_NAMESPACE
 
 CLIQUE = "nvidia.com/gpu.clique"

@@ -469,7 +469,7 @@ def test_dockerignore_keeps_secrets_and_junk_out() -> None:
 
 def _metric_names() -> set[str]:
     from webhook.admission.metrics import WebhookMetrics
-    from webhook.controller.metrics import ControllerMetrics
+    from webhook.controller.shells.metrics import ControllerMetrics
 
     names = set()
     for registry in (WebhookMetrics(lambda: 0.0, lambda: 1.0).registry,

@@ -26,7 +26,7 @@ from tests.kube import (
     pods_of,
     until,
 )
-from webhook.controller.records import PreemptionRecord, Record
+from webhook.controller.core.records import PreemptionRecord, Record
 from webhook.keys import (
     CLASS_LABEL,
     GANG_LABEL,

@@ -17,9 +17,9 @@ from kubernetes_asyncio import client
 
 from webhook import kubeclient
 from webhook.certificates import make_certs
-from webhook.controller.health import Health
-from webhook.controller.metrics import ControllerMetrics
-from webhook.controller.serving import serve
+from webhook.controller.core.health import Health
+from webhook.controller.shells.metrics import ControllerMetrics
+from webhook.controller.shells.serving import serve
 from webhook.sandbox.controlplane import free_port
 
 

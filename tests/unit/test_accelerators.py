@@ -23,7 +23,7 @@ from webhook.accelerators import (
 )
 from webhook.admission.mutating import mutate
 from webhook.cli import main
-from webhook.controller.deciding import POLICY_DEFAULT, decide
+from webhook.controller.core.deciding import POLICY_DEFAULT, decide
 from webhook.keys import ACCELERATORS_ANNOTATION
 from webhook.pods import PodView
 from webhook.policy.classifying import classify

@@ -4,8 +4,8 @@ busy cluster with nothing gated costs nothing."""
 from __future__ import annotations
 
 from tests.builders import SEAL, raw_member
-from webhook.controller.cache import Cache
-from webhook.controller.deciding import POLICY_DEFAULT
+from webhook.controller.core.deciding import POLICY_DEFAULT
+from webhook.controller.shells.cache import Cache
 
 KEY = ("ml", "g-0")
 

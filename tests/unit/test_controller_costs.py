@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.controller.costs import Costs, Holding
+from webhook.controller.core.costs import Costs, Holding
 
 NOW = 100_000.0
 YOUNG = NOW - 300

@@ -17,8 +17,8 @@ from tests.builders import (
     tracked,
     waits,
 )
-from webhook.controller.deciding import Admit, DecideOptions, Finish, Record, Wait, decide
-from webhook.controller.ordering import Order
+from webhook.controller.core.deciding import Admit, DecideOptions, Finish, Record, Wait, decide
+from webhook.controller.core.ordering import Order
 from webhook.conventions.base import SizeUnknown
 
 

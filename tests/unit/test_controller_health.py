@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.controller.health import LOOP_STALE_SECONDS, WATCH_STALE_SECONDS, Health
+from webhook.controller.core.health import LOOP_STALE_SECONDS, WATCH_STALE_SECONDS, Health
 
 
 class Clock:

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from tests.builders import CLIQUE, NOW, admitted, cluster, member, tracked, waits
-from webhook.controller.deciding import Admit, Finish, Record, Wait, decide, describe
-from webhook.controller.objects import PodInfo
+from webhook.controller.core.deciding import Admit, Finish, Record, Wait, decide, describe
+from webhook.controller.core.objects import PodInfo
 
 
 def running(name: str, i: int, domain: str, size: int | None = 4, placement: Record | None = None,

@@ -11,9 +11,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
 
 from tests.builders import NOW, SEAL, cluster, gang, tracked
-from webhook.controller.applying import Applier
-from webhook.controller.deciding import decide
-from webhook.controller.leading import Fence, FencedLeaseLock, NotLeading
+from webhook.controller.core.deciding import decide
+from webhook.controller.shells.applying import Applier
+from webhook.controller.shells.leading import Fence, FencedLeaseLock, NotLeading
 
 
 def test_without_election_the_fence_is_always_open() -> None:

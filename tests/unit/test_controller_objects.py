@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from webhook.controller.objects import NodeInfo, PodInfo, pod_requests
+from webhook.controller.core.objects import NodeInfo, PodInfo, pod_requests
 
 GPU = "nvidia.com/gpu"
 

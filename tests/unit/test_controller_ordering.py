@@ -4,7 +4,7 @@ the head's domain for it."""
 from __future__ import annotations
 
 from tests.builders import NOW, admitted, cluster, gang, member, tracked, waits
-from webhook.controller.deciding import DecideOptions, decide
+from webhook.controller.core.deciding import DecideOptions, decide
 
 
 def busy(*nodes: str) -> list:  # type: ignore[type-arg]

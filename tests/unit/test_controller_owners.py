@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.builders import SEAL, PodBuilder, make_policy, pod
-from webhook.controller.applying import ungate_patch
-from webhook.controller.deciding import Record
-from webhook.controller.objects import PodInfo
+from webhook.controller.core.deciding import Record
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.shells.applying import ungate_patch
 from webhook.conventions import kubeflow
 from webhook.conventions.base import OwnerAddress, OwnerSized, SizeUnknown
 from webhook.conventions.registry import CONVENTIONS, membership_of, owner_sized
@@ -202,7 +202,7 @@ def test_ungate_patch_refuses_when_the_gates_moved() -> None:
 
 @pytest.mark.parametrize("annotations", [None, {"gpu-airlock.io/rule": "kubeflow"}])
 def test_record_and_anchor_ungate_are_one_patch(annotations: dict[str, str] | None) -> None:
-    from webhook.controller.applying import record_patch
+    from webhook.controller.shells.applying import record_patch
     from webhook.keys import PLACEMENT_ANNOTATION
     meta: dict[str, Any] = {"name": "p", "namespace": "ml", "labels": {GANG_LABEL: "g"}}
     if annotations:

@@ -29,7 +29,7 @@ from tests.builders import (
     uid_of,
     waits,
 )
-from webhook.controller.actions import (
+from webhook.controller.core.actions import (
     Admit,
     Preempt,
     Requeue,
@@ -37,17 +37,17 @@ from webhook.controller.actions import (
     describe,
     events_of,
 )
-from webhook.controller.applying import disruption_patch
-from webhook.controller.deciding import QueueState, Record, decide
-from webhook.controller.mending import short
-from webhook.controller.objects import PodInfo
-from webhook.controller.preempting import (
+from webhook.controller.core.deciding import QueueState, Record, decide
+from webhook.controller.core.mending import short
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.preempting import (
     Budget,
     PreemptionSettings,
     Preemptor,
 )
-from webhook.controller.quotas import QueueSpec, Quotas
-from webhook.controller.records import PreemptionRecord
+from webhook.controller.core.quotas import QueueSpec, Quotas
+from webhook.controller.core.records import PreemptionRecord
+from webhook.controller.shells.applying import disruption_patch
 from webhook.keys import PREEMPTION_ANNOTATION
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.builders import NOW, SEAL
-from webhook.controller.records import (
+from webhook.controller.core.records import (
     FUTURE_SKEW,
     PreemptionRecord,
     Record,

@@ -25,15 +25,21 @@ from tests.builders import (
     tracked,
     waits,
 )
-from webhook.controller.actions import Admit, describe, events_of
-from webhook.controller.applying import record_patch, ungate_patch
-from webhook.controller.cache import Cache
-from webhook.controller.deciding import POLICY_DEFAULT, DecideOptions, QueueState, Record, decide
-from webhook.controller.gangs import SINGLE
-from webhook.controller.objects import PodInfo
-from webhook.controller.ordering import Order
-from webhook.controller.preempting import PreemptionSettings
-from webhook.controller.quotas import QueueSpec, Quotas
+from webhook.controller.core.actions import Admit, describe, events_of
+from webhook.controller.core.deciding import (
+    POLICY_DEFAULT,
+    DecideOptions,
+    QueueState,
+    Record,
+    decide,
+)
+from webhook.controller.core.gangs import SINGLE
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.ordering import Order
+from webhook.controller.core.preempting import PreemptionSettings
+from webhook.controller.core.quotas import QueueSpec, Quotas
+from webhook.controller.shells.applying import record_patch, ungate_patch
+from webhook.controller.shells.cache import Cache
 from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
 
 OFF = QueueState(preemption=PreemptionSettings(enabled=False))

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from tests.builders import GPU, NOW, cluster, gang, member, node, single, tracked
 from webhook.accelerators import Accelerators
-from webhook.controller.deciding import POLICY_DEFAULT, decide
-from webhook.controller.objects import NodeInfo, PodInfo
-from webhook.controller.snapshot import Snapshot
-from webhook.controller.tracking import Tracked
+from webhook.controller.core.deciding import POLICY_DEFAULT, decide
+from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.snapshot import Snapshot
+from webhook.controller.core.tracking import Tracked
 
 NEURON = "aws.amazon.com/neuron"
 NODES = [*cluster({"a": 2, "b": 2}), node("n-0", "c", resource=NEURON)]

@@ -22,12 +22,12 @@ from tests.builders import (
     victims_record,
     waits,
 )
-from webhook.controller.actions import Admit, Finish, Ignore
-from webhook.controller.deciding import QueueState, decide
-from webhook.controller.objects import PodInfo
-from webhook.controller.preempting import Budget, PreemptionSettings
-from webhook.controller.quotas import QueueSpec, Quotas
-from webhook.controller.records import PreemptionRecord, Record, Seal
+from webhook.controller.core.actions import Admit, Finish, Ignore
+from webhook.controller.core.deciding import QueueState, decide
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.preempting import Budget, PreemptionSettings
+from webhook.controller.core.quotas import QueueSpec, Quotas
+from webhook.controller.core.records import PreemptionRecord, Record, Seal
 from webhook.keys import PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
 
 INFERENCE = 100_000

@@ -28,7 +28,7 @@ from tests.builders import (
 from webhook.accelerators import Accelerators
 from webhook.admission.explaining import explain_pod
 from webhook.admission.mutating import mutate
-from webhook.controller.deciding import decide, describe
+from webhook.controller.core.deciding import decide, describe
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CLASS_LABEL,

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.builders import with_grant, with_queued
-from webhook.controller.deciding import DecideOptions
-from webhook.controller.ordering import Order
+from webhook.controller.core.deciding import DecideOptions
+from webhook.controller.core.ordering import Order
 from webhook.keys import ClassName
 from webhook.policy.model import NamespaceAccess, Policy
 from webhook.simulation.clusters import Shape

@@ -11,7 +11,7 @@ import pytest
 
 from bench.soaking.checking import Findings, Seen, check
 from tests.builders import NOW, SEAL, raw_member
-from webhook.controller.records import PreemptionRecord, Record
+from webhook.controller.core.records import PreemptionRecord, Record
 from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
 
 NODES = {"n0": 8, "n1": 8, "n2": 8}

@@ -7,7 +7,7 @@ from pathlib import Path
 from kubernetes_asyncio import client, config
 
 from webhook import kubeclient
-from webhook.controller.applying import WRITES_IN_FLIGHT
+from webhook.controller.shells.applying import WRITES_IN_FLIGHT
 
 
 async def from_kubeconfig(path: Path, impersonate: str | None = None,

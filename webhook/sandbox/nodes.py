@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from kubernetes_asyncio import client
 
-from webhook.controller.raw import json_of
+from webhook.controller.shells.raw import json_of
 
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 BLOCK_LABEL = "cloud.google.com/gce-topology-block"

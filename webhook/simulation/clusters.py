@@ -18,7 +18,7 @@ import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from webhook.controller.objects import NodeInfo
+from webhook.controller.core.objects import NodeInfo
 
 HOSTNAME = "kubernetes.io/hostname"
 MAX_PODS = 110

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 
-from webhook.controller.deciding import DecideOptions
+from webhook.controller.core.deciding import DecideOptions
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.simulation.clusters import Shape
 from webhook.simulation.reporting import render

@@ -30,12 +30,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, assert_never
 
-from webhook.controller.accounting import Accounts
-from webhook.controller.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
-from webhook.controller.deciding import DecideOptions, decide
-from webhook.controller.gangs import Gang
-from webhook.controller.objects import PodInfo
-from webhook.controller.tracking import Tracked
+from webhook.controller.core.accounting import Accounts
+from webhook.controller.core.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
+from webhook.controller.core.deciding import DecideOptions, decide
+from webhook.controller.core.gangs import Gang
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.tracking import Tracked
 from webhook.policy.model import Policy
 from webhook.simulation.clusters import Cluster, Pin, PodKey, Resident, Shape
 from webhook.simulation.marking import Marked, Marker, Rejected

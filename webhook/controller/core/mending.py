@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from webhook.controller.gangs import Gang, GangId
+from webhook.controller.core.gangs import Gang, GangId
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,16 +13,16 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from webhook.accelerators import Accelerators, GpuEquivalents
-from webhook.controller import mending
-from webhook.controller.actions import Action, Admit, Finish, Ignore, Preempt, Requeue, Wait
-from webhook.controller.budgets import Pdb, budgets_of
-from webhook.controller.configuring import fair_share_of, preemption_of, quotas_of
-from webhook.controller.fairsharing import FairShare
-from webhook.controller.gangs import GangId
-from webhook.controller.preempting import PreemptionSettings
-from webhook.controller.queueing import QueueState
-from webhook.controller.quotas import Quotas, holding
-from webhook.controller.tracking import Tracked
+from webhook.controller.core import mending
+from webhook.controller.core.actions import Action, Admit, Finish, Ignore, Preempt, Requeue, Wait
+from webhook.controller.core.budgets import Pdb, budgets_of
+from webhook.controller.core.configuring import fair_share_of, preemption_of, quotas_of
+from webhook.controller.core.fairsharing import FairShare
+from webhook.controller.core.gangs import GangId
+from webhook.controller.core.preempting import PreemptionSettings
+from webhook.controller.core.queueing import QueueState
+from webhook.controller.core.quotas import Quotas, holding
+from webhook.controller.core.tracking import Tracked
 from webhook.policy.model import Policy
 
 

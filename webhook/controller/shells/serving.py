@@ -16,7 +16,7 @@ from kubernetes_asyncio import client
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from webhook.certificates import CERT_FILE, KEY_FILE, make_certs
-from webhook.controller.health import Health
+from webhook.controller.core.health import Health
 from webhook.metricsauth.guarding import guarded
 from webhook.metricsauth.options import metrics_auth
 from webhook.metricsauth.reviewing import Reviewer, reviewer_for

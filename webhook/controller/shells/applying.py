@@ -16,7 +16,7 @@ from typing import Any, assert_never
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.controller.actions import (
+from webhook.controller.core.actions import (
     Action,
     Admit,
     Event,
@@ -29,10 +29,10 @@ from webhook.controller.actions import (
     Wait,
     events_of,
 )
-from webhook.controller.leading import Fence, NotLeading
-from webhook.controller.objects import PodInfo
-from webhook.controller.raw import json_of
-from webhook.controller.records import Record, Seal
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.records import Record, Seal
+from webhook.controller.shells.leading import Fence, NotLeading
+from webhook.controller.shells.raw import json_of
 from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
 from webhook.patchops import PatchOp, escape
 

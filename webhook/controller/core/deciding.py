@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.accelerators import Accelerators
-from webhook.controller.actions import (
+from webhook.controller.core.actions import (
     Action,
     Admit,
     Finish,
@@ -28,16 +28,16 @@ from webhook.controller.actions import (
     Wait,
     describe,
 )
-from webhook.controller.fitting import NoFit, Plan, fit, place_in, reserve
-from webhook.controller.gangs import SINGLE, Gang, GangId, SizeAnswer, membership
-from webhook.controller.matching import signature
-from webhook.controller.mending import short
-from webhook.controller.objects import PodInfo
-from webhook.controller.ordering import Order, Queue
-from webhook.controller.queueing import Hold, Queueing, QueueState
-from webhook.controller.records import Record
-from webhook.controller.snapshot import Snapshot
-from webhook.controller.tracking import Tracked
+from webhook.controller.core.fitting import NoFit, Plan, fit, place_in, reserve
+from webhook.controller.core.gangs import SINGLE, Gang, GangId, SizeAnswer, membership
+from webhook.controller.core.matching import signature
+from webhook.controller.core.mending import short
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.ordering import Order, Queue
+from webhook.controller.core.queueing import Hold, Queueing, QueueState
+from webhook.controller.core.records import Record
+from webhook.controller.core.snapshot import Snapshot
+from webhook.controller.core.tracking import Tracked
 from webhook.conventions.base import SizeUnknown
 from webhook.policy.model import DEFAULT_ACCELERATORS
 

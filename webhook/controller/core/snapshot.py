@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.matching import signature
-from webhook.controller.objects import PodInfo, Resources
-from webhook.controller.tracking import Room, Tracked, with_pod_slot
+from webhook.controller.core.matching import signature
+from webhook.controller.core.objects import PodInfo, Resources
+from webhook.controller.core.tracking import Room, Tracked, with_pod_slot
 
 __all__ = ["Room", "Snapshot", "fits", "with_pod_slot"]
 

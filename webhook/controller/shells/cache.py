@@ -7,9 +7,9 @@ import asyncio
 from typing import Any
 
 from webhook.accelerators import Accelerators
-from webhook.controller.objects import NodeInfo, PodInfo
-from webhook.controller.records import Seal
-from webhook.controller.tracking import Tracked
+from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.records import Seal
+from webhook.controller.core.tracking import Tracked
 
 
 def _version(obj: dict[str, Any]) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.controller.objects import NodeInfo, PodInfo
+from webhook.controller.core.objects import NodeInfo, PodInfo
 
 _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 

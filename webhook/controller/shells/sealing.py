@@ -15,8 +15,8 @@ import time
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.controller.raw import json_of
-from webhook.controller.records import Seal
+from webhook.controller.core.records import Seal
+from webhook.controller.shells.raw import json_of
 
 log = logging.getLogger("airlock.controller")
 

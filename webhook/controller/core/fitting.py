@@ -14,8 +14,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.objects import PodInfo, Resources
-from webhook.controller.snapshot import Snapshot, fits, with_pod_slot
+from webhook.controller.core.objects import PodInfo, Resources
+from webhook.controller.core.snapshot import Snapshot, fits, with_pod_slot
 
 
 @dataclass(frozen=True, slots=True)

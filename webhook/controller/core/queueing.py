@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from webhook.controller.actions import Preempt, Victim, Wait
-from webhook.controller.fairsharing import FairShare
-from webhook.controller.gangs import Gang, GangId
-from webhook.controller.objects import PodInfo
-from webhook.controller.ordering import queue_order
-from webhook.controller.preempting import (
+from webhook.controller.core.actions import Preempt, Victim, Wait
+from webhook.controller.core.fairsharing import FairShare
+from webhook.controller.core.gangs import Gang, GangId
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.ordering import queue_order
+from webhook.controller.core.preempting import (
     Budget,
     Candidates,
     PreemptionSettings,
@@ -21,9 +21,9 @@ from webhook.controller.preempting import (
     outranks,
     unit_of,
 )
-from webhook.controller.quotas import Ledger, Quotas
-from webhook.controller.records import PreemptionRecord
-from webhook.controller.snapshot import Snapshot
+from webhook.controller.core.quotas import Ledger, Quotas
+from webhook.controller.core.records import PreemptionRecord
+from webhook.controller.core.snapshot import Snapshot
 
 
 def _spent(unit: Victim, budgets: Iterable[Budget], allowance: dict[str, int]) -> str | None:

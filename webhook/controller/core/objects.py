@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.accelerators import extended, recorded
-from webhook.controller.records import Kind, Opener, PreemptionRecord, Record, Untrusted
+from webhook.controller.core.records import Kind, Opener, PreemptionRecord, Record, Untrusted
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CHECKPOINTED_AT_ANNOTATION,

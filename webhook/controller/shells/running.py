@@ -20,11 +20,9 @@ from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 
 from webhook import kubeclient
 from webhook.accelerators import Accelerators
-from webhook.controller.accounting import Accounts
-from webhook.controller.applying import WRITES_IN_FLIGHT, Applier
-from webhook.controller.budgets import Pdb
-from webhook.controller.cache import Cache
-from webhook.controller.deciding import (
+from webhook.controller.core.accounting import Accounts
+from webhook.controller.core.budgets import Pdb
+from webhook.controller.core.deciding import (
     Action,
     Admit,
     DecideOptions,
@@ -35,24 +33,26 @@ from webhook.controller.deciding import (
     Wait,
     decide,
 )
-from webhook.controller.gangs import GangId, SizeAnswer
-from webhook.controller.health import Health
-from webhook.controller.leading import (
+from webhook.controller.core.gangs import GangId, SizeAnswer
+from webhook.controller.core.health import Health
+from webhook.controller.core.objects import NodeInfo
+from webhook.controller.core.records import Seal
+from webhook.controller.core.tracking import Tracked
+from webhook.controller.shells.applying import WRITES_IN_FLIGHT, Applier
+from webhook.controller.shells.cache import Cache
+from webhook.controller.shells.leading import (
     LEASE_SECONDS,
     RENEW_DEADLINE_SECONDS,
     RETRY_SECONDS,
     Fence,
     FencedLeaseLock,
 )
-from webhook.controller.metrics import ControllerMetrics
-from webhook.controller.objects import NodeInfo
-from webhook.controller.owners import OwnerSizes
-from webhook.controller.records import Seal
-from webhook.controller.remembering import keep, recall
-from webhook.controller.sealing import load_seal
-from webhook.controller.serving import serve
-from webhook.controller.tracking import Tracked
-from webhook.controller.watching import watch
+from webhook.controller.shells.metrics import ControllerMetrics
+from webhook.controller.shells.owners import OwnerSizes
+from webhook.controller.shells.remembering import keep, recall
+from webhook.controller.shells.sealing import load_seal
+from webhook.controller.shells.serving import serve
+from webhook.controller.shells.watching import watch
 from webhook.keys import SYSTEM_NAMESPACE
 from webhook.logs import setup_logging
 from webhook.policy.model import Policy

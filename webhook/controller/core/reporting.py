@@ -11,13 +11,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, assert_never
 
-from webhook.controller.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
-from webhook.controller.configuring import fair_share_of, preemption_of, quotas_of
-from webhook.controller.deciding import QueueState, decide
-from webhook.controller.gangs import GangId, kind, named, readable
-from webhook.controller.objects import NodeInfo, PodInfo
-from webhook.controller.quotas import holding
-from webhook.controller.tracking import Tracked
+from webhook.controller.core.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
+from webhook.controller.core.configuring import fair_share_of, preemption_of, quotas_of
+from webhook.controller.core.deciding import QueueState, decide
+from webhook.controller.core.gangs import GangId, kind, named, readable
+from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.quotas import holding
+from webhook.controller.core.tracking import Tracked
 from webhook.policy.model import Policy
 
 # Preemptions shown, newest first.

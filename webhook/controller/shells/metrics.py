@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from webhook.controller.accounting import QueueSample
-from webhook.controller.actions import Victim
+from webhook.controller.core.accounting import QueueSample
+from webhook.controller.core.actions import Victim
 
 
 class ControllerMetrics:

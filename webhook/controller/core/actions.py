@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple, assert_never
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.gangs import GangId, kind, named
-from webhook.controller.objects import PodInfo
-from webhook.controller.records import PreemptionRecord, Record
+from webhook.controller.core.gangs import GangId, kind, named
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.records import PreemptionRecord, Record
 
 # Why a gang waits: the reason of its event, and the word its message starts with.
 WaitReason = Literal["Waiting", "Incomplete", "Oversize", "SizeUnknown"]

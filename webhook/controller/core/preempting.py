@@ -26,15 +26,15 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.actions import Victim
-from webhook.controller.costs import Costs
-from webhook.controller.fitting import Plan, place_in, reserve
-from webhook.controller.gangs import GangId
-from webhook.controller.matching import signature
-from webhook.controller.objects import PodInfo
-from webhook.controller.quotas import Holdings, Ledger, Quotas
-from webhook.controller.snapshot import Room, Snapshot, with_pod_slot
-from webhook.controller.tracking import Tracked
+from webhook.controller.core.actions import Victim
+from webhook.controller.core.costs import Costs
+from webhook.controller.core.fitting import Plan, place_in, reserve
+from webhook.controller.core.gangs import GangId
+from webhook.controller.core.matching import signature
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.quotas import Holdings, Ledger, Quotas
+from webhook.controller.core.snapshot import Room, Snapshot, with_pod_slot
+from webhook.controller.core.tracking import Tracked
 
 PodKey = tuple[str, str]
 

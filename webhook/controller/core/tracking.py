@@ -20,10 +20,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from webhook.accelerators import Accelerators, GpuEquivalents
-from webhook.controller.costs import Costs, Holding
-from webhook.controller.gangs import Gang, GangId, gang_of, membership
-from webhook.controller.matching import eligible, signature
-from webhook.controller.objects import NodeInfo, PodInfo, Resources
+from webhook.controller.core.costs import Costs, Holding
+from webhook.controller.core.gangs import Gang, GangId, gang_of, membership
+from webhook.controller.core.matching import eligible, signature
+from webhook.controller.core.objects import NodeInfo, PodInfo, Resources
 
 PodKey = tuple[str, str]
 

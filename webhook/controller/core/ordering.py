@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Literal
 
-from webhook.controller.fitting import NoFit
-from webhook.controller.gangs import Gang, GangId, named
+from webhook.controller.core.fitting import NoFit
+from webhook.controller.core.gangs import Gang, GangId, named
 
 Order = Literal["strict", "backfill"]
 

@@ -12,9 +12,9 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.accelerators import Accelerators
-from webhook.controller.gangs import GangId, SizeAnswer
-from webhook.controller.objects import PodInfo
-from webhook.controller.raw import json_of
+from webhook.controller.core.gangs import GangId, SizeAnswer
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.shells.raw import json_of
 from webhook.conventions.base import OwnerAddress, SizeUnknown
 from webhook.conventions.registry import owner_sized
 

@@ -12,13 +12,13 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from webhook.controller.accounting import FAIR_SHARE_KEY
-from webhook.controller.objects import NodeInfo, PodInfo
-from webhook.controller.raw import json_of
-from webhook.controller.records import Unverified
-from webhook.controller.remembering import recall
-from webhook.controller.reporting import report
-from webhook.controller.running import connect
+from webhook.controller.core.accounting import FAIR_SHARE_KEY
+from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.records import Unverified
+from webhook.controller.core.reporting import report
+from webhook.controller.shells.raw import json_of
+from webhook.controller.shells.remembering import recall
+from webhook.controller.shells.running import connect
 from webhook.keys import SYSTEM_NAMESPACE
 from webhook.policy.loading import PolicyError, load_policy
 

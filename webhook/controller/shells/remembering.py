@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.controller.leading import Fence
-from webhook.controller.raw import json_of
+from webhook.controller.shells.leading import Fence
+from webhook.controller.shells.raw import json_of
 
 log = logging.getLogger("airlock.controller")
 

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from webhook.controller.objects import PodInfo
-from webhook.controller.records import Record
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.records import Record
 from webhook.conventions.base import SizeUnknown
 
 GangId = tuple[str, str]

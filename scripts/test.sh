@@ -23,6 +23,7 @@ echo "== policy lint"; .venv/bin/airlock lint policies
 if [ "$fast" = true ]; then
   echo "== unit tests"; exec .venv/bin/pytest -q -ra tests/unit "$@"
 fi
-echo "== Kubernetes binaries, KWOK, the operators, the peers and Helm"
-.venv/bin/python -m webhook.sandbox.binaries --operators all --peers kueue,coscheduling --helm
+echo "== Kubernetes binaries, KWOK, the operators, Helm and the benches' peers"
+.venv/bin/python -m webhook.sandbox.building --operators all --helm
+.venv/bin/python -m bench.peers --build kueue,coscheduling
 echo "== tests"; .venv/bin/pytest -q -ra "$@"

@@ -12,9 +12,13 @@ from typing import Any
 import yaml
 
 from webhook.accelerators import Accelerators
-from webhook.controller.core.deciding import POLICY_DEFAULT, Admit, Preempt, Wait
+from webhook.controller.core.actions import Action, events_of
+from webhook.controller.core.candidates import Candidates
+from webhook.controller.core.criteria import PreemptionSettings
+from webhook.controller.core.deciding import Admit, Preempt, Wait
+from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import NodeInfo, PodInfo
-from webhook.controller.core.preempting import Candidates, PreemptionSettings, Preemptor
+from webhook.controller.core.planning import Preemptor
 from webhook.controller.core.quotas import Ledger, Quotas
 from webhook.controller.core.records import PreemptionRecord, Record, Seal
 from webhook.controller.core.snapshot import Snapshot
@@ -34,7 +38,7 @@ from webhook.keys import (
     TOPOLOGY_MODE_ANNOTATION,
     ClassName,
 )
-from webhook.policy.model import ClassSpec, Grant, Policy, Rule
+from webhook.policy.model import DEFAULT_ACCELERATORS, ClassSpec, Grant, Policy, Rule
 
 CLIQUE = "nvidia.com/gpu.clique"
 GPU = "nvidia.com/gpu"
@@ -42,6 +46,8 @@ NOW = 1_900_000_000.0
 HOUR = 3600.0
 SCAVENGER = 1000  # the default policy's scavenger priority
 TRAINING = 50000  # and its training priority
+# What the controller counts under a policy that names no accelerator.
+POLICY_DEFAULT = Accelerators.of(DEFAULT_ACCELERATORS)
 # The controller's record key in unit tests: records the builders write are sealed with
 # it, and pods are parsed with it. It trusts no record without a seal (made at time 0).
 SEAL = Seal(b"airlock-unit-tests-record-key-32", 0.0, lambda: NOW)
@@ -302,16 +308,33 @@ def snapshot(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo] = (),
 
 def preemptor(cluster: Tracked, quotas: Quotas, now: float = NOW) -> Preemptor:
     """A round's preemption planner on the tracked cluster, under the default settings."""
-    return Preemptor(Snapshot(cluster), Ledger(quotas, cluster.namespace_gpus, cluster.capacity),
+    return Preemptor(Snapshot(cluster), Ledger(quotas, cluster.occupancy.namespace_gpus,
+                                               cluster.capacity.total),
                      Candidates(cluster, quotas, now, PreemptionSettings()))
 
 
+def unit(name: str, ns: str = "ml") -> UnitId:
+    """A gang's unit id."""
+    return UnitId("gang", ns, name)
+
+
+def label(unit: UnitId) -> str:
+    """How tests name a unit: a gang by its name, a queued single pod as `pod/NAME`."""
+    return unit.name if unit.kind == "gang" else f"pod/{unit.name}"
+
+
 def admitted(actions: list[Any]) -> dict[str, str | None]:
-    return {a.gang[1]: a.record.domain for a in actions if isinstance(a, Admit)}
+    return {label(a.unit): a.record.domain for a in actions if isinstance(a, Admit)}
 
 
 def waits(actions: list[Any]) -> dict[str, str]:
-    return {a.gang[1]: a.message for a in actions if isinstance(a, Wait)}
+    return {label(a.unit): a.message for a in actions if isinstance(a, Wait)}
+
+
+
+def told(action: Action) -> str:
+    """What an action's (first) event says."""
+    return events_of(action)[0].message
 
 
 def preempts(actions: list[Any]) -> list[Preempt]:

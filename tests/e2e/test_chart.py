@@ -43,14 +43,8 @@ from webhook.policy.loading import policy_files
 from webhook.sandbox.binaries import HELM_VERSION, Binaries
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import ControlPlane
-from webhook.sandbox.operating import (
-    OperatorError,
-    RunningCommand,
-    build_operators,
-    start_operators,
-    stop,
-)
-from webhook.sandbox.operators import CERT_MANAGER
+from webhook.sandbox.operating import RunningCommand, build_operators, start_operators, stop
+from webhook.sandbox.operators import CERT_MANAGER, OperatorError
 
 pytestmark = pytest.mark.e2e
 

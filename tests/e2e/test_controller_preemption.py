@@ -6,14 +6,17 @@ holds. The test says how long the victims have run (their status, as a kubelet w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import functools
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import GPU, policy_yaml
 from tests.kube import (
@@ -30,7 +33,9 @@ from tests.kube import (
 from webhook.controller.core.accounting import FAIR_SHARE_KEY
 from webhook.controller.shells.leading import Fence
 from webhook.controller.shells.remembering import keep, recall
+from webhook.controller.shells.sealing import SECRET
 from webhook.keys import PREEMPTION_ANNOTATION, SYSTEM_NAMESPACE
+from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import ControlPlane
 
 # Young pods may be preempted, and at once: the test cannot wait minutes.
@@ -100,7 +105,7 @@ async def test_a_training_gang_evicts_one_whole_scavenger_gang(
     # The leader keeps the fair-share usage for the next one.
     kept = await client.CoreV1Api(api).read_namespaced_config_map("airlock-fair-share",
                                                                   "airlock-system")
-    assert set(json.loads(kept.data["fairShare"])) == {"at", "usage"}
+    assert set(json.loads(kept.data["fairShare"])) == {"v", "kind", "at", "usage"}
 
     # `airlock status` shows it, as a person would run it.
     shown = await asyncio.create_subprocess_exec(
@@ -246,3 +251,45 @@ async def test_a_team_with_less_recent_usage_goes_first(
     assert not any(gated(p) for p in await pods_of(api, quiet, "q1"))
     assert not any(gated(p) for p in await pods_of(api, busy, "b1"))
     assert all(gated(p) for p in await pods_of(api, busy, "b2"))
+
+
+async def test_an_upgrade_in_the_middle_of_a_preemption_loses_nothing(
+        api: client.ApiClient, namespace: str, controllers: Controllers,
+        policy_file: PolicyFileFactory, controller_kubeconfig: Path) -> None:
+    """The version before sealed records decided a preemption, wrote it on the
+    preemptor's anchor, and was stopped before it evicted anyone. The new version makes
+    its record key on its first start, and finishes that preemption: the record is older
+    than the key, so it is the old leader's."""
+    policy_file("90-preempt-now.yaml", PREEMPT_NOW)
+    before = controllers.start()
+    for name in ("older", "newer"):
+        await create_gang(api, namespace, name, 4, cls="scavenger")
+    await until(lambda: all_bound(api, namespace, "", 8), within=60)
+    before.process.kill()
+    before.process.wait()
+    await create_gang(api, namespace, "train", 4, cls="training")
+    newer = await pods_of(api, namespace, "newer")
+    nodes = sorted(p["spec"]["nodeName"] for p in newer)
+    legacy = {"domain": None, "topologyKey": None, "at": time.time(),
+              "victims": [f"{namespace}/{p['metadata']['name']}" for p in newer],
+              "uids": [p["metadata"]["uid"] for p in newer], "nodes": nodes}
+    async with await from_kubeconfig(controller_kubeconfig) as as_controller:
+        await client.CoreV1Api(as_controller).patch_namespaced_pod(
+            "train-0", namespace,
+            body={"metadata": {"annotations": {PREEMPTION_ANNOTATION: json.dumps(legacy)}}})
+    # No key before this version: its first start makes one.
+    with contextlib.suppress(ApiException):
+        await client.CoreV1Api(api).delete_namespaced_secret(SECRET, SYSTEM_NAMESPACE)
+    controllers.start()
+
+    async def bound() -> bool:
+        pods = await pods_of(api, namespace, "train")
+        return len(pods) == 4 and all(not gated(p) and p["spec"].get("nodeName")
+                                      for p in pods)
+
+    await until(bound, within=90)
+    train = await pods_of(api, namespace, "train")
+    assert {p["spec"]["nodeName"] for p in train} == set(nodes)
+    assert len(await pods_of(api, namespace, "older")) == 4
+    told = await events(api, namespace)
+    assert sum(m.startswith("Preempted: ") for m in told) == 4

@@ -109,7 +109,8 @@ async def test_a_gang_short_of_members_keeps_its_time_across_a_restart(
     kept: dict[str, float] = {}
 
     async def noticed() -> bool:
-        kept.update(json.loads((await _kept(api)).get(SHORT_SINCE_KEY, "{}")).get(gang, {}))
+        shortfalls = json.loads((await _kept(api)).get(SHORT_SINCE_KEY, "{}"))
+        kept.update(shortfalls.get("gangs", {}).get(gang, {}))
         return bool(kept)
 
     await until(noticed, within=30)
@@ -125,7 +126,7 @@ async def test_a_gang_short_of_members_keeps_its_time_across_a_restart(
 
     await until(rewritten, within=60)
     # It writes at its first sample, before its first round could requeue anything.
-    carried = json.loads((await _kept(api))[SHORT_SINCE_KEY]).get(gang)
+    carried = json.loads((await _kept(api))[SHORT_SINCE_KEY])["gangs"].get(gang)
     assert carried == kept, "the new leader carries on the time, not its own start"
 
     async def requeued() -> bool:

@@ -33,8 +33,8 @@ from tests.kube import POLICIES, ROOT, Controllers, nodes_by_name, pods_of, unti
 from webhook.keys import CLASS_LABEL, GANG_LABEL, GANG_SOURCE_ANNOTATION, GATE, PLACEMENT_ANNOTATION
 from webhook.sandbox.binaries import KUBERNETES, KWOK
 from webhook.sandbox.controlplane import ControlPlane, free_port
-from webhook.sandbox.operating import OperatorError, RunningCommand, start_operators, stop
-from webhook.sandbox.operators import JOBSET, OPERATORS
+from webhook.sandbox.operating import RunningCommand, start_operators, stop
+from webhook.sandbox.operators import JOBSET, OPERATORS, OperatorError
 from webhook.sandbox.wiring import WEBHOOK_CONFIGURATIONS as WEBHOOKS
 
 CLIQUE = "nvidia.com/gpu.clique"

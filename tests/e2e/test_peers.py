@@ -4,9 +4,9 @@ scheduler and Airlock always, and each peer in its own test. Then coscheduling's
 promise, on its real scheduler and controller: a PodGroup is bound whole or not at all.
 
 Peers this file requires: Kueue v0.12.3 and coscheduling (scheduler-plugins v0.34.7),
-built from their Go modules by the test command's build step (`python -m
-webhook.sandbox.binaries --peers kueue,coscheduling`). Where one is not built its tests
-skip, and under CI=true fail.
+built from their Go modules by the test command's build step (`python -m bench.peers
+--build kueue,coscheduling`). Where one is not built its tests skip, and under CI=true
+fail.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from bench.peering.manifests import Attempt, pod_group, pods
+from bench.peers.manifests import Attempt, pod_group, pods
+from bench.peers.peers import COSCHEDULING, PEERS, POD_GROUP_LABEL
 from tests.builders import make_policy
 from tests.kube import events, pods_of, until
 from webhook.sandbox import wiring
@@ -32,7 +33,6 @@ from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import ControlPlane
 from webhook.sandbox.nodes import Shape, create_nodes, topology
 from webhook.sandbox.operating import RunningCommand, start_operators, stop
-from webhook.sandbox.peers import COSCHEDULING, PEERS, POD_GROUP_LABEL
 from webhook.simulation.traces import Job
 
 ROOT = Path(__file__).resolve().parents[2]

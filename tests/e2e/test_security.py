@@ -21,6 +21,7 @@ from tests.kube import (
     Controllers,
     NamespaceFactory,
     PolicyFileFactory,
+    dry_run,
     events,
     gated,
     pods_of,
@@ -240,11 +241,12 @@ async def test_a_training_pod_cannot_pick_inference_priority_without_a_grant(
     grant_inference(ns)
 
     async def granted() -> bool:
-        with contextlib.suppress(ApiException):
-            await core.create_namespaced_pod(ns, body=asks)
-            return True
-        return False
+        # A dry run until the webhook has the grant: a pod created while it reloads could
+        # meet the old policy at /mutate and the new one at /validate.
+        stored = await dry_run(as_mallory, ns, asks)
+        return (stored.get("spec") or {}).get("priorityClassName") == "airlock-inference"
     await until(granted, within=20)
+    await core.create_namespaced_pod(ns, body=asks)
     (stored,) = await pods_of(api, ns, "asks-0")
     assert stored["spec"]["priorityClassName"] == "airlock-inference"
 

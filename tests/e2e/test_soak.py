@@ -1,4 +1,4 @@
-"""A short soak on the real control plane (`bench.soaking`, the same driver and checker
+"""A short soak on the real control plane (`bench.soak`, the same driver and checker
 as `python -m bench.soak`): the controller is SIGKILLed at seeded random moments while it
 preempts and reclaims, and started again; afterwards no gang is half-evicted, every
 victim's preemptor was admitted next (by the controller that decided or the next one),
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from kubernetes_asyncio import client
 
-from bench.soaking.driving import PATCH_PAUSE, Namespaces, Soak, policy
+from bench.soak.driving import PATCH_PAUSE, Namespaces, Soak, policy
 from tests.kube import Controllers, NamespaceFactory, PolicyFileFactory
 
 

@@ -12,7 +12,18 @@ import jsonpatch
 import pytest
 import yaml
 
-from tests.builders import NOW, admitted, cluster, gang, pod, policy_yaml, snapshot, tracked, waits
+from tests.builders import (
+    NOW,
+    POLICY_DEFAULT,
+    admitted,
+    cluster,
+    gang,
+    pod,
+    policy_yaml,
+    snapshot,
+    tracked,
+    waits,
+)
 from webhook.accelerators import (
     MATCH_CONDITIONS,
     Accelerators,
@@ -23,7 +34,7 @@ from webhook.accelerators import (
 )
 from webhook.admission.mutating import mutate
 from webhook.cli import main
-from webhook.controller.core.deciding import POLICY_DEFAULT, decide
+from webhook.controller.core.deciding import decide
 from webhook.keys import ACCELERATORS_ANNOTATION
 from webhook.pods import PodView
 from webhook.policy.classifying import classify

@@ -2,12 +2,11 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import subprocess
-import sys
 from pathlib import Path
 
 from cryptography import x509
 
+from tests.commands import airlock
 from webhook.certificates import SERVICE_HOSTS, ensure_dev_certs, make_certs
 
 
@@ -33,9 +32,9 @@ def test_dev_certificates_are_reused_until_they_near_expiry(tmp_path: Path) -> N
 
 
 def test_certs_command_adds_extra_hosts(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(tmp_path),
-                          "--host", "webhook.example.internal", "--host", "10.0.0.7"],
-                         capture_output=True, text=True, check=True)
+    out = airlock("certs", "--out", str(tmp_path),
+                  "--host", "webhook.example.internal", "--host", "10.0.0.7")
+    assert out.returncode == 0, out.stderr
     assert "wrote" in out.stdout
     cert = x509.load_pem_x509_certificate((tmp_path / "tls.crt").read_bytes())
     sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value

@@ -61,38 +61,6 @@ def test_invalid_explicit_class(policy: Policy) -> None:
     assert "urgent" in d.class_label_error
 
 
-GANGS: list[tuple[str, Any, tuple[str, int | None, str] | None]] = [
-    ("airlock", pod().gpus(1).label(GANG_NAME_LABEL, "g1").annotation(GANG_SIZE_ANNOTATION, "8"),
-     ("g1", 8, "airlock")),
-    ("kueue", pod().gpus(1).label("kueue.x-k8s.io/pod-group-name", "pg")
-     .annotation("kueue.x-k8s.io/pod-group-total-count", "4"), ("pg", 4, "kueue")),
-    ("lws", pod().gpus(1).label("leaderworkerset.sigs.k8s.io/name", "llm")
-     .label("leaderworkerset.sigs.k8s.io/group-index", "2")
-     .annotation("leaderworkerset.sigs.k8s.io/size", "4"), ("llm-2", 4, "leaderworkerset")),
-    ("jobset", pod().gpus(1).label("jobset.sigs.k8s.io/jobset-name", "js")
-     .label("jobset.sigs.k8s.io/replicatedjob-name", "workers"), ("js-workers", None, "jobset")),
-    ("kubeflow", pod().gpus(1).label("training.kubeflow.org/job-name", "pt"),
-     ("pt", None, "kubeflow")),
-    ("podgroup", pod().gpus(1).label("scheduling.x-k8s.io/pod-group", "pg"),
-     ("pg", None, "podgroup")),
-    ("indexed-job", pod().gpus(1).label("batch.kubernetes.io/job-name", "j")
-     .label("batch.kubernetes.io/job-completion-index", "3"), ("j", None, "indexed-job")),
-    ("kuberay", pod().gpus(1).label("ray.io/cluster", "rc"), ("rc", None, "kuberay")),
-    ("plain job is no gang", pod().gpus(1).label("batch.kubernetes.io/job-name", "j"), None),
-    ("airlock first in table order", pod().gpus(1).label(GANG_NAME_LABEL, "mine")
-     .annotation(GANG_SIZE_ANNOTATION, "2").label("ray.io/cluster", "rc"),
-     ("mine", 2, "airlock")),
-]
-
-
-@pytest.mark.parametrize(("builder", "expected"), [g[1:] for g in GANGS],
-                         ids=[g[0] for g in GANGS])
-def test_gang_conventions(policy: Policy, builder: Any,
-                          expected: tuple[str, int | None, str] | None) -> None:
-    gang = classify(PodView.parse(builder.build()), policy).gang
-    assert (None if gang is None else (gang.name, gang.size, gang.source)) == expected
-
-
 @pytest.mark.parametrize("raw", ["0", "-1", "eight", "2.5", ""])
 def test_bad_gang_size_is_flagged(policy: Policy, raw: str) -> None:
     p = pod().gpus(1).label(GANG_NAME_LABEL, "g").annotation(GANG_SIZE_ANNOTATION, raw).build()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.builders import HOUR, NOW, member, running, single, tracked
+from tests.builders import HOUR, NOW, member, running, single, tracked, unit
 from webhook.accelerators import Accelerators
 from webhook.controller.core.accounting import FAIR_SHARE_KEY, SHORT_SINCE_KEY, Accounts
 from webhook.controller.core.actions import Preempt, Victim
@@ -54,7 +54,7 @@ def test_fair_share_is_sampled_and_charged(teams: Policy) -> None:
     assert (team.name, team.used, team.borrowed) == ("team-a", 8, 0)
     # Eight GPUs for one half-life: 8 x 1h / ln 2 x 1/2.
     assert team.share == pytest.approx(8 * HOUR / 0.6931471805599453 / 2)
-    admit = Admit(("team-a", "new"), Record(None, None, ("new-0",), NOW), pods[0], (pods[0],),
+    admit = Admit(unit("new", "team-a"), Record(None, None, ("new-0",), NOW), pods[0], (pods[0],),
                   4)
     accounts.record(teams, GPUS, [admit], NOW + HOUR)
     assert accounts.fair_share is not None
@@ -64,11 +64,11 @@ def test_fair_share_is_sampled_and_charged(teams: Policy) -> None:
 def test_evicted_gangs_back_off_then_are_forgotten(teams: Policy) -> None:
     accounts = Accounts()
     victim = running("v", ["n0"])
-    preempt = Preempt(("ml", "x"), victim[0], PreemptionRecord(None, None, (), (), NOW),
-                      (victim[0],), (Victim(tuple(victim), ("ml", "v"), "default", 0, 8, 0, 0),),
+    preempt = Preempt(unit("x"), victim[0], PreemptionRecord(None, None, (), (), NOW),
+                      (victim[0],), (Victim(tuple(victim), unit("v"), "default", 0, 8, 0, 0),),
                       1, "default")
     accounts.record(teams, GPUS, [preempt], NOW)
-    assert accounts.state(teams, tracked([], []), NOW + 30).evicted == {("ml", "v"): NOW}
+    assert accounts.state(teams, tracked([], []), NOW + 30).evicted == {unit("v"): NOW}
     assert accounts.state(teams, tracked([], []), NOW + 61).evicted == {}
 
 
@@ -108,9 +108,9 @@ def _short_gang(admitted_at: float = NOW - HOUR) -> list[PodInfo]:
 def test_short_gangs_are_timed_from_when_first_seen(teams: Policy) -> None:
     accounts = Accounts()
     pods = _short_gang()
-    assert accounts.state(teams, tracked([], pods), NOW).short_since == {("ml", "g"): NOW}
+    assert accounts.state(teams, tracked([], pods), NOW).short_since == {unit("g"): NOW}
     assert accounts.state(teams, tracked([], pods),
-                          NOW + 60).short_since == {("ml", "g"): NOW}
+                          NOW + 60).short_since == {unit("g"): NOW}
     back = [*pods, member("g", 9, 8, 3, gated=False, node_name="n2")]
     accounts.kept()
     assert accounts.state(teams, tracked([], back), NOW + 120).short_since == {}
@@ -127,17 +127,17 @@ def test_a_new_leader_carries_on_the_time_a_gang_became_short(teams: Policy) -> 
     assert set(kept) == {FAIR_SHARE_KEY, SHORT_SINCE_KEY}
     leader = Accounts()
     leader.carry_on(teams, kept, NOW + 300)
-    assert leader.state(teams, tracked([], pods), NOW + 300).short_since == {("ml", "g"): NOW}
+    assert leader.state(teams, tracked([], pods), NOW + 300).short_since == {unit("g"): NOW}
     assert not leader.newly_short
     # Without what the former leader kept, the grace period starts again.
     afresh = Accounts()
     afresh.carry_on(teams, {}, NOW + 300)
     assert afresh.state(teams, tracked([], pods),
-                        NOW + 300).short_since == {("ml", "g"): NOW + 300}
+                        NOW + 300).short_since == {unit("g"): NOW + 300}
     garbled = Accounts()
     garbled.carry_on(teams, {SHORT_SINCE_KEY: "not json"}, NOW + 300)
     assert garbled.state(teams, tracked([], pods),
-                         NOW + 300).short_since == {("ml", "g"): NOW + 300}
+                         NOW + 300).short_since == {unit("g"): NOW + 300}
 
 
 def test_a_kept_time_of_an_earlier_shortfall_does_not_count(teams: Policy) -> None:
@@ -148,7 +148,7 @@ def test_a_kept_time_of_an_earlier_shortfall_does_not_count(teams: Policy) -> No
     leader = Accounts()
     leader.carry_on(teams, former.kept(), NOW)
     rejoined = _short_gang(admitted_at=NOW - 60)
-    assert leader.state(teams, tracked([], rejoined), NOW).short_since == {("ml", "g"): NOW}
+    assert leader.state(teams, tracked([], rejoined), NOW).short_since == {unit("g"): NOW}
     assert leader.newly_short
 
 
@@ -156,5 +156,5 @@ def test_a_short_gang_is_noticed_at_each_sample_without_rounds(teams: Policy) ->
     # Nothing gated, so no round runs: the sample notices, and the rounds start.
     accounts = Accounts()
     accounts.sample(teams, tracked([], _short_gang()), NOW)
-    assert accounts.short_since.keys() == {("ml", "g")}
+    assert accounts.short_since.keys() == {unit("g")}
     assert accounts.newly_short

@@ -3,11 +3,11 @@ busy cluster with nothing gated costs nothing."""
 
 from __future__ import annotations
 
-from tests.builders import SEAL, raw_member
-from webhook.controller.core.deciding import POLICY_DEFAULT
+from tests.builders import POLICY_DEFAULT, SEAL, raw_member
+from webhook.controller.core.identities import PodKey
 from webhook.controller.shells.cache import Cache
 
-KEY = ("ml", "g-0")
+KEY = PodKey("ml", "g-0")
 
 
 def test_gated_members_are_tracked_through_list_updates_and_deletes() -> None:

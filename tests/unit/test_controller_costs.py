@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webhook.controller.core.costs import Costs, Holding
+from webhook.controller.core.identities import PodKey
 
 NOW = 100_000.0
 YOUNG = NOW - 300
@@ -44,9 +45,9 @@ def test_no_choice_of_pods_that_frees_enough_costs_less_than_the_bound(
 
 
 def test_the_bound_takes_the_least_lost_per_gpu_first_and_the_last_pod_in_part() -> None:
-    pods: list[Holding] = [(1000, NOW - 7200, 4, ("ml", "old"), None),
-                           (1000, NOW - 36_000, 4, ("ml", "saved"), NOW - 3600),
-                           (5000, NOW - 60, 8, ("ml", "high"), None)]
+    pods: list[Holding] = [Holding(1000, NOW - 7200, 4, PodKey("ml", "old"), None),
+                           Holding(1000, NOW - 36_000, 4, PodKey("ml", "saved"), NOW - 3600),
+                           Holding(5000, NOW - 60, 8, PodKey("ml", "high"), None)]
     # 4 GPUs saved an hour ago, then 2 of the 4 started two hours ago.
     assert Costs(pods).bound(6, NOW) == (1000, 4 * 3600 + 2 * 7200 - 1.0)
     # Past what priority 1000 holds, priority 5000 must be taken too.
@@ -55,5 +56,5 @@ def test_the_bound_takes_the_least_lost_per_gpu_first_and_the_last_pod_in_part()
 
 
 def test_a_checkpoint_in_the_future_bounds_by_priority_alone() -> None:
-    pods: list[Holding] = [(1000, NOW - 7200, 4, ("ml", "ahead"), NOW + 60)]
+    pods: list[Holding] = [Holding(1000, NOW - 7200, 4, PodKey("ml", "ahead"), NOW + 60)]
     assert Costs(pods).bound(2, NOW) == (1000, float("-inf"))

@@ -15,6 +15,7 @@ from tests.builders import (
     member,
     node,
     tracked,
+    unit,
     waits,
 )
 from webhook.controller.core.deciding import Admit, DecideOptions, Finish, Record, Wait, decide
@@ -82,10 +83,10 @@ def test_incomplete_gang_waits_then_warns() -> None:
 def test_size_from_the_owner_lookup_and_its_errors() -> None:
     pods = [member("job", i) for i in range(2)]
     assert admitted(decide(tracked(cluster({"a": 4}), pods),
-                           {("ml", "job"): 2}, NOW)) == {"job": "a"}
+                           {unit("job"): 2}, NOW)) == {"job": "a"}
     assert decide(tracked(cluster({"a": 4}), pods), {}, NOW) == []  # lookup under way
     unknown = SizeUnknown("PyTorchJob not installed")
-    actions = decide(tracked(cluster({"a": 4}), pods), {("ml", "job"): unknown}, NOW)
+    actions = decide(tracked(cluster({"a": 4}), pods), {unit("job"): unknown}, NOW)
     assert waits(actions)["job"] == "SizeUnknown: PyTorchJob not installed"
 
 

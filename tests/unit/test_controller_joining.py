@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.builders import CLIQUE, NOW, admitted, cluster, member, tracked, waits
-from webhook.controller.core.deciding import Admit, Finish, Record, Wait, decide, describe
+from tests.builders import CLIQUE, NOW, admitted, cluster, member, told, tracked, unit, waits
+from webhook.controller.core.deciding import Admit, Finish, Record, Wait, decide
 from webhook.controller.core.objects import PodInfo
 
 
@@ -33,7 +33,7 @@ def test_a_replacement_joins_the_gang_in_its_domain() -> None:
     assert admit.record.topology_key == CLIQUE
     assert [p.name for p in admit.ungate] == ["g-4"]
     assert admit.anchor.name == "g-4"
-    assert describe(admit) == ("Admitted: domain b; 1 pods, 8 GPUs; joining 3 members "
+    assert told(admit) == ("Admitted: domain b; 1 pods, 8 GPUs; joining 3 members "
                                "already admitted")
 
 
@@ -66,11 +66,11 @@ def test_joiners_wait_until_all_of_them_are_there() -> None:
 def test_a_grown_size_from_the_owner_lets_new_members_join_and_says_so() -> None:
     pods = started(size=None, alive=range(2), record_size=2)
     pods += [member("g", i, created=5) for i in (4, 5)]
-    actions = decide(tracked(cluster({"a": 4, "b": 4}), pods), {("ml", "g"): 4}, NOW)
+    actions = decide(tracked(cluster({"a": 4, "b": 4}), pods), {unit("g"): 4}, NOW)
     (admit,) = [a for a in actions if isinstance(a, Admit)]
     assert admit.record.domain == "b"
     assert admit.record.size == 4
-    assert describe(admit).endswith("; the gang's size changed from 2 to 4")
+    assert told(admit).endswith("; the gang's size changed from 2 to 4")
 
 
 def test_joiners_that_do_not_fit_in_the_gangs_domain_wait() -> None:

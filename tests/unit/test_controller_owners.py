@@ -16,10 +16,10 @@ from tests.builders import SEAL, PodBuilder, make_policy, pod
 from webhook.controller.core.deciding import Record
 from webhook.controller.core.objects import PodInfo
 from webhook.controller.shells.applying import ungate_patch
-from webhook.conventions import kubeflow
 from webhook.conventions.base import OwnerAddress, OwnerSized, SizeUnknown
-from webhook.conventions.registry import CONVENTIONS, membership_of, owner_sized
 from webhook.keys import CLASS_LABEL, GANG_LABEL, GATE
+from webhook.operators.kubeflow import keys as kubeflow
+from webhook.operators.registry import CONVENTIONS, membership_of, owner_sized
 from webhook.pods import PodView
 from webhook.policy.classifying import classify
 
@@ -147,7 +147,7 @@ def test_the_controller_may_read_every_owner_a_convention_names() -> None:
     readable = {(group, resource) for rule in role["rules"] if "get" in rule["verbs"]
                 for group in rule["apiGroups"] for resource in rule["resources"]}
     named = {(a.group, a.plural) for _, a, _, _ in OWNERS.values()}
-    named |= {(kubeflow.GROUP, plural) for plural in kubeflow.KINDS.values()}
+    named |= {(kubeflow.GROUP, plural) for plural in kubeflow.PLURALS.values()}
     assert named <= readable
 
 

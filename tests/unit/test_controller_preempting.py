@@ -25,8 +25,10 @@ from tests.builders import (
     raw_member,
     running,
     single,
+    told,
     tracked,
     uid_of,
+    unit,
     waits,
 )
 from webhook.controller.core.actions import (
@@ -34,18 +36,15 @@ from webhook.controller.core.actions import (
     Preempt,
     Requeue,
     Wait,
-    describe,
     events_of,
 )
+from webhook.controller.core.budgets import Budget
+from webhook.controller.core.criteria import PreemptionSettings
 from webhook.controller.core.deciding import QueueState, Record, decide
 from webhook.controller.core.mending import short
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.preempting import (
-    Budget,
-    PreemptionSettings,
-    Preemptor,
-)
 from webhook.controller.core.quotas import QueueSpec, Quotas
+from webhook.controller.core.ranking import Rankings
 from webhook.controller.core.records import PreemptionRecord
 from webhook.controller.shells.applying import disruption_patch
 from webhook.keys import PREEMPTION_ANNOTATION
@@ -193,7 +192,7 @@ def test_disabled_preemption_only_waits() -> None:
 
 def test_an_evicted_gang_backs_off_before_it_is_considered_again() -> None:
     nodes = cluster({"a": 2})
-    state = QueueState(evicted={("ml", "train"): NOW - 10},
+    state = QueueState(evicted={unit("train"): NOW - 10},
                        preemption=PreemptionSettings(requeue_backoff=120))
     actions = decide(tracked(nodes, training()), {}, NOW, state=state)
     assert waits(actions)["train"] == ("Waiting: preempted 10s ago; back in the queue in "
@@ -222,7 +221,7 @@ def test_a_recorded_preemption_is_finished_by_the_next_leader() -> None:
     actions = decide(tracked(nodes, busy + train + rival), {}, NOW)
     (resume,) = preempts(actions)
     assert victims(resume) == {"s-0", "s-1"}
-    assert resume.gang == ("ml", "train")
+    assert resume.unit == unit("train")
     # The rival, higher still, does not take the preemptor's domain: it goes to b.
     assert admitted(actions) == {"rival": "b"}
 
@@ -281,7 +280,7 @@ def test_a_preemptor_is_lifted_only_once_its_victims_are_gone(
     rival = gang("rival", 1, priority=TRAINING * 2)
     actions = decide(tracked(nodes, busy + _recorded(2, record) + rival), {}, NOW,
                      state=QueueState(deleted=deleted))
-    (mine,) = [a for a in actions if a.gang == ("ml", "train")]
+    (mine,) = [a for a in actions if a.unit == unit("train")]
     assert type(mine) is outcome
     # Whatever the victims' state, their room is the preemptor's: never the rival's.
     assert "rival" not in admitted(actions)
@@ -342,7 +341,7 @@ def test_events_on_both_sides() -> None:
                               "default) in domain a, losing 32.0 GPU-hours")
     assert {p.name for p in victim.pods} == {"s-0", "s-1"}
     assert preemptor.reason == "Preempting"
-    assert describe(action) == victim.message
+    assert told(action) == victim.message
     assert preemptor.message == ("Preempting: evicting gang ml/s to make room in domain a, "
                                  "losing 32.0 GPU-hours")
 
@@ -378,8 +377,9 @@ def test_a_resumed_preemption_gives_the_cause_the_deciding_leader_would_have(
     (resume,) = preempts(decide(tracked(cluster({"x": 2}), busy + want), {}, NOW,
                                 state=QueueState(quotas)))
     assert [v.cause for v in resume.victims] == [cause]
-    assert describe(resume).startswith(f"Preempted: {told}; evicted to make room for gang "
-                                       "a-ml/want")
+    (told_first, *_) = events_of(resume)
+    assert told_first.message.startswith(f"Preempted: {told}; evicted to make room for gang "
+                                         "a-ml/want")
 
 
 # One node's holders: None (free), a single pod's (GPUs, hours run, priority, queue),
@@ -404,11 +404,11 @@ def _plans(holders: list[Any], quotas: Quotas, monkeypatch: pytest.MonkeyPatch |
     """The plan of each of three gangs in turn, each committed, on 6 domains of 2 nodes;
     with `monkeypatch`, ranked by every domain's estimate instead."""
     if monkeypatch is not None:
-        def every_estimate(_: Preemptor, domains: Any, _need: Any, _below: Any,
+        def every_estimate(_: Rankings, domains: Any, _need: Any, _below: Any,
                            estimate: Any) -> list[Any]:
             return sorted((cost, str(domain), domain) for domain, usable in domains.items()
                           if (cost := estimate(usable)) is not None)
-        monkeypatch.setattr(Preemptor, "_ranked", every_estimate)
+        monkeypatch.setattr(Rankings, "ranked", every_estimate)
     nodes = cluster({f"d{i}": 2 for i in range(6)})
     pods: list[PodInfo] = []
     taken: set[int] = set()
@@ -431,7 +431,7 @@ def _plans(holders: list[Any], quotas: Quotas, monkeypatch: pytest.MonkeyPatch |
     for members in wanting:
         choice = planner.plan(members, queue, frozenset())
         plans.append(None if choice is None else
-                     (choice.domain, frozenset(v.name for v in choice.victims)))
+                     (choice.domain, frozenset(v.unit.path for v in choice.victims)))
         if choice is not None:
             planner.commit(choice, members, queue)
     return plans
@@ -513,22 +513,23 @@ def test_a_gang_short_of_members_past_the_grace_period_is_requeued_whole() -> No
     nodes = cluster({"a": 2})
     pods = _admitted_gang(3, 4)
     settings = PreemptionSettings(stale_grace=600)
-    recent = QueueState(preemption=settings, short_since={("ml", "g"): NOW - 60})
+    recent = QueueState(preemption=settings, short_since={unit("g"): NOW - 60})
     assert not requeues(decide(tracked(nodes, pods), {}, NOW, state=recent))
-    stale = QueueState(preemption=settings, short_since={("ml", "g"): NOW - 700})
+    stale = QueueState(preemption=settings, short_since={unit("g"): NOW - 700})
     (requeue,) = requeues(decide(tracked(nodes, pods), {}, NOW, state=stale))
     assert {p.name for p in requeue.pods} == {"g-0", "g-1", "g-2"}
-    assert describe(requeue) == ("Requeued: the gang has 3 of its 4 members, for 700s; the "
-                                 "rest is evicted so it starts again whole")
+    (told,) = events_of(requeue)
+    assert told.message == ("Requeued: the gang has 3 of its 4 members, for 700s; the rest "
+                            "is evicted so it starts again whole")
 
 
 def test_members_that_finished_are_not_lost() -> None:
     pods = _admitted_gang(2, 4, succeeded=2)
-    stale = QueueState(short_since={("ml", "g"): NOW - 3600})
+    stale = QueueState(short_since={unit("g"): NOW - 3600})
     assert not requeues(decide(tracked(cluster({"a": 2}), pods), {}, NOW, state=stale))
-    for present, expected in ((pods, {}), (pods[:3], {("ml", "g"): (3, 4)})):
-        cluster_ = tracked([], present)
-        assert short(cluster_.gangs().values(), cluster_.succeeded) == expected
+    for present, expected in ((pods, {}), (pods[:3], {unit("g"): (3, 4)})):
+        membership = tracked([], present).membership
+        assert short(membership.gangs().values(), membership.succeeded) == expected
 
 
 def test_a_victim_is_marked_as_kubernetes_marks_a_preemption() -> None:

@@ -4,6 +4,7 @@ recent preemptions."""
 from __future__ import annotations
 
 from tests.builders import NOW, cluster, gang, queued, running
+from webhook.controller.core.accounting import FAIR_SHARE_KEY
 from webhook.controller.core.reporting import report
 from webhook.policy.model import Policy
 from webhook.policy.queues import Queue
@@ -18,13 +19,15 @@ def test_the_report_says_where_queues_stand_and_why_gangs_wait(policy: Policy) -
                "involvedObject": {"namespace": "ml", "name": f"train-{i}"},
                "message": "Preempting: evicting gang ml/s to make room in domain a"}
               for i in range(2)]
-    kept = '{"at": 1900000000.0, "usage": {"team-a": 7200.0}}'
+    kept = {FAIR_SHARE_KEY: '{"at": 1900000000.0, "usage": {"team-a": 7200.0}}'}
     found = report(teams, cluster({"a": 2}), busy + waiting, events, NOW, kept)
     assert [(q.name, q.nominal, q.used, q.borrowed) for q in found.queues] == [
         ("default", 0, 0, 0), ("team-a", 8, 16, 8)]
     assert [(g.gang, g.queue) for g in found.waiting] == [("team-a/next", "team-a"),
                                                          ("other/low", "default")]
     assert found.waiting[0].why.startswith("Waiting: 1/1 pods present; needs 8 GPUs")
+    assert [g.reason for g in found.waiting] == ["NoDomainFits", "NoDomainFits"]
+    assert found.as_json()["waiting"][0]["reason"] == "NoDomainFits"
     (preemption,) = found.preemptions
     assert preemption.preemptor == "ml/train-0"
     assert found.as_json()["queues"][1]["borrowed"] == 8
@@ -36,7 +39,7 @@ def test_the_report_says_where_queues_stand_and_why_gangs_wait(policy: Policy) -
 
 def test_a_waiting_single_pod_is_shown_as_a_pod(policy: Policy) -> None:
     found = report(policy, cluster({"a": 1}), [*running("big", ["a-n0"]),
-                                                queued("solo", 2, ns="team-a")], [], NOW)
+                                                queued("solo", 2, ns="team-a")], [], NOW, {})
     (line,) = found.waiting
     assert (line.gang, line.pods, line.gpus) == ("pod team-a/solo", 1, 2.0)
     assert line.why == "Waiting: needs 2 GPUs on eligible nodes; 0 free"

@@ -12,6 +12,7 @@ import pytest
 from tests.builders import (
     HOUR,
     NOW,
+    POLICY_DEFAULT,
     SEAL,
     TRAINING,
     admitted,
@@ -22,21 +23,21 @@ from tests.builders import (
     raw_queued,
     running,
     single,
+    told,
     tracked,
     waits,
 )
-from webhook.controller.core.actions import Admit, describe, events_of
+from webhook.controller.core.actions import Admit, events_of
+from webhook.controller.core.criteria import PreemptionSettings
 from webhook.controller.core.deciding import (
-    POLICY_DEFAULT,
     DecideOptions,
     QueueState,
     Record,
     decide,
 )
-from webhook.controller.core.gangs import SINGLE
+from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.ordering import Order
-from webhook.controller.core.preempting import PreemptionSettings
 from webhook.controller.core.quotas import QueueSpec, Quotas
 from webhook.controller.shells.applying import record_patch, ungate_patch
 from webhook.controller.shells.cache import Cache
@@ -47,7 +48,7 @@ OFF = QueueState(preemption=PreemptionSettings(enabled=False))
 
 def one(name: str) -> str:
     """A queued single's id, as `admitted` and `waits` key it."""
-    return SINGLE + name
+    return f"pod/{name}"
 
 
 def test_a_queued_single_is_admitted_like_a_gang_of_one() -> None:
@@ -55,13 +56,13 @@ def test_a_queued_single_is_admitted_like_a_gang_of_one() -> None:
     solo = PodInfo.parse(raw, SEAL)
     (admit,) = decide(tracked(cluster({"a": 1}), [solo]), {}, NOW)
     assert isinstance(admit, Admit)
-    assert admit.gang == ("ml", one("solo"))
+    assert admit.unit == UnitId("pod", "ml", "solo")
     assert admit.anchor == solo
     assert admit.ungate == (solo,)
     assert admit.record.members == ("solo",)
     assert admit.record.size == 1
     assert admit.record.domain is None
-    assert describe(admit) == "Admitted: any domain; 1 pods, 2 GPUs"
+    assert told(admit) == "Admitted: any domain; 1 pods, 2 GPUs"
     # The durable record goes on the pod itself, in the patch that lifts its gate.
     after = jsonpatch.apply_patch(raw, record_patch(solo, admit.record, SEAL)
                                   + ungate_patch(solo, admit.record))
@@ -89,7 +90,7 @@ def test_a_queued_single_of_a_class_that_may_preempt_evicts_single_pods() -> Non
     (action,) = preempts(decide(tracked(nodes, [*busy, PodInfo.parse(raw, SEAL)]), {}, NOW))
     # The cheapest victim: the one that loses the least work.
     (victim,) = action.victims
-    assert victim.gang is None
+    assert victim.unit.kind == "pod"
     assert [p.name for p in victim.pods] == ["s0"]
     told, preemptor = events_of(action)
     assert told.message == ("Preempted: a pod of higher priority needs the room; evicted to "
@@ -152,12 +153,12 @@ def test_a_single_let_go_but_not_bound_keeps_its_room() -> None:
 def test_once_bound_a_queued_single_is_a_single_pod_again() -> None:
     bound = single("done", "a-n0", gpus=8, queued=True)
     assert bound.single
-    assert tracked([], [bound]).gangs() == {}
+    assert tracked([], [bound]).membership.gangs() == {}
     pods = [bound, *gang("train", 1, priority=TRAINING)]
     (action,) = preempts(decide(tracked(cluster({"a": 1}), pods), {}, NOW))
     (victim,) = action.victims
-    assert victim.gang is None
-    assert victim.what == "pod ml/done"
+    assert victim.unit.kind == "pod"
+    assert str(victim.unit) == "pod ml/done"
 
 
 def test_a_single_and_a_gang_of_the_same_name_stay_apart() -> None:
@@ -196,7 +197,7 @@ def test_what_could_fit_later_still_heads_the_queue(order: Order, why: str) -> N
     assert waits(actions)[one("small")] == why
 
 
-def _cached(raw: dict[str, Any]) -> set[tuple[str, str]]:
+def _cached(raw: dict[str, Any]) -> set[PodKey]:
     cache = Cache(POLICY_DEFAULT, SEAL)
     cache.list_pods([cache.parse_pod(raw)])
     return cache.gated

@@ -10,9 +10,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.builders import GPU, NOW, cluster, gang, member, node, single, tracked
+from tests.builders import GPU, NOW, POLICY_DEFAULT, cluster, gang, member, node, single, tracked
 from webhook.accelerators import Accelerators
-from webhook.controller.core.deciding import POLICY_DEFAULT, decide
+from webhook.controller.core.deciding import decide
+from webhook.controller.core.identities import PodKey
 from webhook.controller.core.objects import NodeInfo, PodInfo
 from webhook.controller.core.snapshot import Snapshot
 from webhook.controller.core.tracking import Tracked
@@ -49,22 +50,25 @@ steps = st.lists(st.tuples(st.sampled_from(["put_pod", "drop_pod", "put_node", "
 
 
 def _state(t: Tracked) -> dict[str, Any]:
-    members = {g: dict(m) for g, m in t.members.items()}
+    capacity, occupancy, membership = t.capacity, t.occupancy, t.membership
+    members = {g: dict(m) for g, m in membership.members.items()}
     return {
-        "pods": dict(t.pods), "nodes": dict(t.nodes),
-        "free": {n: {k: v for k, v in f.items() if v} for n, f in t.free.items()},
-        "free_gpu": dict(t.free_gpu), "capacity": t.capacity,
-        "held": dict(t.held), "namespaces": {k: v for k, v in t.namespace_gpus.items() if v},
-        "on_node": {n: set(k) for n, k in t.on_node.items() if k},
-        "holding": t.holding,
-        "members": members, "gated": set(t.gated),
-        "succeeded": +t.succeeded, "deleting": +t.deleting,
+        "pods": dict(t.pods), "nodes": dict(capacity.nodes),
+        "free": {n: {k: v for k, v in f.items() if v} for n, f in capacity.free.items()},
+        "free_gpu": dict(capacity.free_gpu), "capacity": capacity.total,
+        "held": dict(occupancy.held),
+        "namespaces": {k: v for k, v in occupancy.namespace_gpus.items() if v},
+        "on_node": {n: set(k) for n, k in occupancy.on_node.items() if k},
+        "holding": occupancy.holding,
+        "members": members, "gated": set(membership.gated),
+        "succeeded": +membership.succeeded, "deleting": +membership.deleting,
         "accelerators": t.accelerators,
-        "gangs": {g: (tuple(x.members), tuple(x.records)) for g, x in t.gangs().items()},
+        "gangs": {g: (tuple(x.members), tuple(x.records))
+                  for g, x in membership.gangs().items()},
     }
 
 
-def _apply(t: Tracked, pods: dict[tuple[str, str], PodInfo], nodes: dict[str, NodeInfo],
+def _apply(t: Tracked, pods: dict[PodKey, PodInfo], nodes: dict[str, NodeInfo],
            step: Step) -> None:
     kind, i = step
     pod = PODS[i]
@@ -94,52 +98,52 @@ def _apply(t: Tracked, pods: dict[tuple[str, str], PodInfo], nodes: dict[str, No
 @given(steps)
 def test_tracking_event_by_event_equals_tracking_what_is_left(sequence: list[Step]) -> None:
     t = Tracked(POLICY_DEFAULT)
-    pods: dict[tuple[str, str], PodInfo] = {}
+    pods: dict[PodKey, PodInfo] = {}
     nodes: dict[str, NodeInfo] = {}
     for step in sequence:
         _apply(t, pods, nodes, step)
         # Read the caches as rounds do, so later steps must keep them current.
-        t.domain_rooms(PODS[0], "nvidia.com/gpu.clique")
-        t.gangs()
+        t.capacity.domain_rooms(PODS[0], "nvidia.com/gpu.clique")
+        t.membership.gangs()
         t.room_below(2000, 4)
-        t.costs(("all",), NODE_NAMES, frozenset())
+        t.occupancy.costs(("all",), NODE_NAMES, frozenset())
     fresh = Tracked.of(nodes.values(), pods.values(), POLICY_DEFAULT)
     assert _state(t) == _state(fresh)
     anchor = PODS[0]
     for key in ("nvidia.com/gpu.clique", "kubernetes.io/hostname"):
-        assert t.domain_rooms(anchor, key) == fresh.domain_rooms(anchor, key)
-        assert t.capacities(anchor, key) == fresh.capacities(anchor, key)
-    assert t.eligible_nodes(anchor) == fresh.eligible_nodes(anchor)
+        assert t.capacity.domain_rooms(anchor, key) == fresh.capacity.domain_rooms(anchor, key)
+        assert t.capacity.capacities(anchor, key) == fresh.capacity.capacities(anchor, key)
+    assert t.capacity.eligible_nodes(anchor) == fresh.capacity.eligible_nodes(anchor)
     for priority, size in ((2000, 4), (1, 1), (100000, 8)):
         assert t.room_below(priority, size) == fresh.room_below(priority, size)
     now = NOW + 1
     for deficit in (1, 4, 8, 20):
         for spared in (frozenset(), frozenset({"ml"})):
-            assert t.costs(("all",), NODE_NAMES, spared).bound(deficit, now) \
-                == fresh.costs(("all",), NODE_NAMES, spared).bound(deficit, now)
+            assert t.occupancy.costs(("all",), NODE_NAMES, spared).bound(deficit, now) \
+                == fresh.occupancy.costs(("all",), NODE_NAMES, spared).bound(deficit, now)
 
 
 def test_a_policy_reload_counts_the_new_accelerators_everywhere() -> None:
     pods = [single("s", "n-0", gpus=2), single("t", "n-0", gpus=1)]
     pods = [dataclasses.replace(p, requests={NEURON: p.requests[GPU], "cpu": 1}) for p in pods]
     t = tracked(NODES, pods)
-    assert t.held == {}
+    assert t.occupancy.held == {}
     t.count_as(POLICY_DEFAULT.including([NEURON]))
-    assert t.held == {("ml", "s"): 2, ("ml", "t"): 1}
-    assert t.free_gpu["n-0"] == 5
-    assert t.capacity == 40
+    assert t.occupancy.held == {PodKey("ml", "s"): 2, PodKey("ml", "t"): 1}
+    assert t.capacity.free_gpu["n-0"] == 5
+    assert t.capacity.total == 40
 
 
 def test_a_round_leaves_the_tracked_cluster_as_it_was() -> None:
     pods = [*gang("g", 4), *gang("big", 3), single("s", "a-n0", gpus=8)]
     t = tracked(cluster({"a": 4, "b": 2}), pods)
     before = _state(t)
-    free_before = {n: dict(f) for n, f in t.free.items()}
+    free_before = {n: dict(f) for n, f in t.capacity.free.items()}
     snap = Snapshot(t)
     snap.take("b-n0", {GPU: 8})
     assert decide(t, {}, 0.0)
     assert _state(t) == before
-    assert t.free == free_before
+    assert t.capacity.free == free_before
 
 
 def test_a_snapshot_asked_for_domain_totals_late_counts_what_it_took_before() -> None:
@@ -147,14 +151,14 @@ def test_a_snapshot_asked_for_domain_totals_late_counts_what_it_took_before() ->
     snap = Snapshot(t)
     snap.take("a-n0", {GPU: 8})
     assert snap.domain_free(PODS[0], "nvidia.com/gpu.clique") == {"a": 8, "b": 16}
-    assert {d: r.total for d, r in t.domain_rooms(PODS[0], "nvidia.com/gpu.clique").items()
-            } == {"a": 16, "b": 16}
+    rooms = t.capacity.domain_rooms(PODS[0], "nvidia.com/gpu.clique")
+    assert {d: r.total for d, r in rooms.items()} == {"a": 16, "b": 16}
 
 
 def test_counting_slices_recorded_on_pods_of_an_older_policy() -> None:
     recorded = member("r", 0, gated=False, node_name="n-0", recorded=NEURON, resource=NEURON)
     t = tracked(NODES, [recorded], Accelerators.of([GPU]))
     assert NEURON in t.accelerators.names
-    assert t.free_gpu["n-0"] == 0
+    assert t.capacity.free_gpu["n-0"] == 0
     t.drop_pod(recorded.key)
     assert NEURON not in t.accelerators.names

@@ -23,9 +23,11 @@ from tests.builders import (
     waits,
 )
 from webhook.controller.core.actions import Admit, Finish, Ignore
+from webhook.controller.core.budgets import Budget
+from webhook.controller.core.criteria import PreemptionSettings
 from webhook.controller.core.deciding import QueueState, decide
+from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.preempting import Budget, PreemptionSettings
 from webhook.controller.core.quotas import QueueSpec, Quotas
 from webhook.controller.core.records import PreemptionRecord, Record, Seal
 from webhook.keys import PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
@@ -99,7 +101,8 @@ def _resumed(victims: list[PodInfo], state: QueueState, ns: str = "ml",
     (running("s", ["a-n0", "a-n1"], priority=INFERENCE), QueueState(),
      "no longer has a lower priority"),
     (running("s", ["a-n0", "a-n1"]),
-     QueueState(budgets=(Budget("ml/s", 1, frozenset({("ml", "s-0"), ("ml", "s-1")})),)),
+     QueueState(budgets=(Budget("ml/s", 1, frozenset({PodKey("ml", "s-0"),
+                                                       PodKey("ml", "s-1")})),)),
      "PodDisruptionBudget ml/s"),
 ])
 def test_a_resumed_preemption_passes_the_checks_of_a_fresh_plan(
@@ -107,7 +110,7 @@ def test_a_resumed_preemption_passes_the_checks_of_a_fresh_plan(
     actions = _resumed(victims, state)
     assert not [v for p in preempts(actions) for v in p.victims]
     (ignored,) = [a for a in actions if isinstance(a, Ignore)]
-    assert ignored.gang == ("ml", "train")
+    assert ignored.unit == UnitId("gang", "ml", "train")
     assert why in ignored.message
 
 

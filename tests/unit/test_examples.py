@@ -6,23 +6,18 @@ from __future__ import annotations
 
 import fnmatch
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from tests.commands import airlock
+
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "policies"
 EXAMPLE_POLICIES = sorted(p for p in (POLICIES / "examples").iterdir() if p.is_dir())
 EXAMPLE_FILES = sorted((ROOT / "examples").rglob("*.yaml"))
-
-
-def airlock(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "webhook", *args], capture_output=True,
-                          text=True, cwd=cwd, check=False)
 
 
 def _complete(example: Path, tmp_path: Path) -> Path:

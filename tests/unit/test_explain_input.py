@@ -5,12 +5,12 @@ shipped default policy from any directory."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
+
+from tests.commands import Done, airlock
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "policies"
@@ -33,19 +33,14 @@ metadata: {name: w1}
 """
 
 
-def airlock(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "webhook", *args], capture_output=True,
-                          text=True, cwd=cwd, check=False)
-
-
-def explain(tmp_path: Path, text: str, *extra: str) -> subprocess.CompletedProcess[str]:
+def explain(tmp_path: Path, text: str, *extra: str) -> Done:
     f = tmp_path / "objects.yaml"
     f.write_text(text)
     return airlock("explain", "-f", str(f), "--policies", str(POLICIES), "-o", "json",
                    *extra)
 
 
-def workloads(done: subprocess.CompletedProcess[str]) -> list[str]:
+def workloads(done: Done) -> list[str]:
     return [orjson.loads(line)["workload"] for line in done.stdout.splitlines()]
 
 
@@ -132,10 +127,8 @@ def test_a_checkout_uses_its_own_policies_quietly() -> None:
 
 
 def test_objects_from_stdin(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "webhook", "explain", "-f", "-", "--policies", str(POLICIES),
-         "-o", "json"], input=f"{DEPLOYMENT}---\n{WIDGET}", capture_output=True, text=True,
-        cwd=tmp_path, check=False)
+    done = airlock("explain", "-f", "-", "--policies", str(POLICIES), "-o", "json",
+                   stdin=f"{DEPLOYMENT}---\n{WIDGET}", cwd=tmp_path)
     assert done.returncode == 0
     assert workloads(done) == ["Deployment/web"]
     assert "<stdin>:11: Widget/w1: unknown kind" in done.stderr

@@ -22,13 +22,14 @@ from tests.builders import (
     pod,
     policy_yaml,
     snapshot,
+    told,
     tracked,
     waits,
 )
 from webhook.accelerators import Accelerators
 from webhook.admission.explaining import explain_pod
 from webhook.admission.mutating import mutate
-from webhook.controller.core.deciding import decide, describe
+from webhook.controller.core.deciding import decide
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CLASS_LABEL,
@@ -366,7 +367,7 @@ def test_a_gang_of_slices_is_admitted_and_told_in_gpu_equivalents() -> None:
     fits = decide(tracked(nodes, gang("g", 7, gpus=1, resource=MIG_1G), accelerators=counted),
                   {}, NOW)
     assert admitted(fits) == {"g": "d0"}
-    assert describe(fits[0]) == "Admitted: domain d0; 7 pods, 1 GPUs"
+    assert told(fits[0]) == "Admitted: domain d0; 7 pods, 1 GPUs"
     too_big = decide(tracked(nodes, gang("h", 8, gpus=1, resource=MIG_1G), accelerators=counted),
                      {}, NOW)
     assert waits(too_big) == {"h": "Waiting: 8/8 pods present; needs 8/7 GPUs in one "

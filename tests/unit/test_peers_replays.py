@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench.peering.manifests import (
+from bench.peers.manifests import (
     ATTEMPT_LABEL,
     JOB_LABEL,
     Attempt,
@@ -16,18 +16,21 @@ from bench.peering.manifests import (
     pod_group,
     pods,
 )
-from bench.peering.recording import Recorder, Restart, Run
-from bench.peering.reporting import gap, markdown
-from webhook.keys import CLASS_LABEL, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION
-from webhook.policy.model import Policy
-from webhook.sandbox.operating import merge_webhooks
-from webhook.sandbox.peers import (
+from bench.peers.measuring import main, parser
+from bench.peers.peers import (
     COSCHEDULER,
+    COSCHEDULING,
+    KUEUE,
     KUEUE_GROUP_COUNT,
     KUEUE_GROUP_LABEL,
     KUEUE_QUEUE_LABEL,
     POD_GROUP_LABEL,
 )
+from bench.peers.recording import Recorder, Restart, Run
+from bench.peers.reporting import gap, markdown
+from webhook.keys import CLASS_LABEL, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION
+from webhook.policy.model import Policy
+from webhook.sandbox.manifests import merge_webhooks
 from webhook.simulation.timelines import summarize
 from webhook.simulation.traces import Job
 
@@ -204,3 +207,15 @@ def test_inline_kustomize_patches_narrow_the_webhooks_they_name() -> None:
                                      "namespaceSelector": selector}
     assert merged["webhooks"][1] == {"name": "mjob.kb.io"}
     assert "namespaceSelector" not in doc["webhooks"][0]  # the input is left alone
+
+
+def test_build_takes_the_peers_by_name_and_refuses_unknown_ones(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert parser().parse_args(["--build", "kueue, coscheduling"]).build == \
+        [KUEUE, COSCHEDULING]
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--build", "kueue,volcano"])
+    assert "unknown peer volcano; known: coscheduling, kueue" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # neither a trace to replay nor peers to build
+        main([])
+    assert "--trace is required (or --build NAMES)" in capsys.readouterr().err

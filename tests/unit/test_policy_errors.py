@@ -3,12 +3,11 @@ testdata/policies/<case>/, each beside a link to the same valid base file."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.commands import airlock
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.policy.sources import read_documents
 
@@ -114,8 +113,7 @@ def test_lines_follow_multi_documents_and_merge_keys(tmp_path: Path) -> None:
 
 def test_lint_prints_file_line_and_exits_1() -> None:
     directory = DATA / "unknown-key"
-    out = subprocess.run([sys.executable, "-m", "webhook", "lint", str(directory)],
-                         capture_output=True, text=True)
+    out = airlock("lint", str(directory))
     assert out.returncode == 1
     assert out.stdout.splitlines() == [
         f"{directory}/10-scope.yaml:7: spec.scope.excludedNamespace: unknown field (check "

@@ -15,12 +15,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-from webhook.sandbox.operating import (
-    crds,
-    rotator_secret,
-    store_manifests,
-    webhook_configurations,
-)
+from webhook.sandbox.manifests import crds, store_manifests, webhook_configurations
 from webhook.sandbox.operators import (
     CERT_MANAGER,
     JOBSET,
@@ -30,6 +25,7 @@ from webhook.sandbox.operators import (
     select,
 )
 from webhook.sandbox.options import add_sandbox_arguments
+from webhook.sandbox.rotators import rotator_secret
 
 
 def test_all_names_every_operator_once() -> None:

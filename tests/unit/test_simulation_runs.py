@@ -4,20 +4,19 @@ own decisions and under the stock scheduler."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.builders import with_grant, with_queued
+from tests.commands import Done, airlock
 from webhook.controller.core.deciding import DecideOptions
 from webhook.controller.core.ordering import Order
 from webhook.keys import ClassName
 from webhook.policy.model import NamespaceAccess, Policy
 from webhook.simulation.clusters import Shape
 from webhook.simulation.simulating import simulate
-from webhook.simulation.timelines import Timeline, summarize, whole_periods
+from webhook.simulation.timelines import Timeline, summarize
 from webhook.simulation.traces import Job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -191,18 +190,8 @@ def test_figures_from_timelines_alone() -> None:
     assert figures["utilization"] == round((8 * 40 + 8 * 25) / (16 * 60), 4)
 
 
-def test_a_real_runs_pod_history_gives_the_job_runs() -> None:
-    # Three pods of a 3-pod job: all bound from 20 to 50; one lost at 50 and replaced at
-    # 70; all done at 100.
-    holds = [(10.0, 50.0, 8), (15.0, 100.0, 8), (20.0, 100.0, 8), (70.0, 100.0, 8)]
-    assert whole_periods(holds, 3) == [(20.0, 50.0), (70.0, 100.0)]
-    assert whole_periods(holds[:2], 3) == []
-
-
-def _airlock(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "webhook", "simulate", *args,
-                           "--policies", str(ROOT / "policies")],
-                          capture_output=True, text=True, check=False, cwd=ROOT)
+def _airlock(*args: str) -> Done:
+    return airlock("simulate", *args, "--policies", str(ROOT / "policies"))
 
 
 def test_the_command_on_the_example_trace() -> None:

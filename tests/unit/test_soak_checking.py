@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench.soaking.checking import Findings, Seen, check
+from bench.soak.checking import Findings, Seen, check
 from tests.builders import NOW, SEAL, raw_member
 from webhook.controller.core.records import PreemptionRecord, Record
 from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION

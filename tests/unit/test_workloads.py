@@ -1,6 +1,7 @@
-"""Each workload kind expands into the pods its controller makes at the pinned versions:
-names, labels, annotations and owners (table-driven, one row per behaviour), and
-malformed objects are refused at the field that is wrong."""
+"""Each workload kind expands into the pods its controller makes at the pinned versions
+(each operator's `making`, gathered by the registry): names, labels, annotations and
+owners (table-driven, one row per behaviour, a name row per kind), and malformed objects
+are refused at the field that is wrong."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from typing import Any
 import pytest
 
 from tests.builders import make_policy, replica_specs, template, workload
+from webhook.operators.registry import EXPANSIONS, supported
+from webhook.operators.sizing import owner_size
 from webhook.workloads.documents import parse_documents
 from webhook.workloads.expansions import Context, Expansion
+from webhook.workloads.kinds import group_kind
 from webhook.workloads.objects import WorkloadError, dotted
-from webhook.workloads.registry import EXPANSIONS, group_kind, supported
-from webhook.workloads.sizing import owner_size
 
 CTX = Context(now=datetime(2026, 11, 23, 17, 30, 42, tzinfo=UTC))
 MINUTE = int(datetime(2026, 11, 23, 17, 30, tzinfo=UTC).timestamp()) // 60
@@ -91,6 +93,18 @@ NAMES: dict[str, tuple[dict[str, Any], list[str]]] = {
     "pytorchjob": (workload("kubeflow.org/v1", "PyTorchJob", "ft",
                             pytorchReplicaSpecs=replica_specs(Master=1, Worker=2)),
                    ["ft-master-0", "ft-worker-0", "ft-worker-1"]),
+    "tfjob": (workload("kubeflow.org/v1", "TFJob", "tf",
+                       tfReplicaSpecs=replica_specs(Chief=1, PS=1, Worker=2)),
+              ["tf-chief-0", "tf-ps-0", "tf-worker-0", "tf-worker-1"]),
+    "xgboostjob": (workload("kubeflow.org/v1", "XGBoostJob", "xgb",
+                            xgbReplicaSpecs=replica_specs(Master=1, Worker=1)),
+                   ["xgb-master-0", "xgb-worker-0"]),
+    "paddlejob": (workload("kubeflow.org/v1", "PaddleJob", "pd",
+                           paddleReplicaSpecs=replica_specs(Worker=2)),
+                  ["pd-worker-0", "pd-worker-1"]),
+    "jaxjob": (workload("kubeflow.org/v1", "JAXJob", "jax",
+                        jaxReplicaSpecs=replica_specs(Worker=2)),
+               ["jax-worker-0", "jax-worker-1"]),
     "mpijob: launcher and workers": (
         workload("kubeflow.org/v1", "MPIJob", "bert",
                  mpiReplicaSpecs=replica_specs(Launcher=1, Worker=2)),
@@ -136,6 +150,10 @@ def test_pod_names(case: str) -> None:
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=True):
         assert fnmatch.fnmatchcase(g, e), (g, e)
+
+
+def test_every_kind_has_a_name_row() -> None:
+    assert {group_kind(obj) for obj, _ in NAMES.values()} == set(EXPANSIONS)
 
 
 def test_the_rayjob_cluster_name_has_five_generated_characters() -> None:

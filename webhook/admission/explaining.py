@@ -1,10 +1,10 @@
 """`airlock explain`: what admission would do to the pods of some files, offline.
 
 The files hold what people write: Pods, and the workloads that make them (Deployments,
-Jobs, JobSets, PyTorchJobs, ...), which `webhook.workloads` expands into the pods their
-controllers would create. Each pod then runs through the very engine the server runs
-(mutate, apply the patch, validate the result, as the apiserver would), so what it
-prints is what a cluster gets.
+Jobs, JobSets, PyTorchJobs, ...), which each operator's expansion (`webhook.operators`)
+turns into the pods its controller would create. Each pod then runs through the very
+engine the server runs (mutate, apply the patch, validate the result, as the apiserver
+would), so what it prints is what a cluster gets.
 
 At most MAX_PODS_PER_TEMPLATE pods of each template are explained: the rest differ only in
 their index, and `replicas: 1000` should not print 1000 pods. The output says how many
@@ -27,15 +27,16 @@ import yaml
 from webhook.admission import engine
 from webhook.admission.reviews import Request
 from webhook.keys import IGNORE_NAMESPACE_LABEL, QUEUED_ANNOTATION
+from webhook.operators.registry import EXPANSIONS, supported
+from webhook.operators.sizing import owner_size
 from webhook.pods import PodShapeError, PodView
 from webhook.policy.classifying import classify
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.policy.model import Policy
 from webhook.workloads.documents import Document, parse_documents
 from webhook.workloads.expansions import Context, Expansion
+from webhook.workloads.kinds import NO_PODS, group_kind
 from webhook.workloads.objects import WorkloadError
-from webhook.workloads.registry import EXPANSIONS, NO_PODS, group_kind, supported
-from webhook.workloads.sizing import owner_size
 from webhook.workloads.templates import display_name
 
 MAX_PODS_PER_TEMPLATE = 4

@@ -114,29 +114,12 @@ def _priority(b: PatchBuilder, pod: PodView, spec: ClassSpec, policy: Policy) ->
     return warnings
 
 
-# A policy toleration in the pod's form, by the model's id; each entry holds its model,
-# so the id is not reused while it is a key. Not an lru_cache: hashing a pydantic model
-# on every request cost as much as the conversion it saved.
-_TOLERATIONS: dict[int, tuple[Toleration, _TolerationKey, dict[str, object]]] = {}
-
-
-def _toleration(t: Toleration) -> tuple[Toleration, _TolerationKey, dict[str, object]]:
-    entry = _TOLERATIONS.get(id(t))
-    if entry is None:
-        if len(_TOLERATIONS) >= 256:
-            _TOLERATIONS.clear()
-        wanted = t.as_k8s()
-        entry = _TOLERATIONS[id(t)] = (t, _toleration_key(wanted), wanted)
-    return entry
-
-
 def _tolerations(b: PatchBuilder, pod: PodView, tolerations: tuple[Toleration, ...]) -> None:
     present = [_toleration_key(p) for p in pod.tolerations]
     for t in tolerations:
-        _, key, wanted = _toleration(t)
-        if key not in present:
-            b.append("tolerations", wanted)
-            present.append(key)
+        if t.identity not in present:
+            b.append("tolerations", t.k8s)
+            present.append(t.identity)
 
 
 def _node_affinity_exists(affinity: dict[str, Any], key: str) -> bool:

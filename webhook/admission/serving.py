@@ -126,7 +126,7 @@ class WebhookServer:
     def http_server(self) -> web.Server:
         """aiohttp's low-level server with a route per path: five fixed endpoints need no
         Application, router or middleware chain, which cost a review about 4% of its
-        instructions (bench/README.md, "The hot path")."""
+        instructions (docs/benchmarks.md, "Admission")."""
         routes = self._routes()
         loop = asyncio.get_running_loop()
 

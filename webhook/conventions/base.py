@@ -1,6 +1,8 @@
-"""What a gang convention is: one small module that recognises its operator's pods and,
+"""What a gang convention is: one small class that recognises its operator's pods and,
 when only the operator's object states the gang's size, says where that object is and how
-to read the size off it. Everything here is pure: the controller does the reading."""
+to read the size off it; and the helpers conventions share. Each operator's convention is
+its `reading` module in webhook/operators/<name>/. Everything here is pure: the
+controller does the reading."""
 
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from webhook.conventions.base import Membership
-from webhook.conventions.registry import membership_of
 from webhook.keys import (
     CLASS_LABEL,
     CLASSES,
@@ -22,6 +21,7 @@ from webhook.keys import (
     RULE_ANNOTATION,
     ClassName,
 )
+from webhook.operators.registry import membership_of
 from webhook.pods import PodView
 from webhook.policy.model import Match, Policy, Rule
 
@@ -94,20 +94,15 @@ def _checks(match: Match) -> tuple[Check, ...]:
 
 # A rule compiled: the rule, its checks, and the reason a Decision it makes gives.
 CompiledRule = tuple[Rule, tuple[Check, ...], str]
-# The rules of the policies in use, compiled. Each entry holds its policy, so an id is
-# never reused while it is a key; a reload adds one entry and the oldest goes.
-_COMPILED: dict[int, tuple[Policy, tuple[CompiledRule, ...]]] = {}
+
+
+def _compile(policy: Policy) -> tuple[CompiledRule, ...]:
+    return tuple((rule, _checks(rule.match), f"policy rule {rule.name}")
+                 for rule in policy.rules)
 
 
 def _compiled_rules(policy: Policy) -> tuple[CompiledRule, ...]:
-    entry = _COMPILED.get(id(policy))
-    if entry is None:
-        entry = (policy, tuple((rule, _checks(rule.match), f"policy rule {rule.name}")
-                               for rule in policy.rules))
-        if len(_COMPILED) >= 4:
-            del _COMPILED[next(iter(_COMPILED))]
-        _COMPILED[id(policy)] = entry
-    return entry[1]
+    return policy.derived("classifying.rules", _compile)
 
 
 def _scope_exclusion(

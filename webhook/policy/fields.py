@@ -3,9 +3,14 @@ error) and the Kubernetes toleration, which classes and GPU slices both add to p
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# A DNS-label-like name: PriorityClasses, rules, topology levels.
+NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 class Strict(BaseModel):
@@ -38,5 +43,14 @@ class Toleration(Strict):
             raise ValueError("tolerationSeconds needs effect NoExecute")
         return self
 
-    def as_k8s(self) -> dict[str, object]:
+    @functools.cached_property
+    def k8s(self) -> dict[str, object]:
+        """As a pod spec writes it; made once per toleration, as it is added to pods on
+        every admission (a frozen model never changes)."""
         return self.model_dump(by_alias=True, exclude_none=True)
+
+    @functools.cached_property
+    def identity(self) -> tuple[object, object, object, object]:
+        """What makes two tolerations the same: key, operator (Equal by default), value,
+        effect."""
+        return self.key, self.operator, self.value, self.effect

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from fractions import Fraction
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar, cast
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, field_validator, model_validator
 
 from webhook.accelerators import Accelerators, name_problem
 from webhook.keys import (
@@ -24,137 +24,24 @@ from webhook.keys import (
     SYSTEM_NAMESPACE,
     ClassName,
 )
+from webhook.policy.classes import (
+    ClassSpec,
+    PriorityClassSpec,
+    TopologyPlacement,
+)
+from webhook.policy.fields import NAME, Toleration
 from webhook.policy.fields import Strict as _Strict
-from webhook.policy.fields import Toleration
 from webhook.policy.queues import FairShareSpec, PreemptionSpec, Queue
+from webhook.policy.rules import Match, Rule
 from webhook.policy.slices import GpuSlices, Slice
 from webhook.policy.sources import Loc
 
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 # A Kubernetes label key: an optional DNS-subdomain prefix and `/`, then a name.
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*"
                         r"[A-Za-z0-9])?$")
 
 
-PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
-TopologyMode = Literal["required", "preferred"]
-
-
-class PriorityClassSpec(_Strict):
-    name: str = Field(description="Name of the PriorityClass pods of this class get.")
-    value: int = Field(
-        ge=-2_147_483_648,
-        le=1_000_000_000,
-        description="The PriorityClass value (user classes may not exceed 1e9).",
-    )
-    preemption_policy: PreemptionPolicy = Field(
-        "PreemptLowerPriority",
-        alias="preemptionPolicy",
-        description="`Never` lets the class wait instead of evicting lower-priority pods.",
-    )
-    override_user: bool = Field(
-        False,
-        alias="overrideUser",
-        description="Replace a priorityClassName the user set. By default Airlock keeps it "
-        "and warns.",
-    )
-
-    @field_validator("name")
-    @classmethod
-    def _dns_name(cls, v: str) -> str:
-        if not _NAME.match(v) or len(v) > 253:
-            raise ValueError(f"{v!r} is not a valid PriorityClass name (DNS subdomain)")
-        return v
-
-
-class TopologyPlacement(_Strict):
-    level: str = Field(description="A level named in `topology.levels`.")
-    mode: TopologyMode = Field(
-        "preferred",
-        description="`required`: the whole gang in one domain of this level or not at all. "
-        "`preferred`: the best single domain if one fits, else the gang may span domains.",
-    )
-
-
-class ClassSpec(_Strict):
-    priority_class: PriorityClassSpec = Field(
-        alias="priorityClass", description="The PriorityClass pods of this class get.")
-    tolerations: tuple[Toleration, ...] = Field(
-        (), description="Added to the pod when it lacks them (e.g. for tainted GPU nodes).")
-    topology: TopologyPlacement | None = Field(
-        None, description="Where a gang of this class must or should land."
-    )
-    gate_gangs: bool = Field(
-        True,
-        alias="gateGangs",
-        description="Add the scheduling gate to pods in a gang, so the controller starts "
-        "the gang whole.",
-    )
-    placement: Literal["none", "spread", "pack"] = Field(
-        "none",
-        description="For single pods: `spread` replicas across domains of `placementLevel` "
-        "(resilience), or `pack` them together (free whole nodes for gangs).",
-    )
-    placement_level: str = Field(
-        "host",
-        alias="placementLevel",
-        description="The topology level `placement` spreads or packs over.",
-    )
-    queued: bool | None = Field(
-        None,
-        description="Whether single pods of the class wait in their team's queue (gated, "
-        "admitted like a gang of one). Default: true for training and scavenger, false "
-        "for inference, where latency matters. Gangs always queue.",
-    )
-    requires_grant: bool = Field(
-        False,
-        alias="requiresGrant",
-        description="Whether a pod may ask for this class itself (the `gpu-airlock.io/class` "
-        "label, or its PriorityClass by name), where the rules would give it another, only "
-        "in namespaces a `grants` entry names. An ask that is not granted is denied (the "
-        "label) or replaced by the pod's own class's PriorityClass.",
-    )
-
-
-class Match(_Strict):
-    """All given conditions must hold; a list condition holds when any item matches."""
-
-    labels: dict[str, str] = Field(default_factory=dict, description="Labels with these values.")
-    has_any_label: tuple[str, ...] = Field(
-        (), alias="hasAnyLabel", description="Label keys; at least one present.")
-    lacks_labels: tuple[str, ...] = Field(
-        (), alias="lacksLabels", description="Label keys; none present.")
-    annotations: dict[str, str] = Field(
-        default_factory=dict, description="Annotations with these values.")
-    has_any_annotation: tuple[str, ...] = Field(
-        (), alias="hasAnyAnnotation", description="Annotation keys; at least one present.")
-    owner_kinds: tuple[str, ...] = Field(
-        (), alias="ownerKinds", description="Kind of the pod's controlling owner."
-    )
-    images: tuple[str, ...] = Field(
-        (), description="Shell-style globs; any container image matching any glob."
-    )
-    namespaces: tuple[str, ...] = Field((), description="Shell-style globs on the namespace.")
-    requests: tuple[str, ...] = Field(
-        (), description="Resource names; the pod requests at least one of them."
-    )
-    in_gang: bool | None = Field(
-        None, alias="inGang", description="Whether a gang convention recognised the pod."
-    )
-
-
-class Rule(_Strict):
-    name: str = Field(description="Unique across all files; recorded on the pod it decides.")
-    class_: ClassName = Field(alias="class", description="The class the rule gives.")
-    match: Match = Field(default_factory=Match,
-                         description="Conditions; an empty match matches every GPU pod.")
-
-    @field_validator("name")
-    @classmethod
-    def _rule_name(cls, v: str) -> str:
-        if not _NAME.match(v) or len(v) > 63:
-            raise ValueError(f"{v!r}: rule names are lowercase letters, digits, '-' and '.'")
-        return v
+T = TypeVar("T")
 
 
 class TopologyLevel(_Strict):
@@ -164,7 +51,7 @@ class TopologyLevel(_Strict):
     @field_validator("name")
     @classmethod
     def _level_name(cls, v: str) -> str:
-        if not _NAME.match(v):
+        if not NAME.match(v):
             raise ValueError(f"{v!r}: level names are lowercase letters, digits, '-' and '.'")
         return v
 
@@ -327,6 +214,8 @@ class Policy(_Strict):
     preemption: PreemptionSpec = PreemptionSpec()
     slices: tuple[Slice, ...] = ()
     sources: tuple[str, ...] = ()
+    # Views derived from the policy once, by whoever reads it (`derived`).
+    _derived: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -355,6 +244,14 @@ class Policy(_Strict):
             if any(fnmatch.fnmatchcase(namespace, g) for g in access.namespaces):
                 return access.classes
         return CLASSES
+
+    def derived(self, name: str, make: Callable[[Policy], T]) -> T:
+        """`make(self)`, made once: the rules compiled for classification, say, which run
+        on every admission request. A policy never changes; a reload makes a new one."""
+        found = self._derived.get(name)
+        if found is None:
+            found = self._derived[name] = make(self)
+        return cast(T, found)
 
     def granted(self, cls: ClassName, namespace: str) -> bool:
         """Whether pods of `namespace` may ask for `cls` themselves (`requiresGrant`)."""

@@ -4,22 +4,17 @@ local control plane, and Helm for the chart's tests.
 Taken from `KUBEBUILDER_ASSETS` when a user already has envtest binaries, otherwise built
 from the official Go modules at pinned versions (webhook.sandbox.gobuilding) and cached
 outside the repository, per version, so only the first run pays the minutes of the build.
-
-    python -m webhook.sandbox.binaries          # build or reuse; prints the paths
-    python -m webhook.sandbox.binaries --helm   # and Helm
+`python -m webhook.sandbox.building` builds them ahead.
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from webhook.sandbox.gobuilding import BuildError, GoModule, GoTool, Progress, ensure
+from webhook.sandbox.gobuilding import GoModule, GoTool, Progress, ensure
 
 KUBERNETES_VERSION = "v1.34.4"
 STAGING_VERSION = "v0.34.4"
@@ -134,50 +129,3 @@ def ensure_binaries(progress: Progress = print) -> Binaries:
 def ensure_helm(progress: Progress = print) -> Path:
     """Helm, for the chart's tests; the sandbox itself never needs it."""
     return ensure(HELM, progress)["helm"]
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Build or reuse the binaries, with `--operators NAMES|all` the operators too (the
-    test suite's operator tests need them; building first says how long it takes), and
-    with `--helm` Helm."""
-    from webhook.sandbox.operating import build_operators
-    from webhook.sandbox.operators import UnknownOperator, select
-    from webhook.sandbox.peers import PEERS
-
-    parser = argparse.ArgumentParser(prog="python -m webhook.sandbox.binaries")
-    parser.add_argument("--operators", default="", metavar="NAMES",
-                        help="also build these operators (comma-separated, or all)")
-    parser.add_argument("--peers", default="", metavar="NAMES",
-                        help=f"also build these peers for bench.peers ({', '.join(PEERS)})")
-    parser.add_argument("--helm", action="store_true",
-                        help="also build helm (the chart's tests need it)")
-    args = parser.parse_args(argv)
-    peers = [n.strip() for n in args.peers.split(",") if n.strip()]
-    if unknown := [n for n in peers if n not in PEERS]:
-        print(f"error: unknown peer {', '.join(unknown)}; known: {', '.join(PEERS)}",
-              file=sys.stderr)
-        return 1
-
-    def progress(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    try:
-        binaries = ensure_binaries(progress)
-        operators = build_operators(select(args.operators), progress) \
-            if args.operators else []
-        operators += build_operators([PEERS[n] for n in peers], progress)
-        helm = ensure_helm(progress) if args.helm else None
-    except (BuildError, UnknownOperator) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    for field in dataclasses.fields(binaries):
-        print(f"{field.name.replace('_', '-')}: {getattr(binaries, field.name)}")
-    if helm is not None:
-        print(f"helm: {helm}")
-    for op in operators:
-        print(f"operator {op.name}: built")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

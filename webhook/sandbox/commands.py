@@ -22,7 +22,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from webhook.keys import CLASS_LABEL, GATE
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.sandbox import wiring
-from webhook.sandbox.binaries import ensure_binaries
+from webhook.sandbox.binaries import Binaries, ensure_binaries
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import ControlPlane, stop_process_group
 from webhook.sandbox.gobuilding import BuildError, cache_root
@@ -35,9 +35,9 @@ from webhook.sandbox.nodes import (
     lease_seconds,
     topology,
 )
-from webhook.sandbox.operating import OperatorError, build_operators, start_operators
-from webhook.sandbox.operators import TRAINING_OPERATOR
-from webhook.sandbox.processes import start_controller, start_webhook
+from webhook.sandbox.operating import build_operators, start_operators
+from webhook.sandbox.operators import TRAINING_OPERATOR, Operator, OperatorError
+from webhook.sandbox.processes import Webhook, start_controller, start_webhook
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo"
 
@@ -94,6 +94,55 @@ def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def _record(state: dict[str, Any], name: str, pid: int, log: Path) -> None:
+    state["processes"].append({"name": name, "pid": pid, "log": str(log)})
+
+
+def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
+           binaries: Binaries, operators: list[Operator], shape: Shape,
+           hook_starting: concurrent.futures.Future[Webhook]) -> tuple[
+               ControlPlane, Webhook, NodeTimes]:
+    """The control plane, the webhook already starting, the wiring, the controller and
+    the operators; each process in `state` as soon as it runs, so `down` can stop
+    whatever started even if a later step fails."""
+    plane = ControlPlane(binaries, workdir=state_dir, detached=True,
+                         node_lease_seconds=lease_seconds(args.nodes)).start()
+    state.update(kubeconfig=str(plane.admin_kubeconfig), apiserver=plane.url)
+    for c in plane.components:
+        _record(state, c.name, c.process.pid, c.log)
+    _write_state(state_dir, state)
+    parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in plane.timings.items())
+    print(f"control plane ready in {plane.start_seconds:.1f}s ({parts})", file=sys.stderr)
+    hook = hook_starting.result()
+    state["webhook"] = hook.url
+    _record(state, "airlock-webhook", hook.running.process.pid, hook.running.log)
+    _write_state(state_dir, state)
+    controller_kubeconfig, times = asyncio.run(
+        _wire(plane, hook.url, hook.certs.ca.read_bytes(), shape, args.policies))
+    controller = start_controller(state_dir, controller_kubeconfig, args.policies,
+                                  detached=True)
+    _record(state, "airlock-controller", controller.process.pid, controller.log)
+    _write_state(state_dir, state)
+    if operators:
+        operators_started = time.monotonic()
+        for op in start_operators(operators, state_dir, plane.admin_kubeconfig,
+                                  plane.pki.ca, _progress, detached=True):
+            _record(state, op.name, op.process.pid, op.log)
+        _write_state(state_dir, state)
+        print(f"operators {', '.join(o.name for o in operators)} ready in "
+              f"{time.monotonic() - operators_started:.1f}s", file=sys.stderr)
+    return plane, hook, times
+
+
+def _say_up(shape: Shape, times: NodeTimes, hook: Webhook, state_dir: Path) -> None:
+    mig = ", ".join(f"{p}={n}" for p, n in shape.mig)
+    print(f"{shape.nodes} fake GPU nodes ({shape.gpus_per_node} GPUs each)"
+          f"{f' and {shape.mig_nodes} MIG nodes ({mig} each)' if mig else ''} schedulable "
+          f"in {times.schedulable:.1f}s (created {times.created:.1f}s, all Ready under KWOK "
+          f"{times.ready:.1f}s), webhook at {hook.url}, controller running; logs in "
+          f"{state_dir}", file=sys.stderr)
+
+
 def up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     state_dir = _state_dir(args)
@@ -122,46 +171,14 @@ def up(args: argparse.Namespace) -> int:
     state_dir.mkdir(parents=True)
     print("starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager, KWOK "
           "and Airlock's webhook ...", file=sys.stderr)
-    # Recorded as each process starts, so `down` can stop whatever started even if a
-    # later step fails.
     state: dict[str, Any] = {"kubeconfig": "", "apiserver": "", "webhook": "",
                              "logs": str(state_dir), "processes": []}
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         # The webhook needs no apiserver: it gets ready while the control plane starts.
         hook_starting = pool.submit(start_webhook, state_dir, args.policies, True)
         try:
-            plane = ControlPlane(binaries, workdir=state_dir, detached=True,
-                                 node_lease_seconds=lease_seconds(args.nodes)).start()
-            state.update(kubeconfig=str(plane.admin_kubeconfig), apiserver=plane.url)
-            state["processes"] += [{"name": c.name, "pid": c.process.pid, "log": str(c.log)}
-                                   for c in plane.components]
-            _write_state(state_dir, state)
-            parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in plane.timings.items())
-            print(f"control plane ready in {plane.start_seconds:.1f}s ({parts})",
-                  file=sys.stderr)
-            hook = hook_starting.result()
-            state["webhook"] = hook.url
-            state["processes"].append({"name": "airlock-webhook",
-                                       "pid": hook.running.process.pid,
-                                       "log": str(hook.running.log)})
-            _write_state(state_dir, state)
-            controller_kubeconfig, times = asyncio.run(
-                _wire(plane, hook.url, hook.certs.ca.read_bytes(), shape, args.policies))
-            controller = start_controller(state_dir, controller_kubeconfig, args.policies,
-                                          detached=True)
-            state["processes"].append({"name": "airlock-controller",
-                                       "pid": controller.process.pid,
-                                       "log": str(controller.log)})
-            _write_state(state_dir, state)
-            if operators:
-                operators_started = time.monotonic()
-                for op in start_operators(operators, state_dir, plane.admin_kubeconfig,
-                                          plane.pki.ca, _progress, detached=True):
-                    state["processes"].append({"name": op.name, "pid": op.process.pid,
-                                               "log": str(op.log)})
-                _write_state(state_dir, state)
-                print(f"operators {', '.join(o.name for o in operators)} ready in "
-                      f"{time.monotonic() - operators_started:.1f}s", file=sys.stderr)
+            plane, hook, times = _start(args, state_dir, state, binaries, operators, shape,
+                                        hook_starting)
         except Exception as e:
             _stop(state)
             with contextlib.suppress(Exception):  # a webhook the failure left unrecorded
@@ -170,12 +187,7 @@ def up(args: argparse.Namespace) -> int:
             (state_dir / "state.json").unlink(missing_ok=True)
             print(f"error: {e}; logs in {state_dir}", file=sys.stderr)
             return 1
-    mig = ", ".join(f"{p}={n}" for p, n in shape.mig)
-    print(f"{shape.nodes} fake GPU nodes ({shape.gpus_per_node} GPUs each)"
-          f"{f' and {shape.mig_nodes} MIG nodes ({mig} each)' if mig else ''} schedulable "
-          f"in {times.schedulable:.1f}s (created {times.created:.1f}s, all Ready under KWOK "
-          f"{times.ready:.1f}s), webhook at {hook.url}, controller running; logs in "
-          f"{state_dir}", file=sys.stderr)
+    _say_up(shape, times, hook, state_dir)
     print(f"sandbox up in {time.monotonic() - built:.1f}s "
           f"({time.monotonic() - started:.1f}s with the binary check)", file=sys.stderr)
     print(f"kubeconfig: {plane.admin_kubeconfig}")

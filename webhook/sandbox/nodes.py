@@ -15,6 +15,7 @@ import orjson
 from kubernetes_asyncio import client
 
 from webhook.controller.shells.raw import json_of
+from webhook.operators.kubernetes.keys import NOT_READY_TAINT
 
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 BLOCK_LABEL = "cloud.google.com/gce-topology-block"
@@ -23,7 +24,6 @@ GPU = "nvidia.com/gpu"
 # The annotation KWOK's docs use for the nodes it fakes; the sandbox runs KWOK with
 # --manage-nodes-with-annotation-selector on it, so nodes of a real kubelet stay alone.
 KWOK_NODE = ("kwok.x-k8s.io/node", "fake")
-NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,12 @@
 """Real operators against a sandbox: build them once (cached beside the Kubernetes
-binaries), install their own CRDs and admission webhooks from the same module version,
-and run them out-of-cluster with every port on loopback.
+binaries, their manifests beside them: webhook.sandbox.manifests), install their own CRDs
+and admission webhooks from the same module version, and run them out-of-cluster with
+every port on loopback.
 
 Each operator's webhook server gets a serving certificate for 127.0.0.1 signed by the
-sandbox CA, and its webhook configurations (the module's own manifests, with kustomize's
-patches) point at that loopback URL with the CA as caBundle, as Airlock's do.
+sandbox CA (or, for an always-on rotator, one it accepts: webhook.sandbox.rotators), and
+its webhook configurations (the module's own manifests, with kustomize's patches) point
+at that loopback URL with the CA as caBundle, as Airlock's do.
 """
 
 from __future__ import annotations
@@ -12,70 +14,33 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import copy
-import datetime
-import json
 import os
-import shutil
 import ssl
 import string
 import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonpatch
-import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.certificates import Authority, san, write_file
+from webhook.certificates import Authority, write_file
 from webhook.sandbox import gobuilding, wiring
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import SETPRIV, free_port, stop_process_group, tail
-from webhook.sandbox.operators import Operator
-from webhook.sandbox.wiring import point_at
+from webhook.sandbox.manifests import crds, ensure_manifests, webhook_configurations
+from webhook.sandbox.operators import Operator, OperatorError
+from webhook.sandbox.rotators import ROTATOR_MOUNT, ROTATOR_SECRET, rotator_secret
 
 Progress = Callable[[str], None]
 
 
-class OperatorError(RuntimeError):
-    pass
-
-
 # --- building ---------------------------------------------------------------------------
-
-def _manifest_dir(op: Operator) -> Path:
-    return op.tool.directory / "manifests"
-
-
-def _module_source(op: Operator) -> Path:
-    module = op.tool.modules[0]
-    go = shutil.which("go")
-    if go is None:
-        raise OperatorError(f"{op.name}: Go is needed to fetch {module.path}@{module.version}")
-    out = subprocess.run([go, "mod", "download", "-json", f"{module.path}@{module.version}"],
-                         capture_output=True, text=True, cwd=op.tool.directory,
-                         env={**os.environ, "GOWORK": "off"})
-    if out.returncode != 0:
-        raise OperatorError(f"{op.name}: go mod download {module.path}@{module.version} "
-                            f"failed: {out.stdout}{out.stderr}")
-    return Path(json.loads(out.stdout)["Dir"])
-
-
-def _manifest_files(op: Operator) -> list[str]:
-    kustomization = [op.webhook_kustomization] if op.webhook_kustomization else []
-    return [*op.crds, *op.webhooks, *(patch for patch, _ in op.webhook_patches),
-            *kustomization]
-
 
 def ensure_operator(op: Operator, progress: Progress) -> None:
     """Its binaries, and its manifests copied from the module's source beside them, so a
@@ -84,30 +49,7 @@ def ensure_operator(op: Operator, progress: Progress) -> None:
         gobuilding.ensure(op.tool, progress)
     except gobuilding.BuildError as e:
         raise OperatorError(f"{op.name} failed to build (log: {op.tool.log}): {e}") from e
-    stamp = _manifest_dir(op) / ".stored"
-    if not stamp.exists() or stamp.read_text() != _manifest_stamp(op):
-        store_manifests(op, _module_source(op))
-
-
-def _manifest_stamp(op: Operator) -> str:
-    """Which files of which module version are stored: a changed entry stores anew."""
-    return json.dumps([op.tool.recipe, _manifest_files(op)])
-
-
-# KubeRay's CRDs alone are 3 MB of YAML: half a minute to parse in pure Python, on every
-# start. They are parsed once, with libyaml when there is one, and kept as JSON.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def store_manifests(op: Operator, source: Path) -> None:
-    """The operator's manifests from its module `source`, each kept as JSON (a list of
-    its documents) beside the binaries."""
-    for rel in _manifest_files(op):
-        target = _manifest_dir(op) / f"{rel}.json"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        docs = list(yaml.load_all((source / rel).read_text(), Loader=_LOADER))
-        write_file(target, json.dumps(docs).encode())
-    (_manifest_dir(op) / ".stored").write_text(_manifest_stamp(op))
+    ensure_manifests(op)
 
 
 def build_operators(ops: list[Operator], progress: Progress) -> list[Operator]:
@@ -117,118 +59,6 @@ def build_operators(ops: list[Operator], progress: Progress) -> list[Operator]:
     for op in unique:
         ensure_operator(op, progress)
     return unique
-
-
-# --- manifests --------------------------------------------------------------------------
-
-def _stored(op: Operator, rel: str) -> list[Any]:
-    docs: list[Any] = json.loads((_manifest_dir(op) / f"{rel}.json").read_bytes())
-    return docs
-
-
-def _documents(op: Operator, files: Iterable[str]) -> list[dict[str, Any]]:
-    return [d for rel in files for d in _stored(op, rel) if d]
-
-
-def crds(op: Operator) -> list[dict[str, Any]]:
-    docs = _documents(op, op.crds)
-    if op.strip_crd_labels:
-        for doc in docs:
-            doc["metadata"].pop("labels", None)
-    return docs
-
-
-def merge_webhooks(doc: dict[str, Any], patches: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """kustomize's strategic merge of inline patches into one webhook configuration:
-    a patch of the same kind and name replaces the fields it gives of each webhook it
-    names (webhooks merge by their `name`)."""
-    out = copy.deepcopy(doc)
-    hooks = {hook["name"]: hook for hook in out["webhooks"]}
-    for patch in patches:
-        if (patch.get("kind"), patch["metadata"]["name"]) != \
-                (doc["kind"], doc["metadata"]["name"]):
-            continue
-        for fields in patch.get("webhooks") or []:
-            if fields["name"] in hooks:
-                hooks[fields["name"]].update(copy.deepcopy(fields))
-    return out
-
-
-def _inline_patches(op: Operator) -> list[dict[str, Any]]:
-    if op.webhook_kustomization is None:
-        return []
-    kustomization = _stored(op, op.webhook_kustomization)[0]
-    return [yaml.safe_load(p["patch"]) for p in kustomization.get("patches") or []
-            if "patch" in p]
-
-
-def webhook_configurations(op: Operator, url: str, ca_pem: bytes) -> list[dict[str, Any]]:
-    """The operator's webhook configurations as kustomize would build them, each hook's
-    Service swapped for `url` (the loopback server) trusting `ca_pem`."""
-    patches = {name: _stored(op, rel)[0] for rel, name in op.webhook_patches}
-    inline = _inline_patches(op)
-    out = []
-    for doc in _documents(op, op.webhooks):
-        name = doc["metadata"]["name"]
-        if name in patches:
-            doc = jsonpatch.apply_patch(doc, patches[name])
-        doc = merge_webhooks(doc, inline)
-        doc["metadata"]["name"] = op.name_prefix + doc["metadata"]["name"]
-        point_at(doc, url, ca_pem)
-        out.append(doc)
-    return out
-
-
-# --- an always-on certificate rotator (training-operator v1.8.1) -----------------------
-
-ROTATOR_SECRET = "training-operator-webhook-cert"
-ROTATOR_CA_NAME = "training-operator-ca"
-# cert-controller's rotator stats this very path before it starts any controller; the
-# server itself reads $TMPDIR/k8s-webhook-server/serving-certs.
-ROTATOR_MOUNT = Path("/tmp/k8s-webhook-server/serving-certs/tls.crt")
-
-
-def rotator_secret(namespace: str) -> tuple[dict[str, bytes], bytes]:
-    """The Secret the training-operator's rotator accepts as it is, and the CA to trust.
-
-    The rotator regenerates (for `training-operator.<ns>.svc` only, so not for the
-    loopback URL) unless ca.crt/ca.key (an RSA key in PKCS#1) verify as a CA for the DNS
-    name `training-operator-ca` and tls.crt verifies under it, 90 days ahead. The sandbox
-    CA can be neither, so this is a CA of its own, for the one operator.
-    """
-    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
-    end = now + datetime.timedelta(days=365)
-    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ROTATOR_CA_NAME)])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now).not_valid_after(end)
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .add_extension(x509.SubjectAlternativeName([san(ROTATOR_CA_NAME)]), critical=False)
-          .sign(ca_key, hashes.SHA256()))
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    hosts = (f"training-operator.{namespace}.svc", "127.0.0.1")
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
-            .issuer_name(ca_name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now).not_valid_after(end)
-            .add_extension(x509.SubjectAlternativeName([san(h) for h in hosts]),
-                           critical=False)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
-                           critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    pem = serialization.Encoding.PEM
-    ca_pem = ca.public_bytes(pem)
-    data = {
-        "ca.crt": ca_pem,
-        "ca.key": ca_key.private_bytes(pem, serialization.PrivateFormat.TraditionalOpenSSL,
-                                       serialization.NoEncryption()),
-        "tls.crt": cert.public_bytes(pem),
-        "tls.key": key.private_bytes(pem, serialization.PrivateFormat.TraditionalOpenSSL,
-                                     serialization.NoEncryption()),
-    }
-    return data, ca_pem
 
 
 # --- running ----------------------------------------------------------------------------

@@ -21,6 +21,10 @@ class UnknownOperator(ValueError):
     pass
 
 
+class OperatorError(RuntimeError):
+    """An operator that could not be built, installed or started."""
+
+
 @dataclass(frozen=True, slots=True)
 class Command:
     """One process of an operator."""
@@ -51,8 +55,8 @@ class Operator:
     config: str | None = None
     # Helm templates leave `{{ ... }}` in the CRDs' labels, which the apiserver refuses.
     strip_crd_labels: bool = False
-    # The namespace of the Secret an always-on cert-controller rotator keeps (operating.py
-    # gives it one it accepts); None for operators whose own certificates are off.
+    # The namespace of the Secret an always-on cert-controller rotator keeps (rotators.py
+    # makes one it accepts); None for operators whose own certificates are off.
     rotator_namespace: str | None = None
     # Directories an operator reads a certificate from at a path it has no flag for (Kueue
     # v0.12's metrics server with its own certificates off): given tls.crt and tls.key

@@ -30,11 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, assert_never
 
-from webhook.controller.core.accounting import Accounts
 from webhook.controller.core.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
-from webhook.controller.core.deciding import DecideOptions, decide
-from webhook.controller.core.gangs import Gang
+from webhook.controller.core.deciding import DecideOptions
 from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.rounds import Rounds
 from webhook.controller.core.tracking import Tracked
 from webhook.policy.model import Policy
 from webhook.simulation.clusters import Cluster, Pin, PodKey, Resident, Shape
@@ -112,10 +111,10 @@ class Simulation:
                  scheduler: Scheduler, options: DecideOptions = _DEFAULTS) -> None:
         self.shape, self.scheduler, self.options = shape, scheduler, options
         self.policy = policy
-        # The queues' memory between rounds (fair share, evictions), as the leader keeps
-        # it; no PodDisruptionBudgets in a simulated cluster.
-        self.accounts = Accounts()
-        self.accounts.list_pdbs([])
+        # The controller's rounds, with the queues' memory between them (fair share,
+        # evictions) as the leader keeps it; no PodDisruptionBudgets in a simulated cluster.
+        self.rounds = Rounds(options)
+        self.rounds.accounts.list_pdbs([])
         self.accelerators = policy.counted()
         self.cluster = Cluster(shape, policy.topology_levels.values(), policy.accelerators[0],
                                [0, *(c.priority_class.value for c in policy.classes.values())])
@@ -127,8 +126,6 @@ class Simulation:
         self.events: list[tuple[float, int, int, _Job, int]] = []
         self.pending: dict[_Kind, deque[_Pod]] = {}
         self.gated: dict[PodKey, _Pod] = {}
-        # Jobs with gated pods, as the controller's gangs (for the queue order).
-        self.waiting: dict[int, tuple[_Job, Gang]] = {}
         self.changed = False
         self._seq = 0
         self._bound: dict[PodKey, _Pod] = {}
@@ -163,12 +160,6 @@ class Simulation:
                 self.changed = True
             else:
                 self._enqueue(pod)
-        gated = [p.info for p in job.pods if p.info.key in self.gated]
-        if gated:
-            first = gated[0]
-            # Its members share priority and creation: the first alone gives the
-            # gang's place in the queue order, without a pass over all of them.
-            self.waiting[id(job)] = job, Gang(first.gang_id or first.key, (first,))
 
     def _enqueue(self, pod: _Pod) -> None:
         preempts = pod.job.marked.preempts
@@ -261,11 +252,8 @@ class Simulation:
         preempted = False
         self.changed = False
         started = time.perf_counter()
-        tracked = self.tracked
-        self.accounts.sample(self.policy, tracked, now)
-        state = self.accounts.state(self.policy, tracked, now)
-        actions = decide(tracked, {}, now, self.options, state)
-        self.accounts.record(self.policy, tracked.accelerators, actions, now)
+        self.rounds.accounts.sample(self.policy, self.tracked, now)
+        actions = self.rounds.run(self.policy, self.tracked, now)
         self.stats.decide_calls += 1
         self.stats.decide_seconds += time.perf_counter() - started
         for action in actions:
@@ -281,7 +269,6 @@ class Simulation:
                         # Let go: the watch would show it again once it is bound.
                         self.tracked.drop_pod(info.key)
                         pod.pin = pin
-                        self.waiting.pop(id(pod.job), None)
                         node = self.cluster.pick(pod.job.timeline.gpus, pin)
                         if node is None:
                             self._enqueue(pod)

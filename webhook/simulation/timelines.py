@@ -1,8 +1,7 @@
 """What happened to each job, and the figures drawn from it: the one place metrics are
 computed, for a simulated run and for a real one alike (a real run's pod timelines give
 the same `Timeline`: when each pod was bound and released, and when the whole job ran).
-Pure: timelines in, numbers out. From a real run, `whole_periods` turns the pods' bound
-intervals into the job's runs.
+Pure: timelines in, numbers out.
 
 - `wait`: from submit to the first moment every pod of the job runs;
 - `utilization`: GPU-seconds of work that counted (jobs' completed runs) ÷ (capacity x
@@ -48,24 +47,6 @@ class Timeline:
     @property
     def started(self) -> float | None:
         return self.whole[0][0] if self.whole else None
-
-
-def whole_periods(holds: Iterable[Hold], pods: int) -> list[Period]:
-    """When at least `pods` of the holds were bound at once: a job's runs, from the pod
-    history of a real cluster (where the simulation records them as they happen)."""
-    deltas: dict[float, int] = defaultdict(int)
-    for a, b, _ in holds:
-        deltas[a] += 1
-        deltas[b] -= 1
-    periods: list[Period] = []
-    bound, since = 0, 0.0
-    for at in sorted(deltas):
-        before, bound = bound, bound + deltas[at]
-        if before < pods <= bound:
-            since = at
-        elif bound < pods <= before and at > since:
-            periods.append((since, at))
-    return periods
 
 
 def _overlap(a: float, b: float, periods: Sequence[Period]) -> float:

@@ -1,5 +1,6 @@
 """What expanding a workload gives: per pod template, how many pods its controller makes
-and how to make the i-th, so `replicas: 1000` costs nothing until a pod is asked for."""
+and how to make the i-th, so `replicas: 1000` costs nothing until a pod is asked for; and
+what an expansion is (`Expand`), as each operator's `making` module lists them."""
 
 from __future__ import annotations
 
@@ -70,3 +71,10 @@ def regroup(inner: Expansion, kind: str, name: str, owner: Mapping[str, Any],
         groups=tuple(Group(g.template, g.count, g.make, (owner, *g.owners))
                      for g in inner.groups),
         notes=notes + inner.notes)
+
+
+# An operator's expansion of one kind: the object as written, to the pods its controller
+# makes.
+Expand = Callable[[Mapping[str, Any], Context], Expansion]
+# An operator's kinds, by (API group, kind): what `webhook.operators.registry` gathers.
+Expansions = Mapping[tuple[str, str], Expand]

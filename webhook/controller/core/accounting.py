@@ -17,9 +17,9 @@ from webhook.controller.core import mending
 from webhook.controller.core.actions import Action, Admit, Finish, Ignore, Preempt, Requeue, Wait
 from webhook.controller.core.budgets import Pdb, budgets_of
 from webhook.controller.core.configuring import fair_share_of, preemption_of, quotas_of
+from webhook.controller.core.criteria import PreemptionSettings
 from webhook.controller.core.fairsharing import FairShare
-from webhook.controller.core.gangs import GangId
-from webhook.controller.core.preempting import PreemptionSettings
+from webhook.controller.core.identities import UnitId
 from webhook.controller.core.queueing import QueueState
 from webhook.controller.core.quotas import Quotas, holding
 from webhook.controller.core.tracking import Tracked
@@ -45,12 +45,12 @@ SHORT_SINCE_KEY = "shortSince"
 class Accounts:
     def __init__(self) -> None:
         self.fair_share: FairShare | None = None
-        self.evicted: dict[GangId, float] = {}
+        self.evicted: dict[UnitId, float] = {}
         self.pdbs: dict[tuple[str, str], Pdb] = {}
         # Until the budgets are listed, nothing is preempted: a pod they protect could
         # not be told from one they do not.
         self.pdbs_listed = False
-        self.short_since: dict[GangId, mending.Shortfall] = {}
+        self.short_since: dict[UnitId, mending.Shortfall] = {}
         # A gang fell short since the last `kept`: worth keeping at once, not only at
         # the next sample. (One no longer short may wait: a gang whole again has a newer
         # record, so its old time no longer counts anyway.)
@@ -81,9 +81,9 @@ class Accounts:
                           {g: s.since for g, s in self.short_since.items()}, deleted)
 
     def _shortfalls(self, cluster: Tracked, now: float) -> None:
-        gangs = cluster.gangs()
+        gangs = cluster.membership.gangs()
         found = mending.since(self.short_since, gangs,
-                              mending.short(gangs.values(), cluster.succeeded), now)
+                              mending.short(gangs.values(), cluster.membership.succeeded), now)
         self.newly_short = self.newly_short or any(
             self.short_since.get(g) != s for g, s in found.items())
         self.short_since = found
@@ -112,7 +112,7 @@ class Accounts:
         # Here too, not only in rounds: with no pod gated there are no rounds, and a gang
         # that lost a member without a replacement is short all the same.
         self._shortfalls(cluster, now)
-        held = holding(quotas, cluster.namespace_gpus)
+        held = holding(quotas, cluster.occupancy.namespace_gpus)
         fair = fair_share_of(policy, self.fair_share, now).advance(now, held)
         self.fair_share = fair
         return [QueueSample(name, spec.nominal, held.get(name, 0),
@@ -129,14 +129,14 @@ class Accounts:
                 case Admit():
                     if self.fair_share is not None:
                         self.fair_share = self.fair_share.charge(
-                            quotas.queue_of(action.gang[0]), action.gpus)
+                            quotas.queue_of(action.unit.namespace), action.gpus)
                 case Preempt():
                     for victim in action.victims:
-                        if victim.gang is not None:
-                            self.evicted[victim.gang] = now
+                        if victim.unit.kind == "gang":
+                            self.evicted[victim.unit] = now
                 case Requeue():
-                    self.evicted[action.gang] = now
-                    self.short_since.pop(action.gang, None)
+                    self.evicted[action.unit] = now
+                    self.short_since.pop(action.unit, None)
                 case Finish() | Wait() | Ignore():
                     pass
                 case _:

@@ -9,12 +9,11 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple, assert_never
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.core.gangs import GangId, kind, named
+from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.reasons import WaitReason, lead
 from webhook.controller.core.records import PreemptionRecord, Record
 
-# Why a gang waits: the reason of its event, and the word its message starts with.
-WaitReason = Literal["Waiting", "Incomplete", "Oversize", "SizeUnknown"]
 EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "Requeued",
                       "RecordIgnored", WaitReason]
 EventType = Literal["Normal", "Warning"]
@@ -27,7 +26,7 @@ class Admit:
     """Record the decision on `anchor` (with the anchor's own ungate, in one patch), then
     ungate the rest of `ungate`."""
 
-    gang: GangId
+    unit: UnitId
     record: Record
     anchor: PodInfo
     ungate: tuple[PodInfo, ...]
@@ -41,7 +40,7 @@ class Admit:
 class Finish:
     """Ungate members an earlier, recorded decision named (the record already exists)."""
 
-    gang: GangId
+    unit: UnitId
     record: Record
     ungate: tuple[PodInfo, ...]
     gpus: GpuEquivalents
@@ -49,7 +48,7 @@ class Finish:
 
 @dataclass(frozen=True, slots=True)
 class Wait:
-    gang: GangId
+    unit: UnitId
     pods: tuple[PodInfo, ...]
     reason: WaitReason
     detail: str
@@ -57,16 +56,17 @@ class Wait:
 
     @property
     def message(self) -> str:
-        return f"{self.reason}: {self.detail}"
+        return f"{lead(self.reason, self.warning)}: {self.detail}"
 
 
 class Victim(NamedTuple):
-    """A unit of preemption: a whole gang (every active member), or one pod in none.
-    A NamedTuple: a round builds one for every unit in a busy cluster (tens of
-    thousands), and a tuple costs a third of a frozen dataclass to build."""
+    """A unit of preemption: a whole gang (every active member), or one pod in none,
+    weighed by the victim order's terms (`criteria`). A NamedTuple: a round builds one
+    for every unit in a busy cluster (tens of thousands), and a tuple costs a third of a
+    frozen dataclass to build."""
 
     pods: tuple[PodInfo, ...]
-    gang: GangId | None
+    unit: UnitId
     queue: str
     priority: int
     gpus: GpuEquivalents
@@ -76,20 +76,6 @@ class Victim(NamedTuple):
     started: float
     cause: Cause = "priority"
 
-    @property
-    def name(self) -> str:
-        first = self.pods[0]
-        return f"{first.namespace}/{self.gang[1] if self.gang else first.name}"
-
-    @property
-    def what(self) -> str:
-        return f"gang {self.name}" if self.gang else f"pod {self.name}"
-
-    @property
-    def cost(self) -> tuple[int, float, float]:
-        """Cheapest first: lowest priority, least work lost, youngest."""
-        return self.priority, self.lost, -self.started
-
 
 @dataclass(frozen=True, slots=True)
 class Preempt:
@@ -97,7 +83,7 @@ class Preempt:
     `DisruptionTarget` condition, then delete). The preemptor stays gated: it is
     admitted in a later round, into the room held for it."""
 
-    gang: GangId
+    unit: UnitId
     anchor: PodInfo
     record: PreemptionRecord
     preemptor: tuple[PodInfo, ...]
@@ -116,7 +102,7 @@ class Requeue:
     grace period (each pod marked `DisruptionTarget`, then deleted): it frees the GPUs
     it cannot use, and its owner's new pods queue as a whole gang again."""
 
-    gang: GangId
+    unit: UnitId
     pods: tuple[PodInfo, ...]
     present: int
     size: int
@@ -129,7 +115,7 @@ class Ignore:
     recorded victim the checks of a fresh plan now keep. Nothing is written; its event
     says why, on `pods`."""
 
-    gang: GangId
+    unit: UnitId
     pods: tuple[PodInfo, ...]
     message: str
 
@@ -157,21 +143,21 @@ def _lifted(verb: str, action: Admit | Finish, note: str = "") -> str:
 RECLAIMED = "its queue borrowed GPUs their owner now reclaims"
 
 
-def _cause(cause: Cause, preemptor: GangId) -> str:
+def _cause(cause: Cause, preemptor: UnitId) -> str:
     if cause == "reclaim":
         return RECLAIMED
-    return f"a {kind(preemptor)} of higher priority needs the room"
+    return f"a {preemptor.kind} of higher priority needs the room"
 
 
 def _preempted(action: Preempt) -> tuple[Event, ...]:
     where = f"domain {action.record.domain}" if action.record.domain else "any domain"
     told = [Event(v.pods, "Warning", "Preempted",
-                  f"Preempted: {_cause(v.cause, action.gang)}; evicted to make room for "
-                  f"{named(action.gang)} "
+                  f"Preempted: {_cause(v.cause, action.unit)}; evicted to make room for "
+                  f"{action.unit} "
                   f"(priority {action.priority}, queue {action.queue}) in {where}, losing "
                   f"{v.lost / 3600:.1f} GPU-hours")
             for v in action.victims]
-    names = ", ".join(v.what for v in action.victims)
+    names = ", ".join(str(v.unit) for v in action.victims)
     told.append(Event(action.preemptor, "Normal", "Preempting",
                       f"Preempting: evicting {names} to make room in {where}, losing "
                       f"{action.gpu_hours:.1f} GPU-hours"))
@@ -202,7 +188,3 @@ def events_of(action: Action) -> tuple[Event, ...]:
         case _:
             assert_never(action)
 
-
-def describe(action: Action) -> str:
-    """The event text for an action (its first event's, where it has several)."""
-    return events_of(action)[0].message

@@ -8,10 +8,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.controller.core.identities import PodKey
 from webhook.controller.core.matching import selects
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.preempting import Budget
 from webhook.controller.core.tracking import Tracked
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A PodDisruptionBudget as preemption checks victims against it: how many of `pods`
+    may go now."""
+
+    name: str
+    allowed: int
+    pods: frozenset[PodKey]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +50,13 @@ def budgets_of(pdbs: Iterable[Pdb], cluster: Tracked) -> tuple[Budget, ...]:
     # A PDB with a null selector selects nothing in policy/v1.
     pdbs = [pdb for pdb in pdbs if pdb.selector is not None]
     namespaces = {pdb.namespace for pdb in pdbs}
-    by_namespace: dict[str, dict[tuple[str, str], PodInfo]] = {}
-    for key in cluster.held:
-        if key[0] in namespaces:
-            by_namespace.setdefault(key[0], {})[key] = cluster.pods[key]
-    for (namespace, _), members in cluster.members.items():
-        if namespace in namespaces:
-            by_namespace.setdefault(namespace, {}).update(members)
+    by_namespace: dict[str, dict[PodKey, PodInfo]] = {}
+    for key in cluster.occupancy.held:
+        if key.namespace in namespaces:
+            by_namespace.setdefault(key.namespace, {})[key] = cluster.pods[key]
+    for unit, members in cluster.membership.members.items():
+        if unit.namespace in namespaces:
+            by_namespace.setdefault(unit.namespace, {}).update(members)
     found = []
     for pdb in pdbs:
         keys = frozenset(key for key, p in by_namespace.get(pdb.namespace, {}).items()

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from webhook.accelerators import Accelerators, GpuEquivalents
+from webhook.controller.core.criteria import PreemptionSettings
 from webhook.controller.core.fairsharing import FairShare
-from webhook.controller.core.preempting import PreemptionSettings
 from webhook.controller.core.quotas import QueueSpec, Quotas
 from webhook.policy.model import Policy
 from webhook.policy.queues import seconds

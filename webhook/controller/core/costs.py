@@ -14,11 +14,21 @@ import bisect
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from webhook.accelerators import GpuEquivalents
+from webhook.controller.core.identities import PodKey
 
-# (priority, start, GPUs, pod, checkpoint): how `tracking` keeps each pod holding GPUs.
-Holding = tuple[int, float, GpuEquivalents, tuple[str, str], float | None]
+
+class Holding(NamedTuple):
+    """A pod holding GPUs on a node, in the victim order's first terms (`occupancy` keeps
+    each node's, lowest priority first)."""
+
+    priority: int
+    started: float
+    gpus: GpuEquivalents
+    pod: PodKey
+    checkpointed: float | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.accelerators import Accelerators
 from webhook.controller.core.actions import (
     Action,
     Admit,
@@ -26,27 +25,23 @@ from webhook.controller.core.actions import (
     Preempt,
     Requeue,
     Wait,
-    describe,
 )
 from webhook.controller.core.fitting import NoFit, Plan, fit, place_in, reserve
-from webhook.controller.core.gangs import SINGLE, Gang, GangId, SizeAnswer, membership
+from webhook.controller.core.gangs import Gang, SizeAnswer, membership
+from webhook.controller.core.identities import UnitId
 from webhook.controller.core.matching import signature
 from webhook.controller.core.mending import short
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.ordering import Order, Queue
+from webhook.controller.core.ordering import HeadOfLine, Order
 from webhook.controller.core.queueing import Hold, Queueing, QueueState
 from webhook.controller.core.records import Record
 from webhook.controller.core.snapshot import Snapshot
 from webhook.controller.core.tracking import Tracked
 from webhook.conventions.base import SizeUnknown
-from webhook.policy.model import DEFAULT_ACCELERATORS
 
 # Actions are re-exported: callers decide and read what came out from one module.
 __all__ = ["Action", "Admit", "DecideOptions", "Finish", "Ignore", "Preempt", "QueueState",
-           "Record", "Requeue", "Tracked", "Wait", "decide", "describe"]
-
-# What a policy that names no accelerator counts.
-POLICY_DEFAULT = Accelerators.of(DEFAULT_ACCELERATORS)
+           "Record", "Requeue", "Tracked", "Wait", "decide"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +95,7 @@ def _outlook(gang: Gang, size: int, snap: Snapshot) -> str:
     return f"; needs {need} GPUs in one {anchor.topology_key} domain, the best has {best} free"
 
 
-def _size(gang: Gang, looked_up: Mapping[GangId, SizeAnswer]) -> int | Wait | None:
+def _size(gang: Gang, looked_up: Mapping[UnitId, SizeAnswer]) -> int | Wait | None:
     size = gang.size(looked_up)
     if isinstance(size, SizeUnknown):
         return Wait(gang.id, tuple(gang.waiting), "SizeUnknown", size.reason, warning=True)
@@ -119,7 +114,7 @@ def _whole(gang: Gang, size: int, now: float, options: DecideOptions, snap: Snap
     present = len(gang.members)
     if present < size:
         late = now - gang.arrival > options.incomplete_warning_after
-        return None, [Wait(gang.id, gang.members, "Incomplete" if late else "Waiting",
+        return None, [Wait(gang.id, gang.members, "Incomplete",
                            f"{present}/{size} pods present{_outlook(gang, size, snap)}",
                            warning=late)]
     return list(gang.members[:size]), _oversize(gang, gang.members[size:],
@@ -137,7 +132,7 @@ def _joiners(gang: Gang, size: int, now: float, options: DecideOptions
                                               f"members admitted")
     if len(waiting) < room:
         late = now - min(p.created for p in waiting) > options.incomplete_warning_after
-        return None, [Wait(gang.id, tuple(waiting), "Incomplete" if late else "Waiting",
+        return None, [Wait(gang.id, tuple(waiting), "Incomplete",
                            f"{len(waiting)}/{room} pods present to rejoin a gang of {size} "
                            f"running with {placed}", warning=late)]
     return waiting[:room], _oversize(gang, waiting[room:], f"{placed + len(waiting)} pods "
@@ -164,16 +159,16 @@ def _fit_joiners(gang: Gang, pods: list[PodInfo], snap: Snapshot, avoid: set[str
 class _Round:
     """One round's state: the snapshot and the queues, which every decision updates."""
 
-    def __init__(self, snap: Snapshot, queues: Queueing, looked_up: Mapping[GangId, SizeAnswer],
+    def __init__(self, snap: Snapshot, queues: Queueing, looked_up: Mapping[UnitId, SizeAnswer],
                  now: float, options: DecideOptions) -> None:
         self.snap = snap
         self.queues = queues
         self.looked_up = looked_up
         self.now = now
         self.options = options
-        self.queue = Queue(options.order)
+        self.line = HeadOfLine(options.order)
         # Nodes held for gangs that preempted: nobody else may use them.
-        self.held: set[str] = set()
+        self.held_nodes: set[str] = set()
         # Queued single pods that did not fit, by what decides their fit: one alike (a
         # batch Job's next pod) does not fit either, since in a round free room only
         # shrinks and the nodes to avoid only grow (room a preemption frees off the nodes
@@ -192,11 +187,11 @@ class _Round:
         actions: list[Action] = list(out)
         if members is None:
             return actions
-        if (why := self.queue.behind()) is not None:
-            return [*actions, Wait(gang.id, tuple(members), "Waiting", why)]
+        if (why := self.line.behind()) is not None:
+            return [*actions, Wait(gang.id, tuple(members), "BehindHead", why)]
         if not started and (why := self.queues.backing_off(gang)) is not None:
-            return [*actions, Wait(gang.id, tuple(members), "Waiting", why)]
-        avoid = self.queue.kept if hold is not None else self.queue.kept | self.held
+            return [*actions, Wait(gang.id, tuple(members), "BackingOff", why)]
+        avoid = self.line.kept if hold is not None else self.line.kept | self.held_nodes
         anchor = members[0]
         key: str | None = anchor.topology_key
         alike = (signature(anchor), tuple(sorted(anchor.requests.items())), key,
@@ -243,21 +238,21 @@ class _Round:
         if isinstance(outcome, NoFit) and outcome.never:
             # Not the head: it would keep room it can never use from the gangs behind,
             # and no eviction makes it fit.
-            return [Wait(gang.id, tuple(members), "Waiting", f"{present}{outcome.reason}",
+            return [Wait(gang.id, tuple(members), outcome.code, f"{present}{outcome.reason}",
                          warning=True)]
         if not gang.started and not holding and self.queues.may_preempt(members):
             preempt = self.queues.preempt(gang, members, avoid)
             if preempt is not None:
-                self.queue.did_not_fit(gang, NoFit(""))  # strict order waits behind it
-                self.held.update(preempt.record.nodes)
+                self.line.did_not_fit(gang, NoFit(""))  # strict order waits behind it
+                self.held_nodes.update(preempt.record.nodes)
                 return [preempt]
         if isinstance(outcome, NoFit):
             # A pod alike judged before (`fresh` False) heads the queue already.
             if fresh:
-                self.queue.did_not_fit(gang, outcome)
-            return [Wait(gang.id, tuple(members), "Waiting", f"{present}{outcome.reason}")]
+                self.line.did_not_fit(gang, outcome)
+            return [Wait(gang.id, tuple(members), outcome.code, f"{present}{outcome.reason}")]
         # Over quota: it keeps no capacity, which gangs of other queues may use.
-        return [Wait(gang.id, tuple(members), "Waiting", f"{present}{over}")]
+        return [Wait(gang.id, tuple(members), "OverQuota", f"{present}{over}")]
 
 
 def _joining_note(gang: Gang, size: int) -> str:
@@ -269,12 +264,13 @@ def _joining_note(gang: Gang, size: int) -> str:
     return note
 
 
-def _requeue(gangs: Mapping[GangId, Gang], cluster: Tracked, state: QueueState,
+def _requeue(gangs: Mapping[UnitId, Gang], cluster: Tracked, state: QueueState,
              now: float) -> list[Requeue]:
     """Running gangs short of members for longer than the grace period."""
     grace = state.preemption.stale_grace
     found = []
-    for gang_id, (present, size) in short(gangs.values(), cluster.succeeded).items():
+    for gang_id, (present, size) in short(gangs.values(),
+                                          cluster.membership.succeeded).items():
         since = state.short_since.get(gang_id)
         if since is not None and now - since >= grace:
             found.append(Requeue(gang_id, tuple(gangs[gang_id].members), present, size,
@@ -285,22 +281,22 @@ def _requeue(gangs: Mapping[GangId, Gang], cluster: Tracked, state: QueueState,
 def _distrusted(cluster: Tracked) -> list[Ignore]:
     """What the pods carrying records the controller did not write are told."""
     found = []
-    for key in sorted(cluster.distrusted):
+    for key in sorted(cluster.membership.distrusted):
         pod = cluster.pods[key]
         said = "; ".join(f"its gpu-airlock.io/{u.kind} record: {u.reason}"
                          for u in pod.distrusted)
-        found.append(Ignore(membership(pod) or (pod.namespace, SINGLE + pod.name), (pod,),
+        found.append(Ignore(membership(pod) or UnitId.of_pod(key), (pod,),
                             f"RecordIgnored: Airlock does not act on {said}"))
     return found
 
 
 def _refused(gang: Gang, hold: Hold) -> Ignore:
-    kept = "; ".join(f"{victim.what} ({why})" for victim, why in hold.refused)
+    kept = "; ".join(f"{victim.unit} ({why})" for victim, why in hold.refused)
     return Ignore(gang.id, tuple(gang.members),
                   f"RecordIgnored: the preemption recorded for it no longer evicts {kept}")
 
 
-def decide(cluster: Tracked, looked_up: Mapping[GangId, SizeAnswer], now: float,
+def decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float,
            options: DecideOptions = DecideOptions(),
            state: QueueState | None = None) -> list[Action]:
     """The actions of one round over the tracked cluster, which it leaves as it was.
@@ -318,25 +314,25 @@ def decide(cluster: Tracked, looked_up: Mapping[GangId, SizeAnswer], now: float,
             gc.enable()
 
 
-def _decide(cluster: Tracked, looked_up: Mapping[GangId, SizeAnswer], now: float,
+def _decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float,
             options: DecideOptions, state: QueueState) -> list[Action]:
     snap = Snapshot(cluster)
-    gangs = cluster.gangs()
+    gangs = cluster.membership.gangs()
     actions: list[Action] = list(_distrusted(cluster))
     queues = Queueing(state, snap, now)
     requeued = _requeue(gangs, cluster, state, now)
     actions.extend(requeued)
     for done in requeued:
-        del gangs[done.gang]
+        del gangs[done.unit]
     for gang in gangs.values():
         finish = _hold_promised(gang, snap, queues, now, options)
         if finish is not None:
             actions.append(finish)
     round_ = _Round(snap, queues, looked_up, now, options)
     waiting = [g for g in gangs.values() if g.waiting]
-    holds = {h.gang: h for h in queues.holds(waiting, options.reservation_timeout)}
+    holds = {h.unit: h for h in queues.holds(waiting, options.reservation_timeout)}
     for held in holds.values():
-        round_.held.update(held.nodes)
+        round_.held_nodes.update(held.nodes)
     # Gangs that preempted go first, into the room held for them, once their victims
     # are gone: victims still running (a leader died half-way) are evicted, and while
     # any is still terminating the gang waits.

@@ -12,12 +12,12 @@ Pure: the caller keeps a `FairShare` between rounds and advances it with the clo
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from webhook.accelerators import GpuEquivalents
+from webhook.controller.core.records import keep, recall
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +54,15 @@ class FairShare:
 
     def dumps(self) -> str:
         """What a new leader needs to carry on: the usage and when it was taken."""
-        return json.dumps({"at": self.at, "usage": dict(self.usage)}, sort_keys=True)
+        return keep("fairShare", {"at": self.at, "usage": dict(self.usage)})
 
     def carried_on(self, text: str) -> FairShare:
         """This fair share with the usage a former leader kept (its settings are this
         one's, from the current policy); unchanged when `text` is not readable."""
+        raw = recall("fairShare", text, legacy=lambda raw: raw)
+        if raw is None:
+            return self
         try:
-            raw = json.loads(text)
             usage = {str(q): float(u) for q, u in raw["usage"].items()}
             return replace(self, at=float(raw["at"]), usage=usage)
         except (ValueError, KeyError, TypeError, AttributeError):

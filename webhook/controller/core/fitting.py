@@ -14,14 +14,16 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from webhook.accelerators import GpuEquivalents
+from webhook.controller.core.identities import PodKey
 from webhook.controller.core.objects import PodInfo, Resources
+from webhook.controller.core.reasons import WaitReason
 from webhook.controller.core.snapshot import Snapshot, fits, with_pod_slot
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
     domain: str | None
-    assignments: dict[tuple[str, str], str]
+    assignments: dict[PodKey, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +33,8 @@ class NoFit:
     best_domain_nodes: tuple[str, ...] = ()
     # More than the eligible nodes hold even empty: no wait and no preemption helps.
     never: bool = False
+    # What kind of no: no room on the nodes, none in one domain, or never any.
+    code: WaitReason = "NoRoom"
 
 
 def _never(pods: Sequence[PodInfo], need: GpuEquivalents, snap: Snapshot,
@@ -38,7 +42,7 @@ def _never(pods: Sequence[PodInfo], need: GpuEquivalents, snap: Snapshot,
     """Why the gang could not fit even were its eligible nodes empty (in one domain of
     `topology_key` when given), counting GPUs alone; None when it could."""
     largest_pod = max(snap.gpus(p.requests) for p in pods)
-    capacities = snap.cluster.capacities(pods[0], topology_key)  # most GPUs first
+    capacities = snap.capacities(pods[0], topology_key)  # most GPUs first
     for total, largest in capacities:
         if total < need:
             break
@@ -49,15 +53,15 @@ def _never(pods: Sequence[PodInfo], need: GpuEquivalents, snap: Snapshot,
         where = (f"more than all eligible nodes have ({most})" if need > most else
                  f"and one pod needs {largest_pod}, more than any eligible node has")
         return NoFit(f"needs {need} GPUs, {where}; it cannot fit until the cluster grows",
-                     never=True)
+                     code="NeverFits", never=True)
     where = (f"more than the largest has ({most})" if need > most else
              f"and one pod needs {largest_pod}, more than any node of a domain that large")
     return NoFit(f"needs {need} GPUs in one {level} domain, {where}; it cannot fit until the "
-                 f"cluster grows", never=True)
+                 f"cluster grows", code="NeverFits", never=True)
 
 
 def _pack(pods: Sequence[PodInfo], candidates: Sequence[str], snap: Snapshot
-          ) -> dict[tuple[str, str], str] | None:
+          ) -> dict[PodKey, str] | None:
     """Place every pod on one of `candidates`, or None. Tentative: the snapshot is left
     as it was.
 
@@ -66,7 +70,7 @@ def _pack(pods: Sequence[PodInfo], candidates: Sequence[str], snap: Snapshot
     bucketed by free GPUs once, so a pod looks at the fullest buckets that could take it,
     not at every node: a gang of hundreds of pods on thousands of nodes stays cheap."""
     local: dict[str, Resources] = {}
-    placed: dict[tuple[str, str], str] = {}
+    placed: dict[PodKey, str] = {}
     gpus, free_gpu = snap.gpus, snap.free_gpu
     # Free GPUs -> candidate positions, ascending (candidate order).
     buckets: dict[GpuEquivalents, list[int]] = {}
@@ -155,7 +159,7 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
             return Plan(None, placed)
     if not domains:
         return NoFit(f"needs {need} GPUs in one {level} domain, and no eligible node has the "
-                     f"label {topology_key}")
+                     f"label {topology_key}", code="NoDomainFits")
     never = _never(pods, need, snap, topology_key if mode == "required" else None, level)
     if never is not None:
         return never
@@ -163,7 +167,7 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     best = ranked[bisect.bisect_left(ranked, (best_free, ""))][1]  # ties: the first by name
     best_nodes = tuple(_usable(domains[best], avoid)) if best_free > 0 else ()
     return NoFit(f"needs {need} GPUs in one {level} domain, the best has {best_free} free",
-                 best_nodes)
+                 best_nodes, code="NoDomainFits")
 
 
 def reserve(plan: Plan, pods: Sequence[PodInfo], snap: Snapshot) -> None:

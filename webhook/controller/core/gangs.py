@@ -8,9 +8,10 @@ A gang's members fall into three groups:
 - *waiting*: gated and in no record: the whole gang at first, or later replacements and
   late joiners of a gang that already runs.
 
-A single pod that Airlock queued (`PodInfo.single`) is a gang of one, named after itself,
-from its admission until it is bound: it waits, is admitted and preempts like a gang,
-and carries its own record. Bound, it is a single pod again (and, as a victim, one).
+A single pod that Airlock queued (`PodInfo.single`) is a unit of its own (`UnitId` of
+kind `pod`) from its admission until it is bound: it waits, is admitted and preempts like
+a gang, and carries its own record. Bound, it is a single pod again (and, as a victim,
+one).
 """
 
 from __future__ import annotations
@@ -18,33 +19,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
 
+from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.records import Record
 from webhook.conventions.base import SizeUnknown
 
-GangId = tuple[str, str]
 # A size, or why it cannot be known (the kind is not installed, ...).
 SizeAnswer = int | SizeUnknown
-# What a queued single's id starts with: a gang's name is a label value, which never
-# holds "/", so no single pod's id is ever a gang's.
-SINGLE = "pod/"
-
-
-def kind(gang: GangId) -> Literal["gang", "pod"]:
-    """`gang`, or `pod` for a queued single: what events call it."""
-    return "pod" if gang[1].startswith(SINGLE) else "gang"
-
-
-def readable(gang: GangId) -> str:
-    """`ns/name`, a queued single's own name without the prefix."""
-    return f"{gang[0]}/{gang[1].removeprefix(SINGLE)}"
-
-
-def named(gang: GangId) -> str:
-    """A gang id as people read it: `gang ns/name`, or `pod ns/name` for a single."""
-    return f"{kind(gang)} {readable(gang)}"
 
 
 @dataclass(frozen=True)
@@ -53,17 +35,17 @@ class Gang:
     decisions recorded on them. Frozen, and what it derives is kept: the tracked cluster
     builds a gang again only when a member changes, and every round reads each one."""
 
-    id: GangId
+    id: UnitId
     members: tuple[PodInfo, ...] = ()
     records: tuple[Record, ...] = ()
 
     @property
     def name(self) -> str:
-        return readable(self.id)
+        return self.id.path
 
     @property
     def single(self) -> bool:
-        return kind(self.id) == "pod"
+        return self.id.kind == "pod"
 
     @functools.cached_property
     def recorded(self) -> frozenset[str]:
@@ -96,7 +78,7 @@ class Gang:
     def arrival(self) -> float:
         return min(p.created for p in self.members)
 
-    def size(self, looked_up: Mapping[GangId, SizeAnswer]) -> SizeAnswer | None:
+    def size(self, looked_up: Mapping[UnitId, SizeAnswer]) -> SizeAnswer | None:
         """The size the members state, else the owner's (looked up), else the size
         recorded at admission; None while a lookup is under way."""
         if self.single:
@@ -126,16 +108,18 @@ class Gang:
         return None, None
 
 
-def membership(pod: PodInfo) -> GangId | None:
-    """The gang an active pod belongs to as the controller decides it: its gang, or, for a
-    queued single pod not bound yet, a gang of one named after it."""
+def membership(pod: PodInfo) -> UnitId | None:
+    """The unit an active pod is admitted with: its gang, or itself, for a queued single
+    pod not bound yet."""
     gang = pod.gang_id
-    if gang is None and pod.single and pod.node_name is None:
-        return pod.namespace, SINGLE + pod.name
-    return gang
+    if gang is not None:
+        return UnitId.of_gang(gang)
+    if pod.single and pod.node_name is None:
+        return UnitId.of_pod(pod.key)
+    return None
 
 
-def gang_of(gang_id: GangId, members: Iterable[PodInfo]) -> Gang:
+def gang_of(gang_id: UnitId, members: Iterable[PodInfo]) -> Gang:
     """A gang from its active members, with the decisions they record."""
     ordered = tuple(sorted(members, key=lambda p: (p.created, p.name)))
     records = (p.placement for p in ordered if p.placement is not None)

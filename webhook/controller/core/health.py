@@ -17,7 +17,7 @@ from collections.abc import Callable
 WATCH_STALE_SECONDS = 600.0
 # The decision loop completes a loop at least every 2 s (`running.PERIOD`) plus a round
 # and the rest after it, and a round takes well under a second at 50,000 pods
-# (bench/README.md); a new leader's first loop also waits for the first list of every
+# (docs/benchmarks.md); a new leader's first loop also waits for the first list of every
 # pod, tens of seconds in a large cluster on a loaded apiserver. Three minutes is far
 # beyond all of that. A leader stuck longer (a write that never returns) still renews
 # its Lease, so no other replica can take over while gangs wait: failing the liveness

@@ -8,11 +8,12 @@ new leader carries the grace period on instead of starting it again."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from webhook.controller.core.gangs import Gang, GangId
+from webhook.controller.core.gangs import Gang
+from webhook.controller.core.identities import UnitId
+from webhook.controller.core.records import keep, recall
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +26,7 @@ class Shortfall:
     record: float
 
 
-def short(gangs: Iterable[Gang], done: Mapping[GangId, int]) -> dict[GangId, tuple[int, int]]:
+def short(gangs: Iterable[Gang], done: Mapping[UnitId, int]) -> dict[UnitId, tuple[int, int]]:
     """Gangs admitted whole that now have fewer members running or admitted than their
     size at admission (members that succeeded, `done`, count as present):
     id -> (present, size)."""
@@ -40,8 +41,8 @@ def short(gangs: Iterable[Gang], done: Mapping[GangId, int]) -> dict[GangId, tup
     return found
 
 
-def since(previous: Mapping[GangId, Shortfall], gangs: Mapping[GangId, Gang],
-          now_short: Iterable[GangId], now: float) -> dict[GangId, Shortfall]:
+def since(previous: Mapping[UnitId, Shortfall], gangs: Mapping[UnitId, Gang],
+          now_short: Iterable[UnitId], now: float) -> dict[UnitId, Shortfall]:
     """When each gang that is short now first was, keeping earlier times of the same
     shortfall. Every gang in `now_short` has a record (`short` says so)."""
     found = {}
@@ -53,19 +54,24 @@ def since(previous: Mapping[GangId, Shortfall], gangs: Mapping[GangId, Gang],
     return found
 
 
-def dumps(shortfalls: Mapping[GangId, Shortfall]) -> str:
-    return json.dumps({f"{ns}/{name}": {"since": s.since, "record": s.record}
-                       for (ns, name), s in sorted(shortfalls.items())}, sort_keys=True)
+def dumps(shortfalls: Mapping[UnitId, Shortfall]) -> str:
+    return keep("shortSince", {"gangs": {unit.path: {"since": s.since, "record": s.record}
+                                         for unit, s in sorted(shortfalls.items())}})
 
 
-def loads(text: str) -> dict[GangId, Shortfall]:
+def loads(text: str) -> dict[UnitId, Shortfall]:
     """What a former leader kept; nothing when it is not readable (the grace periods
     then start again: later evictions, never earlier ones)."""
+    # Before versions, the gangs were the whole of it.
+    kept = recall("shortSince", text, legacy=lambda raw: {"gangs": raw})
+    if kept is None:
+        return {}
     try:
         found = {}
-        for key, value in json.loads(text).items():
+        for key, value in kept["gangs"].items():
             namespace, _, name = key.partition("/")
-            found[(namespace, name)] = Shortfall(float(value["since"]), float(value["record"]))
+            found[UnitId("gang", namespace, name)] = Shortfall(float(value["since"]),
+                                                               float(value["record"]))
         return found
     except (ValueError, KeyError, TypeError, AttributeError):
         return {}

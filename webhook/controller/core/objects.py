@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.accelerators import extended, recorded
+from webhook.controller.core.identities import GangId, PodKey
 from webhook.controller.core.records import Kind, Opener, PreemptionRecord, Record, Untrusted
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
@@ -186,14 +187,14 @@ class PodInfo:
     single: bool = False
     # (namespace, name): a field, not a property, since rounds look it up for every pod
     # they weigh (a tenth of a large simulation went to building it again).
-    key: tuple[str, str] = field(init=False, compare=False, repr=False)
+    key: PodKey = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", (self.namespace, self.name))
+        object.__setattr__(self, "key", PodKey(self.namespace, self.name))
 
     @property
-    def gang_id(self) -> tuple[str, str] | None:
-        return (self.namespace, self.gang) if self.gang else None
+    def gang_id(self) -> GangId | None:
+        return GangId(self.namespace, self.gang) if self.gang else None
 
     @property
     def active(self) -> bool:

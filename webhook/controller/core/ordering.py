@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Literal
 
 from webhook.controller.core.fitting import NoFit
-from webhook.controller.core.gangs import Gang, GangId, named
+from webhook.controller.core.gangs import Gang
+from webhook.controller.core.identities import UnitId
 
 Order = Literal["strict", "backfill"]
 
@@ -45,17 +46,21 @@ def queue_order(gangs: Iterable[Gang], queue_of: Callable[[Gang], str] = lambda 
             del lines[queue]
 
 
-class Queue:
+class HeadOfLine:
+    """The first gang of a round that is complete but does not fit, and the nodes kept
+    for it: what gangs behind it may not take (`backfill`), or that they wait behind
+    (`strict`)."""
+
     def __init__(self, order: Order) -> None:
         self.order = order
-        self.head: GangId | None = None
+        self.head: UnitId | None = None
         self.kept: set[str] = set()
 
     def behind(self) -> str | None:
         """Why the next gang may not even try (strict order behind a head), or None."""
         if self.head is None or self.order != "strict":
             return None
-        return f"behind {named(self.head)}, first in the queue"
+        return f"behind {self.head}, first in the queue"
 
     def did_not_fit(self, gang: Gang, outcome: NoFit) -> None:
         if self.head is None:

@@ -9,18 +9,15 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from webhook.controller.core.actions import Preempt, Victim, Wait
+from webhook.controller.core.budgets import Budget
+from webhook.controller.core.candidates import Candidates, unit_id, unit_of
+from webhook.controller.core.criteria import PreemptionSettings, outranks
 from webhook.controller.core.fairsharing import FairShare
-from webhook.controller.core.gangs import Gang, GangId
+from webhook.controller.core.gangs import Gang
+from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.ordering import queue_order
-from webhook.controller.core.preempting import (
-    Budget,
-    Candidates,
-    PreemptionSettings,
-    Preemptor,
-    outranks,
-    unit_of,
-)
+from webhook.controller.core.planning import Preemptor
 from webhook.controller.core.quotas import Ledger, Quotas
 from webhook.controller.core.records import PreemptionRecord
 from webhook.controller.core.snapshot import Snapshot
@@ -52,12 +49,12 @@ class QueueState:
     preemption: PreemptionSettings = field(default_factory=PreemptionSettings)
     fair_share: FairShare | None = None
     budgets: tuple[Budget, ...] = ()
-    evicted: Mapping[GangId, float] = field(default_factory=dict)
+    evicted: Mapping[UnitId, float] = field(default_factory=dict)
     # Namespaces out of Airlock's scope (kube-system, its own, the policy's exclusions):
     # nothing there is ever preempted.
     spared: frozenset[str] = frozenset()
     # Since when each running gang has been short of members (`mending`).
-    short_since: Mapping[GangId, float] = field(default_factory=dict)
+    short_since: Mapping[UnitId, float] = field(default_factory=dict)
     # Uids of pods this controller deleted that the watch may not have reported yet.
     deleted: frozenset[str] = frozenset()
 
@@ -66,7 +63,7 @@ class QueueState:
 class Hold:
     """Room held for a gang that preempted: nobody else may use `nodes`."""
 
-    gang: GangId
+    unit: UnitId
     record: PreemptionRecord
     nodes: frozenset[str]
     # Recorded victims still running (a leader died half-way) that may still go: the
@@ -85,25 +82,22 @@ def _record(gang: Gang) -> PreemptionRecord | None:
     return next((p.preemption for p in gang.members if p.preemption is not None), None)
 
 
-def _key(name: str) -> tuple[str, str]:
-    namespace, _, pod = name.partition("/")
-    return namespace, pod
-
-
 class Queueing:
     def __init__(self, state: QueueState, snap: Snapshot, now: float) -> None:
         self.state = state
         self.snap = snap
         self.cluster = snap.cluster
         self.now = now
-        self.held = self.cluster.held
-        self.ledger = Ledger(state.quotas, self.cluster.namespace_gpus, self.cluster.capacity)
+        occupancy = self.cluster.occupancy
+        self.held = occupancy.held
+        self.ledger = Ledger(state.quotas, occupancy.namespace_gpus,
+                             self.cluster.capacity.total)
         self.charges: dict[str, float] = {}
         self._preemptor: Preemptor | None = None
         self.plans = 0
 
     def queue_of(self, gang: Gang) -> str:
-        return self.state.quotas.queue_of(gang.id[0])
+        return self.state.quotas.queue_of(gang.id.namespace)
 
     def share(self, queue: str) -> float:
         fair = self.state.fair_share
@@ -147,7 +141,8 @@ class Queueing:
                 continue
             # A victim is gone once deleted from the API or terminal (the scheduler no
             # longer counts it); one marked for deletion still holds its room.
-            there = [pod for v in record.victims if (pod := by_key.get(_key(v))) is not None
+            there = [pod for v in record.victims
+                     if (pod := by_key.get(PodKey.parse(v))) is not None
                      and not pod.terminal and record.names(pod.key, pod.uid)]
             deleted = self.state.deleted
             terminating = tuple(p for p in there if p.deleting or p.uid in deleted)
@@ -165,14 +160,12 @@ class Queueing:
         those that may go and those the checks of a fresh plan now keep, with why. The
         quota arithmetic is not done again: half a gang already gone would count against
         evicting the rest, and a gang goes whole."""
-        groups: dict[GangId | None, list[PodInfo]] = {}
+        groups: dict[UnitId, list[PodInfo]] = {}
         for pod in pods:
-            groups.setdefault(pod.gang_id, []).append(pod)
+            groups.setdefault(unit_id(pod), []).append(pod)
         quotas, held, state = self.state.quotas, self.held, self.state
-        units = [unit_of(members, g, quotas.queue_of(members[0].namespace), self.now, held)
-                 for g, members in groups.items() if g is not None]
-        units += [unit_of([p], None, quotas.queue_of(p.namespace), self.now, held)
-                  for p in groups.get(None, ())]
+        units = [unit_of(members, unit, quotas.queue_of(unit.namespace), self.now, held)
+                 for unit, members in groups.items()]
         anchor = min(gang.members, key=lambda p: p.name)
         queue = self.queue_of(gang)
         allowance = {b.name: b.allowed for b in state.budgets}
@@ -202,7 +195,7 @@ class Queueing:
         self.admitted(gang, members, charge=False)
         record = hold.record
         where = f"domain {record.domain}" if record.domain else "its nodes"
-        return Wait(gang.id, members, "Waiting",
+        return Wait(gang.id, members, "AwaitingVictims",
                     f"{len(members)} pods present; the {len(record.victims)} pods it "
                     f"preempted are not all gone yet (terminating); the room in {where} "
                     f"is held for it until they are")
@@ -238,7 +231,7 @@ class Queueing:
         self._preemptor.commit(choice, members, queue)
         pods = [p for v in choice.victims for p in v.pods]
         record = PreemptionRecord(choice.domain, choice.topology_key,
-                                  tuple(f"{p.namespace}/{p.name}" for p in pods),
+                                  tuple(str(p.key) for p in pods),
                                   tuple(sorted(set(choice.plan.assignments.values()))),
                                   self.now, tuple(p.uid for p in pods))
         anchor = min(members, key=lambda p: p.name)

@@ -9,14 +9,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, assert_never
+from typing import Any, Literal, assert_never
 
+from webhook.controller.core.accounting import FAIR_SHARE_KEY
 from webhook.controller.core.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
-from webhook.controller.core.configuring import fair_share_of, preemption_of, quotas_of
-from webhook.controller.core.deciding import QueueState, decide
-from webhook.controller.core.gangs import GangId, kind, named, readable
+from webhook.controller.core.configuring import quotas_of
+from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import NodeInfo, PodInfo
 from webhook.controller.core.quotas import holding
+from webhook.controller.core.reasons import WaitReason
+from webhook.controller.core.rounds import Rounds
 from webhook.controller.core.tracking import Tracked
 from webhook.policy.model import Policy
 
@@ -35,6 +37,11 @@ class QueueLine:
     share: float | None
 
 
+# Why a gang is listed: why it waits, or that it is about to go (`Admissible`) or to
+# preempt once the policy's delay has passed (`Preempting`).
+LineReason = WaitReason | Literal["Admissible", "Preempting"]
+
+
 @dataclass(frozen=True, slots=True)
 class GangLine:
     gang: str
@@ -42,6 +49,7 @@ class GangLine:
     priority: int
     pods: int
     gpus: float
+    reason: LineReason
     why: str
 
 
@@ -76,47 +84,49 @@ class Report:
         return "\n".join(lines) + "\n"
 
 
-def _gang_name(gang: GangId) -> str:
+def _gang_name(unit: UnitId) -> str:
     """`ns/name` for a gang; a queued single pod says it is one."""
-    return named(gang) if kind(gang) == "pod" else readable(gang)
+    return str(unit) if unit.kind == "pod" else unit.path
 
 
 def report(policy: Policy, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
-           events: Iterable[Mapping[str, Any]], now: float, kept: str | None = None
+           events: Iterable[Mapping[str, Any]], now: float, kept: Mapping[str, str]
            ) -> Report:
-    """`kept`: the fair-share usage the leader keeps (`remembering`), when readable."""
+    """`kept`: what the leader keeps for the next one (`remembering`): the fair share."""
     cluster = Tracked.of(nodes, pods, policy.counted())
     accelerators = cluster.accelerators
     quotas = quotas_of(policy, accelerators)
-    used = holding(quotas, cluster.namespace_gpus)
-    fair = None if kept is None else fair_share_of(policy, None, now).carried_on(kept)
+    used = holding(quotas, cluster.occupancy.namespace_gpus)
+    rounds = Rounds()
+    rounds.accounts.carry_on(policy, kept, now)
+    fair = rounds.accounts.fair_share if FAIR_SHARE_KEY in kept else None
     queues = tuple(QueueLine(name, float(spec.nominal), float(used.get(name, 0)),
                              float(max(used.get(name, 0) - spec.nominal, 0)), spec.weight,
                              None if fair is None else fair.share(name, spec.weight))
                    for name, spec in sorted(quotas.specs.items()))
     # A dry run of a round, preemption included, in the order the controller would go:
     # what would be admitted now is about to go; everything else says why it waits.
-    state = QueueState(quotas, dataclasses.replace(preemption_of(policy), delay=0.0),
-                       spared=policy.excluded_namespaces)
     waiting: list[GangLine] = []
-    for action in decide(cluster, {}, now, state=state):
+    reason: LineReason
+    for action in rounds.preview(policy, cluster, now):
         match action:
             case Wait():
-                why, members = action.message, action.pods
+                reason, why, members = action.reason, action.message, action.pods
             case Preempt():
-                why = (f"would preempt {', '.join(v.what for v in action.victims)} "
-                       f"(after the policy's delay)")
+                reason, why = "Preempting", (
+                    f"would preempt {', '.join(str(v.unit) for v in action.victims)} "
+                    f"(after the policy's delay)")
                 members = action.preemptor
             case Admit():
-                why, members = "about to be admitted", action.ungate
+                reason, why, members = "Admissible", "about to be admitted", action.ungate
             case Finish() | Requeue() | Ignore():
                 continue
             case _:
                 assert_never(action)
-        waiting.append(GangLine(_gang_name(action.gang), quotas.queue_of(action.gang[0]),
+        waiting.append(GangLine(_gang_name(action.unit), quotas.queue_of(action.unit.namespace),
                                 max(p.priority for p in members), len(members),
                                 float(sum(accelerators.count(p.requests) for p in members)),
-                                why))
+                                reason, why))
     # One `Preempting` event per preemptor pod: one line per preemption.
     told: dict[str, PreemptionLine] = {}
     for e in sorted(events, key=lambda e: e.get("lastTimestamp") or "", reverse=True):

@@ -10,9 +10,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from webhook.accelerators import GpuEquivalents
+from webhook.controller.core.capacity import Room, with_pod_slot
 from webhook.controller.core.matching import signature
 from webhook.controller.core.objects import PodInfo, Resources
-from webhook.controller.core.tracking import Room, Tracked, with_pod_slot
+from webhook.controller.core.tracking import Tracked
 
 __all__ = ["Room", "Snapshot", "fits", "with_pod_slot"]
 
@@ -34,18 +35,20 @@ def fits(free: Resources, requests: Resources) -> bool:
 class Snapshot:
     def __init__(self, cluster: Tracked) -> None:
         self.cluster = cluster
+        self.capacity = capacity = cluster.capacity
         self.accelerators = cluster.accelerators
         self.gpus = cluster.accelerators.count
-        self.nodes = cluster.nodes
+        self.nodes = capacity.nodes
         # The maps of free capacity are the tracked cluster's until something is taken
         # from a node, then its own copy: most nodes of a round are never touched.
-        self.free: dict[str, Resources] = dict(cluster.free)
+        self.free: dict[str, Resources] = dict(capacity.free)
         self._copied: set[str] = set()
         # Free GPUs per node, kept in step with `free`: fit asks for it per node per domain.
-        self.free_gpu: dict[str, GpuEquivalents] = dict(cluster.free_gpu)
-        self.eligible_nodes = cluster.eligible_nodes
-        self.eligible_set = cluster.eligible_set
-        self.domains = cluster.domains
+        self.free_gpu: dict[str, GpuEquivalents] = dict(capacity.free_gpu)
+        self.eligible_nodes = capacity.eligible_nodes
+        self.eligible_set = capacity.eligible_set
+        self.domains = capacity.domains
+        self.capacities = capacity.capacities
         self._domain_rooms: dict[tuple[Any, ...], dict[str, Room]] = {}
         self._ranked: dict[tuple[Any, ...], list[tuple[GpuEquivalents, str]]] = {}
 
@@ -61,7 +64,7 @@ class Snapshot:
         # Keep the domains' rooms in step: ranking domains then costs one sort, not a sum
         # over every node, per gang; and none while nothing is taken.
         if max(before, 0) != max(after, 0):
-            self.cluster.domain_rooms_moved(self._domain_rooms, node, before, after)
+            self.capacity.domain_rooms_moved(self._domain_rooms, node, before, after)
             self._ranked.clear()
 
     def domain_rooms(self, pod: PodInfo, topology_key: str) -> dict[str, Room]:
@@ -72,12 +75,12 @@ class Snapshot:
         if found is None:
             found = self._domain_rooms[key] = {
                 name: room.copy()
-                for name, room in self.cluster.domain_rooms(pod, topology_key).items()}
+                for name, room in self.capacity.domain_rooms(pod, topology_key).items()}
             # What this round took before it asked.
-            cluster_gpu = self.cluster.free_gpu
+            tracked_gpu = self.capacity.free_gpu
             for node in self._copied:
-                self.cluster.domain_rooms_moved({key: found}, node, cluster_gpu[node],
-                                                self.free_gpu[node])
+                self.capacity.domain_rooms_moved({key: found}, node, tracked_gpu[node],
+                                                 self.free_gpu[node])
         return found
 
     def domain_free(self, pod: PodInfo, topology_key: str) -> dict[str, GpuEquivalents]:

@@ -29,6 +29,7 @@ from webhook.controller.core.actions import (
     Wait,
     events_of,
 )
+from webhook.controller.core.identities import PodKey
 from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.records import Record, Seal
 from webhook.controller.shells.leading import Fence, NotLeading
@@ -39,6 +40,8 @@ from webhook.patchops import PatchOp, escape
 log = logging.getLogger("airlock.controller")
 
 Stored = Callable[[dict[str, Any]], None]
+# Messages remembered per pod, so none is told twice while others come and go.
+SAID = 4
 # Writes in flight at once: enough to keep the apiserver busy across its round trips
 # (measured: 16 reached 52% of its PATCH throughput, 64 reached 74%).
 WRITES_IN_FLIGHT = 64
@@ -112,7 +115,9 @@ class Applier:
         # Seconds to wait between pod patches: only for crash tests that need a lift to
         # take long enough to be interrupted half-way.
         self.pause = pause
-        self._said: dict[tuple[str, str], str] = {}
+        # What each pod was told lately, newest last: a pod told two things in turn (why
+        # its record is ignored, and that it is preempted) is told each once.
+        self._said: dict[PodKey, tuple[str, ...]] = {}
         # Uids of pods deleted, and when: the next rounds must not take them for running
         # before the watch says they are going.
         self.deleted: dict[str, float] = {}
@@ -122,7 +127,7 @@ class Applier:
         self.deleted = {u: t for u, t in self.deleted.items() if now - t < within}
         return frozenset(self.deleted)
 
-    def forget_all_but(self, pods: Iterable[tuple[str, str]]) -> None:
+    def forget_all_but(self, pods: Iterable[PodKey]) -> None:
         """Drop what was said to pods that are gone, so the memory of events stays the
         size of the cluster, not of its history."""
         alive = set(pods)
@@ -163,11 +168,11 @@ class Applier:
             return True
         except ApiException as e:
             log.warning("could not apply a decision; the next round retries",
-                        extra={"gang": "/".join(action.gang), "status": e.status,
+                        extra={"gang": str(action.unit), "status": e.status,
                                "reason": e.reason})
             return False
         except NotLeading as e:
-            log.error("decision not applied", extra={"gang": "/".join(action.gang),
+            log.error("decision not applied", extra={"gang": str(action.unit),
                                                      "reason": str(e)})
             return False
 
@@ -184,7 +189,7 @@ class Applier:
         await self._patch(anchor, ops, "application/json-patch+json")
         if self.pause:
             await asyncio.sleep(self.pause)
-        log.info("gang admitted", extra={"gang": "/".join(admit.gang),
+        log.info("gang admitted", extra={"gang": str(admit.unit),
                                          "domain": admit.record.domain,
                                          "pods": len(admit.ungate)})
 
@@ -216,12 +221,12 @@ class Applier:
         told = {p.key: e for e in events_of(preempt) if e.reason == "Preempted"
                 for p in e.pods}
         await self._evict_all([p for v in preempt.victims for p in v.pods], told)
-        log.info("preempted", extra={"gang": "/".join(preempt.gang),
+        log.info("preempted", extra={"gang": str(preempt.unit),
                                      "domain": preempt.record.domain,
-                                     "victims": [v.name for v in preempt.victims]})
+                                     "victims": [str(v.unit) for v in preempt.victims]})
 
     async def _evict_all(self, pods: Sequence[PodInfo],
-                         told: Mapping[tuple[str, str], Event]) -> None:
+                         told: Mapping[PodKey, Event]) -> None:
         now = datetime.datetime.now(datetime.UTC)
         await self._each(pods, lambda pod: self._evict(pod, told[pod.key], now))
 
@@ -279,9 +284,9 @@ class Applier:
 
     async def _events(self, event: Event) -> None:
         message = event.message
-        fresh = [p for p in event.pods if self._said.get(p.key) != message]  # say things once
+        fresh = [p for p in event.pods if message not in self._said.get(p.key, ())]
         for pod in fresh:
-            self._said[pod.key] = message
+            self._said[pod.key] = (*self._said.get(pod.key, ())[-(SAID - 1):], message)
         await asyncio.gather(*(self._event(p, event.type, event.reason, message)
                                for p in fresh))
 

@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from webhook.accelerators import Accelerators
+from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.objects import NodeInfo, PodInfo
 from webhook.controller.core.records import Seal
 from webhook.controller.core.tracking import Tracked
@@ -23,22 +24,22 @@ class Cache:
     def __init__(self, accelerators: Accelerators, seal: Seal) -> None:
         self.seal = seal
         self.cluster = Tracked(accelerators)
-        self._versions: dict[tuple[str, str], int] = {}
+        self._versions: dict[PodKey, int] = {}
         self.changed = asyncio.Event()
 
     @property
-    def pods(self) -> dict[tuple[str, str], PodInfo]:
+    def pods(self) -> dict[PodKey, PodInfo]:
         return self.cluster.pods
 
     @property
     def nodes(self) -> dict[str, NodeInfo]:
-        return self.cluster.nodes
+        return self.cluster.capacity.nodes
 
     @property
-    def gated(self) -> set[tuple[str, str]]:
+    def gated(self) -> set[PodKey]:
         """Gang members and queued single pods that still carry Airlock's gate: with
         none, a round has nothing to decide, however much else in the cluster changes."""
-        return self.cluster.gated
+        return self.cluster.membership.gated
 
     def parse_pod(self, obj: dict[str, Any]) -> tuple[PodInfo, int]:
         return PodInfo.parse(obj, self.seal), _version(obj)
@@ -63,7 +64,7 @@ class Cache:
     def pod_event(self, kind: str, obj: dict[str, Any]) -> None:
         if kind == "DELETED":
             meta = obj.get("metadata") or {}
-            key = (meta.get("namespace", ""), meta.get("name", ""))
+            key = PodKey(meta.get("namespace", ""), meta.get("name", ""))
             self.cluster.drop_pod(key)
             self._versions.pop(key, None)
             self.changed.set()
@@ -72,7 +73,7 @@ class Cache:
 
     def list_nodes(self, listed: list[NodeInfo]) -> None:
         names = {n.name for n in listed}
-        for name in [n for n in self.cluster.nodes if n not in names]:
+        for name in [n for n in self.cluster.capacity.nodes if n not in names]:
             self.cluster.drop_node(name)
         for node in listed:
             self.cluster.put_node(node)
@@ -86,17 +87,20 @@ class Cache:
             self.cluster.put_node(info)
         self.changed.set()
 
-    def gangs_needing_size(self) -> dict[tuple[str, str], PodInfo]:
+    def gangs_needing_size(self) -> dict[UnitId, PodInfo]:
         """Waiting gangs whose size only the owner knows: one member of each. Gangs that
         already run ask too, when a pod waits: a replacement or a late joiner is let in
         against the owner's current size."""
-        waiting: dict[tuple[str, str], PodInfo] = {}
-        members = self.cluster.members
-        for key in self.cluster.gated:
+        waiting: dict[UnitId, PodInfo] = {}
+        membership = self.cluster.membership
+        for key in membership.gated:
             pod = self.cluster.pods[key]
             gang = pod.gang_id
-            if gang is None or gang in waiting:
+            if gang is None:
                 continue
-            if all(m.expected_size is None for m in members[gang].values()):
-                waiting[gang] = pod
+            unit = UnitId.of_gang(gang)
+            if unit in waiting:
+                continue
+            if all(m.expected_size is None for m in membership.members[unit].values()):
+                waiting[unit] = pod
         return waiting

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from webhook.controller.core.accounting import QueueSample
 from webhook.controller.core.actions import Victim
+from webhook.controller.core.reasons import WAIT_REASONS, WaitReason
 
 
 class ControllerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.gangs_waiting = Gauge("airlock_gangs_waiting", "Gangs waiting to be admitted.",
+        self.gangs_waiting = Gauge("airlock_gangs_waiting",
+                                   "Gangs (and queued single pods) waiting to be admitted, "
+                                   "by why (docs/controller.md, wait reasons).", ["reason"],
                                    registry=self.registry)
         self.admitted = Counter("airlock_gangs_admitted", "Gangs admitted.",
                                 registry=self.registry)
@@ -56,6 +60,13 @@ class ControllerMetrics:
             "Records the last round did not act on: written on a pod by someone other than "
             "the controller, or recorded victims the checks now keep. Each has a "
             "RecordIgnored event.", registry=self.registry)
+
+    def waiting(self, reasons: Iterable[WaitReason]) -> None:
+        """How many gangs wait, by why: every reason, so one that no gang has any more
+        reads 0 rather than what it last was."""
+        counts = collections.Counter(reasons)
+        for reason in WAIT_REASONS:
+            self.gangs_waiting.labels(reason).set(counts[reason])
 
     def queues(self, samples: Iterable[QueueSample]) -> None:
         for q in samples:

@@ -12,24 +12,25 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.accelerators import Accelerators
-from webhook.controller.core.gangs import GangId, SizeAnswer
+from webhook.controller.core.gangs import SizeAnswer
+from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import PodInfo
 from webhook.controller.shells.raw import json_of
 from webhook.conventions.base import OwnerAddress, SizeUnknown
-from webhook.conventions.registry import owner_sized
+from webhook.operators.registry import owner_sized
 
 
 class OwnerSizes:
     def __init__(self, api: client.ApiClient, ttl: float = 30.0) -> None:
         self.api = api
         self.ttl = ttl
-        self._cache: dict[GangId, tuple[float, SizeAnswer]] = {}
+        self._cache: dict[UnitId, tuple[float, SizeAnswer]] = {}
 
-    def cached(self, gang: GangId) -> SizeAnswer | None:
+    def cached(self, gang: UnitId) -> SizeAnswer | None:
         hit = self._cache.get(gang)
         return hit[1] if hit and time.monotonic() - hit[0] < self.ttl else None
 
-    async def lookup(self, gang: GangId, pod: PodInfo, accelerators: Accelerators
+    async def lookup(self, gang: UnitId, pod: PodInfo, accelerators: Accelerators
                      ) -> SizeAnswer:
         """The gang's size: the owner's members whose pods need `accelerators` (the
         others are not gated, so the gang does not wait for them)."""

@@ -20,7 +20,6 @@ from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 
 from webhook import kubeclient
 from webhook.accelerators import Accelerators
-from webhook.controller.core.accounting import Accounts
 from webhook.controller.core.budgets import Pdb
 from webhook.controller.core.deciding import (
     Action,
@@ -31,12 +30,14 @@ from webhook.controller.core.deciding import (
     Preempt,
     Requeue,
     Wait,
-    decide,
 )
-from webhook.controller.core.gangs import GangId, SizeAnswer
+from webhook.controller.core.gangs import SizeAnswer
 from webhook.controller.core.health import Health
+from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import NodeInfo
+from webhook.controller.core.reasons import WaitReason
 from webhook.controller.core.records import Seal
+from webhook.controller.core.rounds import Rounds
 from webhook.controller.core.tracking import Tracked
 from webhook.controller.shells.applying import WRITES_IN_FLIGHT, Applier
 from webhook.controller.shells.cache import Cache
@@ -93,9 +94,10 @@ class Controller:
                                fence=fence)
         self.synced = asyncio.Event()
         self.health = Health()
-        self.rounds = 0
+        self.rounds = Rounds(options)
+        self.accounts = self.rounds.accounts
+        self.rounds_run = 0
         self.deciding_seconds = 0.0
-        self.accounts = Accounts()
         self.sampled = 0.0
         self.kept = 0.0
 
@@ -126,7 +128,7 @@ class Controller:
         self.synced.set()
         await asyncio.gather(*tasks)
 
-    async def _sizes(self) -> dict[GangId, SizeAnswer]:
+    async def _sizes(self) -> dict[UnitId, SizeAnswer]:
         """Owner-stated sizes of the gangs that need one: cached answers at once, the
         misses looked up side by side (the applier's limit bounds the pool anyway)."""
         needed = self.cache.gangs_needing_size()
@@ -149,23 +151,22 @@ class Controller:
         # its requeue (`sample` notices it short when nothing is gated); and a record
         # the controller did not write is told of.
         if not self.cache.gated and not self.accounts.short_since and \
-                not self.cache.cluster.distrusted:
-            self.metrics.gangs_waiting.set(0)
+                not self.cache.cluster.membership.distrusted:
+            self.metrics.waiting(())
             return
         sizes = await self._sizes()
         started = time.perf_counter()
-        policy, cluster, now = self._policy(), self._cluster(), time.time()
-        state = self.accounts.state(policy, cluster, now, self.applier.recently_deleted())
-        if self.accounts.newly_short and now - self.kept >= KEEP_AT_MOST_EVERY:
-            await self.remember()
-        actions = decide(cluster, sizes, now, self.options, state)
+        now = time.time()
+        actions = self.rounds.run(self._policy(), self._cluster(), now, sizes,
+                                  self.applier.recently_deleted())
         self.deciding_seconds = time.perf_counter() - started
         self.metrics.fit_seconds.observe(self.deciding_seconds)
+        if self.accounts.newly_short and now - self.kept >= KEEP_AT_MOST_EVERY:
+            await self.remember()
         await self.applier.apply(actions)
-        self.rounds += 1
-        if self.rounds % 500 == 0:
+        self.rounds_run += 1
+        if self.rounds_run % 500 == 0:
             self.applier.forget_all_but(self.cache.pods.keys())
-        self.accounts.record(policy, cluster.accelerators, actions, now)
         self._count(actions)
 
     def _cluster(self) -> Tracked:
@@ -197,7 +198,7 @@ class Controller:
                    self.fence)
 
     def _count(self, actions: list[Action]) -> None:
-        waiting: set[tuple[str, str]] = set()
+        waiting: dict[UnitId, WaitReason] = {}
         ignored = 0
         for action in actions:
             match action:
@@ -206,7 +207,7 @@ class Controller:
                     arrival = min(p.created for p in action.ungate)
                     self.metrics.time_to_admit.observe(max(time.time() - arrival, 0.0))
                 case Wait():
-                    waiting.add(action.gang)
+                    waiting[action.unit] = action.reason
                 case Preempt():
                     for victim in action.victims:
                         self.metrics.preempted(victim)
@@ -218,7 +219,7 @@ class Controller:
                     pass
                 case _:
                     assert_never(action)
-        self.metrics.gangs_waiting.set(len(waiting))
+        self.metrics.waiting(waiting.values())
         self.metrics.records_ignored.set(ignored)
 
     async def lead(self) -> None:

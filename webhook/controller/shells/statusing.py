@@ -12,7 +12,6 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from webhook.controller.core.accounting import FAIR_SHARE_KEY
 from webhook.controller.core.objects import NodeInfo, PodInfo
 from webhook.controller.core.records import Unverified
 from webhook.controller.core.reporting import report
@@ -49,7 +48,7 @@ async def _status(kubeconfig: Path | None, policies: Path, output: str) -> int:
             recall(core, SYSTEM_NAMESPACE))
     found = report(policy, [NodeInfo.parse(n) for n in nodes],
                    [PodInfo.parse(p, Unverified()) for p in pods], events, time.time(),
-                   kept.get(FAIR_SHARE_KEY))
+                   kept)
     if output == "json":
         print(json.dumps(found.as_json(), indent=2))
     else:

@@ -1,0 +1,197 @@
+"""What happened to each job of a replay, from what a pod watch shows (pure: observations
+in, actions and timelines out; the clock is passed in).
+
+The recorder also plays two parts a real cluster's workloads play themselves:
+- the job's own barrier: a distributed job computes only once all its workers run (they
+  wait for each other at rendezvous), so its run time starts when the last pod is on a
+  node (bound: when `airlock simulate` counts a job whole, too; KWOK has it Running
+  moments later). The recorder says `Run` then, and the replay gives each pod KWOK's
+  run-time annotation. A gang counts as half-placed only if one of its pods found no
+  room while others held theirs (the scheduler's `Unschedulable`); pods bound in one go
+  count as placed together, even after the scheduler turned them all away (as
+  coscheduling does until the whole group fits);
+- the job's operator: a job that loses a pod before it finishes (preempted, evicted)
+  starts again with new pods (`Restart`), as a JobSet or a training operator would.
+
+Times are seconds on the replay's clock, scaled back to the trace's (times the speed) in the
+timelines, so figures compare with the trace and with `airlock simulate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.peers.manifests import ATTEMPT_LABEL, JOB_LABEL, Attempt
+from webhook.simulation.timelines import Timeline
+from webhook.simulation.traces import Job
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """The attempt's pods all run: start its run time."""
+
+    attempt: Attempt
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    """The attempt lost a pod: delete what is left of it and create `new`."""
+
+    old: Attempt
+    new: Attempt
+
+
+Action = Run | Restart
+
+# How far apart, in real seconds, one scheduling pass binds a gang's pods on this loaded
+# machine (coscheduling's bindings, once its Permit lets the group through, land some
+# 50 ms apart): pods turned away before any of them had a node, then bound within this
+# of each other, were placed together, not half-placed.
+BURST = 1.0
+
+
+@dataclass(slots=True)
+class _Pod:
+    gpus: int
+    bound: float | None = None
+    succeeded: float | None = None
+    gone: float | None = None  # deleted, or failed, before it succeeded
+
+    @property
+    def released(self) -> float | None:
+        return self.succeeded if self.succeeded is not None else self.gone
+
+
+@dataclass(slots=True)
+class _Job:
+    job: Job
+    attempt: int = 0
+    pods: dict[str, _Pod] = field(default_factory=dict)
+    whole_since: float | None = None
+    whole: list[tuple[float, float]] = field(default_factory=list)
+    completed: float | None = None
+    preemptions: int = 0
+    rejected: bool = False
+    # Whether a pod of the current attempt found no room (the scheduler said so) while
+    # a sibling held its node; and whether one found none before any sibling had one.
+    blocked: bool = False
+    refused: bool = False
+
+    def current(self) -> Attempt:
+        return Attempt(self.job, self.attempt)
+
+
+def _unschedulable(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and
+               c.get("reason") == "Unschedulable" for c in conditions)
+
+
+def never_runnable(job: Job, gpus_per_node: int, capacity: int) -> bool:
+    """A job no node, or not the whole cluster, can hold."""
+    return job.gpus > gpus_per_node or job.need > capacity
+
+
+class Recorder:
+    def __init__(self, jobs: Sequence[Job], gpus_per_node: int, capacity: int) -> None:
+        self._jobs = {(j.namespace, j.name): _Job(j) for j in jobs}
+        self._never = {key for key, j in self._jobs.items()
+                       if never_runnable(j.job, gpus_per_node, capacity)}
+
+    def rejected(self, job: Job) -> None:
+        """Admission turned the job's pods away: it will never run."""
+        self._jobs[(job.namespace, job.name)].rejected = True
+
+    def observe(self, now: float, pod: dict[str, Any], deleted: bool = False
+                ) -> list[Action]:
+        meta = pod["metadata"]
+        labels = meta.get("labels") or {}
+        record = self._jobs.get((meta["namespace"], labels.get(JOB_LABEL, "")))
+        if record is None:
+            return []  # not the bench's
+        seen = record.pods.setdefault(meta["name"], _Pod(record.job.gpus))
+        phase = (pod.get("status") or {}).get("phase")
+        if seen.bound is None and (pod.get("spec") or {}).get("nodeName"):
+            seen.bound = now
+        if seen.bound is None and _unschedulable(pod) and \
+                labels.get(ATTEMPT_LABEL) == str(record.attempt):
+            if any(p.bound is not None for p in self._pods(record)):
+                record.blocked = True
+            else:
+                record.refused = True
+        lost = False
+        if phase == "Succeeded" and seen.succeeded is None and seen.gone is None:
+            seen.succeeded = now
+        elif seen.gone is None and seen.succeeded is None and \
+                (deleted or phase == "Failed" or meta.get("deletionTimestamp")):
+            seen.gone, lost = now, True
+        if labels.get(ATTEMPT_LABEL) != str(record.attempt) or record.completed is not None:
+            return []  # an attempt given up: only its pods' release times still count
+        if lost:
+            return [self._restart(record, now)]
+        return self._progress(record, now)
+
+    def _pods(self, record: _Job) -> list[_Pod]:
+        """The current attempt's pods seen so far."""
+        return [record.pods[n] for n in record.current().pod_names if n in record.pods]
+
+    def _progress(self, record: _Job, now: float) -> list[Action]:
+        pods = [record.pods.get(n) for n in record.current().pod_names]
+        seen = [p for p in pods if p is not None]
+        bound = [p.bound for p in seen if p.bound is not None]
+        if record.whole_since is None and len(bound) == len(pods):
+            record.whole_since = now
+            if not record.blocked and not (record.refused and now - min(bound) > BURST):
+                # Bound in one go: the milliseconds between one binding and the next,
+                # times the speed, are the replay's resolution, not a half-placed gang.
+                for pod in seen:
+                    pod.bound = now
+            return [Run(record.current())]
+        if record.whole_since is not None and \
+                all(p and p.succeeded is not None for p in pods):
+            record.whole.append((record.whole_since, now))
+            record.whole_since, record.completed = None, now
+        return []
+
+    def _restart(self, record: _Job, now: float) -> Restart:
+        if record.whole_since is not None:
+            record.whole.append((record.whole_since, now))
+            record.whole_since = None
+        old = record.current()
+        record.attempt, record.blocked, record.refused = record.attempt + 1, False, False
+        record.preemptions += 1
+        return Restart(old, record.current())
+
+    # --- the run's state --------------------------------------------------------------
+    def settled(self) -> bool:
+        """Every job completed, or never able to run."""
+        return all(r.completed is not None or r.rejected or key in self._never
+                   for key, r in self._jobs.items())
+
+    def running(self) -> int:
+        """Jobs running whole now."""
+        return sum(1 for r in self._jobs.values() if r.whole_since is not None)
+
+    def timelines(self, end: float, speed: float) -> list[Timeline]:
+        """Each job's timeline in trace seconds; pods still held at `end` count as held
+        until then."""
+        out = []
+        for key, r in self._jobs.items():
+            j = r.job
+
+            def scaled(periods: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+                return [(a * speed, b * speed) for a, b in periods]
+
+            holds = [(p.bound * speed, (p.released if p.released is not None else end) * speed,
+                      p.gpus) for p in r.pods.values() if p.bound is not None]
+            whole = scaled(r.whole)
+            if r.whole_since is not None:
+                whole += scaled([(r.whole_since, end)])
+            out.append(Timeline(
+                name=j.name, namespace=j.namespace, cls=j.cls, pods=j.pods, gpus=j.gpus,
+                submit=j.submit, holds=holds, whole=whole,
+                completed=None if r.completed is None else r.completed * speed,
+                preemptions=r.preemptions, never_runnable=r.rejected or key in self._never))
+        return out

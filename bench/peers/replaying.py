@@ -1,0 +1,341 @@
+"""One system's replay of a trace on a fresh sandbox: the control plane with its fake GPU
+nodes, the system itself (Airlock's webhook and controller, or a peer built from its Go
+module), then the jobs submitted at their times (divided by the speed) as the objects a user writes,
+and a pod watch recording what happened to them.
+
+A run ends when every job completed (or can never run), when nothing moved for `stall`
+seconds with every job submitted and none running (a deadlock, or gangs that can never
+be placed), or after `timeout` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from bench.common import policies_with, trace_grants
+from bench.peers.manifests import (
+    JOB_LABEL,
+    Attempt,
+    System,
+    kueue_queues,
+    pod_group,
+    pods,
+)
+from bench.peers.peers import KUEUE_NAMESPACE, PEERS
+from bench.peers.recording import Action, Recorder, Restart, Run
+from webhook.controller.shells.raw import json_of
+from webhook.policy.model import Policy
+from webhook.sandbox import wiring
+from webhook.sandbox.binaries import ensure_binaries
+from webhook.sandbox.clients import from_kubeconfig
+from webhook.sandbox.controlplane import ControlPlane
+from webhook.sandbox.nodes import Shape, create_nodes, topology
+from webhook.sandbox.operating import RunningCommand, start_operators, stop
+from webhook.sandbox.processes import AirlockProcess, start_controller, start_webhook
+from webhook.sandbox.stages import DELAY
+from webhook.simulation.timelines import Timeline
+from webhook.simulation.traces import Job
+
+Progress = Callable[[str], None]
+PROBE = "bench-probe"
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    shape: Shape
+    speed: float
+    policies: Path
+    stall: float = 30.0
+    timeout: float = 1800.0
+    # Where each system's component logs are kept (LOGS/<system>/), for a look after.
+    logs: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    system: System
+    timelines: list[Timeline]
+    end: float  # trace seconds from the first submit slot to the end of the run
+    setup_seconds: float  # wall-clock seconds to bring the sandbox and the system up
+    ended: str  # "settled", "stalled" or "timeout"
+
+
+def replay(system: System, jobs: Sequence[Job], policy: Policy, options: Options,
+           progress: Progress) -> Outcome:
+    """Raises what the system's build or start raised: the caller reports it by name."""
+    started = time.monotonic()
+    binaries = ensure_binaries(progress)
+    peer = PEERS.get(system)
+    plane = ControlPlane(binaries).start()
+    operators: list[RunningCommand] = []
+    airlock: list[AirlockProcess] = []
+    try:
+        namespaces = sorted({j.namespace for j in jobs})
+        asyncio.run(_cluster(plane, policy, namespaces, options.shape, system))
+        if system == "airlock":
+            airlock = _start_airlock(plane, policies_with(
+                plane.workdir / "policies", "95-trace-grants.yaml", trace_grants(jobs),
+                source=options.policies))
+        if peer is not None:
+            operators = start_operators([peer], plane.workdir, plane.admin_kubeconfig,
+                                        plane.pki.ca, progress)
+        if system == "kueue":
+            asyncio.run(_apply(plane.admin_kubeconfig,
+                               kueue_queues(namespaces, options.shape.nodes
+                                            * options.shape.gpus_per_node)))
+        setup = time.monotonic() - started
+        progress(f"{system}: sandbox up in {setup:.0f}s; replaying {len(jobs)} jobs at "
+                 f"{options.speed:g}x")
+        recorder = Recorder(jobs, options.shape.gpus_per_node,
+                            options.shape.nodes * options.shape.gpus_per_node)
+        end, ended = asyncio.run(_Replay(system, jobs, policy, recorder, options,
+                                         plane.admin_kubeconfig, progress).run())
+        return Outcome(system, recorder.timelines(end, options.speed), end * options.speed,
+                       setup, ended)
+    finally:
+        stop(operators)
+        for process in airlock:
+            process.process.terminate()
+            with contextlib.suppress(Exception):
+                process.process.wait(timeout=10)
+        plane.stop()
+        if options.logs is not None:
+            _keep_logs(plane.workdir, options.logs / system)
+        plane.remove()
+
+
+def _keep_logs(workdir: Path, into: Path) -> None:
+    shutil.rmtree(into, ignore_errors=True)
+    for log in workdir.rglob("*.log"):
+        target = into / log.relative_to(workdir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, target)
+
+
+async def _cluster(plane: ControlPlane, policy: Policy, namespaces: list[str], shape: Shape,
+                   system: System) -> None:
+    async with await from_kubeconfig(plane.admin_kubeconfig) as api:
+        await wiring.create_priority_classes(api, policy)
+        await create_nodes(api, topology(shape))
+        for ns in [*namespaces, *([KUEUE_NAMESPACE] if system == "kueue" else [])]:
+            await wiring.create_namespace(api, ns)
+
+
+def _start_airlock(plane: ControlPlane, policies: Path) -> list[AirlockProcess]:
+    """As the sandbox runs Airlock: the webhook wired in by URL, the controller as its own
+    ServiceAccount with the RBAC deploy/ grants it."""
+    hook = start_webhook(plane.workdir, policies)
+    started = [hook.running]
+    try:
+        async def wire() -> Path:
+            async with await from_kubeconfig(plane.admin_kubeconfig) as api:
+                await wiring.apply_webhook_configurations(api, wiring.webhook_configurations(
+                    hook.url, hook.certs.ca.read_bytes()))
+                return await wiring.controller_kubeconfig(
+                    api, plane.url, plane.ca_file, plane.workdir / "controller.kubeconfig")
+
+        kubeconfig = asyncio.run(wire())
+        started.append(start_controller(plane.workdir, kubeconfig, policies))
+    except BaseException:
+        for process in started:
+            process.process.terminate()
+        raise
+    return started
+
+
+async def _apply(kubeconfig: Path, docs: list[dict[str, Any]]) -> None:
+    """Kueue's queue objects (cluster-scoped or namespaced, by their metadata)."""
+    async with await from_kubeconfig(kubeconfig) as api:
+        custom = client.CustomObjectsApi(api)
+        for doc in docs:
+            group, version = doc["apiVersion"].split("/")
+            plural = doc["kind"].lower() + "s"
+            ns = doc["metadata"].get("namespace")
+            if ns:
+                await custom.create_namespaced_custom_object(group, version, ns, plural, doc)
+            else:
+                await custom.create_cluster_custom_object(group, version, plural, doc)
+
+
+class _Replay:
+    def __init__(self, system: System, jobs: Sequence[Job], policy: Policy,
+                 recorder: Recorder, options: Options, kubeconfig: Path,
+                 progress: Progress) -> None:
+        self.system, self.jobs, self.policy = system, jobs, policy
+        self.recorder, self.options, self.kubeconfig = recorder, options, kubeconfig
+        self.progress = progress
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.t0 = 0.0
+        self.last_event = 0.0
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coroutine)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def run(self) -> tuple[float, str]:
+        async with await from_kubeconfig(self.kubeconfig) as api:
+            self.core = client.CoreV1Api(api)
+            self.custom = client.CustomObjectsApi(api)
+            await self.probe()
+            listed = await (await self.core.list_pod_for_all_namespaces(
+                label_selector=JOB_LABEL, _preload_content=False)).json()
+            self.t0 = time.monotonic()
+            watcher = asyncio.create_task(self.watch(listed["metadata"]["resourceVersion"]))
+            submitter = asyncio.create_task(self.submit())
+            try:
+                ended = await self.until_done(watcher, submitter)
+            finally:
+                end = self.now()
+                for task in (watcher, submitter, *self.tasks):
+                    task.cancel()
+                await asyncio.gather(watcher, submitter, *self.tasks, return_exceptions=True)
+        return end, ended
+
+    async def probe(self, within: float = 180.0) -> None:
+        """A small gang through the whole path (admission, the system's own queueing or
+        gating, the scheduler, KWOK) before the clock starts: a controller or scheduler
+        still syncing would otherwise count as the first jobs' wait."""
+        probe = Attempt(Job(name=PROBE, submit=0.0, namespace=self.jobs[0].namespace,
+                            cls="training", pods=2, gpus=1, runtime=1.0), 0)
+        await self.create(probe)
+        await self.until_probe(probe, lambda phases: phases.count("Running") == 2, within)
+        for name in probe.pod_names:
+            await json_of(await self.core.delete_namespaced_pod(
+                name, probe.job.namespace, grace_period_seconds=0, _preload_content=False))
+        await self.until_probe(probe, lambda phases: not phases, within)
+
+    async def until_probe(self, probe: Attempt, done: Callable[[list[str | None]], bool],
+                          within: float) -> None:
+        deadline = time.monotonic() + within
+        while True:
+            listed = await json_of(await self.core.list_namespaced_pod(
+                probe.job.namespace, label_selector=f"{JOB_LABEL}={PROBE}",
+                _preload_content=False))
+            phases = [(p.get("status") or {}).get("phase") for p in listed["items"]]
+            if done(phases):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.system}: the probe gang did not run and go "
+                                   f"within {within:g}s (phases {phases})")
+            await asyncio.sleep(0.2)
+
+    async def until_done(self, watcher: asyncio.Task[None],
+                         submitter: asyncio.Task[None]) -> str:
+        while True:
+            await asyncio.sleep(0.2)
+            if watcher.done():
+                watcher.result()  # its error, if it failed
+                raise RuntimeError("the pod watch ended")
+            submitted = submitter.done()
+            if submitted and self.recorder.settled():
+                return "settled"
+            if submitted and self.recorder.running() == 0 and \
+                    self.now() - self.last_event > self.options.stall:
+                self.progress(f"{self.system}: nothing moved for {self.options.stall:g}s "
+                              "with no job running: stopping (jobs left are stuck)")
+                return "stalled"
+            if self.now() > self.options.timeout:
+                self.progress(f"{self.system}: timed out after {self.options.timeout:g}s")
+                return "timeout"
+
+    async def submit(self) -> None:
+        for job in self.jobs:
+            await asyncio.sleep(max(0.0, job.submit / self.options.speed - self.now()))
+            self.spawn(self.create(Attempt(job, 0)))
+        self.last_event = self.now()
+
+    async def create(self, attempt: Attempt) -> None:
+        job = attempt.job
+        group = pod_group(attempt) if self.system == "coscheduling" else None
+        try:
+            if group is not None:
+                await self.custom.create_namespaced_custom_object(
+                    "scheduling.x-k8s.io", "v1alpha1", job.namespace, "podgroups", group)
+            # All at once, as an operator making a gang's pods does.
+            await asyncio.gather(*(self.create_pod(pod) for pod in
+                                   pods(self.system, attempt, self.policy)))
+        except ApiException as e:
+            if e.status is not None and 400 <= e.status < 500:
+                why = e.body if isinstance(e.body, str) else e.reason
+                self.progress(f"{self.system}: {job.namespace}/{job.name} refused at "
+                              f"admission ({e.status}): {why}")
+                self.recorder.rejected(job)
+                return
+            raise
+
+    async def create_pod(self, pod: dict[str, Any]) -> None:
+        await json_of(await self.core.create_namespaced_pod(
+            pod["metadata"]["namespace"], body=pod, _preload_content=False))
+
+    async def watch(self, version: str) -> None:
+        while True:
+            response = await self.core.list_pod_for_all_namespaces(
+                watch=True, resource_version=version, label_selector=JOB_LABEL,
+                timeout_seconds=300, allow_watch_bookmarks=True, _preload_content=False)
+            async with response:
+                async for line in response.content:
+                    if not line.strip():
+                        continue
+                    event = orjson.loads(line)
+                    kind, obj = event["type"], event["object"]
+                    if kind == "ERROR":
+                        raise RuntimeError(f"pod watch: {obj.get('message')}")
+                    version = obj["metadata"]["resourceVersion"]
+                    if kind == "BOOKMARK":
+                        continue
+                    self.last_event = self.now()
+                    for action in self.recorder.observe(self.last_event, obj,
+                                                        deleted=kind == "DELETED"):
+                        self.spawn(self.act(action))
+
+    async def act(self, action: Action) -> None:
+        try:
+            await self._act(action)
+        except ApiException as e:
+            # A pod gone meanwhile (preempted as its run began): the watch says so too.
+            if e.status != 404:
+                self.progress(f"{self.system}: {type(action).__name__} of "
+                              f"{action_name(action)} failed: {e.status} {e.reason}")
+
+    async def _act(self, action: Action) -> None:
+        if isinstance(action, Run):
+            job = action.attempt.job
+            run_time = {"metadata": {"annotations": {
+                DELAY: f"{job.runtime / self.options.speed:.3f}s"}}}
+
+            async def annotate(name: str) -> None:
+                await json_of(await self.core.patch_namespaced_pod(
+                    name, job.namespace, body=run_time,
+                    _content_type="application/merge-patch+json", _preload_content=False))
+
+            await asyncio.gather(*(annotate(n) for n in action.attempt.pod_names))
+        elif isinstance(action, Restart):
+            await self.restart(action)
+
+    async def restart(self, action: Restart) -> None:
+        ns = action.old.job.namespace
+        for name in action.old.pod_names:
+            with contextlib.suppress(ApiException):
+                await json_of(await self.core.delete_namespaced_pod(
+                    name, ns, grace_period_seconds=0, _preload_content=False))
+        await self.create(action.new)
+
+
+def action_name(action: Action) -> str:
+    attempt = action.attempt if isinstance(action, Run) else action.new
+    return f"{attempt.job.namespace}/{attempt.group}"

@@ -1,0 +1,65 @@
+"""`airlock simulate` at scale: 10,000 jobs over a day on 5,000 nodes x 8 GPUs (goal:
+<= 60 s on one core, <= 1 GiB). Prints wall and CPU time (the simulation is one thread;
+on a shared machine CPU time is the steadier figure), peak memory, and how much of it the
+controller's decide() took, for each scheduler.
+
+    .venv/bin/python -m bench.simulate [--jobs 10000] [--nodes 5000]
+        [--scheduler airlock|stock|both] [--runtime-scale 4]
+
+The trace is the generator's, seeded: training gangs up to 128 pods, run times 4x the
+generator's medians, which asks for about 95% of the cluster's GPU-hours over the day.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+from pathlib import Path
+
+from webhook.policy.loading import load_policy
+from webhook.simulation.clusters import Shape
+from webhook.simulation.generating import Mix, generate
+from webhook.simulation.simulating import SCHEDULERS, Scheduler, simulate
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.simulate")
+    p.add_argument("--jobs", type=int, default=10_000)
+    p.add_argument("--hours", type=float, default=24.0)
+    p.add_argument("--nodes", type=int, default=5_000)
+    p.add_argument("--nodes-per-domain", type=int, default=32)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--runtime-scale", type=float, default=4.0,
+                   help="multiply the generator's median run times (4: ~95%% of the "
+                        "cluster's GPU-hours asked for over the day)")
+    p.add_argument("--scheduler", choices=(*SCHEDULERS, "both"), default="both")
+    args = p.parse_args()
+    base = Mix()
+    mix = Mix(jobs=args.jobs, seconds=args.hours * 3600, seed=args.seed, max_pods=128,
+              medians={c: m * args.runtime_scale for c, m in base.medians.items()})
+    started = time.perf_counter()
+    jobs = generate(mix)
+    print(f"trace: {len(jobs)} jobs, {sum(j.pods for j in jobs)} pods, generated in "
+          f"{time.perf_counter() - started:.1f} s")
+    policy = load_policy(ROOT / "policies")
+    shape = Shape(args.nodes, 8, args.nodes_per_domain)
+    schedulers: tuple[Scheduler, ...] = SCHEDULERS if args.scheduler == "both" \
+        else (args.scheduler,)
+    for scheduler in schedulers:
+        started, cpu = time.perf_counter(), time.process_time()
+        run = simulate(jobs, policy, shape, scheduler)
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        s = run.summary()
+        print(f"{scheduler}: {seconds:.1f} s wall ({cpu:.1f} s CPU), {run.stats.events} "
+              f"events, decide() "
+              f"{run.stats.decide_calls} calls, {run.stats.decide_seconds:.1f} s; "
+              f"completed {s['completed']}/{s['jobs']}, wait p50 {s['wait']['p50']} s, "
+              f"p99 {s['wait']['p99']} s, utilization {s['utilization']:.1%}, "
+              f"partial-gang GPU-h {s['partialGangGpuSeconds'] / 3600:.0f}, "
+              f"preemptions {s['preemptions']}")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS: {peak:.0f} MiB")
+    return 0

@@ -1,0 +1,99 @@
+"""The units that could be victims this round, whoever the preemptor: a whole gang (every
+active member, wherever it runs), or a single pod outside any gang; never part of a gang.
+Built when a plan first looks at their nodes: a round that plans in a few domains of a
+busy cluster never builds the rest.
+
+Never a unit in a `spared` namespace (out of Airlock's scope), with a pod holding GPUs
+that is not old enough (`criteria.old_enough`), with a member being deleted (the gang is
+going anyway) or `deleted` by this controller, holding no GPUs, or whose
+PodDisruptionBudgets cannot lose that many pods."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+
+from webhook.accelerators import GpuEquivalents
+from webhook.controller.core.actions import Victim
+from webhook.controller.core.budgets import Budget
+from webhook.controller.core.criteria import (
+    PreemptionSettings,
+    old_enough,
+    saved_from,
+    work_lost,
+)
+from webhook.controller.core.identities import PodKey, UnitId
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.quotas import Quotas
+from webhook.controller.core.tracking import Tracked
+
+
+def unit_of(pods: Sequence[PodInfo], unit: UnitId, queue: str, now: float,
+            held: Mapping[PodKey, GpuEquivalents]) -> Victim:
+    """`pods` weighed as one unit, by the GPUs they hold."""
+    gpus: GpuEquivalents = 0
+    lost = 0.0
+    for p in pods:
+        if (g := held.get(p.key, 0)):
+            gpus += g
+            lost += work_lost(g, saved_from(p), now)
+    return Victim(tuple(pods), unit, queue, max(p.priority for p in pods), gpus, lost,
+                  max(p.started for p in pods))
+
+
+def unit_id(pod: PodInfo) -> UnitId:
+    """The unit a bound pod goes with: its gang, or itself."""
+    gang = pod.gang_id
+    return UnitId.of_gang(gang) if gang is not None else UnitId.of_pod(pod.key)
+
+
+def within(unit: Victim, budget: Budget, allowance: Mapping[str, int]) -> bool:
+    hit = sum(1 for p in unit.pods if p.key in budget.pods)
+    return not hit or hit <= allowance[budget.name]
+
+
+class Candidates:
+    def __init__(self, cluster: Tracked, quotas: Quotas, now: float,
+                 settings: PreemptionSettings, budgets: Sequence[Budget] = (),
+                 spared: Collection[str] = (), deleted: Collection[str] = ()) -> None:
+        self.cluster = cluster
+        self.queue_of = quotas.queue_of
+        self.now = now
+        self.young = now - settings.min_runtime
+        self.budgets = budgets
+        self.allowance = {b.name: b.allowed for b in budgets}
+        self.spared = frozenset(spared)
+        self.deleted = deleted
+        self._built: dict[UnitId, Victim | None] = {}
+
+    def get(self, unit: UnitId) -> Victim | None:
+        try:
+            return self._built[unit]
+        except KeyError:
+            found = self._built[unit] = self._build(unit)
+            return found
+
+    def _build(self, unit: UnitId) -> Victim | None:
+        if unit.namespace in self.spared:
+            return None
+        cluster, young = self.cluster, self.young
+        held = cluster.occupancy.held
+        if unit.kind == "pod":
+            p = cluster.pods[PodKey(unit.namespace, unit.name)]
+            gpus = held.get(p.key, 0)
+            if not gpus or not old_enough(p.started, young) or p.uid in self.deleted:
+                return None
+            found = Victim((p,), unit, self.queue_of(unit.namespace), p.priority, gpus,
+                           work_lost(gpus, saved_from(p), self.now), p.started)
+        else:
+            members = cluster.membership.members.get(unit)
+            if cluster.membership.deleting[unit] or not members or any(
+                    p.uid in self.deleted
+                    or (p.key in held and not old_enough(p.started, young))
+                    for p in members.values()):
+                return None
+            found = unit_of(list(members.values()), unit, self.queue_of(unit.namespace),
+                            self.now, held)
+            if not found.gpus:
+                return None
+        allowance = self.allowance
+        return found if all(within(found, b, allowance) for b in self.budgets) else None

@@ -1,0 +1,258 @@
+"""Where room is: each node's free capacity as bound pods come and go, and which nodes
+(and topology domains) each kind of pod may use, kept as nodes change. One of the tracked
+cluster's indexes (`tracking`); it owns its data and keeps it current.
+
+A node's free map is replaced, never changed in place, so a snapshot's copy of the maps
+stays what the round started from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from webhook.accelerators import GpuEquivalents
+from webhook.controller.core.matching import eligible, signature
+from webhook.controller.core.objects import NodeInfo, PodInfo, Resources
+
+Count = Callable[[Resources], GpuEquivalents]
+Signature = tuple[Any, ...]
+
+
+class Room:
+    """Free GPUs on a set of nodes: their total, and how many nodes have each amount
+    free. Kept as nodes change, it tells whether a gang could pack there in a look at
+    the few distinct amounts, not at every node."""
+
+    __slots__ = ("counts", "total")
+
+    def __init__(self, free: Iterable[GpuEquivalents] = ()) -> None:
+        self.total: GpuEquivalents = 0
+        self.counts: dict[GpuEquivalents, int] = {}
+        for amount in free:
+            if amount > 0:
+                self.total += amount
+                self.counts[amount] = self.counts.get(amount, 0) + 1
+
+    def copy(self) -> Room:
+        room = Room()
+        room.total, room.counts = self.total, dict(self.counts)
+        return room
+
+    def moved(self, before: GpuEquivalents, after: GpuEquivalents) -> None:
+        """A node of the set went from `before` free GPUs to `after`."""
+        before, after = max(before, 0), max(after, 0)
+        if before == after:
+            return
+        self.total += after - before
+        if before:
+            self.counts[before] -= 1
+        if after:
+            self.counts[after] = self.counts.get(after, 0) + 1
+
+    def could_pack(self, sizes: Sequence[GpuEquivalents]) -> bool:
+        """Whether pods of `sizes` GPUs (largest first) could go on these nodes, counting
+        GPUs only: a necessary condition. Each pod takes the first node with room, most
+        free first; no pod ever needs more than one node of any amount per pod."""
+        left: list[GpuEquivalents] = []
+        for amount in sorted((a for a, c in self.counts.items() if c > 0), reverse=True):
+            left.extend([amount] * min(self.counts[amount], len(sizes)))
+        for size in sizes:
+            for i, room in enumerate(left):
+                if room >= size:
+                    left[i] = room - size
+                    break
+            else:
+                return False
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Room) and (self.total, {a: c for a, c in self.counts.items()
+                                                         if c}) == \
+            (other.total, {a: c for a, c in other.counts.items() if c})
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def with_pod_slot(requests: Resources) -> Resources:
+    return {**requests, "pods": 1}
+
+
+def _minus(allocatable: Resources, used: Resources | None) -> Resources:
+    if not used:
+        return allocatable
+    free = dict(allocatable)
+    for k, v in used.items():
+        free[k] = free.get(k, 0) - v
+    return free
+
+
+def _placement_changed(old: NodeInfo, new: NodeInfo) -> bool:
+    """Whether a node update can change which pods may use the node (a heartbeat
+    cannot)."""
+    return (old.labels != new.labels or old.taints != new.taints or old.ready != new.ready
+            or old.unschedulable != new.unschedulable or old.allocatable != new.allocatable)
+
+
+class Capacity:
+    def __init__(self, gpus: Count) -> None:
+        self.gpus = gpus
+        self.nodes: dict[str, NodeInfo] = {}
+        # What bound, active pods request per node name (the pod slot included), whether
+        # the node is known or not: a node that comes back finds its pods counted.
+        self._used: dict[str, Resources] = {}
+        self.free: dict[str, Resources] = {}
+        self.free_gpu: dict[str, GpuEquivalents] = {}
+        # GPUs of every ready node.
+        self.total: GpuEquivalents = 0
+        # Bumped whenever which nodes a pod may use can have changed: what others derive
+        # from sets of nodes (a domain's costs) is then to be made again.
+        self.placements = 0
+        self._eligible: dict[Signature, list[str]] = {}
+        self._eligible_sets: dict[Signature, frozenset[str]] = {}
+        self._domains: dict[tuple[Any, ...], dict[str, list[str]]] = {}
+        self._capacities: dict[tuple[Any, ...], list[tuple[GpuEquivalents, GpuEquivalents]]] = {}
+        self._domain_rooms: dict[tuple[Any, ...], dict[str, Room]] = {}
+
+    def count_as(self, gpus: Count) -> None:
+        """Count GPUs with `gpus` from now on (the accelerators changed)."""
+        self.gpus = gpus
+        self.free_gpu = {n: gpus(free) for n, free in self.free.items()}
+        self.total = sum(gpus(n.allocatable) for n in self.nodes.values() if n.ready)
+        self._domain_rooms.clear()
+
+    # --- what bound pods take --------------------------------------------------------
+
+    def use(self, node: str, requests: Resources, sign: int) -> None:
+        """A bound pod's `requests` are taken on `node` (`sign` 1) or given back (-1)."""
+        used = self._used.setdefault(node, {})
+        for k, v in requests.items():
+            used[k] = used.get(k, 0) + sign * v
+        if node in self.nodes:
+            # A new map, not a change to the old one: a snapshot may hold the old one.
+            free = self.free[node] = dict(self.free[node])
+            for k, v in requests.items():
+                free[k] = free.get(k, 0) - sign * v
+            before = self.free_gpu[node]
+            self.free_gpu[node] = after = self.gpus(free)
+            self.domain_rooms_moved(self._domain_rooms, node, before, after)
+
+    # --- nodes -------------------------------------------------------------------------
+
+    def put_node(self, node: NodeInfo) -> bool:
+        """Whether anything changed."""
+        name = node.name
+        old = self.nodes.get(name)
+        if old == node:
+            return False
+        self.nodes[name] = node
+        if old is None or old.allocatable != node.allocatable:
+            free = self.free[name] = _minus(node.allocatable, self._used.get(name))
+            self.free_gpu[name] = self.gpus(free)
+        self.total += self._ready_gpus(node) - (self._ready_gpus(old) if old else 0)
+        if old is None or _placement_changed(old, node):
+            self._placements_changed()
+        return True
+
+    def drop_node(self, name: str) -> bool:
+        """Whether the node was known."""
+        old = self.nodes.pop(name, None)
+        if old is None:
+            return False
+        del self.free[name], self.free_gpu[name]
+        self.total -= self._ready_gpus(old)
+        self._placements_changed()
+        return True
+
+    def _ready_gpus(self, node: NodeInfo) -> GpuEquivalents:
+        return self.gpus(node.allocatable) if node.ready else 0
+
+    def _placements_changed(self) -> None:
+        self.placements += 1
+        self._eligible.clear()
+        self._eligible_sets.clear()
+        self._domains.clear()
+        self._capacities.clear()
+        self._domain_rooms.clear()
+
+    # --- what rounds read ----------------------------------------------------------------
+
+    def eligible_nodes(self, pod: PodInfo) -> list[str]:
+        """Nodes the pod may use at all; cached per scheduling signature, since the pods
+        of a gang, and of many gangs, mostly share one, until a node changes."""
+        sig = signature(pod)
+        found = self._eligible.get(sig)
+        if found is None:
+            found = [n for n, info in self.nodes.items() if eligible(pod, info)]
+            self._eligible[sig] = found
+        return found
+
+    def eligible_set(self, pod: PodInfo) -> frozenset[str]:
+        sig = signature(pod)
+        found = self._eligible_sets.get(sig)
+        if found is None:
+            found = self._eligible_sets[sig] = frozenset(self.eligible_nodes(pod))
+        return found
+
+    def _eligible_set_of(self, sig: Signature) -> frozenset[str]:
+        """The eligible nodes of a signature already asked about."""
+        found = self._eligible_sets.get(sig)
+        if found is None:
+            found = self._eligible_sets[sig] = frozenset(self._eligible[sig])
+        return found
+
+    def domains(self, pod: PodInfo, topology_key: str) -> dict[str, list[str]]:
+        """The pod's eligible nodes by their value of the topology label."""
+        key = (signature(pod), topology_key)
+        found = self._domains.get(key)
+        if found is None:
+            found = {}
+            nodes = self.nodes
+            for name in self.eligible_nodes(pod):
+                value = nodes[name].labels.get(topology_key)
+                if value is not None:
+                    found.setdefault(value, []).append(name)
+            self._domains[key] = found
+        return found
+
+    def domain_rooms(self, pod: PodInfo, topology_key: str) -> dict[str, Room]:
+        """The free GPUs of each domain over the pod's eligible nodes, kept current as
+        pods come and go (a round copies what it reads: summing every node per round was
+        most of a round in a simulation of thousands of nodes)."""
+        key = (signature(pod), topology_key)
+        found = self._domain_rooms.get(key)
+        if found is None:
+            free_gpu = self.free_gpu
+            found = self._domain_rooms[key] = {
+                name: Room(free_gpu[n] for n in nodes)
+                for name, nodes in self.domains(pod, topology_key).items()}
+        return found
+
+    def domain_rooms_moved(self, rooms: dict[tuple[Any, ...], dict[str, Room]], node: str,
+                           before: GpuEquivalents, after: GpuEquivalents) -> None:
+        """`node` went from `before` free GPUs to `after`, in the domain `rooms` it is in."""
+        if max(before, 0) == max(after, 0):
+            return
+        labels = self.nodes[node].labels
+        for (sig, key), by_domain in rooms.items():
+            value = labels.get(key)
+            if value is not None and node in self._eligible_set_of(sig):
+                by_domain[value].moved(before, after)
+
+    def capacities(self, pod: PodInfo, topology_key: str | None
+                   ) -> list[tuple[GpuEquivalents, GpuEquivalents]]:
+        """What the pod's eligible nodes have, used or not, per domain of the topology
+        label (all of them as one, without a label): the GPUs of each domain's nodes and
+        of its largest node, most GPUs first. No wait can get a gang more."""
+        key = (signature(pod), topology_key)
+        found = self._capacities.get(key)
+        if found is None:
+            nodes, gpus = self.nodes, self.gpus
+            groups = ([self.eligible_nodes(pod)] if topology_key is None
+                      else self.domains(pod, topology_key).values())
+            found = []
+            for names in groups:
+                sizes = [gpus(nodes[n].allocatable) for n in names]
+                found.append((sum(sizes), max(sizes, default=0)))
+            found.sort(reverse=True)
+            self._capacities[key] = found
+        return found

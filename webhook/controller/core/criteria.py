@@ -1,0 +1,77 @@
+"""The victim order: which running work is cheapest to evict, defined once.
+
+A unit (a whole gang, or a pod in none: `Victim`) may go only when
+- every pod of it holding GPUs has run its minimum runtime (`old_enough`), and
+- the preemptor outranks it (`outranks`), or reclaims from its queue (`candidates`).
+Among those that may go, cheapest first (`cost`): the lowest priority, then the least
+work lost (GPUs times the time since each pod started, or since the checkpoint it states:
+`work_lost`), then the youngest. A set of victims costs (`set_cost`) its highest priority,
+then its total work lost, then its oldest start, then its size.
+
+Everything the search does derives from these: which units are built as candidates
+(`candidates`), the order a domain's units are walked in, and the cheapest set kept
+between domains (`planning`), the lower bound that lets whole domains be skipped
+(`costs.Costs.bound`: the least priority and work lost any set freeing enough could cost,
+from `saved_from` and `work_lost`), and the glances that rule out a gang with no hope
+(`planning`'s room below a priority, `occupancy.room_below`: units below its priority,
+old enough). A new criterion is taught here, and to the bound if it changes what a set
+must cost at least.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from webhook.accelerators import GpuEquivalents
+from webhook.controller.core.actions import Victim
+from webhook.controller.core.objects import PodInfo
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionSettings:
+    enabled: bool = True
+    # Pods younger than this are never victims: a job gets to do some work.
+    min_runtime: float = 300.0
+    # A complete gang waits this long for room before it may preempt: room often frees
+    # by itself, and a burst of arrivals should not evict on its first round.
+    delay: float = 30.0
+    # An evicted gang waits this long before it is considered again, so two gangs never
+    # evict each other back and forth.
+    requeue_backoff: float = 120.0
+    # A running gang short of members this long has the rest evicted (`mending`).
+    stale_grace: float = 600.0
+
+
+def old_enough(started: float, young: float) -> bool:
+    """Whether a pod that started at `started` (0: not yet) has run its minimum runtime,
+    where `young` is the latest start that has (now less the minimum runtime)."""
+    return 0 < started <= young
+
+
+def saved_from(pod: PodInfo) -> float:
+    """When the pod's work is saved from: its last stated checkpoint, else its start."""
+    return max(pod.started, pod.checkpointed or 0.0)
+
+
+def work_lost(gpus: GpuEquivalents, saved: float, now: float) -> float:
+    """GPU-seconds lost evicting `gpus` GPUs whose work is saved from `saved`."""
+    return gpus * max(now - saved, 0.0)
+
+
+def outranks(victim: Victim, priority: int, may_preempt: bool) -> bool:
+    """Whether a preemptor of `priority`, whose class may preempt or not, outranks the
+    victim: its cause is then priority; any other victim the rules let go is reclaimed."""
+    return may_preempt and victim.priority < priority
+
+
+def cost(unit: Victim) -> tuple[int, float, float]:
+    """Cheapest first: lowest priority, least work lost, youngest."""
+    return unit.priority, unit.lost, -unit.started
+
+
+def set_cost(victims: Sequence[Victim]) -> tuple[int, float, float, int]:
+    """What evicting all of `victims` costs, to compare sets: the highest priority among
+    them, the work they lose, the oldest start, and how many they are."""
+    return (max(v.priority for v in victims), sum(v.lost for v in victims),
+            -min(v.started for v in victims), len(victims))

@@ -1,0 +1,233 @@
+"""Making room for a gang that cannot fit: which running work to evict, chosen in the pure
+core from the snapshot, the queues' usage and the disruption budgets, by the victim order
+(`criteria`) over the units that may go (`candidates`).
+
+A unit may be a victim of a preemptor when
+- it runs in the preemptor's queue, at a lower priority, and the preemptor's class may
+  preempt (its pods' `preemptionPolicy` is not `Never`); or
+- it runs in another queue that is above its nominal, evicting it keeps that queue at or
+  above its nominal, and either the priority rule above holds or the preemptor's queue
+  *reclaims*: it is below its nominal and stays within it with the gang admitted;
+and the budgets that cover its pods can lose them.
+
+Choosing: per candidate domain (the gang's required topology, else all its nodes), take
+units cheapest first until the gang fits there and within its queue's quota; then drop,
+most expensive first, every victim the fit does not need. Among domains, the cheapest set
+wins (`criteria.set_cost`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from webhook.accelerators import GpuEquivalents
+from webhook.controller.core.actions import Victim
+from webhook.controller.core.candidates import Candidates
+from webhook.controller.core.capacity import Room, with_pod_slot
+from webhook.controller.core.criteria import cost, outranks, set_cost
+from webhook.controller.core.fitting import Plan, place_in, reserve
+from webhook.controller.core.matching import signature
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.quotas import Ledger
+from webhook.controller.core.ranking import EXACT_DOMAINS, Rankings, Usable
+from webhook.controller.core.snapshot import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    domain: str | None
+    topology_key: str | None
+    victims: tuple[Victim, ...]
+    plan: Plan
+
+    @property
+    def lost(self) -> float:
+        return sum(v.lost for v in self.victims)
+
+
+class Preemptor:
+    """Plans preemptions for one round; what it commits is gone from the snapshot, the
+    ledger and the budgets, so later gangs in the round neither reuse those victims nor
+    take the room they free."""
+
+    def __init__(self, snap: Snapshot, ledger: Ledger, units: Candidates) -> None:
+        self.snap = snap
+        self.held = units.cluster.occupancy.held
+        self.ledger = ledger
+        self.units = units
+        self.budgets = units.budgets
+        self.allowance = dict(units.allowance)
+        self.rankings = Rankings(snap, units)
+
+    def _release(self, unit: Victim, sign: int = -1, room: Room | None = None,
+                 here: Collection[str] = ()) -> None:
+        """Free (or, with `sign` 1, take back) what the unit's pods hold, in the
+        snapshot, and in the `room` of the nodes `here` being tried."""
+        free_gpu = self.snap.free_gpu
+        for pod in unit.pods:
+            node = pod.node_name
+            if pod.key in self.held and node in self.snap.free:
+                before = free_gpu[node]
+                self.snap.take(node, {k: sign * v for k, v in with_pod_slot(pod.requests).items()})
+                if room is not None and node in here:
+                    room.moved(before, free_gpu[node])
+
+    def _allowed(self, unit: Victim | None, queue: str, priority: int, may_preempt: bool,
+                 reclaiming: bool, released: Mapping[str, GpuEquivalents]) -> Victim | None:
+        """The unit with its cause, when the preemptor may take it now."""
+        if unit is None:
+            return None
+        by_priority = outranks(unit, priority, may_preempt)
+        if unit.queue == queue:
+            return unit if by_priority else None
+        spec = self.ledger.quotas.spec(unit.queue)
+        left = self.ledger.used.get(unit.queue, 0) - released.get(unit.queue, 0) - unit.gpus
+        if left < spec.nominal:
+            return None  # no eviction pushes a queue below its guarantee
+        if by_priority:
+            return unit
+        if reclaiming:
+            return unit._replace(cause="reclaim")
+        return None
+
+    def _fits(self, members: Sequence[PodInfo], nodes: Sequence[str], queue: str,
+              need: GpuEquivalents, room: Room, released: Mapping[str, GpuEquivalents]
+              ) -> Plan | None:
+        """Where the gang goes on `nodes`, whose free GPUs `room` keeps, or None."""
+        if room.total < need or self.ledger.admissible(queue, need, released) is not None:
+            return None
+        if not room.could_pack(self._sizes(members)):
+            return None
+        return place_in(members, self.snap, nodes)
+
+    def _sizes(self, members: Sequence[PodInfo]) -> list[GpuEquivalents]:
+        return sorted((self.snap.gpus(p.requests) for p in members), reverse=True)
+
+    def _in_domain(self, members: Sequence[PodInfo], usable: Usable, queue: str,
+                   need: GpuEquivalents) -> tuple[list[Victim], Plan] | None:
+        anchor = members[0]
+        spec = self.ledger.quotas.spec(queue)
+        reclaiming = self.ledger.used.get(queue, 0) + need <= spec.nominal
+        keys = [k for k in self.rankings.ranking(usable).order if k not in self.rankings.taken]
+        nodes = usable.nodes
+        chosen: list[Victim] = []
+        released: dict[str, GpuEquivalents] = {}
+        spent: dict[str, int] = {}
+        plan: Plan | None = None
+        # Free GPUs on the domain's nodes, kept as victims come and go: looking at every
+        # node afresh per victim made planning quadratic on a domain of thousands.
+        here = frozenset(nodes)
+        room = Room(self.snap.free_gpu[n] for n in nodes)
+        try:
+            for k in keys:
+                unit = self._allowed(self.units.get(k), queue, anchor.priority,
+                                     anchor.may_preempt, reclaiming, released)
+                if unit is None or not self._budgets_allow(unit, spent):
+                    continue
+                chosen.append(unit)
+                self._take(unit, released, spent, room, here)
+                plan = self._fits(members, nodes, queue, need, room, released)
+                if plan is not None:
+                    break
+            if plan is None:
+                return None
+            # A unit with no pod where the plan puts a member can go back without
+            # placing the gang again: the plan still holds, and only the quota is asked
+            # again. The plan is then made once more, at the end, as placing the gang
+            # after each unit would have left it.
+            used = set(plan.assignments.values())
+            stale = False
+            for unit in sorted(chosen, key=cost, reverse=True):
+                self._give_back(unit, released, spent, room, here)
+                if used.isdisjoint(p.node_name for p in unit.pods) and \
+                        self.ledger.admissible(queue, need, released) is None:
+                    stale = True
+                elif (trimmed := self._fits(members, nodes, queue, need, room,
+                                            released)) is not None:
+                    plan, used, stale = trimmed, set(trimmed.assignments.values()), False
+                else:
+                    self._take(unit, released, spent, room, here)
+                    continue
+                # By identity: equal units compare pod by pod, field by field.
+                chosen = [c for c in chosen if c is not unit]
+            if stale:
+                plan = self._fits(members, nodes, queue, need, room, released)
+                assert plan is not None  # the last plan still holds
+            return chosen, plan
+        finally:
+            for unit in chosen:
+                self._release(unit, sign=1)
+
+    def _budgets_allow(self, unit: Victim, spent: Mapping[str, int]) -> bool:
+        return all(spent.get(b.name, 0) + sum(1 for p in unit.pods if p.key in b.pods)
+                   <= self.allowance[b.name] for b in self.budgets)
+
+    def _take(self, unit: Victim, released: dict[str, GpuEquivalents], spent: dict[str, int],
+              room: Room, here: Collection[str]) -> None:
+        self._release(unit, room=room, here=here)
+        released[unit.queue] = released.get(unit.queue, 0) + unit.gpus
+        for b in self.budgets:
+            spent[b.name] = spent.get(b.name, 0) + sum(1 for p in unit.pods if p.key in b.pods)
+
+    def _give_back(self, unit: Victim, released: dict[str, GpuEquivalents],
+                   spent: dict[str, int], room: Room, here: Collection[str]) -> None:
+        self._release(unit, sign=1, room=room, here=here)
+        released[unit.queue] -= unit.gpus
+        for b in self.budgets:
+            spent[b.name] -= sum(1 for p in unit.pods if p.key in b.pods)
+
+    def plan(self, members: Sequence[PodInfo], queue: str, avoid: frozenset[str] | set[str]
+             ) -> Choice | None:
+        """The cheapest victims that let the whole gang fit, or None."""
+        anchor = members[0]
+        need = self.snap.need(members)
+        reclaiming = self.ledger.used.get(queue, 0) + need <= self.ledger.quotas.spec(
+            queue).nominal
+        if not anchor.may_preempt and not reclaiming:
+            return None  # it may take nothing by priority, and reclaims nothing
+        key = anchor.topology_key if anchor.topology_mode == "required" else None
+        everywhere = {None: self.snap.eligible_nodes(anchor)}
+        sig = signature(anchor)
+        shape = len(members), min(self._sizes(members))
+        domains = {name: Rankings.without((sig, key, name), nodes, avoid) for name, nodes in
+                   (self.snap.domains(anchor, key) if key else everywhere).items()}
+        if not reclaiming:
+            # Before any unit is built: could room be made at all, below its priority,
+            # in one look? Most rounds that look for victims find none.
+            count, smallest = shape
+            if smallest > 0 and self.units.cluster.room_below(anchor.priority,
+                                                              smallest) < count:
+                return None
+
+        def estimate(usable: Usable) -> tuple[int, float] | None:
+            # Below its priority, could the pods pack on the nodes, node by node, among
+            # pods past their minimum runtime? A necessary condition, and cheaper than
+            # a walk of the units.
+            if not reclaiming and not self.rankings.below(usable.nodes, anchor.priority,
+                                                          shape):
+                return None
+            return self.rankings.estimate(usable, need, queue, anchor.priority,
+                                          anchor.may_preempt, reclaiming)
+
+        best: Choice | None = None
+        ranked = self.rankings.ranked(domains, need, None if reclaiming else anchor.priority,
+                                      estimate)
+        for _, _, domain in ranked[:EXACT_DOMAINS]:
+            found = self._in_domain(members, domains[domain], queue, need)
+            if found is not None and found[0]:
+                victims, plan = found
+                if best is None or set_cost(victims) < set_cost(best.victims):
+                    best = Choice(domain, key, tuple(victims), Plan(domain, plan.assignments))
+        return best
+
+    def commit(self, choice: Choice, members: Sequence[PodInfo], queue: str) -> None:
+        """The victims are gone and their room is the preemptor's, in this snapshot."""
+        for victim in choice.victims:
+            self.rankings.take(victim)
+            self._release(victim)
+            self.ledger.add(victim.queue, -victim.gpus)
+            for b in self.budgets:
+                self.allowance[b.name] -= sum(1 for p in victim.pods if p.key in b.pods)
+        reserve(choice.plan, members, self.snap)
+        self.ledger.add(queue, self.snap.need(members))

@@ -1,0 +1,13 @@
+"""The operators whose pods Airlock reads and whose objects `airlock explain` expands, one
+folder each:
+
+- `keys`: the label, annotation and other keys the operator writes, spelled once (a unit
+  test checks no other module under webhook/ spells them);
+- `reading`: its gang convention (`webhook.conventions.base.Convention`): which of its
+  pods belong together and, when only its object states the gang's size, where that
+  object is and how to read the size off it (`OwnerSized`);
+- `making`: the pods its controller makes from the objects people write, for explain
+  (`EXPANSIONS`, by API group and kind).
+
+`registry` lists them, in the order their conventions are asked.
+"""

@@ -1,0 +1,1 @@
+"""Airlock's own convention: `gpu-airlock.io/gang-name` and `gang-size`."""

@@ -1,0 +1,1 @@
+"""JobSet (sigs.k8s.io/jobset), and Kubeflow Trainer v2 which runs on it."""

@@ -1,0 +1,1 @@
+"""The Kubeflow training-operator's jobs (PyTorchJob, TFJob, ...) and MPIJob."""

@@ -1,0 +1,1 @@
+"""KubeRay (ray-project/kuberay): RayCluster and RayJob."""

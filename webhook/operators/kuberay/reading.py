@@ -1,0 +1,43 @@
+"""KubeRay clusters: head plus workers start together. Size, on the RayCluster: the head
+and the worker groups' replicas, each counted when its pods need accelerators (a CPU-only
+head is not gated, so it is no member the gang waits for)."""
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.conventions.base import (
+    Joins,
+    Membership,
+    OwnerAddress,
+    OwnerRefs,
+    SizeUnknown,
+    at_least_one,
+    named_by,
+    named_by_label,
+    spec_of,
+    whole,
+)
+from webhook.operators.kuberay.keys import CLUSTER_LABEL, GROUP, VERSION
+from webhook.pods import PodView
+
+
+class KubeRayConvention:
+    name = "kuberay"
+    label = CLUSTER_LABEL
+
+    def detect(self, pod: PodView) -> Membership | None:
+        return named_by(pod, CLUSTER_LABEL, self.name)
+
+    def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
+        return named_by_label(labels, CLUSTER_LABEL, GROUP, VERSION, "rayclusters")
+
+    def size(self, owner: Mapping[str, Any], labels: Mapping[str, str], joins: Joins
+             ) -> int | SizeUnknown:
+        spec = spec_of(owner)
+        head = spec.get("headGroupSpec")
+        groups = spec.get("workerGroupSpecs")
+        workers = [g for g in (groups if isinstance(groups, list) else [])
+                   if isinstance(g, Mapping) and joins(g.get("template"))]
+        joined = 1 if isinstance(head, Mapping) and joins(head.get("template")) else 0
+        return at_least_one(joined + sum(whole(g, "replicas", 1) for g in workers),
+                            "the RayCluster's members that need accelerators")

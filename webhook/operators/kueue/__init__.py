@@ -1,0 +1,1 @@
+"""Kueue plain pod groups."""

@@ -1,0 +1,1 @@
+"""LeaderWorkerSet (sigs.k8s.io/lws)."""

@@ -1,0 +1,11 @@
+"""The keys of LeaderWorkerSet (sigs.k8s.io/lws v0.7.0, pkg/apis/.../leaderworkerset_types.go)."""
+
+NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
+WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
+REVISION = "leaderworkerset.sigs.k8s.io/template-revision-hash"
+LEADER_NAME = "leaderworkerset.sigs.k8s.io/leader-name"
+EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+SUBDOMAIN_POLICY = "leaderworkerset.sigs.k8s.io/subdomainPolicy"

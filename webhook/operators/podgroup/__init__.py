@@ -1,0 +1,1 @@
+"""The coscheduling plugin's PodGroup (scheduler-plugins)."""

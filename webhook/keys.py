@@ -6,7 +6,7 @@ one place is what lets the two halves evolve without importing each other.
 
 from typing import Final, Literal
 
-# --- the public contract (DESIGN.md) ---------------------------------------------
+# --- the public contract (docs/architecture.md) -----------------------------------
 GATE: Final = "gpu-airlock.io/gang"
 CLASS_LABEL: Final = "gpu-airlock.io/class"
 GANG_NAME_LABEL: Final = "gpu-airlock.io/gang-name"
@@ -23,7 +23,7 @@ CHECKPOINTED_AT_ANNOTATION: Final = "gpu-airlock.io/checkpointed-at"
 GPU_MEMORY_ANNOTATION: Final = "gpu-airlock.io/gpu-memory"
 GPU_FRACTION_ANNOTATION: Final = "gpu-airlock.io/gpu-fraction"
 
-# The rest of the contract's keys a workload may write (DESIGN.md), some read by features
+# The rest of the contract's keys a workload may write (docs/architecture.md), some read by features
 # still to come: reserved now, so no pod carries them as Airlock's own marks meanwhile.
 GANG_MIN_SIZE_ANNOTATION: Final = "gpu-airlock.io/gang-min-size"
 EXPECTED_RUNTIME_ANNOTATION: Final = "gpu-airlock.io/expected-runtime"
@@ -57,8 +57,7 @@ CLASSES: Final[tuple[ClassName, ...]] = ("training", "inference", "scavenger")
 # --- what the webhook records on a pod for the controller --------------------------
 # The gang a pod belongs to, as a label value (<= 63 chars, so it can be selected on).
 GANG_LABEL: Final = "gpu-airlock.io/gang"
-# The gang's full name, the convention that found it, and its size when the pod says.
-GANG_KEY_ANNOTATION: Final = "gpu-airlock.io/gang-key"
+# The convention that found the gang, and its size when the pod says.
 GANG_SOURCE_ANNOTATION: Final = "gpu-airlock.io/gang-source"
 GANG_EXPECTED_SIZE_ANNOTATION: Final = "gpu-airlock.io/gang-expected-size"
 # A single pod (in no gang) that Airlock gated to wait in its team's queue: the

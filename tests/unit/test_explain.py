@@ -1,4 +1,4 @@
-"""`airlock explain -o json` on realistic pods of every convention DESIGN.md names, with
+"""`airlock explain -o json` on realistic pods of every convention docs/admission.md names, with
 the default policies in policies/: the command-line contract end to end."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the default policy in policies/ decides for the pods DESIGN.md names."""
+"""What the default policy in policies/ decides for the pods docs/admission.md names."""
 
 from __future__ import annotations
 

@@ -17,7 +17,6 @@ from webhook.keys import (
     CLASS_LABEL,
     CONTROLLER_KEYS,
     GANG_EXPECTED_SIZE_ANNOTATION,
-    GANG_KEY_ANNOTATION,
     GANG_LABEL,
     GANG_SOURCE_ANNOTATION,
     GATE,
@@ -80,7 +79,6 @@ def _record(b: PatchBuilder, resources: frozenset[str], decision: Decision, spec
             b.annotation(QUEUED_ANNOTATION, "true")
         return
     b.label(GANG_LABEL, _gang_label(gang.name))
-    b.annotation(GANG_KEY_ANNOTATION, gang.name)
     b.annotation(GANG_SOURCE_ANNOTATION, gang.source)
     if gang.size is not None:
         b.annotation(GANG_EXPECTED_SIZE_ANNOTATION, str(gang.size))

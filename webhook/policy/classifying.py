@@ -1,7 +1,7 @@
 """Classification: is a pod Airlock's business, and if so which class and which gang.
 
 Pure and synchronous: a PodView and a Policy in, a Decision out. The order of the
-checks is the contract in DESIGN.md ("Default policy").
+checks is the contract in docs/admission.md ("Class").
 """
 
 from __future__ import annotations

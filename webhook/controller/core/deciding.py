@@ -29,7 +29,6 @@ from webhook.controller.core.actions import (
 from webhook.controller.core.fitting import NoFit, Plan, fit, place_in, reserve
 from webhook.controller.core.gangs import Gang, SizeAnswer, membership
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.matching import signature
 from webhook.controller.core.mending import short
 from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.ordering import HeadOfLine, Order
@@ -90,8 +89,7 @@ def _outlook(gang: Gang, size: int, snap: Snapshot) -> str:
     if not anchor.topology_key:
         return ""
     need = round(snap.need(gang.members) * size / len(gang.members))
-    domains = snap.domains(anchor, anchor.topology_key)
-    best = max((snap.free_gpus(nodes) for nodes in domains.values()), default=0)
+    best = max(snap.domain_free(anchor, anchor.topology_key).values(), default=0)
     return f"; needs {need} GPUs in one {anchor.topology_key} domain, the best has {best} free"
 
 
@@ -169,11 +167,11 @@ class _Round:
         self.line = HeadOfLine(options.order)
         # Nodes held for gangs that preempted: nobody else may use them.
         self.held_nodes: set[str] = set()
-        # Queued single pods that did not fit, by what decides their fit: one alike (a
-        # batch Job's next pod) does not fit either, since in a round free room only
-        # shrinks and the nodes to avoid only grow (room a preemption frees off the nodes
-        # it holds is seen next round). Each fit is a pass over the nodes, and thousands
-        # of such pods may wait.
+        # Gangs (and queued single pods) that did not fit, by what decides their fit: one
+        # alike (a batch Job's next pod, the next gang of a sweep) does not fit either,
+        # since in a round free room only shrinks and the nodes to avoid only grow (room a
+        # preemption frees off the nodes it holds is seen next round). Each fit is a pass
+        # over nodes, and thousands of gangs may wait.
         self.no_room: dict[tuple[Any, ...], NoFit] = {}
 
     def consider(self, gang: Gang, hold: Hold | None = None) -> list[Action]:
@@ -194,8 +192,8 @@ class _Round:
         avoid = self.line.kept if hold is not None else self.line.kept | self.held_nodes
         anchor = members[0]
         key: str | None = anchor.topology_key
-        alike = (signature(anchor), tuple(sorted(anchor.requests.items())), key,
-                 anchor.topology_mode) if gang.single and hold is None else None
+        alike = (key, anchor.topology_mode, tuple(sorted(p.fit for p in members))) \
+            if not started and hold is None else None
         known = self.no_room.get(alike) if alike is not None else None
         if started:
             outcome, home_key = _fit_joiners(gang, members, snap, avoid)
@@ -229,12 +227,7 @@ class _Round:
         and victims exist; else it waits, and the first such gang heads the queue. A gang
         whose victims are going (`holding`) waits for them: the watch may not have told
         of every deletion yet, and preempting again would evict more than it needs."""
-        if gang.single:
-            present = ""
-        elif gang.started:
-            present = f"{len(members)} pods to rejoin a gang of {size}; "
-        else:
-            present = f"{len(members)}/{size} pods present; "
+        present = _present(gang, members, size)
         if isinstance(outcome, NoFit) and outcome.never:
             # Not the head: it would keep room it can never use from the gangs behind,
             # and no eviction makes it fit.
@@ -247,12 +240,21 @@ class _Round:
                 self.held_nodes.update(preempt.record.nodes)
                 return [preempt]
         if isinstance(outcome, NoFit):
-            # A pod alike judged before (`fresh` False) heads the queue already.
+            # One alike judged before (`fresh` False) heads the queue already.
             if fresh:
                 self.line.did_not_fit(gang, outcome)
             return [Wait(gang.id, tuple(members), outcome.code, f"{present}{outcome.reason}")]
         # Over quota: it keeps no capacity, which gangs of other queues may use.
         return [Wait(gang.id, tuple(members), "OverQuota", f"{present}{over}")]
+
+
+def _present(gang: Gang, members: Sequence[PodInfo], size: int) -> str:
+    """How many pods the gang has, as a wait's message begins."""
+    if gang.single:
+        return ""
+    if gang.started:
+        return f"{len(members)} pods to rejoin a gang of {size}; "
+    return f"{len(members)}/{size} pods present; "
 
 
 def _joining_note(gang: Gang, size: int) -> str:

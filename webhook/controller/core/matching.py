@@ -71,8 +71,7 @@ def eligible(pod: PodInfo, node: NodeInfo) -> bool:
 
 def signature(pod: PodInfo) -> tuple[Any, ...]:
     """Pods with the same signature are eligible for the same nodes."""
-    return (tuple(sorted(pod.node_selector.items())), repr(pod.affinity_terms),
-            repr(pod.tolerations), pod.devices)
+    return pod.signature
 
 
 def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:

@@ -113,6 +113,23 @@ def _checkpoint(text: str | None) -> float | None:
         return None
 
 
+Signature = tuple[Any, ...]
+
+
+@functools.lru_cache(maxsize=1024)
+def _interned(sig: Signature) -> Signature:
+    # One tuple for every pod alike: most pods of a cluster share a handful.
+    return sig
+
+
+def _signature(node_selector: Mapping[str, str],
+               affinity_terms: tuple[Mapping[str, Any], ...] | None,
+               tolerations: tuple[Mapping[str, Any], ...], devices: tuple[str, ...]
+               ) -> Signature:
+    return _interned((tuple(sorted(node_selector.items())), repr(affinity_terms),
+                      repr(tolerations), devices))
+
+
 def _records(annotations: Mapping[str, str], uid: str, created: float, seal: Opener | None
              ) -> tuple[Record | None, PreemptionRecord | None, tuple[Untrusted, ...]]:
     """The placement and preemption recorded on a pod that `seal` opens, and those it
@@ -188,9 +205,19 @@ class PodInfo:
     # (namespace, name): a field, not a property, since rounds look it up for every pod
     # they weigh (a tenth of a large simulation went to building it again).
     key: PodKey = field(init=False, compare=False, repr=False)
+    # What decides where the pod may go and whether it fits there: pods with the same
+    # `signature` may use the same nodes, and with the same `fit` too they fit alike.
+    # Kept, for the same reason as `key`.
+    signature: Signature = field(init=False, compare=False, repr=False)
+    fit: tuple[Signature, tuple[tuple[str, int], ...]] = field(init=False, compare=False,
+                                                               repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", PodKey(self.namespace, self.name))
+        sig = _signature(self.node_selector, self.affinity_terms, self.tolerations,
+                         self.devices)
+        object.__setattr__(self, "signature", sig)
+        object.__setattr__(self, "fit", (sig, tuple(sorted(self.requests.items()))))
 
     @property
     def gang_id(self) -> GangId | None:

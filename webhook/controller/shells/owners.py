@@ -1,4 +1,4 @@
-"""Gang sizes that only the owner object knows (DESIGN.md's table), looked up with a
+"""Gang sizes that only the owner object knows (docs/admission.md's gang table), looked up with a
 short-lived cache. The convention that found the gang says where its owner is and reads
 the size off it; this module only does the GET. A kind that is not installed is an answer
 (`SizeUnknown`), not a crash: the gang's pods get an event saying so."""

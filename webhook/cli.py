@@ -101,7 +101,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Gang admission and GPU-aware policy for the stock Kubernetes scheduler.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_serve(sub)
+    _add_explain(sub)
+    _add_status(sub)
+    _add_lint(sub)
+    _add_certs(sub)
+    _add_elsewhere(sub)
+    return parser
 
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser("serve", help="run the admission webhook over HTTPS")
     serve.add_argument("--port", type=int, default=8443)
     serve.add_argument("--host", default="0.0.0.0", help="address to listen on")
@@ -121,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "asked of the apiserver")
     serve.set_defaults(func=_serve)
 
+
+def _add_explain(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     explain = sub.add_parser("explain", help="show offline what admission does to the pods "
                                              "of Pods and workloads (Deployments, Jobs, ...)")
     explain.add_argument("-f", "--file", action="append", required=True, type=Path,
@@ -132,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("-o", "--output", choices=("text", "json"), default="text")
     explain.set_defaults(func=_explain)
 
+
+def _add_status(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     status = sub.add_parser("status", help="queues, waiting gangs and why, recent "
                                            "preemptions")
     status.add_argument("--kubeconfig", type=Path, default=None,
@@ -142,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("-o", "--output", choices=("text", "json"), default="text")
     status.set_defaults(func=_status)
 
+
+def _add_lint(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lint = sub.add_parser("lint", help="validate policy files")
     lint.add_argument("dir", nargs="?", type=Path, default=None, help=POLICIES_HELP)
     lint.add_argument("--schema", type=Path, default=None,
@@ -152,12 +167,19 @@ def build_parser() -> argparse.ArgumentParser:
                            "airlock -o yaml`) passes the policy's accelerators")
     lint.set_defaults(func=_lint)
 
+
+def _add_certs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     certs = sub.add_parser("certs", help="make a development CA and serving certificate")
     certs.add_argument("--out", type=Path, default=DEFAULT_CERT_DIR)
     certs.add_argument("--host", action="append", default=None,
                        help="extra DNS name or IP for the serving certificate; repeatable")
     certs.set_defaults(func=_certs)
 
+
+def _add_elsewhere(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """The commands whose options live beside their code."""
     controller = sub.add_parser("controller", help="run the gang controller")
     from webhook.controller.shells.options import add_controller_arguments
 
@@ -176,7 +198,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_simulate_arguments(simulate)
     simulate.set_defaults(func=_simulate)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -56,7 +56,10 @@ CLASSES: Final[tuple[ClassName, ...]] = ("training", "inference", "scavenger")
 
 # --- what the webhook records on a pod for the controller --------------------------
 # The gang a pod belongs to, as a label value (<= 63 chars, so it can be selected on).
-GANG_LABEL: Final = "gpu-airlock.io/gang"
+GANG_LABEL: Final = "gpu-airlock.io/gang-id"
+# What earlier versions named GANG_LABEL, the same string as GATE: read on the pods they
+# made, never written.
+LEGACY_GANG_LABEL: Final = "gpu-airlock.io/gang"
 # The convention that found the gang, and its size when the pod says.
 GANG_SOURCE_ANNOTATION: Final = "gpu-airlock.io/gang-source"
 GANG_EXPECTED_SIZE_ANNOTATION: Final = "gpu-airlock.io/gang-expected-size"

@@ -222,27 +222,16 @@ class PodView:
         # Positional: keyword arguments to a constructor of this many fields are matched
         # name by name, ~10k instructions, a sixth of the parse.
         return cls(
-            obj,
-            name or "",
-            own_namespace or namespace,
-            labels,
-            annotations,
-            owner_refs,
-            containers,
-            init_containers,
-            scheduler or DEFAULT_SCHEDULER,
-            node_name or None,
-            gates,
-            priority_class or None,
-            priority is not None,
+            obj, name or "", own_namespace or namespace, labels, annotations, owner_refs,
+            containers, init_containers, scheduler or DEFAULT_SCHEDULER, node_name or None,
+            gates, priority_class or None, priority is not None,
             spec.get("preemptionPolicy") is not None,
             _string_map(spec.get("nodeSelector"), "spec.nodeSelector"),
             tuple(_objects(spec.get("tolerations"), "spec.tolerations")),
             _mapping(spec.get("affinity"), "spec.affinity"),
             tuple(_objects(spec.get("topologySpreadConstraints"),
                            "spec.topologySpreadConstraints")),
-            frozenset(resources),
-            tuple(map(_image, every)),
+            frozenset(resources), tuple(map(_image, every)),
         )
 
     def all_containers(self) -> Iterator[Container]:

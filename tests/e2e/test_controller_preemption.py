@@ -176,7 +176,7 @@ async def test_a_pdb_that_allows_no_disruption_is_respected(
     await client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(namespace, body={
         "metadata": {"name": "keep-all"},
         "spec": {"maxUnavailable": 0, "selector": {"matchExpressions": [
-            {"key": "gpu-airlock.io/gang", "operator": "Exists"}]}}})
+            {"key": "gpu-airlock.io/gang-id", "operator": "Exists"}]}}})
     controllers.start()
     await _fill(api, namespace, ("s1", "s2"), "scavenger")
     await create_gang(api, namespace, "train", 4, cls="training")

@@ -76,9 +76,9 @@ def test_budgets_cover_the_pods_their_selector_picks() -> None:
     web = single("web", "n0")
     train = running("t", ["n1", "n2"])
     pdbs = [
-        Pdb("ml", "by-gang", {"matchLabels": {"gpu-airlock.io/gang": "t"}}, 1),
+        Pdb("ml", "by-gang", {"matchLabels": {"gpu-airlock.io/gang-id": "t"}}, 1),
         Pdb("ml", "by-expression", {"matchExpressions": [
-            {"key": "gpu-airlock.io/gang", "operator": "DoesNotExist"}]}, 0),
+            {"key": "gpu-airlock.io/gang-id", "operator": "DoesNotExist"}]}, 0),
         Pdb("ml", "null-selects-nothing", None, 0),
         Pdb("other", "other-namespace", {}, 0),
     ]

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from webhook.controller.core.objects import NodeInfo, PodInfo, pod_requests
+from webhook.keys import GANG_LABEL, GATE, LEGACY_GANG_LABEL
 
 GPU = "nvidia.com/gpu"
 
@@ -67,6 +68,17 @@ def test_pod_view_of_a_pod_outside_any_gang_keeps_only_capacity() -> None:
     assert info.labels == {}
     assert info.node_selector == {}
     assert info.requests == {"cpu": 1000}
+
+
+@pytest.mark.parametrize("label", [GANG_LABEL, LEGACY_GANG_LABEL])
+def test_a_gang_is_read_by_its_label_and_by_the_label_earlier_versions_wrote(label: str
+                                                                            ) -> None:
+    info = PodInfo.parse({"metadata": {"name": "w-0", "namespace": "a",
+                                       "labels": {label: "train"}},
+                          "spec": {"schedulingGates": [{"name": GATE}],
+                                   "containers": [c({GPU: "8"})]}})
+    assert info.gang == "train"
+    assert info.gated
 
 
 @pytest.mark.parametrize(("raw", "active"), [

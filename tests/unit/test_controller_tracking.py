@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from tests.builders import GPU, NOW, POLICY_DEFAULT, cluster, gang, member, node, single, tracked
 from webhook.accelerators import Accelerators
+from webhook.controller.core.capacity import EVERYWHERE
 from webhook.controller.core.deciding import decide
 from webhook.controller.core.identities import PodKey
 from webhook.controller.core.objects import NodeInfo, PodInfo
@@ -104,13 +105,14 @@ def test_tracking_event_by_event_equals_tracking_what_is_left(sequence: list[Ste
         _apply(t, pods, nodes, step)
         # Read the caches as rounds do, so later steps must keep them current.
         t.capacity.domain_rooms(PODS[0], "nvidia.com/gpu.clique")
+        t.capacity.domain_rooms(PODS[0], EVERYWHERE)
         t.membership.gangs()
         t.room_below(2000, 4)
         t.occupancy.costs(("all",), NODE_NAMES, frozenset())
     fresh = Tracked.of(nodes.values(), pods.values(), POLICY_DEFAULT)
     assert _state(t) == _state(fresh)
     anchor = PODS[0]
-    for key in ("nvidia.com/gpu.clique", "kubernetes.io/hostname"):
+    for key in ("nvidia.com/gpu.clique", "kubernetes.io/hostname", EVERYWHERE):
         assert t.capacity.domain_rooms(anchor, key) == fresh.capacity.domain_rooms(anchor, key)
         assert t.capacity.capacities(anchor, key) == fresh.capacity.capacities(anchor, key)
     assert t.capacity.eligible_nodes(anchor) == fresh.capacity.eligible_nodes(anchor)

@@ -20,6 +20,7 @@ from webhook.keys import (
     GANG_LABEL,
     GANG_SOURCE_ANNOTATION,
     GATE,
+    PREFIX,
     QUEUED_ANNOTATION,
     RULE_ANNOTATION,
     TOPOLOGY_KEY_ANNOTATION,
@@ -205,7 +206,7 @@ def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> 
         return Mutation([])
     if decision.class_ is None:
         b = PatchBuilder(pod.raw)
-        b.strip(_marks_of_others)
+        b.strip(PREFIX, _marks_of_others)
         return Mutation(b.ops())
     spec = policy.classes[decision.class_]
     b = PatchBuilder(pod.raw)
@@ -222,5 +223,5 @@ def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> 
     _placement(b, pod, decision, spec, policy)
     if gated and GATE not in pod.gates:
         b.append("schedulingGates", {"name": GATE})
-    b.strip(_marks_of_others)
+    b.strip(PREFIX, _marks_of_others)
     return Mutation(b.ops(), tuple(warnings))

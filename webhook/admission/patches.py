@@ -42,13 +42,13 @@ class PatchBuilder:
         self._entry("/metadata/annotations/", self._had_annotations, self._annotations, key,
                     value)
 
-    def strip(self, chosen: Callable[[str], bool]) -> None:
-        """Remove the pod's labels and annotations that are `chosen` and were not set.
-        Call it after setting: what is set is what stays."""
+    def strip(self, prefix: str, chosen: Callable[[str], bool]) -> None:
+        """Remove the pod's labels and annotations under `prefix` that are `chosen` and
+        were not set. Call it after setting: what is set is what stays."""
         for path, had in (("/metadata/labels/", self._had_labels),
                           ("/metadata/annotations/", self._had_annotations)):
             for key in had:
-                if key not in self._set and chosen(key):
+                if key.startswith(prefix) and key not in self._set and chosen(key):
                     self._ops.append({"op": "remove", "path": path + escape(key)})
 
     def node_selector(self, key: str, value: str) -> None:

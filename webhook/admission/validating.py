@@ -12,6 +12,7 @@ from webhook.keys import (
     GANG_LABEL,
     GANG_NAME_LABEL,
     GATE,
+    LEGACY_GANG_LABEL,
     QUEUED_ANNOTATION,
 )
 from webhook.pods import PodView, Quantity
@@ -20,7 +21,7 @@ from webhook.policy.model import Policy
 from webhook.quantities import parse_quantity
 
 # Labels that tie a gated pod to its gang; changing them would orphan it.
-_PINNED_LABELS = (CLASS_LABEL, GANG_LABEL, GANG_NAME_LABEL)
+_PINNED_LABELS = (CLASS_LABEL, GANG_LABEL, LEGACY_GANG_LABEL, GANG_NAME_LABEL)
 
 
 class Verdict(NamedTuple):

@@ -8,12 +8,13 @@ becomes the JSON Schema editors validate against and the policy reference in doc
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Annotated, Any, Literal, TypeVar, cast
 
-from pydantic import AfterValidator, Field, PrivateAttr, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from webhook.accelerators import Accelerators, name_problem
 from webhook.keys import (
@@ -214,8 +215,6 @@ class Policy(_Strict):
     preemption: PreemptionSpec = PreemptionSpec()
     slices: tuple[Slice, ...] = ()
     sources: tuple[str, ...] = ()
-    # Views derived from the policy once, by whoever reads it (`derived`).
-    _derived: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -248,10 +247,16 @@ class Policy(_Strict):
     def derived(self, name: str, make: Callable[[Policy], T]) -> T:
         """`make(self)`, made once: the rules compiled for classification, say, which run
         on every admission request. A policy never changes; a reload makes a new one."""
-        found = self._derived.get(name)
+        found = self._derivations.get(name)
         if found is None:
-            found = self._derived[name] = make(self)
+            found = self._derivations[name] = make(self)
         return cast(T, found)
+
+    @functools.cached_property
+    def _derivations(self) -> dict[str, Any]:
+        # Kept in the instance's own dictionary: a pydantic private attribute is read
+        # through __getattr__, a fifth of a classification.
+        return {}
 
     def granted(self, cls: ClassName, namespace: str) -> bool:
         """Whether pods of `namespace` may ask for `cls` themselves (`requiresGrant`)."""

@@ -8,7 +8,7 @@ stays what the round started from."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.matching import eligible, signature
@@ -16,6 +16,11 @@ from webhook.controller.core.objects import NodeInfo, PodInfo, Resources
 
 Count = Callable[[Resources], GpuEquivalents]
 Signature = tuple[Any, ...]
+
+# The topology key under which all of a pod's eligible nodes are one domain, named "" (no
+# node label has an empty key): its room tells in one look whether a gang could pack
+# anywhere at all.
+EVERYWHERE: Final = ""
 
 
 class Room:
@@ -204,6 +209,8 @@ class Capacity:
         """The pod's eligible nodes by their value of the topology label."""
         key = (signature(pod), topology_key)
         found = self._domains.get(key)
+        if found is None and topology_key == EVERYWHERE:
+            found = self._domains[key] = {EVERYWHERE: self.eligible_nodes(pod)}
         if found is None:
             found = {}
             nodes = self.nodes
@@ -234,7 +241,7 @@ class Capacity:
             return
         labels = self.nodes[node].labels
         for (sig, key), by_domain in rooms.items():
-            value = labels.get(key)
+            value = labels.get(key) if key != EVERYWHERE else EVERYWHERE
             if value is not None and node in self._eligible_set_of(sig):
                 by_domain[value].moved(before, after)
 

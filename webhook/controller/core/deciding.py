@@ -27,7 +27,7 @@ from webhook.controller.core.actions import (
     Wait,
 )
 from webhook.controller.core.fitting import NoFit, Plan, fit, place_in, reserve
-from webhook.controller.core.gangs import Gang, SizeAnswer, membership
+from webhook.controller.core.gangs import Gang, Shape, SizeAnswer, membership
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.mending import short
 from webhook.controller.core.objects import PodInfo
@@ -192,8 +192,8 @@ class _Round:
         avoid = self.line.kept if hold is not None else self.line.kept | self.held_nodes
         anchor = members[0]
         key: str | None = anchor.topology_key
-        alike = (key, anchor.topology_mode, tuple(sorted(p.fit for p in members))) \
-            if not started and hold is None else None
+        alike = (key, anchor.topology_mode, gang.shape if gang.whole(members)
+                 else Shape.of(members)) if not started and hold is None else None
         known = self.no_room.get(alike) if alike is not None else None
         if started:
             outcome, home_key = _fit_joiners(gang, members, snap, avoid)
@@ -233,7 +233,7 @@ class _Round:
             # and no eviction makes it fit.
             return [Wait(gang.id, tuple(members), outcome.code, f"{present}{outcome.reason}",
                          warning=True)]
-        if not gang.started and not holding and self.queues.may_preempt(members):
+        if not gang.started and not holding and self.queues.may_preempt(gang, members):
             preempt = self.queues.preempt(gang, members, avoid)
             if preempt is not None:
                 self.line.did_not_fit(gang, NoFit(""))  # strict order waits behind it
@@ -305,8 +305,9 @@ def decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float,
     `state` brings the queues (none given: every namespace shares the `default` queue,
     with preemption by priority only)."""
     # No cyclic collection inside a round: what a round makes is freed by reference
-    # counting as it ends, and a collection in the middle walks its whole working set
-    # (tens of thousands of tuples at 50,000 pods: pauses of 40 ms, a third of a round).
+    # counting as it ends, and a collection in the middle walks its whole working set.
+    # Measured (`python -m bench.preemption`, 5,000 nodes, 50,000 pods, 2026-11-25): round
+    # p99 23 ms with the switch, 30 ms without; with 5,000 gangs waiting, 81 against 125.
     collecting = gc.isenabled()
     gc.disable()
     try:

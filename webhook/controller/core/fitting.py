@@ -14,6 +14,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from webhook.accelerators import GpuEquivalents
+from webhook.controller.core.capacity import EVERYWHERE
 from webhook.controller.core.identities import PodKey
 from webhook.controller.core.objects import PodInfo, Resources
 from webhook.controller.core.reasons import WaitReason
@@ -127,9 +128,13 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     if len(avoid) >= len(eligible) and snap.eligible_set(anchor) <= set(avoid):
         return NoFit(f"needs {need} GPUs; every node it may use is kept for the first in "
                      f"the queue")
+    sizes = sorted((snap.gpus(p.requests) for p in pods), reverse=True)
+    # Packing looks at every eligible node: first, in a look at the few amounts free,
+    # could the pods pack at all? In a full cluster mostly not.
+    anywhere = snap.domain_rooms(anchor, EVERYWHERE)[EVERYWHERE].could_pack(sizes)
     if not topology_key:
         everywhere = _usable(eligible, avoid)
-        placed = _pack(pods, everywhere, snap)
+        placed = _pack(pods, everywhere, snap) if anywhere else None
         if placed is not None:
             return Plan(None, placed)
         # Were it the head, it would keep the nodes with the most free GPUs, one per pod:
@@ -144,7 +149,6 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     # domain with the most free GPUs is looked at closer.
     ranked = snap.ranked(anchor, topology_key)
     rooms = snap.domain_rooms(anchor, topology_key)
-    sizes = sorted((snap.gpus(p.requests) for p in pods), reverse=True)
     for _, name in ranked[bisect.bisect_left(ranked, (need, "")):]:
         # Enough GPUs in all is not enough: a fragmented domain is passed over at a look
         # at its few amounts free, not a packing over its nodes.
@@ -153,7 +157,7 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
         placed = _pack(pods, _usable(domains[name], avoid), snap)
         if placed is not None:
             return Plan(name, placed)
-    if mode != "required":
+    if mode != "required" and anywhere:
         placed = _pack(pods, _usable(eligible, avoid), snap)
         if placed is not None:
             return Plan(None, placed)

@@ -17,16 +17,43 @@ one).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from webhook.accelerators import Accelerators, GpuEquivalents
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.records import Record
+from webhook.controller.core.records import PreemptionRecord, Record
 from webhook.conventions.base import SizeUnknown
 
 # A size, or why it cannot be known (the kind is not installed, ...).
 SizeAnswer = int | SizeUnknown
+
+
+class Shape:
+    """What decides where pods fit, in an order independent of theirs: gangs of one shape
+    fit alike. Hashed once: a round looks a shape up for every gang that waits, and a
+    gang of a hundred pods is a deep tuple to hash."""
+
+    __slots__ = ("_hash", "fits")
+
+    def __init__(self, fits: tuple[tuple[Any, int], ...]) -> None:
+        self.fits = fits
+        self._hash = hash(fits)
+
+    @classmethod
+    def of(cls, pods: Iterable[PodInfo]) -> Shape:
+        counted = Counter(p.fit for p in pods)
+        return cls(tuple(sorted(counted.items())))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Shape) and self._hash == other._hash \
+            and self.fits == other.fits
 
 
 @dataclass(frozen=True)
@@ -78,18 +105,56 @@ class Gang:
     def arrival(self) -> float:
         return min(p.created for p in self.members)
 
+    # What a round asks of a waiting gang, kept with it: the gang is built again only when
+    # a member changes, and a deep queue is read whole every round, so counting over
+    # every member each time made a round's cost the queue's pods, not what changed.
+
+    def whole(self, members: Sequence[PodInfo]) -> bool:
+        """Whether `members`, taken from this gang's members in order, are all of them."""
+        return len(members) == len(self.members)
+
+    @functools.cached_property
+    def completed(self) -> float:
+        """When the last member was created."""
+        return max(p.created for p in self.members)
+
+    @functools.cached_property
+    def shape(self) -> Shape:
+        return Shape.of(self.members)
+
+    @functools.cached_property
+    def preemption(self) -> PreemptionRecord | None:
+        """The preemption recorded for the gang (on its anchor pod)."""
+        return next((p.preemption for p in self.members if p.preemption is not None), None)
+
+    @functools.cached_property
+    def _needs(self) -> dict[Accelerators, GpuEquivalents]:
+        return {}
+
+    def need(self, accelerators: Accelerators) -> GpuEquivalents:
+        """GPUs all members request together."""
+        found = self._needs.get(accelerators)
+        if found is None:
+            count = accelerators.count
+            found = self._needs[accelerators] = sum(count(p.requests) for p in self.members)
+        return found
+
+    @functools.cached_property
+    def _stated(self) -> frozenset[int]:
+        return frozenset(p.expected_size for p in self.members if p.expected_size is not None)
+
     def size(self, looked_up: Mapping[UnitId, SizeAnswer]) -> SizeAnswer | None:
         """The size the members state, else the owner's (looked up), else the size
         recorded at admission; None while a lookup is under way."""
         if self.single:
             return 1
-        stated = {p.expected_size for p in self.members if p.expected_size is not None}
+        stated = self._stated
         if len(stated) > 1:
             # Pods of two revisions: no guess; the gang waits until its pods agree.
             return SizeUnknown(f"members state different sizes "
                                f"({', '.join(map(str, sorted(stated)))}); waiting until they agree")
         if stated:
-            return stated.pop()
+            return next(iter(stated))
         found = looked_up.get(self.id)
         if found is None and self.records:
             return self.records[0].size

@@ -20,6 +20,7 @@ from webhook.keys import (
     GANG_LABEL,
     GANG_SOURCE_ANNOTATION,
     GATE,
+    LEGACY_GANG_LABEL,
     PLACEMENT_ANNOTATION,
     PREEMPTION_ANNOTATION,
     QUEUED_ANNOTATION,
@@ -241,7 +242,8 @@ class PodInfo:
         # Pods outside any gang only count for capacity: keep nothing else of them, which
         # is most of the memory at 50,000 pods. A queued single is decided like a gang
         # until it is bound; from then on it only counts for capacity too.
-        in_gang = GANG_LABEL in labels
+        gang = labels.get(GANG_LABEL) or labels.get(LEGACY_GANG_LABEL)
+        in_gang = gang is not None
         single = not in_gang and annotations.get(QUEUED_ANNOTATION) == "true"
         node_name = spec.get("nodeName") or None
         decided = in_gang or (single and node_name is None)
@@ -256,7 +258,7 @@ class PodInfo:
             deleting=meta.get("deletionTimestamp") is not None,
             requests=requests,
             gated=GATE in gates, gate_index=gates.index(GATE) if GATE in gates else None,
-            gang=labels.get(GANG_LABEL),
+            gang=gang,
             source=annotations.get(GANG_SOURCE_ANNOTATION),
             expected_size=int(size) if size and size.isdigit() else None,
             topology_key=annotations.get(TOPOLOGY_KEY_ANNOTATION),

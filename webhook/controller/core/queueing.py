@@ -78,10 +78,6 @@ class Hold:
     refused: tuple[tuple[Victim, str], ...] = ()
 
 
-def _record(gang: Gang) -> PreemptionRecord | None:
-    return next((p.preemption for p in gang.members if p.preemption is not None), None)
-
-
 class Queueing:
     def __init__(self, state: QueueState, snap: Snapshot, now: float) -> None:
         self.state = state
@@ -110,7 +106,7 @@ class Queueing:
         return queue_order(gangs, self.queue_of, self.share)
 
     def over_quota(self, gang: Gang, members: Sequence[PodInfo]) -> str | None:
-        return self.ledger.admissible(self.queue_of(gang), self.snap.need(members))
+        return self.ledger.admissible(self.queue_of(gang), self.snap.unit_need(gang, members))
 
     def admitted(self, gang: Gang, members: Sequence[PodInfo], charge: bool = True) -> None:
         """Count what the gang takes; a new admission (`charge`) also pays its entry."""
@@ -135,7 +131,7 @@ class Queueing:
         by_key = self.cluster.pods
         found = []
         for gang in gangs:
-            if gang.started or (record := _record(gang)) is None:
+            if gang.started or (record := gang.preemption) is None:
                 continue
             if self.now - record.at >= timeout:
                 continue
@@ -207,9 +203,9 @@ class Queueing:
         return Preempt(gang.id, anchor, hold.record, tuple(gang.waiting), hold.remaining,
                        gang.priority, self.queue_of(gang))
 
-    def may_preempt(self, members: Sequence[PodInfo]) -> bool:
+    def may_preempt(self, gang: Gang, members: Sequence[PodInfo]) -> bool:
         settings = self.state.preemption
-        complete = max(p.created for p in members)
+        complete = gang.completed if gang.whole(members) else max(p.created for p in members)
         return settings.enabled and self.now - complete >= settings.delay
 
     def preempt(self, gang: Gang, members: Sequence[PodInfo], avoid: set[str] | frozenset[str]

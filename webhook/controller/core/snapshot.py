@@ -6,11 +6,12 @@ itself is left as it was."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.capacity import Room, with_pod_slot
+from webhook.controller.core.gangs import Gang
 from webhook.controller.core.matching import signature
 from webhook.controller.core.objects import PodInfo, Resources
 from webhook.controller.core.tracking import Tracked
@@ -100,6 +101,11 @@ class Snapshot:
     def need(self, pods: Iterable[PodInfo]) -> GpuEquivalents:
         """GPUs the pods request together."""
         return sum(self.gpus(p.requests) for p in pods)
+
+    def unit_need(self, gang: Gang, members: Sequence[PodInfo]) -> GpuEquivalents:
+        """GPUs `members` of `gang` request together; all of a gang's members are counted
+        once, not in every round they wait."""
+        return gang.need(self.accelerators) if gang.whole(members) else self.need(members)
 
     def free_gpus(self, names: Iterable[str]) -> GpuEquivalents:
         free_gpu = self.free_gpu

@@ -30,8 +30,8 @@ from kubernetes_asyncio import client
 
 from tests.builders import policy_yaml, template, workload
 from tests.kube import events
-from webhook.controller.shells.watching import watch
 from webhook.keys import GATE
+from webhook.kubewatch import watch
 from webhook.policy.loading import policy_files
 from webhook.simulation.traces import Job
 

@@ -6,6 +6,9 @@
 #   ./scripts/test.sh            everything, as CI runs it (extra arguments go to pytest)
 #   ./scripts/test.sh --fast     the inner loop: lint, types, layers and unit tests only,
 #                                with no build and no cluster (seconds, once .venv exists)
+#   AIRLOCK_KUBERNETES=1.37 ./scripts/test.sh tests/e2e
+#                                the end-to-end tests on another Kubernetes release
+#                                (1.34, the default, to 1.37; built on first use)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fast=false
@@ -25,5 +28,7 @@ if [ "$fast" = true ]; then
 fi
 echo "== Kubernetes binaries, KWOK, the operators, Helm and the benches' peers"
 .venv/bin/python -m webhook.sandbox.building --operators all --helm
+# Kubernetes' own gangs (PodGroups) are tested on 1.37 whatever release the suite runs.
+.venv/bin/python -m webhook.sandbox.building --kubernetes 1.37
 .venv/bin/python -m bench.peers --build kueue,coscheduling
 echo "== tests"; .venv/bin/pytest -q -ra "$@"

@@ -39,9 +39,16 @@ from webhook.keys import (
     ClassName,
 )
 from webhook.policy.model import DEFAULT_ACCELERATORS, ClassSpec, Grant, Policy, Rule
+from webhook.sandbox.nodes import CLIQUE_LABEL
 
-CLIQUE = "nvidia.com/gpu.clique"
+# The NVLink domain label: the sandbox's nodes carry it, the shipped policy's `nvlink`
+# level names it, and the nodes built here carry it too.
+CLIQUE = CLIQUE_LABEL
 GPU = "nvidia.com/gpu"
+# An accelerator that is no GPU, which a policy has to name for the controller to count.
+NEURON = "aws.amazon.com/neuron"
+# The node selector of GPUs split into MIG slices under the GPU operator's mixed strategy.
+MIXED = {"nvidia.com/mig.strategy": "mixed"}
 NOW = 1_900_000_000.0
 HOUR = 3600.0
 SCAVENGER = 1000  # the default policy's scavenger priority
@@ -160,9 +167,15 @@ def review(obj: Any, operation: str = "CREATE", old: Any = None, uid: str = "uid
 
 
 def gang_pod(gang: str, i: int, size: int, gpus: int = 8, cls: str | None = None,
-             annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    """A gang member as a user creates it, in whatever namespace the request names."""
-    b = pod(f"{gang}-{i}").gpus(gpus).gang(gang, size)
+             annotations: dict[str, str] | None = None,
+             templates: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A gang member as a user creates it, in whatever namespace the request names; with
+    `templates`, its devices come from a claim made from each, and `gpus` is unused."""
+    b = pod(f"{gang}-{i}").gang(gang, size)
+    for name in templates:
+        claiming(b, template=name)
+    if not templates:
+        b.gpus(gpus)
     if cls:
         b.label(CLASS_LABEL, cls)
     for key, value in (annotations or {}).items():
@@ -429,9 +442,59 @@ def with_grant(policy: Policy, cls: ClassName, namespaces: tuple[str, ...] = ())
 def make_policy(**overrides: Any) -> Policy:
     """A small policy built in Python, independent of the YAML in policies/."""
     parts: dict[str, Any] = {
-        "topology_levels": {"nvlink": "nvidia.com/gpu.clique", "host": "kubernetes.io/hostname"},
+        "topology_levels": {"nvlink": CLIQUE, "host": "kubernetes.io/hostname"},
         "classes": {k: ClassSpec.model_validate(v) for k, v in CLASS_SPECS.items()},
         "rules": tuple(Rule.model_validate(r) for r in RULES),
         **overrides,
     }
     return Policy(**parts)
+
+
+# --- DRA: claims, templates and the slices that stand in for GPUs ------------------------
+
+def claim_template(name: str, device_class: str = "gpu.nvidia.com", count: int = 8,
+                   namespace: str = "ml", mode: str = "ExactCount") -> dict[str, Any]:
+    """A ResourceClaimTemplate asking for `count` devices of `device_class`."""
+    exactly: dict[str, Any] = {"deviceClassName": device_class, "allocationMode": mode}
+    if mode == "ExactCount":
+        exactly["count"] = count
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"spec": {"devices": {"requests": [{"name": "devices",
+                                                        "exactly": exactly}]}}}}
+
+
+def resource_claim(name: str, device_class: str = "gpu.nvidia.com", count: int = 8,
+                   namespace: str = "ml") -> dict[str, Any]:
+    """A ResourceClaim of its own name, which several pods may share."""
+    template = claim_template(name, device_class, count, namespace)
+    return {**template, "kind": "ResourceClaim", "spec": template["spec"]["spec"]}
+
+
+def claiming(builder: PodBuilder, template: str | None = None, claim: str | None = None
+             ) -> PodBuilder:
+    """The pod, claiming devices from a template (a claim made for it) or a named claim."""
+    entry: dict[str, Any] = {"name": f"c{len(builder.spec.get('resourceClaims', []))}"}
+    if template is not None:
+        entry["resourceClaimTemplateName"] = template
+    if claim is not None:
+        entry["resourceClaimName"] = claim
+    builder.spec.setdefault("resourceClaims", []).append(entry)
+    builder.spec["containers"][0].setdefault("resources", {}).setdefault(
+        "claims", []).append({"name": entry["name"]})
+    return builder
+
+
+def dra_slice(node: str, gpus: int = 8, migs: int = 0, driver: str = "gpu.nvidia.com",
+              generation: int = 1, name: str | None = None) -> dict[str, Any]:
+    """A ResourceSlice of a node's GPUs (and MIG devices), as NVIDIA's driver writes one."""
+    devices = [{"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"},
+                                                   "index": {"int": i}}}
+               for i in range(gpus)]
+    devices += [{"name": f"mig-{i}", "attributes": {"type": {"string": "mig"}}}
+                for i in range(migs)]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": name or f"{node}-{driver}-{generation}"},
+            "spec": {"driver": driver, "nodeName": node, "devices": devices,
+                     "pool": {"name": node, "generation": generation,
+                              "resourceSliceCount": 1}}}

@@ -11,7 +11,7 @@ import pytest
 from tests.builders import make_policy
 from tests.kube import prerequisite_missing
 from webhook.policy.model import Policy
-from webhook.sandbox.binaries import Binaries, ensure_binaries, ensure_helm
+from webhook.sandbox.binaries import RELEASES, Binaries, ensure_binaries, ensure_helm
 from webhook.sandbox.gobuilding import BuildError
 
 T = TypeVar("T")
@@ -39,6 +39,14 @@ def _built(what: str, build: Callable[[], T]) -> T:
 def binaries() -> Binaries:
     """The control plane's binaries and KWOK."""
     return _built("Kubernetes binaries", lambda: ensure_binaries(_progress))
+
+
+@pytest.fixture(scope="session")
+def newest_binaries() -> Binaries:
+    """Kubernetes 1.37's binaries whatever release the suite runs, for what only it has
+    (PodGroups); built from the modules even with $KUBEBUILDER_ASSETS set."""
+    return _built("Kubernetes 1.37 binaries",
+                  lambda: ensure_binaries(_progress, RELEASES["1.37"], assets_too=False))
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,10 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-SECURITY_DOC = Path(__file__).resolve().parents[1] / "docs" / "security.md"
-NAMESPACE = "airlock-system"
+from tests.paths import ROOT
+from webhook.keys import SYSTEM_NAMESPACE
+
+SECURITY_DOC = ROOT / "docs" / "security.md"
 ANY = "*"
 
 
@@ -22,7 +24,7 @@ class Grant(NamedTuple):
 
     @property
     def user(self) -> str:
-        return f"system:serviceaccount:{NAMESPACE}:{self.account}"
+        return f"system:serviceaccount:{SYSTEM_NAMESPACE}:{self.account}"
 
 
 def documented_grants(doc: Path = SECURITY_DOC) -> set[Grant]:

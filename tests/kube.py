@@ -1,8 +1,8 @@
 """Helpers for tests against a real apiserver: create what users create, read back what
 the cluster made of it, wait for a condition without a fixed sleep; the controller
-processes a test starts, the types of what the e2e fixtures hand a test, what kustomize
-renders of deploy/, and what a missing prerequisite does. Test modules import these from
-here, never from a conftest."""
+processes a test starts, the types of what the e2e fixtures hand a test, kubectl and what
+kustomize renders of deploy/, and what a missing prerequisite does. Test modules import
+these from here, never from a conftest."""
 
 from __future__ import annotations
 
@@ -21,20 +21,32 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
-from tests.builders import gang_pod
+from tests.builders import claim_template, gang_pod
 from webhook.keys import GATE
+from webhook.sandbox.controlplane import ControlPlane
+from webhook.sandbox.nodes import Shape
 from webhook.sandbox.processes import AirlockProcess, start_controller
 
 # The end-to-end cluster's nodes (tests/e2e/conftest.py): 8 GPUs each.
 GPUS_PER_NODE = 8
-ROOT = Path(__file__).resolve().parents[1]
-POLICIES = ROOT / "policies"
+# The DRA sandbox's (`sandbox up --dra`): 16 nodes whose GPUs are only DRA devices, in 2
+# NVLink domains of 64 GPUs.
+DRA_NODES = Shape(nodes=16, nodes_per_domain=8, dra=True)
 
 # What the e2e fixtures hand a test: make a namespace, add a policy file (name, text),
 # add nodes (manifests).
 NamespaceFactory = Callable[..., Awaitable[str]]
 PolicyFileFactory = Callable[[str, str], Path]
 NodeFactory = Callable[[list[dict[str, Any]]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class WiredPlane:
+    """A control plane of a fixture's own (the DRA sandbox, 1.37's gangs), Airlock's
+    webhook wired in, and the controller's own ServiceAccount's credentials on it."""
+
+    plane: ControlPlane
+    controller_kubeconfig: Path
 
 
 @dataclass(frozen=True)
@@ -67,12 +79,23 @@ def documents(text: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(text) if d]
 
 
-def kustomize(kubectl: Path, path: Path) -> list[dict[str, Any]]:
+def kubectl(binary: Path, *args: str, kubeconfig: Path | None = None,
+            stdin: str | None = None, check: bool = True,
+            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`kubectl ARGS` with the harness's `binary`, as the user of `kubeconfig` (rendering
+    needs none). With `check`, a failure fails the test with kubectl's stderr; without,
+    the exit code is the caller's to read."""
+    config = [] if kubeconfig is None else ["--kubeconfig", str(kubeconfig)]
+    out = subprocess.run([str(binary), *config, *args], input=stdin, capture_output=True,
+                         text=True, timeout=timeout, check=False)
+    if check:
+        assert out.returncode == 0, f"kubectl {' '.join(args)} failed:\n{out.stderr}"
+    return out
+
+
+def kustomize(binary: Path, path: Path) -> list[dict[str, Any]]:
     """What `kubectl kustomize PATH` renders: the real tool decides what deploy/ is."""
-    out = subprocess.run([str(kubectl), "kustomize", str(path)], capture_output=True,
-                         text=True, check=False, timeout=120)
-    assert out.returncode == 0, f"kubectl kustomize {path} failed:\n{out.stderr}"
-    return documents(out.stdout)
+    return documents(kubectl(binary, "kustomize", str(path)).stdout)
 
 
 def alive(pid: int) -> bool:
@@ -173,3 +196,45 @@ async def scrape(url: str, token: str | None = None,
     async with aiohttp.ClientSession() as http, \
             http.get(url, headers=headers, ssl=verify) as response:
         return response.status, await response.text()
+
+
+# --- DRA: what kube-controller-manager and kube-scheduler made of pods' claims ----------
+
+async def create_template(api: client.ApiClient, ns: str, name: str, device_class: str,
+                          count: int = GPUS_PER_NODE) -> None:
+    await client.ResourceV1Api(api).create_namespaced_resource_claim_template(
+        ns, claim_template(name, device_class, count, ns))
+
+
+async def read_pod(api: client.ApiClient, ns: str, name: str) -> dict[str, Any]:
+    response = await client.CoreV1Api(api).read_namespaced_pod(name, ns,
+                                                                _preload_content=False)
+    pod: dict[str, Any] = await response.json()
+    return pod
+
+
+async def claims_of(api: client.ApiClient, ns: str, pod: Mapping[str, Any]
+                    ) -> list[dict[str, Any]]:
+    """The claims kube-controller-manager made from the pod's templates, as the pod's
+    status names them, in the order of its `resourceClaims`."""
+    statuses = {s["name"]: s["resourceClaimName"]
+                for s in pod["status"].get("resourceClaimStatuses") or []}
+    resource = client.ResourceV1Api(api)
+    claims = []
+    for entry in pod["spec"].get("resourceClaims") or []:
+        assert entry["name"] in statuses, pod["status"]
+        response = await resource.read_namespaced_resource_claim(
+            statuses[entry["name"]], ns, _preload_content=False)
+        claims.append(await response.json())
+    return claims
+
+
+def allocated(claim: Mapping[str, Any], pod: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The devices allocated to the claim, checked to be reserved for the pod and made
+    for it from its template."""
+    owner = claim["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"]) == ("Pod", pod["metadata"]["uid"])
+    status = claim.get("status") or {}
+    assert [r["uid"] for r in status.get("reservedFor") or []] == [pod["metadata"]["uid"]]
+    results: list[dict[str, Any]] = status["allocation"]["devices"]["results"]
+    return results

@@ -9,6 +9,7 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.paths import POLICIES
 from webhook.admission.serving import (
     RELOAD_INTERVAL,
     Listening,
@@ -17,8 +18,6 @@ from webhook.admission.serving import (
     listen,
 )
 from webhook.certificates import make_certs
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 class KubeletDir:
@@ -51,7 +50,7 @@ def cert_files(tmp: Path) -> dict[str, bytes]:
             "ca.crt": files.ca.read_bytes()}
 
 
-def policy_files(src: Path = ROOT / "policies") -> dict[str, bytes]:
+def policy_files(src: Path = POLICIES) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(src.glob("*.yaml"))}
 
 

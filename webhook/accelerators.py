@@ -142,17 +142,19 @@ _REQUESTS_EXTENDED = (f"{_containers_request('object.spec.containers')} || "
                       f"(has(object.spec.initContainers) && "
                       f"{_containers_request('object.spec.initContainers')})")
 _EXPLICIT_CLASS = f"(has(object.metadata.labels) && '{CLASS_LABEL}' in object.metadata.labels)"
+# A pod may claim its GPUs through DRA: which claims are GPUs the webhook decides.
+_CLAIMS = "(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0)"
 
 # The matchConditions of each webhook in deploy/base/webhook-configurations.yaml, exactly.
 MATCH_CONDITIONS: Final[dict[str, list[dict[str, str]]]] = {
     "mutate.gpu-airlock.io": [{
-        "name": "extended-resource-or-explicit-class",
-        "expression": f"{_EXPLICIT_CLASS} || {_REQUESTS_EXTENDED}",
+        "name": "extended-resource-claims-or-explicit-class",
+        "expression": f"{_EXPLICIT_CLASS} || {_CLAIMS} || {_REQUESTS_EXTENDED}",
     }],
     "validate.gpu-airlock.io": [{
-        "name": "extended-resource-explicit-class-or-airlock-gated",
+        "name": "extended-resource-claims-explicit-class-or-airlock-gated",
         "expression": (
-            f"{_EXPLICIT_CLASS} || "
+            f"{_EXPLICIT_CLASS} || {_CLAIMS} || "
             f"(has(object.metadata.labels) && '{GANG_LABEL}' in object.metadata.labels) || "
             f"(oldObject != null && has(oldObject.spec.schedulingGates) && "
             f"oldObject.spec.schedulingGates.exists(g, g.name == '{GATE}')) || "

@@ -36,7 +36,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     return run_server(port=args.port, cert_dir=args.cert_dir, policies=policies,
                       host=args.host, drain_seconds=args.drain_seconds,
-                      auth=args.metrics_auth, kubeconfig=args.kubeconfig)
+                      auth=args.metrics_auth, kubeconfig=args.kubeconfig, dra=args.dra)
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -122,12 +122,19 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                        help="on SIGTERM, report not-ready and keep serving this long before "
                             "closing, so the apiserver stops sending first")
     from webhook.metricsauth.options import add_metrics_auth_argument
+    from webhook.reach import MODES
 
     add_metrics_auth_argument(serve)
+    serve.add_argument("--dra", choices=MODES, default=None,
+                       help="read pods' DRA claims: `kubernetes`, watch ResourceClaims and "
+                            "ResourceClaimTemplates, so a pod claiming GPUs through "
+                            "resourceClaims is governed like one requesting them; `none`, "
+                            "judge pods without their claims. Default: kubernetes in a pod "
+                            "or with --kubeconfig, none otherwise")
     serve.add_argument("--kubeconfig", type=Path, default=None,
-                       help="credentials for reviewing the tokens of /metrics scrapers "
-                            "(default: in-cluster, then ~/.kube/config); nothing else is "
-                            "asked of the apiserver")
+                       help="credentials for reviewing the tokens of /metrics scrapers and "
+                            "for watching DRA claims (default: in-cluster, then "
+                            "~/.kube/config); nothing else is asked of the apiserver")
     serve.set_defaults(func=_serve)
 
 

@@ -7,6 +7,7 @@ and then read through this view. A wrong type raises `PodShapeError` naming the 
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -127,6 +128,22 @@ def _container(raw: Mapping[str, Any]) -> Container:
     return Container(name, image, requests, limits)
 
 
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """An entry of `spec.resourceClaims`: a ResourceClaim of its own name (which other
+    pods may share), or one made for the pod from a ResourceClaimTemplate."""
+
+    name: str
+    claim: str | None
+    template: str | None
+
+
+def _claim(raw: Mapping[str, Any]) -> PodClaim:
+    return PodClaim(_optional_str(raw, "name", "") or "",
+                    _optional_str(raw, "resourceClaimName", "") or None,
+                    _optional_str(raw, "resourceClaimTemplateName", "") or None)
+
+
 def _owner(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     """An ownerReference, checked and kept as it came: rules read only the kind of one."""
     controller = raw.get("controller")
@@ -173,6 +190,10 @@ class PodView:
     # classification asks most often, computed once.
     resources: frozenset[str]
     image_names: tuple[str, ...]
+    claims: tuple[PodClaim, ...] = ()
+    # What the claims ask for, by the resource each mapped DeviceClass counts as: added
+    # to `resources` once the claims are looked up (`claimed`).
+    devices: Mapping[str, int] | None = None
 
     @classmethod
     def parse(cls, obj: Any, namespace: str = "") -> PodView:
@@ -232,7 +253,14 @@ class PodView:
             tuple(_objects(spec.get("topologySpreadConstraints"),
                            "spec.topologySpreadConstraints")),
             frozenset(resources), tuple(map(_image, every)),
+            _each(claims, "spec.resourceClaims", _claim)
+            if (claims := spec.get("resourceClaims")) else (),
         )
+
+    def claimed(self, devices: Mapping[str, int]) -> PodView:
+        """This pod, asking also for the devices its claims come to."""
+        return dataclasses.replace(self, resources=self.resources.union(devices),
+                                   devices=devices)
 
     def all_containers(self) -> Iterator[Container]:
         yield from self.init_containers

@@ -61,11 +61,11 @@ from webhook.controller.core.records import Record
 from webhook.controller.core.snapshot import Snapshot
 from webhook.controller.core.tracking import Tracked
 from webhook.controller.shells.applying import WRITES_IN_FLIGHT, ungate_patch
-from webhook.controller.shells.raw import json_of
 from webhook.keys import (
     GANG_LABEL,
     GATE,
 )
+from webhook.kuberaw import json_of
 from webhook.policy.model import DEFAULT_ACCELERATORS
 from webhook.sandbox import wiring
 from webhook.sandbox.binaries import ensure_binaries

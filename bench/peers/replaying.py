@@ -34,7 +34,7 @@ from bench.peers.manifests import (
 )
 from bench.peers.peers import KUEUE_NAMESPACE, PEERS
 from bench.peers.recording import Action, Recorder, Restart, Run
-from webhook.controller.shells.raw import json_of
+from webhook.kuberaw import json_of
 from webhook.policy.model import Policy
 from webhook.sandbox import wiring
 from webhook.sandbox.binaries import ensure_binaries

@@ -34,8 +34,8 @@ from kubernetes_asyncio import client
 
 from bench.soak.checking import Findings, Seen, check
 from tests.kube import create_gang, gated
-from webhook.controller.shells.watching import watch
 from webhook.keys import GANG_LABEL
+from webhook.kubewatch import watch
 from webhook.sandbox.nodes import GPU
 from webhook.sandbox.processes import AirlockProcess
 from webhook.sandbox.stages import TERMINATION_DELAY

@@ -18,21 +18,23 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import policy_yaml
 from tests.kube import (
-    POLICIES,
+    DRA_NODES,
     Controllers,
     NamespaceFactory,
     NodeFactory,
     PolicyFileFactory,
     Scrapers,
+    WiredPlane,
     until,
 )
+from tests.paths import POLICIES
 from webhook.policy.loading import load_policy, policy_files
 from webhook.sandbox import wiring
 from webhook.sandbox.binaries import Binaries
 from webhook.sandbox.clients import from_kubeconfig, service_account_token
 from webhook.sandbox.controlplane import ControlPlane
 from webhook.sandbox.nodes import Shape, create_nodes, topology
-from webhook.sandbox.processes import Webhook, start_webhook
+from webhook.sandbox.processes import Webhook, start_webhook, webhook_reading
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -50,12 +52,16 @@ def control_plane(binaries: Binaries) -> Iterator[ControlPlane]:
     plane.remove()
 
 
+# The shared plane's nodes: 8 of 8 GPUs in 2 NVLink domains.
+NODES = Shape(nodes=8, nodes_per_domain=4)
+
+
 async def _prepare(plane: ControlPlane, hook: Webhook) -> None:
     api = await from_kubeconfig(plane.admin_kubeconfig)
     async with api:
         await wiring.create_namespace(api, "airlock-system")
         await wiring.create_priority_classes(api, load_policy(POLICIES))
-        await create_nodes(api, topology(Shape(nodes=8, nodes_per_domain=4)))
+        await create_nodes(api, topology(NODES))
         await wiring.apply_webhook_configurations(
             api, wiring.webhook_configurations(hook.url, hook.certs.ca.read_bytes()))
         await wiring.apply_admission_policies(api)
@@ -81,6 +87,86 @@ async def api(control_plane: ControlPlane) -> AsyncIterator[client.ApiClient]:
         yield api_client
 
 
+# --- a sandbox whose GPUs are DRA devices (`airlock sandbox up --dra`) ------------------
+
+async def _prepare_dra(plane: ControlPlane, workdir: Path, policies: Path) -> tuple[
+        Webhook, Path]:
+    """Nodes, slices and classes, then the webhook reading claims with its own
+    ServiceAccount (deploy/'s RBAC: what it is granted is all it can read), wired in."""
+    async with await from_kubeconfig(plane.admin_kubeconfig) as api:
+        await wiring.create_namespace(api, "airlock-system")
+        await wiring.create_priority_classes(api, load_policy(POLICIES))
+        await create_nodes(api, topology(DRA_NODES), dra=True)
+        hook_kubeconfig = await wiring.account_kubeconfig(
+            api, plane.url, plane.ca_file, workdir / "webhook.kubeconfig", "airlock-webhook")
+        controller = await wiring.controller_kubeconfig(
+            api, plane.url, plane.ca_file, workdir / "controller.kubeconfig")
+        hook = await asyncio.to_thread(start_webhook, workdir, policies,
+                                       extra=webhook_reading(hook_kubeconfig))
+        await wiring.apply_webhook_configurations(
+            api, wiring.webhook_configurations(hook.url, hook.certs.ca.read_bytes()))
+        await wiring.apply_admission_policies(api)
+        return hook, controller
+
+
+@pytest.fixture(scope="session")
+def dra_sandbox(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory,
+                session_policies: Path) -> Iterator[WiredPlane]:
+    """What `airlock sandbox up --dra` makes, on a control plane of its own (the shared
+    one's nodes offer nvidia.com/gpu), started only when a test asks for it."""
+    plane = ControlPlane(binaries).start()
+    hook: Webhook | None = None
+    try:
+        hook, controller = asyncio.run(_prepare_dra(
+            plane, tmp_path_factory.mktemp("airlock-dra"), session_policies))
+        yield WiredPlane(plane, controller)
+    finally:
+        if hook:
+            hook.running.process.terminate()
+            hook.running.process.wait(timeout=20)
+        plane.remove()
+
+
+@pytest.fixture
+async def dra_api(dra_sandbox: WiredPlane) -> AsyncIterator[client.ApiClient]:
+    async with await from_kubeconfig(dra_sandbox.plane.admin_kubeconfig) as api_client:
+        yield api_client
+
+
+@pytest.fixture
+def dra_controllers(dra_sandbox: WiredPlane, tmp_path: Path, session_policies: Path
+                    ) -> Iterator[Controllers]:
+    running = Controllers(tmp_path, dra_sandbox.controller_kubeconfig, session_policies)
+    yield running
+    running.stop_all()
+
+
+# --- Kubernetes 1.37 with workload-aware scheduling on --------------------------------
+
+@pytest.fixture(scope="module")
+def gang_plane(newest_binaries: Binaries, tmp_path_factory: pytest.TempPathFactory,
+               session_policies: Path) -> Iterator[WiredPlane]:
+    """A 1.37 control plane serving PodGroups (scheduling.k8s.io/v1beta1) with the
+    scheduler's gang plugin on (the GenericWorkload gate), its nodes those of the shared
+    plane, Airlock's webhook wired in; and the controller's credentials on it."""
+    plane = ControlPlane(newest_binaries, feature_gates=("GenericWorkload=true",),
+                         runtime_config=("scheduling.k8s.io/v1beta1=true",)).start()
+    hook: Webhook | None = None
+
+    async def wire() -> Path:
+        async with await from_kubeconfig(plane.admin_kubeconfig) as api:
+            return await wiring.controller_kubeconfig(
+                api, plane.url, plane.ca_file, plane.workdir / "controller.kubeconfig")
+
+    try:
+        hook = start_webhook(tmp_path_factory.mktemp("airlock-gangs"), session_policies)
+        asyncio.run(_prepare(plane, hook))
+        yield WiredPlane(plane, asyncio.run(wire()))
+    finally:
+        if hook:
+            hook.running.process.terminate()
+            hook.running.process.wait(timeout=20)
+        plane.remove()
 
 
 @pytest.fixture

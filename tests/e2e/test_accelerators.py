@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from tests.builders import pod, policy_yaml
+from tests.builders import NEURON, pod, policy_yaml
 from tests.kube import (
     Controllers,
     NodeFactory,
@@ -25,7 +25,6 @@ from tests.kube import (
 from webhook.keys import ACCELERATORS_ANNOTATION, CLASS_LABEL
 from webhook.sandbox.nodes import CLIQUE_LABEL, GPU, node_manifest
 
-NEURON = "aws.amazon.com/neuron"
 NEURON_NODES = ("trn-0000", "trn-0001")
 
 

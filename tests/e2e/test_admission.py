@@ -10,7 +10,6 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import pod
-from webhook.controller.shells.raw import json_of
 from webhook.keys import (
     CLASS_LABEL,
     CONTROLLER_IDENTITY,
@@ -18,9 +17,11 @@ from webhook.keys import (
     GATE,
     QUEUED_ANNOTATION,
 )
+from webhook.kuberaw import json_of
 from webhook.sandbox import wiring
 from webhook.sandbox.clients import from_kubeconfig, from_token, service_account_token
 from webhook.sandbox.controlplane import ControlPlane, free_port
+from webhook.sandbox.nodes import CLIQUE_LABEL
 from webhook.sandbox.processes import Webhook
 
 pytestmark = pytest.mark.usefixtures("airlock")
@@ -59,7 +60,7 @@ async def test_stored_pod_has_class_priority_and_numeric_priority(
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} \
         in spec["tolerations"]
     affinity = spec["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
-    assert affinity[0]["podAffinityTerm"]["topologyKey"] == "nvidia.com/gpu.clique"
+    assert affinity[0]["podAffinityTerm"]["topologyKey"] == CLIQUE_LABEL
     assert stored["metadata"]["labels"][CLASS_LABEL] == "training"
     assert stored["status"]["phase"] == "Pending"
 
@@ -174,11 +175,11 @@ async def test_only_the_controller_may_remove_the_gate(
         await client.CoreV1Api(controller).patch_namespaced_pod(
             "llama-worker-0", namespace,
             body=[*REMOVE_GATE, {"op": "add", "path": "/spec/nodeSelector",
-                                 "value": {"nvidia.com/gpu.clique": "clique-0"}}],
+                                 "value": {CLIQUE_LABEL: "clique-0"}}],
             _content_type="application/json-patch+json")
     stored = await read(api, namespace, "llama-worker-0")
     assert not stored["spec"].get("schedulingGates")
-    assert stored["spec"]["nodeSelector"] == {"nvidia.com/gpu.clique": "clique-0"}
+    assert stored["spec"]["nodeSelector"] == {CLIQUE_LABEL: "clique-0"}
 
 
 async def test_pinned_labels_cannot_change_while_gated(api: client.ApiClient,

@@ -32,13 +32,14 @@ from kubernetes_asyncio import client
 
 from tests.kube import (
     CLUSTER_SCOPED,
-    POLICIES,
-    ROOT,
     documents,
+    kubectl,
     kustomize,
     prerequisite_missing,
     until,
 )
+from tests.paths import POLICIES, ROOT
+from webhook.keys import SYSTEM_NAMESPACE
 from webhook.policy.loading import policy_files
 from webhook.sandbox.binaries import HELM_VERSION, Binaries
 from webhook.sandbox.clients import from_kubeconfig
@@ -49,7 +50,6 @@ from webhook.sandbox.operators import CERT_MANAGER, OperatorError
 pytestmark = pytest.mark.e2e
 
 CHART = ROOT / "deploy" / "helm" / "airlock"
-NAMESPACE = "airlock-system"
 RELEASE = "airlock"
 # The overlay each set of values stands for.
 VARIANTS: dict[str, list[str]] = {
@@ -84,7 +84,7 @@ class Helm:
         return out
 
     def template(self, *values: str, chart: Path = CHART) -> Docs:
-        return documents(self("template", RELEASE, str(chart), "--namespace", NAMESPACE,
+        return documents(self("template", RELEASE, str(chart), "--namespace", SYSTEM_NAMESPACE,
                               *values).stdout)
 
 
@@ -175,10 +175,10 @@ def test_the_chart_reads_deploy_and_the_policies_through_links() -> None:
 def test_a_difference_shows_as_a_readable_diff() -> None:
     """The diff names the object and the field, so a drift says what to change."""
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
-                  "metadata": {"name": "airlock-webhook", "namespace": NAMESPACE},
+                  "metadata": {"name": "airlock-webhook", "namespace": SYSTEM_NAMESPACE},
                   "spec": {"replicas": 3}}
     extra = {"apiVersion": "v1", "kind": "ConfigMap",
-             "metadata": {"name": "only-in-helm", "namespace": NAMESPACE}}
+             "metadata": {"name": "only-in-helm", "namespace": SYSTEM_NAMESPACE}}
     diff = differences([deployment], [{**deployment, "spec": {"replicas": 2}}, extra])
     assert "--- kustomize Deployment/airlock-system/airlock-webhook" in diff
     assert "-  replicas: 3\n+  replicas: 2" in diff
@@ -194,13 +194,13 @@ def test_only_doubled_breaks_in_cel_and_namespaces_of_cluster_scoped_kinds_are_n
                 "metadata": {"name": "airlock-marks", **metadata},
                 "spec": {"validations": [{"expression": expression}]}}
 
-    assert not differences([policy("a &&\n\n  b", namespace=NAMESPACE)],
+    assert not differences([policy("a &&\n\n  b", namespace=SYSTEM_NAMESPACE)],
                            [policy("a &&\n  b")])
     assert differences([policy("a &&\n  b")], [policy("a && b")])
     assert "-  - expression: a && b\n+  - expression: a || b" in differences(
         [policy("a && b")], [policy("a || b")])
     quota = {"apiVersion": "v1", "kind": "ResourceQuota",
-             "metadata": {"name": "airlock", "namespace": NAMESPACE}}
+             "metadata": {"name": "airlock", "namespace": SYSTEM_NAMESPACE}}
     assert differences([quota], [{**quota, "metadata": {"name": "airlock"}}])
 
 
@@ -210,7 +210,7 @@ def test_helm_is_the_pinned_release(run_helm: Helm) -> None:
 
 @pytest.mark.parametrize("overlay", VARIANTS)
 def test_helm_lint_passes(run_helm: Helm, overlay: str) -> None:
-    out = run_helm("lint", "--strict", str(CHART), "--namespace", NAMESPACE,
+    out = run_helm("lint", "--strict", str(CHART), "--namespace", SYSTEM_NAMESPACE,
                    *VARIANTS[overlay])
     assert "1 chart(s) linted, 0 chart(s) failed" in out.stdout, out.stdout
 
@@ -342,25 +342,17 @@ def cluster(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory
         plane.remove()
 
 
-def kubectl(binaries: Binaries, plane: ControlPlane, *args: str,
-            stdin: str | None = None) -> str:
-    out = subprocess.run([str(binaries.kubectl), "--kubeconfig", str(plane.admin_kubeconfig),
-                          *args], input=stdin, capture_output=True, text=True, timeout=120,
-                         check=False)
-    assert out.returncode == 0, f"kubectl {' '.join(args)}:\n{out.stderr}"
-    return out.stdout
-
-
 @pytest.fixture(scope="module")
 def installed(run_helm: Helm, binaries: Binaries, cluster: ControlPlane) -> Docs:
     """The objects of the release, installed as docs/install.md says. Helm does not wait
     for the Deployments' pods (never Ready here: no kubelet, no image)."""
-    kubectl(binaries, cluster, "create", "namespace", NAMESPACE)
+    kubectl(binaries.kubectl, "create", "namespace", SYSTEM_NAMESPACE,
+            kubeconfig=cluster.admin_kubeconfig)
     started = time.monotonic()
-    run_helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--take-ownership",
+    run_helm("install", RELEASE, str(CHART), "--namespace", SYSTEM_NAMESPACE, "--take-ownership",
              kubeconfig=cluster.admin_kubeconfig)
     print(f"helm install took {time.monotonic() - started:.1f}s")
-    return documents(run_helm("get", "manifest", RELEASE, "--namespace", NAMESPACE,
+    return documents(run_helm("get", "manifest", RELEASE, "--namespace", SYSTEM_NAMESPACE,
                               kubeconfig=cluster.admin_kubeconfig).stdout)
 
 
@@ -381,8 +373,9 @@ def missing_from(rendered: Any, live: Any, path: str = "") -> list[str]:
 def test_helm_installs_the_objects_kustomize_would(
         installed: Docs, run_helm: Helm, binaries: Binaries, cluster: ControlPlane) -> None:
     assert keyed(installed) == keyed(run_helm.template())
-    live = documents(kubectl(binaries, cluster, "get", "-o", "yaml", "-f", "-",
-                             stdin=yaml.safe_dump_all(installed)))[0]["items"]
+    live = documents(kubectl(binaries.kubectl, "get", "-o", "yaml", "-f", "-",
+                             kubeconfig=cluster.admin_kubeconfig,
+                             stdin=yaml.safe_dump_all(installed)).stdout)[0]["items"]
     rendered, stored = keyed(installed), keyed(live)
     assert stored.keys() == rendered.keys()
     changed = {"/".join(key): missing_from(rendered[key], stored[key]) for key in rendered}
@@ -405,13 +398,13 @@ async def test_cert_manager_issues_the_certificate_and_injects_its_ca(
 
         async def issued() -> bool:
             secrets = (await (await core.list_namespaced_secret(
-                NAMESPACE, _preload_content=False)).json())["items"]
+                SYSTEM_NAMESPACE, _preload_content=False)).json())["items"]
             return mounted <= {s["metadata"]["name"] for s in secrets}
 
         await until(issued, within=60)
         (secret,) = mounted
         ca = (await (await core.read_namespaced_secret(
-            secret, NAMESPACE, _preload_content=False)).json())["data"]["ca.crt"]
+            secret, SYSTEM_NAMESPACE, _preload_content=False)).json())["data"]["ca.crt"]
 
         async def injected() -> bool:
             configs = await asyncio.gather(
@@ -429,7 +422,9 @@ def test_the_release_owns_the_namespace_with_its_labels(
         installed: Docs, binaries: Binaries, cluster: ControlPlane) -> None:
     """`kubectl create namespace` then `helm install --take-ownership`: the namespace
     Helm keeps its release in gets the chart's labels (restricted Pod Security)."""
-    labels = yaml.safe_load(kubectl(binaries, cluster, "get", "namespace", NAMESPACE,
-                                    "-o", "yaml"))["metadata"]["labels"]
-    assert labels.items() >= one(installed, "Namespace", NAMESPACE)["metadata"]["labels"].items()
+    stored = kubectl(binaries.kubectl, "get", "namespace", SYSTEM_NAMESPACE, "-o", "yaml",
+                     kubeconfig=cluster.admin_kubeconfig).stdout
+    labels = yaml.safe_load(stored)["metadata"]["labels"]
+    namespace = one(installed, "Namespace", SYSTEM_NAMESPACE)
+    assert labels.items() >= namespace["metadata"]["labels"].items()
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"

@@ -23,6 +23,7 @@ from tests.kube import (
     until,
 )
 from webhook.keys import CLASS_LABEL, PLACEMENT_ANNOTATION
+from webhook.sandbox.nodes import CLIQUE_LABEL
 
 
 async def test_gang_lands_whole_inside_one_domain(api: client.ApiClient, namespace: str,
@@ -33,10 +34,10 @@ async def test_gang_lands_whole_inside_one_domain(api: client.ApiClient, namespa
     await until(lambda: all_bound(api, namespace, "ddp", 4))
     pods = await pods_of(api, namespace, "ddp")
     nodes = await nodes_by_name(api)
-    domains = {nodes[p["spec"]["nodeName"]]["nvidia.com/gpu.clique"] for p in pods}
+    domains = {nodes[p["spec"]["nodeName"]][CLIQUE_LABEL] for p in pods}
     assert len(domains) == 1
     (domain,) = domains
-    assert all(p["spec"]["nodeSelector"] == {"nvidia.com/gpu.clique": domain} for p in pods)
+    assert all(p["spec"]["nodeSelector"] == {CLIQUE_LABEL: domain} for p in pods)
     assert any(f"Admitted: domain {domain}" in e for e in await events(api, namespace))
 
 
@@ -139,7 +140,7 @@ async def test_controller_killed_half_way_finishes_after_restart(
     await until(all_bound)
     pods = await pods_of(api, namespace, "crash")
     nodes = await nodes_by_name(api)
-    assert {nodes[p["spec"]["nodeName"]]["nvidia.com/gpu.clique"] for p in pods} == \
+    assert {nodes[p["spec"]["nodeName"]][CLIQUE_LABEL] for p in pods} == \
         {record["domain"]}
     used: dict[str, int] = {}
     for p in pods:

@@ -21,13 +21,12 @@ from tests.kube import (
     scrape,
     until,
 )
-
-CLIQUE = "nvidia.com/gpu.clique"
+from webhook.sandbox.nodes import CLIQUE_LABEL
 
 
 async def _domain_of(api: client.ApiClient, ns: str, prefix: str) -> set[str]:
     nodes = await nodes_by_name(api)
-    return {nodes[p["spec"]["nodeName"]][CLIQUE] for p in await pods_of(api, ns, prefix)}
+    return {nodes[p["spec"]["nodeName"]][CLIQUE_LABEL] for p in await pods_of(api, ns, prefix)}
 
 
 async def test_a_replacement_joins_its_gang_and_an_extra_stays_gated(
@@ -53,7 +52,7 @@ async def test_a_replacement_joins_its_gang_and_an_extra_stays_gated(
     await until(replaced)
     assert await _domain_of(api, namespace, "job") == {domain}
     (joined,) = [p for p in await pods_of(api, namespace, "job-7")]
-    assert joined["spec"]["nodeSelector"] == {CLIQUE: domain}
+    assert joined["spec"]["nodeSelector"] == {CLIQUE_LABEL: domain}
     # One more is one too many for a gang of 2: it stays gated and is told why.
     await core.create_namespaced_pod(namespace, body=gang_pod("job", 8, 2))
 

@@ -10,7 +10,6 @@ import contextlib
 import datetime
 import functools
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import GPU, policy_yaml
+from tests.commands import airlock_command
 from tests.kube import (
     Controllers,
     NamespaceFactory,
@@ -109,8 +109,8 @@ async def test_a_training_gang_evicts_one_whole_scavenger_gang(
 
     # `airlock status` shows it, as a person would run it.
     shown = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "webhook", "status", "--kubeconfig",
-        str(control_plane.admin_kubeconfig), "--policies", str(session_policies), "-o", "json",
+        *airlock_command("status", "--kubeconfig", str(control_plane.admin_kubeconfig),
+                         "--policies", str(session_policies), "-o", "json"),
         stdout=asyncio.subprocess.PIPE)
     out, _ = await asyncio.wait_for(shown.communicate(), 60)
     assert shown.returncode == 0

@@ -32,8 +32,8 @@ from tests.kube import (
 from webhook.controller.core.accounting import FAIR_SHARE_KEY, SHORT_SINCE_KEY
 from webhook.controller.shells.remembering import recall
 from webhook.keys import SYSTEM_NAMESPACE
+from webhook.sandbox.nodes import CLIQUE_LABEL
 
-CLIQUE = "nvidia.com/gpu.clique"
 GANGS = ("alpha", "beta", "gamma")
 
 
@@ -82,7 +82,7 @@ async def test_killed_at_a_random_moment_the_cluster_settles_consistent(
         if gated(pods[0]):
             continue
         running.append(gang)
-        assert len({nodes[p["spec"]["nodeName"]][CLIQUE] for p in pods}) == 1, gang
+        assert len({nodes[p["spec"]["nodeName"]][CLIQUE_LABEL] for p in pods}) == 1, gang
         for p in pods:
             used[p["spec"]["nodeName"]] = used.get(p["spec"]["nodeName"], 0) + GPUS_PER_NODE
     assert len(running) == 2, "both domains are used, and only by whole gangs"

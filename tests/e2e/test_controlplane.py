@@ -19,7 +19,6 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,10 +26,11 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import pod
-from tests.kube import NamespaceFactory, alive
+from tests.kube import NamespaceFactory, alive, kubectl
+from tests.paths import ROOT
 from webhook.keys import IGNORE_NAMESPACE_LABEL
 from webhook.sandbox import controlplane, wiring
-from webhook.sandbox.binaries import KUBERNETES_VERSION, Binaries
+from webhook.sandbox.binaries import Binaries, kubernetes_release
 from webhook.sandbox.clients import from_kubeconfig, from_token, service_account_token
 from webhook.sandbox.controlplane import ControlPlane
 from webhook.sandbox.nodes import (
@@ -112,8 +112,9 @@ async def test_a_service_account_token_authenticates_as_that_account(
 async def test_apiserver_reports_the_pinned_release(api: client.ApiClient) -> None:
     """A module build says v0.0.0-master unless the version is linked in."""
     info = await client.VersionApi(api).get_code()
+    release = kubernetes_release()  # the one the run chose ($AIRLOCK_KUBERNETES)
     assert (info.git_version, info.major, info.minor) == \
-        (KUBERNETES_VERSION, "1", KUBERNETES_VERSION.split(".")[1])
+        (release.version, "1", release.minor.split(".")[1])
 
 
 def test_metrics_are_the_apiservers_own(control_plane: ControlPlane) -> None:
@@ -412,14 +413,6 @@ def test_topology_shape_labels_every_level() -> None:
 
 # --- what users create, through Airlock's webhook -----------------------------------
 
-def kubectl(binaries: Binaries, plane: ControlPlane, *args: str,
-            stdin: str | None = None) -> str:
-    done = subprocess.run([str(binaries.kubectl), "--kubeconfig", str(plane.admin_kubeconfig),
-                           *args], input=stdin, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 GPU_POD = """
 apiVersion: v1
 kind: Pod
@@ -437,18 +430,20 @@ async def test_a_namespace_made_with_kubectl_just_works(
         binaries: Binaries, control_plane: ControlPlane, api: client.ApiClient) -> None:
     """What a newcomer types: create a namespace, apply a pod. The pod is admitted (and
     classified by Airlock) with the ServiceAccount kube-controller-manager made."""
-    ns = f"team-{uuid.uuid4().hex[:6]}"
-    kubectl(binaries, control_plane, "create", "namespace", ns)
+    ns, config = f"team-{uuid.uuid4().hex[:6]}", control_plane.admin_kubeconfig
+    kubectl(binaries.kubectl, "create", "namespace", ns, kubeconfig=config)
     try:
         # Typed by hand there are seconds in between; the controller takes milliseconds.
-        kubectl(binaries, control_plane, "wait", "--for=create", "--timeout=10s", "-n", ns,
-                "serviceaccount/default")
-        kubectl(binaries, control_plane, "apply", "-f", "-", stdin=GPU_POD.format(ns=ns))
+        kubectl(binaries.kubectl, "wait", "--for=create", "--timeout=10s", "-n", ns,
+                "serviceaccount/default", kubeconfig=config)
+        kubectl(binaries.kubectl, "apply", "-f", "-", kubeconfig=config,
+                stdin=GPU_POD.format(ns=ns))
         stored = await stored_pod(api, ns, "infer")
         assert stored["spec"]["serviceAccountName"] == "default"
         assert stored["spec"]["priorityClassName"] == "airlock-inference"
     finally:
-        kubectl(binaries, control_plane, "delete", "namespace", ns, "--wait=false")
+        kubectl(binaries.kubectl, "delete", "namespace", ns, "--wait=false",
+                kubeconfig=config)
 
 
 @pytest.mark.usefixtures("airlock")
@@ -515,7 +510,7 @@ def test_a_killed_test_run_takes_its_control_plane_with_it(binaries: Binaries) -
     owner = subprocess.Popen(
         [sys.executable, "-c", OWNER, *map(str, dataclasses.astuple(binaries))],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        cwd=Path(__file__).resolve().parents[2])
+        cwd=ROOT)
     assert owner.stdout is not None
     started = json.loads(owner.stdout.readline())
     pids: list[int] = started["pids"]

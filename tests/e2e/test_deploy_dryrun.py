@@ -9,22 +9,23 @@ CRDs); tests/unit/test_manifests.py checks them against cert-manager's documente
 
 from __future__ import annotations
 
+import functools
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
 import yaml
 
+from tests import kube
+from tests.commands import installed_airlock
+from tests.paths import ROOT
 from webhook.sandbox.binaries import Binaries
 from webhook.sandbox.controlplane import ControlPlane
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "install-no-cert-manager.sh"
 CONTROLLER = "system:serviceaccount:airlock-system:airlock-controller"
 WEBHOOK = "system:serviceaccount:airlock-system:airlock-webhook"
@@ -40,19 +41,9 @@ class Kubectl(Protocol):
 
 @pytest.fixture(scope="module")
 def kubectl(binaries: Binaries, control_plane: ControlPlane) -> Kubectl:
-    def run(*args: str, stdin: str | None = None,
-            check: bool = True) -> subprocess.CompletedProcess[str]:
-        out = subprocess.run(
-            [str(binaries.kubectl), "--kubeconfig", str(control_plane.admin_kubeconfig),
-             *args], input=stdin, capture_output=True, text=True, timeout=120, check=False)
-        if check:
-            assert out.returncode == 0, f"kubectl {' '.join(args)}:\n{out.stderr}"
-        return out
-    return run
-
-
-def docs_of(text: str) -> list[Doc]:
-    return [d for d in yaml.safe_load_all(text) if d]
+    """kubectl as the control plane's admin."""
+    return functools.partial(kube.kubectl, binaries.kubectl,
+                             kubeconfig=control_plane.admin_kubeconfig)
 
 
 def dump(docs: list[Doc]) -> str:
@@ -72,14 +63,15 @@ def no_cert_manager_install(binaries: Binaries, tmp_path_factory: pytest.TempPat
                             ) -> list[Doc]:
     """What scripts/install-no-cert-manager.sh applies: the overlay, the Secret and the
     caBundle patches."""
-    airlock = Path(sys.executable).parent / "airlock"
+    airlock = installed_airlock()
+    assert airlock is not None, "the airlock command is not installed"
     out = subprocess.run(
         [str(SCRIPT), "--render", str(tmp_path_factory.mktemp("install") / "certs")],
         env={"PATH": "/usr/bin:/bin", "KUBECTL": str(binaries.kubectl),
              "AIRLOCK": str(airlock)},
         capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
-    return docs_of(out.stdout)
+    return kube.documents(out.stdout)
 
 
 WEBHOOK_KINDS = {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
@@ -111,10 +103,7 @@ def test_no_cert_manager_install_passes_a_server_side_dry_run(
 @pytest.mark.usefixtures("namespace_exists")
 def test_cert_manager_install_passes_without_the_cert_manager_kinds(
         kubectl: Kubectl, binaries: Binaries) -> None:
-    out = subprocess.run([str(binaries.kubectl), "kustomize",
-                          str(ROOT / "deploy" / "overlays" / "cert-manager")],
-                         capture_output=True, text=True, timeout=120, check=True)
-    docs = docs_of(out.stdout)
+    docs = kube.kustomize(binaries.kubectl, ROOT / "deploy" / "overlays" / "cert-manager")
     ours = [d for d in docs if not d["apiVersion"].startswith("cert-manager.io/")]
     assert len(docs) - len(ours) == 4  # two Issuers, two Certificates
     lines = dry_run_apply(kubectl, ours)

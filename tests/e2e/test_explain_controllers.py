@@ -8,10 +8,7 @@ hostname, subdomain and the environment explain adds."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +17,11 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.commands import run_airlock
+from tests.kube import kubectl
+from tests.paths import POLICIES, ROOT
 from webhook.sandbox.binaries import Binaries
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workloads"
 # Airlock's own keys: it adds them, and lifts its gate, as it runs.
 AIRLOCK = "gpu-airlock.io/"
@@ -38,27 +37,20 @@ STAND_INS = {"pod-template-hash", "controller-uid", "batch.kubernetes.io/control
 HASH = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{5,10}(?=-|$)")
 
 
-def run(*args: str, kubeconfig: Path | None = None, stdin: str | None = None,
-        timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = None if kubeconfig is None else {**os.environ, "KUBECONFIG": str(kubeconfig)}
-    return subprocess.run(list(args), cwd=ROOT, capture_output=True, text=True, input=stdin,
-                          timeout=timeout, env=env, check=False)
-
-
 @pytest.fixture(scope="module")
 def cluster(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[tuple[Path, Path]]:
     state = tmp_path_factory.mktemp("sandbox")
-    up = run(sys.executable, "-m", "webhook", "sandbox", "up", "--state-dir", str(state),
-             "--nodes", "4", "--operators", "jobset,lws,training-operator,kuberay",
-             # The first run builds the operators from their Go modules (minutes each).
-             timeout=3600)
+    up = run_airlock("sandbox", "up", "--state-dir", str(state), "--nodes", "4",
+                     "--operators", "jobset,lws,training-operator,kuberay",
+                     # The first run builds the operators from their Go modules (minutes each).
+                     timeout=3600)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         kubeconfig = Path(re.findall(r"^kubeconfig: (\S+)$", up.stdout, re.MULTILINE)[0])
         yield kubeconfig, binaries.kubectl
     finally:
-        run(sys.executable, "-m", "webhook", "sandbox", "down", "--state-dir", str(state))
+        run_airlock("sandbox", "down", "--state-dir", str(state), timeout=300)
 
 
 def shape(pod: dict[str, Any]) -> tuple[str, str]:
@@ -94,19 +86,15 @@ def view(pod: dict[str, Any], env: bool) -> dict[str, Any]:
 
 def test_every_pod_the_controllers_make_is_the_pod_explain_shows(
         cluster: tuple[Path, Path]) -> None:
-    kubeconfig, kubectl = cluster
+    kubeconfig, binary = cluster
     for ns in ("serving", "research"):
-        run(str(kubectl), "create", "namespace", ns, kubeconfig=kubeconfig)
-    docs = [d for f in FILES for d in yaml.safe_load_all((EXAMPLES / f).read_text())
-            # JAXJob came with training-operator v1.9; the sandbox runs v1.8.1.
-            if d and d["kind"] != "JAXJob"]
-    made = run(str(kubectl), "apply", "-f", "-", kubeconfig=kubeconfig,
-               stdin=yaml.safe_dump_all(docs))
-    assert made.returncode == 0, made.stderr
+        kubectl(binary, "create", "namespace", ns, kubeconfig=kubeconfig, check=False)
+    docs = [d for f in FILES for d in yaml.safe_load_all((EXAMPLES / f).read_text()) if d]
+    kubectl(binary, "apply", "-f", "-", kubeconfig=kubeconfig, stdin=yaml.safe_dump_all(docs),
+            timeout=300)
 
-    explained = run(sys.executable, "-m", "webhook", "explain", "-o", "json",
-                    "--policies", str(ROOT / "policies"),
-                    *[a for f in FILES for a in ("-f", str(EXAMPLES / f))])
+    explained = run_airlock("explain", "-o", "json", "--policies", str(POLICIES),
+                            *[a for f in FILES for a in ("-f", str(EXAMPLES / f))], timeout=300)
     rows = [json.loads(line) for line in explained.stdout.splitlines()]
     expected = {shape(r["mutated"]): r for r in rows}
 
@@ -115,8 +103,8 @@ def test_every_pod_the_controllers_make_is_the_pod_explain_shows(
     want = {r["workload"] for r in rows}
     deadline = time.monotonic() + 120
     while True:
-        pods = json.loads(run(str(kubectl), "get", "pods", "-A", "-o", "json",
-                              kubeconfig=kubeconfig).stdout)["items"]
+        pods = json.loads(kubectl(binary, "get", "pods", "-A", "-o", "json",
+                                  kubeconfig=kubeconfig, check=False).stdout)["items"]
         seen = {r["workload"] for p in pods if (r := expected.get(shape(p)))}
         if seen >= want - {"JAXJob/gemma-jax"} or time.monotonic() > deadline:
             break

@@ -15,7 +15,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.builders import pod, policy_yaml
+from tests.builders import MIXED, pod, policy_yaml
 from tests.kube import (
     Controllers,
     NodeFactory,
@@ -38,7 +38,6 @@ from webhook.sandbox.nodes import mig_node, mig_profiles
 
 MIG_1G, MIG_3G = "nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb"
 MIG_NODE = "mig-e2e-0000"
-MIXED = {"nvidia.com/mig.strategy": "mixed"}
 OFFERS = policy_yaml("mig", {"gpuSlices": {"mig": [
     {"resource": MIG_1G, "memory": "10Gi", "share": "1/7", "nodeSelector": MIXED},
     {"resource": MIG_3G, "memory": "40Gi", "share": "3/7", "nodeSelector": MIXED},

@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,16 +23,17 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.commands import installed_airlock
 from tests.kube import kustomize
+from tests.paths import POLICIES, ROOT
+from webhook.keys import SYSTEM_NAMESPACE
 from webhook.policy.loading import load_policy, policy_files
-from webhook.sandbox.binaries import STAGING_VERSION, Binaries
+from webhook.sandbox.binaries import Binaries, kubernetes_release
 
-ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 BUILDS = ["deploy/base", "deploy/overlays/cert-manager", "deploy/overlays/no-cert-manager",
           "deploy/observability", "policies"]
 INSTALLS = ["deploy/overlays/cert-manager", "deploy/overlays/no-cert-manager"]
-NAMESPACE = "airlock-system"
 CERT_DIR, POLICY_DIR = "/etc/airlock/certs", "/etc/airlock/policies"
 EMERGENCY_REMOVAL = ("kubectl delete mutatingwebhookconfiguration/airlock "
                      "validatingwebhookconfiguration/airlock")
@@ -46,15 +46,9 @@ Docs = list[Doc]
 
 # --- rendering ------------------------------------------------------------------------
 
-@pytest.fixture(scope="session")
-def kubectl(binaries: Binaries) -> Path:
-    """The harness's kubectl (KUBEBUILDER_ASSETS', or built from the pinned module)."""
-    return binaries.kubectl
-
-
 @pytest.fixture(scope="module")
-def rendered(kubectl: Path) -> dict[str, Docs]:
-    return {path: kustomize(kubectl, ROOT / path) for path in BUILDS}
+def rendered(binaries: Binaries) -> dict[str, Docs]:
+    return {path: kustomize(binaries.kubectl, ROOT / path) for path in BUILDS}
 
 
 def find(docs: Docs, kind: str, name: str | None = None) -> Docs:
@@ -94,7 +88,7 @@ def test_every_namespaced_object_is_in_airlock_system(rendered: dict[str, Docs],
                       "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
     for doc in rendered[path]:
         if doc["kind"] not in cluster_scoped:
-            assert doc["metadata"].get("namespace") == NAMESPACE, doc["metadata"]["name"]
+            assert doc["metadata"].get("namespace") == SYSTEM_NAMESPACE, doc["metadata"]["name"]
         assert doc["metadata"]["labels"]["app.kubernetes.io/part-of"] == "airlock"
 
 
@@ -108,7 +102,7 @@ def test_webhook_configurations_do_no_harm(rendered: dict[str, Docs], path: str)
         exprs = {e["key"]: e for e in hook["namespaceSelector"]["matchExpressions"]}
         excluded = exprs["kubernetes.io/metadata.name"]
         assert excluded["operator"] == "NotIn"
-        assert {"kube-system", NAMESPACE} <= set(excluded["values"])
+        assert {"kube-system", SYSTEM_NAMESPACE} <= set(excluded["values"])
         assert exprs["gpu-airlock.io/ignore"] == {
             "key": "gpu-airlock.io/ignore", "operator": "NotIn", "values": ["true"]}
         assert 1 <= hook["timeoutSeconds"] <= 5
@@ -119,7 +113,7 @@ def test_webhook_configurations_do_no_harm(rendered: dict[str, Docs], path: str)
         assert hook["matchConditions"], "skip pods without accelerators in the apiserver"
         service = hook["clientConfig"]["service"]
         assert (service["name"], service["namespace"], service["port"]) == (
-            "airlock-webhook", NAMESPACE, 443)
+            "airlock-webhook", SYSTEM_NAMESPACE, 443)
         (rule,) = hook["rules"]
         assert rule["resources"] == ["pods"]
         assert rule["apiGroups"] == [""]
@@ -214,7 +208,8 @@ def test_cert_manager_chain_issues_the_mounted_secret(rendered: dict[str, Docs])
     assert volumes["certs"]["secret"]["secretName"] == serving["secretName"]
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         annotations = one(docs, kind, "airlock")["metadata"]["annotations"]
-        assert annotations["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/airlock-webhook"
+        assert annotations["cert-manager.io/inject-ca-from"] == \
+            f"{SYSTEM_NAMESPACE}/airlock-webhook"
 
 
 def test_no_cert_manager_overlay_has_no_cert_manager(rendered: dict[str, Docs]) -> None:
@@ -225,18 +220,12 @@ def test_no_cert_manager_overlay_has_no_cert_manager(rendered: dict[str, Docs]) 
         assert "cert-manager.io/inject-ca-from" not in annotations
 
 
-def _airlock_command() -> Path | None:
-    candidate = Path(sys.executable).parent / "airlock"
-    found = candidate if candidate.exists() else shutil.which("airlock")
-    return Path(found) if found else None
-
-
-def test_no_cert_manager_script_renders_secret_and_ca_bundle(kubectl: Path,
+def test_no_cert_manager_script_renders_secret_and_ca_bundle(binaries: Binaries,
                                                             tmp_path: Path) -> None:
-    airlock = _airlock_command()
+    airlock = installed_airlock()
     if airlock is None:
         pytest.skip("the airlock command is not installed")
-    env = {**os.environ, "KUBECTL": str(kubectl), "AIRLOCK": str(airlock)}
+    env = {**os.environ, "KUBECTL": str(binaries.kubectl), "AIRLOCK": str(airlock)}
     script = ROOT / "scripts" / "install-no-cert-manager.sh"
     out = subprocess.run([str(script), "--render", str(tmp_path / "certs")], env=env,
                          capture_output=True, text=True, timeout=120, check=False)
@@ -350,7 +339,7 @@ def test_controller_deployment_runs_two_replicas_with_leader_election(
     args = container["args"]
     assert args[0] == "controller"
     assert "--no-leader-election" not in args
-    assert args[args.index("--namespace") + 1] == NAMESPACE
+    assert args[args.index("--namespace") + 1] == SYSTEM_NAMESPACE
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert int(args[args.index("--metrics-port") + 1]) == ports["metrics"] == 8080
     assert args[args.index("--identity") + 1] == "$(POD_NAME)"
@@ -407,13 +396,13 @@ def test_network_policies_admit_the_apiserver_and_scrapes(rendered: dict[str, Do
 def test_policy_configmap_carries_every_policy_file(rendered: dict[str, Docs]) -> None:
     for path in ("deploy/base", *INSTALLS):
         configmap = one(rendered[path], "ConfigMap", "airlock-policies")
-        files = {p.name: p.read_text() for p in policy_files(ROOT / "policies")}
+        files = {p.name: p.read_text() for p in policy_files(POLICIES)}
         assert configmap["data"] == files, "list every policy file in policies/kustomization.yaml"
-        assert configmap["metadata"]["namespace"] == NAMESPACE
+        assert configmap["metadata"]["namespace"] == SYSTEM_NAMESPACE
 
 
 def test_priority_classes_match_the_default_policy(rendered: dict[str, Docs]) -> None:
-    policy = load_policy(ROOT / "policies")
+    policy = load_policy(POLICIES)
     want = {s.priority_class.name: (s.priority_class.value, s.priority_class.preemption_policy)
             for s in policy.classes.values()}
     have = {d["metadata"]["name"]: (d["value"], d["preemptionPolicy"])
@@ -437,7 +426,7 @@ def test_metrics_rbac_reviews_scrapers_and_lets_them_read(rendered: dict[str, Do
                                   "kind": "ClusterRole", "name": "airlock-metrics-auth"}
     assert sorted(s["name"] for s in binding["subjects"]) == ["airlock-controller",
                                                               "airlock-webhook"]
-    assert {s["namespace"] for s in binding["subjects"]} == {NAMESPACE}
+    assert {s["namespace"] for s in binding["subjects"]} == {SYSTEM_NAMESPACE}
     assert one(docs, "ClusterRole", "airlock-metrics-reader")["rules"] == [
         {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
     assert not [b for b in find(docs, "ClusterRoleBinding") + find(docs, "RoleBinding")
@@ -448,7 +437,8 @@ def test_metrics_rbac_reviews_scrapers_and_lets_them_read(rendered: dict[str, Do
 # (deploy/) and tests/e2e/test_rbac.py (SubjectAccessReviews).
 
 
-@pytest.mark.parametrize("name", ["controller-rbac.yaml", "metrics-rbac.yaml"])
+@pytest.mark.parametrize("name", ["controller-rbac.yaml", "webhook-rbac.yaml",
+                                  "metrics-rbac.yaml"])
 def test_rbac_files_stay_loadable_by_the_sandbox(name: str) -> None:
     """The sandbox creates each document of these files through the RBAC API."""
     docs = [d for d in yaml.safe_load_all((DEPLOY / "base" / name).read_text()) if d]
@@ -490,7 +480,8 @@ def apiserver_metrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set
     go = shutil.which("go")
     if go is None:
         pytest.skip("no Go to fetch k8s.io/apiserver's source")
-    out = subprocess.run([go, "mod", "download", "-json", f"k8s.io/apiserver@{STAGING_VERSION}"],
+    staging = kubernetes_release().staging
+    out = subprocess.run([go, "mod", "download", "-json", f"k8s.io/apiserver@{staging}"],
                          capture_output=True, text=True, check=False, timeout=600,
                          cwd=tmp_path_factory.mktemp("go"), env={**os.environ, "GOWORK": "off"})
     assert out.returncode == 0, out.stderr

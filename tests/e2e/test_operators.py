@@ -17,7 +17,6 @@ import os
 import socket
 import ssl
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -29,15 +28,17 @@ from cryptography import x509
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.kube import POLICIES, ROOT, Controllers, nodes_by_name, pods_of, until
+from tests.commands import airlock_command, run_airlock
+from tests.kube import Controllers, nodes_by_name, pods_of, until
+from tests.paths import POLICIES, ROOT
 from webhook.keys import CLASS_LABEL, GANG_LABEL, GANG_SOURCE_ANNOTATION, GATE, PLACEMENT_ANNOTATION
-from webhook.sandbox.binaries import KUBERNETES, KWOK
+from webhook.sandbox.binaries import KWOK, kubernetes_release, kubernetes_tool
 from webhook.sandbox.controlplane import ControlPlane, free_port
+from webhook.sandbox.nodes import CLIQUE_LABEL
 from webhook.sandbox.operating import RunningCommand, start_operators, stop
 from webhook.sandbox.operators import JOBSET, OPERATORS, OperatorError
 from webhook.sandbox.wiring import WEBHOOK_CONFIGURATIONS as WEBHOOKS
 
-CLIQUE = "nvidia.com/gpu.clique"
 WITHIN = 60.0
 
 
@@ -150,7 +151,7 @@ def assert_lifted_whole(items: list[dict[str, Any]]) -> str | None:
 async def assert_in_one_domain(api: client.ApiClient, items: list[dict[str, Any]]) -> None:
     domain = assert_lifted_whole(items)
     nodes = await nodes_by_name(api)
-    landed = {p["metadata"]["name"]: nodes[p["spec"]["nodeName"]].get(CLIQUE) for p in items}
+    landed = {p["metadata"]["name"]: nodes[p["spec"]["nodeName"]].get(CLIQUE_LABEL) for p in items}
     assert set(landed.values()) == {domain}, landed
 
 
@@ -274,7 +275,7 @@ def test_operators_report_as_running(operators: list[RunningCommand]) -> None:
 
 # --- cert-manager, live (issue 11, item 5) ---------------------------------------------
 
-OVERLAY = Path(__file__).resolve().parents[2] / "deploy" / "overlays" / "cert-manager"
+OVERLAY = ROOT / "deploy" / "overlays" / "cert-manager"
 TLS_SECRET = "airlock-webhook-tls"
 
 
@@ -344,9 +345,9 @@ async def test_cert_manager_issues_injects_and_renews_under_load(
         await asyncio.sleep(0.3)
     with (tmp_path / "webhook.log").open("wb") as log:
         hook = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port",
-            str(port), "--cert-dir", str(certs), "--policies", str(POLICIES),
-            "--drain-seconds", "0", stdout=log, stderr=subprocess.STDOUT)
+            *airlock_command("serve", "--host", "127.0.0.1", "--port", str(port),
+                             "--cert-dir", str(certs), "--policies", str(POLICIES),
+                             "--drain-seconds", "0"), stdout=log, stderr=subprocess.STDOUT)
     admission = client.AdmissionregistrationV1Api(api)
     name = f"airlock-cm-{namespace}"
     try:
@@ -428,7 +429,7 @@ def test_an_operator_that_fails_to_start_is_named_and_up_stops_everything(
     cache is the real one but for that binary."""
     cache = tmp_path / "cache"
     cache.mkdir()
-    for tool in (KUBERNETES, KWOK):
+    for tool in (kubernetes_tool(kubernetes_release()), KWOK):
         (cache / tool.directory.name).symlink_to(tool.directory)
     broken = cache / JOBSET.tool.directory.name
     (broken / "bin").mkdir(parents=True)
@@ -438,11 +439,8 @@ def test_an_operator_that_fails_to_start_is_named_and_up_stops_everything(
     binary.chmod(0o755)
     (broken / "bin" / ".jobset.recipe").write_text(JOBSET.tool.recipe)
     state = tmp_path / "sandbox"
-    done = subprocess.run(
-        [sys.executable, "-m", "webhook", "sandbox", "up", "--operators", "jobset",
-         "--nodes", "4", "--state-dir", str(state)],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-        env={**os.environ, "AIRLOCK_CACHE_DIR": str(cache)})
+    done = run_airlock("sandbox", "up", "--operators", "jobset", "--nodes", "4",
+                       "--state-dir", str(state), env={"AIRLOCK_CACHE_DIR": str(cache)})
     assert done.returncode == 1, done.stderr
     log = state / "operators" / "jobset" / "jobset.log"
     assert f"operator jobset exited with 2; log: {log}" in done.stderr

@@ -12,8 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-POLICIES = ROOT / "policies"
+from tests.paths import POLICIES, ROOT
 
 
 @pytest.fixture(scope="module")

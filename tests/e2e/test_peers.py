@@ -27,6 +27,7 @@ from bench.peers.manifests import Attempt, pod_group, pods
 from bench.peers.peers import COSCHEDULING, PEERS, POD_GROUP_LABEL
 from tests.builders import make_policy
 from tests.kube import events, pods_of, until
+from tests.paths import ROOT
 from webhook.sandbox import wiring
 from webhook.sandbox.binaries import Binaries
 from webhook.sandbox.clients import from_kubeconfig
@@ -35,7 +36,6 @@ from webhook.sandbox.nodes import Shape, create_nodes, topology
 from webhook.sandbox.operating import RunningCommand, start_operators, stop
 from webhook.simulation.traces import Job
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "bench" / "traces" / "tiny.jsonl"
 KEYS = {"jobs", "completed", "makespan", "wait", "utilization", "partialGangGpuSeconds",
         "preemptions"}

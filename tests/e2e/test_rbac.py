@@ -10,7 +10,8 @@ import asyncio
 import pytest
 from kubernetes_asyncio import client
 
-from tests.grants import ANY, NAMESPACE, Grant, documented_grants
+from tests.grants import ANY, Grant, documented_grants
+from webhook.keys import SYSTEM_NAMESPACE
 
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 # What no account of Airlock's may do anywhere, however the rest changes.
@@ -33,7 +34,7 @@ async def _allowed(api: client.ApiClient, g: Grant) -> bool:
         attributes["name"] = g.name
     review = await client.AuthorizationV1Api(api).create_subject_access_review(body={
         "spec": {"user": g.user, "resourceAttributes": attributes,
-                 "groups": ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}",
+                 "groups": ["system:serviceaccounts", f"system:serviceaccounts:{SYSTEM_NAMESPACE}",
                             "system:authenticated"]}})
     return bool(review.status.allowed)
 

@@ -7,19 +7,18 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.kube import ROOT, alive
+from tests.commands import run_airlock
+from tests.kube import alive
 from webhook.sandbox.binaries import Binaries
 
 
 def sandbox(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "webhook", "sandbox", *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=180)
+    return run_airlock("sandbox", *args)
 
 
 @pytest.fixture

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import orjson
 
+from tests.commands import airlock_command
 from webhook.certificates import make_certs
 
 
@@ -20,8 +20,8 @@ def test_serve_uses_the_shipped_policy_outside_a_checkout(tmp_path: Path) -> Non
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--cert-dir", str(tmp_path / "certs"), "--drain-seconds", "0"],
+        airlock_command("serve", "--host", "127.0.0.1", "--port", str(port),
+                        "--cert-dir", str(tmp_path / "certs"), "--drain-seconds", "0"),
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None

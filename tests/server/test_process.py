@@ -8,7 +8,6 @@ import signal
 import socket
 import ssl
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,8 @@ import orjson
 import pytest
 
 from tests.builders import pod, review
-from tests.servers import ROOT
+from tests.commands import airlock_command, run_airlock
+from tests.paths import POLICIES
 from webhook.certificates import make_certs
 from webhook.sandbox.controlplane import free_port
 
@@ -44,9 +44,9 @@ def served(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]
     certs = make_certs(tmp_path / "certs")
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--cert-dir", str(tmp_path / "certs"), "--policies", str(ROOT / "policies"),
-         "--drain-seconds", "1.5"],
+        airlock_command("serve", "--host", "127.0.0.1", "--port", str(port),
+                        "--cert-dir", str(tmp_path / "certs"), "--policies", str(POLICIES),
+                        "--drain-seconds", "1.5"),
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_ready(port, certs.ca, proc)
@@ -97,10 +97,8 @@ def test_logs_are_json_lines(served: tuple[subprocess.Popen[bytes], int, Path]) 
 
 
 def test_missing_certificate_is_a_clear_error(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "webhook", "serve", "--port", str(free_port()),
-         "--cert-dir", str(tmp_path / "nowhere"), "--policies", str(ROOT / "policies")],
-        capture_output=True, text=True, timeout=30)
+    out = run_airlock("serve", "--port", str(free_port()), "--cert-dir",
+                      str(tmp_path / "nowhere"), "--policies", str(POLICIES), timeout=30)
     assert out.returncode == 1
     assert "tls.crt" in out.stderr
     assert "missing" in out.stderr

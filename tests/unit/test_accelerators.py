@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.builders import (
+    NEURON,
     NOW,
     POLICY_DEFAULT,
     admitted,
@@ -24,6 +25,7 @@ from tests.builders import (
     tracked,
     waits,
 )
+from tests.paths import BASE_POLICY, POLICIES, ROOT
 from webhook.accelerators import (
     MATCH_CONDITIONS,
     Accelerators,
@@ -41,9 +43,6 @@ from webhook.policy.classifying import classify
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.policy.model import Policy
 
-ROOT = Path(__file__).resolve().parents[2]
-BASE = Path(__file__).parent / "testdata" / "policies" / "base" / "00-base.yaml"
-NEURON = "aws.amazon.com/neuron"
 MIG = "nvidia.com/mig-1g.10gb"
 
 # --- counting ---------------------------------------------------------------------------
@@ -144,7 +143,7 @@ ERRORS: list[tuple[str, str]] = [
 
 
 def _policy_dir(tmp_path: Path, accelerators: list[str]) -> Path:
-    shutil.copy(BASE, tmp_path / BASE.name)
+    shutil.copy(BASE_POLICY, tmp_path / BASE_POLICY.name)
     (tmp_path / "10-scope.yaml").write_text(
         policy_yaml("scope", {"scope": {"accelerators": accelerators}}))
     return tmp_path
@@ -288,7 +287,7 @@ def test_lint_says_where_a_deployed_pre_filter_is_not_airlocks(
     deployed.write_text(_configurations(edit))
     lines = deployed.read_text().splitlines()
     where = [i for i, text in enumerate(lines, 1) if text.strip() == "matchConditions:"]
-    code = main(["lint", str(ROOT / "policies"), "--webhook-configurations", str(deployed)])
+    code = main(["lint", str(POLICIES), "--webhook-configurations", str(deployed)])
     out = capsys.readouterr().out.splitlines()
     assert code == (1 if want else 0)
     if not want:

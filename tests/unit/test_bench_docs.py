@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT
+
 DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "bench" / "README.md",
         *sorted((ROOT / "docs").glob("*.md"))]
 BENCHES = sorted(p.parent.name for p in (ROOT / "bench").glob("*/__main__.py"))

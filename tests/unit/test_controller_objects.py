@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
+from tests.builders import GPU
 from webhook.controller.core.objects import NodeInfo, PodInfo, pod_requests
 from webhook.keys import GANG_LABEL, GATE, LEGACY_GANG_LABEL
-
-GPU = "nvidia.com/gpu"
 
 
 def c(requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,

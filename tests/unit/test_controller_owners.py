@@ -3,7 +3,6 @@ patch that lifts a gate."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import jsonpatch
@@ -12,11 +11,18 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.builders import SEAL, PodBuilder, make_policy, pod
+from tests.builders import CLIQUE, SEAL, PodBuilder, make_policy, pod
+from tests.paths import ROOT
 from webhook.controller.core.deciding import Record
 from webhook.controller.core.objects import PodInfo
 from webhook.controller.shells.applying import ungate_patch
-from webhook.conventions.base import OwnerAddress, OwnerSized, SizeUnknown
+from webhook.conventions.base import (
+    OwnerAddress,
+    OwnerSized,
+    SamePriority,
+    SizeUnknown,
+    label_value,
+)
 from webhook.keys import CLASS_LABEL, GANG_LABEL, GATE
 from webhook.operators.kubeflow import keys as kubeflow
 from webhook.operators.registry import CONVENTIONS, membership_of, owner_sized
@@ -32,9 +38,11 @@ def EVERY(_template: Any) -> bool:
 def owner_of(builder: PodBuilder) -> tuple[OwnerSized, OwnerAddress | SizeUnknown, PodInfo]:
     """The pod as each side sees it: the webhook's convention finds the gang, the
     controller's view (labels, ownerReferences) is what the owner lookup reads."""
-    raw = builder.label(GANG_LABEL, "g").build()
+    raw = builder.build()
     membership = membership_of(PodView.parse(raw))
     assert membership is not None
+    # The gang label as the webhook writes it.
+    raw["metadata"].setdefault("labels", {})[GANG_LABEL] = label_value(membership.name)
     convention = owner_sized(membership.source)
     assert convention is not None, f"{membership.source} has no owner lookup"
     info = PodInfo.parse(raw)
@@ -66,6 +74,10 @@ OWNERS: dict[str, tuple[PodBuilder, OwnerAddress, dict[str, Any], int]] = {
         pod().label("scheduling.x-k8s.io/pod-group", "pg"),
         OwnerAddress("scheduling.x-k8s.io", "v1alpha1", "podgroups", "pg"),
         {"spec": {"minMember": 6}}, 6),
+    "scheduling-group": (
+        pod().set("schedulingGroup", {"podGroupName": "pg"}),
+        OwnerAddress("scheduling.k8s.io", "v1beta1", "podgroups", "pg"),
+        {"spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}}, 4),
     "kuberay": (
         pod().label("ray.io/cluster", "rc"),
         OwnerAddress("ray.io", "v1", "rayclusters", "rc"),
@@ -112,6 +124,10 @@ def test_more_owner_shapes(source: str, builder: PodBuilder, owner: dict[str, An
      .label("jobset.sigs.k8s.io/replicatedjob-name", "w"),
      {"spec": {"replicatedJobs": []}}, "no replicated job"),
     (pod().label("scheduling.x-k8s.io/pod-group", "pg"), {"spec": {}}, "no minMember"),
+    (pod().set("schedulingGroup", {"podGroupName": "pg"}),
+     {"spec": {"schedulingPolicy": {"basic": {}}}}, "not gang"),
+    (pod().set("schedulingGroup", {"podGroupName": "pg"}),
+     {"spec": {"schedulingPolicy": {"gang": {"minCount": 0}}}}, "minCount is 0"),
     (pod().label("batch.kubernetes.io/job-name", "j")
      .label("batch.kubernetes.io/job-completion-index", "0"),
      {"spec": {"parallelism": 0}}, "parallelism is 0"),
@@ -132,7 +148,8 @@ def test_a_kubeflow_pod_without_its_owner_reference_says_so() -> None:
 
 # Owner objects are custom resources: whatever shape one has, a size function answers.
 _FIELDS = ["spec", "replicas", "parallelism", "completions", "minMember", "replicatedJobs",
-           "name", "template", "workerGroupSpecs", "pytorchReplicaSpecs", "Worker"]
+           "name", "template", "workerGroupSpecs", "pytorchReplicaSpecs", "Worker",
+           "schedulingPolicy", "gang", "minCount"]
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-3, 9) | st.sampled_from(["workers", "x"]),
     lambda inner: st.lists(inner, max_size=3)
@@ -141,7 +158,7 @@ _JSON = st.recursive(
 
 
 def test_the_controller_may_read_every_owner_a_convention_names() -> None:
-    rbac = Path(__file__).resolve().parents[2] / "deploy" / "base" / "controller-rbac.yaml"
+    rbac = ROOT / "deploy" / "base" / "controller-rbac.yaml"
     role = next(d for d in yaml.safe_load_all(rbac.read_text())
                 if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "airlock-controller")
     readable = {(group, resource) for rule in role["rules"] if "get" in rule["verbs"]
@@ -184,11 +201,11 @@ def test_ungate_patch_lifts_only_our_gate_and_pins_the_domain(
         spec["nodeSelector"] = dict(node_selector)
     pod = {"metadata": {"name": "p", "namespace": "ml", "labels": {GANG_LABEL: "g"}},
            "spec": spec}
-    record = Record("clique-3", "nvidia.com/gpu.clique", ("p",), 0.0)
+    record = Record("clique-3", CLIQUE, ("p",), 0.0)
     out = jsonpatch.apply_patch(pod, ungate_patch(PodInfo.parse(pod), record))
     assert out["spec"]["schedulingGates"] == [{"name": "other/gate"}]
     assert out["spec"]["nodeSelector"] == {**(node_selector or {}),
-                                           "nvidia.com/gpu.clique": "clique-3"}
+                                           CLIQUE: "clique-3"}
 
 
 def test_ungate_patch_refuses_when_the_gates_moved() -> None:
@@ -208,7 +225,7 @@ def test_record_and_anchor_ungate_are_one_patch(annotations: dict[str, str] | No
     if annotations:
         meta["annotations"] = dict(annotations)
     pod = {"metadata": meta, "spec": {"schedulingGates": [{"name": GATE}]}}
-    record = Record("clique-1", "nvidia.com/gpu.clique", ("p", "q"), 5.0)
+    record = Record("clique-1", CLIQUE, ("p", "q"), 5.0)
     info = PodInfo.parse(pod)
     out = jsonpatch.apply_patch(pod, record_patch(info, record, SEAL)
                                 + ungate_patch(info, record))
@@ -278,3 +295,21 @@ def test_a_template_joins_exactly_when_its_pods_are_classified(
            "spec": template["spec"]}
     in_scope = classify(PodView.parse(obj), policy).in_scope
     assert policy.counted().joins(template) is in_scope
+
+
+@pytest.mark.parametrize(("group", "problem"), [
+    ({"priorityClassName": "airlock-training", "priority": 50000}, None),
+    ({}, "the PodGroup's priority is 0 (priorityClassName none) and its pods' 50000"),
+    ({"priorityClassName": "batch", "priority": 10},
+     "the PodGroup's priority is 10 (priorityClassName batch) and its pods' 50000"),
+])
+def test_a_kubernetes_podgroup_must_have_its_pods_priority(group: dict[str, Any],
+                                                           problem: str | None) -> None:
+    convention, _, _ = owner_of(pod().set("schedulingGroup", {"podGroupName": "pg"}))
+    assert isinstance(convention, SamePriority)
+    found = convention.priority_problem({"spec": group}, 50000)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert found.startswith(problem)

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import (
+    CLIQUE,
     HOUR,
     NOW,
     SCAVENGER,
@@ -213,7 +214,7 @@ def _recorded(n: int, record: PreemptionRecord, name: str = "train", ns: str = "
 def test_a_recorded_preemption_is_finished_by_the_next_leader() -> None:
     nodes = cluster({"a": 2, "b": 2})
     busy = running("s", ["a-n0", "a-n1"])
-    record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
+    record = PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"),
                               ("a-n0", "a-n1"), NOW - 5,
                               (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
     train = _recorded(2, record)
@@ -228,7 +229,7 @@ def test_a_recorded_preemption_is_finished_by_the_next_leader() -> None:
 
 def test_the_room_a_preemption_freed_is_held_for_the_preemptor() -> None:
     nodes = cluster({"a": 2})
-    record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
+    record = PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"),
                               ("a-n0", "a-n1"), NOW - 5,
                               (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
     train = _recorded(2, record)
@@ -273,7 +274,7 @@ def test_a_preemptor_is_lifted_only_once_its_victims_are_gone(
         victims_are: str, outcome: type) -> None:
     nodes = cluster({"a": 2})
     busy, deleted = _victims_as(victims_are)
-    record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
+    record = PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"),
                               ("a-n0", "a-n1"), NOW - 5,
                               (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
     # Would fit in the freed room, and goes first otherwise.
@@ -303,7 +304,7 @@ def test_a_preemptor_waiting_for_its_victims_keeps_its_queues_quota() -> None:
     quotas = Quotas([QueueSpec("team-a", ("a-*",), nominal=16, borrowing_limit=0)])
     nodes = cluster({"x": 2, "y": 2})
     terminating = [dataclasses.replace(p, deleting=True) for p in running("s", ["x-n0", "x-n1"])]
-    record = PreemptionRecord("x", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
+    record = PreemptionRecord("x", CLIQUE, ("ml/s-0", "ml/s-1"),
                               ("x-n0", "x-n1"), NOW - 5,
                               (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
     want = _recorded(2, record, "want", "a-ml")
@@ -370,7 +371,7 @@ def test_a_resumed_preemption_gives_the_cause_the_deciding_leader_would_have(
     quotas = Quotas([QueueSpec("team-a", ("a-*",), nominal=16),
                      QueueSpec("team-b", ("b-*",), nominal=0)])
     busy = running("big", ["x-n0", "x-n1"], ns="b-ml", priority=victim_priority)
-    record = PreemptionRecord("x", "nvidia.com/gpu.clique", ("b-ml/big-0", "b-ml/big-1"),
+    record = PreemptionRecord("x", CLIQUE, ("b-ml/big-0", "b-ml/big-1"),
                               ("x-n0", "x-n1"), NOW - 5,
                               (uid_of("b-ml", "big-0"), uid_of("b-ml", "big-1")))
     want = _recorded(2, record, "want", "a-ml")
@@ -484,7 +485,7 @@ def test_pods_out_of_scope_are_never_victims() -> None:
 def test_a_pod_recreated_under_a_victims_name_is_not_evicted_again() -> None:
     nodes = cluster({"a": 2, "b": 2})
     busy = running("s", ["a-n0", "a-n1"])
-    record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
+    record = PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"),
                               ("a-n0", "a-n1"), NOW - 5, ("old-uid-0", "old-uid-1"))
     actions = decide(tracked(nodes, busy + _recorded(2, record)), {}, NOW)
     assert not preempts(actions)
@@ -493,7 +494,7 @@ def test_a_pod_recreated_under_a_victims_name_is_not_evicted_again() -> None:
 def _admitted_gang(n: int, size: int, succeeded: int = 0) -> list[PodInfo]:
     """A gang admitted whole as `size` pods, of which `n` still run and `succeeded`
     finished."""
-    record = Record("a", "nvidia.com/gpu.clique", tuple(f"g-{i}" for i in range(size)),
+    record = Record("a", CLIQUE, tuple(f"g-{i}" for i in range(size)),
                     NOW - HOUR, size)
     pods = []
     for i in range(n + succeeded):
@@ -546,7 +547,7 @@ def test_victims_this_controller_deleted_are_not_evicted_twice() -> None:
     # The watch has not told of the deletion yet: the pods still look running.
     nodes = cluster({"a": 2, "b": 2})
     busy = running("s", ["a-n0", "a-n1"])
-    record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
+    record = PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"),
                               ("a-n0", "a-n1"), NOW - 1,
                               (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
     state = QueueState(deleted=frozenset(p.uid for p in busy))
@@ -560,7 +561,7 @@ def test_a_preemptor_waits_for_its_victims_and_evicts_nobody_else() -> None:
     nodes = cluster({"a": 2, "b": 2})
     busy, others = (running(name, hosts)
                     for name, hosts in (("s", ["a-n0", "a-n1"]), ("t", ["b-n0", "b-n1"])))
-    record = PreemptionRecord("a", "nvidia.com/gpu.clique", ("ml/s-0", "ml/s-1"),
+    record = PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"),
                               ("a-n0", "a-n1"), NOW - 1,
                               (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
     state = QueueState(deleted=frozenset(p.uid for p in busy),

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.builders import NOW, SEAL
+from tests.builders import CLIQUE, NOW, SEAL
 from webhook.controller.core.records import (
     FUTURE_SKEW,
     PreemptionRecord,
@@ -17,8 +17,8 @@ from webhook.controller.core.records import (
     peek,
 )
 
-PLACED = Record("clique-1", "nvidia.com/gpu.clique", ("g-0", "g-1"), NOW - 5, 2)
-PREEMPTED = PreemptionRecord("clique-1", "nvidia.com/gpu.clique", ("prod/vllm-0",),
+PLACED = Record("clique-1", CLIQUE, ("g-0", "g-1"), NOW - 5, 2)
+PREEMPTED = PreemptionRecord("clique-1", CLIQUE, ("prod/vllm-0",),
                              ("n1",), NOW - 5, ("uid-vllm-0",))
 OTHER_KEY = Seal(b"someone-elses-key-of-32-bytes!!!", 0.0, lambda: NOW)
 

@@ -3,7 +3,7 @@ recent preemptions."""
 
 from __future__ import annotations
 
-from tests.builders import NOW, cluster, gang, queued, running
+from tests.builders import NOW, cluster, gang, queued, running, tracked
 from webhook.controller.core.accounting import FAIR_SHARE_KEY
 from webhook.controller.core.reporting import report
 from webhook.policy.model import Policy
@@ -20,7 +20,8 @@ def test_the_report_says_where_queues_stand_and_why_gangs_wait(policy: Policy) -
                "message": "Preempting: evicting gang ml/s to make room in domain a"}
               for i in range(2)]
     kept = {FAIR_SHARE_KEY: '{"at": 1900000000.0, "usage": {"team-a": 7200.0}}'}
-    found = report(teams, cluster({"a": 2}), busy + waiting, events, NOW, kept)
+    found = report(teams, tracked(cluster({"a": 2}), busy + waiting, teams.counted()),
+                   events, NOW, kept)
     assert [(q.name, q.nominal, q.used, q.borrowed) for q in found.queues] == [
         ("default", 0, 0, 0), ("team-a", 8, 16, 8)]
     assert [(g.gang, g.queue) for g in found.waiting] == [("team-a/next", "team-a"),
@@ -38,8 +39,9 @@ def test_the_report_says_where_queues_stand_and_why_gangs_wait(policy: Policy) -
 
 
 def test_a_waiting_single_pod_is_shown_as_a_pod(policy: Policy) -> None:
-    found = report(policy, cluster({"a": 1}), [*running("big", ["a-n0"]),
-                                                queued("solo", 2, ns="team-a")], [], NOW, {})
+    found = report(policy, tracked(cluster({"a": 1}), [*running("big", ["a-n0"]),
+                                                        queued("solo", 2, ns="team-a")]),
+                   [], NOW, {})
     (line,) = found.waiting
     assert (line.gang, line.pods, line.gpus) == ("pod team-a/solo", 1, 2.0)
     assert line.why == "Waiting: needs 2 GPUs on eligible nodes; 0 free"

@@ -10,7 +10,19 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.builders import GPU, NOW, POLICY_DEFAULT, cluster, gang, member, node, single, tracked
+from tests.builders import (
+    CLIQUE,
+    GPU,
+    NEURON,
+    NOW,
+    POLICY_DEFAULT,
+    cluster,
+    gang,
+    member,
+    node,
+    single,
+    tracked,
+)
 from webhook.accelerators import Accelerators
 from webhook.controller.core.capacity import EVERYWHERE
 from webhook.controller.core.deciding import decide
@@ -19,7 +31,6 @@ from webhook.controller.core.objects import NodeInfo, PodInfo
 from webhook.controller.core.snapshot import Snapshot
 from webhook.controller.core.tracking import Tracked
 
-NEURON = "aws.amazon.com/neuron"
 NODES = [*cluster({"a": 2, "b": 2}), node("n-0", "c", resource=NEURON)]
 NODE_NAMES = [n.name for n in NODES]
 
@@ -104,7 +115,7 @@ def test_tracking_event_by_event_equals_tracking_what_is_left(sequence: list[Ste
     for step in sequence:
         _apply(t, pods, nodes, step)
         # Read the caches as rounds do, so later steps must keep them current.
-        t.capacity.domain_rooms(PODS[0], "nvidia.com/gpu.clique")
+        t.capacity.domain_rooms(PODS[0], CLIQUE)
         t.capacity.domain_rooms(PODS[0], EVERYWHERE)
         t.membership.gangs()
         t.room_below(2000, 4)
@@ -112,7 +123,7 @@ def test_tracking_event_by_event_equals_tracking_what_is_left(sequence: list[Ste
     fresh = Tracked.of(nodes.values(), pods.values(), POLICY_DEFAULT)
     assert _state(t) == _state(fresh)
     anchor = PODS[0]
-    for key in ("nvidia.com/gpu.clique", "kubernetes.io/hostname", EVERYWHERE):
+    for key in (CLIQUE, "kubernetes.io/hostname", EVERYWHERE):
         assert t.capacity.domain_rooms(anchor, key) == fresh.capacity.domain_rooms(anchor, key)
         assert t.capacity.capacities(anchor, key) == fresh.capacity.capacities(anchor, key)
     assert t.capacity.eligible_nodes(anchor) == fresh.capacity.eligible_nodes(anchor)
@@ -152,8 +163,8 @@ def test_a_snapshot_asked_for_domain_totals_late_counts_what_it_took_before() ->
     t = tracked(cluster({"a": 2, "b": 2}))
     snap = Snapshot(t)
     snap.take("a-n0", {GPU: 8})
-    assert snap.domain_free(PODS[0], "nvidia.com/gpu.clique") == {"a": 8, "b": 16}
-    rooms = t.capacity.domain_rooms(PODS[0], "nvidia.com/gpu.clique")
+    assert snap.domain_free(PODS[0], CLIQUE) == {"a": 8, "b": 16}
+    rooms = t.capacity.domain_rooms(PODS[0], CLIQUE)
     assert {d: r.total for d, r in rooms.items()} == {"a": 16, "b": 16}
 
 

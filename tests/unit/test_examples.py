@@ -13,10 +13,9 @@ import orjson
 import pytest
 
 from tests.commands import airlock
+from tests.paths import POLICIES, POLICY_EXAMPLES, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-POLICIES = ROOT / "policies"
-EXAMPLE_POLICIES = sorted(p for p in (POLICIES / "examples").iterdir() if p.is_dir())
+EXAMPLE_POLICIES = sorted(p for p in POLICY_EXAMPLES.iterdir() if p.is_dir())
 EXAMPLE_FILES = sorted((ROOT / "examples").rglob("*.yaml"))
 
 
@@ -62,6 +61,8 @@ WORKLOADS: dict[str, list[tuple[str | None, Gang]]] = {
     "JobSet/gpt": [("training", ("gpt-driver", 1, "jobset")),
                    *[("training", ("gpt-workers", 8, "jobset"))] * 4],
     "PyTorchJob/llama-finetune": [("training", ("llama-finetune", 4, "kubeflow"))] * 4,
+    # Its GPUs claimed through DRA, from the template beside it in the file.
+    "PyTorchJob/llama-dra": [("training", ("llama-dra", 4, "kubeflow"))] * 4,
     "TFJob/resnet-tf": [("training", ("resnet-tf", 3, "kubeflow"))] * 3,
     # The launcher asks for no GPU: out of Airlock's scope, like the Ray head below.
     "MPIJob/bert-mpi": [(None, None), *[("training", ("bert-mpi", 2, "kubeflow"))] * 2],

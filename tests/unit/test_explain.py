@@ -3,16 +3,15 @@ the default policies in policies/: the command-line contract end to end."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
 from tests.commands import airlock
+from tests.paths import POLICIES, ROOT
 from webhook.keys import GATE, QUEUED_ANNOTATION
 
-ROOT = Path(__file__).resolve().parents[2]
 PRIORITY = {"airlock-inference": 100000, "airlock-training": 50000, "airlock-scavenger": 1000}
 
 # name: (class, gang as (name, size, source) or None)
@@ -43,7 +42,7 @@ EXPECTED: dict[str, tuple[str | None, tuple[str, int | None, str] | None]] = {
 def explained() -> dict[str, dict[str, Any]]:
     files = sorted((ROOT / "examples" / "conventions").glob("*.yaml"))
     args = [a for f in files for a in ("-f", str(f))]
-    out = airlock("explain", *args, "--policies", str(ROOT / "policies"), "-o", "json")
+    out = airlock("explain", *args, "--policies", str(POLICIES), "-o", "json")
     assert out.returncode == 0, out.stderr
     rows = [orjson.loads(line) for line in out.stdout.splitlines()]
     return {r["name"]: r for r in rows}
@@ -86,7 +85,7 @@ def test_class_gang_and_patch(explained: dict[str, dict[str, Any]], name: str) -
 def test_the_text_says_a_single_pod_is_queued() -> None:
     out = airlock("explain", "-f", str(ROOT / "examples" / "demo" / "scavenger-job.yaml"),
                   "-f", str(ROOT / "examples" / "demo" / "inference-deployment.yaml"),
-                  "--policies", str(ROOT / "policies"))
+                  "--policies", str(POLICIES))
     assert out.returncode == 0, out.stderr
     gangs = [line.strip() for line in out.stdout.splitlines() if "gang:" in line]
     assert gangs == ["gang:     - (a single pod, queued: gated until the controller admits it)",

@@ -11,9 +11,7 @@ import orjson
 import pytest
 
 from tests.commands import Done, airlock
-
-ROOT = Path(__file__).resolve().parents[2]
-POLICIES = ROOT / "policies"
+from tests.paths import POLICIES
 
 DEPLOYMENT = """\
 apiVersion: apps/v1

@@ -12,6 +12,7 @@ import jsonpatch
 import pytest
 
 from tests.builders import (
+    MIXED,
     NOW,
     PodBuilder,
     admitted,
@@ -26,6 +27,7 @@ from tests.builders import (
     tracked,
     waits,
 )
+from tests.paths import BASE_POLICY, POLICIES, POLICY_EXAMPLES
 from webhook.accelerators import Accelerators
 from webhook.admission.explaining import explain_pod
 from webhook.admission.mutating import mutate
@@ -44,15 +46,9 @@ from webhook.policy.model import Policy
 from webhook.policy.slices import MigProfile, SharedGpu
 from webhook.sandbox.nodes import Shape, mig_profiles, topology
 
-ROOT = Path(__file__).resolve().parents[2]
-POLICIES = ROOT / "policies"
-EXAMPLES = POLICIES / "examples"
-BASE = Path(__file__).parent / "testdata" / "policies" / "base" / "00-base.yaml"
-
 MIG_1G, MIG_2G, MIG_3G = "nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", \
     "nvidia.com/mig-3g.40gb"
 SHARED = "nvidia.com/gpu.shared"
-MIXED = {"nvidia.com/mig.strategy": "mixed"}
 MIG_TAINT = {"key": "example.com/mig", "operator": "Exists", "effect": "NoSchedule"}
 
 OFFERS = make_policy(slices=(
@@ -266,7 +262,7 @@ POLICY_ERRORS: list[tuple[str, str, str]] = [
 @pytest.mark.parametrize(("text", "message"), [e[1:] for e in POLICY_ERRORS],
                          ids=[e[0] for e in POLICY_ERRORS])
 def test_offers_are_checked_with_file_and_line(tmp_path: Path, text: str, message: str) -> None:
-    (tmp_path / "00-base.yaml").write_bytes(BASE.read_bytes())
+    (tmp_path / "00-base.yaml").write_bytes(BASE_POLICY.read_bytes())
     (tmp_path / "30-slices.yaml").write_text(text)
     with pytest.raises(PolicyError) as caught:
         load_policy(tmp_path)
@@ -274,7 +270,7 @@ def test_offers_are_checked_with_file_and_line(tmp_path: Path, text: str, messag
 
 
 def test_offered_slices_are_accelerators_with_their_share(tmp_path: Path) -> None:
-    (tmp_path / "00-base.yaml").write_bytes(BASE.read_bytes())
+    (tmp_path / "00-base.yaml").write_bytes(BASE_POLICY.read_bytes())
     (tmp_path / "30-slices.yaml").write_text(offer_doc())
     policy = load_policy(tmp_path)
     assert MIG_1G in policy.accelerators
@@ -329,8 +325,8 @@ def test_the_snapshot_counts_free_slices_and_checks_each_resource() -> None:
 
 def test_mig_example_lints_maps_10gi_and_denies_500gi(
         capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_lint(EXAMPLES / "mig") == 0, capsys.readouterr().out
-    policy = load_policy(EXAMPLES / "mig")
+    assert run_lint(POLICY_EXAMPLES / "mig") == 0, capsys.readouterr().out
+    policy = load_policy(POLICY_EXAMPLES / "mig")
     notebook = pod("nb").gpus(1).label("notebook-name", "alice")
     small = explain_pod(notebook.annotation(GPU_MEMORY_ANNOTATION, "10Gi").build(), policy, {})
     assert small["allowed"]
@@ -346,7 +342,7 @@ def test_mig_example_lints_maps_10gi_and_denies_500gi(
 
 def test_time_slicing_example_adds_to_the_defaults(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    for f in [*policy_files(POLICIES), *policy_files(EXAMPLES / "time-slicing")]:
+    for f in [*policy_files(POLICIES), *policy_files(POLICY_EXAMPLES / "time-slicing")]:
         (tmp_path / f.name).write_bytes(f.read_bytes())
     assert run_lint(tmp_path) == 0, capsys.readouterr().out
     policy = load_policy(tmp_path)

@@ -15,7 +15,6 @@ from aiohttp.test_utils import make_mocked_request
 
 from webhook.metricsauth.caching import Verdicts, token_key
 from webhook.metricsauth.guarding import guarded
-from webhook.metricsauth.options import metrics_auth
 from webhook.metricsauth.reviewing import (
     ACCESS_REVIEW_FAILED,
     TOKEN_REVIEW_FAILED,
@@ -32,6 +31,7 @@ from webhook.metricsauth.verdicts import (
     bearer_token,
     reviewed_user,
 )
+from webhook.reach import resolve
 
 PROMETHEUS = "system:serviceaccount:monitoring:prometheus-k8s"
 
@@ -286,4 +286,4 @@ def test_metrics_auth_is_on_wherever_there_is_an_apiserver(
         monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
     else:
         monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    assert metrics_auth(given, kubeconfig) == mode
+    assert resolve(given, kubeconfig) == mode

@@ -5,7 +5,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.builders import make_policy, pod, with_queued
+from tests.builders import CLIQUE, make_policy, pod, with_queued
 from webhook.admission.mutating import mutate
 from webhook.keys import (
     CLASS_LABEL,
@@ -79,10 +79,10 @@ def test_training_gang_gets_everything(policy: Policy) -> None:
     assert meta["labels"][CLASS_LABEL] == "training"
     assert meta["labels"][GANG_LABEL] == "llama"
     assert meta["annotations"][RULE_ANNOTATION] == "kubeflow-training"
-    assert meta["annotations"][TOPOLOGY_KEY_ANNOTATION] == "nvidia.com/gpu.clique"
+    assert meta["annotations"][TOPOLOGY_KEY_ANNOTATION] == CLIQUE
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert terms["nodeSelectorTerms"] == [{"matchExpressions": [
-        {"key": "nvidia.com/gpu.clique", "operator": "Exists"}]}]
+        {"key": CLIQUE, "operator": "Exists"}]}]
 
 
 def test_required_topology_is_added_to_every_existing_term(policy: Policy) -> None:
@@ -92,7 +92,7 @@ def test_required_topology_is_added_to_every_existing_term(policy: Policy) -> No
     assert len(terms) == 2
     for term in terms:
         assert term["matchExpressions"][0]["key"] == "gpu"
-        assert {"key": "nvidia.com/gpu.clique", "operator": "Exists"} in term["matchExpressions"]
+        assert {"key": CLIQUE, "operator": "Exists"} in term["matchExpressions"]
 
 
 def test_gate_only_at_creation(policy: Policy) -> None:

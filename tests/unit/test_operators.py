@@ -84,11 +84,13 @@ def _carrying(keys: dict[str, str]) -> PodView:
     return PodView.parse(obj)
 
 
-@pytest.mark.parametrize("convention", CONVENTIONS, ids=lambda c: c.name)
+@pytest.mark.parametrize("convention", [c for c in CONVENTIONS if c.label],
+                         ids=lambda c: c.name)
 def test_a_convention_finds_no_gang_without_its_label(convention: Convention) -> None:
     """The registry asks a convention only about pods with its label; this holds only if
     the convention itself finds nothing without it, whatever else the pod carries."""
-    keys = {key: "1" for key in {c.label for c in CONVENTIONS}.union(*map(_keys, KEYS))}
+    keys = {key: "1" for key in {c.label for c in CONVENTIONS if c.label}.union(
+        *map(_keys, KEYS))}
     assert convention.detect(_carrying(keys)) is not None
     del keys[convention.label]
     assert convention.detect(_carrying(keys)) is None
@@ -116,6 +118,13 @@ FOUND: dict[str, tuple[PodBuilder, tuple[str, int | None, str] | None]] = {
                     .label("batch.kubernetes.io/job-completion-index", "3"),
                     ("j", None, "indexed-job")),
     "kuberay": (pod().gpus(1).label("ray.io/cluster", "rc"), ("rc", None, "kuberay")),
+    "scheduling-group": (pod().gpus(1).set("schedulingGroup", {"podGroupName": "pg"}),
+                         ("pg", None, "scheduling-group")),
+    "a label convention before the spec's": (
+        pod().gpus(1).set("schedulingGroup", {"podGroupName": "pg"})
+        .label("batch.kubernetes.io/job-name", "j")
+        .label("batch.kubernetes.io/job-completion-index", "0"), ("j", None, "indexed-job")),
+    "an empty scheduling group is no gang": (pod().gpus(1).set("schedulingGroup", {}), None),
     "a plain job is no gang": (pod().gpus(1).label("batch.kubernetes.io/job-name", "j"), None),
     "the first in table order wins": (
         pod().gpus(1).label(GANG_NAME_LABEL, "mine").annotation(GANG_SIZE_ANNOTATION, "2")

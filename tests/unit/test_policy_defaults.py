@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.builders import PodBuilder, pod
+from tests.paths import POLICIES
 from webhook.pods import PodView
 from webhook.policy.classifying import classify
 from webhook.policy.loading import load_policy
 from webhook.policy.model import Policy
 
-ROOT = Path(__file__).resolve().parents[2]
 VLLM = "vllm/vllm-openai:v0.8.5"
 
 
 @pytest.fixture(scope="module")
 def defaults() -> Policy:
-    return load_policy(ROOT / "policies")
+    return load_policy(POLICIES)
 
 
 def sts(name: str = "llm") -> PodBuilder:
@@ -62,7 +60,7 @@ CASES: list[tuple[str, PodBuilder, str | None, str | None]] = [
      .label("batch.kubernetes.io/job-completion-index", "0"), "training", "gang-member"),
     ("podgroup", pod().gpus(1).label("scheduling.x-k8s.io/pod-group", "pg"), "training",
      "gang-member"),
-    ("bare gpu pod", pod().gpus(1), None, None),
+    ("bare gpu pod", pod().gpus(1), "scavenger", "default-class"),
 ]
 
 

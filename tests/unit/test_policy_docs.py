@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from pydantic import BaseModel
 
+from tests.paths import POLICIES, ROOT
 from webhook.policy.model import PolicyFile
 from webhook.policy.schema import BEGIN, END, reference_markdown, schema_text, splice_reference
 
-ROOT = Path(__file__).resolve().parents[2]
 FIX = "run: python -m webhook.policy.schema --write"
 
 
 def test_committed_schema_is_current() -> None:
-    assert (ROOT / "policies" / "schema.json").read_text() == schema_text(), FIX
+    assert (POLICIES / "schema.json").read_text() == schema_text(), FIX
 
 
 def test_reference_tables_are_current() -> None:

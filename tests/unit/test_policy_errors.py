@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.commands import airlock
+from tests.paths import TESTDATA_POLICIES
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.policy.sources import read_documents
-
-DATA = Path(__file__).parent / "testdata" / "policies"
 
 # case: every problem, as `file:line: message` (a message may be cut short)
 CASES: dict[str, list[str]] = {
@@ -46,6 +45,16 @@ CASES: dict[str, list[str]] = {
         "than or equal to 0, got -4",
         "10-queues.yaml:15: spec.queues.1.borrowingLimit.nvidia.com/gpu: Input should be a "
         "valid integer, got 1.5"],
+    "device-class-references": [
+        "10-devices.yaml:13: device class 'gpu.nvidia.com' is already defined at "
+        "{dir}/10-devices.yaml:7",
+        "10-devices.yaml:10: device class gpu.amd.com: accelerator 'amd.com/gpu' is not one "
+        "of scope.accelerators (nvidia.com/gpu)",
+        "10-devices.yaml:12: device class compute-domain-default-channel.nvidia.com: "
+        "topology 'nvlink' is not one of the topologyLevels (host)"],
+    "device-class-bad-name": [
+        "10-devices.yaml:7: spec.deviceClasses.0.name: Value error, 'Not_A_Class' is not a "
+        "DNS subdomain"],
     "queue-unknown-resource": [
         "10-queues.yaml:11: queue team-a: nominal names 'amd.com/gpu', which is not one of "
         "the policy's accelerators (nvidia.com/gpu)"],
@@ -54,7 +63,7 @@ CASES: dict[str, list[str]] = {
 
 @pytest.mark.parametrize("case", CASES)
 def test_broken_policy_names_file_and_line(case: str) -> None:
-    directory = DATA / case
+    directory = TESTDATA_POLICIES / case
     with pytest.raises(PolicyError) as caught:
         load_policy(directory)
     found = [str(p) for p in caught.value.problems]
@@ -65,17 +74,17 @@ def test_broken_policy_names_file_and_line(case: str) -> None:
 
 
 def test_every_fixture_is_a_case() -> None:
-    assert {p.name for p in DATA.iterdir()} - {"base"} == set(CASES)
+    assert {p.name for p in TESTDATA_POLICIES.iterdir()} - {"base"} == set(CASES)
 
 
 def test_the_base_fixture_is_valid() -> None:
-    assert [r.name for r in load_policy(DATA / "base").rules] == ["kubeflow"]
+    assert [r.name for r in load_policy(TESTDATA_POLICIES / "base").rules] == ["kubeflow"]
 
 
 def test_problems_in_several_files_are_all_reported(tmp_path: Path) -> None:
     for case in ("unknown-key", "wrong-type"):
         (tmp_path / f"{case}.yaml").write_text(
-            next((DATA / case).glob("10-*.yaml")).read_text())
+            next((TESTDATA_POLICIES / case).glob("10-*.yaml")).read_text())
     with pytest.raises(PolicyError) as caught:
         load_policy(tmp_path)
     assert [(Path(p.file).name, p.line) for p in caught.value.problems] == [
@@ -112,7 +121,7 @@ def test_lines_follow_multi_documents_and_merge_keys(tmp_path: Path) -> None:
 
 
 def test_lint_prints_file_line_and_exits_1() -> None:
-    directory = DATA / "unknown-key"
+    directory = TESTDATA_POLICIES / "unknown-key"
     out = airlock("lint", str(directory))
     assert out.returncode == 1
     assert out.stdout.splitlines() == [

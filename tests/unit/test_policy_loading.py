@@ -6,14 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import BASE_POLICY, POLICIES, POLICY_EXAMPLES
 from webhook.policy.linting import run_lint
 from webhook.policy.loading import PolicyError, load_policy, policy_files
 from webhook.policy.model import Policy
 
-ROOT = Path(__file__).resolve().parents[2]
-POLICIES = ROOT / "policies"
-EXAMPLES = POLICIES / "examples"
-BASE = Path(__file__).parent / "testdata" / "policies" / "base" / "00-base.yaml"
 # Complete policies, each used instead of the defaults; the rest add to the defaults.
 TOPOLOGY_EXAMPLES = ["aws-network-layers", "gke-topology", "nvidia-nvlink", "single-host"]
 
@@ -55,8 +52,8 @@ def test_lint_accepts_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize("example", TOPOLOGY_EXAMPLES)
 def test_topology_example_stands_alone_with_the_default_rules(
         example: str, defaults: Policy, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_lint(EXAMPLES / example) == 0, capsys.readouterr().out
-    policy = load_policy(EXAMPLES / example)
+    assert run_lint(POLICY_EXAMPLES / example) == 0, capsys.readouterr().out
+    policy = load_policy(POLICY_EXAMPLES / example)
     # The examples differ from the defaults in topology only; the rest is copied so each
     # file reads whole, and this keeps the copies honest.
     assert policy.rules == defaults.rules
@@ -67,19 +64,19 @@ def test_topology_example_stands_alone_with_the_default_rules(
 
 
 def test_every_example_is_covered() -> None:
-    assert sorted(p.name for p in EXAMPLES.iterdir()) == sorted(
+    assert sorted(p.name for p in POLICY_EXAMPLES.iterdir()) == sorted(
         [*TOPOLOGY_EXAMPLES, "team-namespaces", "mig", "time-slicing"])
 
 
 def test_nvidia_example_requires_one_nvlink_domain() -> None:
-    training = load_policy(EXAMPLES / "nvidia-nvlink").classes["training"]
+    training = load_policy(POLICY_EXAMPLES / "nvidia-nvlink").classes["training"]
     assert training.topology is not None
     assert (training.topology.level, training.topology.mode) == ("nvlink", "required")
 
 
 def test_team_access_example_adds_to_the_defaults(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    for f in [*policy_files(POLICIES), *policy_files(EXAMPLES / "team-namespaces")]:
+    for f in [*policy_files(POLICIES), *policy_files(POLICY_EXAMPLES / "team-namespaces")]:
         (tmp_path / f.name).write_bytes(f.read_bytes())
     assert run_lint(tmp_path) == 0, capsys.readouterr().out
     policy = load_policy(tmp_path)
@@ -96,7 +93,7 @@ def test_a_mounted_configmap_reads_only_its_files(tmp_path: Path) -> None:
     # one link per file through `..data`.
     version = tmp_path / "..2025_01_01_00_00_00.000000001"
     version.mkdir()
-    (version / "00-base.yaml").write_bytes(BASE.read_bytes())
+    (version / "00-base.yaml").write_bytes(BASE_POLICY.read_bytes())
     (version / "notes.txt").write_text("not a policy")
     (tmp_path / "..data").symlink_to(version.name)
     for name in ("00-base.yaml", "notes.txt"):
@@ -110,7 +107,7 @@ def test_a_mounted_configmap_reads_only_its_files(tmp_path: Path) -> None:
 
 
 def test_files_load_in_name_order_and_yml_counts(tmp_path: Path) -> None:
-    (tmp_path / "00-base.yaml").write_bytes(BASE.read_bytes())
+    (tmp_path / "00-base.yaml").write_bytes(BASE_POLICY.read_bytes())
     (tmp_path / "20-late.yml").write_text(rules_doc("late", "ray.io/cluster"))
     (tmp_path / "10-early.yaml").write_text(rules_doc("early", "jobset.sigs.k8s.io/jobset-name"))
     assert [r.name for r in load_policy(tmp_path).rules] == ["kubeflow", "early", "late"]

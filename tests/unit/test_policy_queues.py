@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import BASE_POLICY
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.policy.queues import seconds
-
-BASE = Path(__file__).parent / "testdata" / "policies" / "base" / "00-base.yaml"
 
 
 @pytest.mark.parametrize(("text", "value"), [
@@ -20,7 +19,7 @@ def test_durations(text: str, value: float) -> None:
 
 
 def _policy(tmp_path: Path, spec: str, name: str = "10-more.yaml") -> Path:
-    (tmp_path / "00-base.yaml").write_bytes(BASE.read_bytes())
+    (tmp_path / "00-base.yaml").write_bytes(BASE_POLICY.read_bytes())
     (tmp_path / name).write_text("apiVersion: gpu-airlock.io/v1alpha1\nkind: AirlockPolicy\n"
                                  f"metadata: {{name: {name[:-5]}}}\nspec:\n{spec}")
     return tmp_path

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import BASE_POLICY
 from tests.servers import KubeletDir
 from webhook.policy import reloading
 from webhook.policy.reloading import Outcome, PolicyStore
 
-BASE = (Path(__file__).parent / "testdata" / "policies" / "base" / "00-base.yaml").read_text()
+BASE = BASE_POLICY.read_text()
 GOOD = {"00-base.yaml": BASE.encode()}
 BROKEN = {"00-base.yaml": BASE.replace("mode: preferred", "mode: always").encode()}
 FIXED = {"00-base.yaml": BASE.replace("name: kubeflow", "name: kubeflow-jobs").encode()}

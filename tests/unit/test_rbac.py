@@ -4,14 +4,15 @@ its reason: nothing more, nothing less, no wildcard."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tests.grants import ANY, NAMESPACE, Grant, documented_grants
+from tests.grants import ANY, Grant, documented_grants
+from tests.paths import ROOT
+from webhook.keys import SYSTEM_NAMESPACE
 
-BASE = Path(__file__).resolve().parents[2] / "deploy" / "base"
+BASE = ROOT / "deploy" / "base"
 
 
 def _docs() -> list[dict[str, Any]]:
@@ -23,7 +24,7 @@ def _docs() -> list[dict[str, Any]]:
 def _accounts(binding: dict[str, Any]) -> Iterator[str]:
     for subject in binding.get("subjects") or []:
         assert subject["kind"] == "ServiceAccount", subject
-        assert subject["namespace"] == NAMESPACE, subject
+        assert subject["namespace"] == SYSTEM_NAMESPACE, subject
         yield subject["name"]
 
 
@@ -61,7 +62,7 @@ def test_deploy_grants_exactly_what_the_security_page_lists() -> None:
 def test_objects_are_read_by_name_wherever_a_name_is_known() -> None:
     # In Airlock's namespace, only `create` (which RBAC cannot limit by name) is not.
     for g in granted():
-        if g.namespace == NAMESPACE and g.verb != "create":
+        if g.namespace == SYSTEM_NAMESPACE and g.verb != "create":
             assert g.name != ANY, g
 
 

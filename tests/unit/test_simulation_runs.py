@@ -10,6 +10,7 @@ import pytest
 
 from tests.builders import with_grant, with_queued
 from tests.commands import Done, airlock
+from tests.paths import POLICIES, ROOT
 from webhook.controller.core.deciding import DecideOptions
 from webhook.controller.core.ordering import Order
 from webhook.keys import ClassName
@@ -19,7 +20,6 @@ from webhook.simulation.simulating import simulate
 from webhook.simulation.timelines import Timeline, summarize
 from webhook.simulation.traces import Job
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "bench" / "traces" / "contended.jsonl"
 KEYS = {"jobs", "completed", "makespan", "wait", "utilization", "partialGangGpuSeconds",
         "preemptions", "neverRunnable", "namespaces"}
@@ -191,7 +191,7 @@ def test_figures_from_timelines_alone() -> None:
 
 
 def _airlock(*args: str) -> Done:
-    return airlock("simulate", *args, "--policies", str(ROOT / "policies"))
+    return airlock("simulate", *args, "--policies", str(POLICIES))
 
 
 def test_the_command_on_the_example_trace() -> None:

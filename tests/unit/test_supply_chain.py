@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
@@ -28,8 +27,8 @@ from scripts.lock_image import (
     runtime_closure,
     runtime_requirements,
 )
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 DIGEST = re.compile(r"[^\s@]+@sha256:[0-9a-f]{64}")
 

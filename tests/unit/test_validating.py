@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import make_policy, pod
+from tests.builders import CLIQUE, make_policy, pod
 from webhook.admission.validating import validate_create, validate_update
 from webhook.keys import (
     CLASS_LABEL,
@@ -95,7 +95,7 @@ def test_gate_removal_by_a_user_is_denied(policy: Policy) -> None:
 def test_gate_removal_by_the_controller_is_allowed(policy: Policy) -> None:
     new_obj = gated().build()
     new_obj["spec"]["schedulingGates"] = []
-    new_obj["spec"]["nodeSelector"] = {"nvidia.com/gpu.clique": "c1"}
+    new_obj["spec"]["nodeSelector"] = {CLIQUE: "c1"}
     v = validate_update(PodView.parse(gated().build()), PodView.parse(new_obj),
                         CONTROLLER_IDENTITY, policy)
     assert v.allowed

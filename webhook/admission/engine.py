@@ -8,11 +8,12 @@ from collections.abc import Callable
 from typing import Any
 
 from webhook.admission import responses
+from webhook.admission.claiming import Claims, claimed
 from webhook.admission.mutating import mutate
 from webhook.admission.reviews import Outcome, Request, Response
 from webhook.admission.validating import validate_create, validate_update
 from webhook.pods import PodShapeError, PodView
-from webhook.policy.classifying import Decision, classify
+from webhook.policy.classifying import Decision, classify, scope_exclusion
 from webhook.policy.model import Policy
 
 log = logging.getLogger("airlock.admission")
@@ -43,18 +44,33 @@ def _outcome(decision: Decision) -> Outcome:
     return decision.class_ or "unclassified"
 
 
-def _mutate(request: Request, policy: Policy) -> Response:
+def _claimed(pod: PodView, claims: Claims | None, policy: Policy) -> PodView | Response:
+    """The pod with what its DRA claims ask for; a denial when that cannot be known for a
+    pod in scope. No claims looked up (`--dra none`): the pod as it is."""
+    if claims is None or not pod.claims or not policy.device_classes:
+        return pod
+    looked = claimed(pod, claims, policy)
+    if isinstance(looked, PodView):
+        return looked
+    return pod if scope_exclusion(pod, policy, None) else responses.denied(looked, code=409)
+
+
+def _mutate(request: Request, policy: Policy, claims: Claims | None) -> Response:
     if request.operation != "CREATE":
         return responses.allowed()
-    pod = _pod(request.object, request.namespace, "object")
+    pod = _claimed(_pod(request.object, request.namespace, "object"), claims, policy)
+    if isinstance(pod, Response):
+        return pod._replace(outcome="unknown-claim")
     decision = classify(pod, policy)
     mutation = mutate(pod, decision, policy, request.operation)
     return responses.patched(mutation.patch, mutation.warnings, _outcome(decision))
 
 
-def _validate(request: Request, policy: Policy) -> Response:
+def _validate(request: Request, policy: Policy, claims: Claims | None) -> Response:
     if request.operation == "CREATE":
-        pod = _pod(request.object, request.namespace, "object")
+        pod = _claimed(_pod(request.object, request.namespace, "object"), claims, policy)
+        if isinstance(pod, Response):
+            return pod
         verdict = validate_create(pod, classify(pod, policy), policy)
     elif request.operation == "UPDATE":
         pod = _pod(request.object, request.namespace, "object")
@@ -67,7 +83,7 @@ def _validate(request: Request, policy: Policy) -> Response:
     return responses.allowed(verdict.warnings)
 
 
-Handler = Callable[[Request, Policy], Response]
+Handler = Callable[[Request, Policy, Claims | None], Response]
 MUTATE: Handler = _mutate
 VALIDATE: Handler = _validate
 
@@ -79,12 +95,15 @@ def _decides(handler: Handler, request: Request) -> bool:
     return handler is MUTATE and request.operation == "CREATE"
 
 
-def handle(handler: Handler, request: Request, policy: Policy | None) -> Response:
+def handle(handler: Handler, request: Request, policy: Policy | None,
+           claims: Claims | None = None) -> Response:
+    """`claims`: the DRA claims and templates the pod names, looked up beforehand; None
+    when claims are not read (`--dra none`, or a pod that names none)."""
     if policy is None:
         return responses.allowed(
             (NO_POLICY,), "no-policy" if _decides(handler, request) else None)
     try:
-        return handler(request, policy)
+        return handler(request, policy, claims)
     except (PodShapeError, NotAPod) as e:
         return responses.denied(
             str(e), "bad-object" if _decides(handler, request) else None, code=400)

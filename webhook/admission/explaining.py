@@ -14,7 +14,7 @@ more there are.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +25,9 @@ import orjson
 import yaml
 
 from webhook.admission import engine
+from webhook.admission.claiming import ClaimKey, Claims, claimed, entry, kind_of
 from webhook.admission.reviews import Request
+from webhook.devices.claims import Ask, claims_gpus
 from webhook.keys import IGNORE_NAMESPACE_LABEL, QUEUED_ANNOTATION
 from webhook.operators.registry import EXPANSIONS, supported
 from webhook.operators.sizing import owner_size
@@ -59,12 +61,18 @@ def _priority_value(policy: Policy, name: str | None) -> int | None:
 
 
 def explain_pod(obj: Mapping[str, Any], policy: Policy, namespace_labels: Mapping[str, str],
-                owners: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+                owners: Sequence[Mapping[str, Any]] = (), claims: Claims | None = None
+                ) -> dict[str, Any]:
     """What admission does to one pod; `owners` are the objects that may state its gang's
-    size (the workload it came from, PodGroups in the same files)."""
+    size (the workload it came from, PodGroups in the same files); `claims`, the DRA
+    claims and templates of its namespace in the same files."""
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace") or "default"
+    claims = claims or {}
     pod = PodView.parse(obj, namespace)
+    looked = claimed(pod, claims, policy) if pod.claims else pod
+    if isinstance(looked, PodView):
+        pod = looked
     decision = classify(pod, policy, namespace_labels)
     gang = decision.gang
     result: dict[str, Any] = {
@@ -73,8 +81,11 @@ def explain_pod(obj: Mapping[str, Any], policy: Policy, namespace_labels: Mappin
         "gang": None if gang is None else {
             "name": gang.name,
             "size": gang.size if gang.size is not None else owner_size(
-                gang.source, obj, owners, policy.counted().joins),
+                gang.source, obj, owners, _joins(policy, claims)),
             "source": gang.source},
+        # DRA devices its claims ask for, by DeviceClass.
+        "devices": {c: n for c, k in policy.device_kinds.items()
+                    if (n := (pod.devices or {}).get(k.resource))},
     }
     if namespace_labels.get(IGNORE_NAMESPACE_LABEL) == "true":
         # The webhook's namespaceSelector keeps such pods from reaching Airlock at all.
@@ -84,13 +95,14 @@ def explain_pod(obj: Mapping[str, Any], policy: Policy, namespace_labels: Mappin
     else:
         request = Request(uid="explain", operation="CREATE", namespace=namespace,
                           username="airlock-explain", object=obj, old_object=None)
-        mutation = engine.handle(engine.MUTATE, request, policy)
+        mutation = engine.handle(engine.MUTATE, request, policy, claims)
         patch = list(mutation.patch)
         mutated = jsonpatch.apply_patch(obj, patch) if patch else dict(obj)
         verdict = engine.handle(
             engine.VALIDATE,
             Request(uid="explain", operation="CREATE", namespace=namespace,
-                    username="airlock-explain", object=mutated, old_object=None), policy)
+                    username="airlock-explain", object=mutated, old_object=None), policy,
+            claims)
         allowed = mutation.allowed and verdict.allowed
         reason = verdict.message or mutation.message or decision.reason
         warnings = list(mutation.warnings) + list(verdict.warnings)
@@ -102,6 +114,14 @@ def explain_pod(obj: Mapping[str, Any], policy: Policy, namespace_labels: Mappin
         "patch": patch, "mutated": mutated,
     })
     return result
+
+
+def _joins(policy: Policy, claims: Claims) -> Callable[[Any], bool]:
+    """Whether a pod template's pods join their gang: they request an accelerator, or
+    claim GPUs through the DRA claims and templates in the files."""
+    counted, kinds = policy.counted(), policy.device_kinds
+    return lambda template: counted.joins(template) or claims_gpus(
+        template, lambda kind, name: claims.get((kind, name)), kinds)
 
 
 def _text(r: Mapping[str, Any], indent: str = "") -> str:
@@ -118,6 +138,9 @@ def _text(r: Mapping[str, Any], indent: str = "") -> str:
         f"  priority: {r['priorityClassName'] or '-'} ({r['priority']})",
         f"  patch:    {len(r['patch'])} operation(s)",
     ]
+    if r["devices"]:
+        claimed = ", ".join(f"{n} x {c}" for c, n in r["devices"].items())
+        lines.insert(3, f"  devices:  {claimed} (DRA claims)")
     lines += [f"  warning:  {w}" for w in r["warnings"]]
     return "\n".join(indent + line for line in lines)
 
@@ -162,6 +185,13 @@ class _Run:
         # An object beside the pods may state their gang's size: a PodGroup, the
         # PyTorchJob whose pods the file also holds.
         self.objects = tuple(objs)
+        # What the DRA claims and templates in the files ask for, by namespace.
+        self.claims: dict[str, dict[ClaimKey, tuple[Ask, ...]]] = {}
+        for d in objs:
+            kind = kind_of(d)
+            found = entry(d, kind) if kind is not None else None
+            if found is not None:
+                self.claims.setdefault(found[0], {})[found[1]] = found[2]
 
     def error(self, message: str) -> None:
         self.failed = True
@@ -197,7 +227,8 @@ class _Run:
                 ns = (pod.get("metadata") or {}).get("namespace") or "default"
                 try:
                     row = explain_pod(pod, self.policy, self.namespaces.get(ns, {}),
-                                      (*group.owners, *self.objects))
+                                      (*group.owners, *self.objects),
+                                      self.claims.get(ns, {}))
                 except PodShapeError as e:
                     self.error(f"{source.at()}: {expansion.workload}: not a valid Pod: {e}")
                     return

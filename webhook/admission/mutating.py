@@ -30,7 +30,7 @@ from webhook.keys import (
 from webhook.patchops import PatchOp
 from webhook.pods import PodView
 from webhook.policy.classifying import Decision
-from webhook.policy.model import ClassSpec, Policy, Toleration
+from webhook.policy.model import ClassSpec, Policy, Toleration, TopologyPlacement
 from webhook.policy.slices import WHOLE_GPU
 
 
@@ -66,13 +66,24 @@ def _gated(pod: PodView, decision: Decision, spec: ClassSpec, policy: Policy,
     return spec.gate_gangs if decision.gang is not None else policy.queued(decision.class_)
 
 
-def _record(b: PatchBuilder, resources: frozenset[str], decision: Decision, spec: ClassSpec,
-            policy: Policy, gated: bool) -> None:
+def _topology(pod: PodView, spec: ClassSpec, policy: Policy) -> TopologyPlacement | None:
+    """Where a gang's pods must (or should) be together: its class's topology, unless
+    they claim a DeviceClass whose devices work only inside one domain (an NVIDIA
+    ComputeDomain's IMEX channels, in one NVLink domain): then that level, required."""
+    if pod.devices:
+        for kind in policy.device_kinds.values():
+            if kind.level is not None and kind.resource in pod.devices:
+                return TopologyPlacement(level=kind.level, mode="required")
+    return spec.topology
+
+
+def _record(b: PatchBuilder, pod: PodView, resources: frozenset[str], decision: Decision,
+            spec: ClassSpec, policy: Policy, gated: bool) -> None:
     assert decision.class_ is not None
     b.label(CLASS_LABEL, decision.class_)
     if decision.rule:
         b.annotation(RULE_ANNOTATION, decision.rule)
-    if accelerators := _accelerators_record(policy.accelerators, resources):
+    if accelerators := _accelerators_record(policy.gpu_resources, resources):
         b.annotation(ACCELERATORS_ANNOTATION, accelerators)
     gang = decision.gang
     if gang is None:
@@ -83,9 +94,10 @@ def _record(b: PatchBuilder, resources: frozenset[str], decision: Decision, spec
     b.annotation(GANG_SOURCE_ANNOTATION, gang.source)
     if gang.size is not None:
         b.annotation(GANG_EXPECTED_SIZE_ANNOTATION, str(gang.size))
-    if spec.topology:
-        b.annotation(TOPOLOGY_KEY_ANNOTATION, policy.topology_levels[spec.topology.level])
-        b.annotation(TOPOLOGY_MODE_ANNOTATION, spec.topology.mode)
+    topology = _topology(pod, spec, policy)
+    if topology:
+        b.annotation(TOPOLOGY_KEY_ANNOTATION, policy.topology_levels[topology.level])
+        b.annotation(TOPOLOGY_MODE_ANNOTATION, topology.mode)
 
 
 def _priority(b: PatchBuilder, pod: PodView, spec: ClassSpec, policy: Policy) -> list[str]:
@@ -156,9 +168,10 @@ def _placement(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpe
     affinity: dict[str, Any] = copy.deepcopy(dict(pod.affinity)) if pod.affinity else {}
     changed = False
     gang = decision.gang
-    if gang is not None and spec.topology:
-        key = policy.topology_levels[spec.topology.level]
-        if spec.topology.mode == "required":
+    topology = _topology(pod, spec, policy) if gang is not None else None
+    if gang is not None and topology:
+        key = policy.topology_levels[topology.level]
+        if topology.mode == "required":
             changed |= _node_affinity_exists(affinity, key)
         else:
             changed |= _preferred_pod_affinity(
@@ -212,7 +225,7 @@ def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> 
     b = PatchBuilder(pod.raw)
     sliced = slicing.mapping(pod, decision.class_, policy) if slicing.asks(pod) else None
     gated = _gated(pod, decision, spec, policy, operation)
-    _record(b, pod.resources if sliced is None else sliced.resources(pod.resources),
+    _record(b, pod, pod.resources if sliced is None else sliced.resources(pod.resources),
             decision, spec, policy, gated)
     warnings = _priority(b, pod, spec, policy)
     tolerations = spec.tolerations

@@ -10,7 +10,8 @@ from webhook.patchops import PatchOp
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 # What admission decided for a pod when it was created: its class, "unclassified" (an
 # accelerator pod no rule classified), "out-of-scope", or why nothing could be decided.
-Outcome = Literal[ClassName, "unclassified", "out-of-scope", "bad-object", "error", "no-policy"]
+Outcome = Literal[ClassName, "unclassified", "out-of-scope", "bad-object", "error", "no-policy",
+                  "unknown-claim"]
 REVIEW_API_VERSION = "admission.k8s.io/v1"
 
 

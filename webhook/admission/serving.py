@@ -25,16 +25,19 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook.admission import engine
 from webhook.admission.certwatching import CertWatcher
+from webhook.admission.claiming import keys_of
 from webhook.admission.decoding import MAX_BODY, BadReview, decode
 from webhook.admission.metrics import Endpoint, WebhookMetrics
 from webhook.admission.responses import complete
 from webhook.certificates import ensure_dev_certs
 from webhook.logs import setup_logging
-from webhook.metricsauth.guarding import MetricsAuthError, guarded, open_reviewer
-from webhook.metricsauth.options import Mode, metrics_auth
+from webhook.metricsauth.guarding import guarded, open_reviewer
+from webhook.metricsauth.options import Mode
 from webhook.policy.reloading import PolicyStore
+from webhook.reach import NoCredentials, resolve
 
-if TYPE_CHECKING:  # the admission server needs the Kubernetes client for nothing else
+if TYPE_CHECKING:  # the Kubernetes client is imported only where a cluster is asked
+    from webhook.admission.claimwatching import ClaimCache
     from webhook.metricsauth.reviewing import Reviewer
 
 log = logging.getLogger("airlock.server")
@@ -55,6 +58,8 @@ class WebhookServer:
         self.draining = False
         # Who may read /metrics; None: anyone (`--metrics-auth none`). Set before listening.
         self.scrapers: Reviewer | None = None
+        # Where pods' DRA claims are looked up; None: they are not (`--dra none`).
+        self.claims: ClaimCache | None = None
         self.metrics = WebhookMetrics(
             certs.seconds_to_expiry, lambda: 1.0 if policies.policy is not None else 0.0)
 
@@ -75,6 +80,9 @@ class WebhookServer:
         cert_problem = self.certs.problem()
         if cert_problem:
             problems.append(cert_problem)
+        claims_problem = self.claims.problem() if self.claims is not None else None
+        if claims_problem:
+            problems.append(claims_problem)
         return problems
 
     def _reviewer(self, endpoint: Endpoint, handler: engine.Handler) -> _Handler:
@@ -91,7 +99,10 @@ class WebhookServer:
                     f"body exceeds the limit of {MAX_BODY} bytes (3 MiB)"
                 metrics.rejected(endpoint)
                 return web.Response(status=400, text=message + "\n")
-            response = engine.handle(handler, review, self.policies.policy)
+            claims = None
+            if self.claims is not None and (keys := keys_of(review.object)):
+                claims = await self.claims.lookup(review.namespace, keys)
+            response = engine.handle(handler, review, self.policies.policy, claims)
             body = complete(review.uid, response)
             metrics.answered(endpoint, response.allowed, response.outcome,
                              time.perf_counter() - start)
@@ -191,8 +202,14 @@ def build_server(cert_dir: Path, policies: Path,
 
 
 async def _serve(server: WebhookServer, host: str, port: int, drain_seconds: float,
-                 auth: Mode, kubeconfig: Path | None) -> None:
+                 auth: Mode, dra: Mode, kubeconfig: Path | None) -> None:
     server.scrapers = await open_reviewer(auth, kubeconfig)
+    watching = None
+    if dra == "kubernetes":
+        from webhook.admission.claimwatching import open_claims
+
+        server.claims = await open_claims(kubeconfig)
+        watching = asyncio.create_task(server.claims.run())
     listening = await listen(server, host, port)
     log.info("serving", extra={"host": host, "port": port,
                                "policies": str(server.policies.directory)})
@@ -207,6 +224,9 @@ async def _serve(server: WebhookServer, host: str, port: int, drain_seconds: flo
     log.info("stopping: not ready, draining", extra={"seconds": drain_seconds})
     await asyncio.sleep(drain_seconds)
     await listening.close()
+    if watching is not None and server.claims is not None:
+        watching.cancel()
+        await server.claims.api.close()
     if server.scrapers is not None:
         await server.scrapers.close()
     log.info("stopped")
@@ -214,7 +234,7 @@ async def _serve(server: WebhookServer, host: str, port: int, drain_seconds: flo
 
 def run_server(port: int, cert_dir: Path | None, policies: Path, host: str = "0.0.0.0",
                drain_seconds: float = 5.0, auth: Mode | None = None,
-               kubeconfig: Path | None = None) -> int:
+               kubeconfig: Path | None = None, dra: Mode | None = None) -> int:
     setup_logging()
     if cert_dir is None:
         cert_dir = Path("certs")
@@ -227,13 +247,17 @@ def run_server(port: int, cert_dir: Path | None, policies: Path, host: str = "0.
         return 1
     for problem in server.problems():
         log.error("not ready", extra={"problem": problem})
-    mode = metrics_auth(auth, kubeconfig)
+    mode = resolve(auth, kubeconfig)
     if mode == "none":
         log.warning("serving /metrics to anyone who reaches the port (--metrics-auth none)")
+    claims = resolve(dra, kubeconfig)
+    if claims == "none":
+        log.warning("not reading DRA claims (--dra none): a pod that claims GPUs through "
+                    "resourceClaims is judged without them")
     try:
-        asyncio.run(_serve(server, host, port, drain_seconds, mode, kubeconfig))
-    except MetricsAuthError as e:
-        log.error("cannot review scrapers", extra={"error": str(e)})
+        asyncio.run(_serve(server, host, port, drain_seconds, mode, claims, kubeconfig))
+    except NoCredentials as e:
+        log.error("cannot start", extra={"error": str(e)})
         print(f"airlock serve: {e}", file=sys.stderr)
         return 1
     return 0

@@ -34,7 +34,8 @@ class Convention(Protocol):
 
     name: str
     # The label every pod of such a gang carries: `detect` is asked only about pods that
-    # have it, since nearly every pod an admission review brings has none.
+    # have it, since nearly every pod an admission review brings has none. Empty for a
+    # convention read from the spec, asked last about every pod.
     label: str
 
     def detect(self, pod: PodView) -> Membership | None:
@@ -83,6 +84,16 @@ class OwnerSized(Protocol):
         """The gang size the owner object states (raw JSON), or why it states none.
         `joins` says whether the pods of a pod template join the gang (a CPU-only Ray
         head or MPI launcher does not: the webhook leaves it ungated)."""
+        ...
+
+
+@runtime_checkable
+class SamePriority(Protocol):
+    """The optional part of a convention whose owner the scheduler holds to its pods'
+    priority (a Kubernetes PodGroup): a gang lifted against it would only fail to bind."""
+
+    def priority_problem(self, owner: Mapping[str, Any], pods: int) -> str | None:
+        """Why a gang whose pods have priority `pods` cannot run under `owner`, if so."""
         ...
 
 

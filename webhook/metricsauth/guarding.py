@@ -10,15 +10,12 @@ from typing import TYPE_CHECKING
 from aiohttp import hdrs, web
 
 from webhook.metricsauth.options import Mode
+from webhook.reach import credentials
 
 if TYPE_CHECKING:
     from webhook.metricsauth.reviewing import Reviewer
 
 Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
-
-
-class MetricsAuthError(Exception):
-    """No credentials to review scrapers with."""
 
 
 def guarded(handler: Handler, reviewer: Reviewer | None) -> Handler:
@@ -48,11 +45,7 @@ async def open_reviewer(mode: Mode, kubeconfig: Path | None) -> Reviewer | None:
     from webhook import kubeclient
     from webhook.metricsauth.reviewing import IN_FLIGHT, reviewer_for
 
-    try:
-        configuration = await kubeclient.load_configuration(kubeconfig)
-    except Exception as e:  # the loaders raise their own kinds, and OSError
-        raise MetricsAuthError(
-            f"--metrics-auth kubernetes needs credentials to review scrapers' tokens, and "
-            f"none could be loaded ({e}); pass --kubeconfig, run in a pod with its "
-            f"service account token, or choose --metrics-auth none") from e
+    configuration = await credentials(
+        kubeconfig, "--metrics-auth kubernetes reviews scrapers' tokens",
+        "--metrics-auth none")
     return reviewer_for(kubeclient.api_client(configuration, in_flight=IN_FLIGHT), own=True)

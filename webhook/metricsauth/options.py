@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import Literal, get_args
 
-Mode = Literal["kubernetes", "none"]
-MODES: tuple[Mode, ...] = get_args(Mode)
+from webhook.reach import MODES, Mode
+
+__all__ = ["MODES", "Mode", "add_metrics_auth_argument"]
 
 
 def add_metrics_auth_argument(parser: argparse.ArgumentParser) -> None:
@@ -18,15 +17,3 @@ def add_metrics_auth_argument(parser: argparse.ArgumentParser) -> None:
              "`none`, anyone who reaches the port. Default: kubernetes in a pod or with "
              "--kubeconfig, none otherwise (a laptop with no cluster)")
 
-
-def metrics_auth(given: Mode | None, kubeconfig: Path | None) -> Mode:
-    """The mode asked for; by default, `kubernetes` wherever there is an apiserver to ask
-    (in a pod, or given a kubeconfig), so an install is never open by omission, and
-    `none` elsewhere, so `airlock serve` still runs on a laptop with no cluster."""
-    if given is not None:
-        return given
-    if kubeconfig is not None:
-        return "kubernetes"
-    from webhook.kubeclient import in_cluster
-
-    return "kubernetes" if in_cluster() else "none"

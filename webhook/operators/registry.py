@@ -19,7 +19,7 @@ from webhook.operators.kubeflow.reading import KubeflowConvention
 from webhook.operators.kuberay import making as kuberay
 from webhook.operators.kuberay.reading import KubeRayConvention
 from webhook.operators.kubernetes import making as kubernetes
-from webhook.operators.kubernetes.reading import IndexedJobConvention
+from webhook.operators.kubernetes.reading import IndexedJobConvention, SchedulingGroupConvention
 from webhook.operators.kueue.reading import KueueConvention
 from webhook.operators.leaderworkerset import making as leaderworkerset
 from webhook.operators.leaderworkerset.reading import LeaderWorkerSetConvention
@@ -47,11 +47,14 @@ OPERATORS: tuple[Operator, ...] = (
     Operator(PodGroupConvention()),
     Operator(IndexedJobConvention(), kubernetes.EXPANSIONS),
     Operator(KubeRayConvention(), kuberay.EXPANSIONS),
+    # Last: found in the spec, it is asked only about pods no label above claims.
+    Operator(SchedulingGroupConvention()),
 )
 
 CONVENTIONS: tuple[Convention, ...] = tuple(o.convention for o in OPERATORS)
 BY_SOURCE: Mapping[str, Convention] = {c.name: c for c in CONVENTIONS}
-_LABELS = frozenset(c.label for c in CONVENTIONS)
+_LABELS = frozenset(c.label for c in CONVENTIONS if c.label)
+_IN_SPEC = tuple(c for c in CONVENTIONS if not c.label)
 # The kinds explain expands, by (API group, kind); a unit test checks no two operators
 # claim one.
 EXPANSIONS: Mapping[tuple[str, str], Expand] = {
@@ -59,14 +62,16 @@ EXPANSIONS: Mapping[tuple[str, str], Expand] = {
 
 
 def membership_of(pod: PodView) -> Membership | None:
-    labels = pod.labels
-    if _LABELS.isdisjoint(labels):
-        return None
-    for convention in CONVENTIONS:
-        if convention.label in labels:
-            gang = convention.detect(pod)
-            if gang is not None:
-                return gang
+    if not _LABELS.isdisjoint(pod.labels):
+        for convention in CONVENTIONS:
+            if convention.label and convention.label in pod.labels:
+                gang = convention.detect(pod)
+                if gang is not None:
+                    return gang
+    for convention in _IN_SPEC:
+        gang = convention.detect(pod)
+        if gang is not None:
+            return gang
     return None
 
 

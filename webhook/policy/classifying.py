@@ -28,6 +28,7 @@ from webhook.policy.model import Match, Policy, Rule
 # Names recorded as the deciding "rule" when no policy rule decided.
 RULE_CLASS_LABEL = "class-label"
 RULE_GANG_MEMBER = "gang-member"
+RULE_DEFAULT_CLASS = "default-class"
 
 
 class Decision(NamedTuple):
@@ -105,7 +106,7 @@ def _compiled_rules(policy: Policy) -> tuple[CompiledRule, ...]:
     return policy.derived("classifying.rules", _compile)
 
 
-def _scope_exclusion(
+def scope_exclusion(
     pod: PodView, policy: Policy, namespace_labels: Mapping[str, str] | None
 ) -> str | None:
     if pod.namespace in policy.excluded_namespaces:
@@ -124,11 +125,11 @@ def _scope_exclusion(
 def classify(
     pod: PodView, policy: Policy, namespace_labels: Mapping[str, str] | None = None
 ) -> Decision:
-    excluded = _scope_exclusion(pod, policy, namespace_labels)
+    excluded = scope_exclusion(pod, policy, namespace_labels)
     if excluded:
         return _out(excluded)
     explicit = pod.labels.get(CLASS_LABEL)
-    if explicit is None and pod.resources.isdisjoint(policy.accelerators):
+    if explicit is None and pod.resources.isdisjoint(policy.gpu_resources):
         return _out("requests no accelerator and has no explicit class")
     gang = membership_of(pod)
     if explicit is not None:
@@ -168,4 +169,7 @@ def _by_rules(pod: PodView, policy: Policy, gang: Membership | None) -> Decision
             return Decision(True, reason, rule.class_, rule.name, gang)
     if gang is not None:
         return Decision(True, f"member of {gang.source} gang", "training", RULE_GANG_MEMBER, gang)
+    if policy.default_class is not None:
+        return Decision(True, "no policy rule matched: the policy's defaultClass",
+                        policy.default_class, RULE_DEFAULT_CLASS)
     return Decision(True, "no policy rule matched", gang=None)

@@ -84,7 +84,9 @@ def run_lint(directory: Path, schema_out: Path | None = None,
     print(f"{directory}: ok — {len(policy.sources)} file(s), {len(policy.classes)} classes, "
           f"{len(policy.rules)} rules, topology levels: "
           f"{', '.join(policy.topology_levels) or 'none'}, accelerators: "
-          f"{', '.join(policy.accelerators)}")
+          f"{', '.join(policy.accelerators)}, DRA device classes: "
+          f"{', '.join(d.name for d in policy.device_classes) or 'none'}, default class: "
+          f"{policy.default_class or 'none'}")
     if webhook_configurations is not None:
         print(f"{webhook_configurations}: ok — Airlock's pre-filter, which passes every "
               f"accelerator above")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from webhook.keys import ClassName
+from webhook.policy.devices import DeviceClassMapping, device_class_problems
 from webhook.policy.model import (
     ClassSpec,
     Grant,
@@ -69,6 +70,8 @@ class _Merger:
         self.fair_share: FairShareSpec | None = None
         self.preemption: PreemptionSpec | None = None
         self.slices: list[Slice] = []
+        self.device_classes: list[tuple[DeviceClassMapping, Document, int]] = []
+        self.default_class: ClassName | None = None
         self.problems: list[Problem] = []
         # Where each once-only name was defined, for conflict messages.
         self.seen: dict[tuple[str, str], str] = {}
@@ -112,6 +115,13 @@ class _Merger:
         if spec.gpu_slices:
             self._slices(doc, spec.gpu_slices.mig, "mig")
             self._slices(doc, spec.gpu_slices.shared, "shared")
+        for i, mapping in enumerate(spec.device_classes):
+            if self._once("device class", mapping.name, doc,
+                          ("spec", "deviceClasses", i, "name")):
+                self.device_classes.append((mapping, doc, i))
+        if spec.default_class and self._once("setting", "defaultClass", doc,
+                                             ("spec", "defaultClass")):
+            self.default_class = spec.default_class
 
     def _slices(self, doc: Document, offers: tuple[Slice, ...], kind: str) -> None:
         for i, offer in enumerate(offers):
@@ -136,6 +146,12 @@ class _Merger:
             _, doc, i = self.queues[index]
             self.problems.append(Problem(doc.file, doc.line(("spec", "queues", i, *loc)),
                                          message))
+        mappings = tuple(m for m, _, _ in self.device_classes)
+        for index, loc, message in device_class_problems(mappings, self.levels,
+                                                         tuple(self.accelerators)):
+            _, doc, i = self.device_classes[index]
+            self.problems.append(Problem(doc.file, doc.line(("spec", "deviceClasses", i,
+                                                             *loc)), message))
         incomplete = missing_classes(classes)
         if incomplete:
             self.problems.append(Problem(", ".join(sources), None, incomplete))
@@ -159,6 +175,8 @@ class _Merger:
                 fair_share=self.fair_share or FairShareSpec(),
                 preemption=self.preemption or PreemptionSpec(),
                 slices=tuple(self.slices),
+                device_classes=tuple(m for m, _, _ in self.device_classes),
+                default_class=self.default_class,
                 sources=sources,
             )
         except ValidationError as e:

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, TypeVar, cast
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from webhook.accelerators import Accelerators, name_problem
+from webhook.devices.kinds import DeviceKind, resource_of
 from webhook.keys import (
     API_VERSION,
     CLASSES,
@@ -30,6 +31,7 @@ from webhook.policy.classes import (
     PriorityClassSpec,
     TopologyPlacement,
 )
+from webhook.policy.devices import DeviceClassMapping, device_class_problems
 from webhook.policy.fields import NAME, Toleration
 from webhook.policy.fields import Strict as _Strict
 from webhook.policy.queues import FairShareSpec, PreemptionSpec, Queue
@@ -142,6 +144,16 @@ class PolicySpec(_Strict):
         None, alias="gpuSlices",
         description="Fractions of a GPU the cluster offers (MIG profiles, shared GPUs), "
         "which pods ask for by annotation; see docs/fractional-gpus.md.")
+    device_classes: tuple[DeviceClassMapping, ...] = Field(
+        (), alias="deviceClasses",
+        description="DeviceClasses whose devices pods claim through Dynamic Resource "
+        "Allocation, and what they count as; mappings from every file add up, each class "
+        "mapped once. See docs/dra.md.")
+    default_class: ClassName | None = Field(
+        None, alias="defaultClass",
+        description="The class of a GPU pod that no rule classifies and that is in no gang "
+        "(defined in one file at most). Absent: such a pod keeps its own priority and is "
+        "neither gated nor tolerated.")
 
 
 class Metadata(_Strict):
@@ -214,6 +226,8 @@ class Policy(_Strict):
     fair_share: FairShareSpec = FairShareSpec()
     preemption: PreemptionSpec = PreemptionSpec()
     slices: tuple[Slice, ...] = ()
+    device_classes: tuple[DeviceClassMapping, ...] = ()
+    default_class: ClassName | None = None
     sources: tuple[str, ...] = ()
 
     @model_validator(mode="before")
@@ -226,6 +240,14 @@ class Policy(_Strict):
                    for s in data["slices"]]
         named = data.get("accelerators", DEFAULT_ACCELERATORS)
         return {**data, "accelerators": tuple(dict.fromkeys([*named, *offered]))}
+
+    @model_validator(mode="after")
+    def _device_classes(self) -> Policy:
+        problems = [message for _, _, message in device_class_problems(
+            self.device_classes, self.topology_levels, self.accelerators)]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     @model_validator(mode="after")
     def _references(self) -> Policy:
@@ -277,12 +299,28 @@ class Policy(_Strict):
 
     @property
     def shares(self) -> dict[str, Fraction]:
-        """The share of a GPU one device of each offered slice is."""
-        return {s.resource: s.share for s in self.slices}
+        """The share of a GPU one device of each offered slice, and of each DeviceClass
+        counted as an accelerator, is."""
+        return {**{s.resource: s.share for s in self.slices},
+                **{resource_of(d.name): d.share for d in self.device_classes
+                   if d.accelerator is not None}}
+
+    @functools.cached_property
+    def gpu_resources(self) -> frozenset[str]:
+        """What makes a pod a GPU pod: the accelerators, and the resources that stand for
+        the devices of the DeviceClasses counted as one. Kept: every review asks."""
+        return frozenset((*self.accelerators, *(
+            resource_of(d.name) for d in self.device_classes if d.accelerator is not None)))
+
+    @functools.cached_property
+    def device_kinds(self) -> dict[str, DeviceKind]:
+        """The DeviceClasses policy maps, by name, in the order a device is matched."""
+        return {d.name: d.kind() for d in self.device_classes}
 
     def counted(self) -> Accelerators:
-        """What this policy counts as GPUs, and how much: its accelerators and slices."""
-        return Accelerators.of(self.accelerators, self.shares)
+        """What this policy counts as GPUs, and how much: its accelerators, slices and
+        DeviceClasses."""
+        return Accelerators.of(self.gpu_resources, self.shares)
 
     def priority_class_owner(self, priority_class_name: str) -> ClassName | None:
         for cls_name, spec in self.classes.items():

@@ -16,42 +16,88 @@ from pathlib import Path
 
 from webhook.sandbox.gobuilding import GoModule, GoTool, Progress, ensure
 
-KUBERNETES_VERSION = "v1.34.4"
-STAGING_VERSION = "v0.34.4"
-ETCD_VERSION = "v3.6.4"  # what Kubernetes v1.34.4's go.mod requires
 KWOK_VERSION = "v0.7.0"
 HELM_VERSION = "v3.22.0"
+# Which minor the tests' control plane, the benches and `sandbox up` run when nothing
+# else says: one variable switches a whole e2e run to another release.
+KUBERNETES_ENV = "AIRLOCK_KUBERNETES"
 
-# What `kube-apiserver --version`, `kubectl version` and discovery report. A module build
-# leaves the placeholder v0.0.0-master, so set what Kubernetes' own release build sets
-# (hack/lib/version.sh), in both places it reads it from.
-_VERSION_VARS = {
-    "gitVersion": KUBERNETES_VERSION,
-    "gitMajor": KUBERNETES_VERSION.lstrip("v").split(".")[0],
-    "gitMinor": KUBERNETES_VERSION.split(".")[1],
-    "gitTreeState": "clean",
-}
-_VERSION_FLAGS = " ".join(
-    f"-X {pkg}.{key}={value}" for pkg in ("k8s.io/component-base/version",
-                                          "k8s.io/client-go/pkg/version")
-    for key, value in _VERSION_VARS.items())
 
-KUBERNETES = GoTool(
-    # k8s.io/kubernetes replaces its staging modules with ./staging paths.
-    modules=(GoModule("k8s", "k8s.io/kubernetes", KUBERNETES_VERSION, STAGING_VERSION),
-             GoModule("etcd", "go.etcd.io/etcd/server/v3", ETCD_VERSION)),
-    commands={
-        "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
-        "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
-        "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
-        "kubectl": "k8s.io/kubernetes/cmd/kubectl",
-        "etcd": "go.etcd.io/etcd/server/v3",
-    },
-    # The linker ignores -X for packages a binary does not link (etcd).
-    ldflags=f"-s -w {_VERSION_FLAGS}",
-    without_go=", or point KUBEBUILDER_ASSETS at a directory with etcd, kube-apiserver "
-               "and kubectl",
-)
+class UnknownRelease(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """A Kubernetes minor the sandbox runs: its pinned patch release and the etcd that
+    release's go.mod requires (the etcd it is tested with upstream)."""
+
+    minor: str  # "1.34"
+    version: str  # "v1.34.4"
+    etcd: str
+
+    @property
+    def staging(self) -> str:
+        """The version of its staging modules (k8s.io/api, ...): v1.X.Y is v0.X.Y."""
+        return "v0." + self.version.split(".", 1)[1]
+
+
+RELEASES = {r.minor: r for r in (
+    Release("1.34", "v1.34.4", "v3.6.4"),
+    Release("1.35", "v1.35.4", "v3.6.5"),
+    Release("1.36", "v1.36.3", "v3.6.8"),
+    Release("1.37", "v1.37.2", "v3.7.0"),
+)}
+DEFAULT_RELEASE = RELEASES["1.34"]
+
+
+def kubernetes_release(name: str | None = None) -> Release:
+    """The release `name` names ("1.37", "v1.37" or its pinned "v1.37.2"); without one,
+    the one $AIRLOCK_KUBERNETES names, else the default."""
+    wanted = (name or os.environ.get(KUBERNETES_ENV) or DEFAULT_RELEASE.minor).strip()
+    for release in RELEASES.values():
+        if wanted.lstrip("v") in (release.minor, release.version.lstrip("v")):
+            return release
+    source = "" if name else f" (from ${KUBERNETES_ENV})"
+    raise UnknownRelease(f"Kubernetes {wanted!r}{source} is not one the sandbox pins; "
+                         f"choose one of {', '.join(RELEASES)}")
+
+
+def kubernetes_tool(release: Release) -> GoTool:
+    """etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kubectl of one
+    release, cached apart from every other's."""
+    # What `kube-apiserver --version`, `kubectl version` and discovery report. A module
+    # build leaves the placeholder v0.0.0-master, so set what Kubernetes' own release build
+    # sets (hack/lib/version.sh), in both places it reads it from.
+    stamped = {"gitVersion": release.version, "gitMajor": release.minor.split(".")[0],
+               "gitMinor": release.minor.split(".")[1], "gitTreeState": "clean"}
+    flags = " ".join(f"-X {pkg}.{key}={value}" for pkg in ("k8s.io/component-base/version",
+                                                           "k8s.io/client-go/pkg/version")
+                     for key, value in stamped.items())
+    return GoTool(
+        # k8s.io/kubernetes replaces its staging modules with ./staging paths.
+        modules=(GoModule("k8s", "k8s.io/kubernetes", release.version, release.staging),
+                 GoModule("etcd", "go.etcd.io/etcd/server/v3", release.etcd)),
+        commands={
+            "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+            "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+            "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+            "kubectl": "k8s.io/kubernetes/cmd/kubectl",
+            "etcd": "go.etcd.io/etcd/server/v3",
+        },
+        # The linker ignores -X for packages a binary does not link (etcd).
+        ldflags=f"-s -w {flags}",
+        without_go=", or point KUBEBUILDER_ASSETS at a directory with etcd, kube-apiserver "
+                   "and kubectl",
+    )
+
+
+# The default release's, for what is built against it whatever the tests run (bench.peers'
+# scheduler-plugins) and what names it.
+KUBERNETES_VERSION = DEFAULT_RELEASE.version
+STAGING_VERSION = DEFAULT_RELEASE.staging
+ETCD_VERSION = DEFAULT_RELEASE.etcd
+KUBERNETES = kubernetes_tool(DEFAULT_RELEASE)
 
 KWOK = GoTool(
     modules=(GoModule("kwok", "sigs.k8s.io/kwok", KWOK_VERSION),),
@@ -90,36 +136,41 @@ class Binaries:
     kwok: Path
 
 
-def _warn_on_skew(apiserver: Path, progress: Progress) -> None:
-    """envtest assets carry no kube-scheduler or kube-controller-manager, so ours
-    (KUBERNETES_VERSION) join their apiserver; components newer than their apiserver are
-    outside the supported skew."""
+def _warn_on_skew(apiserver: Path, release: Release, progress: Progress) -> None:
+    """envtest assets carry no kube-scheduler or kube-controller-manager, so the chosen
+    release's join their apiserver; components newer than their apiserver are outside the
+    supported skew."""
     try:
         out = subprocess.run([str(apiserver), "--version"], capture_output=True, text=True,
                              timeout=30).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return
     version = out[-1] if out else "unknown"
-    if version != KUBERNETES_VERSION:
+    if version != release.version:
         progress(f"warning: kube-apiserver {version} from KUBEBUILDER_ASSETS runs with "
-                 f"kube-scheduler and kube-controller-manager {KUBERNETES_VERSION}; "
-                 "components newer than their apiserver are unsupported (use assets of "
-                 "the same version)")
+                 f"kube-scheduler and kube-controller-manager {release.version}; use "
+                 "assets of that release, or choose the assets' release (--kubernetes, "
+                 f"${KUBERNETES_ENV}): a component newer than its apiserver is unsupported")
 
 
-def ensure_binaries(progress: Progress = print) -> Binaries:
+def ensure_binaries(progress: Progress = print, release: Release | None = None,
+                    assets_too: bool = True) -> Binaries:
+    """The binaries of `release` (by default the one $AIRLOCK_KUBERNETES names), those
+    $KUBEBUILDER_ASSETS holds taken from there unless `assets_too` is off (for what only
+    that release has)."""
+    release = release or kubernetes_release()
+    tool = kubernetes_tool(release)
     found: dict[str, Path] = {}
-    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    assets = os.environ.get("KUBEBUILDER_ASSETS") if assets_too else None
     if assets:
         for name in _ENVTEST:
             candidate = Path(assets) / name
             if os.access(candidate, os.X_OK):
                 found[name] = candidate
-    found.update(ensure(KUBERNETES, progress,
-                        [name for name in KUBERNETES.commands if name not in found]))
+    found.update(ensure(tool, progress, [name for name in tool.commands if name not in found]))
     found.update(ensure(KWOK, progress))
     if found["kube-apiserver"].parent != found["kube-scheduler"].parent:
-        _warn_on_skew(found["kube-apiserver"], progress)
+        _warn_on_skew(found["kube-apiserver"], release, progress)
     return Binaries(etcd=found["etcd"], kube_apiserver=found["kube-apiserver"],
                     kube_scheduler=found["kube-scheduler"],
                     kube_controller_manager=found["kube-controller-manager"],

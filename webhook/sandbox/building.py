@@ -3,6 +3,7 @@
 for minutes of building, and building first says how long it takes.
 
     python -m webhook.sandbox.building                    # Kubernetes (with etcd), KWOK
+    python -m webhook.sandbox.building --kubernetes 1.37  # another release's
     python -m webhook.sandbox.building --operators all    # and the operators
     python -m webhook.sandbox.building --helm             # and Helm (deploy/helm's tests)
 
@@ -17,7 +18,15 @@ import argparse
 import dataclasses
 import sys
 
-from webhook.sandbox.binaries import ensure_binaries, ensure_helm
+from webhook.sandbox.binaries import (
+    DEFAULT_RELEASE,
+    KUBERNETES_ENV,
+    RELEASES,
+    UnknownRelease,
+    ensure_binaries,
+    ensure_helm,
+    kubernetes_release,
+)
 from webhook.sandbox.gobuilding import BuildError
 from webhook.sandbox.operating import build_operators
 from webhook.sandbox.operators import UnknownOperator, select
@@ -30,17 +39,20 @@ def _progress(line: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m webhook.sandbox.building",
                                      description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kubernetes", default=None, metavar="MINOR",
+                        help=f"the Kubernetes release ({', '.join(RELEASES)}; default: "
+                             f"${KUBERNETES_ENV}, else {DEFAULT_RELEASE.minor})")
     parser.add_argument("--operators", default="", metavar="NAMES",
                         help="also build these operators (comma-separated, or all)")
     parser.add_argument("--helm", action="store_true",
                         help="also build helm (the chart's tests need it)")
     args = parser.parse_args(argv)
     try:
-        binaries = ensure_binaries(_progress)
+        binaries = ensure_binaries(_progress, kubernetes_release(args.kubernetes))
         operators = build_operators(select(args.operators), _progress) \
             if args.operators else []
         helm = ensure_helm(_progress) if args.helm else None
-    except (BuildError, UnknownOperator) as e:
+    except (BuildError, UnknownOperator, UnknownRelease) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     for field in dataclasses.fields(binaries):

@@ -22,7 +22,13 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from webhook.keys import CLASS_LABEL, GATE
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.sandbox import wiring
-from webhook.sandbox.binaries import Binaries, ensure_binaries
+from webhook.sandbox.binaries import (
+    Binaries,
+    Release,
+    UnknownRelease,
+    ensure_binaries,
+    kubernetes_release,
+)
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import ControlPlane, stop_process_group
 from webhook.sandbox.gobuilding import BuildError, cache_root
@@ -37,7 +43,12 @@ from webhook.sandbox.nodes import (
 )
 from webhook.sandbox.operating import build_operators, start_operators
 from webhook.sandbox.operators import TRAINING_OPERATOR, Operator, OperatorError
-from webhook.sandbox.processes import Webhook, start_controller, start_webhook
+from webhook.sandbox.processes import (
+    Webhook,
+    start_controller,
+    start_webhook,
+    webhook_reading,
+)
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo"
 
@@ -74,7 +85,7 @@ async def _wire(plane: ControlPlane, hook_url: str, ca: bytes, shape: Shape,
                 policies: Path) -> tuple[Path, NodeTimes]:
     async with await from_kubeconfig(plane.admin_kubeconfig) as api:
         await wiring.create_priority_classes(api, load_policy(policies))
-        times = await create_nodes(api, topology(shape))
+        times = await create_nodes(api, topology(shape), dra=shape.dra)
         await wiring.apply_webhook_configurations(api, wiring.webhook_configurations(hook_url, ca))
         await wiring.apply_admission_policies(api)
         return await wiring.controller_kubeconfig(
@@ -100,11 +111,12 @@ def _record(state: dict[str, Any], name: str, pid: int, log: Path) -> None:
 
 def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
            binaries: Binaries, operators: list[Operator], shape: Shape,
-           hook_starting: concurrent.futures.Future[Webhook]) -> tuple[
+           hook_starting: concurrent.futures.Future[Webhook] | None) -> tuple[
                ControlPlane, Webhook, NodeTimes]:
-    """The control plane, the webhook already starting, the wiring, the controller and
-    the operators; each process in `state` as soon as it runs, so `down` can stop
-    whatever started even if a later step fails."""
+    """The control plane, the webhook (already starting, or with `--dra` started now, to
+    read pods' claims from the plane), the wiring, the controller and the operators; each
+    process in `state` as soon as it runs, so `down` can stop whatever started even if a
+    later step fails."""
     plane = ControlPlane(binaries, workdir=state_dir, detached=True,
                          node_lease_seconds=lease_seconds(args.nodes)).start()
     state.update(kubeconfig=str(plane.admin_kubeconfig), apiserver=plane.url)
@@ -113,7 +125,8 @@ def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
     _write_state(state_dir, state)
     parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in plane.timings.items())
     print(f"control plane ready in {plane.start_seconds:.1f}s ({parts})", file=sys.stderr)
-    hook = hook_starting.result()
+    hook = hook_starting.result() if hook_starting else start_webhook(
+        state_dir, args.policies, True, extra=webhook_reading(plane.admin_kubeconfig))
     state["webhook"] = hook.url
     _record(state, "airlock-webhook", hook.running.process.pid, hook.running.log)
     _write_state(state_dir, state)
@@ -136,7 +149,8 @@ def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
 
 def _say_up(shape: Shape, times: NodeTimes, hook: Webhook, state_dir: Path) -> None:
     mig = ", ".join(f"{p}={n}" for p, n in shape.mig)
-    print(f"{shape.nodes} fake GPU nodes ({shape.gpus_per_node} GPUs each)"
+    dra = ", as DRA devices" if shape.dra else ""
+    print(f"{shape.nodes} fake GPU nodes ({shape.gpus_per_node} GPUs each{dra})"
           f"{f' and {shape.mig_nodes} MIG nodes ({mig} each)' if mig else ''} schedulable "
           f"in {times.schedulable:.1f}s (created {times.created:.1f}s, all Ready under KWOK "
           f"{times.ready:.1f}s), webhook at {hook.url}, controller running; logs in "
@@ -148,7 +162,8 @@ def up(args: argparse.Namespace) -> int:
     state_dir = _state_dir(args)
     previous = _read_state(state_dir)
     if previous and all(_alive(pid) for pid in _pids(previous)):
-        print(f"the sandbox is already up\nkubeconfig: {previous['kubeconfig']}")
+        print(f"the sandbox is already up (Kubernetes {previous.get('kubernetes', '?')}; "
+              f"`down` first to change it)\nkubeconfig: {previous['kubeconfig']}")
         return _demo(previous, args) if args.demo else 0
     if previous:
         _stop(previous)  # a half-dead sandbox: stop what is left of it, then start afresh
@@ -157,32 +172,41 @@ def up(args: argparse.Namespace) -> int:
     shape = Shape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                   nodes_per_domain=args.nodes_per_domain,
                   domains_per_block=args.domains_per_block, mig=args.mig,
-                  mig_nodes=args.mig_nodes if args.mig else 0)
+                  mig_nodes=args.mig_nodes if args.mig else 0, dra=args.dra)
+    if shape.dra and shape.mig:
+        print("error: --dra publishes whole GPUs only; MIG nodes (--mig) advertise their "
+              "slices as extended resources, so the two do not mix", file=sys.stderr)
+        return 2
     try:
         load_policy(args.policies)
-        binaries = ensure_binaries(_progress)
+        release: Release = args.kubernetes or kubernetes_release()
+        binaries = ensure_binaries(_progress, release)
         # The demo's PyTorchJob needs the training-operator to make its pods.
         operators = [*args.operators, *([TRAINING_OPERATOR] if args.demo else [])]
         operators = build_operators(operators, _progress)
-    except (PolicyError, BuildError, OperatorError) as e:
+    except (PolicyError, BuildError, OperatorError, UnknownRelease) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     built = time.monotonic()
     state_dir.mkdir(parents=True)
-    print("starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager, KWOK "
-          "and Airlock's webhook ...", file=sys.stderr)
+    print(f"starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager "
+          f"({release.version}), KWOK and Airlock's webhook ...", file=sys.stderr)
     state: dict[str, Any] = {"kubeconfig": "", "apiserver": "", "webhook": "",
-                             "logs": str(state_dir), "processes": []}
+                             "kubernetes": release.version, "logs": str(state_dir),
+                             "processes": []}
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        # The webhook needs no apiserver: it gets ready while the control plane starts.
-        hook_starting = pool.submit(start_webhook, state_dir, args.policies, True)
+        # Without DRA the webhook needs no apiserver: it gets ready while the control plane
+        # starts. With it, it reads claims from the plane, so it starts after.
+        hook_starting = None if shape.dra else pool.submit(start_webhook, state_dir,
+                                                           args.policies, True)
         try:
             plane, hook, times = _start(args, state_dir, state, binaries, operators, shape,
                                         hook_starting)
         except Exception as e:
             _stop(state)
-            with contextlib.suppress(Exception):  # a webhook the failure left unrecorded
-                stop_process_group(hook_starting.result().running.process.pid)
+            if hook_starting:
+                with contextlib.suppress(Exception):  # a webhook the failure left unrecorded
+                    stop_process_group(hook_starting.result().running.process.pid)
             # Nothing left to stop: a later `up` or `down` must not signal reused pids.
             (state_dir / "state.json").unlink(missing_ok=True)
             print(f"error: {e}; logs in {state_dir}", file=sys.stderr)
@@ -213,7 +237,8 @@ def status(args: argparse.Namespace) -> int:
         return 1
     alive = {p["name"]: _alive(int(p["pid"])) for p in state["processes"]}
     print(f"processes: {sum(alive.values())}/{len(alive)} running; apiserver "
-          f"{state['apiserver']}; webhook {state['webhook']}")
+          f"{state['apiserver']} (Kubernetes {state.get('kubernetes', '?')}); webhook "
+          f"{state['webhook']}")
     width = max(map(len, alive))
     for p in state["processes"]:
         print(f"  {p['name'].ljust(width)}  pid {p['pid']:<8} "

@@ -102,6 +102,11 @@ class ControlPlane:
     # How long a fake node's Lease lasts; KWOK renews it every quarter of that, as a
     # kubelet does. Longer for many nodes: see nodes.lease_seconds.
     node_lease_seconds: int = 40
+    # Alpha and beta features to turn on, in the apiserver, the scheduler and the
+    # controller-manager alike (NAME=true), and API versions the apiserver serves off by
+    # default (group/version=true).
+    feature_gates: tuple[str, ...] = ()
+    runtime_config: tuple[str, ...] = ()
     components: list[Component] = field(default_factory=list)
     url: str = ""
     start_seconds: float = 0.0
@@ -209,14 +214,24 @@ class ControlPlane:
             "--service-account-key-file", str(sa.cert),
             "--service-account-signing-key-file", str(sa.key),
             "--allow-privileged=true",
+            # Nothing here reaches the apiserver through the `kubernetes` Service, and a
+            # reconciler cannot publish a loopback address as its endpoint: older
+            # releases logged the failed write, 1.37 refuses to start.
+            "--endpoint-reconciler-type", "none",
             "--cert-dir", str(self.workdir / "apiserver-certs"),
             "--enable-priority-and-fairness=false",
             "--profiling=false",
             "--v=1",
+            *self._gates(),
+            *(["--runtime-config", ",".join(self.runtime_config)] if self.runtime_config
+              else []),
         ])
         self._wait(apiserver, f"{self.url}/readyz", timeout, self._admin_context())
         self.pki.kubeconfig(self.admin_kubeconfig, self.url, "airlock-admin",
                             ("system:masters",))
+
+    def _gates(self) -> list[str]:
+        return ["--feature-gates", ",".join(self.feature_gates)] if self.feature_gates else []
 
     def _secure_component(self, name: str, binary: Path, user: str,
                           flags: list[str]) -> Readiness:
@@ -229,7 +244,7 @@ class ControlPlane:
             "--authentication-kubeconfig", str(kubeconfig),
             "--authorization-kubeconfig", str(kubeconfig),
             "--leader-elect=false", "--bind-address", "127.0.0.1",
-            "--secure-port", str(port), "--v=1", *flags,
+            "--secure-port", str(port), "--v=1", *self._gates(), *flags,
         ])
         insecure = ssl.create_default_context()
         insecure.check_hostname = False

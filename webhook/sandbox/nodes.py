@@ -14,8 +14,9 @@ from typing import Any
 import orjson
 from kubernetes_asyncio import client
 
-from webhook.controller.shells.raw import json_of
+from webhook.kuberaw import json_of
 from webhook.operators.kubernetes.keys import NOT_READY_TAINT
+from webhook.sandbox import devices
 
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 BLOCK_LABEL = "cloud.google.com/gce-topology-block"
@@ -39,11 +40,16 @@ class Shape:
     # MIG nodes besides: each advertises these (profile, count) slices (mixed strategy).
     mig: tuple[tuple[str, int], ...] = ()
     mig_nodes: int = 2
+    # The GPUs only as DRA devices (webhook.sandbox.devices), not as nvidia.com/gpu.
+    dra: bool = False
 
 
 def node_manifest(name: str, gpus: int, labels: dict[str, str], product: str,
-                  taint: bool) -> dict[str, Any]:
-    resources = {"cpu": "96", "memory": "1024Gi", "pods": "110", GPU: str(gpus)}
+                  taint: bool, dra: bool = False) -> dict[str, Any]:
+    """A node as a kubelet registers it. With `dra` its GPUs are not an extended resource:
+    a node whose GPUs NVIDIA's DRA driver publishes runs no device plugin."""
+    resources = {"cpu": "96", "memory": "1024Gi", "pods": "110",
+                 **({} if dra else {GPU: str(gpus)})}
     return {
         "apiVersion": "v1", "kind": "Node",
         # The labels a kubelet registers a node with, the deprecated beta ones too: without
@@ -51,7 +57,7 @@ def node_manifest(name: str, gpus: int, labels: dict[str, str], product: str,
         "metadata": {"name": name, "annotations": dict([KWOK_NODE]), "labels": {
             HOST_LABEL: name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
             "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
-            "nvidia.com/gpu.product": product, "nvidia.com/gpu.count": str(gpus), **labels}},
+            devices.PRODUCT_LABEL: product, devices.COUNT_LABEL: str(gpus), **labels}},
         "spec": {"taints": [{"key": GPU, "value": "present", "effect": "NoSchedule"}]
                  if taint else []},
         # A node may be created with its status, as a kubelet registers; KWOK's
@@ -67,7 +73,7 @@ def topology(shape: Shape, prefix: str = "gpu") -> list[dict[str, Any]]:
         block = domain // shape.domains_per_block
         labels = {CLIQUE_LABEL: f"clique-{domain}", BLOCK_LABEL: f"block-{block}"}
         nodes.append(node_manifest(f"{prefix}-{i:04d}", shape.gpus_per_node, labels,
-                                   shape.product, shape.taint_gpus))
+                                   shape.product, shape.taint_gpus, shape.dra))
     if shape.mig:
         nodes += [mig_node(f"mig-{i:04d}", shape.mig, shape.product, shape.taint_gpus)
                   for i in range(shape.mig_nodes)]
@@ -137,20 +143,26 @@ class NodeTimes:
 
 
 async def create_nodes(api: client.ApiClient, nodes: list[dict[str, Any]],
-                       concurrency: int = 32, within: float | None = None) -> NodeTimes:
+                       concurrency: int = 32, within: float | None = None,
+                       dra: bool = False) -> NodeTimes:
     """Create the nodes and return once every one is schedulable (by default within
     two minutes, and a fifth of a second more per node: 5,000 took over 10 minutes on 2
     cores shared with other work). Creating 5,000 took 87 s 16 at
     a time and 76 s 32 at a time on 2 loaded cores: the apiserver, not the client,
-    sets the pace."""
+    sets the pace. With `dra`, the DeviceClasses first, and each node's ResourceSlices
+    as soon as the node exists (they name it as their owner)."""
     core = client.CoreV1Api(api)
     limit = asyncio.Semaphore(concurrency)
     started = time.monotonic()
+    if dra:
+        await devices.create_device_classes(api)
 
     async def one(node: dict[str, Any]) -> None:
         async with limit:
             # Read raw: the client's model objects cost more than the request here.
-            await json_of(await core.create_node(body=node, _preload_content=False))
+            created = await json_of(await core.create_node(body=node, _preload_content=False))
+            if dra:
+                await devices.create_slices(api, created)
 
     await asyncio.gather(*(one(n) for n in nodes))
     created = time.monotonic() - started

@@ -120,7 +120,7 @@ LWS = Operator(
 TRAINING_OPERATOR = Operator(
     name="training-operator",
     tool=GoTool(modules=(GoModule("training-operator", "github.com/kubeflow/training-operator",
-                                  "v1.8.1"),),
+                                  "v1.9.2"),),
                 commands={"training-operator":
                           "github.com/kubeflow/training-operator/cmd/training-operator.v1"}),
     commands=(Command(
@@ -131,10 +131,10 @@ TRAINING_OPERATOR = Operator(
          "--webhook-server-port", "$webhook_port"),
         ready=_READYZ, env={"MY_POD_NAMESPACE": "kubeflow"}),),
     crds=tuple(f"manifests/base/crds/kubeflow.org_{kind}.yaml" for kind in (
-        "mpijobs", "mxjobs", "paddlejobs", "pytorchjobs", "tfjobs", "xgboostjobs")),
+        "jaxjobs", "mpijobs", "paddlejobs", "pytorchjobs", "tfjobs", "xgboostjobs")),
     webhooks=("manifests/base/webhook/manifests.yaml",),
     webhook_patches=(("manifests/base/webhook/patch.yaml", "validating-webhook-configuration"),),
-    # v1.8.1 has no switch for it.
+    # v1.9.2 has no switch for it.
     rotator_namespace="kubeflow",
 )
 

@@ -5,6 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from webhook.sandbox.binaries import (
+    DEFAULT_RELEASE,
+    KUBERNETES_ENV,
+    RELEASES,
+    Release,
+    UnknownRelease,
+    kubernetes_release,
+)
 from webhook.sandbox.nodes import mig_profiles
 from webhook.sandbox.operators import OPERATORS, Operator, UnknownOperator, select
 
@@ -13,6 +21,13 @@ def _mig(text: str) -> tuple[tuple[str, int], ...]:
     try:
         return mig_profiles(text)
     except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _release(text: str) -> Release:
+    try:
+        return kubernetes_release(text)
+    except UnknownRelease as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
@@ -40,6 +55,14 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also make --mig-nodes MIG nodes (mixed strategy), each "
                              "advertising these slices, e.g. 1g.10gb=7 or 3g.40gb=2,1g.10gb=1")
     parser.add_argument("--mig-nodes", type=int, default=2)
+    parser.add_argument("--dra", action="store_true",
+                        help="offer the nodes' GPUs only as DRA devices: ResourceSlices of "
+                             "NVIDIA's driver (gpu.nvidia.com, compute-domain.nvidia.com) and "
+                             "its DeviceClasses, no nvidia.com/gpu")
+    parser.add_argument("--kubernetes", type=_release, default=None, metavar="MINOR",
+                        help=f"with up: the Kubernetes release to run ({', '.join(RELEASES)}; "
+                             f"default: ${KUBERNETES_ENV}, else {DEFAULT_RELEASE.minor}), "
+                             "built on first use")
     parser.add_argument("--demo", action="store_true",
                         help="create the example workloads and show what happened to them")
     parser.add_argument("--operators", type=_operators, default=[],

@@ -42,15 +42,17 @@ class Webhook:
 
 def start_webhook(workdir: Path, policies: Path, detached: bool = False,
                   timeout: float = 30.0, extra: list[str] | None = None) -> Webhook:
-    """The webhook on a free loopback port, with `extra` flags after its own. It starts
-    before the control plane it serves, so by default it has no credentials and /metrics
-    is open; said outright, since in a pod (a CI runner) the default would be to review
-    scrapers against that pod's cluster."""
+    """The webhook on a free loopback port, with `extra` flags after its own (the last of
+    a flag given twice wins). It usually starts before the control plane it serves, so by
+    default it has no credentials: /metrics is open and DRA claims are not read; said
+    outright, since in a pod (a CI runner) the default would be to ask that pod's
+    cluster. `webhook_reading(kubeconfig)` gives it a plane to read claims from."""
     certs = make_certs(workdir / "webhook-certs", SERVICE_HOSTS)
     port = free_port()
     running = _spawn(["serve", "--host", "127.0.0.1", "--port", str(port), "--cert-dir",
                       str(certs.cert.parent), "--policies", str(policies),
-                      "--drain-seconds", "0", "--metrics-auth", "none", *(extra or [])],
+                      "--drain-seconds", "0", "--metrics-auth", "none", "--dra", "none",
+                      *(extra or [])],
                      workdir / "webhook.log", detached)
     url = f"https://127.0.0.1:{port}"
     context = ssl.create_default_context(cafile=str(certs.ca))
@@ -64,6 +66,11 @@ def start_webhook(workdir: Path, policies: Path, detached: bool = False,
         except (urllib.error.URLError, OSError):
             time.sleep(0.1)
     raise RuntimeError(f"the webhook was not ready after {timeout}s: {running.tail()}")
+
+
+def webhook_reading(kubeconfig: Path) -> list[str]:
+    """The flags that have the webhook read pods' DRA claims from a running plane."""
+    return ["--kubeconfig", str(kubeconfig), "--dra", "kubernetes"]
 
 
 def start_controller(workdir: Path, kubeconfig: Path, policies: Path,

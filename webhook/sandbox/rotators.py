@@ -1,4 +1,4 @@
-"""The training-operator's always-on certificate rotator (cert-controller, in v1.8.1,
+"""The training-operator's always-on certificate rotator (cert-controller, in v1.9.2,
 which has no switch for it): the Secret it accepts as it is, so it never regenerates a
 certificate the loopback URL would not match, and the path it checks before it starts.
 """

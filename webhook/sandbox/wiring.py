@@ -125,6 +125,8 @@ async def create_namespace(api: client.ApiClient, name: str,
 
 
 CONTROLLER_RBAC = WEBHOOK_CONFIGURATIONS.parent / "controller-rbac.yaml"
+# What the webhook reads: DRA claims and claim templates.
+WEBHOOK_RBAC = WEBHOOK_CONFIGURATIONS.parent / "webhook-rbac.yaml"
 # Both components may review who scrapes their /metrics; the reader role for scrapers.
 METRICS_RBAC = WEBHOOK_CONFIGURATIONS.parent / "metrics-rbac.yaml"
 
@@ -165,7 +167,7 @@ async def account_kubeconfig(api: client.ApiClient, server: str, ca_file: Path, 
     except ApiException as e:
         if e.status != 409:
             raise
-    for source in (CONTROLLER_RBAC, METRICS_RBAC):
+    for source in (CONTROLLER_RBAC, WEBHOOK_RBAC, METRICS_RBAC):
         await apply_rbac(api, source)
     token = await client.CoreV1Api(api).create_namespaced_service_account_token(
         account, "airlock-system", body={"spec": {"expirationSeconds": 86400}})

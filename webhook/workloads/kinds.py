@@ -31,6 +31,10 @@ NO_PODS: frozenset[tuple[str, str]] = frozenset({
     ("monitoring.coreos.com", "ServiceMonitor"), ("monitoring.coreos.com", "PodMonitor"),
     ("cert-manager.io", "Certificate"), ("cert-manager.io", "Issuer"),
     ("cert-manager.io", "ClusterIssuer"),
+    # DRA: what pods' claims ask for (explain reads the claims and templates in the files).
+    ("resource.k8s.io", "ResourceClaim"), ("resource.k8s.io", "ResourceClaimTemplate"),
+    ("resource.k8s.io", "DeviceClass"), ("resource.k8s.io", "ResourceSlice"),
+    ("resource.nvidia.com", "ComputeDomain"),
 })
 
 

@@ -3,6 +3,7 @@ controller decides with. Client model objects for 50,000 pods would be slow and 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import math
@@ -203,6 +204,9 @@ class PodInfo:
     succeeded: bool = False
     # A single pod Airlock queued (in no gang): admitted as a gang of one.
     single: bool = False
+    # What the pod's DRA claims ask for, by the resource each mapped DeviceClass counts
+    # as: part of `requests`, kept apart so a claim that changes can be counted anew.
+    claimed: Resources | None = None
     # (namespace, name): a field, not a property, since rounds look it up for every pod
     # they weigh (a tenth of a large simulation went to building it again).
     key: PodKey = field(init=False, compare=False, repr=False)
@@ -228,10 +232,26 @@ class PodInfo:
     def active(self) -> bool:
         return not self.terminal and not self.deleting
 
+    def with_claims(self, claimed: Resources) -> PodInfo:
+        """The pod, its DRA claims now asking for `claimed`."""
+        requests = dict(self.requests)
+        for k, v in (self.claimed or {}).items():
+            left = requests.get(k, 0) - v
+            if left:
+                requests[k] = left
+            else:
+                requests.pop(k, None)
+        _add(requests, claimed)
+        devices = _devices(tuple(k for k, v in requests.items() if v > 0)) \
+            if self.devices or self.claimed or claimed else ()
+        return dataclasses.replace(self, requests=requests, devices=devices,
+                                   claimed=claimed or None)
+
     @classmethod
-    def parse(cls, raw: Mapping[str, Any], seal: Opener | None = None) -> PodInfo:
+    def parse(cls, raw: Mapping[str, Any], seal: Opener | None = None,
+              claimed: Resources | None = None) -> PodInfo:
         """The view of a pod; its records count only where `seal` opens them (with no
-        seal, none does)."""
+        seal, none does); `claimed`: what its DRA claims ask for (`webhook.devices`)."""
         meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
         labels = meta.get("labels") or {}
         annotations = meta.get("annotations") or {}
@@ -248,6 +268,8 @@ class PodInfo:
         node_name = spec.get("nodeName") or None
         decided = in_gang or (single and node_name is None)
         requests = pod_requests(spec)
+        if claimed:
+            _add(requests, claimed)
         created = _timestamp(meta.get("creationTimestamp"))
         uid = meta.get("uid", "")
         placement, preemption, distrusted = _records(annotations, uid, created, seal)
@@ -284,7 +306,7 @@ class PodInfo:
             may_preempt=spec.get("preemptionPolicy") != "Never",
             preemption=preemption, distrusted=distrusted,
             succeeded=(raw.get("status") or {}).get("phase") == "Succeeded",
-            single=single,
+            single=single, claimed=claimed or None,
         )
 
 

@@ -15,7 +15,6 @@ from webhook.controller.core.accounting import FAIR_SHARE_KEY
 from webhook.controller.core.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
 from webhook.controller.core.configuring import quotas_of
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.objects import NodeInfo, PodInfo
 from webhook.controller.core.quotas import holding
 from webhook.controller.core.reasons import WaitReason
 from webhook.controller.core.rounds import Rounds
@@ -89,11 +88,10 @@ def _gang_name(unit: UnitId) -> str:
     return str(unit) if unit.kind == "pod" else unit.path
 
 
-def report(policy: Policy, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
-           events: Iterable[Mapping[str, Any]], now: float, kept: Mapping[str, str]
-           ) -> Report:
-    """`kept`: what the leader keeps for the next one (`remembering`): the fair share."""
-    cluster = Tracked.of(nodes, pods, policy.counted())
+def report(policy: Policy, cluster: Tracked, events: Iterable[Mapping[str, Any]], now: float,
+           kept: Mapping[str, str]) -> Report:
+    """`cluster`: as listed once; `kept`: what the leader keeps for the next one
+    (`remembering`): the fair share."""
     accelerators = cluster.accelerators
     quotas = quotas_of(policy, accelerators)
     used = holding(quotas, cluster.occupancy.namespace_gpus)

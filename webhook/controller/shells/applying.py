@@ -33,8 +33,8 @@ from webhook.controller.core.identities import PodKey
 from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.records import Record, Seal
 from webhook.controller.shells.leading import Fence, NotLeading
-from webhook.controller.shells.raw import json_of
 from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
+from webhook.kuberaw import json_of
 from webhook.patchops import PatchOp, escape
 
 log = logging.getLogger("airlock.controller")

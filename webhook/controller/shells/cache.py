@@ -4,13 +4,18 @@ as they return."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from webhook.accelerators import Accelerators
+from webhook.controller.core.claiming import ClaimEntry, DeviceIndex, SliceEntry, claim_entry
 from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.objects import NodeInfo, PodInfo
-from webhook.controller.core.records import Seal
+from webhook.controller.core.records import Opener
 from webhook.controller.core.tracking import Tracked
+from webhook.devices.claims import ClaimKind
+from webhook.devices.kinds import DeviceKind
 
 
 def _version(obj: dict[str, Any]) -> int:
@@ -21,10 +26,16 @@ def _version(obj: dict[str, Any]) -> int:
 
 
 class Cache:
-    def __init__(self, accelerators: Accelerators, seal: Seal) -> None:
+    def __init__(self, accelerators: Accelerators, seal: Opener,
+                 kinds: Mapping[str, DeviceKind] | None = None) -> None:
         self.seal = seal
         self.cluster = Tracked(accelerators)
+        self.devices = DeviceIndex(kinds or {})
+        # Nodes as they report themselves, before what their DRA slices offer is added.
+        self._bare: dict[str, NodeInfo] = {}
         self._versions: dict[PodKey, int] = {}
+        # Pods sharing a claim with one just parsed: counted again once it is stored.
+        self._recount: set[PodKey] = set()
         self.changed = asyncio.Event()
 
     @property
@@ -42,15 +53,87 @@ class Cache:
         return self.cluster.membership.gated
 
     def parse_pod(self, obj: dict[str, Any]) -> tuple[PodInfo, int]:
-        return PodInfo.parse(obj, self.seal), _version(obj)
+        info = PodInfo.parse(obj, self.seal)
+        if (obj.get("spec") or {}).get("resourceClaims"):
+            self._recount |= self.devices.pod_put(info.key, obj)
+            if claimed := self.devices.claimed(info.key):
+                info = info.with_claims(claimed)
+        return info, _version(obj)
+
+    # --- DRA: claims, templates, slices --------------------------------------------------
+
+    def _claims_changed(self, pods: Iterable[PodKey]) -> None:
+        """Count the pods' claims again (a claim or template they name changed)."""
+        for key in pods:
+            info = self.cluster.pods.get(key)
+            if info is not None:
+                again = info.with_claims(self.devices.claimed(key))
+                if again != info:
+                    self.cluster.put_pod(again)
+        self.changed.set()
+
+    def _flush(self) -> None:
+        if self._recount:
+            pods, self._recount = self._recount, set()
+            self._claims_changed(pods)
+
+    def parse_claim(self, kind: ClaimKind) -> Callable[[dict[str, Any]], ClaimEntry]:
+        return lambda obj: claim_entry(kind, obj)
+
+    def list_claims(self, kind: ClaimKind) -> Callable[[list[ClaimEntry]], None]:
+        return lambda listed: self._claims_changed(self.devices.list_claims(kind, listed))
+
+    def claim_event(self, kind: ClaimKind) -> Callable[[str, dict[str, Any]], None]:
+        def event(change: str, obj: dict[str, Any]) -> None:
+            entry = claim_entry(kind, obj)
+            self._claims_changed(self.devices.drop_claim(entry) if change == "DELETED"
+                                 else self.devices.put_claim(entry))
+        return event
+
+    def parse_slice(self, obj: dict[str, Any]) -> SliceEntry:
+        return self.devices.slice_entry(obj)
+
+    def list_slices(self, listed: list[SliceEntry]) -> None:
+        self._equip(self.devices.list_slices(listed))
+
+    def slice_event(self, change: str, obj: dict[str, Any]) -> None:
+        entry = self.devices.slice_entry(obj)
+        node = self.devices.drop_slice(entry) if change == "DELETED" \
+            else self.devices.put_slice(entry)
+        if node is not None:
+            self._equip((node,))
+
+    def _equip(self, nodes: Iterable[str]) -> None:
+        """Count again what the nodes offer, their slices' devices included."""
+        for name in nodes:
+            bare = self._bare.get(name)
+            if bare is not None:
+                self.cluster.put_node(self._equipped(bare))
+        self.changed.set()
+
+    def _equipped(self, bare: NodeInfo) -> NodeInfo:
+        offers = self.devices.supply.get(bare.name)
+        return dataclasses.replace(bare, allocatable={**bare.allocatable, **offers}) \
+            if offers else bare
+
+    def count_devices_as(self, kinds: Mapping[str, DeviceKind]) -> bool:
+        """Count DRA devices by the policy's current DeviceClasses; whether they changed
+        (then what slices offer must be listed again, by the new kinds)."""
+        if kinds == self.devices.kinds:
+            return False
+        self.devices.kinds = kinds
+        self._claims_changed(self.devices.claiming())
+        return True
 
     def list_pods(self, listed: list[tuple[PodInfo, int]]) -> None:
         listed_keys = {info.key for info, _ in listed}
         for key in [k for k in self.cluster.pods if k not in listed_keys]:
             self.cluster.drop_pod(key)
+            self._recount |= self.devices.pod_dropped(key)
         for info, _ in listed:
             self.cluster.put_pod(info)
         self._versions = {info.key: version for info, version in listed}
+        self._flush()
         self.changed.set()
 
     def stored(self, obj: dict[str, Any]) -> None:
@@ -59,6 +142,7 @@ class Cache:
             return
         self._versions[info.key] = version
         self.cluster.put_pod(info)
+        self._flush()
         self.changed.set()
 
     def pod_event(self, kind: str, obj: dict[str, Any]) -> None:
@@ -67,7 +151,7 @@ class Cache:
             key = PodKey(meta.get("namespace", ""), meta.get("name", ""))
             self.cluster.drop_pod(key)
             self._versions.pop(key, None)
-            self.changed.set()
+            self._claims_changed(self.devices.pod_dropped(key))
         else:
             self.stored(obj)
 
@@ -75,16 +159,19 @@ class Cache:
         names = {n.name for n in listed}
         for name in [n for n in self.cluster.capacity.nodes if n not in names]:
             self.cluster.drop_node(name)
+        self._bare = {node.name: node for node in listed}
         for node in listed:
-            self.cluster.put_node(node)
+            self.cluster.put_node(self._equipped(node))
         self.changed.set()
 
     def node_event(self, kind: str, obj: dict[str, Any]) -> None:
         info = NodeInfo.parse(obj)
         if kind == "DELETED":
+            self._bare.pop(info.name, None)
             self.cluster.drop_node(info.name)
         else:
-            self.cluster.put_node(info)
+            self._bare[info.name] = info
+            self.cluster.put_node(self._equipped(info))
         self.changed.set()
 
     def gangs_needing_size(self) -> dict[UnitId, PodInfo]:

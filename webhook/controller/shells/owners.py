@@ -11,12 +11,11 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.accelerators import Accelerators
 from webhook.controller.core.gangs import SizeAnswer
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.shells.raw import json_of
-from webhook.conventions.base import OwnerAddress, SizeUnknown
+from webhook.conventions.base import Joins, OwnerAddress, SamePriority, SizeUnknown
+from webhook.kuberaw import json_of
 from webhook.operators.registry import owner_sized
 
 
@@ -30,17 +29,16 @@ class OwnerSizes:
         hit = self._cache.get(gang)
         return hit[1] if hit and time.monotonic() - hit[0] < self.ttl else None
 
-    async def lookup(self, gang: UnitId, pod: PodInfo, accelerators: Accelerators
-                     ) -> SizeAnswer:
-        """The gang's size: the owner's members whose pods need `accelerators` (the
+    async def lookup(self, gang: UnitId, pod: PodInfo, joins: Joins) -> SizeAnswer:
+        """The gang's size: the owner's members whose pods `joins` (they need GPUs; the
         others are not gated, so the gang does not wait for them)."""
         found = self.cached(gang)
         if found is None:
-            found = await self._size(pod, accelerators)
+            found = await self._size(pod, joins)
             self._cache[gang] = (time.monotonic(), found)
         return found
 
-    async def _size(self, pod: PodInfo, accelerators: Accelerators) -> SizeAnswer:
+    async def _size(self, pod: PodInfo, joins: Joins) -> SizeAnswer:
         convention = owner_sized(pod.source or "")
         if convention is None:
             return SizeUnknown(f"gang source {pod.source!r} states no owner to look up")
@@ -50,7 +48,11 @@ class OwnerSizes:
         owner = await self._get(where, pod.namespace)
         if isinstance(owner, SizeUnknown):
             return owner
-        return convention.size(owner, pod.labels, accelerators.joins)
+        if isinstance(convention, SamePriority):
+            problem = convention.priority_problem(owner, pod.priority)
+            if problem:
+                return SizeUnknown(problem)
+        return convention.size(owner, pod.labels, joins)
 
     async def _get(self, where: OwnerAddress, ns: str) -> dict[str, Any] | SizeUnknown:
         # The generic path serves built-in kinds (batch/v1 jobs) as well as custom ones.

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, assert_never
 
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 
 from webhook import kubeclient
@@ -53,8 +54,10 @@ from webhook.controller.shells.owners import OwnerSizes
 from webhook.controller.shells.remembering import keep, recall
 from webhook.controller.shells.sealing import load_seal
 from webhook.controller.shells.serving import serve
-from webhook.controller.shells.watching import watch
+from webhook.conventions.base import Joins
+from webhook.devices.claims import ClaimKind, claims_gpus
 from webhook.keys import SYSTEM_NAMESPACE
+from webhook.kubewatch import Lister, watch
 from webhook.logs import setup_logging
 from webhook.policy.model import Policy
 from webhook.policy.reloading import PolicyStore
@@ -87,7 +90,8 @@ class Controller:
         self.options = options
         self.policies = policies
         self._counted: tuple[Policy, Accelerators] | None = None
-        self.cache = Cache(self.accelerators(), seal)
+        self.cache = Cache(self.accelerators(), seal, self._policy().device_kinds)
+        self._slices: asyncio.Task[None] | None = None
         self.metrics = ControllerMetrics()
         self.sizes = OwnerSizes(api)
         self.applier = Applier(api, self.cache.stored, identity, seal, pause=pause,
@@ -118,6 +122,7 @@ class Controller:
                 Pdb.parse, self.accounts.list_pdbs, self.accounts.pdb_event,
                 alive=self.health.watching("poddisruptionbudgets"))),
         ]
+        tasks.extend(await self._watch_devices())
         await pods_ready.wait()
         await nodes_ready.wait()
         # What the first listing brought (tens of thousands of pod views in a large
@@ -128,14 +133,54 @@ class Controller:
         self.synced.set()
         await asyncio.gather(*tasks)
 
+    async def _watch_devices(self) -> list[asyncio.Task[None]]:
+        """The DRA watches, once their lists are in: claims and templates (what pods ask
+        for) and slices (what nodes offer). None where the apiserver serves no
+        resource.k8s.io/v1 (before Kubernetes 1.34, or DRA off)."""
+        resource = client.ResourceV1Api(self.api)
+        try:
+            await resource.list_resource_slice(limit=1)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            log.info("the apiserver serves no resource.k8s.io/v1: no DRA devices to count")
+            return []
+        cache, tasks = self.cache, []
+        claims: tuple[tuple[ClaimKind, Lister], ...] = (
+            ("ResourceClaimTemplate", resource.list_resource_claim_template_for_all_namespaces),
+            ("ResourceClaim", resource.list_resource_claim_for_all_namespaces))
+        for kind, lister in claims:
+            ready = asyncio.Event()
+            tasks.append((asyncio.create_task(watch(
+                kind, lister, cache.parse_claim(kind), cache.list_claims(kind),
+                cache.claim_event(kind), ready, alive=self.health.watching(kind))), ready))
+        slices_ready = asyncio.Event()
+        self._slices = self._watch_slices(slices_ready)
+        for _, ready in [*tasks, (self._slices, slices_ready)]:
+            await ready.wait()
+        return [task for task, _ in tasks]
+
+    def _watch_slices(self, ready: asyncio.Event | None = None) -> asyncio.Task[None]:
+        return asyncio.create_task(watch(
+            "resourceslices", client.ResourceV1Api(self.api).list_resource_slice,
+            self.cache.parse_slice, self.cache.list_slices, self.cache.slice_event, ready,
+            alive=self.health.watching("resourceslices")))
+
     async def _sizes(self) -> dict[UnitId, SizeAnswer]:
         """Owner-stated sizes of the gangs that need one: cached answers at once, the
         misses looked up side by side (the applier's limit bounds the pool anyway)."""
         needed = self.cache.gangs_needing_size()
-        accelerators = self.accelerators()
-        found = await asyncio.gather(*(self.sizes.lookup(g, p, accelerators)
+        found = await asyncio.gather(*(self.sizes.lookup(g, p, self._joins(p.namespace))
                                        for g, p in needed.items()))
         return dict(zip(needed, found, strict=True))
+
+    def _joins(self, namespace: str) -> Joins:
+        """Whether a pod template's pods join their gang: they request an accelerator,
+        or claim GPUs through DRA."""
+        counted, devices = self.accelerators(), self.cache.devices
+        return lambda template: counted.joins(template) or claims_gpus(
+            template, lambda kind, name: devices.asks((namespace, kind, name)),
+            devices.kinds)
 
     def accelerators(self) -> Accelerators:
         """What the current policy counts; the store keeps the last good policy, and
@@ -173,6 +218,10 @@ class Controller:
         """The tracked cluster, counting what the current policy counts."""
         cluster = self.cache.cluster
         cluster.count_as(self.accelerators())
+        if self.cache.count_devices_as(self._policy().device_kinds) and self._slices:
+            # What a slice offers is counted as it arrives: by new kinds, list them again.
+            self._slices.cancel()
+            self._slices = self._watch_slices()
         return cluster
 
     def _policy(self) -> Policy:

@@ -16,7 +16,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.controller.core.records import Seal
-from webhook.controller.shells.raw import json_of
+from webhook.kuberaw import json_of
 
 log = logging.getLogger("airlock.controller")
 

@@ -18,8 +18,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from webhook.certificates import CERT_FILE, KEY_FILE, make_certs
 from webhook.controller.core.health import Health
 from webhook.metricsauth.guarding import guarded
-from webhook.metricsauth.options import metrics_auth
 from webhook.metricsauth.reviewing import Reviewer, reviewer_for
+from webhook.reach import resolve
 
 log = logging.getLogger("airlock.controller")
 
@@ -72,7 +72,7 @@ async def serve(args: argparse.Namespace, registry: CollectorRegistry, health: H
     own client."""
     if not args.metrics_port:
         return None
-    mode = metrics_auth(args.metrics_auth, args.kubeconfig)
+    mode = resolve(args.metrics_auth, args.kubeconfig)
     reviewer = reviewer_for(api) if mode == "kubernetes" else None
     if reviewer is None:
         log.warning("serving /metrics to anyone who reaches the port (--metrics-auth none)")

@@ -11,14 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.objects import NodeInfo
 from webhook.controller.core.records import Unverified
 from webhook.controller.core.reporting import report
-from webhook.controller.shells.raw import json_of
+from webhook.controller.shells.cache import Cache
 from webhook.controller.shells.remembering import recall
 from webhook.controller.shells.running import connect
+from webhook.devices.claims import ClaimKind
 from webhook.keys import SYSTEM_NAMESPACE
+from webhook.kuberaw import json_of
 from webhook.policy.loading import PolicyError, load_policy
 
 
@@ -34,21 +37,44 @@ async def _items(call: Any, **kwargs: Any) -> list[dict[str, Any]]:
             return items
 
 
+async def _devices(api: client.ApiClient) -> tuple[list[dict[str, Any]], ...]:
+    """ResourceSlices, ResourceClaimTemplates and ResourceClaims; none where the apiserver
+    serves no resource.k8s.io/v1."""
+    resource = client.ResourceV1Api(api)
+    try:
+        return tuple(await asyncio.gather(
+            _items(resource.list_resource_slice),
+            _items(resource.list_resource_claim_template_for_all_namespaces),
+            _items(resource.list_resource_claim_for_all_namespaces)))
+    except ApiException as e:
+        if e.status != 404:
+            raise
+        return [], [], []
+
+
 async def _status(kubeconfig: Path | None, policies: Path, output: str) -> int:
     try:
         policy = load_policy(policies)
     except PolicyError as e:
         print(f"airlock status: the policy in {policies} is not valid:\n{e}", file=sys.stderr)
         return 1
+    cache = Cache(policy.counted(), Unverified(), policy.device_kinds)
     async with await connect(kubeconfig) as api:
         core = client.CoreV1Api(api)
-        pods, nodes, events, kept = await asyncio.gather(
+        pods, nodes, events, kept, devices = await asyncio.gather(
             _items(core.list_pod_for_all_namespaces), _items(core.list_node),
             _items(core.list_event_for_all_namespaces, field_selector="reason=Preempting"),
-            recall(core, SYSTEM_NAMESPACE))
-    found = report(policy, [NodeInfo.parse(n) for n in nodes],
-                   [PodInfo.parse(p, Unverified()) for p in pods], events, time.time(),
-                   kept)
+            recall(core, SYSTEM_NAMESPACE), _devices(api))
+    # The controller's own way in: DRA devices first, so pods' claims count at once.
+    slices, templates, claims = devices
+    cache.list_nodes([NodeInfo.parse(n) for n in nodes])
+    cache.list_slices([cache.parse_slice(s) for s in slices])
+    pairs: tuple[tuple[ClaimKind, list[dict[str, Any]]], ...] = (
+        ("ResourceClaimTemplate", templates), ("ResourceClaim", claims))
+    for kind, listed in pairs:
+        cache.list_claims(kind)(list(map(cache.parse_claim(kind), listed)))
+    cache.list_pods([cache.parse_pod(p) for p in pods])
+    found = report(policy, cache.cluster, events, time.time(), kept)
     if output == "json":
         print(json.dumps(found.as_json(), indent=2))
     else:

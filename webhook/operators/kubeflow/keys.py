@@ -1,4 +1,4 @@
-"""The keys of the Kubeflow training-operator (github.com/kubeflow/training-operator v1.8.1,
+"""The keys of the Kubeflow training-operator (github.com/kubeflow/training-operator v1.9.2,
 pkg/apis/kubeflow.org/v1/common_types.go), on the pods of all its kinds and of the
 mpi-operator's MPIJob, and the kinds its pods' owners are."""
 

@@ -1,12 +1,12 @@
-"""The Kubeflow training-operator's jobs, as github.com/kubeflow/training-operator v1.8.1
+"""The Kubeflow training-operator's jobs, as github.com/kubeflow/training-operator v1.9.2
 makes their pods:
 - PyTorchJob, TFJob, XGBoostJob, PaddleJob: pkg/controller.v1/common/pod.go createNewPod
   (pod `<job>-<replica type, lower case>-<index>`, labels operator-name, job-name,
   replica-type, replica-index, job-role=master for the kind's IsMasterRole), the replica
   spec's restartPolicy (core.SetRestartPolicy; ExitCode runs as Never) with each kind's
   default from pkg/apis/kubeflow.org/v1/*_defaults.go;
-- JAXJob is not in v1.8.1: it follows v1.9.0, its first release, whose createNewPod is the
-  same (pkg/controller.v1/jax: master role for index 0);
+- JAXJob (since v1.9.0): the same createNewPod (pkg/controller.v1/jax: master role for
+  index 0);
 - MPIJob (kubeflow.org/v1): pkg/controller.v1/mpi/mpijob_controller.go newLauncher and
   newWorker (`<job>-launcher` with job-role=master and no replica-index, `<job>-worker-<i>`
   whose replica-index getOrCreateWorker adds; workers default to 0 replicas).

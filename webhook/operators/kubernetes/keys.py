@@ -24,3 +24,9 @@ MEMORY_PRESSURE_TAINT = "node.kubernetes.io/memory-pressure"
 PID_PRESSURE_TAINT = "node.kubernetes.io/pid-pressure"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 NETWORK_UNAVAILABLE_TAINT = "node.kubernetes.io/network-unavailable"
+
+# Workload-aware scheduling (scheduling.k8s.io; beta in 1.37 behind the GenericWorkload
+# gate): a pod names its PodGroup in `spec.schedulingGroup.podGroupName` (since 1.36), and
+# a gang PodGroup states its size in `spec.schedulingPolicy.gang.minCount`.
+SCHEDULING_GROUP = "scheduling.k8s.io"
+POD_GROUP_VERSION = "v1beta1"

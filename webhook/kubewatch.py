@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.controller.shells.raw import check, json_of
+from webhook.kuberaw import check, json_of
 
 log = logging.getLogger("airlock.watch")
 

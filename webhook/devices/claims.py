@@ -1,0 +1,117 @@
+"""What a ResourceClaim or ResourceClaimTemplate asks for, and how many devices of each
+mapped class that comes to.
+
+The rules, for each request of the claim's spec (`spec.devices.requests`, or the
+template's `spec.spec.devices.requests`):
+- `ExactCount` (the default) asks for `count` devices (default 1);
+- `All` asks for every matching device of the node it lands on: counted as the most any
+  node offers of the class, so the pod goes only where a whole node's worth is free;
+- `firstAvailable` lists alternatives the scheduler tries in order: counted as the first
+  whose class policy maps (the one the scheduler prefers), or nothing when none is;
+- `adminAccess` requests count nothing: they reach devices without allocating them.
+
+Accepts the shapes of `resource.k8s.io/v1` (a request's `exactly`) and of `v1beta1`
+(the same fields on the request itself)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from webhook.devices.kinds import DeviceKind
+
+ClaimKind = Literal["ResourceClaim", "ResourceClaimTemplate"]
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """One request: the classes it may be met from, in the scheduler's order of
+    preference (one unless `firstAvailable`), each with its count (None: `All`)."""
+
+    choices: tuple[tuple[str, int | None], ...]
+
+
+def _choice(request: Mapping[str, Any]) -> tuple[str, int | None] | None:
+    device_class = request.get("deviceClassName")
+    if not isinstance(device_class, str) or request.get("adminAccess") is True:
+        return None
+    if request.get("allocationMode") == "All":
+        return device_class, None
+    count = request.get("count", 1)
+    return device_class, count if type(count) is int and count > 0 else 1
+
+
+def asks_of(spec: Any) -> tuple[Ask, ...]:
+    """The requests of a ResourceClaimSpec; nothing for what is not one."""
+    devices = spec.get("devices") if isinstance(spec, Mapping) else None
+    requests = devices.get("requests") if isinstance(devices, Mapping) else None
+    asks = []
+    for request in requests if isinstance(requests, list) else ():
+        if not isinstance(request, Mapping):
+            continue
+        alternatives = request.get("firstAvailable")
+        if isinstance(alternatives, list) and alternatives:
+            found = [_choice(a) for a in alternatives if isinstance(a, Mapping)]
+        else:
+            exactly = request.get("exactly")
+            found = [_choice(exactly if isinstance(exactly, Mapping) else request)]
+        choices = tuple(c for c in found if c is not None)
+        if choices:
+            asks.append(Ask(choices))
+    return tuple(asks)
+
+
+def claim_spec(obj: Any, template: bool) -> Any:
+    """The ResourceClaimSpec of a ResourceClaim (`spec`) or of a ResourceClaimTemplate
+    (`spec.spec`)."""
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    if template and isinstance(spec, Mapping):
+        return spec.get("spec")
+    return spec
+
+
+def demand(asks: tuple[Ask, ...], kinds: Mapping[str, DeviceKind],
+           most: Callable[[str], int]) -> dict[str, int]:
+    """Devices of each mapped class the asks come to, by the class's resource; `most`
+    gives, for a class, the most devices of it any node offers (for `All`)."""
+    found: dict[str, int] = {}
+    for ask in asks:
+        for device_class, count in ask.choices:
+            kind = kinds.get(device_class)
+            if kind is None:
+                continue
+            amount = most(device_class) if count is None else count
+            found[kind.resource] = found.get(kind.resource, 0) + amount
+            break
+    return found
+
+
+def named(pod_spec: Any) -> list[tuple[ClaimKind, str]]:
+    """The claims and templates a pod's (or a pod template's) spec names, read leniently:
+    a ResourceClaim of its own name, or a template the pod's claim is made from."""
+    entries = pod_spec.get("resourceClaims") if isinstance(pod_spec, Mapping) else None
+    found: list[tuple[ClaimKind, str]] = []
+    for entry in entries if isinstance(entries, list) else ():
+        if not isinstance(entry, Mapping):
+            continue
+        claim, template = entry.get("resourceClaimName"), entry.get("resourceClaimTemplateName")
+        if isinstance(claim, str) and claim:
+            found.append(("ResourceClaim", claim))
+        elif isinstance(template, str) and template:
+            found.append(("ResourceClaimTemplate", template))
+    return found
+
+
+def claims_gpus(template: Any, asks: Callable[[ClaimKind, str], tuple[Ask, ...] | None],
+                kinds: Mapping[str, DeviceKind]) -> bool:
+    """Whether the pods a pod template makes claim GPUs through DRA: a claim or template
+    it names (looked up with `asks`) asks for a DeviceClass counted as one. With the
+    accelerators' own test, what decides that an owner's replicas join its gang."""
+    spec = template.get("spec") if isinstance(template, Mapping) else None
+    gpus = {c: k for c, k in kinds.items() if k.gpu}
+    for kind, name in named(spec):
+        found = asks(kind, name)
+        if found and demand(found, gpus, lambda _: 1):
+            return True
+    return False

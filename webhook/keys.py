@@ -88,3 +88,15 @@ PREEMPTION_ANNOTATION: Final = "gpu-airlock.io/preemption"
 CONTROLLER_KEYS: Final = frozenset({PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION})
 
 DEFAULT_SCHEDULER: Final = "default-scheduler"
+
+# --- capacity requests (docs/autoscaling.md) ------------------------------------------
+# A placeholder pod the controller made in SYSTEM_NAMESPACE so an autoscaler grows the
+# cluster for a waiting gang: its label (a digest of the unit, which the gang's
+# placeholders select each other by to share a domain), and the unit it stands for, as
+# `gang/<namespace>/<name>` (or `pod/...`).
+PLACEHOLDER_LABEL: Final = "gpu-airlock.io/placeholder"
+PLACEHOLDER_FOR_ANNOTATION: Final = "gpu-airlock.io/placeholder-for"
+# Their PriorityClass: below every workload's (-1, above the cluster-autoscaler's default
+# cutoff of -10 for pods it ignores), never preempting.
+PLACEHOLDER_PRIORITY_CLASS: Final = "airlock-placeholder"
+PLACEHOLDER_PRIORITY: Final = -1

@@ -26,7 +26,7 @@ import yaml
 from tests.commands import installed_airlock
 from tests.kube import kustomize
 from tests.paths import POLICIES, ROOT
-from webhook.keys import SYSTEM_NAMESPACE
+from webhook.keys import PLACEHOLDER_PRIORITY, PLACEHOLDER_PRIORITY_CLASS, SYSTEM_NAMESPACE
 from webhook.policy.loading import load_policy, policy_files
 from webhook.sandbox.binaries import Binaries, kubernetes_release
 
@@ -405,12 +405,13 @@ def test_priority_classes_match_the_default_policy(rendered: dict[str, Docs]) ->
     policy = load_policy(POLICIES)
     want = {s.priority_class.name: (s.priority_class.value, s.priority_class.preemption_policy)
             for s in policy.classes.values()}
+    want[PLACEHOLDER_PRIORITY_CLASS] = (PLACEHOLDER_PRIORITY, "Never")
     have = {d["metadata"]["name"]: (d["value"], d["preemptionPolicy"])
             for d in find(rendered["deploy/base"], "PriorityClass")}
     assert have == want
     assert have["airlock-scavenger"] == (1000, "Never")
     assert have["airlock-inference"][0] > have["airlock-training"][0] \
-        > have["airlock-scavenger"][0]
+        > have["airlock-scavenger"][0] > have[PLACEHOLDER_PRIORITY_CLASS][0]
     assert not any(d.get("globalDefault") for d in find(rendered["deploy/base"],
                                                         "PriorityClass"))
 

@@ -5,7 +5,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.builders import CLIQUE, make_policy, pod, with_queued
+from tests.builders import CLIQUE, PodBuilder, make_policy, pod, with_queued
 from webhook.admission.mutating import mutate
 from webhook.keys import (
     CLASS_LABEL,
@@ -17,7 +17,9 @@ from webhook.keys import (
     RULE_ANNOTATION,
     TOPOLOGY_KEY_ANNOTATION,
 )
+from webhook.operators.karpenter.keys import DO_NOT_DISRUPT
 from webhook.pods import PodView
+from webhook.policy.capacity import CapacitySpec
 from webhook.policy.classifying import classify
 from webhook.policy.model import Policy
 
@@ -83,6 +85,24 @@ def test_training_gang_gets_everything(policy: Policy) -> None:
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert terms["nodeSelectorTerms"] == [{"matchExpressions": [
         {"key": CLIQUE, "operator": "Exists"}]}]
+
+
+@pytest.mark.parametrize(("builder", "marked"), [
+    (pod().gpus(8).label(CLASS_LABEL, "training"), "true"),
+    # The author's own value stays.
+    (pod().gpus(8).label(CLASS_LABEL, "training").annotation(DO_NOT_DISRUPT, "false"), "false"),
+    (pod().gpus(1).label(CLASS_LABEL, "scavenger"), None),
+])
+def test_protected_classes_are_kept_from_karpenters_consolidation(
+        policy: Policy, builder: PodBuilder, marked: str | None) -> None:
+    _, out = run(builder.build(), policy)
+    assert out["metadata"]["annotations"].get(DO_NOT_DISRUPT) == marked
+
+
+def test_no_class_is_protected_when_policy_protects_none() -> None:
+    unprotected = make_policy(capacity=CapacitySpec(protect=()))
+    _, out = run(pod().gpus(8).label(CLASS_LABEL, "training").build(), unprotected)
+    assert DO_NOT_DISRUPT not in out["metadata"]["annotations"]
 
 
 def test_required_topology_is_added_to_every_existing_term(policy: Policy) -> None:

@@ -27,6 +27,7 @@ from webhook.keys import (
     TOPOLOGY_MODE_ANNOTATION,
     airlocks_own,
 )
+from webhook.operators.karpenter.keys import DO_NOT_DISRUPT
 from webhook.patchops import PatchOp
 from webhook.pods import PodView
 from webhook.policy.classifying import Decision
@@ -85,6 +86,9 @@ def _record(b: PatchBuilder, pod: PodView, resources: frozenset[str], decision: 
         b.annotation(RULE_ANNOTATION, decision.rule)
     if accelerators := _accelerators_record(policy.gpu_resources, resources):
         b.annotation(ACCELERATORS_ANNOTATION, accelerators)
+    if decision.class_ in policy.capacity.protect and DO_NOT_DISRUPT not in pod.annotations:
+        # A value the pod states is its author's to keep.
+        b.annotation(DO_NOT_DISRUPT, "true")
     gang = decision.gang
     if gang is None:
         if gated:

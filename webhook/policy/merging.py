@@ -14,6 +14,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from webhook.keys import ClassName
+from webhook.policy.capacity import CapacitySpec
 from webhook.policy.devices import DeviceClassMapping, device_class_problems
 from webhook.policy.model import (
     ClassSpec,
@@ -69,6 +70,7 @@ class _Merger:
         self.queues: list[tuple[Queue, Document, int]] = []
         self.fair_share: FairShareSpec | None = None
         self.preemption: PreemptionSpec | None = None
+        self.capacity: CapacitySpec | None = None
         self.slices: list[Slice] = []
         self.device_classes: list[tuple[DeviceClassMapping, Document, int]] = []
         self.default_class: ClassName | None = None
@@ -112,6 +114,8 @@ class _Merger:
             self.fair_share = spec.fair_share
         if spec.preemption and self._once("setting", "preemption", doc, ("spec", "preemption")):
             self.preemption = spec.preemption
+        if spec.capacity and self._once("setting", "capacity", doc, ("spec", "capacity")):
+            self.capacity = spec.capacity
         if spec.gpu_slices:
             self._slices(doc, spec.gpu_slices.mig, "mig")
             self._slices(doc, spec.gpu_slices.shared, "shared")
@@ -174,6 +178,7 @@ class _Merger:
                 queues=tuple(q for q, _, _ in self.queues),
                 fair_share=self.fair_share or FairShareSpec(),
                 preemption=self.preemption or PreemptionSpec(),
+                capacity=self.capacity or CapacitySpec(),
                 slices=tuple(self.slices),
                 device_classes=tuple(m for m, _, _ in self.device_classes),
                 default_class=self.default_class,

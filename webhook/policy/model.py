@@ -26,6 +26,7 @@ from webhook.keys import (
     SYSTEM_NAMESPACE,
     ClassName,
 )
+from webhook.policy.capacity import CapacitySpec
 from webhook.policy.classes import (
     ClassSpec,
     PriorityClassSpec,
@@ -149,6 +150,9 @@ class PolicySpec(_Strict):
         description="DeviceClasses whose devices pods claim through Dynamic Resource "
         "Allocation, and what they count as; mappings from every file add up, each class "
         "mapped once. See docs/dra.md.")
+    capacity: CapacitySpec | None = Field(
+        None, description="Asking the cluster to grow for gangs that fit no domain of "
+        "today's nodes (defined in one file at most). See docs/autoscaling.md.")
     default_class: ClassName | None = Field(
         None, alias="defaultClass",
         description="The class of a GPU pod that no rule classifies and that is in no gang "
@@ -225,6 +229,7 @@ class Policy(_Strict):
     queues: tuple[Queue, ...] = ()
     fair_share: FairShareSpec = FairShareSpec()
     preemption: PreemptionSpec = PreemptionSpec()
+    capacity: CapacitySpec = CapacitySpec()
     slices: tuple[Slice, ...] = ()
     device_classes: tuple[DeviceClassMapping, ...] = ()
     default_class: ClassName | None = None

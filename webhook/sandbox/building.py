@@ -6,6 +6,7 @@ for minutes of building, and building first says how long it takes.
     python -m webhook.sandbox.building --kubernetes 1.37  # another release's
     python -m webhook.sandbox.building --operators all    # and the operators
     python -m webhook.sandbox.building --helm             # and Helm (deploy/helm's tests)
+    python -m webhook.sandbox.building --autoscaler karpenter   # and Karpenter's kwok one
 
 A command of its own, on top of the modules that declare and build the tools: they never
 import it, so what it builds can grow without one of them reaching back up. bench.peers'
@@ -29,7 +30,7 @@ from webhook.sandbox.binaries import (
 )
 from webhook.sandbox.gobuilding import BuildError
 from webhook.sandbox.operating import build_operators
-from webhook.sandbox.operators import UnknownOperator, select
+from webhook.sandbox.operators import AUTOSCALERS, UnknownOperator, select
 
 
 def _progress(line: str) -> None:
@@ -44,13 +45,16 @@ def main(argv: list[str] | None = None) -> int:
                              f"${KUBERNETES_ENV}, else {DEFAULT_RELEASE.minor})")
     parser.add_argument("--operators", default="", metavar="NAMES",
                         help="also build these operators (comma-separated, or all)")
+    parser.add_argument("--autoscaler", choices=sorted(AUTOSCALERS), default=None,
+                        help="also build this autoscaler (`sandbox up --autoscaler`)")
     parser.add_argument("--helm", action="store_true",
                         help="also build helm (the chart's tests need it)")
     args = parser.parse_args(argv)
     try:
         binaries = ensure_binaries(_progress, kubernetes_release(args.kubernetes))
-        operators = build_operators(select(args.operators), _progress) \
-            if args.operators else []
+        chosen = select(args.operators) if args.operators else []
+        chosen += [AUTOSCALERS[args.autoscaler]] if args.autoscaler else []
+        operators = build_operators(chosen, _progress) if chosen else []
         helm = ensure_helm(_progress) if args.helm else None
     except (BuildError, UnknownOperator, UnknownRelease) as e:
         print(f"error: {e}", file=sys.stderr)

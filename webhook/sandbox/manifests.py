@@ -36,7 +36,7 @@ def _module_source(op: Operator) -> Path:
         raise OperatorError(f"{op.name}: Go is needed to fetch {module.path}@{module.version}")
     out = subprocess.run([go, "mod", "download", "-json", f"{module.path}@{module.version}"],
                          capture_output=True, text=True, cwd=op.tool.directory,
-                         env={**os.environ, "GOWORK": "off"})
+                         env={**os.environ, "GOWORK": "off", **op.tool.env})
     if out.returncode != 0:
         raise OperatorError(f"{op.name}: go mod download {module.path}@{module.version} "
                             f"failed: {out.stdout}{out.stderr}")

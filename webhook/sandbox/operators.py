@@ -186,6 +186,39 @@ CERT_MANAGER = Operator(
 OPERATORS: dict[str, Operator] = {op.name: op for op in (
     JOBSET, LWS, TRAINING_OPERATOR, KUBERAY, CERT_MANAGER)}
 
+# The instance types the sandbox's Karpenter may launch: 8-GPU machines as the fake nodes
+# are, offered on demand in one zone (its file format: kwok/cloudprovider/helpers.go).
+GPU_INSTANCE_TYPE = "gpu-8x-h100"
+_INSTANCE_TYPES = """\
+[{"name": "gpu-8x-h100", "architecture": "amd64", "operatingSystems": ["linux"],
+  "resources": {"cpu": "96", "memory": "1024Gi", "pods": "110", "nvidia.com/gpu": "8",
+                "ephemeral-storage": "1Ti"},
+  "offerings": [{"Price": 98.32, "Available": true, "Requirements": [
+    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+    {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]}]}]}]
+"""
+
+# Not one of OPERATORS (`--operators all` runs them next to every test): it grows and
+# shrinks the cluster, so only `sandbox up --autoscaler karpenter` starts it.
+KARPENTER = Operator(
+    name="karpenter",
+    # Its kwok provider: the real Karpenter (provisioning, consolidation) with a cloud
+    # provider that makes KWOK nodes. v1.15.0's go.mod asks for Go 1.26.9.
+    tool=GoTool(modules=(GoModule("karpenter", "sigs.k8s.io/karpenter", "v1.15.0"),),
+                commands={"karpenter": "sigs.k8s.io/karpenter/kwok"},
+                env={"GOTOOLCHAIN": "go1.26.9"}),
+    # Its metrics and health ports listen on every interface: it has no flag for the host.
+    commands=(Command("karpenter", (
+        "--disable-leader-election", "--metrics-port", "$metrics_port",
+        "--health-probe-port", "$health_port", "--instance-types-file-path", "$config",
+        "--log-level", "info"), ready="http://127.0.0.1:$health_port/readyz"),),
+    crds=(*(f"pkg/apis/crds/karpenter.sh_{kind}.yaml"
+            for kind in ("nodepools", "nodeclaims", "nodeoverlays")),
+          "kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml"),
+    config=_INSTANCE_TYPES,
+)
+AUTOSCALERS: dict[str, Operator] = {KARPENTER.name: KARPENTER}
+
 
 def select(spec: str) -> list[Operator]:
     """The operators a `--operators` value names: comma-separated names, or `all`."""

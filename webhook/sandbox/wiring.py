@@ -15,7 +15,7 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.keys import SYSTEM_NAMESPACE
+from webhook.keys import PLACEHOLDER_PRIORITY, PLACEHOLDER_PRIORITY_CLASS, SYSTEM_NAMESPACE
 from webhook.policy.model import Policy
 from webhook.sandbox.pki import write_kubeconfig
 
@@ -77,9 +77,13 @@ def priority_class(name: str, value: int, preemption_policy: str = "PreemptLower
 
 
 def priority_classes(policy: Policy) -> list[dict[str, Any]]:
-    return [priority_class(spec.priority_class.name, spec.priority_class.value,
-                           spec.priority_class.preemption_policy, f"Airlock class {name}")
-            for name, spec in policy.classes.items()]
+    """The classes' PriorityClasses, and the capacity requests' placeholders' (as
+    deploy/base/priorityclasses.yaml installs them)."""
+    return [*(priority_class(spec.priority_class.name, spec.priority_class.value,
+                             spec.priority_class.preemption_policy, f"Airlock class {name}")
+              for name, spec in policy.classes.items()),
+            priority_class(PLACEHOLDER_PRIORITY_CLASS, PLACEHOLDER_PRIORITY, "Never",
+                           "Airlock's placeholders: room asked of an autoscaler")]
 
 
 async def apply_priority_classes(api: client.ApiClient,

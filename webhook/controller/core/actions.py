@@ -15,7 +15,8 @@ from webhook.controller.core.reasons import WaitReason, lead
 from webhook.controller.core.records import PreemptionRecord, Record
 
 EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "Requeued",
-                      "RecordIgnored", WaitReason]
+                      "RecordIgnored", "CapacityRequested", "CapacityProvisioned",
+                      "CapacityExpired", WaitReason]
 EventType = Literal["Normal", "Warning"]
 # Why a victim may go: it has a lower priority, or its queue gives back borrowed GPUs.
 Cause = Literal["priority", "reclaim"]
@@ -53,6 +54,9 @@ class Wait:
     reason: WaitReason
     detail: str
     warning: bool = False
+    # It fits no domain of today's nodes while its queue may admit it: more nodes would
+    # let it in (capacity requests, `growing`).
+    may_grow: bool = False
 
     @property
     def message(self) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from webhook.accelerators import Accelerators, GpuEquivalents
 from webhook.controller.core.criteria import PreemptionSettings
 from webhook.controller.core.fairsharing import FairShare
+from webhook.controller.core.growing import CapacitySettings
 from webhook.controller.core.quotas import QueueSpec, Quotas
 from webhook.policy.model import Policy
 from webhook.policy.queues import seconds
@@ -41,3 +42,7 @@ def fair_share_of(policy: Policy, current: FairShare | None, now: float) -> Fair
     if (current.half_life, current.entry_seconds) == (half_life, entry):
         return current
     return FairShare(half_life, entry, current.at, current.usage)
+
+
+def capacity_of(policy: Policy) -> CapacitySettings:
+    return CapacitySettings(seconds(policy.capacity.timeout), seconds(policy.capacity.backoff))

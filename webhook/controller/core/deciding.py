@@ -228,11 +228,12 @@ class _Round:
         whose victims are going (`holding`) waits for them: the watch may not have told
         of every deletion yet, and preempting again would evict more than it needs."""
         present = _present(gang, members, size)
+        grows = over is None and not gang.started and not holding
         if isinstance(outcome, NoFit) and outcome.never:
             # Not the head: it would keep room it can never use from the gangs behind,
             # and no eviction makes it fit.
             return [Wait(gang.id, tuple(members), outcome.code, f"{present}{outcome.reason}",
-                         warning=True)]
+                         warning=True, may_grow=grows)]
         if not gang.started and not holding and self.queues.may_preempt(gang, members):
             preempt = self.queues.preempt(gang, members, avoid)
             if preempt is not None:
@@ -243,7 +244,8 @@ class _Round:
             # One alike judged before (`fresh` False) heads the queue already.
             if fresh:
                 self.line.did_not_fit(gang, outcome)
-            return [Wait(gang.id, tuple(members), outcome.code, f"{present}{outcome.reason}")]
+            return [Wait(gang.id, tuple(members), outcome.code, f"{present}{outcome.reason}",
+                         may_grow=grows)]
         # Over quota: it keeps no capacity, which gangs of other queues may use.
         return [Wait(gang.id, tuple(members), "OverQuota", f"{present}{over}")]
 

@@ -22,9 +22,11 @@ from webhook.keys import (
     GANG_SOURCE_ANNOTATION,
     GATE,
     LEGACY_GANG_LABEL,
+    PLACEHOLDER_LABEL,
     PLACEMENT_ANNOTATION,
     PREEMPTION_ANNOTATION,
     QUEUED_ANNOTATION,
+    SYSTEM_NAMESPACE,
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
 )
@@ -100,7 +102,7 @@ def _devices(requested: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted(k for k in requested if extended(k)))
 
 
-def _timestamp(text: str | None) -> float:
+def timestamp(text: str | None) -> float:
     if not text:
         return 0.0
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
@@ -110,7 +112,7 @@ def _checkpoint(text: str | None) -> float | None:
     """A checkpoint time a pod states, or None when it states none we can read: a bad
     value costs the pod its protection (its work counts from its start), never a crash."""
     try:
-        return _timestamp(text) or None
+        return timestamp(text) or None
     except ValueError:
         return None
 
@@ -270,7 +272,10 @@ class PodInfo:
         requests = pod_requests(spec)
         if claimed:
             _add(requests, claimed)
-        created = _timestamp(meta.get("creationTimestamp"))
+        if PLACEHOLDER_LABEL in labels and meta.get("namespace") == SYSTEM_NAMESPACE:
+            # The room a placeholder holds is its gang's, admitted into it: not used.
+            requests = {}
+        created = timestamp(meta.get("creationTimestamp"))
         uid = meta.get("uid", "")
         placement, preemption, distrusted = _records(annotations, uid, created, seal)
         return cls(
@@ -301,7 +306,7 @@ class PodInfo:
             if decided else _NO_NAMES,
             devices=_devices(tuple(k for k, v in requests.items() if v > 0))
             if decided else (),
-            started=_timestamp((raw.get("status") or {}).get("startTime")),
+            started=timestamp((raw.get("status") or {}).get("startTime")),
             checkpointed=_checkpoint(annotations.get(CHECKPOINTED_AT_ANNOTATION)),
             may_preempt=spec.get("preemptionPolicy") != "Never",
             preemption=preemption, distrusted=distrusted,

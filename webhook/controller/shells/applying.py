@@ -138,13 +138,16 @@ class Applier:
         bounds the writes in flight); within a gang, the record always comes first. The
         events follow in the background."""
         done = await asyncio.gather(*(self._apply(a) for a in actions))
-        told = [a for a, ok in zip(actions, done, strict=True) if ok]
-        task = asyncio.create_task(self._tell(told))
+        self.tell(e for a, ok in zip(actions, done, strict=True) if ok for e in events_of(a))
+
+    def tell(self, events: Iterable[Event]) -> None:
+        """Tell `events`, in the background."""
+        task = asyncio.create_task(self._tell(list(events)))
         self._telling.add(task)
         task.add_done_callback(self._telling.discard)
 
-    async def _tell(self, actions: list[Action]) -> None:
-        await asyncio.gather(*(self._events(e) for a in actions for e in events_of(a)))
+    async def _tell(self, events: list[Event]) -> None:
+        await asyncio.gather(*(self._events(e) for e in events))
 
     async def _apply(self, action: Action) -> bool:
         try:

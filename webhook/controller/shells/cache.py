@@ -10,12 +10,15 @@ from typing import Any
 
 from webhook.accelerators import Accelerators
 from webhook.controller.core.claiming import ClaimEntry, DeviceIndex, SliceEntry, claim_entry
+from webhook.controller.core.growing import Placeholder
 from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.placeholders import placeholder_of
 from webhook.controller.core.records import Opener
 from webhook.controller.core.tracking import Tracked
 from webhook.devices.claims import ClaimKind
 from webhook.devices.kinds import DeviceKind
+from webhook.keys import SYSTEM_NAMESPACE
 
 
 def _version(obj: dict[str, Any]) -> int:
@@ -36,6 +39,8 @@ class Cache:
         self._versions: dict[PodKey, int] = {}
         # Pods sharing a claim with one just parsed: counted again once it is stored.
         self._recount: set[PodKey] = set()
+        # The placeholder pods there are (capacity requests), by name.
+        self.placeholders: dict[str, Placeholder] = {}
         self.changed = asyncio.Event()
 
     @property
@@ -54,11 +59,20 @@ class Cache:
 
     def parse_pod(self, obj: dict[str, Any]) -> tuple[PodInfo, int]:
         info = PodInfo.parse(obj, self.seal)
+        if info.namespace == SYSTEM_NAMESPACE:
+            self._placeholder(info, obj)
         if (obj.get("spec") or {}).get("resourceClaims"):
             self._recount |= self.devices.pod_put(info.key, obj)
             if claimed := self.devices.claimed(info.key):
                 info = info.with_claims(claimed)
         return info, _version(obj)
+
+    def _placeholder(self, info: PodInfo, obj: dict[str, Any]) -> None:
+        placeholder = placeholder_of(obj) if info.active else None
+        if placeholder is not None:
+            self.placeholders[info.name] = placeholder
+        else:
+            self.placeholders.pop(info.name, None)
 
     # --- DRA: claims, templates, slices --------------------------------------------------
 
@@ -132,6 +146,8 @@ class Cache:
             self._recount |= self.devices.pod_dropped(key)
         for info, _ in listed:
             self.cluster.put_pod(info)
+        self.placeholders = {name: p for name, p in self.placeholders.items()
+                             if PodKey(SYSTEM_NAMESPACE, name) in listed_keys}
         self._versions = {info.key: version for info, version in listed}
         self._flush()
         self.changed.set()
@@ -151,6 +167,8 @@ class Cache:
             key = PodKey(meta.get("namespace", ""), meta.get("name", ""))
             self.cluster.drop_pod(key)
             self._versions.pop(key, None)
+            if key.namespace == SYSTEM_NAMESPACE:
+                self.placeholders.pop(key.name, None)
             self._claims_changed(self.devices.pod_dropped(key))
         else:
             self.stored(obj)

@@ -61,6 +61,14 @@ class ControllerMetrics:
             "the controller, or recorded victims the checks now keep. Each has a "
             "RecordIgnored event.", registry=self.registry)
 
+        self.capacity_requests = Counter(
+            "airlock_capacity_requests", "Capacity requests (placeholders for a gang), by "
+            "outcome: requested, provisioned (the gang was admitted), withdrawn (it stopped "
+            "asking), expired (no room came in time).", ["outcome"], registry=self.registry)
+        self.placeholders = Gauge(
+            "airlock_placeholders", "Placeholder pods there are, asking an autoscaler for "
+            "room.", registry=self.registry)
+
     def waiting(self, reasons: Iterable[WaitReason]) -> None:
         """How many gangs wait, by why: every reason, so one that no gang has any more
         reads 0 rather than what it last was."""

@@ -22,6 +22,7 @@ from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from webhook import kubeclient
 from webhook.accelerators import Accelerators
 from webhook.controller.core.budgets import Pdb
+from webhook.controller.core.configuring import capacity_of, quotas_of
 from webhook.controller.core.deciding import (
     Action,
     Admit,
@@ -33,6 +34,7 @@ from webhook.controller.core.deciding import (
     Wait,
 )
 from webhook.controller.core.gangs import SizeAnswer
+from webhook.controller.core.growing import grow
 from webhook.controller.core.health import Health
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import NodeInfo
@@ -51,6 +53,7 @@ from webhook.controller.shells.leading import (
 )
 from webhook.controller.shells.metrics import ControllerMetrics
 from webhook.controller.shells.owners import OwnerSizes
+from webhook.controller.shells.placeholding import Placeholding
 from webhook.controller.shells.remembering import keep, recall
 from webhook.controller.shells.sealing import load_seal
 from webhook.controller.shells.serving import serve
@@ -96,6 +99,7 @@ class Controller:
         self.sizes = OwnerSizes(api)
         self.applier = Applier(api, self.cache.stored, identity, seal, pause=pause,
                                fence=fence)
+        self.placeholding = Placeholding(api, self.applier, self.metrics)
         self.synced = asyncio.Event()
         self.health = Health()
         self.rounds = Rounds(options)
@@ -196,7 +200,7 @@ class Controller:
         # its requeue (`sample` notices it short when nothing is gated); and a record
         # the controller did not write is told of.
         if not self.cache.gated and not self.accounts.short_since and \
-                not self.cache.cluster.membership.distrusted:
+                not self.cache.cluster.membership.distrusted and not self.cache.placeholders:
             self.metrics.waiting(())
             return
         sizes = await self._sizes()
@@ -208,11 +212,27 @@ class Controller:
         self.metrics.fit_seconds.observe(self.deciding_seconds)
         if self.accounts.newly_short and now - self.kept >= KEEP_AT_MOST_EVERY:
             await self.remember()
+        await self._grow(actions, now)
         await self.applier.apply(actions)
         self.rounds_run += 1
         if self.rounds_run % 500 == 0:
             self.applier.forget_all_but(self.cache.pods.keys())
         self._count(actions)
+
+    async def _grow(self, actions: list[Action], now: float) -> None:
+        """Capacity requests: made for the gangs that ask (in `placeholders` mode), and
+        those there are ended as `growing` says, whatever the mode (turned off, they all
+        end)."""
+        policy = self._policy()
+        asking = policy.capacity.mode == "placeholders"
+        if asking or self.cache.placeholders:
+            settings = capacity_of(policy)
+            growth = grow(actions if asking else [],
+                          quotas_of(policy, self.cache.cluster.accelerators),
+                          self.cache.placeholders.values(), self.placeholding.failed, now,
+                          settings)
+            await self.placeholding.apply(growth, settings)
+        self.metrics.placeholders.set(len(self.cache.placeholders))
 
     def _cluster(self) -> Tracked:
         """The tracked cluster, counting what the current policy counts."""

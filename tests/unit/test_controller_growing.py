@@ -1,0 +1,137 @@
+"""Capacity requests, decided without a cluster: which gangs ask the cluster to grow, what
+becomes of the placeholders there are, and what a placeholder looks like."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.builders import NOW, cluster, gang, member, tracked, unit
+from webhook.controller.core.actions import Action, Admit, Wait
+from webhook.controller.core.deciding import DecideOptions, decide
+from webhook.controller.core.growing import (
+    CapacitySettings,
+    Placeholder,
+    grow,
+)
+from webhook.controller.core.identities import UnitId
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.placeholders import digest, manifest, placeholder_of
+from webhook.controller.core.queueing import QueueState
+from webhook.controller.core.quotas import QueueSpec, Quotas
+from webhook.controller.core.records import Record
+from webhook.keys import PLACEHOLDER_LABEL, PLACEHOLDER_PRIORITY_CLASS, SYSTEM_NAMESPACE
+
+SETTINGS = CapacitySettings(timeout=600.0, backoff=300.0)
+TEAMS = Quotas([QueueSpec("a", ("team-a",), 64), QueueSpec("b", ("team-b",), 64)])
+
+
+def waiting(name: str, ns: str = "team-a", may_grow: bool = True, size: int = 2) -> Wait:
+    return Wait(unit(name, ns), tuple(gang(name, size, ns=ns)), "NoDomainFits", "",
+                may_grow=may_grow)
+
+
+def admitted(name: str, ns: str = "team-a") -> Admit:
+    pods = tuple(gang(name, 2, ns=ns))
+    return Admit(unit(name, ns), Record("clique-0", None, (), NOW, 2), pods[0], pods, 16)
+
+
+def held(name: str, ns: str = "team-a", age: float = 60.0, count: int = 2
+         ) -> list[Placeholder]:
+    return [Placeholder(f"ph-{name}-{i}", unit(name, ns), NOW - age) for i in range(count)]
+
+
+def outcome(actions: list[Action], there: list[Placeholder],
+            failed: dict[UnitId, float] | None = None) -> dict[str, Any]:
+    growth = grow(actions, TEAMS, there, failed or {}, NOW, SETTINGS)
+    return {"make": [r.unit.name for r in growth.make],
+            "release": {r.unit.name: r.ending for r in growth.release},
+            "backing_off": sorted(u.name for u in growth.backing_off)}
+
+
+@pytest.mark.parametrize(("actions", "there", "failed", "expected"), [
+    pytest.param([waiting("g1")], [], None,
+                 {"make": ["g1"], "release": {}, "backing_off": []}, id="the head asks"),
+    pytest.param([waiting("g1"), waiting("g2")], [], None,
+                 {"make": ["g1"], "release": {}, "backing_off": []},
+                 id="one gang per queue: the head"),
+    pytest.param([waiting("g1"), waiting("g2", "team-b")], [], None,
+                 {"make": ["g1", "g2"], "release": {}, "backing_off": []},
+                 id="each queue's head"),
+    pytest.param([waiting("g1", may_grow=False)], [], None,
+                 {"make": [], "release": {}, "backing_off": []},
+                 id="a gang its queue may not admit asks nothing"),
+    pytest.param([waiting("g1")], held("g1"), None,
+                 {"make": [], "release": {}, "backing_off": []},
+                 id="a request open: kept, not made twice"),
+    pytest.param([admitted("g1")], held("g1"), None,
+                 {"make": [], "release": {"g1": "provisioned"}, "backing_off": []},
+                 id="admitted: provisioned"),
+    pytest.param([], held("g1"), None,
+                 {"make": [], "release": {"g1": "withdrawn"}, "backing_off": []},
+                 id="gone (a crash left them): withdrawn"),
+    pytest.param([waiting("g1")], held("g1", age=601), None,
+                 {"make": [], "release": {"g1": "expired"}, "backing_off": ["g1"]},
+                 id="expired: removed, and it backs off"),
+    pytest.param([waiting("g1")], [], {unit("g1", "team-a"): NOW - 100},
+                 {"make": [], "release": {}, "backing_off": ["g1"]},
+                 id="backing off: asks nothing"),
+    pytest.param([waiting("g1")], [], {unit("g1", "team-a"): NOW - 301},
+                 {"make": ["g1"], "release": {}, "backing_off": []},
+                 id="the backoff over: asks again"),
+])
+def test_which_gangs_ask_and_what_ends(actions: list[Action], there: list[Placeholder],
+                                       failed: dict[UnitId, float] | None,
+                                       expected: dict[str, Any]) -> None:
+    assert outcome(actions, there, failed) == expected
+
+
+def test_a_gang_over_its_quota_may_not_grow_and_one_within_may() -> None:
+    """decide marks the wait: the cluster (one domain of 2 nodes) can never hold a gang
+    of 3 whole nodes, whose queue admits 24 GPUs but not 32."""
+    capped = Quotas([QueueSpec("capped", ("ml",), 24, 0)])
+    nodes = cluster({"clique-0": 2})
+    for size, grows in ((3, True), (4, False)):
+        actions = decide(tracked(nodes, gang("big", size)), {}, NOW, DecideOptions(),
+                         QueueState(quotas=capped))
+        (wait,) = [a for a in actions if isinstance(a, Wait)]
+        assert wait.may_grow is grows, (size, wait)
+
+
+def pod_of(name: str) -> PodInfo:
+    return member(name, 0, gpus=8, ns="team-a")
+
+
+def test_a_placeholder_stands_for_its_pod_and_gives_way_to_any() -> None:
+    gpu_pod = pod_of("g1")
+    made = manifest(unit("g1", "team-a"), gpu_pod, 0)
+    spec = made["spec"]
+    assert made["metadata"]["namespace"] == SYSTEM_NAMESPACE
+    assert spec["priorityClassName"] == PLACEHOLDER_PRIORITY_CLASS
+    (container,) = spec["containers"]
+    assert container["resources"]["requests"] == {"cpu": "8000m", "memory": str(16 * 2**30),
+                                                  "nvidia.com/gpu": "8"}
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert spec["tolerations"] == list(gpu_pod.tolerations)
+    (together,) = spec["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert together["topologyKey"] == gpu_pod.topology_key
+    assert together["labelSelector"]["matchLabels"] == {
+        PLACEHOLDER_LABEL: digest(unit("g1", "team-a"))}
+    # Read back, it is the unit's; and the room it holds is not counted as used.
+    made["metadata"]["creationTimestamp"] = "2026-11-22T10:00:00Z"
+    found = placeholder_of(made)
+    assert found is not None
+    assert found.unit == unit("g1", "team-a")
+    assert PodInfo.parse(made).requests == {}
+
+
+@pytest.mark.parametrize("change", [
+    lambda m: m["metadata"].update(namespace="team-a"),  # only Airlock's namespace counts
+    lambda m: m["metadata"]["labels"].clear(),
+    lambda m: m["metadata"]["annotations"].update({"gpu-airlock.io/placeholder-for": "x"}),
+])
+def test_what_is_not_a_placeholder(change: Any) -> None:
+    made = manifest(unit("g1", "team-a"), pod_of("g1"), 0)
+    change(made)
+    assert placeholder_of(made) is None

@@ -1,0 +1,118 @@
+"""Capacity requests (`spec.capacity.mode: placeholders`, docs/autoscaling.md): which
+gangs ask the cluster to grow, and what becomes of the placeholder pods already asking.
+
+A gang asks when it fits no domain of today's nodes while its queue may admit it, and it
+heads its queue: each queue asks for at most one gang at a time, the one the next room
+goes to. Its placeholders are one pod per member, in its image. They go when the gang
+is admitted (provisioned), when it no longer asks (it is gone, or preempts, or waits
+for something else: withdrawn), or after the policy's timeout (expired: the gang then
+waits the backoff before it asks again)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from webhook.controller.core.actions import Action, Admit, Event, Wait
+from webhook.controller.core.identities import UnitId
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.quotas import Quotas
+
+Ending = Literal["provisioned", "withdrawn", "expired"]
+
+
+@dataclass(frozen=True, slots=True)
+class Placeholder:
+    """A placeholder pod there is, as the controller reads it back."""
+
+    name: str
+    unit: UnitId
+    created: float
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """Placeholders to make: one per pod of the gang."""
+
+    unit: UnitId
+    pods: tuple[PodInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    unit: UnitId
+    placeholders: tuple[str, ...]
+    ending: Ending
+    # Who to tell: the gang's pods, when it still has some.
+    pods: tuple[PodInfo, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Growth:
+    make: tuple[Request, ...]
+    release: tuple[Release, ...]
+    # Units that asked and are waiting out their backoff: the next request's time.
+    backing_off: Mapping[UnitId, float]
+
+
+@dataclass(frozen=True, slots=True)
+class CapacitySettings:
+    timeout: float = 600.0
+    backoff: float = 300.0
+
+
+def askers(actions: Iterable[Action], quotas: Quotas) -> dict[UnitId, tuple[PodInfo, ...]]:
+    """The gangs that ask this round: per queue, the first whose wait says it may grow."""
+    asking: dict[UnitId, tuple[PodInfo, ...]] = {}
+    queues: set[str] = set()
+    for action in actions:
+        if isinstance(action, Wait) and action.may_grow:
+            queue = quotas.queue_of(action.unit.namespace)
+            if queue not in queues:
+                queues.add(queue)
+                asking[action.unit] = action.pods
+    return asking
+
+
+def grow(actions: list[Action], quotas: Quotas, there: Iterable[Placeholder],
+         failed: Mapping[UnitId, float], now: float, settings: CapacitySettings) -> Growth:
+    """What to make and remove, given the round's `actions`, the placeholders `there`
+    are, and when each unit's last request `failed`."""
+    backing_off = {u: at for u, at in failed.items() if now - at < settings.backoff}
+    asking = {u: pods for u, pods in askers(actions, quotas).items() if u not in backing_off}
+    admitted = {a.unit: a.ungate for a in actions if isinstance(a, Admit)}
+    pods_of = {a.unit: a.pods for a in actions if isinstance(a, Wait)}
+    by_unit: dict[UnitId, list[Placeholder]] = {}
+    for placeholder in there:
+        by_unit.setdefault(placeholder.unit, []).append(placeholder)
+    release = []
+    for unit, held in sorted(by_unit.items()):
+        names = tuple(sorted(p.name for p in held))
+        if unit in admitted:
+            release.append(Release(unit, names, "provisioned", admitted[unit]))
+        elif unit not in asking:
+            release.append(Release(unit, names, "withdrawn", pods_of.get(unit, ())))
+        elif now - min(p.created for p in held) >= settings.timeout:
+            release.append(Release(unit, names, "expired", asking.pop(unit)))
+            backing_off[unit] = now
+    make = tuple(Request(u, pods) for u, pods in asking.items() if u not in by_unit)
+    return Growth(make, tuple(release), backing_off)
+
+
+def events_of(growth: Growth, settings: CapacitySettings) -> list[Event]:
+    """What the gangs' pods are told of their requests."""
+    told = [Event(r.pods, "Normal", "CapacityRequested",
+                  f"CapacityRequested: {len(r.pods)} placeholder pods ask the cluster's "
+                  "autoscaler for the room the gang lacks")
+            for r in growth.make]
+    for release in growth.release:
+        if release.ending == "provisioned":
+            told.append(Event(release.pods, "Normal", "CapacityProvisioned",
+                              "CapacityProvisioned: admitted; its placeholders are removed"))
+        elif release.ending == "expired":
+            told.append(Event(release.pods, "Warning", "CapacityExpired",
+                              f"CapacityExpired: no room came within "
+                              f"{settings.timeout:.0f}s; its placeholders are removed and it "
+                              f"asks again after {settings.backoff:.0f}s"))
+    return told

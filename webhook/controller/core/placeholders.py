@@ -1,0 +1,96 @@
+"""Placeholder pods, as the controller writes them and reads them back: one per pod of a
+gang that asks the cluster to grow (`growing`), in its image as far as the autoscaler
+looks (requests, node selection, tolerations, one domain), at the lowest priority and
+never preempting, so they block nothing and give way to any pod.
+
+They live in SYSTEM_NAMESPACE, where only Airlock creates pods: what the controller reads
+back there it wrote itself. That namespace enforces the restricted Pod Security level,
+which they meet."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.controller.core.growing import Placeholder
+from webhook.controller.core.identities import UnitId, UnitKind
+from webhook.controller.core.objects import PodInfo, timestamp
+from webhook.devices.kinds import PREFIX as DRA_PREFIX
+from webhook.keys import (
+    PLACEHOLDER_FOR_ANNOTATION,
+    PLACEHOLDER_LABEL,
+    PLACEHOLDER_PRIORITY_CLASS,
+    SYSTEM_NAMESPACE,
+)
+
+IMAGE = "registry.k8s.io/pause:3.10"
+_KINDS: dict[str, UnitKind] = {"gang": "gang", "pod": "pod"}
+
+
+def digest(unit: UnitId) -> str:
+    """The unit as a label value and name part: the same on every controller."""
+    return hashlib.sha256(f"{unit.kind}/{unit.path}".encode()).hexdigest()[:12]
+
+
+def _quantity(resource: str, amount: int) -> str:
+    return f"{amount}m" if resource == "cpu" else str(amount)
+
+
+def manifest(unit: UnitId, pod: PodInfo, index: int) -> dict[str, Any]:
+    """The placeholder for the `index`th pod of `unit`."""
+    tag = digest(unit)
+    # A DRA claim cannot be copied onto a placeholder: what it asks for is left out.
+    requests = {k: _quantity(k, v) for k, v in sorted(pod.requests.items())
+                if not k.startswith(DRA_PREFIX)}
+    # Extended resources are requested at their limit, as the apiserver requires.
+    limits = {k: v for k, v in requests.items() if "/" in k}
+    affinity: dict[str, Any] = {}
+    if pod.affinity_terms:
+        affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": list(pod.affinity_terms)}}
+    if pod.topology_key:
+        # All in one domain, as the gang must (or should) be: the autoscaler then adds
+        # nodes the gang can share.
+        affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {PLACEHOLDER_LABEL: tag}},
+            "topologyKey": pod.topology_key}]}
+    spec: dict[str, Any] = {
+        "priorityClassName": PLACEHOLDER_PRIORITY_CLASS,
+        "terminationGracePeriodSeconds": 0,
+        "automountServiceAccountToken": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65535,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{
+            "name": "placeholder", "image": IMAGE,
+            "resources": {"requests": requests, **({"limits": limits} if limits else {})},
+            "securityContext": {"allowPrivilegeEscalation": False,
+                                "capabilities": {"drop": ["ALL"]}}}],
+        "tolerations": list(pod.tolerations),
+    }
+    if pod.node_selector:
+        spec["nodeSelector"] = dict(pod.node_selector)
+    if affinity:
+        spec["affinity"] = affinity
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"airlock-placeholder-{tag}-{index}",
+                         "namespace": SYSTEM_NAMESPACE,
+                         "labels": {PLACEHOLDER_LABEL: tag},
+                         "annotations": {PLACEHOLDER_FOR_ANNOTATION:
+                                         f"{unit.kind}/{unit.path}"}},
+            "spec": spec}
+
+
+def placeholder_of(obj: Mapping[str, Any]) -> Placeholder | None:
+    """The placeholder a pod is, when it is one the controller made."""
+    meta = obj.get("metadata") or {}
+    if meta.get("namespace") != SYSTEM_NAMESPACE or \
+            PLACEHOLDER_LABEL not in (meta.get("labels") or {}):
+        return None
+    kind, _, path = ((meta.get("annotations") or {}).get(PLACEHOLDER_FOR_ANNOTATION) or ""
+                     ).partition("/")
+    namespace, _, name = path.partition("/")
+    if kind not in _KINDS or not namespace or not name:
+        return None
+    return Placeholder(meta.get("name", ""), UnitId(kind, namespace, name),  # type: ignore[arg-type]
+                       timestamp(meta.get("creationTimestamp")))

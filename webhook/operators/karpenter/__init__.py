@@ -1,0 +1,2 @@
+"""Karpenter: Airlock reads none of its pods, and marks some so its consolidation leaves
+them be."""

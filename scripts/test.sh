@@ -26,8 +26,8 @@ echo "== policy lint"; .venv/bin/airlock lint policies
 if [ "$fast" = true ]; then
   echo "== unit tests"; exec .venv/bin/pytest -q -ra tests/unit "$@"
 fi
-echo "== Kubernetes binaries, KWOK, the operators, Helm and the benches' peers"
-.venv/bin/python -m webhook.sandbox.building --operators all --helm
+echo "== Kubernetes binaries, KWOK, the operators, Karpenter, Helm and the benches' peers"
+.venv/bin/python -m webhook.sandbox.building --operators all --autoscaler karpenter --helm
 # Kubernetes' own gangs (PodGroups) are tested on 1.37 whatever release the suite runs.
 .venv/bin/python -m webhook.sandbox.building --kubernetes 1.37
 .venv/bin/python -m bench.peers --build kueue,coscheduling

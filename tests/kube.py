@@ -32,6 +32,9 @@ GPUS_PER_NODE = 8
 # The DRA sandbox's (`sandbox up --dra`): 16 nodes whose GPUs are only DRA devices, in 2
 # NVLink domains of 64 GPUs.
 DRA_NODES = Shape(nodes=16, nodes_per_domain=8, dra=True)
+# The Karpenter sandbox's static nodes (`sandbox up --autoscaler karpenter --nodes 2`):
+# one domain of 16 GPUs; what it launches is in a domain of its own.
+KARPENTER_STATIC = Shape(nodes=2, nodes_per_domain=2)
 
 # What the e2e fixtures hand a test: make a namespace, add a policy file (name, text),
 # add nodes (manifests).

@@ -19,6 +19,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from tests.builders import policy_yaml
 from tests.kube import (
     DRA_NODES,
+    KARPENTER_STATIC,
     Controllers,
     NamespaceFactory,
     NodeFactory,
@@ -30,10 +31,12 @@ from tests.kube import (
 from tests.paths import POLICIES
 from webhook.policy.loading import load_policy, policy_files
 from webhook.sandbox import wiring
+from webhook.sandbox.autoscaling import start_karpenter
 from webhook.sandbox.binaries import Binaries
 from webhook.sandbox.clients import from_kubeconfig, service_account_token
 from webhook.sandbox.controlplane import ControlPlane
 from webhook.sandbox.nodes import Shape, create_nodes, topology
+from webhook.sandbox.operating import RunningCommand, stop
 from webhook.sandbox.processes import Webhook, start_webhook, webhook_reading
 
 
@@ -56,12 +59,12 @@ def control_plane(binaries: Binaries) -> Iterator[ControlPlane]:
 NODES = Shape(nodes=8, nodes_per_domain=4)
 
 
-async def _prepare(plane: ControlPlane, hook: Webhook) -> None:
+async def _prepare(plane: ControlPlane, hook: Webhook, shape: Shape = NODES) -> None:
     api = await from_kubeconfig(plane.admin_kubeconfig)
     async with api:
         await wiring.create_namespace(api, "airlock-system")
         await wiring.create_priority_classes(api, load_policy(POLICIES))
-        await create_nodes(api, topology(NODES))
+        await create_nodes(api, topology(shape))
         await wiring.apply_webhook_configurations(
             api, wiring.webhook_configurations(hook.url, hook.certs.ca.read_bytes()))
         await wiring.apply_admission_policies(api)
@@ -163,6 +166,40 @@ def gang_plane(newest_binaries: Binaries, tmp_path_factory: pytest.TempPathFacto
         asyncio.run(_prepare(plane, hook))
         yield WiredPlane(plane, asyncio.run(wire()))
     finally:
+        if hook:
+            hook.running.process.terminate()
+            hook.running.process.wait(timeout=20)
+        plane.remove()
+
+
+# --- a cluster that grows: the real Karpenter --------------------------------------------
+
+@pytest.fixture(scope="module")
+def karpenter_plane(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory,
+                    session_policies: Path) -> Iterator[WiredPlane]:
+    """What `airlock sandbox up --autoscaler karpenter --nodes 2` makes, on a control
+    plane of its own: 2 static GPU nodes, Airlock's webhook wired in, and the real
+    Karpenter (its kwok provider) launching 8-GPU nodes for Unschedulable pods and
+    consolidating empty ones. The controller's credentials are handed to the test."""
+    plane = ControlPlane(binaries).start()
+    workdir = tmp_path_factory.mktemp("airlock-karpenter")
+    hook: Webhook | None = None
+    running: list[RunningCommand] = []
+
+    async def wire() -> Path:
+        async with await from_kubeconfig(plane.admin_kubeconfig) as api:
+            return await wiring.controller_kubeconfig(
+                api, plane.url, plane.ca_file, workdir / "controller.kubeconfig")
+
+    try:
+        hook = start_webhook(workdir, session_policies)
+        asyncio.run(_prepare(plane, hook, KARPENTER_STATIC))
+        controller = asyncio.run(wire())
+        running = start_karpenter(workdir, plane.admin_kubeconfig, plane.pki.ca,
+                                  KARPENTER_STATIC, print)
+        yield WiredPlane(plane, controller)
+    finally:
+        stop(running)
         if hook:
             hook.running.process.terminate()
             hook.running.process.wait(timeout=20)

@@ -87,16 +87,22 @@ def test_which_gangs_ask_and_what_ends(actions: list[Action], there: list[Placeh
     assert outcome(actions, there, failed) == expected
 
 
-def test_a_gang_over_its_quota_may_not_grow_and_one_within_may() -> None:
-    """decide marks the wait: the cluster (one domain of 2 nodes) can never hold a gang
-    of 3 whole nodes, whose queue admits 24 GPUs but not 32."""
-    capped = Quotas([QueueSpec("capped", ("ml",), 24, 0)])
+@pytest.mark.parametrize(("quotas", "size", "grows"), [
+    # No queues: borrowing is bounded only by today's idle GPUs, which growth adds to.
+    (Quotas(), 4, True),
+    (Quotas([QueueSpec("capped", ("ml",), 24, 0)]), 3, True),
+    (Quotas([QueueSpec("capped", ("ml",), 24, 0)]), 4, False),
+    (Quotas([QueueSpec("capped", ("ml",), 16, 16)]), 4, True),
+])
+def test_a_gang_its_queue_would_admit_may_grow_the_cluster(quotas: Quotas, size: int,
+                                                            grows: bool) -> None:
+    """decide marks the wait: the cluster (one domain of 2 nodes, 16 GPUs) can never hold
+    gangs of 3 or 4 whole nodes."""
     nodes = cluster({"clique-0": 2})
-    for size, grows in ((3, True), (4, False)):
-        actions = decide(tracked(nodes, gang("big", size)), {}, NOW, DecideOptions(),
-                         QueueState(quotas=capped))
-        (wait,) = [a for a in actions if isinstance(a, Wait)]
-        assert wait.may_grow is grows, (size, wait)
+    actions = decide(tracked(nodes, gang("big", size)), {}, NOW, DecideOptions(),
+                     QueueState(quotas=quotas))
+    (wait,) = [a for a in actions if isinstance(a, Wait)]
+    assert wait.may_grow is grows
 
 
 def pod_of(name: str) -> PodInfo:

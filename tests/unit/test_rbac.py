@@ -60,9 +60,11 @@ def test_deploy_grants_exactly_what_the_security_page_lists() -> None:
 
 
 def test_objects_are_read_by_name_wherever_a_name_is_known() -> None:
-    # In Airlock's namespace, only `create` (which RBAC cannot limit by name) is not.
+    # In Airlock's namespace, only `create` (which RBAC cannot limit by name) is not, and
+    # deleting placeholder pods, which are named after the gang they stand for.
     for g in granted():
-        if g.namespace == SYSTEM_NAMESPACE and g.verb != "create":
+        if g.namespace == SYSTEM_NAMESPACE and g.verb != "create" and \
+                (g.resource, g.verb) != ("pods", "delete"):
             assert g.name != ANY, g
 
 

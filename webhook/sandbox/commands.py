@@ -22,6 +22,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from webhook.keys import CLASS_LABEL, GATE
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.sandbox import wiring
+from webhook.sandbox.autoscaling import NODE_POOL, start_karpenter
 from webhook.sandbox.binaries import (
     Binaries,
     Release,
@@ -42,7 +43,14 @@ from webhook.sandbox.nodes import (
     topology,
 )
 from webhook.sandbox.operating import build_operators, start_operators
-from webhook.sandbox.operators import TRAINING_OPERATOR, Operator, OperatorError
+from webhook.sandbox.operators import (
+    AUTOSCALERS,
+    GPU_INSTANCE_TYPE,
+    KARPENTER,
+    TRAINING_OPERATOR,
+    Operator,
+    OperatorError,
+)
 from webhook.sandbox.processes import (
     Webhook,
     start_controller,
@@ -144,6 +152,14 @@ def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
         _write_state(state_dir, state)
         print(f"operators {', '.join(o.name for o in operators)} ready in "
               f"{time.monotonic() - operators_started:.1f}s", file=sys.stderr)
+    if args.autoscaler == KARPENTER.name:
+        for op in start_karpenter(state_dir, plane.admin_kubeconfig, plane.pki.ca, shape,
+                                  _progress, detached=True):
+            _record(state, op.name, op.process.pid, op.log)
+        _write_state(state_dir, state)
+        print(f"karpenter ready: NodePool {NODE_POOL} launches {GPU_INSTANCE_TYPE} nodes "
+              "for Unschedulable pods (Airlock asks with placeholders once the policy's "
+              "capacity.mode is placeholders: docs/autoscaling.md)", file=sys.stderr)
     return plane, hook, times
 
 
@@ -184,6 +200,8 @@ def up(args: argparse.Namespace) -> int:
         # The demo's PyTorchJob needs the training-operator to make its pods.
         operators = [*args.operators, *([TRAINING_OPERATOR] if args.demo else [])]
         operators = build_operators(operators, _progress)
+        if args.autoscaler:
+            build_operators([AUTOSCALERS[args.autoscaler]], _progress)
     except (PolicyError, BuildError, OperatorError, UnknownRelease) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

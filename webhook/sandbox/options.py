@@ -14,7 +14,13 @@ from webhook.sandbox.binaries import (
     kubernetes_release,
 )
 from webhook.sandbox.nodes import mig_profiles
-from webhook.sandbox.operators import OPERATORS, Operator, UnknownOperator, select
+from webhook.sandbox.operators import (
+    AUTOSCALERS,
+    OPERATORS,
+    Operator,
+    UnknownOperator,
+    select,
+)
 
 
 def _mig(text: str) -> tuple[tuple[str, int], ...]:
@@ -63,6 +69,9 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"with up: the Kubernetes release to run ({', '.join(RELEASES)}; "
                              f"default: ${KUBERNETES_ENV}, else {DEFAULT_RELEASE.minor}), "
                              "built on first use")
+    parser.add_argument("--autoscaler", choices=sorted(AUTOSCALERS), default=None,
+                        help="with up: run this autoscaler, which grows the cluster from "
+                             "the --nodes static ones (docs/autoscaling.md)")
     parser.add_argument("--demo", action="store_true",
                         help="create the example workloads and show what happened to them")
     parser.add_argument("--operators", type=_operators, default=[],

@@ -228,7 +228,7 @@ class _Round:
         whose victims are going (`holding`) waits for them: the watch may not have told
         of every deletion yet, and preempting again would evict more than it needs."""
         present = _present(gang, members, size)
-        grows = over is None and not gang.started and not holding
+        grows = not gang.started and not holding and self.queues.may_grow(gang, members)
         if isinstance(outcome, NoFit) and outcome.never:
             # Not the head: it would keep room it can never use from the gangs behind,
             # and no eviction makes it fit.

@@ -10,12 +10,13 @@ which they meet."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.controller.core.growing import Placeholder
 from webhook.controller.core.identities import UnitId, UnitKind
-from webhook.controller.core.objects import PodInfo, timestamp
+from webhook.controller.core.objects import NodeInfo, PodInfo, timestamp
 from webhook.devices.kinds import PREFIX as DRA_PREFIX
 from webhook.keys import (
     PLACEHOLDER_FOR_ANNOTATION,
@@ -37,8 +38,34 @@ def _quantity(resource: str, amount: int) -> str:
     return f"{amount}m" if resource == "cpu" else str(amount)
 
 
-def manifest(unit: UnitId, pod: PodInfo, index: int) -> dict[str, Any]:
-    """The placeholder for the `index`th pod of `unit`."""
+def too_small(nodes: Iterable[NodeInfo], key: str, pods: Sequence[PodInfo]) -> list[str]:
+    """The domains (values of `key`) whose nodes, even empty, could not hold all the
+    `pods` ask for of extended resources: a gang that fits no domain it must share needs
+    one that grows, so its placeholders keep out of these."""
+    need: Counter[str] = Counter()
+    for pod in pods:
+        need.update({k: v for k, v in pod.requests.items()
+                     if "/" in k and not k.startswith(DRA_PREFIX)})
+    totals: dict[str, Counter[str]] = {}
+    for node in nodes:
+        if key in node.labels:
+            totals.setdefault(node.labels[key], Counter()).update(node.allocatable)
+    return sorted(domain for domain, total in totals.items()
+                  if any(total[r] < n for r, n in need.items()))
+
+
+def _keeping_out(terms: Sequence[Mapping[str, Any]], key: str, avoid: Sequence[str]
+                 ) -> list[dict[str, Any]]:
+    """The pod's node selector terms, each also keeping out of the `avoid` domains."""
+    out = {"key": key, "operator": "NotIn", "values": list(avoid)}
+    return [{**term, "matchExpressions": [*term.get("matchExpressions", ()), out]}
+            for term in terms or ({},)]
+
+
+def manifest(unit: UnitId, pod: PodInfo, index: int, avoid: Sequence[str] = ()
+             ) -> dict[str, Any]:
+    """The placeholder for the `index`th pod of `unit`, kept out of the `avoid` domains
+    (of its topology key)."""
     tag = digest(unit)
     # A DRA claim cannot be copied onto a placeholder: what it asks for is left out.
     requests = {k: _quantity(k, v) for k, v in sorted(pod.requests.items())
@@ -46,9 +73,12 @@ def manifest(unit: UnitId, pod: PodInfo, index: int) -> dict[str, Any]:
     # Extended resources are requested at their limit, as the apiserver requires.
     limits = {k: v for k, v in requests.items() if "/" in k}
     affinity: dict[str, Any] = {}
-    if pod.affinity_terms:
+    terms: Sequence[Mapping[str, Any]] = pod.affinity_terms or ()
+    if pod.topology_key and avoid:
+        terms = _keeping_out(terms, pod.topology_key, avoid)
+    if terms:
         affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": list(pod.affinity_terms)}}
+            "nodeSelectorTerms": list(terms)}}
     if pod.topology_key:
         # All in one domain, as the gang must (or should) be: the autoscaler then adds
         # nodes the gang can share.

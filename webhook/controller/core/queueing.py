@@ -108,6 +108,12 @@ class Queueing:
     def over_quota(self, gang: Gang, members: Sequence[PodInfo]) -> str | None:
         return self.ledger.admissible(self.queue_of(gang), self.snap.unit_need(gang, members))
 
+    def may_grow(self, gang: Gang, members: Sequence[PodInfo]) -> bool:
+        """Whether the gang's queue would admit it into a cluster grown for it: within
+        its nominal quota, or borrowing within its limit."""
+        return self.ledger.admissible(self.queue_of(gang), self.snap.unit_need(gang, members),
+                                      pooled=False) is None
+
     def admitted(self, gang: Gang, members: Sequence[PodInfo], charge: bool = True) -> None:
         """Count what the gang takes; a new admission (`charge`) also pays its entry."""
         queue, amount = self.queue_of(gang), self.snap.need(members)

@@ -103,9 +103,12 @@ class Ledger:
         return sum(self._from_pool(q, u) for q, u in self.used.items())
 
     def admissible(self, queue: str, amount: GpuEquivalents,
-                   released: Mapping[str, GpuEquivalents] | None = None) -> str | None:
+                   released: Mapping[str, GpuEquivalents] | None = None,
+                   pooled: bool = True) -> str | None:
         """None when `amount` more GPUs fit the queue's quota (after `released` GPUs per
-        queue are freed); else why not."""
+        queue are freed); else why not. Without `pooled`, borrowing is bounded by the
+        queue's own limit alone, not by what today's nodes leave idle: what a grown
+        cluster would admit."""
         released = released or {}
         spec = self.quotas.spec(queue)
         used = self.used.get(queue, 0) - released.get(queue, 0)
@@ -116,6 +119,8 @@ class Ledger:
         if spec.borrowing_limit is not None and over > spec.borrowing_limit:
             return (f"queue {queue} would use {after} GPUs: nominal {spec.nominal}, "
                     f"borrowing limit {spec.borrowing_limit}")
+        if not pooled:
+            return None
         pool_used = sum(self._from_pool(q, u - released.get(q, 0))
                         for q, u in self.used.items() if q != queue)
         pool_used += self._from_pool(queue, after)

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.controller.core.growing import CapacitySettings, Growth, events_of
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.placeholders import manifest
+from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.placeholders import manifest, too_small
 from webhook.controller.shells.applying import Applier
 from webhook.controller.shells.metrics import ControllerMetrics
 from webhook.keys import SYSTEM_NAMESPACE
@@ -31,13 +33,15 @@ class Placeholding:
         # memory: a new leader may ask once more at once, which costs nothing but a try.
         self.failed: dict[UnitId, float] = {}
 
-    async def apply(self, growth: Growth, settings: CapacitySettings) -> None:
+    async def apply(self, growth: Growth, settings: CapacitySettings,
+                    nodes: Iterable[NodeInfo]) -> None:
         self.failed = dict(growth.backing_off)
         # Removed first: the gang they stood for may be lifted into their room next.
         await asyncio.gather(*(self._delete(name) for r in growth.release
                                for name in r.placeholders))
-        await asyncio.gather(*(self._create(manifest(r.unit, pod, i)) for r in growth.make
-                               for i, pod in enumerate(r.pods)))
+        nodes = list(nodes) if growth.make else []
+        await asyncio.gather(*(self._create(manifest(r.unit, pod, i, _avoid(nodes, r.pods)))
+                               for r in growth.make for i, pod in enumerate(r.pods)))
         for request in growth.make:
             self.metrics.capacity_requests.labels("requested").inc()
             log.info("capacity requested", extra={"gang": str(request.unit),
@@ -65,3 +69,8 @@ class Placeholding:
             if e.status != 404:
                 log.warning("could not remove a placeholder; the next round retries",
                             extra={"status": e.status, "reason": e.reason})
+
+
+def _avoid(nodes: list[NodeInfo], pods: tuple[PodInfo, ...]) -> list[str]:
+    key = pods[0].topology_key if pods else None
+    return too_small(nodes, key, pods) if key else []

@@ -231,7 +231,7 @@ class Controller:
                           quotas_of(policy, self.cache.cluster.accelerators),
                           self.cache.placeholders.values(), self.placeholding.failed, now,
                           settings)
-            await self.placeholding.apply(growth, settings)
+            await self.placeholding.apply(growth, settings, self.cache.nodes.values())
         self.metrics.placeholders.set(len(self.cache.placeholders))
 
     def _cluster(self) -> Tracked:

@@ -72,15 +72,17 @@ def load() -> str:
 
 
 @contextlib.contextmanager
-def sandbox(state_dir: Path, nodes: int, policies: Path = POLICIES) -> Iterator[Sandbox]:
-    """`airlock sandbox up --nodes N` in `state_dir`; `down` on the way out, whatever
-    happened. Its progress lines go to stderr, as they do for a person."""
+def sandbox(state_dir: Path, nodes: int, policies: Path = POLICIES,
+            extra: tuple[str, ...] = ()) -> Iterator[Sandbox]:
+    """`airlock sandbox up --nodes N` (and `extra` flags) in `state_dir`; `down` on the
+    way out, whatever happened. Its progress lines go to stderr, as they do for a
+    person."""
     airlock = [sys.executable, "-m", "webhook", "sandbox"]
     where = ["--state-dir", str(state_dir)]
     started = time.monotonic()
     try:
         up = subprocess.run([*airlock, "up", *where, "--nodes", str(nodes),
-                             "--policies", str(policies)],
+                             "--policies", str(policies), *extra],
                             stdout=subprocess.DEVNULL, check=False)
         if up.returncode != 0:
             raise RuntimeError(f"airlock sandbox up --nodes {nodes} failed (exit "

@@ -8,6 +8,7 @@ controller killed while a request is open leaves no placeholder behind."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from tests.builders import GPU, policy_yaml
+from tests.commands import airlock_command
 from tests.kube import (
     KARPENTER_STATIC,
     Controllers,
@@ -150,7 +152,8 @@ async def test_a_gang_its_queue_may_not_admit_adds_no_node(
 
 async def test_a_controller_killed_with_a_request_open_leaves_no_placeholder(
         grow_api: client.ApiClient, ns: str, grow_controllers: Controllers,
-        policy_file: PolicyFileFactory) -> None:
+        policy_file: PolicyFileFactory, karpenter_plane: WiredPlane,
+        session_policies: Path) -> None:
     """A gang of 9 x 8 GPUs: more than the NodePool may launch (64 GPUs), so its request
     stays open. The controller dies; the gang is deleted meanwhile; the next one's first
     round removes the placeholders."""
@@ -162,6 +165,16 @@ async def test_a_controller_killed_with_a_request_open_leaves_no_placeholder(
         return len(await placeholders(grow_api)) == 9
 
     await until(asked, within=30)
+    # `airlock status` shows the request, as a person would run it.
+    shown = await asyncio.create_subprocess_exec(
+        *airlock_command("status", "--kubeconfig",
+                         str(karpenter_plane.plane.admin_kubeconfig),
+                         "--policies", str(session_policies), "-o", "json"),
+        stdout=asyncio.subprocess.PIPE)
+    out, _ = await asyncio.wait_for(shown.communicate(), 60)
+    (request,) = json.loads(out)["capacityRequests"]
+    assert (request["gang"], request["mode"], request["pods"], request["gpus"],
+            request["state"]) == (f"{ns}/huge", "placeholders", 9, 72, "open")
     first.process.kill()
     first.process.wait()
     await client.CoreV1Api(grow_api).delete_collection_namespaced_pod(

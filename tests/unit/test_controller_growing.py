@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import NOW, cluster, gang, member, tracked, unit
+from tests.builders import CLIQUE, NOW, cluster, gang, member, tracked, unit
 from webhook.controller.core.actions import Action, Admit, Wait
 from webhook.controller.core.deciding import DecideOptions, decide
 from webhook.controller.core.growing import (
@@ -17,7 +17,7 @@ from webhook.controller.core.growing import (
 )
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.placeholders import digest, manifest, placeholder_of
+from webhook.controller.core.placeholders import digest, manifest, placeholder_of, too_small
 from webhook.controller.core.queueing import QueueState
 from webhook.controller.core.quotas import QueueSpec, Quotas
 from webhook.controller.core.records import Record
@@ -141,3 +141,15 @@ def test_what_is_not_a_placeholder(change: Any) -> None:
     made = manifest(unit("g1", "team-a"), pod_of("g1"), 0)
     change(made)
     assert placeholder_of(made) is None
+
+
+def test_placeholders_keep_out_of_domains_too_small_for_the_whole_gang() -> None:
+    """Domains of 2 and 4 nodes (16 and 32 GPUs): a gang of 4 x 8 GPUs could never be
+    whole in the first, so its placeholders ask for a domain that grows instead."""
+    pods = gang("g1", 4, ns="team-a")
+    avoid = too_small(cluster({"clique-0": 2, "clique-1": 4}), CLIQUE, pods)
+    assert avoid == ["clique-0"]
+    terms = manifest(unit("g1", "team-a"), pods[0], 0, avoid)["spec"]["affinity"][
+        "nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [
+        {"key": CLIQUE, "operator": "NotIn", "values": ["clique-0"]}]}]

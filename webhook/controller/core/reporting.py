@@ -14,6 +14,7 @@ from typing import Any, Literal, assert_never
 from webhook.controller.core.accounting import FAIR_SHARE_KEY
 from webhook.controller.core.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
 from webhook.controller.core.configuring import quotas_of
+from webhook.controller.core.growing import Placeholder
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.quotas import holding
 from webhook.controller.core.reasons import WaitReason
@@ -60,15 +61,29 @@ class PreemptionLine:
 
 
 @dataclass(frozen=True, slots=True)
+class CapacityLine:
+    """An open capacity request: its placeholders, what the gang asks for, since when."""
+
+    gang: str
+    mode: str
+    pods: int
+    gpus: float
+    state: str
+    age: float
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     queues: tuple[QueueLine, ...]
     waiting: tuple[GangLine, ...]
     preemptions: tuple[PreemptionLine, ...]
+    capacity: tuple[CapacityLine, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {"queues": [dataclasses.asdict(q) for q in self.queues],
                 "waiting": [dataclasses.asdict(g) for g in self.waiting],
-                "preemptions": [dataclasses.asdict(p) for p in self.preemptions]}
+                "preemptions": [dataclasses.asdict(p) for p in self.preemptions],
+                "capacityRequests": [dataclasses.asdict(c) for c in self.capacity]}
 
     def text(self) -> str:
         lines = ["QUEUE            NOMINAL  USED  BORROWED  WEIGHT  FAIR SHARE (GPU-h)"]
@@ -80,6 +95,9 @@ class Report:
                   f"{g.gpus:g} GPUs: {g.why}" for g in self.waiting] or ["(none)"]
         lines += ["", "RECENT PREEMPTIONS"]
         lines += [f"{p.at}  {p.preemptor}: {p.message}" for p in self.preemptions] or ["(none)"]
+        lines += ["", "CAPACITY REQUESTS"]
+        lines += [f"{c.gang}  {c.mode}, {c.pods} pods, {c.gpus:g} GPUs: {c.state} for "
+                  f"{c.age:.0f}s" for c in self.capacity] or ["(none)"]
         return "\n".join(lines) + "\n"
 
 
@@ -89,9 +107,9 @@ def _gang_name(unit: UnitId) -> str:
 
 
 def report(policy: Policy, cluster: Tracked, events: Iterable[Mapping[str, Any]], now: float,
-           kept: Mapping[str, str]) -> Report:
+           kept: Mapping[str, str], placeholders: Iterable[Placeholder] = ()) -> Report:
     """`cluster`: as listed once; `kept`: what the leader keeps for the next one
-    (`remembering`): the fair share."""
+    (`remembering`): the fair share; `placeholders`: the capacity requests open."""
     accelerators = cluster.accelerators
     quotas = quotas_of(policy, accelerators)
     used = holding(quotas, cluster.occupancy.namespace_gpus)
@@ -134,4 +152,17 @@ def report(policy: Policy, cluster: Tracked, events: Iterable[Mapping[str, Any]]
                 e.get("lastTimestamp") or "",
                 f"{involved.get('namespace', '')}/{involved.get('name', '')}",
                 e.get("message", ""))
-    return Report(queues, tuple(waiting), tuple(told.values())[:RECENT])
+    return Report(queues, tuple(waiting), tuple(told.values())[:RECENT],
+                  _requests(placeholders, waiting, now))
+
+
+def _requests(placeholders: Iterable[Placeholder], waiting: Iterable[GangLine], now: float
+              ) -> tuple[CapacityLine, ...]:
+    by_unit: dict[UnitId, list[Placeholder]] = {}
+    for placeholder in placeholders:
+        by_unit.setdefault(placeholder.unit, []).append(placeholder)
+    asked = {line.gang: line.gpus for line in waiting}
+    return tuple(CapacityLine(_gang_name(unit), "placeholders", len(held),
+                              asked.get(_gang_name(unit), 0.0), "open",
+                              now - min(p.created for p in held))
+                 for unit, held in sorted(by_unit.items()))

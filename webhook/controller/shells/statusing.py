@@ -74,7 +74,8 @@ async def _status(kubeconfig: Path | None, policies: Path, output: str) -> int:
     for kind, listed in pairs:
         cache.list_claims(kind)(list(map(cache.parse_claim(kind), listed)))
     cache.list_pods([cache.parse_pod(p) for p in pods])
-    found = report(policy, cache.cluster, events, time.time(), kept)
+    found = report(policy, cache.cluster, events, time.time(), kept,
+                   cache.placeholders.values())
     if output == "json":
         print(json.dumps(found.as_json(), indent=2))
     else:

@@ -11,17 +11,19 @@ from tests.builders import CLIQUE, NOW, cluster, gang, member, tracked, unit
 from webhook.controller.core.actions import Action, Admit, Wait
 from webhook.controller.core.deciding import DecideOptions, decide
 from webhook.controller.core.growing import (
+    Asking,
     CapacitySettings,
-    Placeholder,
     grow,
 )
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.placeholders import digest, manifest, placeholder_of, too_small
+from webhook.controller.core.provisioning import consuming, objects, request_of
 from webhook.controller.core.queueing import QueueState
 from webhook.controller.core.quotas import QueueSpec, Quotas
 from webhook.controller.core.records import Record
 from webhook.keys import PLACEHOLDER_LABEL, PLACEHOLDER_PRIORITY_CLASS, SYSTEM_NAMESPACE
+from webhook.operators.clusterautoscaler.keys import CLASS_ANNOTATION, CONSUME_ANNOTATION
 
 SETTINGS = CapacitySettings(timeout=600.0, backoff=300.0)
 TEAMS = Quotas([QueueSpec("a", ("team-a",), 64), QueueSpec("b", ("team-b",), 64)])
@@ -38,11 +40,11 @@ def admitted(name: str, ns: str = "team-a") -> Admit:
 
 
 def held(name: str, ns: str = "team-a", age: float = 60.0, count: int = 2
-         ) -> list[Placeholder]:
-    return [Placeholder(f"ph-{name}-{i}", unit(name, ns), NOW - age) for i in range(count)]
+         ) -> list[Asking]:
+    return [Asking(f"ph-{name}-{i}", unit(name, ns), NOW - age) for i in range(count)]
 
 
-def outcome(actions: list[Action], there: list[Placeholder],
+def outcome(actions: list[Action], there: list[Asking],
             failed: dict[UnitId, float] | None = None) -> dict[str, Any]:
     growth = grow(actions, TEAMS, there, failed or {}, NOW, SETTINGS)
     return {"make": [r.unit.name for r in growth.make],
@@ -81,7 +83,7 @@ def outcome(actions: list[Action], there: list[Placeholder],
                  {"make": ["g1"], "release": {}, "backing_off": []},
                  id="the backoff over: asks again"),
 ])
-def test_which_gangs_ask_and_what_ends(actions: list[Action], there: list[Placeholder],
+def test_which_gangs_ask_and_what_ends(actions: list[Action], there: list[Asking],
                                        failed: dict[UnitId, float] | None,
                                        expected: dict[str, Any]) -> None:
     assert outcome(actions, there, failed) == expected
@@ -153,3 +155,34 @@ def test_placeholders_keep_out_of_domains_too_small_for_the_whole_gang() -> None
         "nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [
         {"key": CLIQUE, "operator": "NotIn", "values": ["clique-0"]}]}]
+
+
+def test_a_request_the_autoscaler_gave_up_on_fails_and_backs_off() -> None:
+    there = [Asking("airlock-x", unit("g1", "team-a"), NOW - 5, "Failed: no room")]
+    growth = grow([waiting("g1")], TEAMS, there, {}, NOW, SETTINGS)
+    (release,) = growth.release
+    assert (release.ending, release.why) == ("failed", "Failed: no room")
+    assert growth.make == ()
+    assert list(growth.backing_off) == [unit("g1", "team-a")]
+
+
+def test_a_provisioning_request_names_a_template_per_kind_of_pod() -> None:
+    pods = [*gang("g1", 3, ns="team-a"), member("g1", 3, gpus=4, size=4, ns="team-a")]
+    *templates, request = objects(unit("g1", "team-a"), pods, "check-capacity.x")
+    assert [t["kind"] for t in templates] == ["PodTemplate", "PodTemplate"]
+    assert request["spec"] == {"provisioningClassName": "check-capacity.x", "podSets": [
+        {"podTemplateRef": {"name": templates[0]["metadata"]["name"]}, "count": 3},
+        {"podTemplateRef": {"name": templates[1]["metadata"]["name"]}, "count": 1}]}
+    # Read back: open, then failed once the autoscaler says so.
+    request["metadata"]["creationTimestamp"] = "2026-11-22T10:00:00Z"
+    found = request_of(request)
+    assert found is not None
+    assert (found.unit, found.failed) == (unit("g1", "team-a"), None)
+    request["status"] = {"conditions": [
+        {"type": "Provisioned", "status": "False"},
+        {"type": "BookingExpired", "status": "True", "message": "pods came too late"}]}
+    found = request_of(request)
+    assert found is not None
+    assert found.failed == "BookingExpired: pods came too late"
+    assert dict(consuming(unit("g1", "team-a"), "check-capacity.x")) == {
+        CONSUME_ANNOTATION: request["metadata"]["name"], CLASS_ANNOTATION: "check-capacity.x"}

@@ -55,9 +55,9 @@ def test_the_key_finder_sees_the_keys() -> None:
 def test_every_operator_folder_has_its_keys() -> None:
     folders = {p.parent for p in OPERATORS_DIR.glob("*/reading.py")}
     # Airlock's own keys are the webhook's and the controller's too: webhook/keys.py.
-    # Karpenter's pods Airlock does not read; it only marks pods with one of its keys.
+    # Autoscalers' pods Airlock does not read; it only marks pods with their keys.
     assert {p.parent for p in KEYS} == (folders - {OPERATORS_DIR / "airlock"}) | {
-        OPERATORS_DIR / "karpenter"}
+        OPERATORS_DIR / "karpenter", OPERATORS_DIR / "clusterautoscaler"}
     assert all(_keys(p) for p in KEYS)
 
 

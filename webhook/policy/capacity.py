@@ -16,10 +16,17 @@ from webhook.policy.queues import Duration
 
 
 class CapacitySpec(_Strict):
-    mode: Literal["none", "placeholders"] = Field(
+    mode: Literal["none", "placeholders", "provisioningRequest"] = Field(
         "none", description="`placeholders`: ask for the capacity a waiting gang lacks with "
         "placeholder pods an autoscaler (Karpenter, the cluster-autoscaler) scales up for. "
-        "`none`: never ask.")
+        "`provisioningRequest`: with an autoscaling.x-k8s.io/v1 ProvisioningRequest (the "
+        "cluster-autoscaler, GKE's Dynamic Workload Scheduler). `none`: never ask.")
+    provisioning_class: str = Field(
+        "best-effort-atomic-scale-up.autoscaling.x-k8s.io", alias="provisioningClass",
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="The ProvisioningRequest class: best-effort-atomic-scale-up."
+        "autoscaling.x-k8s.io, check-capacity.autoscaling.x-k8s.io, or GKE's "
+        "queued-provisioning.gke.io.")
     timeout: Duration = Field(
         "10m", description="How long a gang's placeholders wait for the capacity; then they "
         "are removed and the request counts as failed.")

@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import jsonpatch
 import yaml
 
 from webhook.certificates import write_file
+from webhook.sandbox.gobuilding import GoModule
 from webhook.sandbox.operators import Operator, OperatorError
 from webhook.sandbox.wiring import point_at
 
@@ -30,15 +31,22 @@ def _manifest_dir(op: Operator) -> Path:
 
 
 def _module_source(op: Operator) -> Path:
-    module = op.tool.modules[0]
+    return module_source(op.tool.modules[0], op.name, op.tool.directory, op.tool.env)
+
+
+def module_source(module: GoModule, who: str, cwd: Path,
+                  env: Mapping[str, str] | None = None) -> Path:
+    """Where the module's source is, fetched through the module proxy if need be (once;
+    Go's module cache keeps it)."""
     go = shutil.which("go")
     if go is None:
-        raise OperatorError(f"{op.name}: Go is needed to fetch {module.path}@{module.version}")
+        raise OperatorError(f"{who}: Go is needed to fetch {module.path}@{module.version}")
+    cwd.mkdir(parents=True, exist_ok=True)
     out = subprocess.run([go, "mod", "download", "-json", f"{module.path}@{module.version}"],
-                         capture_output=True, text=True, cwd=op.tool.directory,
-                         env={**os.environ, "GOWORK": "off", **op.tool.env})
+                         capture_output=True, text=True, cwd=cwd,
+                         env={**os.environ, "GOWORK": "off", **(env or {})})
     if out.returncode != 0:
-        raise OperatorError(f"{op.name}: go mod download {module.path}@{module.version} "
+        raise OperatorError(f"{who}: go mod download {module.path}@{module.version} "
                             f"failed: {out.stdout}{out.stderr}")
     return Path(json.loads(out.stdout)["Dir"])
 

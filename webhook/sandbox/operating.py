@@ -159,6 +159,18 @@ async def _apply(api: client.ApiClient, prepared: list[_Prepared]) -> None:
     await _served(api, installed)
 
 
+async def install_crds(api: client.ApiClient, docs: list[dict[str, Any]]) -> None:
+    """CRDs created (one there already is left as it is), back once all are served."""
+    extensions = client.ApiextensionsV1Api(api)
+    for crd in docs:
+        try:
+            await extensions.create_custom_resource_definition(body=crd)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+    await _served(api, docs)
+
+
 async def _served(api: client.ApiClient, docs: list[dict[str, Any]],
                   within: float = 60.0) -> None:
     """Until discovery lists every CRD's resource. Reading the CRDs back for their

@@ -16,7 +16,7 @@ from webhook.controller.core.records import PreemptionRecord, Record
 
 EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "Requeued",
                       "RecordIgnored", "CapacityRequested", "CapacityProvisioned",
-                      "CapacityExpired", WaitReason]
+                      "CapacityExpired", "CapacityFailed", WaitReason]
 EventType = Literal["Normal", "Warning"]
 # Why a victim may go: it has a lower priority, or its queue gives back borrowed GPUs.
 Cause = Literal["priority", "reclaim"]
@@ -35,6 +35,9 @@ class Admit:
     note: str = ""
     # (pod name, node) to write as the pods' nominated node before they are ungated.
     nominate: tuple[tuple[str, str], ...] = ()
+    # (key, value) to write on each pod as its gate is lifted: the annotations that
+    # consume the room a ProvisioningRequest booked for it.
+    annotations: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,12 +1,12 @@
-"""Capacity requests (`spec.capacity.mode: placeholders`, docs/autoscaling.md): which
-gangs ask the cluster to grow, and what becomes of the placeholder pods already asking.
+"""Capacity requests (`spec.capacity`, docs/autoscaling.md): which gangs ask the cluster
+to grow, and what becomes of what already asks (placeholder pods, or ProvisioningRequests).
 
 A gang asks when it fits no domain of today's nodes while its queue may admit it, and it
 heads its queue: each queue asks for at most one gang at a time, the one the next room
-goes to. Its placeholders are one pod per member, in its image. They go when the gang
-is admitted (provisioned), when it no longer asks (it is gone, or preempts, or waits
-for something else: withdrawn), or after the policy's timeout (expired: the gang then
-waits the backoff before it asks again)."""
+goes to. What asks goes when the gang is admitted (provisioned), when it no longer asks
+(it is gone, or preempts, or waits for something else: withdrawn), when the autoscaler
+gives up on it (failed), or after the policy's timeout (expired); after failing or
+expiring, the gang waits the backoff before it asks again."""
 
 from __future__ import annotations
 
@@ -19,21 +19,23 @@ from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.quotas import Quotas
 
-Ending = Literal["provisioned", "withdrawn", "expired"]
+Ending = Literal["provisioned", "withdrawn", "failed", "expired"]
 
 
 @dataclass(frozen=True, slots=True)
-class Placeholder:
-    """A placeholder pod there is, as the controller reads it back."""
+class Asking:
+    """What asks for room for a unit, as the controller reads it back: a placeholder pod,
+    or a ProvisioningRequest; `failed`, why the autoscaler gave up on it, if it did."""
 
     name: str
     unit: UnitId
     created: float
+    failed: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """Placeholders to make: one per pod of the gang."""
+    """A request to make for the gang's pods."""
 
     unit: UnitId
     pods: tuple[PodInfo, ...]
@@ -42,10 +44,12 @@ class Request:
 @dataclass(frozen=True, slots=True)
 class Release:
     unit: UnitId
-    placeholders: tuple[str, ...]
+    names: tuple[str, ...]
     ending: Ending
     # Who to tell: the gang's pods, when it still has some.
     pods: tuple[PodInfo, ...] = ()
+    # Why, when the autoscaler said.
+    why: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,36 +79,40 @@ def askers(actions: Iterable[Action], quotas: Quotas) -> dict[UnitId, tuple[PodI
     return asking
 
 
-def grow(actions: list[Action], quotas: Quotas, there: Iterable[Placeholder],
+def grow(actions: list[Action], quotas: Quotas, there: Iterable[Asking],
          failed: Mapping[UnitId, float], now: float, settings: CapacitySettings) -> Growth:
-    """What to make and remove, given the round's `actions`, the placeholders `there`
-    are, and when each unit's last request `failed`."""
+    """What to make and end, given the round's `actions`, what asks `there`, and when each
+    unit's last request `failed`."""
     backing_off = {u: at for u, at in failed.items() if now - at < settings.backoff}
     asking = {u: pods for u, pods in askers(actions, quotas).items() if u not in backing_off}
     admitted = {a.unit: a.ungate for a in actions if isinstance(a, Admit)}
     pods_of = {a.unit: a.pods for a in actions if isinstance(a, Wait)}
-    by_unit: dict[UnitId, list[Placeholder]] = {}
-    for placeholder in there:
-        by_unit.setdefault(placeholder.unit, []).append(placeholder)
+    by_unit: dict[UnitId, list[Asking]] = {}
+    for one in there:
+        by_unit.setdefault(one.unit, []).append(one)
     release = []
     for unit, held in sorted(by_unit.items()):
-        names = tuple(sorted(p.name for p in held))
+        names = tuple(sorted(a.name for a in held))
+        gave_up = next((a.failed for a in held if a.failed), None)
         if unit in admitted:
             release.append(Release(unit, names, "provisioned", admitted[unit]))
         elif unit not in asking:
             release.append(Release(unit, names, "withdrawn", pods_of.get(unit, ())))
-        elif now - min(p.created for p in held) >= settings.timeout:
+        elif gave_up is not None:
+            release.append(Release(unit, names, "failed", asking.pop(unit), gave_up))
+            backing_off[unit] = now
+        elif now - min(a.created for a in held) >= settings.timeout:
             release.append(Release(unit, names, "expired", asking.pop(unit)))
             backing_off[unit] = now
     make = tuple(Request(u, pods) for u, pods in asking.items() if u not in by_unit)
     return Growth(make, tuple(release), backing_off)
 
 
-def events_of(growth: Growth, settings: CapacitySettings) -> list[Event]:
-    """What the gangs' pods are told of their requests."""
+def events_of(growth: Growth, settings: CapacitySettings, how: str) -> list[Event]:
+    """What the gangs' pods are told of their requests, made `how`."""
     told = [Event(r.pods, "Normal", "CapacityRequested",
-                  f"CapacityRequested: {len(r.pods)} placeholder pods ask the cluster's "
-                  "autoscaler for the room the gang lacks")
+                  f"CapacityRequested: {how} asks the cluster's autoscaler for the room "
+                  f"the gang's {len(r.pods)} pods lack")
             for r in growth.make]
     for release in growth.release:
         if release.ending == "provisioned":
@@ -113,6 +121,11 @@ def events_of(growth: Growth, settings: CapacitySettings) -> list[Event]:
         elif release.ending == "expired":
             told.append(Event(release.pods, "Warning", "CapacityExpired",
                               f"CapacityExpired: no room came within "
-                              f"{settings.timeout:.0f}s; its placeholders are removed and it "
+                              f"{settings.timeout:.0f}s; the request is removed and it "
                               f"asks again after {settings.backoff:.0f}s"))
+        elif release.ending == "failed":
+            told.append(Event(release.pods, "Warning", "CapacityFailed",
+                              f"CapacityFailed: the autoscaler gave up ({release.why}); the "
+                              f"request is removed and it asks again after "
+                              f"{settings.backoff:.0f}s"))
     return told

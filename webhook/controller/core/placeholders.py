@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from webhook.controller.core.growing import Placeholder
+from webhook.controller.core.growing import Asking
 from webhook.controller.core.identities import UnitId, UnitKind
 from webhook.controller.core.objects import NodeInfo, PodInfo, timestamp
 from webhook.devices.kinds import PREFIX as DRA_PREFIX
@@ -67,6 +67,19 @@ def manifest(unit: UnitId, pod: PodInfo, index: int, avoid: Sequence[str] = ()
     """The placeholder for the `index`th pod of `unit`, kept out of the `avoid` domains
     (of its topology key)."""
     tag = digest(unit)
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"airlock-placeholder-{tag}-{index}",
+                         "namespace": SYSTEM_NAMESPACE,
+                         "labels": {PLACEHOLDER_LABEL: tag},
+                         "annotations": {PLACEHOLDER_FOR_ANNOTATION:
+                                         f"{unit.kind}/{unit.path}"}},
+            "spec": stand_in(unit, pod, avoid)}
+
+
+def stand_in(unit: UnitId, pod: PodInfo, avoid: Sequence[str] = ()) -> dict[str, Any]:
+    """The spec of a pod that stands in for `pod` before an autoscaler: a placeholder's,
+    or a ProvisioningRequest's pod template."""
+    tag = digest(unit)
     # A DRA claim cannot be copied onto a placeholder: what it asks for is left out.
     requests = {k: _quantity(k, v) for k, v in sorted(pod.requests.items())
                 if not k.startswith(DRA_PREFIX)}
@@ -102,25 +115,27 @@ def manifest(unit: UnitId, pod: PodInfo, index: int, avoid: Sequence[str] = ()
         spec["nodeSelector"] = dict(pod.node_selector)
     if affinity:
         spec["affinity"] = affinity
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"airlock-placeholder-{tag}-{index}",
-                         "namespace": SYSTEM_NAMESPACE,
-                         "labels": {PLACEHOLDER_LABEL: tag},
-                         "annotations": {PLACEHOLDER_FOR_ANNOTATION:
-                                         f"{unit.kind}/{unit.path}"}},
-            "spec": spec}
+    return spec
 
 
-def placeholder_of(obj: Mapping[str, Any]) -> Placeholder | None:
+def placeholder_of(obj: Mapping[str, Any]) -> Asking | None:
     """The placeholder a pod is, when it is one the controller made."""
     meta = obj.get("metadata") or {}
-    if meta.get("namespace") != SYSTEM_NAMESPACE or \
-            PLACEHOLDER_LABEL not in (meta.get("labels") or {}):
+    if meta.get("namespace") != SYSTEM_NAMESPACE:
+        return None
+    return asking_of(meta)
+
+
+def asking_of(meta: Mapping[str, Any], failed: str | None = None) -> Asking | None:
+    """What an object the controller made to ask for room stands for, from its
+    metadata: its label, and the unit its annotation names."""
+    if PLACEHOLDER_LABEL not in (meta.get("labels") or {}):
         return None
     kind, _, path = ((meta.get("annotations") or {}).get(PLACEHOLDER_FOR_ANNOTATION) or ""
                      ).partition("/")
     namespace, _, name = path.partition("/")
-    if kind not in _KINDS or not namespace or not name:
+    unit_kind = _KINDS.get(kind)
+    if unit_kind is None or not namespace or not name:
         return None
-    return Placeholder(meta.get("name", ""), UnitId(kind, namespace, name),  # type: ignore[arg-type]
-                       timestamp(meta.get("creationTimestamp")))
+    return Asking(meta.get("name", ""), UnitId(unit_kind, namespace, name),
+                  timestamp(meta.get("creationTimestamp")), failed)

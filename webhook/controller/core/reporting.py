@@ -14,7 +14,7 @@ from typing import Any, Literal, assert_never
 from webhook.controller.core.accounting import FAIR_SHARE_KEY
 from webhook.controller.core.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
 from webhook.controller.core.configuring import quotas_of
-from webhook.controller.core.growing import Placeholder
+from webhook.controller.core.growing import Asking
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.quotas import holding
 from webhook.controller.core.reasons import WaitReason
@@ -107,9 +107,11 @@ def _gang_name(unit: UnitId) -> str:
 
 
 def report(policy: Policy, cluster: Tracked, events: Iterable[Mapping[str, Any]], now: float,
-           kept: Mapping[str, str], placeholders: Iterable[Placeholder] = ()) -> Report:
+           kept: Mapping[str, str], placeholders: Iterable[Asking] = (),
+           requests: Iterable[Asking] = ()) -> Report:
     """`cluster`: as listed once; `kept`: what the leader keeps for the next one
-    (`remembering`): the fair share; `placeholders`: the capacity requests open."""
+    (`remembering`): the fair share; `placeholders` and (Provisioning)`requests`: the
+    capacity requests open."""
     accelerators = cluster.accelerators
     quotas = quotas_of(policy, accelerators)
     used = holding(quotas, cluster.occupancy.namespace_gpus)
@@ -153,16 +155,21 @@ def report(policy: Policy, cluster: Tracked, events: Iterable[Mapping[str, Any]]
                 f"{involved.get('namespace', '')}/{involved.get('name', '')}",
                 e.get("message", ""))
     return Report(queues, tuple(waiting), tuple(told.values())[:RECENT],
-                  _requests(placeholders, waiting, now))
+                  (*_requests("placeholders", placeholders, waiting, now),
+                   *_requests("provisioningRequest", requests, waiting, now)))
 
 
-def _requests(placeholders: Iterable[Placeholder], waiting: Iterable[GangLine], now: float
+def _requests(mode: str, there: Iterable[Asking], waiting: Iterable[GangLine], now: float
               ) -> tuple[CapacityLine, ...]:
-    by_unit: dict[UnitId, list[Placeholder]] = {}
-    for placeholder in placeholders:
-        by_unit.setdefault(placeholder.unit, []).append(placeholder)
-    asked = {line.gang: line.gpus for line in waiting}
-    return tuple(CapacityLine(_gang_name(unit), "placeholders", len(held),
-                              asked.get(_gang_name(unit), 0.0), "open",
-                              now - min(p.created for p in held))
-                 for unit, held in sorted(by_unit.items()))
+    by_unit: dict[UnitId, list[Asking]] = {}
+    for one in there:
+        by_unit.setdefault(one.unit, []).append(one)
+    waits = {line.gang: line for line in waiting}
+    lines = []
+    for unit, held in sorted(by_unit.items()):
+        gang = waits.get(_gang_name(unit))
+        failed = next((a.failed for a in held if a.failed), None)
+        lines.append(CapacityLine(
+            _gang_name(unit), mode, gang.pods if gang else 0, gang.gpus if gang else 0.0,
+            f"failed ({failed})" if failed else "open", now - min(a.created for a in held)))
+    return tuple(lines)

@@ -80,14 +80,20 @@ def disruption_patch(message: str, now: datetime.datetime) -> dict[str, Any]:
         "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}]}}
 
 
-def ungate_patch(pod: PodInfo, record: Record) -> list[PatchOp]:
-    """Remove Airlock's gate and pin the pod to the recorded domain, in one JSON Patch.
-    The `test` makes it fail, not misfire, if the gates moved since we read the pod."""
+def ungate_patch(pod: PodInfo, record: Record,
+                 annotations: tuple[tuple[str, str], ...] = ()) -> list[PatchOp]:
+    """Remove Airlock's gate and pin the pod to the recorded domain (writing
+    `annotations` too), in one JSON Patch. The `test` makes it fail, not misfire, if the
+    gates moved since we read the pod."""
     index = pod.gate_index
     ops: list[PatchOp] = [
         {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GATE},
         {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
     ]
+    for key, value in annotations:
+        # Airlock's own marks are there: the annotations map exists.
+        ops.append({"op": "add", "path": f"/metadata/annotations/{escape(key)}",
+                    "value": value})
     if record.domain is not None and record.topology_key:
         if pod.node_selector:
             ops.append({"op": "add", "path": f"/spec/nodeSelector/{escape(record.topology_key)}",
@@ -156,7 +162,7 @@ class Applier:
                     await self._nominate(action)
                     await self._record(action)
                     await self._ungate(tuple(p for p in action.ungate if p != action.anchor),
-                                       action.record)
+                                       action.record, action.annotations)
                 case Finish():
                     await self._ungate(action.ungate, action.record)
                 case Preempt():
@@ -188,7 +194,8 @@ class Applier:
 
     async def _record(self, admit: Admit) -> None:
         anchor = admit.anchor
-        ops = record_patch(anchor, admit.record, self.seal) + ungate_patch(anchor, admit.record)
+        ops = record_patch(anchor, admit.record, self.seal) + ungate_patch(
+            anchor, admit.record, admit.annotations)
         await self._patch(anchor, ops, "application/json-patch+json")
         if self.pause:
             await asyncio.sleep(self.pause)
@@ -265,10 +272,12 @@ class Applier:
             if e.status != 404:  # gone before it could be marked: the event says why
                 raise
 
-    async def _ungate(self, pods: tuple[PodInfo, ...], record: Record) -> None:
+    async def _ungate(self, pods: tuple[PodInfo, ...], record: Record,
+                      annotations: tuple[tuple[str, str], ...] = ()) -> None:
         async def one(pod: PodInfo) -> None:
             try:
-                await self._patch(pod, ungate_patch(pod, record), "application/json-patch+json")
+                await self._patch(pod, ungate_patch(pod, record, annotations),
+                                  "application/json-patch+json")
             except ApiException as e:
                 if e.status != 404:  # a pod deleted meanwhile needs no ungating
                     raise

@@ -10,10 +10,11 @@ from typing import Any
 
 from webhook.accelerators import Accelerators
 from webhook.controller.core.claiming import ClaimEntry, DeviceIndex, SliceEntry, claim_entry
-from webhook.controller.core.growing import Placeholder
+from webhook.controller.core.growing import Asking
 from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.objects import NodeInfo, PodInfo
 from webhook.controller.core.placeholders import placeholder_of
+from webhook.controller.core.provisioning import request_of
 from webhook.controller.core.records import Opener
 from webhook.controller.core.tracking import Tracked
 from webhook.devices.claims import ClaimKind
@@ -39,8 +40,10 @@ class Cache:
         self._versions: dict[PodKey, int] = {}
         # Pods sharing a claim with one just parsed: counted again once it is stored.
         self._recount: set[PodKey] = set()
-        # The placeholder pods there are (capacity requests), by name.
-        self.placeholders: dict[str, Placeholder] = {}
+        # The placeholder pods there are (capacity requests), by name; the
+        # ProvisioningRequests the controller made, by `namespace/name`.
+        self.placeholders: dict[str, Asking] = {}
+        self.requests: dict[str, Asking] = {}
         self.changed = asyncio.Event()
 
     @property
@@ -73,6 +76,25 @@ class Cache:
             self.placeholders[info.name] = placeholder
         else:
             self.placeholders.pop(info.name, None)
+
+    # --- ProvisioningRequests ---------------------------------------------------------------
+
+    @staticmethod
+    def parse_request(obj: dict[str, Any]) -> tuple[str, Asking | None]:
+        meta = obj.get("metadata") or {}
+        return f"{meta.get('namespace', '')}/{meta.get('name', '')}", request_of(obj)
+
+    def list_requests(self, listed: list[tuple[str, Asking | None]]) -> None:
+        self.requests = {key: asking for key, asking in listed if asking is not None}
+        self.changed.set()
+
+    def request_event(self, kind: str, obj: dict[str, Any]) -> None:
+        key, asking = self.parse_request(obj)
+        if kind == "DELETED" or asking is None:
+            self.requests.pop(key, None)
+        else:
+            self.requests[key] = asking
+        self.changed.set()
 
     # --- DRA: claims, templates, slices --------------------------------------------------
 

@@ -38,7 +38,7 @@ class Placeholding:
         self.failed = dict(growth.backing_off)
         # Removed first: the gang they stood for may be lifted into their room next.
         await asyncio.gather(*(self._delete(name) for r in growth.release
-                               for name in r.placeholders))
+                               for name in r.names))
         nodes = list(nodes) if growth.make else []
         await asyncio.gather(*(self._create(manifest(r.unit, pod, i, _avoid(nodes, r.pods)))
                                for r in growth.make for i, pod in enumerate(r.pods)))
@@ -50,7 +50,7 @@ class Placeholding:
             self.metrics.capacity_requests.labels(release.ending).inc()
             log.info("capacity request ended", extra={"gang": str(release.unit),
                                                       "ending": release.ending})
-        self.applier.tell(events_of(growth, settings))
+        self.applier.tell(events_of(growth, settings, "a placeholder pod for each"))
 
     async def _create(self, body: dict[str, object]) -> None:
         try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import signal
@@ -54,6 +55,7 @@ from webhook.controller.shells.leading import (
 from webhook.controller.shells.metrics import ControllerMetrics
 from webhook.controller.shells.owners import OwnerSizes
 from webhook.controller.shells.placeholding import Placeholding
+from webhook.controller.shells.provisioning import Provisioning, open_units
 from webhook.controller.shells.remembering import keep, recall
 from webhook.controller.shells.sealing import load_seal
 from webhook.controller.shells.serving import serve
@@ -62,6 +64,7 @@ from webhook.devices.claims import ClaimKind, claims_gpus
 from webhook.keys import SYSTEM_NAMESPACE
 from webhook.kubewatch import Lister, watch
 from webhook.logs import setup_logging
+from webhook.operators.clusterautoscaler import keys as provisioning_api
 from webhook.policy.model import Policy
 from webhook.policy.reloading import PolicyStore
 
@@ -100,6 +103,7 @@ class Controller:
         self.applier = Applier(api, self.cache.stored, identity, seal, pause=pause,
                                fence=fence)
         self.placeholding = Placeholding(api, self.applier, self.metrics)
+        self.provisioning = Provisioning(api, self.applier, self.metrics)
         self.synced = asyncio.Event()
         self.health = Health()
         self.rounds = Rounds(options)
@@ -127,6 +131,7 @@ class Controller:
                 alive=self.health.watching("poddisruptionbudgets"))),
         ]
         tasks.extend(await self._watch_devices())
+        tasks.extend(await self._watch_requests())
         await pods_ready.wait()
         await nodes_ready.wait()
         # What the first listing brought (tens of thousands of pod views in a large
@@ -164,6 +169,29 @@ class Controller:
             await ready.wait()
         return [task for task, _ in tasks]
 
+    async def _watch_requests(self) -> list[asyncio.Task[None]]:
+        """The ProvisioningRequests the controller made, where the apiserver serves
+        them (the cluster-autoscaler's CRD installed); none elsewhere."""
+        lister = functools.partial(client.CustomObjectsApi(self.api).list_cluster_custom_object,
+                                   provisioning_api.GROUP, provisioning_api.VERSION,
+                                   provisioning_api.PLURAL)
+        try:
+            await lister(limit=1)
+        except ApiException as e:
+            # Anything but "not served" (a CRD whose storage is still starting: 429) is
+            # the watch's to retry.
+            if e.status == 404:
+                log.info("the apiserver serves no ProvisioningRequests: capacity requests "
+                         "are made with placeholders only")
+                return []
+        ready = asyncio.Event()
+        task = asyncio.create_task(watch(
+            "provisioningrequests", lister, self.cache.parse_request,
+            self.cache.list_requests, self.cache.request_event, ready,
+            alive=self.health.watching("provisioningrequests")))
+        await ready.wait()
+        return [task]
+
     def _watch_slices(self, ready: asyncio.Event | None = None) -> asyncio.Task[None]:
         return asyncio.create_task(watch(
             "resourceslices", client.ResourceV1Api(self.api).list_resource_slice,
@@ -200,7 +228,8 @@ class Controller:
         # its requeue (`sample` notices it short when nothing is gated); and a record
         # the controller did not write is told of.
         if not self.cache.gated and not self.accounts.short_since and \
-                not self.cache.cluster.membership.distrusted and not self.cache.placeholders:
+                not self.cache.cluster.membership.distrusted and \
+                not self.cache.placeholders and not self.cache.requests:
             self.metrics.waiting(())
             return
         sizes = await self._sizes()
@@ -212,27 +241,36 @@ class Controller:
         self.metrics.fit_seconds.observe(self.deciding_seconds)
         if self.accounts.newly_short and now - self.kept >= KEEP_AT_MOST_EVERY:
             await self.remember()
-        await self._grow(actions, now)
+        actions = await self._grow(actions, now)
         await self.applier.apply(actions)
         self.rounds_run += 1
         if self.rounds_run % 500 == 0:
             self.applier.forget_all_but(self.cache.pods.keys())
         self._count(actions)
 
-    async def _grow(self, actions: list[Action], now: float) -> None:
-        """Capacity requests: made for the gangs that ask (in `placeholders` mode), and
-        those there are ended as `growing` says, whatever the mode (turned off, they all
-        end)."""
+    async def _grow(self, actions: list[Action], now: float) -> list[Action]:
+        """Capacity requests: made for the gangs that ask, in the policy's mode; those of
+        either kind there are ended as `growing` says (with the mode turned off, or
+        changed, the other kind's all end). The round's actions, the admissions into
+        room a ProvisioningRequest booked marked to consume it."""
         policy = self._policy()
-        asking = policy.capacity.mode == "placeholders"
-        if asking or self.cache.placeholders:
-            settings = capacity_of(policy)
-            growth = grow(actions if asking else [],
-                          quotas_of(policy, self.cache.cluster.accelerators),
-                          self.cache.placeholders.values(), self.placeholding.failed, now,
-                          settings)
-            await self.placeholding.apply(growth, settings, self.cache.nodes.values())
-        self.metrics.placeholders.set(len(self.cache.placeholders))
+        mode, pr_class = policy.capacity.mode, policy.capacity.provisioning_class
+        settings = capacity_of(policy)
+        quotas = quotas_of(policy, self.cache.cluster.accelerators)
+        nodes = self.cache.nodes.values()
+        placeholders, requests = self.cache.placeholders, self.cache.requests
+        if mode == "placeholders" or placeholders:
+            await self.placeholding.apply(grow(
+                actions if mode == "placeholders" else [], quotas, placeholders.values(),
+                self.placeholding.failed, now, settings), settings, nodes)
+        if mode == "provisioningRequest" or requests:
+            actions = self.provisioning.consume(actions, open_units(requests.values()),
+                                                pr_class)
+            await self.provisioning.apply(grow(
+                actions if mode == "provisioningRequest" else [], quotas, requests.values(),
+                self.provisioning.failed, now, settings), settings, nodes, pr_class)
+        self.metrics.placeholders.set(len(placeholders))
+        return actions
 
     def _cluster(self) -> Tracked:
         """The tracked cluster, counting what the current policy counts."""

@@ -4,6 +4,7 @@ print `reporting`'s report."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 import time
@@ -22,6 +23,7 @@ from webhook.controller.shells.running import connect
 from webhook.devices.claims import ClaimKind
 from webhook.keys import SYSTEM_NAMESPACE
 from webhook.kuberaw import json_of
+from webhook.operators.clusterautoscaler import keys as provisioning_api
 from webhook.policy.loading import PolicyError, load_policy
 
 
@@ -52,6 +54,18 @@ async def _devices(api: client.ApiClient) -> tuple[list[dict[str, Any]], ...]:
         return [], [], []
 
 
+async def _requests(api: client.ApiClient) -> list[dict[str, Any]]:
+    """The ProvisioningRequests there are; none where the apiserver serves none."""
+    try:
+        return await _items(functools.partial(
+            client.CustomObjectsApi(api).list_cluster_custom_object,
+            provisioning_api.GROUP, provisioning_api.VERSION, provisioning_api.PLURAL))
+    except ApiException as e:
+        if e.status == 404:
+            return []
+        raise
+
+
 async def _status(kubeconfig: Path | None, policies: Path, output: str) -> int:
     try:
         policy = load_policy(policies)
@@ -61,10 +75,10 @@ async def _status(kubeconfig: Path | None, policies: Path, output: str) -> int:
     cache = Cache(policy.counted(), Unverified(), policy.device_kinds)
     async with await connect(kubeconfig) as api:
         core = client.CoreV1Api(api)
-        pods, nodes, events, kept, devices = await asyncio.gather(
+        pods, nodes, events, kept, devices, requests = await asyncio.gather(
             _items(core.list_pod_for_all_namespaces), _items(core.list_node),
             _items(core.list_event_for_all_namespaces, field_selector="reason=Preempting"),
-            recall(core, SYSTEM_NAMESPACE), _devices(api))
+            recall(core, SYSTEM_NAMESPACE), _devices(api), _requests(api))
     # The controller's own way in: DRA devices first, so pods' claims count at once.
     slices, templates, claims = devices
     cache.list_nodes([NodeInfo.parse(n) for n in nodes])
@@ -74,8 +88,9 @@ async def _status(kubeconfig: Path | None, policies: Path, output: str) -> int:
     for kind, listed in pairs:
         cache.list_claims(kind)(list(map(cache.parse_claim(kind), listed)))
     cache.list_pods([cache.parse_pod(p) for p in pods])
+    cache.list_requests([cache.parse_request(r) for r in requests])
     found = report(policy, cache.cluster, events, time.time(), kept,
-                   cache.placeholders.values())
+                   cache.placeholders.values(), cache.requests.values())
     if output == "json":
         print(json.dumps(found.as_json(), indent=2))
     else:

@@ -1,0 +1,76 @@
+"""ProvisioningRequests (`spec.capacity.mode: provisioningRequest`, docs/autoscaling.md),
+as the controller writes them and reads them back: one per gang that asks, in its
+namespace, with a pod template per kind of pod it has (the pods stood in for as
+placeholders would be) and the policy's class. The cluster-autoscaler (or GKE's Dynamic
+Workload Scheduler) provisions the room and says so in the request's conditions; the
+gang's pods, lifted into it, carry the annotations that consume the booking."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from webhook.controller.core.growing import Asking
+from webhook.controller.core.identities import UnitId
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.placeholders import asking_of, digest, stand_in
+from webhook.keys import PLACEHOLDER_FOR_ANNOTATION, PLACEHOLDER_LABEL
+from webhook.operators.clusterautoscaler.keys import (
+    BOOKING_EXPIRED,
+    CAPACITY_REVOKED,
+    CLASS_ANNOTATION,
+    CONSUME_ANNOTATION,
+    FAILED,
+    GROUP,
+    VERSION,
+)
+
+# Conditions after which the request gives no room: the autoscaler gave up, the booking
+# ran out before the pods came, or the room was taken back.
+_ENDED = (FAILED, BOOKING_EXPIRED, CAPACITY_REVOKED)
+
+
+def request_name(unit: UnitId) -> str:
+    return f"airlock-{digest(unit)}"
+
+
+def objects(unit: UnitId, pods: Sequence[PodInfo], provisioning_class: str,
+            avoid: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The pod templates, then the request naming them: one pod set per kind of pod."""
+    name, tag = request_name(unit), digest(unit)
+    labels = {PLACEHOLDER_LABEL: tag}
+    meta = {"namespace": unit.namespace, "labels": labels,
+            "annotations": {PLACEHOLDER_FOR_ANNOTATION: f"{unit.kind}/{unit.path}"}}
+    kinds: dict[Any, list[PodInfo]] = {}
+    for pod in pods:
+        kinds.setdefault(pod.fit, []).append(pod)
+    names = [f"{name}-{i}" for i in range(len(kinds))]
+    templates = [{"apiVersion": "v1", "kind": "PodTemplate",
+                  "metadata": {**meta, "name": template},
+                  "template": {"metadata": {"labels": labels},
+                               "spec": stand_in(unit, alike[0], avoid)}}
+                 for template, alike in zip(names, kinds.values(), strict=True)]
+    request = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ProvisioningRequest",
+               "metadata": {**meta, "name": name},
+               "spec": {"provisioningClassName": provisioning_class,
+                        "podSets": [{"podTemplateRef": {"name": template},
+                                     "count": len(alike)}
+                                    for template, alike in zip(names, kinds.values(),
+                                                               strict=True)]}}
+    return [*templates, request]
+
+
+def request_of(obj: Mapping[str, Any]) -> Asking | None:
+    """What a ProvisioningRequest the controller made stands for, and whether the
+    autoscaler gave up on it."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    ended = next((c for c in conditions
+                  if c.get("type") in _ENDED and c.get("status") == "True"), None)
+    failed = None if ended is None else \
+        f"{ended['type']}: {ended.get('message') or ended.get('reason') or 'no reason given'}"
+    return asking_of(obj.get("metadata") or {}, failed)
+
+
+def consuming(unit: UnitId, provisioning_class: str) -> tuple[tuple[str, str], ...]:
+    """The annotations that have the gang's pods take the room its request booked."""
+    return ((CONSUME_ANNOTATION, request_name(unit)), (CLASS_ANNOTATION, provisioning_class))

@@ -108,7 +108,9 @@ async def test_a_gang_asks_and_a_failed_request_is_removed_and_not_retried_at_on
     made = await client.CoreV1Api(api).read_namespaced_pod_template(template, namespace)
     (container,) = made.template.spec.containers
     assert container.resources.requests["nvidia.com/gpu"] == "8"
-    await until(lambda: told(api, namespace, "CapacityRequested: a ProvisioningRequest"))
+    await until(lambda: told(api, namespace, "CapacityRequested: asked the cluster's "
+                             "autoscaler for the room the gang's 9 pods lack, with a "
+                             "ProvisioningRequest"))
     # `airlock status` shows it, as a person would run it.
     shown = await asyncio.create_subprocess_exec(
         *airlock_command("status", "--kubeconfig", str(control_plane.admin_kubeconfig),

@@ -67,6 +67,9 @@ SITUATIONS: dict[str, Callable[[], list[Action]]] = {
                                 state=QueueState(Quotas([QueueSpec("ml", ("ml",), nominal=8,
                                                                    borrowing_limit=0)]))),
     "AwaitingVictims": _awaiting_victims,
+    # Room it would fit in now: it waits for the room it asked for instead.
+    "AwaitingCapacity": lambda: decide(tracked(cluster({"a": 2}), gang("train", 2)), {}, NOW,
+                                       state=QueueState(awaiting=frozenset({unit("train")}))),
 }
 
 

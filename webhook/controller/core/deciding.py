@@ -189,6 +189,12 @@ class _Round:
             return [*actions, Wait(gang.id, tuple(members), "BehindHead", why)]
         if not started and (why := self.queues.backing_off(gang)) is not None:
             return [*actions, Wait(gang.id, tuple(members), "BackingOff", why)]
+        if not started and gang.id in self.queues.state.awaiting:
+            # Still asking: it heads its queue, as it did when it asked.
+            self.line.did_not_fit(gang, NoFit(""))
+            return [*actions, Wait(gang.id, tuple(members), "AwaitingCapacity",
+                                   "the room it asked the autoscaler for is not all there "
+                                   "yet", may_grow=True)]
         avoid = self.line.kept if hold is not None else self.line.kept | self.held_nodes
         anchor = members[0]
         key: str | None = anchor.topology_key

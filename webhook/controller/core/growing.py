@@ -31,6 +31,8 @@ class Asking:
     unit: UnitId
     created: float
     failed: str | None = None
+    # The room is there: the placeholder is bound, or the request Provisioned.
+    ready: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +113,8 @@ def grow(actions: list[Action], quotas: Quotas, there: Iterable[Asking],
 def events_of(growth: Growth, settings: CapacitySettings, how: str) -> list[Event]:
     """What the gangs' pods are told of their requests, made `how`."""
     told = [Event(r.pods, "Normal", "CapacityRequested",
-                  f"CapacityRequested: {how} asks the cluster's autoscaler for the room "
-                  f"the gang's {len(r.pods)} pods lack")
+                  f"CapacityRequested: asked the cluster's autoscaler for the room the "
+                  f"gang's {len(r.pods)} pods lack, with {how}")
             for r in growth.make]
     for release in growth.release:
         if release.ending == "provisioned":
@@ -129,3 +131,8 @@ def events_of(growth: Growth, settings: CapacitySettings, how: str) -> list[Even
                               f"request is removed and it asks again after "
                               f"{settings.backoff:.0f}s"))
     return told
+
+
+def awaiting(there: Iterable[Asking]) -> frozenset[UnitId]:
+    """The units whose room is asked for and not all there yet."""
+    return frozenset(a.unit for a in there if not a.ready and not a.failed)

@@ -123,10 +123,11 @@ def placeholder_of(obj: Mapping[str, Any]) -> Asking | None:
     meta = obj.get("metadata") or {}
     if meta.get("namespace") != SYSTEM_NAMESPACE:
         return None
-    return asking_of(meta)
+    return asking_of(meta, ready=bool((obj.get("spec") or {}).get("nodeName")))
 
 
-def asking_of(meta: Mapping[str, Any], failed: str | None = None) -> Asking | None:
+def asking_of(meta: Mapping[str, Any], failed: str | None = None,
+              ready: bool = False) -> Asking | None:
     """What an object the controller made to ask for room stands for, from its
     metadata: its label, and the unit its annotation names."""
     if PLACEHOLDER_LABEL not in (meta.get("labels") or {}):
@@ -138,4 +139,4 @@ def asking_of(meta: Mapping[str, Any], failed: str | None = None) -> Asking | No
     if unit_kind is None or not namespace or not name:
         return None
     return Asking(meta.get("name", ""), UnitId(unit_kind, namespace, name),
-                  timestamp(meta.get("creationTimestamp")), failed)
+                  timestamp(meta.get("creationTimestamp")), failed, ready)

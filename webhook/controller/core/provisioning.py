@@ -22,6 +22,7 @@ from webhook.operators.clusterautoscaler.keys import (
     CONSUME_ANNOTATION,
     FAILED,
     GROUP,
+    PROVISIONED,
     VERSION,
 )
 
@@ -68,7 +69,9 @@ def request_of(obj: Mapping[str, Any]) -> Asking | None:
                   if c.get("type") in _ENDED and c.get("status") == "True"), None)
     failed = None if ended is None else \
         f"{ended['type']}: {ended.get('message') or ended.get('reason') or 'no reason given'}"
-    return asking_of(obj.get("metadata") or {}, failed)
+    ready = any(c.get("type") == PROVISIONED and c.get("status") == "True"
+                for c in conditions)
+    return asking_of(obj.get("metadata") or {}, failed, ready)
 
 
 def consuming(unit: UnitId, provisioning_class: str) -> tuple[tuple[str, str], ...]:

@@ -57,6 +57,10 @@ class QueueState:
     short_since: Mapping[UnitId, float] = field(default_factory=dict)
     # Uids of pods this controller deleted that the watch may not have reported yet.
     deleted: frozenset[str] = frozenset()
+    # Units whose capacity request is open and not all there yet (placeholders not all
+    # bound, a ProvisioningRequest not Provisioned): they wait for the room they asked
+    # for, rather than take part of it and part of what was there.
+    awaiting: frozenset[UnitId] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from typing import Final, Literal, get_args
 
 WaitReason = Literal[
     "Incomplete", "SizeUnknown", "Oversize", "BehindHead", "BackingOff", "NoRoom",
-    "NoDomainFits", "NeverFits", "OverQuota", "AwaitingVictims",
+    "NoDomainFits", "NeverFits", "OverQuota", "AwaitingVictims", "AwaitingCapacity",
 ]
 WAIT_REASONS: Final[tuple[WaitReason, ...]] = get_args(WaitReason)
 
@@ -31,6 +31,8 @@ MEANING: Final[dict[WaitReason, str]] = {
                  "borrowing limit",
     "AwaitingVictims": "the gang preempted others, and waits for them to be gone; the "
                        "room is held for it",
+    "AwaitingCapacity": "the gang asked the cluster's autoscaler for room, and waits for "
+                        "all of it to be there (docs/autoscaling.md)",
 }
 
 

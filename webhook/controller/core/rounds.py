@@ -27,11 +27,14 @@ class Rounds:
 
     def run(self, policy: Policy, cluster: Tracked, now: float,
             sizes: Mapping[UnitId, SizeAnswer] | None = None,
-            deleted: frozenset[str] = frozenset()) -> list[Action]:
-        """The actions of a round at `now`, with the gangs' `sizes` their owners state
-        and the uids this controller `deleted` that the watch may not show gone yet;
-        admissions and evictions are remembered for the rounds after."""
-        state = self.accounts.state(policy, cluster, now, deleted)
+            deleted: frozenset[str] = frozenset(),
+            awaiting: frozenset[UnitId] = frozenset()) -> list[Action]:
+        """The actions of a round at `now`, with the gangs' `sizes` their owners state,
+        the uids this controller `deleted` that the watch may not show gone yet, and the
+        units `awaiting` the room they asked for; admissions and evictions are
+        remembered for the rounds after."""
+        state = dataclasses.replace(self.accounts.state(policy, cluster, now, deleted),
+                                    awaiting=awaiting)
         actions = decide(cluster, sizes or {}, now, self.options, state)
         self.accounts.record(policy, cluster.accelerators, actions, now)
         return actions

@@ -35,7 +35,7 @@ from webhook.controller.core.deciding import (
     Wait,
 )
 from webhook.controller.core.gangs import SizeAnswer
-from webhook.controller.core.growing import grow
+from webhook.controller.core.growing import awaiting, grow
 from webhook.controller.core.health import Health
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import NodeInfo
@@ -236,7 +236,9 @@ class Controller:
         started = time.perf_counter()
         now = time.time()
         actions = self.rounds.run(self._policy(), self._cluster(), now, sizes,
-                                  self.applier.recently_deleted())
+                                  self.applier.recently_deleted(), awaiting(
+                                      [*self.cache.placeholders.values(),
+                                       *self.cache.requests.values()]))
         self.deciding_seconds = time.perf_counter() - started
         self.metrics.fit_seconds.observe(self.deciding_seconds)
         if self.accounts.newly_short and now - self.kept >= KEEP_AT_MOST_EVERY:

@@ -186,3 +186,14 @@ def test_a_provisioning_request_names_a_template_per_kind_of_pod() -> None:
     assert found.failed == "BookingExpired: pods came too late"
     assert dict(consuming(unit("g1", "team-a"), "check-capacity.x")) == {
         CONSUME_ANNOTATION: request["metadata"]["name"], CLASS_ANNOTATION: "check-capacity.x"}
+
+
+@pytest.mark.parametrize("forge", [
+    lambda r: r["metadata"].update(namespace="mallory"),  # names a gang elsewhere
+    lambda r: r["metadata"].update(name="not-airlocks"),
+])
+def test_a_request_counts_only_in_its_gangs_namespace_under_its_name(forge: Any) -> None:
+    *_, request = objects(unit("g1", "team-a"), gang("g1", 2, ns="team-a"), "c")
+    assert request_of(request) is not None
+    forge(request)
+    assert request_of(request) is None

@@ -71,7 +71,15 @@ def request_of(obj: Mapping[str, Any]) -> Asking | None:
         f"{ended['type']}: {ended.get('message') or ended.get('reason') or 'no reason given'}"
     ready = any(c.get("type") == PROVISIONED and c.get("status") == "True"
                 for c in conditions)
-    return asking_of(obj.get("metadata") or {}, failed, ready)
+    meta = obj.get("metadata") or {}
+    found = asking_of(meta, failed, ready)
+    # Requests live in the gangs' namespaces, where their users may write anything: one
+    # counts only for the gang of its own namespace, under the name the controller gives
+    # that gang's request, so no one can stall or end another namespace's request.
+    if found is None or found.unit.namespace != meta.get("namespace") or \
+            found.name != request_name(found.unit):
+        return None
+    return found
 
 
 def consuming(unit: UnitId, provisioning_class: str) -> tuple[tuple[str, str], ...]:

@@ -51,6 +51,10 @@ class WiredPlane:
     plane: ControlPlane
     controller_kubeconfig: Path
 
+    def controllers(self, workdir: Path, policies: Path) -> Controllers:
+        """Controller processes on this plane, with the controller's credentials."""
+        return Controllers(workdir, self.controller_kubeconfig, policies)
+
 
 @dataclass(frozen=True)
 class Scrapers:
@@ -122,6 +126,12 @@ class Controllers:
                                 identity=identity)
         self.running.append(proc)
         return proc
+
+    def __enter__(self) -> Controllers:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop_all()
 
     def stop_all(self) -> None:
         for proc in self.running:

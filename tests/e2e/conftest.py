@@ -139,9 +139,8 @@ async def dra_api(dra_sandbox: WiredPlane) -> AsyncIterator[client.ApiClient]:
 @pytest.fixture
 def dra_controllers(dra_sandbox: WiredPlane, tmp_path: Path, session_policies: Path
                     ) -> Iterator[Controllers]:
-    running = Controllers(tmp_path, dra_sandbox.controller_kubeconfig, session_policies)
-    yield running
-    running.stop_all()
+    with dra_sandbox.controllers(tmp_path, session_policies) as running:
+        yield running
 
 
 # --- Kubernetes 1.37 with workload-aware scheduling on --------------------------------
@@ -293,9 +292,8 @@ async def scrapers(api: client.ApiClient, namespace: str,
 @pytest.fixture
 def controllers(controller_kubeconfig: Path, tmp_path: Path, session_policies: Path
                 ) -> Iterator[Controllers]:
-    running = Controllers(tmp_path, controller_kubeconfig, session_policies)
-    yield running
-    running.stop_all()
+    with Controllers(tmp_path, controller_kubeconfig, session_policies) as running:
+        yield running
 
 
 # --- policy a test adds (the webhook and controllers read a copy of policies/) --------

@@ -50,9 +50,8 @@ async def grow_api(karpenter_plane: WiredPlane) -> AsyncIterator[client.ApiClien
 @pytest.fixture
 def grow_controllers(karpenter_plane: WiredPlane, tmp_path: Path, session_policies: Path
                      ) -> Iterator[Controllers]:
-    running = Controllers(tmp_path, karpenter_plane.controller_kubeconfig, session_policies)
-    yield running
-    running.stop_all()
+    with karpenter_plane.controllers(tmp_path, session_policies) as running:
+        yield running
 
 
 @pytest.fixture

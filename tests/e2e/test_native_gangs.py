@@ -41,9 +41,8 @@ async def gang_api(gang_plane: WiredPlane) -> AsyncIterator[client.ApiClient]:
 @pytest.fixture
 def gang_controllers(gang_plane: WiredPlane, tmp_path: Path, session_policies: Path
                      ) -> Iterator[Controllers]:
-    running = Controllers(tmp_path, gang_plane.controller_kubeconfig, session_policies)
-    yield running
-    running.stop_all()
+    with gang_plane.controllers(tmp_path, session_policies) as running:
+        yield running
 
 
 async def create_group(api: client.ApiClient, ns: str, name: str, min_count: int,

@@ -105,15 +105,6 @@ def kustomize(binary: Path, path: Path) -> list[dict[str, Any]]:
     return documents(kubectl(binary, "kustomize", str(path)).stdout)
 
 
-def alive(pid: int) -> bool:
-    """Running, and not a zombie nobody reaped (a container's PID 1 may not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 class Controllers:
     """Controller processes for one test, all stopped (SIGKILL if need be) after it."""
 

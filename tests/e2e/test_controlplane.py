@@ -26,13 +26,13 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import pod
-from tests.kube import NamespaceFactory, alive, kubectl
+from tests.kube import NamespaceFactory, kubectl
 from tests.paths import ROOT
 from webhook.keys import IGNORE_NAMESPACE_LABEL
 from webhook.sandbox import controlplane, wiring
 from webhook.sandbox.binaries import Binaries, kubernetes_release
 from webhook.sandbox.clients import from_kubeconfig, from_token, service_account_token
-from webhook.sandbox.controlplane import ControlPlane
+from webhook.sandbox.controlplane import ControlPlane, alive
 from webhook.sandbox.nodes import (
     BLOCK_LABEL,
     CLIQUE_LABEL,

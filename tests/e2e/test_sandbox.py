@@ -4,6 +4,8 @@ with Airlock wired in, creates the example workloads and prints where they lande
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import re
 import subprocess
@@ -11,10 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.commands import run_airlock
-from tests.kube import alive
+from tests.kube import all_bound, create_gang, pods_of, until
+from webhook.keys import PLACEMENT_ANNOTATION
 from webhook.sandbox.binaries import Binaries
+from webhook.sandbox.clients import from_kubeconfig
+from webhook.sandbox.controlplane import alive
 
 
 def sandbox(*args: str) -> subprocess.CompletedProcess[str]:
@@ -93,3 +100,40 @@ def test_status_and_down_manage_what_up_started(state_dir: Path) -> None:
     after = sandbox("status", "--state-dir", str(state_dir))
     assert after.returncode == 1
     assert "not up" in after.stdout
+
+
+async def _gang_runs(kubeconfig: Path, ns: str, gang: str) -> None:
+    """A gang created now is gated by the webhook and lifted whole by the controller,
+    which records its placement (on one member) as it lifts the gates."""
+    async with await from_kubeconfig(kubeconfig) as api:
+        with contextlib.suppress(ApiException):  # 409: made before an earlier restart
+            await client.CoreV1Api(api).create_namespace(body={"metadata": {"name": ns}})
+        await create_gang(api, ns, gang, 2, gpus=1)  # 8 gangs in the 32 GPUs
+        await until(lambda: all_bound(api, ns, f"{gang}-", 2), within=60)
+        assert any(PLACEMENT_ANNOTATION in p["metadata"]["annotations"]
+                   for p in await pods_of(api, ns, f"{gang}-"))
+
+
+def test_restart_starts_each_part_again_in_place_with_its_state(state_dir: Path) -> None:
+    up = sandbox("up", "--state-dir", str(state_dir), "--nodes", "4")
+    assert up.returncode == 0, up.stderr[-3000:]
+    kubeconfig = state_dir / "admin.kubeconfig"
+    asyncio.run(_gang_runs(kubeconfig, "before", "g"))
+    for i, component in enumerate(("etcd", "apiserver", "scheduler", "controller-manager",
+                                   "kwok", "webhook", "controller")):
+        pids = {p["name"]: p["pid"] for p in
+                json.loads((state_dir / "state.json").read_text())["processes"]}
+        restarted = sandbox("restart", component, "--state-dir", str(state_dir))
+        assert restarted.returncode == 0, restarted.stderr
+        name = re.match(r"(\S+) restarted \(pid (\d+)\)", restarted.stdout)
+        assert name, restarted.stdout
+        assert not alive(pids[name[1]])
+        assert alive(int(name[2]))
+        status = sandbox("status", "--state-dir", str(state_dir))
+        assert "processes: 7/7 running" in status.stdout, status.stdout
+        # What was stored before is still there, and the whole path still works.
+        assert re.search(r"^before/g-0 ", status.stdout, re.MULTILINE), status.stdout
+        asyncio.run(_gang_runs(kubeconfig, "after", f"after{i}"))
+    unknown = sandbox("restart", "karpenter", "--state-dir", str(state_dir))
+    assert unknown.returncode == 2
+    assert "invalid choice" in unknown.stderr

@@ -8,7 +8,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
-import os
 import shutil
 import sys
 import time
@@ -31,7 +30,14 @@ from webhook.sandbox.binaries import (
     kubernetes_release,
 )
 from webhook.sandbox.clients import from_kubeconfig
-from webhook.sandbox.controlplane import ControlPlane, stop_process_group
+from webhook.sandbox.controlplane import (
+    ControlPlane,
+    ControlPlaneError,
+    alive,
+    launch,
+    ready_again,
+    stop_process_group,
+)
 from webhook.sandbox.gobuilding import BuildError, cache_root
 from webhook.sandbox.nodes import (
     BLOCK_LABEL,
@@ -52,6 +58,7 @@ from webhook.sandbox.operators import (
     OperatorError,
 )
 from webhook.sandbox.processes import (
+    RESTARTABLE,
     Webhook,
     start_controller,
     start_webhook,
@@ -79,16 +86,6 @@ def _write_state(state_dir: Path, state: dict[str, Any]) -> None:
     tmp.replace(state_dir / "state.json")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 async def _wire(plane: ControlPlane, hook_url: str, ca: bytes, shape: Shape,
                 policies: Path) -> tuple[Path, NodeTimes]:
     async with await from_kubeconfig(plane.admin_kubeconfig) as api:
@@ -113,8 +110,11 @@ def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _record(state: dict[str, Any], name: str, pid: int, log: Path) -> None:
-    state["processes"].append({"name": name, "pid": pid, "log": str(log)})
+def _record(state: dict[str, Any], name: str, pid: int, log: Path,
+            argv: list[str] | None = None, ready: str = "") -> None:
+    """A process `down` stops; with its `argv`, one `restart` can start again in place."""
+    state["processes"].append({"name": name, "pid": pid, "log": str(log),
+                               **({"argv": argv, "ready": ready} if argv else {})})
 
 
 def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
@@ -129,20 +129,22 @@ def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
                          node_lease_seconds=lease_seconds(args.nodes)).start()
     state.update(kubeconfig=str(plane.admin_kubeconfig), apiserver=plane.url)
     for c in plane.components:
-        _record(state, c.name, c.process.pid, c.log)
+        _record(state, c.name, c.process.pid, c.log, c.argv, c.ready)
     _write_state(state_dir, state)
     parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in plane.timings.items())
     print(f"control plane ready in {plane.start_seconds:.1f}s ({parts})", file=sys.stderr)
     hook = hook_starting.result() if hook_starting else start_webhook(
         state_dir, args.policies, True, extra=webhook_reading(plane.admin_kubeconfig))
     state["webhook"] = hook.url
-    _record(state, "airlock-webhook", hook.running.process.pid, hook.running.log)
+    _record(state, "airlock-webhook", hook.running.process.pid, hook.running.log,
+            hook.running.argv, hook.running.ready)
     _write_state(state_dir, state)
     controller_kubeconfig, times = asyncio.run(
         _wire(plane, hook.url, hook.certs.ca.read_bytes(), shape, args.policies))
     controller = start_controller(state_dir, controller_kubeconfig, args.policies,
                                   detached=True)
-    _record(state, "airlock-controller", controller.process.pid, controller.log)
+    _record(state, "airlock-controller", controller.process.pid, controller.log,
+            controller.argv, controller.ready)
     _write_state(state_dir, state)
     if operators:
         operators_started = time.monotonic()
@@ -177,7 +179,7 @@ def up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     state_dir = _state_dir(args)
     previous = _read_state(state_dir)
-    if previous and all(_alive(pid) for pid in _pids(previous)):
+    if previous and all(alive(pid) for pid in _pids(previous)):
         print(f"the sandbox is already up (Kubernetes {previous.get('kubernetes', '?')}; "
               f"`down` first to change it)\nkubeconfig: {previous['kubeconfig']}")
         return _demo(previous, args) if args.demo else 0
@@ -253,16 +255,16 @@ def status(args: argparse.Namespace) -> int:
     if state is None:
         print("the sandbox is not up")
         return 1
-    alive = {p["name"]: _alive(int(p["pid"])) for p in state["processes"]}
-    print(f"processes: {sum(alive.values())}/{len(alive)} running; apiserver "
+    running = {p["name"]: alive(int(p["pid"])) for p in state["processes"]}
+    print(f"processes: {sum(running.values())}/{len(running)} running; apiserver "
           f"{state['apiserver']} (Kubernetes {state.get('kubernetes', '?')}); webhook "
           f"{state['webhook']}")
-    width = max(map(len, alive))
+    width = max(map(len, running))
     for p in state["processes"]:
         print(f"  {p['name'].ljust(width)}  pid {p['pid']:<8} "
-              f"{'running' if alive[p['name']] else 'DEAD   '}  {p['log']}")
+              f"{'running' if running[p['name']] else 'DEAD   '}  {p['log']}")
     print(f"kubeconfig: {state['kubeconfig']}")
-    if not all(alive.values()):
+    if not all(running.values()):
         return 1
     print(asyncio.run(_table(Path(state["kubeconfig"]))))
     return 0
@@ -371,5 +373,39 @@ def _demo(state: dict[str, Any], args: argparse.Namespace) -> int:
     return 0
 
 
+def restart(args: argparse.Namespace) -> int:
+    """Stop one process of a running sandbox and start it again with the same flags,
+    ports and data (etcd's data dir, the apiserver's certificates, the webhook's port):
+    what a crashed and restarted component does to the rest."""
+    if args.component is None:
+        print(f"error: restart what? one of {', '.join(RESTARTABLE)}", file=sys.stderr)
+        return 2
+    state_dir = _state_dir(args)
+    state = _read_state(state_dir)
+    if state is None:
+        print("the sandbox is not up")
+        return 1
+    name = RESTARTABLE[args.component]
+    entry = next((p for p in state["processes"] if p["name"] == name), None)
+    if entry is None or "argv" not in entry:
+        print(f"error: this sandbox did not record how it started {name} (started by an "
+              "older airlock?): `airlock sandbox down`, then `up`", file=sys.stderr)
+        return 1
+    began = time.monotonic()
+    stop_process_group(int(entry["pid"]), grace=10.0)
+    log = Path(entry["log"])
+    process = launch(entry["argv"], log, append=True)
+    entry["pid"] = process.pid
+    _write_state(state_dir, state)
+    try:
+        ready_again(name, process, log, entry["ready"])
+    except ControlPlaneError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"{name} restarted (pid {process.pid}), ready {time.monotonic() - began:.1f}s "
+          f"after it was stopped; its log: {log}")
+    return 0
+
+
 def run_sandbox(args: argparse.Namespace) -> int:
-    return {"up": up, "down": down, "status": status}[args.action](args)
+    return {"up": up, "down": down, "status": status, "restart": restart}[args.action](args)

@@ -78,11 +78,39 @@ def free_port() -> int:
     raise RuntimeError("no free loopback port below the ephemeral range")
 
 
+def launch(argv: list[str], log: Path, append: bool = False,
+           session: bool = True) -> subprocess.Popen[bytes]:
+    """A component, by default in a session and process group of its own (stopped with
+    its children, and out of reach of a terminal's Ctrl-C), its output in `log`:
+    truncated for a new plane, appended to when it is restarted in place."""
+    with log.open("ab" if append else "wb") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=session)
+
+
+def answers(url: str) -> bool:
+    """Whether `url` answers 200. Loopback readiness only: the components' serving
+    certificates are not checked (the schedulers' are self-signed), and the apiserver
+    lets anyone read its /readyz."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=2) as r:
+            return bool(r.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
 @dataclass
 class Component:
     name: str
     process: subprocess.Popen[bytes]
     log: Path
+    # What started it and the URL that answers 200 once it serves: enough to start it
+    # again in place, on the same ports and data, from this process or another.
+    argv: list[str] = field(default_factory=list)
+    ready: str = ""
     started: float = field(default_factory=time.monotonic)
 
     def tail(self, lines: int = 25) -> str:
@@ -125,17 +153,16 @@ class ControlPlane:
             # atexit and fixture teardown cover exceptions and Ctrl-C, not a SIGKILL or a
             # CI timeout's SIGTERM; the kernel's parent-death signal covers those, so no
             # etcd or apiserver outlives the test run. (It fires when the *thread* that
-            # started the plane exits: start() from a thread that lives as long.)
+            # started the plane exits: start() and restart() from a thread that lives as
+            # long.)
             argv = [SETPRIV, "--pdeathsig", "KILL", "--", *argv]
-        with log.open("wb") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-        component = Component(name, proc, log)
+        component = Component(name, launch(argv, log), log, argv)
         self.components.append(component)
         return component
 
     def _wait(self, component: Component, url: str, timeout: float,
               context: ssl.SSLContext | None) -> None:
+        component.ready = url
         deadline = component.started + timeout
         last = ""
         while time.monotonic() < deadline:
@@ -332,19 +359,27 @@ class ControlPlane:
             if e.code != 409:
                 raise ControlPlaneError(f"creating {body['kind']}: {e.read().decode()}") from e
 
+    def component(self, name: str) -> Component:
+        for component in self.components:
+            if component.name == name:
+                return component
+        raise ControlPlaneError(f"no component {name!r}; there are "
+                                f"{', '.join(c.name for c in self.components)}")
+
+    def restart(self, name: str, kill: bool = False) -> Component:
+        """Stop one component (SIGTERM, or SIGKILL with `kill`: a crash) and start it again
+        in place, with the same flags, ports and data. Back once it is running, not yet
+        ready: `ready_again` waits for that."""
+        old = self.component(name)
+        _end(old.process, signal.SIGKILL if kill else signal.SIGTERM)
+        new = Component(name, launch(old.argv, old.log, append=True), old.log, old.argv,
+                        old.ready)
+        self.components[self.components.index(old)] = new
+        return new
+
     def stop(self) -> None:
         for component in reversed(self.components):
-            pid = component.process.pid
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGTERM)
-            try:
-                component.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                component.process.kill()
-                component.process.wait()
-            # Anything the component started in its group goes too.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
+            _end(component.process, signal.SIGTERM)
         self.components.clear()
 
     def remove(self) -> None:
@@ -370,6 +405,48 @@ class ControlPlane:
                                     timeout=10) as r:
             text: str = r.read().decode()
             return text
+
+
+def _end(process: subprocess.Popen[bytes], how: signal.Signals) -> None:
+    """Signal a child's process group; SIGKILL it if it is not gone within 10 s. Anything
+    the component started in its group goes too."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, how)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def ready_again(name: str, process: subprocess.Popen[bytes] | int, log: Path, url: str,
+                timeout: float = 60.0) -> float:
+    """Wait for a restarted component (a child, or a pid another process started) to
+    answer `url`; the seconds it took. It exiting or not answering in time is an error
+    that quotes its log."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        gone = process.poll() is not None if isinstance(process, subprocess.Popen) \
+            else not alive(process)
+        if gone:
+            raise ControlPlaneError(f"{name} exited after its restart; last lines of {log}:\n"
+                                    f"{tail(log, 25)}")
+        if not url or answers(url):
+            return time.monotonic() - started
+        time.sleep(0.1)
+    raise ControlPlaneError(f"{name} not ready at {url} {timeout:.0f}s after its restart; "
+                            f"last lines of {log}:\n{tail(log, 25)}")
+
+
+def alive(pid: int) -> bool:
+    """Running, and not a zombie nobody reaped (a container's PID 1 may not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def stop_process_group(pid: int, grace: float = 5.0) -> None:

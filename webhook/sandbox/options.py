@@ -21,6 +21,7 @@ from webhook.sandbox.operators import (
     UnknownOperator,
     select,
 )
+from webhook.sandbox.processes import RESTARTABLE
 
 
 def _mig(text: str) -> tuple[tuple[str, int], ...]:
@@ -45,7 +46,10 @@ def _operators(spec: str) -> list[Operator]:
 
 
 def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=("up", "down", "status"))
+    parser.add_argument("action", choices=("up", "down", "status", "restart"))
+    parser.add_argument("component", nargs="?", choices=tuple(RESTARTABLE),
+                        help="with restart: the process to stop and start again in place, "
+                             "keeping its flags, ports and data")
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="where the sandbox keeps its files (default: "
                              "~/.cache/airlock/sandbox)")

@@ -3,34 +3,51 @@ each a real `python -m webhook ...` process, as a cluster would run them."""
 
 from __future__ import annotations
 
+import signal
 import ssl
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from webhook.certificates import SERVICE_HOSTS, CertFiles, make_certs
-from webhook.sandbox.controlplane import free_port, tail
+from webhook.sandbox.controlplane import free_port, launch, tail
+
+# What `airlock sandbox restart` takes, and the sandbox's name for each process.
+RESTARTABLE = {"apiserver": "kube-apiserver", "etcd": "etcd", "scheduler": "kube-scheduler",
+               "controller-manager": "kube-controller-manager", "kwok": "kwok",
+               "webhook": "airlock-webhook", "controller": "airlock-controller"}
 
 
 @dataclass
 class AirlockProcess:
     process: subprocess.Popen[bytes]
     log: Path
+    # As a control plane's Component: what started it, and the URL that answers 200 once
+    # it serves, to start it again in place (webhook.sandbox.controlplane.ready_again).
+    argv: list[str] = field(default_factory=list)
+    ready: str = ""
+    detached: bool = False
 
     def tail(self, lines: int = 30) -> str:
         return tail(self.log, lines)
 
+    def restart(self, kill: bool = True) -> AirlockProcess:
+        """Stop it (SIGKILL by default: a crash) and start it again with the same flags
+        and port; back once it runs, not yet ready."""
+        self.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+        self.process.wait()
+        return AirlockProcess(launch(self.argv, self.log, append=True, session=self.detached),
+                              self.log, self.argv, self.ready, self.detached)
 
-def _spawn(argv: list[str], log: Path, detached: bool) -> AirlockProcess:
-    with log.open("ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "webhook", *argv], stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=detached)
-    return AirlockProcess(proc, log)
+
+def _spawn(argv: list[str], log: Path, detached: bool, ready: str) -> AirlockProcess:
+    argv = [sys.executable, "-m", "webhook", *argv]
+    return AirlockProcess(launch(argv, log, append=True, session=detached), log, argv, ready,
+                          detached)
 
 
 @dataclass
@@ -41,20 +58,21 @@ class Webhook:
 
 
 def start_webhook(workdir: Path, policies: Path, detached: bool = False,
-                  timeout: float = 30.0, extra: list[str] | None = None) -> Webhook:
+                  timeout: float = 30.0, extra: list[str] | None = None,
+                  port: int | None = None) -> Webhook:
     """The webhook on a free loopback port, with `extra` flags after its own (the last of
     a flag given twice wins). It usually starts before the control plane it serves, so by
     default it has no credentials: /metrics is open and DRA claims are not read; said
     outright, since in a pod (a CI runner) the default would be to ask that pod's
     cluster. `webhook_reading(kubeconfig)` gives it a plane to read claims from."""
     certs = make_certs(workdir / "webhook-certs", SERVICE_HOSTS)
-    port = free_port()
+    port = port or free_port()
+    url = f"https://127.0.0.1:{port}"
     running = _spawn(["serve", "--host", "127.0.0.1", "--port", str(port), "--cert-dir",
                       str(certs.cert.parent), "--policies", str(policies),
                       "--drain-seconds", "0", "--metrics-auth", "none", "--dra", "none",
                       *(extra or [])],
-                     workdir / "webhook.log", detached)
-    url = f"https://127.0.0.1:{port}"
+                     workdir / "webhook.log", detached, f"{url}/readyz")
     context = ssl.create_default_context(cafile=str(certs.ca))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -81,6 +99,7 @@ def start_controller(workdir: Path, kubeconfig: Path, policies: Path,
     controller-IDENTITY.log); without, it acts at once."""
     election = ["--identity", identity] if identity else ["--no-leader-election"]
     log = workdir / (f"controller-{identity}.log" if identity else "controller.log")
+    port = free_port()
     return _spawn(["controller", "--kubeconfig", str(kubeconfig), "--policies", str(policies),
-                   *election,
-                   "--metrics-port", str(free_port()), *(extra or [])], log, detached)
+                   *election, "--metrics-port", str(port), *(extra or [])], log, detached,
+                  f"https://127.0.0.1:{port}/healthz")

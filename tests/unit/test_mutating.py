@@ -49,6 +49,9 @@ PODS = {
     "out of scope": pod().cpu(),
     "bare gpu pod": pod().gpus(1),
     "training single": pod().gpus(1).label(CLASS_LABEL, "training"),
+    # Found by bench.fuzz: an empty rule the pod wrote itself was kept, and none recorded.
+    "class label, empty rule": pod().gpus(1).label(CLASS_LABEL, "training")
+    .annotation(RULE_ANNOTATION, ""),
 }
 
 

@@ -143,7 +143,7 @@ def classify(
             )
         if policy.granted(explicit, pod.namespace):
             # On reinvocation the label is Airlock's own record: keep the rule it names.
-            recorded = pod.annotations.get(RULE_ANNOTATION, RULE_CLASS_LABEL)
+            recorded = pod.annotations.get(RULE_ANNOTATION) or RULE_CLASS_LABEL
             return Decision(True, f"label {CLASS_LABEL}", explicit, recorded, gang)
         # Not the namespace's to ask for: only where the rules give it anyway (the
         # webhook's own label, on reinvocation, is such a case).

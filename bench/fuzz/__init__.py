@@ -1,0 +1,5 @@
+"""Fuzz: the real webhook process fed 100,000 reviews drawn by hypothesis from the test
+strategies (`tests/strategies.py`), under the shipped policy and generated ones.
+
+Run it as `python -m bench.fuzz`; the goal and today's figures are in docs/benchmarks.md
+("Fuzz")."""

@@ -1,0 +1,469 @@
+"""`python -m bench.fuzz [--reviews 100000] [--seed 1] [--connections 4]
+[--generated-policies 3] [-o json]`: the real webhook (`python -m webhook serve`, real TLS,
+a process of its own) fed reviews that hypothesis draws from the test strategies
+(`tests/strategies.py`): pods as workloads' controllers and people write them, in every
+operation and by any user, pods with parts replaced by any JSON, reviews with odd parts,
+bytes that are no review, and posts to paths it does not serve, over a few keep-alive
+HTTPS connections. One server runs `--policies` (the shipped policy), each of the
+others a generated one (a complete policy, examples that add to it and a generated
+document, checked by `load_policy`); each gets its share of the reviews.
+
+It counts the answers by status class, connection errors, answers that are neither a 400
+saying why nor a well-formed AdmissionReview answering the review's uid, patches that do
+not apply to the pod they were computed for, re-mutations of a patched pod that patch
+again, and whether each server is still alive (a crash: it exited) and ready (/readyz
+200) at the end. It exits 1 on any crash, 5xx, connection error, malformed answer, patch
+that does not apply, second patch or server not ready, and keeps the bodies that showed
+them (`--failures FILE`, and in `-o json`). The same seed draws the same reviews.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import http.client
+import json
+import os
+import queue
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+import orjson
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as seeded
+from hypothesis import strategies as st
+
+from bench.common import POLICIES, load
+from tests.strategies import (
+    FAILED,
+    GeneratedPolicy,
+    PatchError,
+    answer_problem,
+    malformed_bodies,
+    odd_reviews,
+    patched,
+    policies,
+    reviews,
+)
+from webhook.admission.decoding import MAX_BODY
+from webhook.policy.loading import load_policy
+from webhook.sandbox.processes import Webhook, start_webhook
+
+T = TypeVar("T")
+# Examples one hypothesis run draws: a run remembers every example it made (not to make
+# one twice), so 100,000 are drawn in batches, each a run of its own with its own seed.
+BATCH = 1_000
+PROGRESS_EVERY = 10_000
+KEPT_FAILURES = 20
+# A generated policy is the last of a run this long (`_policies`).
+POLICY_RUN = 12
+MUTATE, VALIDATE = "/mutate", "/validate"
+# Paths the webhook does not serve, or not for POST: 404 or 405, nothing else.
+ODD_PATHS = ("/", "/mutate/", "/mutatex", "/MUTATE", "/validate/pods", "/readyz", "/healthz",
+             "/metrics")
+HEADERS = {"Content-Type": "application/json"}
+# What is counted; any of FAILING fails the run.
+CONNECTION_ERRORS, MALFORMED = "connection errors", "malformed answers"
+NOT_APPLYING, PATCHED_AGAIN = "patches that do not apply", "re-mutations that patch again"
+SERVER_ERRORS, BENCH_ERRORS = "5xx (HTTP, or the review's status.code)", \
+    "errors of the bench itself"
+FAILING = (SERVER_ERRORS, CONNECTION_ERRORS, MALFORMED, NOT_APPLYING, PATCHED_AGAIN,
+           BENCH_ERRORS)
+PATCHES, REQUESTS = "patches applied", "requests"
+
+
+class Post(NamedTuple):
+    kind: str  # review, odd review, malformed body, unknown path
+    path: str
+    body: bytes
+    review: dict[str, Any] | None  # the review whose answer is checked in full
+
+
+# Reviews of pods 17 times in 20, odd reviews, malformed bodies and unknown paths once each
+# (hypothesis favours the first: about 90% reviews of pods in the end).
+_kinds = st.sampled_from(("review",) * 17 + ("odd review", "malformed body", "unknown path"))
+_endpoints = st.sampled_from((MUTATE, VALIDATE))
+_odd_paths = st.sampled_from(ODD_PATHS)
+_reviews, _odd_reviews = reviews(), odd_reviews()
+
+
+@st.composite
+def posts(draw: st.DrawFn) -> Post:
+    kind = draw(_kinds)
+    if kind == "review":
+        review = draw(_reviews)
+        return Post(kind, draw(_endpoints), orjson.dumps(review), review)
+    if kind == "odd review":
+        return Post(kind, draw(_endpoints), orjson.dumps(draw(_odd_reviews)), None)
+    if kind == "malformed body":
+        return Post(kind, draw(_endpoints), draw(malformed_bodies), None)
+    return Post(kind, draw(_odd_paths), orjson.dumps(draw(_reviews)), None)
+
+
+def _batch(strategy: st.SearchStrategy[T], want: int, seed: int,
+           sink: Callable[[T], None]) -> int:
+    """One hypothesis run of up to `want` examples; how many it gave."""
+    got = 0
+
+    @seeded(seed)
+    @settings(max_examples=want, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
+    @given(strategy)
+    def run(example: T) -> None:
+        nonlocal got
+        if got < want:
+            got += 1
+            sink(example)
+
+    run()
+    return got
+
+
+def drawn(strategy: st.SearchStrategy[T], count: int, seed: int, sink: Callable[[T], None],
+          stopped: Callable[[], bool] = lambda: False) -> None:
+    """Hands `sink` `count` examples of `strategy` as hypothesis's engine draws them (its
+    mutations of earlier examples included) from `seed`: the same seed, the same
+    examples. `.example()` would not do: it is neither seeded nor meant for volume."""
+    made, batch = 0, 0
+    while made < count and not stopped():
+        made += _batch(strategy, min(BATCH, count - made), seed * 1_000_003 + batch, sink)
+        batch += 1
+
+
+@dataclass
+class Tally:
+    counts: Counter[str] = field(default_factory=Counter)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+    def fail(self, post: Post, counted: str, why: str, path: str | None = None,
+             body: bytes | None = None) -> None:
+        """Count a failure, and keep the first few bodies that showed it."""
+        self.counts[counted] += 1
+        if len(self.failures) < KEPT_FAILURES:
+            sent = post.body if body is None else body
+            try:
+                shown = {"body": sent.decode()}
+            except UnicodeDecodeError:
+                shown = {"bodyBase64": base64.b64encode(sent).decode()}
+            self.failures.append({"what": counted, "why": why, "path": path or post.path,
+                                  **shown})
+
+    def add(self, other: Tally) -> None:
+        self.counts.update(other.counts)
+        self.failures.extend(other.failures[:KEPT_FAILURES - len(self.failures)])
+
+
+class Connection:
+    """One keep-alive HTTPS connection to the webhook; after an error, the next request
+    opens a new one."""
+
+    def __init__(self, port: int, context: ssl.SSLContext) -> None:
+        self.conn = http.client.HTTPSConnection("127.0.0.1", port, context=context,
+                                                timeout=30)
+
+    def post(self, path: str, body: bytes) -> tuple[int, bytes] | str:
+        """The answer's status and body, or why there was none."""
+        try:
+            self.conn.request("POST", path, body=body, headers=HEADERS)
+            response = self.conn.getresponse()
+            return response.status, response.read()
+        except (OSError, http.client.HTTPException) as e:
+            self.conn.close()
+            return f"{type(e).__name__}: {e}"
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _answer(conn: Connection, post: Post, tally: Tally, path: str | None = None,
+            body: bytes | None = None) -> tuple[int, bytes] | None:
+    """The answer to the post (or to `path` and `body` instead), counted; None when
+    there was none or it was a 5xx."""
+    tally.counts[REQUESTS] += 1
+    answer = conn.post(path or post.path, post.body if body is None else body)
+    if isinstance(answer, str):
+        tally.fail(post, CONNECTION_ERRORS, answer, path, body)
+        return None
+    status, text = answer
+    tally.counts[f"{status // 100}xx"] += 1
+    if status >= 500:
+        tally.fail(post, SERVER_ERRORS, f"HTTP {status}: {text[:300]!r}", path, body)
+        return None
+    return answer
+
+
+def _problem(post: Post, status: int, body: bytes, tally: Tally, uid: str | None,
+             resent: bytes | None = None) -> bool:
+    """Whether the answer is wrong (and counted): the webhook's own error inside a 200
+    counts as a 5xx, like an HTTP one."""
+    problem = answer_problem(status, body, uid)
+    if problem is not None:
+        tally.fail(post, SERVER_ERRORS if problem.startswith(FAILED) else MALFORMED, problem,
+                   body=resent)
+    return problem is not None
+
+
+def _remutated(conn: Connection, post: Post, review: dict[str, Any], new: Any,
+               tally: Tally) -> None:
+    """The patched pod sent again, as the apiserver does when it reinvokes the webhook:
+    it must need no further patch. What is kept is the first review, which reproduces
+    it."""
+    again = orjson.dumps({**review, "request": {**review["request"], "object": new}})
+    answer = _answer(conn, post, tally, MUTATE, again)
+    if answer is None or _problem(post, *answer, tally, review["request"]["uid"], again):
+        return
+    response = orjson.loads(answer[1])["response"] if answer[0] == 200 else {}
+    if "patch" in response:
+        second = base64.b64decode(response["patch"]).decode()
+        tally.fail(post, PATCHED_AGAIN, f"the patched pod is patched again: {second}")
+
+
+def _check(conn: Connection, post: Post, tally: Tally) -> None:
+    answer = _answer(conn, post, tally)
+    if answer is None:
+        return
+    status, body = answer
+    if post.kind == "unknown path":
+        if status not in (404, 405):
+            tally.fail(post, MALFORMED, f"HTTP {status} for a path not served")
+        return
+    review = post.review
+    wrong = _problem(post, status, body, tally, review["request"]["uid"] if review else None)
+    if wrong or review is None or status != 200 or post.path != MUTATE:
+        return
+    try:
+        new = patched(review["request"]["object"], body)
+    except PatchError as e:
+        tally.fail(post, NOT_APPLYING, str(e))
+        return
+    if new is not None:
+        tally.counts[PATCHES] += 1
+        _remutated(conn, post, review, new, tally)
+
+
+class Progress:
+    """Reviews sent over the whole run, a line on stderr every PROGRESS_EVERY."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.sent, self.started = total, 0, time.monotonic()
+        self.lock = threading.Lock()
+
+    def tick(self) -> None:
+        with self.lock:
+            self.sent += 1
+            if self.sent % PROGRESS_EVERY == 0:
+                seconds = time.monotonic() - self.started
+                print(f"{self.sent:,}/{self.total:,} reviews, {seconds:.0f} s, "
+                      f"{self.sent / seconds:.0f}/s", file=sys.stderr, flush=True)
+
+
+def _sender(port: int, context: ssl.SSLContext, work: queue.Queue[Post | None],
+            tally: Tally, progress: Progress) -> None:
+    conn = Connection(port, context)
+    try:
+        for post in iter(work.get, None):
+            tally.counts[f"sent: {post.kind} {post.path}"] += 1
+            try:
+                _check(conn, post, tally)
+            except Exception as e:  # the bench's own bug: counted, and the run goes on
+                traceback.print_exc()
+                tally.fail(post, BENCH_ERRORS, f"{type(e).__name__}: {e}")
+            progress.tick()
+    finally:
+        conn.close()
+
+
+def _oversized(port: int, context: ssl.SSLContext, tally: Tally) -> None:
+    """A body over the size limit, on a connection of its own (the server may close it
+    before reading it all): a 400, like any body it cannot read."""
+    post = Post("oversized body", MUTATE, b"[" * (MAX_BODY + 1), None)
+    tally.counts[f"sent: {post.kind} {post.path}"] += 1
+    conn = Connection(port, context)
+    try:
+        answer = _answer(conn, post, tally)
+    finally:
+        conn.close()
+    if answer is not None and answer[0] != 400:
+        tally.fail(post, MALFORMED, f"HTTP {answer[0]} for an oversized body",
+                   body=b"(MAX_BODY + 1 bytes of [)")
+
+
+def _ready(port: int, context: ssl.SSLContext) -> bool:
+    """Whether /readyz answers 200: the policy loaded, the certificate good, not draining."""
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+    try:
+        conn.request("GET", "/readyz")
+        return conn.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
+@dataclass
+class Served:
+    policy: str
+    reviews: int
+    seconds: float
+    crashed: bool
+    ready: bool
+    tally: Tally
+    log: str  # the server's last lines, when it crashed
+
+
+def _fuzz(hook: Webhook, policy: str, count: int, seed: int, connections: int,
+          progress: Progress) -> Served:
+    context = ssl.create_default_context(cafile=str(hook.certs.ca))
+    port = int(hook.url.rsplit(":", 1)[1])
+    tallies = [Tally() for _ in range(connections + 1)]
+    _oversized(port, context, tallies[-1])
+    work: queue.Queue[Post | None] = queue.Queue(maxsize=64 * connections)
+    threads = [threading.Thread(target=_sender, args=(port, context, work, t, progress),
+                                daemon=True) for t in tallies[:connections]]
+    for thread in threads:
+        thread.start()
+    started = time.monotonic()
+
+    def crashed() -> bool:
+        return hook.running.process.poll() is not None
+
+    # A crashed server stops the drawing at the next batch; what is drawn meanwhile
+    # still goes out, and is counted as connection errors.
+    drawn(posts(), count, seed, work.put, crashed)
+    for _ in threads:
+        work.put(None)
+    for thread in threads:
+        thread.join()
+    seconds = time.monotonic() - started
+    tally = Tally()
+    for t in tallies:
+        tally.add(t)
+    sent = sum(n for k, n in tally.counts.items()
+               if k.startswith("sent: ") and not k.startswith("sent: oversized"))
+    for failure in tally.failures:
+        failure["policy"] = policy
+    gone = crashed()
+    return Served(policy, sent, seconds, gone, not gone and _ready(port, context), tally,
+                  hook.running.tail() if gone else "")
+
+
+def _policies(given_dir: Path, count: int, seed: int, workdir: Path) -> list[tuple[str, Path]]:
+    """The given policy, then `count` generated ones, each loaded as the webhook would."""
+    out = [(f"{given_dir.name} (given)", given_dir)]
+    for i in range(count):
+        # The last of a run of its own: hypothesis starts a run with its simplest examples
+        # (an empty document on the shipped policy), and the next ones of a run are
+        # variations of the one before.
+        run: list[GeneratedPolicy] = []
+        drawn(policies(), POLICY_RUN, seed * 100 + i, run.append)
+        policy = run[-1]
+        directory = policy.write(workdir / f"policy-{i}")
+        load_policy(directory)  # a PolicyError here is the strategy's fault: it stops the run
+        out.append((policy.describe(), directory))
+    return out
+
+
+def _serve(name: str, directory: Path, workdir: Path, count: int, seed: int,
+           connections: int, progress: Progress) -> Served:
+    workdir.mkdir()
+    hook = start_webhook(workdir, directory)
+    try:
+        return _fuzz(hook, name, count, seed, connections, progress)
+    finally:
+        hook.running.process.terminate()
+        try:
+            hook.running.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            hook.running.process.kill()
+            hook.running.process.wait()
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench.fuzz",
+                                description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--reviews", type=int, default=100_000, help="bodies drawn, all servers")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--connections", type=int, default=4)
+    p.add_argument("--policies", type=Path, default=POLICIES,
+                   help="the first server's policy directory")
+    p.add_argument("--generated-policies", type=int, default=3,
+                   help="servers after the first, each with a generated policy")
+    p.add_argument("--failures", type=Path, help="write the failing bodies kept here (JSON)")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    return p
+
+
+def _text(served: list[Served], total: Tally, args: argparse.Namespace, seconds: float,
+          clean: bool) -> str:
+    reviews = sum(s.reviews for s in served)
+    sending = max(sum(s.seconds for s in served), 1e-9)
+    counts = total.counts
+    lines = [f"fuzz, seed {args.seed}: {reviews:,} reviews over {args.connections} "
+             f"connections to {len(served)} servers in {seconds:.0f} s ({sending:.0f} s "
+             f"sending): {reviews / sending:.0f} reviews/s; {load()}", "",
+             f"{'policy':<58}{'reviews':>9}{'seconds':>9}  crashed  ready"]
+    lines += [f"{s.policy[:57]:<58}{s.reviews:>9,}{s.seconds:>9.0f}  "
+              f"{'YES' if s.crashed else 'no':<9}{'yes' if s.ready else 'NO'}" for s in served]
+    lines += ["", "sent:"] + [f"  {k[6:]:<40}{n:>9,}" for k, n in sorted(counts.items())
+                              if k.startswith("sent: ")]
+    lines += [f"requests (re-mutations of patched pods included): {counts[REQUESTS]:,}",
+              f"answers: 2xx {counts['2xx']:,}, 4xx {counts['4xx']:,}, "
+              f"5xx {counts['5xx']:,}",
+              f"{PATCHES}: {counts[PATCHES]:,}"]
+    lines += [f"{k}: {counts[k]:,}" for k in FAILING]
+    for failure in total.failures[:3]:
+        lines += ["", f"{failure['what']} ({failure['why'][:300]}), POST {failure['path']} "
+                  f"under {failure['policy']}:",
+                  failure.get("body", failure.get("bodyBase64", ""))[:4000]]
+    lines += ["", "clean" if clean else "FAILED"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    began = time.monotonic()
+    served: list[Served] = []
+    with tempfile.TemporaryDirectory(prefix="airlock-fuzz-") as tmp:
+        servers = _policies(args.policies, args.generated_policies, args.seed, Path(tmp))
+        progress = Progress(args.reviews)
+        for i, (name, directory) in enumerate(servers):
+            share = args.reviews // len(servers) + (i < args.reviews % len(servers))
+            print(f"server {i + 1}/{len(servers)}: {name}, {share:,} reviews",
+                  file=sys.stderr, flush=True)
+            served.append(_serve(name, directory, Path(tmp) / f"server-{i}", share,
+                                 args.seed * 100 + i, args.connections, progress))
+    seconds = time.monotonic() - began
+    total = Tally()
+    for s in served:
+        total.add(s.tally)
+    clean = (not any(total.counts[k] for k in FAILING)
+             and all(s.ready and not s.crashed for s in served))
+    if args.failures:
+        args.failures.write_text(json.dumps(total.failures, indent=1) + "\n")
+    if args.output == "json":
+        print(json.dumps({
+            "seed": args.seed, "reviews": sum(s.reviews for s in served),
+            "seconds": round(seconds), "loadAverage": os.getloadavg()[0],
+            "reviewsPerSecond": round(sum(s.reviews for s in served)
+                                      / max(sum(s.seconds for s in served), 1e-9)),
+            "servers": [{"policy": s.policy, "reviews": s.reviews,
+                         "seconds": round(s.seconds), "crashed": s.crashed,
+                         "ready": s.ready, "log": s.log} for s in served],
+            "counts": dict(sorted(total.counts.items())), "failures": total.failures,
+            "clean": clean}))
+    else:
+        print(_text(served, total, args, seconds, clean), end="")
+        for s in served:
+            if s.crashed:
+                print(f"\n{s.policy}: the server exited; its log ends:\n{s.log}")
+    return 0 if clean else 1

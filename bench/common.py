@@ -7,7 +7,9 @@ about the sandbox:
 - the workloads people run (DaemonSets, Deployments, Jobs), made by the real
   kube-controller-manager;
 - a clock on pods: when the watch first showed each one, without its gate, on a node,
-  Running, and gone.
+  Running, and gone;
+- the samples of a Prometheus text exposition (the apiserver's /metrics, the webhook's):
+  histograms by series and their quantiles.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -58,13 +61,17 @@ class Sandbox:
                 int(fields["VmHWM"].split()[0]) / 1024)
 
     def cpu_seconds(self, name: str) -> float:
-        """User and system CPU time the process has used (proc(5): utime and stime are
-        fields 14 and 15; counted after the command name, which may hold spaces)."""
-        after = self._proc(name, "stat").rsplit(")", 1)[1].split()
-        return (int(after[11]) + int(after[12])) / _TICKS
+        return cpu_seconds(self.pids[name])
 
     def cpu_all(self) -> dict[str, float]:
         return {name: self.cpu_seconds(name) for name in self.pids}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time the process has used (proc(5): utime and stime are
+    fields 14 and 15; counted after the command name, which may hold spaces)."""
+    after = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(after[11]) + int(after[12])) / _TICKS
 
 
 def load() -> str:
@@ -291,3 +298,56 @@ class PodClock:
             raise RuntimeError(f"{e}; its events:\n{told}") from None
         return [self.pods[m] for m in members]
 
+
+# --- Prometheus text: the apiserver's /metrics, the webhook's ------------------------------
+
+WEBHOOK_LATENCY = "apiserver_admission_webhook_admission_duration_seconds"
+# A histogram's buckets, (upper bound, cumulative count), ascending; the last is +Inf.
+Buckets = list[tuple[float, float]]
+
+
+def samples(text: str, metric: str) -> Iterator[tuple[dict[str, str], float]]:
+    """Each sample of `metric` (the whole name: `x_bucket` for a histogram's buckets), with
+    its labels."""
+    pattern = re.compile(rf"^{re.escape(metric)}(?:\{{(?P<labels>[^}}]*)\}})? (?P<value>\S+)",
+                         re.MULTILINE)
+    for m in pattern.finditer(text):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group("labels") or ""))
+        yield labels, float(m.group("value"))
+
+
+def webhook_call(labels: dict[str, str]) -> str | None:
+    """The apiserver's series of one webhook, type and operation; None for the calls the
+    webhook rejected, whose time is not what a pod waits for."""
+    if labels.get("rejected") == "true":
+        return None
+    return f"{labels.get('name')} ({labels.get('type')}, {labels.get('operation')})"
+
+
+def histograms(text: str, metric: str = WEBHOOK_LATENCY,
+               series: Callable[[dict[str, str]], str | None] = webhook_call
+               ) -> dict[str, Buckets]:
+    """The buckets of `metric` by series (`series` names it from the labels; None skips)."""
+    out: dict[str, Buckets] = {}
+    for labels, value in samples(text, metric + "_bucket"):
+        key = series(labels)
+        if key is None:
+            continue
+        le = float("inf") if labels["le"] == "+Inf" else float(labels["le"])
+        out.setdefault(key, []).append((le, value))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def quantile(buckets: Buckets, q: float) -> float:
+    """Prometheus-style linear interpolation within the bucket that holds quantile q."""
+    total = buckets[-1][1]
+    rank = q * total
+    lower_bound, lower_count = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == float("inf"):
+                return lower_bound
+            return lower_bound + (bound - lower_bound) * (rank - lower_count) / max(
+                count - lower_count, 1e-9)
+        lower_bound, lower_count = bound, count
+    return lower_bound

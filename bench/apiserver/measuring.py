@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import sys
 import tempfile
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from kubernetes_asyncio import client
 
+from bench.common import WEBHOOK_LATENCY, histograms, quantile
 from tests.builders import pod
 from webhook.policy.loading import load_policy
 from webhook.sandbox import wiring
@@ -28,35 +28,6 @@ from webhook.sandbox.controlplane import ControlPlane
 from webhook.sandbox.processes import start_webhook
 
 ROOT = Path(__file__).resolve().parents[2]
-METRIC = "apiserver_admission_webhook_admission_duration_seconds"
-
-
-def quantile(buckets: list[tuple[float, float]], q: float) -> float:
-    """Prometheus-style linear interpolation within the bucket that holds quantile q."""
-    total = buckets[-1][1]
-    rank = q * total
-    lower_bound, lower_count = 0.0, 0.0
-    for bound, count in buckets:
-        if count >= rank:
-            if bound == float("inf"):
-                return lower_bound
-            return lower_bound + (bound - lower_bound) * (rank - lower_count) / max(
-                count - lower_count, 1e-9)
-        lower_bound, lower_count = bound, count
-    return lower_bound
-
-
-def histograms(text: str) -> dict[str, list[tuple[float, float]]]:
-    out: dict[str, list[tuple[float, float]]] = {}
-    pattern = re.compile(METRIC + r'_bucket\{(?P<labels>[^}]*)\} (?P<value>\S+)')
-    for m in pattern.finditer(text):
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group("labels")))
-        if labels.get("rejected") == "true":
-            continue
-        key = f"{labels.get('name')} ({labels.get('type')}, {labels.get('operation')})"
-        le = float("inf") if labels["le"] == "+Inf" else float(labels["le"])
-        out.setdefault(key, []).append((le, float(m.group("value"))))
-    return {k: sorted(v) for k, v in out.items()}
 
 
 def bodies(n: int) -> list[dict[str, object]]:
@@ -116,7 +87,7 @@ def main() -> int:
         print(f"control plane start (binaries cached): {plane.start_seconds:.1f} s")
         print(f"{args.pods} pods created in {seconds:.1f} s ({args.pods / seconds:.0f}/s, "
               f"{args.concurrency} at a time)")
-        print(f"\n{METRIC}, as measured by the apiserver:")
+        print(f"\n{WEBHOOK_LATENCY}, as measured by the apiserver:")
         print(f"{'webhook':<48}{'calls':>8}{'p50 ms':>10}{'p99 ms':>10}")
         for key, buckets in sorted(histograms(metrics).items()):
             print(f"{key:<48}{buckets[-1][1]:>8.0f}{quantile(buckets, 0.5) * 1000:>10.2f}"

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.controller.shells.leading import Fence
+from webhook.controller.shells.patience import patiently
 from webhook.kuberaw import json_of
 
 log = logging.getLogger("airlock.controller")
@@ -20,15 +23,26 @@ log = logging.getLogger("airlock.controller")
 NAME = "airlock-fair-share"
 
 
-async def recall(core: client.CoreV1Api, namespace: str) -> dict[str, str]:
-    """What a former leader kept, by key, as it wrote it; nothing when there is none."""
-    try:
-        found = await json_of(await core.read_namespaced_config_map(
+async def recall(core: client.CoreV1Api, namespace: str, within: float = 60.0
+                 ) -> dict[str, str]:
+    """What a former leader kept, by key, as it wrote it; nothing when there is none. A
+    restarting apiserver's passing answers are asked again for `within` seconds: taken
+    for "nothing", they would have this leader start the fair share from zero, and keep
+    that over what the last one kept."""
+    async def read() -> dict[str, Any]:
+        return await json_of(await core.read_namespaced_config_map(
             NAME, namespace, _preload_content=False))
+
+    try:
+        found = await patiently(read, f"configmap {namespace}/{NAME}", within=within)
     except ApiException as e:
         if e.status != 404:
             log.warning("what the last leader kept is not readable; starting from zero",
                         extra={"status": e.status})
+        return {}
+    except (aiohttp.ClientError, OSError) as e:
+        log.warning("what the last leader kept is not readable; starting from zero",
+                    extra={"error": str(e)})
         return {}
     return {str(k): str(v) for k, v in (found.get("data") or {}).items()}
 

@@ -13,6 +13,7 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, assert_never
 
@@ -54,6 +55,7 @@ from webhook.controller.shells.leading import (
 )
 from webhook.controller.shells.metrics import ControllerMetrics
 from webhook.controller.shells.owners import OwnerSizes
+from webhook.controller.shells.patience import patiently
 from webhook.controller.shells.placeholding import Placeholding
 from webhook.controller.shells.provisioning import Provisioning, open_units
 from webhook.controller.shells.remembering import keep, recall
@@ -147,11 +149,8 @@ class Controller:
         for) and slices (what nodes offer). None where the apiserver serves no
         resource.k8s.io/v1 (before Kubernetes 1.34, or DRA off)."""
         resource = client.ResourceV1Api(self.api)
-        try:
-            await resource.list_resource_slice(limit=1)
-        except ApiException as e:
-            if e.status != 404:
-                raise
+        if not await _served(functools.partial(resource.list_resource_slice, limit=1),
+                             "resourceslices"):
             log.info("the apiserver serves no resource.k8s.io/v1: no DRA devices to count")
             return []
         cache, tasks = self.cache, []
@@ -175,15 +174,10 @@ class Controller:
         lister = functools.partial(client.CustomObjectsApi(self.api).list_cluster_custom_object,
                                    provisioning_api.GROUP, provisioning_api.VERSION,
                                    provisioning_api.PLURAL)
-        try:
-            await lister(limit=1)
-        except ApiException as e:
-            # Anything but "not served" (a CRD whose storage is still starting: 429) is
-            # the watch's to retry.
-            if e.status == 404:
-                log.info("the apiserver serves no ProvisioningRequests: capacity requests "
-                         "are made with placeholders only")
-                return []
+        if not await _served(functools.partial(lister, limit=1), "provisioningrequests"):
+            log.info("the apiserver serves no ProvisioningRequests: capacity requests "
+                     "are made with placeholders only")
+            return []
         ready = asyncio.Event()
         task = asyncio.create_task(watch(
             "provisioningrequests", lister, self.cache.parse_request,
@@ -353,6 +347,17 @@ class Controller:
             # in a large, busy cluster, where deciding takes long and something always
             # changed, rest as long as deciding took: at most half a core on it.
             await asyncio.sleep(max(SETTLE, self.deciding_seconds))
+
+
+async def _served(probe: Callable[[], Awaitable[object]], what: str) -> bool:
+    """Whether the apiserver serves `what`: a list answers, or a 404 says it does not."""
+    try:
+        await patiently(probe, what)
+    except ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
 
 
 async def _main(args: argparse.Namespace, policies: PolicyStore) -> int:

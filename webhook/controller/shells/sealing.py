@@ -5,7 +5,6 @@ nobody else can write a record the controller will act on."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import datetime
 import logging
@@ -16,6 +15,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.controller.core.records import Seal
+from webhook.controller.shells.patience import patiently
 from webhook.kuberaw import json_of
 
 log = logging.getLogger("airlock.controller")
@@ -34,24 +34,28 @@ async def _read(core: client.CoreV1Api, namespace: str) -> Seal:
     return Seal(key, since, time.time)
 
 
-async def load_seal(core: client.CoreV1Api, namespace: str, attempts: int = 5) -> Seal:
+async def _make(core: client.CoreV1Api, namespace: str) -> None:
+    body = {"metadata": {"name": SECRET, "labels": {"app.kubernetes.io/part-of": "airlock"}},
+            "type": "Opaque",
+            "data": {FIELD: base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()}}
+    try:
+        await json_of(await core.create_namespaced_secret(namespace, body=body,
+                                                          _preload_content=False))
+        log.info("made the record key", extra={"secret": f"{namespace}/{SECRET}"})
+    except ApiException as e:
+        if e.status != 409:
+            raise
+
+
+async def load_seal(core: client.CoreV1Api, namespace: str, within: float = 60.0) -> Seal:
     """The record key, made now if there is none. Replicas starting together may both
-    make one: the apiserver keeps the first, and the other reads it back."""
-    for attempt in range(attempts):
-        try:
-            return await _read(core, namespace)
-        except ApiException as e:
-            if e.status != 404:
-                raise
-        body = {"metadata": {"name": SECRET, "labels": {"app.kubernetes.io/part-of": "airlock"}},
-                "type": "Opaque",
-                "data": {FIELD: base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()}}
-        try:
-            await json_of(await core.create_namespaced_secret(namespace, body=body,
-                                                              _preload_content=False))
-            log.info("made the record key", extra={"secret": f"{namespace}/{SECRET}"})
-        except ApiException as e:
-            if e.status != 409:
-                raise
-        await asyncio.sleep(0.1 * attempt)
-    raise RuntimeError(f"the record key {namespace}/{SECRET} could not be read or made")
+    make one: the apiserver keeps the first, and the other reads it back. A restarting
+    apiserver's passing answers are asked again for `within` seconds (`patiently`)."""
+    what = f"secret {namespace}/{SECRET}"
+    try:
+        return await patiently(lambda: _read(core, namespace), what, within=within)
+    except ApiException as e:
+        if e.status != 404:
+            raise
+    await patiently(lambda: _make(core, namespace), what, within=within)
+    return await patiently(lambda: _read(core, namespace), what, within=within)

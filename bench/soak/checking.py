@@ -16,7 +16,20 @@ After a run:
   `Requeued`) Event;
 - **no gang half placed**: no member of a gang finds no room once its gates are lifted
   while others hold theirs (Airlock lifts a preemptor's gates only once its victims are
-  gone).
+  gone). Room a placeholder holds counts as free, by design: the scheduler evicts the
+  placeholder (priority -1) for the member, which then lands where it found no room a
+  moment before; such a member is counted, not a violation;
+- **no pod stored without Airlock's marks**: each pod is first seen with its class label
+  (the soak's mutation fails closed, so a pod created while the webhook is down is
+  refused, never stored unmarked);
+- **fair-share usage kept**: what the leader keeps in the cluster for the next one never
+  goes back, across kills and restarts, by more than its half-life's decay;
+- **no orphaned capacity request**: once every gang is gone, no placeholder is left;
+- **no controller exit**: the controller never exits by itself, whatever it meets
+  (the driver says so, and starts it again as its Deployment would).
+
+GPUs here are `nvidia.com/gpu`, counted per node: a GPU booked twice is a node
+over-committed, which the third check counts.
 
 Times are the driver's clock; a decision "finished by the next leader" is one whose
 record was first seen before a kill and some of whose work (an eviction, an ungating)
@@ -31,11 +44,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.kube import gated
+from webhook.controller.core.accounting import FAIR_SHARE_KEY
 from webhook.controller.core.actions import RECLAIMED, EventReason
 from webhook.controller.core.identities import GangId
 from webhook.controller.core.objects import pod_requests
-from webhook.controller.core.records import PreemptionRecord, Record, peek
-from webhook.keys import GANG_LABEL, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
+from webhook.controller.core.records import PreemptionRecord, Record, peek, recall
+from webhook.keys import (
+    CLASS_LABEL,
+    GANG_LABEL,
+    PLACEHOLDER_LABEL,
+    PLACEMENT_ANNOTATION,
+    PREEMPTION_ANNOTATION,
+)
 from webhook.sandbox.nodes import GPU
 
 # Airlock's evictions, by the reason of their Event; its message and the pod's
@@ -49,7 +69,11 @@ def _told(reason: EventReason, message: str) -> bool:
     return message.startswith(reason + ":")
 
 VIOLATIONS = ("half-evicted gangs", "victims without their preemptor admitted next",
-              "over-committed nodes", "evictions without an event", "partial gangs")
+              "over-committed nodes", "evictions without an event", "partial gangs",
+              "pods stored without Airlock's marks", "fair-share usage lost",
+              "orphaned capacity requests", "controller exits")
+# The policy's default fair-share half-life: how fast kept usage may shrink.
+HALF_LIFE = 24 * 3600.0
 # Where a kill landed in the preemption under way then (the latest preemptor to arrive).
 PHASES = ("before the decision", "evicting", "victims terminating", "lifting gates",
           "after the gates")
@@ -64,6 +88,14 @@ class Seen:
     pod: Mapping[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """What the leader kept in the cluster for the next one, as read at `at`."""
+
+    at: float
+    data: Mapping[str, str]
+
+
 @dataclass(slots=True)
 class _Pod:
     name: str  # namespace/name
@@ -75,6 +107,7 @@ class _Pod:
     ungated: float | None = None
     bound: float | None = None
     evicted: tuple[float, str] | None = None  # when it was marked, and the message
+    placeholder: bool = False  # Airlock's, asking an autoscaler for room
 
 
 @dataclass(slots=True)
@@ -96,6 +129,12 @@ class Findings:
     preemptions_resumed: int = 0  # finished by a later controller than the one deciding
     admissions_resumed: int = 0
     kill_phases: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
+    restarts: dict[str, int] = field(default_factory=dict)
+    refused: int = 0  # pod creations refused, and retried
+    unreachable: int = 0  # pod creations that found no apiserver, and retried
+    kept_reads: int = 0  # readings of what the leader kept
+    # Members that found a placeholder in their room and landed once it was evicted.
+    displaced_placeholders: int = 0
     violations: dict[str, list[str]] = field(
         default_factory=lambda: {kind: [] for kind in VIOLATIONS})
     # Steps of the driver that did not happen in time (a preemptor never bound, ...).
@@ -112,7 +151,10 @@ class Findings:
                 "admissions": self.admissions,
                 "preemptionsFinishedByNextLeader": self.preemptions_resumed,
                 "admissionsFinishedByNextLeader": self.admissions_resumed,
-                "killsLanded": self.kill_phases,
+                "killsLanded": self.kill_phases, "restarts": self.restarts,
+                "creationsRefused": self.refused, "creationsUnreachable": self.unreachable,
+                "keptReads": self.kept_reads,
+                "membersThatDisplacedAPlaceholder": self.displaced_placeholders,
                 "violations": {k: len(v) for k, v in self.violations.items()},
                 "stalls": self.stalls}
 
@@ -124,7 +166,12 @@ class Findings:
                  f"admissions; requeued pods {self.requeued}; pods evicted by others "
                  f"{self.evicted_by_others}",
                  "kills landed: " + ", ".join(f"{n} {phase}"
-                                              for phase, n in self.kill_phases.items())]
+                                              for phase, n in self.kill_phases.items()),
+                 "restarts: " + (", ".join(f"{kind} {n}" for kind, n in self.restarts.items())
+                                 or "none") + f"; pod creations refused {self.refused}, "
+                 f"unreachable {self.unreachable} (each retried); what the leader keeps "
+                 f"read {self.kept_reads} times; members that landed once a placeholder "
+                 f"was evicted from their room {self.displaced_placeholders}"]
         for kind, found in [*self.violations.items(), ("stalled steps", self.stalls)]:
             lines.append(f"{kind}: {len(found)}")
             lines += [f"  {v}" for v in found[:examples]]
@@ -148,9 +195,14 @@ class _Check:
         self.placements: dict[tuple[GangId, float], tuple[Record, float]] = {}
         # Gangs with an evicted member: who ran when the first was marked.
         self.running_at_eviction: dict[GangId, set[str]] = {}
-        self.partial: set[GangId] = set()
+        # Members that found no room once let go, and when, until they land.
+        self.unplaced: dict[str, float] = {}
+        self.partial: dict[GangId, str] = {}  # the gang, and the member that found no room
+        self.placeholder_left: dict[str, float] = {}  # node -> when one last left it
         self.arrived: dict[GangId, float] = {}
         self.found = Findings(kills=len(kills))
+        self.seen: dict[str, list[Seen]] = {}  # every pod's history, by uid
+        self.first_seen: float | None = None
 
     def life(self, at: float) -> int:
         """Which controller was running at `at`: 0 before the first kill, and so on."""
@@ -161,12 +213,20 @@ class _Check:
         meta = raw["metadata"]
         uid = meta["uid"]
         gang = meta.get("labels", {}).get(GANG_LABEL)
+        self.seen.setdefault(uid, []).append(seen)
+        if self.first_seen is None:
+            self.first_seen = seen.at
         pod = self.pods.get(uid)
         if pod is None:
             pod = self.pods[uid] = _Pod(
                 f"{meta['namespace']}/{meta['name']}",
                 GangId(meta["namespace"], gang) if gang else None,
                 pod_requests(raw["spec"]).get(GPU, 0))
+            pod.placeholder = PLACEHOLDER_LABEL in (meta.get("labels") or {})
+            if seen.kind != "DELETED" and not pod.placeholder and \
+                    CLASS_LABEL not in (meta.get("labels") or {}):
+                self.found.violations["pods stored without Airlock's marks"].append(
+                    f"{pod.name}: stored without {CLASS_LABEL}{self.story(uid)}")
         if pod.gang is not None:
             self.arrived.setdefault(pod.gang, seen.at)
         if seen.kind == "DELETED":
@@ -179,6 +239,11 @@ class _Check:
         self._place(uid, pod, None if finished else node, seen.at)
         if node and pod.bound is None:
             pod.bound, pod.landed = seen.at, node
+            if (since := self.unplaced.pop(uid, None)) is not None:
+                if self.placeholder_left.get(node, -1.0) >= since:
+                    self.found.displaced_placeholders += 1
+                elif pod.gang is not None:
+                    self.partial.setdefault(pod.gang, uid)
         if not gated(raw) and pod.ungated is None:
             pod.ungated = seen.at
         disruption = _condition(raw, "DisruptionTarget")
@@ -194,7 +259,7 @@ class _Check:
         scheduled = _condition(raw, "PodScheduled")
         if pod.gang and not node and not gated(raw) and scheduled is not None and \
                 scheduled.get("reason") == "Unschedulable":
-            self.partial.add(pod.gang)
+            self.unplaced.setdefault(uid, seen.at)
         annotations = meta.get("annotations") or {}
         if pod.gang and (text := annotations.get(PREEMPTION_ANNOTATION)):
             record = peek("preemption", text)
@@ -210,6 +275,8 @@ class _Check:
         """Keep each node's GPUs in use current; more than it has is a violation."""
         if pod.node and pod.node != node:
             self.on_node.get(pod.node, {}).pop(uid, None)
+            if pod.placeholder:
+                self.placeholder_left[pod.node] = at
         pod.node = node
         if node is None:
             return
@@ -217,8 +284,29 @@ class _Check:
         used[uid] = pod.gpus
         if sum(used.values()) > self.nodes.get(node, 0):
             self.found.violations["over-committed nodes"].append(
-                f"{node}: {sum(used.values())} GPUs requested by bound pods at {at:.1f}s, "
-                f"it has {self.nodes.get(node, 0)}")
+                f"{node}: {sum(used.values())} GPUs requested by bound pods at "
+                f"{self.since(at)}, it has {self.nodes.get(node, 0)}"
+                + "".join(self.story(u) for u in used))
+
+    def since(self, at: float) -> str:
+        return f"{at - (at if self.first_seen is None else self.first_seen):.1f}s"
+
+    def story(self, uid: str) -> str:
+        """A pod's history so far, one line per change the watch saw, to print under a
+        violation."""
+        lines = [f"\n    history of {self.pods[uid].name}:" if uid in self.pods else ""]
+        for seen in self.seen.get(uid, []):
+            meta, spec = seen.pod["metadata"], seen.pod["spec"]
+            status = seen.pod.get("status") or {}
+            disruption = _condition(seen.pod, "DisruptionTarget")
+            lines.append(
+                f"\n      {self.since(seen.at):>8} {seen.kind:<8} "
+                f"class={(meta.get('labels') or {}).get(CLASS_LABEL, '-')} "
+                f"gated={'yes' if gated(seen.pod) else 'no'} node={spec.get('nodeName') or '-'} "
+                f"phase={status.get('phase', '-')}"
+                f"{' deleting' if meta.get('deletionTimestamp') else ''}"
+                f"{' evicted: ' + str(disruption.get('message', ''))[:50] if disruption else ''}")
+        return "".join(lines)
 
     def _evicted(self, pod: _Pod, at: float, message: str) -> None:
         pod.evicted = (at, message)
@@ -248,22 +336,50 @@ class _Check:
                 continue
             if uid not in explained:
                 found.violations["evictions without an event"].append(
-                    f"{pod.name}: evicted ({message[:60]}...) with no Event")
+                    f"{pod.name}: evicted ({message[:60]}...) with no Event{self.story(uid)}")
         self._half_evicted()
         self._preemptors()
         self._resumed_admissions()
         self._kill_phases()
+        for uid, _ in self.unplaced.items():  # never landed
+            gang = self.pods[uid].gang
+            if gang is not None:
+                self.partial.setdefault(gang, uid)
         found.violations["partial gangs"] += [
             f"{ns}/{name}: a member found no room after its gates were lifted"
-            for ns, name in sorted(self.partial)]
+            f"{self.story(uid)}" for (ns, name), uid in sorted(self.partial.items())]
         return found
+
+    def kept(self, readings: Sequence[Kept]) -> None:
+        """What the leader kept never goes back by more than the decay since."""
+        self.found.kept_reads = len(readings)
+        last: tuple[float, dict[str, float], float] | None = None  # kept at, usage, read at
+        for reading in readings:
+            raw = recall("fairShare", reading.data.get(FAIR_SHARE_KEY, ""),
+                         legacy=lambda raw: raw)
+            if raw is None:
+                continue
+            at, usage = float(raw["at"]), {str(q): float(u) for q, u in raw["usage"].items()}
+            if last is not None:
+                decay = 0.5 ** (max(at - last[0], 0.0) / HALF_LIFE)
+                lost = sorted(q for q, u in last[1].items()
+                              if usage.get(q, 0.0) < u * decay - 1e-6)
+                if at < last[0] or lost:
+                    self.found.violations["fair-share usage lost"].append(
+                        f"read at {self.since(reading.at)}: kept at {at:.1f} (before: "
+                        f"{last[0]:.1f}, read at {self.since(last[2])}), usage of "
+                        f"{', '.join(lost) or 'no queue'} below the last reading's: "
+                        f"{usage} after {last[1]}")
+            last = (at, usage, reading.at)
 
     def _half_evicted(self) -> None:
         for gang, running in sorted(self.running_at_eviction.items()):
-            kept = sorted(self.pods[u].name for u in running if self.pods[u].evicted is None)
+            kept = sorted((self.pods[u].name, u) for u in running
+                          if self.pods[u].evicted is None)
             if kept:
                 self.found.violations["half-evicted gangs"].append(
-                    f"{gang[0]}/{gang[1]}: {', '.join(kept)} not evicted with the rest")
+                    f"{gang[0]}/{gang[1]}: {', '.join(n for n, _ in kept)} not evicted with "
+                    f"the rest{self.story(kept[0][1])}")
 
     def _members(self, gang: GangId, record: Record) -> list[_Pod]:
         return [p for p in self.pods.values() if p.gang == gang
@@ -347,10 +463,16 @@ class _Check:
 
 
 def check(history: Iterable[Seen], nodes: Mapping[str, int], events: Iterable[Mapping[str, Any]],
-          kills: Sequence[float]) -> Findings:
+          kills: Sequence[float], kept: Sequence[Kept] = (),
+          orphans: Sequence[str] = ()) -> Findings:
     """`nodes`: each node's GPUs; `events`: the Events of the soak's namespaces;
-    `kills`: when the controller was killed."""
+    `kills`: when the controller was killed; `kept`: what the leader kept for the next,
+    read through the run; `orphans`: placeholders left once every gang was gone."""
     checking = _Check(nodes, kills)
     for seen in history:
         checking.see(seen)
-    return checking.findings(events)
+    checking.kept(kept)
+    found = checking.findings(events)
+    found.violations["orphaned capacity requests"] += [
+        f"{name}: still there once every gang was gone" for name in orphans]
+    return found

@@ -18,7 +18,10 @@ After a run:
   while others hold theirs (Airlock lifts a preemptor's gates only once its victims are
   gone). Room a placeholder holds counts as free, by design: the scheduler evicts the
   placeholder (priority -1) for the member, which then lands where it found no room a
-  moment before; such a member is counted, not a violation;
+  moment before. And a member the scheduler found no room for while the apiserver showed
+  its room free (on the node it then lands on) met a scheduler whose cache was behind:
+  after an apiserver restart its watches take up to 30 s to come back. Both are counted,
+  not violations: a member that lands where the apiserver had no room for it is one;
 - **no pod stored without Airlock's marks**: each pod is first seen with its class label
   (the soak's mutation fails closed, so a pod created while the webhook is down is
   refused, never stored unmarked);
@@ -135,6 +138,9 @@ class Findings:
     kept_reads: int = 0  # readings of what the leader kept
     # Members that found a placeholder in their room and landed once it was evicted.
     displaced_placeholders: int = 0
+    # Seconds members waited, found unschedulable while the apiserver showed room for
+    # them on the node they then landed on: the scheduler behind, not Airlock.
+    placed_late: list[float] = field(default_factory=list)
     violations: dict[str, list[str]] = field(
         default_factory=lambda: {kind: [] for kind in VIOLATIONS})
     # Steps of the driver that did not happen in time (a preemptor never bound, ...).
@@ -155,6 +161,8 @@ class Findings:
                 "creationsRefused": self.refused, "creationsUnreachable": self.unreachable,
                 "keptReads": self.kept_reads,
                 "membersThatDisplacedAPlaceholder": self.displaced_placeholders,
+                "membersPlacedLateWithRoom": len(self.placed_late),
+                "longestLateSeconds": round(max(self.placed_late, default=0.0), 1),
                 "violations": {k: len(v) for k, v in self.violations.items()},
                 "stalls": self.stalls}
 
@@ -171,7 +179,10 @@ class Findings:
                                  or "none") + f"; pod creations refused {self.refused}, "
                  f"unreachable {self.unreachable} (each retried); what the leader keeps "
                  f"read {self.kept_reads} times; members that landed once a placeholder "
-                 f"was evicted from their room {self.displaced_placeholders}"]
+                 f"was evicted from their room {self.displaced_placeholders}; members the "
+                 f"scheduler placed late while their room was free "
+                 f"{len(self.placed_late)} (longest "
+                 f"{max(self.placed_late, default=0.0):.1f}s)"]
         for kind, found in [*self.violations.items(), ("stalled steps", self.stalls)]:
             lines.append(f"{kind}: {len(found)}")
             lines += [f"  {v}" for v in found[:examples]]
@@ -186,17 +197,23 @@ def _condition(pod: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
 
 
 class _Check:
-    def __init__(self, nodes: Mapping[str, int], kills: Sequence[float]) -> None:
+    def __init__(self, nodes: Mapping[str, int], kills: Sequence[float],
+                 restarts: Mapping[str, Sequence[float]]) -> None:
         self.nodes = nodes
         self.kills = sorted(kills)
+        # What the soak did, to print among a pod's changes.
+        self.chaos = sorted([*((at, "the controller SIGKILLed") for at in kills),
+                             *((at, f"{kind} SIGKILLed and restarted")
+                               for kind, times in restarts.items() for at in times)])
         self.pods: dict[str, _Pod] = {}
         self.on_node: dict[str, dict[str, int]] = {}
         self.preemptions: dict[tuple[str, float], _Preemption] = {}
         self.placements: dict[tuple[GangId, float], tuple[Record, float]] = {}
         # Gangs with an evicted member: who ran when the first was marked.
         self.running_at_eviction: dict[GangId, set[str]] = {}
-        # Members that found no room once let go, and when, until they land.
-        self.unplaced: dict[str, float] = {}
+        # Members that found no room once let go: when, and each node's free GPUs then
+        # (as the apiserver had it), until they land.
+        self.unplaced: dict[str, tuple[float, dict[str, int]]] = {}
         self.partial: dict[GangId, str] = {}  # the gang, and the member that found no room
         self.placeholder_left: dict[str, float] = {}  # node -> when one last left it
         self.arrived: dict[GangId, float] = {}
@@ -239,9 +256,14 @@ class _Check:
         self._place(uid, pod, None if finished else node, seen.at)
         if node and pod.bound is None:
             pod.bound, pod.landed = seen.at, node
-            if (since := self.unplaced.pop(uid, None)) is not None:
+            if (unplaced := self.unplaced.pop(uid, None)) is not None:
+                since, free = unplaced
                 if self.placeholder_left.get(node, -1.0) >= since:
                     self.found.displaced_placeholders += 1
+                elif free.get(node, 0) >= pod.gpus:
+                    # The room was there: the scheduler's cache was behind the apiserver
+                    # (its watches take up to 30 s to come back after a restart).
+                    self.found.placed_late.append(seen.at - since)
                 elif pod.gang is not None:
                     self.partial.setdefault(pod.gang, uid)
         if not gated(raw) and pod.ungated is None:
@@ -258,8 +280,9 @@ class _Check:
         pod.running = bool(node) and not finished and not meta.get("deletionTimestamp")
         scheduled = _condition(raw, "PodScheduled")
         if pod.gang and not node and not gated(raw) and scheduled is not None and \
-                scheduled.get("reason") == "Unschedulable":
-            self.unplaced.setdefault(uid, seen.at)
+                scheduled.get("reason") == "Unschedulable" and uid not in self.unplaced:
+            self.unplaced[uid] = (seen.at, {n: gpus - sum(self.on_node.get(n, {}).values())
+                                            for n, gpus in self.nodes.items()})
         annotations = meta.get("annotations") or {}
         if pod.gang and (text := annotations.get(PREEMPTION_ANNOTATION)):
             record = peek("preemption", text)
@@ -295,7 +318,14 @@ class _Check:
         """A pod's history so far, one line per change the watch saw, to print under a
         violation."""
         lines = [f"\n    history of {self.pods[uid].name}:" if uid in self.pods else ""]
-        for seen in self.seen.get(uid, []):
+        history = self.seen.get(uid, [])
+        chaos = iter([(at, what) for at, what in self.chaos
+                      if history and history[0].at <= at <= history[-1].at])
+        pending = next(chaos, None)
+        for seen in history:
+            while pending is not None and pending[0] <= seen.at:
+                lines.append(f"\n      {self.since(pending[0]):>8} ({pending[1]})")
+                pending = next(chaos, None)
             meta, spec = seen.pod["metadata"], seen.pod["spec"]
             status = seen.pod.get("status") or {}
             disruption = _condition(seen.pod, "DisruptionTarget")
@@ -464,11 +494,13 @@ class _Check:
 
 def check(history: Iterable[Seen], nodes: Mapping[str, int], events: Iterable[Mapping[str, Any]],
           kills: Sequence[float], kept: Sequence[Kept] = (),
-          orphans: Sequence[str] = ()) -> Findings:
+          orphans: Sequence[str] = (),
+          restarts: Mapping[str, Sequence[float]] | None = None) -> Findings:
     """`nodes`: each node's GPUs; `events`: the Events of the soak's namespaces;
     `kills`: when the controller was killed; `kept`: what the leader kept for the next,
-    read through the run; `orphans`: placeholders left once every gang was gone."""
-    checking = _Check(nodes, kills)
+    read through the run; `orphans`: placeholders left once every gang was gone;
+    `restarts`: when each part was restarted."""
+    checking = _Check(nodes, kills, restarts or {})
     for seen in history:
         checking.see(seen)
     checking.kept(kept)

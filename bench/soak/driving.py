@@ -213,7 +213,8 @@ class Soak:
             orphans = await _capacity_left(core)
         finally:
             watching.cancel()
-        found = check(recorder.history, nodes, events, kill_times, kept, orphans)
+        found = check(recorder.history, nodes, events, kill_times, kept, orphans,
+                      waves.restarted)
         found.stalls = list(self.stalls)
         found.restarts = {kind: len(times) for kind, times in waves.restarted.items()}
         found.refused, found.unreachable = waves.refused, waves.unreachable

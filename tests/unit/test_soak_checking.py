@@ -119,18 +119,18 @@ def _preemption(h: History, *, evict_all: bool = True, tell: bool = True, say: b
     h.record(preemptor[0], victims)
     if kill_after_record:
         h.kill()
+    if unschedulable:  # let go while the victims still hold its room
+        stuck = preemptor[1]
+        stuck["spec"]["schedulingGates"] = []
+        stuck["status"] = {"conditions": [{"type": "PodScheduled", "status": "False",
+                                           "reason": "Unschedulable"}]}
+        h.add("MODIFIED", stuck)
     for victim in victims if evict_all else victims[:1]:
         h.evict(victim, told=tell, said=say)
     if lurker_first:
         lurker = _pod("l", 0)
         h.add("ADDED", lurker)
         h.admit([lurker], ["n0"])
-    if unschedulable:
-        stuck = preemptor[1]
-        stuck["spec"]["schedulingGates"] = []
-        stuck["status"] = {"conditions": [{"type": "PodScheduled", "status": "False",
-                                           "reason": "Unschedulable"}]}
-        h.add("MODIFIED", stuck)
     if admit:
         h.admit(preemptor, list(onto))
 
@@ -220,10 +220,11 @@ def test_a_placeholder_left_once_its_gang_is_gone_is_an_orphan() -> None:
         "airlock-system/placeholder-ml-c0-0: still there once every gang was gone"]
 
 
-def test_a_member_that_lands_once_a_placeholder_leaves_its_room_is_not_partial() -> None:
+def test_a_member_that_found_its_room_taken_by_a_placeholder_or_a_late_scheduler() -> None:
     # Placeholder room counts as free: the scheduler evicts the placeholder for the
-    # member, which finds no room for a moment. Room nobody frees is still a violation.
-    for leaves, clean in ((True, True), (False, False)):
+    # member, which finds no room for a moment. A scheduler whose cache is behind finds
+    # none where the apiserver shows some. Room nobody frees is still a violation.
+    for case in ("placeholder leaves", "room was free", "never lands"):
         h = History()
         holder = _pod("x", 0, "n0", marked=False)
         holder["metadata"].update(namespace=SYSTEM_NAMESPACE, name="placeholder-x",
@@ -235,10 +236,12 @@ def test_a_member_that_lands_once_a_placeholder_leaves_its_room_is_not_partial()
         member["status"] = {"conditions": [{"type": "PodScheduled", "status": "False",
                                             "reason": "Unschedulable"}]}
         h.add("MODIFIED", member)
-        if leaves:
+        if case == "placeholder leaves":
             h.add("DELETED", holder)
-        member["spec"]["nodeName"] = "n0" if leaves else "n1"
-        h.add("MODIFIED", member)
+        if case != "never lands":
+            member["spec"]["nodeName"] = "n0" if case == "placeholder leaves" else "n1"
+            h.add("MODIFIED", member)
         found = h.findings()
-        assert found.clean is clean, found.text()
-        assert found.displaced_placeholders == int(leaves)
+        assert found.clean is (case != "never lands"), found.text()
+        assert found.displaced_placeholders == (case == "placeholder leaves")
+        assert len(found.placed_late) == (case == "room was free")

@@ -460,9 +460,12 @@ class _Check:
         if len(members) < len(record.members) or any(p.bound is None for p in members):
             return "the preemptor was admitted but not every member was bound"
         held = set(preemption.record.nodes)
+        # Placeholders are not let onto nodes: never gated, the scheduler puts them in
+        # free room, and evicts them (priority -1) for the preemptor.
         taken = sorted(p.name for p in self.pods.values()
-                       if p.gang != preemption.gang and p.landed in held and p.ungated
-                       is not None and first_eviction <= p.ungated <= seen)
+                       if p.gang != preemption.gang and not p.placeholder
+                       and p.landed in held and p.ungated is not None
+                       and first_eviction <= p.ungated <= seen)
         if taken:
             return f"{', '.join(taken)} let onto the held nodes before the preemptor"
         return ""

@@ -100,3 +100,26 @@ def test_node_view_reads_readiness_taints_and_allocatable() -> None:
                                    "conditions": [{"type": "Ready", "status": "False"}]}})
     assert (n.ready, n.unschedulable, n.allocatable) == (False, True, {GPU: 8, "memory": 2**31})
     assert n.taints == ({"key": "t", "effect": "NoSchedule"},)
+
+
+@pytest.mark.parametrize(("deleting", "message", "expected"), [
+    # Airlock's own condition on a pod going: what the next leader tells, should the
+    # Event have been lost with the last one.
+    (True, "Preempted: a gang of higher priority needs the room", "Preempted: a gang of "
+     "higher priority needs the room"),
+    (True, "Requeued: the gang has 1 of its 2 members", "Requeued: the gang has 1 of its "
+     "2 members"),
+    # Another's eviction, or a pod not going: nothing to tell.
+    (True, "Eviction API: evicting", None),
+    (False, "Preempted: a gang of higher priority needs the room", None),
+])
+def test_an_eviction_of_airlocks_under_way_is_read_from_the_pods_condition(
+        deleting: bool, message: str, expected: str | None) -> None:
+    raw: dict[str, Any] = {
+        "metadata": {"name": "p", "namespace": "ml", "uid": "u1"},
+        "spec": {"containers": [c(limits={GPU: "8"})]},
+        "status": {"conditions": [{"type": "DisruptionTarget", "status": "True",
+                                   "reason": "PreemptionByScheduler", "message": message}]}}
+    if deleting:
+        raw["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
+    assert PodInfo.parse(raw).evicted_for == expected

@@ -206,6 +206,10 @@ class PodInfo:
     succeeded: bool = False
     # A single pod Airlock queued (in no gang): admitted as a gang of one.
     single: bool = False
+    # Being deleted after an eviction of Airlock's: the message of the DisruptionTarget
+    # condition Airlock wrote on it (`Preempted: ...`, `Requeued: ...`). A leader killed
+    # between the eviction and its Event leaves the pod saying why; the next one tells.
+    evicted_for: str | None = None
     # What the pod's DRA claims ask for, by the resource each mapped DeviceClass counts
     # as: part of `requests`, kept apart so a claim that changes can be counted anew.
     claimed: Resources | None = None
@@ -278,11 +282,12 @@ class PodInfo:
         created = timestamp(meta.get("creationTimestamp"))
         uid = meta.get("uid", "")
         placement, preemption, distrusted = _records(annotations, uid, created, seal)
+        deleting = meta.get("deletionTimestamp") is not None
         return cls(
             namespace=meta.get("namespace", ""), name=meta.get("name", ""),
             uid=uid, node_name=node_name,
             terminal=(raw.get("status") or {}).get("phase") in TERMINAL_PHASES,
-            deleting=meta.get("deletionTimestamp") is not None,
+            deleting=deleting,
             requests=requests,
             gated=GATE in gates, gate_index=gates.index(GATE) if GATE in gates else None,
             gang=gang,
@@ -312,7 +317,20 @@ class PodInfo:
             preemption=preemption, distrusted=distrusted,
             succeeded=(raw.get("status") or {}).get("phase") == "Succeeded",
             single=single, claimed=claimed or None,
+            evicted_for=_evicted_for(raw) if deleting else None,
         )
+
+
+# How the message of the DisruptionTarget condition Airlock writes on a victim begins.
+EVICTED_FOR = ("Preempted:", "Requeued:")
+
+
+def _evicted_for(raw: Mapping[str, Any]) -> str | None:
+    for condition in (raw.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "DisruptionTarget":
+            message = str(condition.get("message") or "")
+            return message if message.startswith(EVICTED_FOR) else None
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -257,8 +257,27 @@ class Applier:
             if e.status in (404, 409):  # gone already, or a namesake: what we wanted
                 return
             raise
-        await asyncio.gather(self._events(Event((pod,), told.type, told.reason, told.message)),
+        await asyncio.gather(self._tell_eviction(pod, told.type, told.reason, told.message),
                              self._mark(pod, told.message, now))
+
+    async def _tell_eviction(self, pod: PodInfo, kind: EventType, reason: EventReason,
+                             message: str) -> None:
+        """An eviction's Event, under a name of its own (the pod's, the reason, the uid):
+        told again by a leader that cannot know whether the last one told it, it is
+        refused as already there rather than said twice."""
+        self._said[pod.key] = (*self._said.get(pod.key, ())[-(SAID - 1):], message)
+        await self._event(pod, kind, reason, message,
+                          name=f"{pod.name[:220]}.{reason.lower()}.{pod.uid[:8]}")
+
+    async def retell(self, pods: Iterable[PodInfo]) -> None:
+        """The Events of evictions under way that this leader did not make: a leader
+        killed between an eviction and its Event leaves the pod's condition saying why
+        (`evicted_for`), and the Event is told from it (once, whoever told it first)."""
+        untold = [(p, p.evicted_for) for p in pods
+                  if p.evicted_for and p.evicted_for not in self._said.get(p.key, ())]
+        await asyncio.gather(*(
+            self._tell_eviction(p, "Warning", "Preempted" if message.startswith("Preempted:")
+                                else "Requeued", message) for p, message in untold))
 
     async def _mark(self, pod: PodInfo, message: str, now: datetime.datetime) -> None:
         try:
@@ -303,10 +322,11 @@ class Applier:
                                for p in fresh))
 
     async def _event(self, pod: PodInfo, kind: EventType, reason: EventReason,
-                     message: str) -> None:
+                     message: str, name: str | None = None) -> None:
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
-            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+            "metadata": {**({"name": name} if name else {"generateName": f"{pod.name}."}),
+                         "namespace": pod.namespace},
             "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": pod.name,
                                "namespace": pod.namespace, "uid": pod.uid},
             "type": kind, "reason": reason, "message": message[:1024],

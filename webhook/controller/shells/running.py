@@ -332,6 +332,7 @@ class Controller:
         self.accounts.carry_on(self._policy(),
                                await recall(client.CoreV1Api(self.api), self.namespace),
                                time.time())
+        await self.applier.retell(self.cache.pods.values())
         while True:
             self.cache.changed.clear()
             self.deciding_seconds = 0.0

@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     plane = ControlPlane(binaries).start()
     started: list[AirlockProcess] = []
+    found: Findings | None = None
     try:
         policies = policies_with(plane.workdir / "policies", "90-soak.yaml",
                                  policy(NAMESPACES), args.policies)
@@ -135,7 +136,11 @@ def main(argv: list[str] | None = None) -> int:
             if process.process.poll() is None:
                 process.process.kill()
             process.process.wait()
-        plane.remove()
+        if found is not None and found.clean:
+            plane.remove()
+        else:  # every component's log, to see why
+            plane.stop()
+            _progress(f"logs kept in {plane.workdir}")
     seconds = time.monotonic() - began
     load = os.getloadavg()[0]
     if args.output == "json":

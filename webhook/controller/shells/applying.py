@@ -10,7 +10,7 @@ import datetime
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, assert_never
 
 from kubernetes_asyncio import client
@@ -269,12 +269,25 @@ class Applier:
         await self._event(pod, kind, reason, message,
                           name=f"{pod.name[:220]}.{reason.lower()}.{pod.uid[:8]}")
 
-    async def retell(self, pods: Iterable[PodInfo]) -> None:
-        """The Events of evictions under way that this leader did not make: a leader
-        killed between an eviction and its Event leaves the pod's condition saying why
-        (`evicted_for`), and the Event is told from it (once, whoever told it first)."""
-        untold = [(p, p.evicted_for) for p in pods
-                  if p.evicted_for and p.evicted_for not in self._said.get(p.key, ())]
+    async def retell(self, pods: Collection[PodInfo]) -> None:
+        """The Events of evictions under way that this leader did not make. A leader
+        killed between an eviction and its Event leaves the victim saying why (its
+        condition, `evicted_for`), or, killed before that too, named in the preemption
+        record on its preemptor's anchor: the Event is told from one or the other (once,
+        whoever told it first)."""
+        recorded = {uid: anchor for anchor in pods if anchor.preemption is not None
+                    for uid in anchor.preemption.uids}
+        untold: list[tuple[PodInfo, str]] = []
+        for pod in pods:
+            message = pod.evicted_for
+            if message is None and pod.deleting and (by := recorded.get(pod.uid)):
+                where = by.preemption.domain if by.preemption else None
+                message = (f"Preempted: evicted to make room for gang "
+                           f"{by.namespace}/{by.gang} in "
+                           f"{f'domain {where}' if where else 'any domain'} (told by the "
+                           f"next leader: the one that evicted it stopped first)")
+            if message and message not in self._said.get(pod.key, ()):
+                untold.append((pod, message))
         await asyncio.gather(*(
             self._tell_eviction(p, "Warning", "Preempted" if message.startswith("Preempted:")
                                 else "Requeued", message) for p, message in untold))

@@ -156,8 +156,20 @@ def _cause(cause: Cause, preemptor: UnitId) -> str:
     return f"a {preemptor.kind} of higher priority needs the room"
 
 
+def _where(record: PreemptionRecord) -> str:
+    return f"domain {record.domain}" if record.domain else "any domain"
+
+
+def retold(anchor: PodInfo, record: PreemptionRecord) -> str:
+    """Why a victim the record names is going, told by a leader that did not evict it
+    (the one that did stopped before it could say so)."""
+    return (f"Preempted: evicted to make room for gang {anchor.namespace}/{anchor.gang} in "
+            f"{_where(record)} (told by the next leader: the one that evicted it stopped "
+            f"first)")
+
+
 def _preempted(action: Preempt) -> tuple[Event, ...]:
-    where = f"domain {action.record.domain}" if action.record.domain else "any domain"
+    where = _where(action.record)
     told = [Event(v.pods, "Warning", "Preempted",
                   f"Preempted: {_cause(v.cause, action.unit)}; evicted to make room for "
                   f"{action.unit} "

@@ -28,6 +28,7 @@ from webhook.controller.core.actions import (
     Requeue,
     Wait,
     events_of,
+    retold,
 )
 from webhook.controller.core.identities import PodKey
 from webhook.controller.core.objects import PodInfo
@@ -265,7 +266,7 @@ class Applier:
         """An eviction's Event, under a name of its own (the pod's, the reason, the uid):
         told again by a leader that cannot know whether the last one told it, it is
         refused as already there rather than said twice."""
-        self._said[pod.key] = (*self._said.get(pod.key, ())[-(SAID - 1):], message)
+        self._saying(pod, message)
         await self._event(pod, kind, reason, message,
                           name=f"{pod.name[:220]}.{reason.lower()}.{pod.uid[:8]}")
 
@@ -275,22 +276,20 @@ class Applier:
         condition, `evicted_for`), or, killed before that too, named in the preemption
         record on its preemptor's anchor: the Event is told from one or the other (once,
         whoever told it first)."""
-        recorded = {uid: anchor for anchor in pods if anchor.preemption is not None
-                    for uid in anchor.preemption.uids}
+        recorded = {uid: retold(anchor, anchor.preemption) for anchor in pods
+                    if anchor.preemption is not None for uid in anchor.preemption.uids}
         untold: list[tuple[PodInfo, str]] = []
         for pod in pods:
-            message = pod.evicted_for
-            if message is None and pod.deleting and (by := recorded.get(pod.uid)):
-                where = by.preemption.domain if by.preemption else None
-                message = (f"Preempted: evicted to make room for gang "
-                           f"{by.namespace}/{by.gang} in "
-                           f"{f'domain {where}' if where else 'any domain'} (told by the "
-                           f"next leader: the one that evicted it stopped first)")
+            message = pod.evicted_for or (recorded.get(pod.uid) if pod.deleting else None)
             if message and message not in self._said.get(pod.key, ()):
                 untold.append((pod, message))
         await asyncio.gather(*(
             self._tell_eviction(p, "Warning", "Preempted" if message.startswith("Preempted:")
                                 else "Requeued", message) for p, message in untold))
+
+    def _saying(self, pod: PodInfo, message: str) -> None:
+        """Remember the last messages told of a pod: not told again by this leader."""
+        self._said[pod.key] = (*self._said.get(pod.key, ())[-(SAID - 1):], message)
 
     async def _mark(self, pod: PodInfo, message: str, now: datetime.datetime) -> None:
         try:
@@ -330,7 +329,7 @@ class Applier:
         message = event.message
         fresh = [p for p in event.pods if message not in self._said.get(p.key, ())]
         for pod in fresh:
-            self._said[pod.key] = (*self._said.get(pod.key, ())[-(SAID - 1):], message)
+            self._saying(pod, message)
         await asyncio.gather(*(self._event(p, event.type, event.reason, message)
                                for p in fresh))
 

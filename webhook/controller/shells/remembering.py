@@ -35,14 +35,10 @@ async def recall(core: client.CoreV1Api, namespace: str, within: float = 60.0
 
     try:
         found = await patiently(read, f"configmap {namespace}/{NAME}", within=within)
-    except ApiException as e:
-        if e.status != 404:
+    except (ApiException, aiohttp.ClientError, OSError) as e:
+        if not isinstance(e, ApiException) or e.status != 404:
             log.warning("what the last leader kept is not readable; starting from zero",
-                        extra={"status": e.status})
-        return {}
-    except (aiohttp.ClientError, OSError) as e:
-        log.warning("what the last leader kept is not readable; starting from zero",
-                    extra={"error": str(e)})
+                        extra={"error": str(e).splitlines()[0]})
         return {}
     return {str(k): str(v) for k, v in (found.get("data") or {}).items()}
 

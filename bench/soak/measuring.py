@@ -29,7 +29,7 @@ from webhook.policy.loading import load_policy
 from webhook.sandbox import wiring
 from webhook.sandbox.binaries import ensure_binaries
 from webhook.sandbox.clients import from_kubeconfig
-from webhook.sandbox.controlplane import ControlPlane, ready_again
+from webhook.sandbox.controlplane import ControlPlane, wait_ready
 from webhook.sandbox.nodes import Shape, create_nodes, topology
 from webhook.sandbox.processes import (
     RESTARTABLE,
@@ -93,7 +93,7 @@ def _restarter(plane: ControlPlane, hook: Webhook, started: list[AirlockProcess]
         else:
             component = plane.restart(RESTARTABLE[kind], kill=True)
             process, log, url = component.process, component.log, component.ready
-        await asyncio.to_thread(ready_again, kind, process, log, url)
+        await asyncio.to_thread(wait_ready, kind, process, log, url)
 
     return restart
 

@@ -20,7 +20,7 @@ from webhook.kuberaw import json_of
 from webhook.policy.loading import load_policy
 from webhook.sandbox import wiring
 from webhook.sandbox.clients import from_kubeconfig
-from webhook.sandbox.controlplane import ControlPlane, ready_again
+from webhook.sandbox.controlplane import ControlPlane, wait_ready
 from webhook.sandbox.nodes import Shape, create_nodes, topology
 from webhook.sandbox.processes import Webhook
 
@@ -148,7 +148,7 @@ def _restart(hook: Webhook) -> tuple[float, float]:
     answered again. Blocking: run in a thread, so the pod watch keeps its clock."""
     killed = time.monotonic()
     hook.running = hook.running.restart(kill=True)
-    ready_again(WEBHOOK, hook.running.process, hook.running.log, hook.running.ready)
+    wait_ready(WEBHOOK, hook.running.process, hook.running.log, hook.running.ready)
     return killed, time.monotonic()
 
 

@@ -35,8 +35,8 @@ from webhook.sandbox.controlplane import (
     ControlPlaneError,
     alive,
     launch,
-    ready_again,
     stop_process_group,
+    wait_ready,
 )
 from webhook.sandbox.gobuilding import BuildError, cache_root
 from webhook.sandbox.nodes import (
@@ -398,7 +398,7 @@ def restart(args: argparse.Namespace) -> int:
     entry["pid"] = process.pid
     _write_state(state_dir, state)
     try:
-        ready_again(name, process, log, entry["ready"])
+        wait_ready(name, process, log, entry["ready"])
     except ControlPlaneError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -88,13 +88,14 @@ def launch(argv: list[str], log: Path, append: bool = False,
                                 stdin=subprocess.DEVNULL, start_new_session=session)
 
 
-def answers(url: str) -> bool:
-    """Whether `url` answers 200. Loopback readiness only: the components' serving
-    certificates are not checked (the schedulers' are self-signed), and the apiserver
-    lets anyone read its /readyz."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
+def answers(url: str, context: ssl.SSLContext | None = None) -> bool:
+    """Whether `url` answers 200. Loopback readiness: without a `context` the serving
+    certificate is not checked (the schedulers' are self-signed; the apiserver lets
+    anyone read its /readyz)."""
+    if context is None:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
     try:
         with urllib.request.urlopen(url, context=context, timeout=2) as r:
             return bool(r.status == 200)
@@ -163,23 +164,9 @@ class ControlPlane:
     def _wait(self, component: Component, url: str, timeout: float,
               context: ssl.SSLContext | None) -> None:
         component.ready = url
-        deadline = component.started + timeout
-        last = ""
-        while time.monotonic() < deadline:
-            if component.process.poll() is not None:
-                raise ControlPlaneError(
-                    f"{component.name} exited with {component.process.returncode}; last "
-                    f"lines of {component.log}:\n{component.tail()}")
-            try:
-                with urllib.request.urlopen(url, context=context, timeout=2) as r:
-                    if r.status == 200:
-                        self.timings[component.name] = time.monotonic() - component.started
-                        return
-            except (urllib.error.URLError, OSError) as e:
-                last = str(e)
-            time.sleep(0.1)
-        raise ControlPlaneError(f"{component.name} not ready at {url} after {timeout:.0f}s "
-                                f"({last}); last lines of {component.log}:\n{component.tail()}")
+        self.timings[component.name] = wait_ready(
+            component.name, component.process, component.log, url, timeout, context,
+            since=component.started)
 
     def _admin_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.ca_file))
@@ -369,7 +356,7 @@ class ControlPlane:
     def restart(self, name: str, kill: bool = False) -> Component:
         """Stop one component (SIGTERM, or SIGKILL with `kill`: a crash) and start it again
         in place, with the same flags, ports and data. Back once it is running, not yet
-        ready: `ready_again` waits for that."""
+        ready: `wait_ready` waits for that."""
         old = self.component(name)
         _end(old.process, signal.SIGKILL if kill else signal.SIGTERM)
         new = Component(name, launch(old.argv, old.log, append=True), old.log, old.argv,
@@ -421,23 +408,25 @@ def _end(process: subprocess.Popen[bytes], how: signal.Signals) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def ready_again(name: str, process: subprocess.Popen[bytes] | int, log: Path, url: str,
-                timeout: float = 60.0) -> float:
-    """Wait for a restarted component (a child, or a pid another process started) to
-    answer `url`; the seconds it took. It exiting or not answering in time is an error
-    that quotes its log."""
-    started = time.monotonic()
+def wait_ready(name: str, process: subprocess.Popen[bytes] | int, log: Path, url: str,
+               timeout: float = 60.0, context: ssl.SSLContext | None = None,
+               since: float | None = None) -> float:
+    """Wait for a component (a child, or a pid another process started, as `sandbox
+    restart` does) to answer `url` within `timeout` seconds of `since` (default: now);
+    the seconds that took. It exiting or not answering in time is an error that quotes
+    its log."""
+    started = time.monotonic() if since is None else since
     while time.monotonic() - started < timeout:
-        gone = process.poll() is not None if isinstance(process, subprocess.Popen) \
-            else not alive(process)
-        if gone:
-            raise ControlPlaneError(f"{name} exited after its restart; last lines of {log}:\n"
+        code = process.poll() if isinstance(process, subprocess.Popen) else \
+            (None if alive(process) else "?")
+        if code is not None:
+            raise ControlPlaneError(f"{name} exited with {code}; last lines of {log}:\n"
                                     f"{tail(log, 25)}")
-        if not url or answers(url):
+        if not url or answers(url, context):
             return time.monotonic() - started
         time.sleep(0.1)
-    raise ControlPlaneError(f"{name} not ready at {url} {timeout:.0f}s after its restart; "
-                            f"last lines of {log}:\n{tail(log, 25)}")
+    raise ControlPlaneError(f"{name} not ready at {url} after {timeout:.0f}s; last lines "
+                            f"of {log}:\n{tail(log, 25)}")
 
 
 def alive(pid: int) -> bool:

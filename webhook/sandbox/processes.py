@@ -7,14 +7,11 @@ import signal
 import ssl
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from webhook.certificates import SERVICE_HOSTS, CertFiles, make_certs
-from webhook.sandbox.controlplane import free_port, launch, tail
+from webhook.sandbox.controlplane import free_port, launch, tail, wait_ready
 
 # What `airlock sandbox restart` takes, and the sandbox's name for each process.
 RESTARTABLE = {"apiserver": "kube-apiserver", "etcd": "etcd", "scheduler": "kube-scheduler",
@@ -27,7 +24,7 @@ class AirlockProcess:
     process: subprocess.Popen[bytes]
     log: Path
     # As a control plane's Component: what started it, and the URL that answers 200 once
-    # it serves, to start it again in place (webhook.sandbox.controlplane.ready_again).
+    # it serves, to start it again in place (webhook.sandbox.controlplane.wait_ready).
     argv: list[str] = field(default_factory=list)
     ready: str = ""
     detached: bool = False
@@ -73,17 +70,9 @@ def start_webhook(workdir: Path, policies: Path, detached: bool = False,
                       "--drain-seconds", "0", "--metrics-auth", "none", "--dra", "none",
                       *(extra or [])],
                      workdir / "webhook.log", detached, f"{url}/readyz")
-    context = ssl.create_default_context(cafile=str(certs.ca))
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if running.process.poll() is not None:
-            raise RuntimeError(f"the webhook exited: {running.tail()}")
-        try:
-            with urllib.request.urlopen(f"{url}/readyz", context=context, timeout=2):
-                return Webhook(url, certs, running)
-        except (urllib.error.URLError, OSError):
-            time.sleep(0.1)
-    raise RuntimeError(f"the webhook was not ready after {timeout}s: {running.tail()}")
+    wait_ready("the webhook", running.process, running.log, running.ready, timeout,
+               ssl.create_default_context(cafile=str(certs.ca)))
+    return Webhook(url, certs, running)
 
 
 def webhook_reading(kubeconfig: Path) -> list[str]:

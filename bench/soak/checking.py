@@ -51,11 +51,11 @@ from webhook.controller.core.accounting import FAIR_SHARE_KEY
 from webhook.controller.core.actions import RECLAIMED, EventReason
 from webhook.controller.core.identities import GangId
 from webhook.controller.core.objects import pod_requests
+from webhook.controller.core.placeholders import placeholder_of
 from webhook.controller.core.records import PreemptionRecord, Record, peek, recall
 from webhook.keys import (
     CLASS_LABEL,
     GANG_LABEL,
-    PLACEHOLDER_LABEL,
     PLACEMENT_ANNOTATION,
     PREEMPTION_ANNOTATION,
 )
@@ -239,7 +239,7 @@ class _Check:
                 f"{meta['namespace']}/{meta['name']}",
                 GangId(meta["namespace"], gang) if gang else None,
                 pod_requests(raw["spec"]).get(GPU, 0))
-            pod.placeholder = PLACEHOLDER_LABEL in (meta.get("labels") or {})
+            pod.placeholder = placeholder_of(raw) is not None
             if seen.kind != "DELETED" and not pod.placeholder and \
                     CLASS_LABEL not in (meta.get("labels") or {}):
                 self.found.violations["pods stored without Airlock's marks"].append(

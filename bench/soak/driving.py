@@ -36,7 +36,7 @@ import functools
 import random
 import signal
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,7 @@ from bench.soak.checking import Findings, Kept, Seen, check
 from tests import builders
 from tests.builders import gang_pod
 from tests.kube import gated
+from webhook.controller.core.placeholders import placeholder_of
 from webhook.controller.shells.remembering import NAME as KEPT_CONFIG_MAP
 from webhook.keys import CLASS_LABEL, PLACEHOLDER_LABEL, SYSTEM_NAMESPACE
 from webhook.kubewatch import watch
@@ -116,12 +117,6 @@ def single(name: str) -> dict[str, Any]:
     return body
 
 
-def placeholder(pod: Mapping[str, Any]) -> bool:
-    meta = pod.get("metadata") or {}
-    return meta.get("namespace") == SYSTEM_NAMESPACE and \
-        PLACEHOLDER_LABEL in (meta.get("labels") or {})
-
-
 class Recorder:
     """Every change to the pods of the soak's namespaces and to Airlock's placeholders,
     as the watch delivers it."""
@@ -132,11 +127,11 @@ class Recorder:
         self.pods: dict[str, dict[str, Any]] = {}  # uid -> the pod as last seen
 
     def gang_pods(self) -> list[dict[str, Any]]:
-        return [p for p in self.pods.values() if not placeholder(p)]
+        return [p for p in self.pods.values() if placeholder_of(p) is None]
 
     def _see(self, kind: str, pod: dict[str, Any]) -> None:
         meta = pod.get("metadata") or {}
-        if meta.get("namespace") not in self.namespaces and not placeholder(pod):
+        if meta.get("namespace") not in self.namespaces and placeholder_of(pod) is None:
             return
         self.history.append(Seen(time.monotonic(), kind, pod))
         if kind == "DELETED":

@@ -16,6 +16,7 @@ from webhook.controller.core.records import PreemptionRecord, Record, keep
 from webhook.keys import (
     CLASS_LABEL,
     GATE,
+    PLACEHOLDER_FOR_ANNOTATION,
     PLACEHOLDER_LABEL,
     PLACEMENT_ANNOTATION,
     PREEMPTION_ANNOTATION,
@@ -228,7 +229,8 @@ def test_a_member_that_found_its_room_taken_by_a_placeholder_or_a_late_scheduler
         h = History()
         holder = _pod("x", 0, "n0", marked=False)
         holder["metadata"].update(namespace=SYSTEM_NAMESPACE, name="placeholder-x",
-                                  labels={PLACEHOLDER_LABEL: "true"})
+                                  labels={PLACEHOLDER_LABEL: "true"},
+                                  annotations={PLACEHOLDER_FOR_ANNOTATION: "gang/ml/x"})
         h.add("ADDED", holder)
         member = _pod("m", 0)
         h.add("ADDED", member)

@@ -39,11 +39,12 @@ from webhook.keys import (
     ClassName,
 )
 from webhook.policy.model import DEFAULT_ACCELERATORS, ClassSpec, Grant, Policy, Rule
-from webhook.sandbox.nodes import CLIQUE_LABEL
+from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL
 
 # The NVLink domain label: the sandbox's nodes carry it, the shipped policy's `nvlink`
 # level names it, and the nodes built here carry it too.
 CLIQUE = CLIQUE_LABEL
+BLOCK = BLOCK_LABEL
 GPU = "nvidia.com/gpu"
 # An accelerator that is no GPU, which a policy has to name for the controller to count.
 NEURON = "aws.amazon.com/neuron"
@@ -190,9 +191,10 @@ def raw_member(gang: str, i: int, gpus: int = 8, size: int | None = None, *,
                created: int = 0, ns: str = "ml", node_name: str | None = None,
                placement: Record | None = None, name: str | None = None,
                resource: str = GPU, recorded: str | None = None,
-               **spec: Any) -> dict[str, Any]:
+               marks: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
     """A gang member as the watch delivers it once the webhook has marked it; `recorded`
-    is the accelerators annotation the webhook wrote."""
+    is the accelerators annotation the webhook wrote, `marks` more annotations it wrote
+    (an elastic gang's minimum, a slice)."""
     b = (pod(name or f"{gang}-{i}", ns).gpus(gpus, resource).cpu("8", "16Gi")
          .set("tolerations", [{"key": "nvidia.com/gpu", "operator": "Exists"}])
          .marked(gang, size, mode, gated))
@@ -202,6 +204,8 @@ def raw_member(gang: str, i: int, gpus: int = 8, size: int | None = None, *,
         b.annotation(PLACEMENT_ANNOTATION, SEAL.dumps(placement, b.meta["uid"]))
     if recorded is not None:
         b.annotation(ACCELERATORS_ANNOTATION, recorded)
+    for key, value in (marks or {}).items():
+        b.annotation(key, value)
     if priority:
         b.set("priority", priority)
     if node_name:
@@ -306,6 +310,13 @@ def cluster(domains: dict[str, int], gpus: int = 8, resource: str = GPU) -> list
     """`domains`: domain name -> number of nodes."""
     return [node(f"{d}-n{i}", d, gpus, resource) for d, count in domains.items()
             for i in range(count)]
+
+
+def blocks(count: int, domains: int = 2, nodes: int = 4, gpus: int = 8) -> list[NodeInfo]:
+    """`count` blocks of `domains` NVLink domains of `nodes` nodes each, as the sandbox
+    labels them: block `b<i>`, domain `b<i>d<j>`, node `b<i>d<j>-n<k>`."""
+    return [node(f"b{b}d{d}-n{n}", f"b{b}d{d}", gpus, labels={BLOCK: f"b{b}"})
+            for b in range(count) for d in range(domains) for n in range(nodes)]
 
 
 def tracked(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo] = (),

@@ -23,8 +23,10 @@ CHECKPOINTED_AT_ANNOTATION: Final = "gpu-airlock.io/checkpointed-at"
 GPU_MEMORY_ANNOTATION: Final = "gpu-airlock.io/gpu-memory"
 GPU_FRACTION_ANNOTATION: Final = "gpu-airlock.io/gpu-fraction"
 
-# The rest of the contract's keys a workload may write (docs/architecture.md), some read by features
-# still to come: reserved now, so no pod carries them as Airlock's own marks meanwhile.
+# The rest of the contract's keys a workload may write (docs/architecture.md): an elastic
+# gang's minimum, how long its work is expected to run (for backfill), the topology level
+# the gang needs (or prefers), and slices of it that each need one domain of a lower level.
+# The webhook reads them and records what the controller acts on under keys of its own.
 GANG_MIN_SIZE_ANNOTATION: Final = "gpu-airlock.io/gang-min-size"
 EXPECTED_RUNTIME_ANNOTATION: Final = "gpu-airlock.io/expected-runtime"
 REQUIRED_TOPOLOGY_ANNOTATION: Final = "gpu-airlock.io/required-topology"
@@ -73,6 +75,16 @@ RULE_ANNOTATION: Final = "gpu-airlock.io/rule"
 # The node label that names the gang's topology domain, and whether one domain is a must.
 TOPOLOGY_KEY_ANNOTATION: Final = "gpu-airlock.io/topology-key"
 TOPOLOGY_MODE_ANNOTATION: Final = "gpu-airlock.io/topology-mode"
+# What the webhook read from the user's keys (or the operator's own fields) for the
+# controller: an elastic gang's minimum; the expected run time in whole seconds (the
+# smaller of `expected-runtime` and `activeDeadlineSeconds`); the node label of the slice
+# level, the slice's size, and which slice of the gang the pod is in (from its index,
+# when its operator gives one).
+GANG_EXPECTED_MIN_ANNOTATION: Final = "gpu-airlock.io/gang-expected-min-size"
+RUNTIME_SECONDS_ANNOTATION: Final = "gpu-airlock.io/expected-runtime-seconds"
+SLICE_KEY_ANNOTATION: Final = "gpu-airlock.io/slice-topology-key"
+SLICE_EXPECTED_SIZE_ANNOTATION: Final = "gpu-airlock.io/slice-expected-size"
+SLICE_INDEX_ANNOTATION: Final = "gpu-airlock.io/slice-index"
 # The policy accelerators the pod requests (comma-separated), so the controller counts
 # them even after the policy changes.
 ACCELERATORS_ANNOTATION: Final = "gpu-airlock.io/accelerators"

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.builders import (
+    CLIQUE,
     NOW,
     SEAL,
     TRAINING,
@@ -30,8 +31,10 @@ from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.quotas import QueueSpec, Quotas
 from webhook.controller.core.reasons import MEANING, WAIT_REASONS
 from webhook.conventions.base import SizeUnknown
-from webhook.keys import PREEMPTION_ANNOTATION
+from webhook.controller.core.records import Record
+from webhook.keys import GANG_EXPECTED_MIN_ANNOTATION, PREEMPTION_ANNOTATION
 
+ELASTIC = {GANG_EXPECTED_MIN_ANNOTATION: "2"}
 NO_PREEMPTION = QueueState(preemption=PreemptionSettings(enabled=False))
 
 
@@ -70,6 +73,13 @@ SITUATIONS: dict[str, Callable[[], list[Action]]] = {
     # Room it would fit in now: it waits for the room it asked for instead.
     "AwaitingCapacity": lambda: decide(tracked(cluster({"a": 2}), gang("train", 2)), {}, NOW,
                                        state=QueueState(awaiting=frozenset({unit("train")}))),
+    # An elastic gang of 4 (minimum 2) runs 3 in domain a, full; its fourth waits.
+    "Growing": lambda: decide(tracked(cluster({"a": 3}), [
+        member("train", i, size=4, gated=False, node_name=f"a-n{i}", marks=ELASTIC,
+               nodeSelector={CLIQUE: "a"},
+               placement=Record("a", CLIQUE, ("train-0", "train-1", "train-2"), NOW, 4,
+                                minimum=2) if i == 0 else None) for i in range(3)]
+        + [member("train", 3, size=4, marks=ELASTIC)]), {}, NOW),
 }
 
 

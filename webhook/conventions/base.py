@@ -52,6 +52,16 @@ class SizeUnknown:
 
 
 @dataclass(frozen=True, slots=True)
+class Elastic:
+    """The size of a gang that may run short: admitted once `minimum` pods fit, it takes
+    up to `size` as room frees (a PyTorchJob's elasticPolicy, a RayCluster's worker
+    groups' minReplicas)."""
+
+    size: int
+    minimum: int
+
+
+@dataclass(frozen=True, slots=True)
 class OwnerAddress:
     """Where the object that states a gang's size lives, in the pod's namespace."""
 
@@ -80,10 +90,22 @@ class OwnerSized(Protocol):
         ...
 
     def size(self, owner: Mapping[str, Any], labels: Mapping[str, str], joins: Joins
-             ) -> int | SizeUnknown:
-        """The gang size the owner object states (raw JSON), or why it states none.
+             ) -> int | Elastic | SizeUnknown:
+        """The gang size the owner object states (raw JSON), with its minimum when it
+        states one (`Elastic`), or why it states none.
         `joins` says whether the pods of a pod template join the gang (a CPU-only Ray
         head or MPI launcher does not: the webhook leaves it ungated)."""
+        ...
+
+
+@runtime_checkable
+class Indexed(Protocol):
+    """The optional part of a convention whose operator numbers a gang's pods from 0 (an
+    Indexed Job's completion index): the webhook tells the controller which slice of the
+    gang a pod is in by it."""
+
+    def index(self, pod: PodView) -> int | None:
+        """The pod's number within its gang, None when the pod carries none."""
         ...
 
 
@@ -122,6 +144,12 @@ def whole(obj: Any, key: str, default: int) -> int:
 
 def at_least_one(size: int, what: str) -> int | SizeUnknown:
     return size if size >= 1 else SizeUnknown(f"{what} is {size}, not a gang size")
+
+
+def whole_text(raw: str | None) -> int | None:
+    """A whole number of at least 0 written as plain digits (an operator's index), else
+    None."""
+    return int(raw) if raw is not None and raw.isascii() and raw.isdigit() else None
 
 
 def parse_size(raw: str | None, key: str) -> tuple[int | None, str | None]:

@@ -55,7 +55,7 @@ def _hold(pods: Sequence[PodInfo], record: Record, snap: Snapshot, queues: Queue
     if not pods:
         return
     candidates = _domain_nodes(snap, pods[0], record.topology_key, record.domain)
-    held = place_in(pods, snap, candidates)
+    held = place_in(pods, snap, candidates, record.slice_key, dict(record.slices))
     if held:
         reserve(held, pods, snap)
         queues.admitted(gang, pods, charge=False)
@@ -105,36 +105,57 @@ def _oversize(gang: Gang, extras: Sequence[PodInfo], message: str) -> list[Wait]
                  warning=True)] if extras else []
 
 
-def _whole(gang: Gang, size: int, now: float, options: DecideOptions, snap: Snapshot
-           ) -> tuple[list[PodInfo] | None, list[Wait]]:
-    """A new gang: all of it, once every member exists. Beyond its size, the first by
-    creation make the gang and later ones stay gated, saying why."""
+# Which members to take now, and how many of them must go together (the rest, up to
+# all, go too when they fit: an elastic gang's pods above its minimum).
+_Take = tuple[list[PodInfo], int]
+
+
+def _whole(gang: Gang, size: int, least: int, now: float, options: DecideOptions,
+           snap: Snapshot) -> tuple[_Take | None, list[Wait]]:
+    """A new gang: all of it, once every member exists, or once `least` do (an elastic
+    gang). Beyond its size, the first by creation make the gang and later ones stay
+    gated, saying why."""
     present = len(gang.members)
-    if present < size:
+    if present < least:
         late = now - gang.arrival > options.incomplete_warning_after
+        start = f", {least} to start" if least < size else ""
         return None, [Wait(gang.id, gang.members, "Incomplete",
-                           f"{present}/{size} pods present{_outlook(gang, size, snap)}",
+                           f"{present}/{size} pods present{start}"
+                           f"{_outlook(gang, size, snap)}",
                            warning=late)]
-    return list(gang.members[:size]), _oversize(gang, gang.members[size:],
-                                          f"{present} pods for a gang of {size}")
+    return (list(gang.members[:size]), least), _oversize(
+        gang, gang.members[size:], f"{present} pods for a gang of {size}")
 
 
-def _joiners(gang: Gang, size: int, now: float, options: DecideOptions
-             ) -> tuple[list[PodInfo] | None, list[Wait]]:
+def _joiners(gang: Gang, size: int, least: int, now: float, options: DecideOptions
+             ) -> tuple[_Take | None, list[Wait]]:
     """A gang that already runs: waiting pods replace members that are gone, or join
-    after the size grew; they go together once enough are there to make the gang whole."""
+    after the size grew; they go together once enough are there to make the gang whole
+    (an elastic gang's: to bring it back to its minimum; above that, each as it fits)."""
     placed = len(gang.let_go) + len(gang.promised)
     room, waiting = size - placed, gang.waiting
     if room <= 0:
         return None, _oversize(gang, waiting, f"the gang of {size} already has {placed} "
                                               f"members admitted")
-    if len(waiting) < room:
+    must = max(least - placed, 0)
+    if len(waiting) < must:
         late = now - min(p.created for p in waiting) > options.incomplete_warning_after
         return None, [Wait(gang.id, tuple(waiting), "Incomplete",
-                           f"{len(waiting)}/{room} pods present to rejoin a gang of {size} "
+                           f"{len(waiting)}/{must} pods present to rejoin a gang of {size} "
                            f"running with {placed}", warning=late)]
-    return waiting[:room], _oversize(gang, waiting[room:], f"{placed + len(waiting)} pods "
-                                                           f"for a gang of {size}")
+    return (waiting[:room], must), _oversize(gang, waiting[room:], f"{placed + len(waiting)} "
+                                                                   f"pods for a gang of {size}")
+
+
+def _joiner_slices(gang: Gang, pods: Sequence[PodInfo]) -> dict[str, str]:
+    """Joiners of a sliced gang, by name, to the slice domain where their slice's other
+    members were placed (known by the slice index the webhook recorded)."""
+    placed = {name: domain for r in gang.records for name, domain in r.slices}
+    if not placed:
+        return {}
+    where = {p.slice_index: placed[p.name] for p in gang.members
+             if p.name in placed and p.slice_index is not None}
+    return {p.name: where[p.slice_index] for p in pods if p.slice_index in where}
 
 
 def _fit_joiners(gang: Gang, pods: list[PodInfo], snap: Snapshot, avoid: set[str]
@@ -146,9 +167,9 @@ def _fit_joiners(gang: Gang, pods: list[PodInfo], snap: Snapshot, avoid: set[str
         return fit(pods, snap, anchor.topology_key, anchor.topology_mode,
                    level=anchor.topology_key or "topology", avoid=avoid), None
     nodes = [n for n in _domain_nodes(snap, anchor, key, domain) if n not in avoid]
-    placed = place_in(pods, snap, nodes)
+    placed = place_in(pods, snap, nodes, anchor.slice_key, _joiner_slices(gang, pods))
     if placed is not None:
-        return Plan(domain, placed.assignments), key
+        return Plan(domain, placed.assignments, placed.slices), key
     need = snap.need(pods)
     return NoFit(f"needs {need} GPUs in {key} domain {domain}, where the gang runs; it has "
                  f"{snap.free_gpus(nodes)} free", tuple(nodes)), key
@@ -180,11 +201,14 @@ class _Round:
         if size is None or isinstance(size, Wait):
             return [size] if size else []
         started = gang.started
-        members, out = (_joiners(gang, size, now, options) if started
-                        else _whole(gang, size, now, options, snap))
+        minimum = gang.minimum(self.looked_up, size)
+        least = size if minimum is None else minimum
+        take, out = (_joiners(gang, size, least, now, options) if started
+                     else _whole(gang, size, least, now, options, snap))
         actions: list[Action] = list(out)
-        if members is None:
+        if take is None:
             return actions
+        members, must = take
         if (why := self.line.behind()) is not None:
             return [*actions, Wait(gang.id, tuple(members), "BehindHead", why)]
         if not started and (why := self.queues.backing_off(gang)) is not None:
@@ -211,13 +235,26 @@ class _Round:
                 self.no_room[alike] = outcome
         # Joiners complete a gang that already holds its share: no quota stops them.
         over = None if started else self.queues.over_quota(gang, members)
+        if (isinstance(outcome, NoFit) or over is not None) and must < len(members):
+            fewer = self._fewer(gang, members, max(must, 1), avoid)
+            if fewer is not None:
+                members, outcome, over = *fewer, None
+            elif not must:
+                # Above an elastic gang's minimum: room as it frees, never kept or made.
+                return [*actions, Wait(gang.id, tuple(members), "Growing",
+                                       f"{len(members)} pods above the gang's minimum of "
+                                       f"{least} wait for room in its domain")]
+            else:
+                members = members[:must]
         if isinstance(outcome, NoFit) or over is not None:
             return [*actions, *self._blocked(gang, members, size, outcome, over, avoid,
                                              fresh=known is None, holding=hold is not None)]
         reserve(outcome, members, snap)
         self.queues.admitted(gang, members)
-        record = Record(outcome.domain, key if outcome.domain else None,
-                        tuple(sorted(p.name for p in members)), now, size)
+        names = tuple(sorted(p.name for p in members))
+        record = Record(outcome.domain, key if outcome.domain else None, names, now, size,
+                        minimum=minimum, slice_key=anchor.slice_key if outcome.slices else None,
+                        slices=tuple(sorted((k.name, v) for k, v in outcome.slices.items())))
         # A preemptor's pods are nominated to their nodes, where the victims may still
         # be terminating: kube-scheduler then waits for them instead of preempting more.
         nominate = tuple(sorted((name, node) for (_, name), node in
@@ -225,6 +262,36 @@ class _Round:
         return [*actions, Admit(gang.id, record, min(members, key=lambda p: p.name),
                                 tuple(members), snap.need(members),
                                 _joining_note(gang, size) if started else "", nominate)]
+
+    def _fewer(self, gang: Gang, members: list[PodInfo], least: int, avoid: set[str]
+               ) -> tuple[list[PodInfo], Plan] | None:
+        """The most of an elastic gang's `members` (the first ones, at least `least`)
+        that fit and, for a new gang, its queue's quota; by halving, since any fewer of
+        them fit too."""
+        started = gang.started
+        anchor = members[0]
+
+        def plan(count: int) -> Plan | None:
+            some = members[:count]
+            if started:
+                outcome: Plan | NoFit = _fit_joiners(gang, some, self.snap, avoid)[0]
+            else:
+                outcome = fit(some, self.snap, anchor.topology_key, anchor.topology_mode,
+                              avoid=avoid)
+                if self.queues.over_quota(gang, some) is not None:
+                    return None
+            return outcome if isinstance(outcome, Plan) else None
+
+        best: tuple[list[PodInfo], Plan] | None = None
+        low, high = least, len(members) - 1
+        while low <= high:
+            middle = (low + high) // 2
+            found = plan(middle)
+            if found is None:
+                high = middle - 1
+            else:
+                best, low = (members[:middle], found), middle + 1
+        return best
 
     def _blocked(self, gang: Gang, members: list[PodInfo], size: int, outcome: Plan | NoFit,
                  over: str | None, avoid: set[str], fresh: bool = True, holding: bool = False

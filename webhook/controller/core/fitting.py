@@ -4,14 +4,18 @@ Required topology: every pod inside one domain (nodes sharing the topology label
 value). Preferred: the best single domain, else across domains. Among domains that fit,
 the tightest wins (least free GPUs), so big holes stay free for big gangs. Inside a
 domain, pods are placed largest first, each on the fullest node that still takes it.
+
+A sliced gang (`slice_key`, `slice_size` on its pods) also needs each slice inside one
+domain of the slice level, within the gang's domain: slices go largest first, each into
+the tightest slice domain that takes it.
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.capacity import EVERYWHERE
@@ -25,6 +29,8 @@ from webhook.controller.core.snapshot import Snapshot, fits, with_pod_slot
 class Plan:
     domain: str | None
     assignments: dict[PodKey, str]
+    # A sliced gang: each member's domain of the slice level.
+    slices: dict[PodKey, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,22 +67,27 @@ def _never(pods: Sequence[PodInfo], need: GpuEquivalents, snap: Snapshot,
                  f"cluster grows", code="NeverFits", never=True)
 
 
-def _pack(pods: Sequence[PodInfo], candidates: Sequence[str], snap: Snapshot
-          ) -> dict[PodKey, str] | None:
+def _pack(pods: Sequence[PodInfo], candidates: Sequence[str], snap: Snapshot,
+          local: dict[str, Resources] | None = None) -> dict[PodKey, str] | None:
     """Place every pod on one of `candidates`, or None. Tentative: the snapshot is left
-    as it was.
+    as it was; what the pods take is written in `local` (free capacity of the nodes
+    taken from, over the snapshot's), so slices placed one after the other see each
+    other.
 
     Best fit: each pod (largest first) goes to the fullest node that still takes it,
     GPUs deciding first, the first in candidate order among equals. The candidates are
     bucketed by free GPUs once, so a pod looks at the fullest buckets that could take it,
     not at every node: a gang of hundreds of pods on thousands of nodes stays cheap."""
-    local: dict[str, Resources] = {}
+    if local is None:
+        local = {}
     placed: dict[PodKey, str] = {}
     gpus, free_gpu = snap.gpus, snap.free_gpu
     # Free GPUs -> candidate positions, ascending (candidate order).
     buckets: dict[GpuEquivalents, list[int]] = {}
     for position, node in enumerate(candidates):
-        buckets.setdefault(free_gpu[node], []).append(position)
+        taken = local.get(node)
+        buckets.setdefault(free_gpu[node] if taken is None else gpus(taken),
+                           []).append(position)
     levels = sorted(buckets)
     for pod in sorted(pods, key=lambda p: (-gpus(p.requests), -p.requests.get("cpu", 0))):
         need = with_pod_slot(pod.requests)
@@ -109,6 +120,71 @@ def _pack(pods: Sequence[PodInfo], candidates: Sequence[str], snap: Snapshot
     return placed
 
 
+def slice_groups(pods: Sequence[PodInfo]) -> list[list[PodInfo]] | None:
+    """A sliced gang's pods by slice: by the index the webhook recorded when every pod
+    has one, else slice-size at a time in name order (any grouping is as good when the
+    operator numbers nothing); None for a gang without slices."""
+    anchor = pods[0]
+    size = anchor.slice_size
+    if not anchor.slice_key or not size:
+        return None
+    if all(p.slice_index is not None for p in pods):
+        by_index: dict[int | None, list[PodInfo]] = {}
+        for pod in pods:
+            by_index.setdefault(pod.slice_index, []).append(pod)
+        return [group for _, group in sorted(by_index.items(), key=lambda kv: kv[0] or 0)]
+    ordered = sorted(pods, key=lambda p: p.name)
+    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
+
+
+def _free_in(nodes: Sequence[str], snap: Snapshot, local: Mapping[str, Resources]
+             ) -> GpuEquivalents:
+    return sum(max(snap.gpus(local[n]) if n in local else snap.free_gpu[n], 0) for n in nodes)
+
+
+def _pack_slices(groups: Sequence[Sequence[PodInfo]], candidates: Sequence[str],
+                 snap: Snapshot) -> tuple[dict[PodKey, str], dict[PodKey, str]] | None:
+    """Every slice inside one domain of the slice level among `candidates`: the largest
+    slice first, each into the tightest slice domain that takes it; (assignments, each
+    pod's slice domain), or None."""
+    anchor = groups[0][0]
+    key = anchor.slice_key
+    assert key is not None
+    here = set(candidates)
+    domains = {name: inside for name, nodes in snap.domains(anchor, key).items()
+               if (inside := [n for n in nodes if n in here])}
+    local: dict[str, Resources] = {}
+    placed: dict[PodKey, str] = {}
+    slices: dict[PodKey, str] = {}
+    for group in sorted(groups, key=lambda g: -snap.need(g)):
+        need = snap.need(group)
+        for free, name in sorted((_free_in(nodes, snap, local), name)
+                                 for name, nodes in domains.items()):
+            if free < need:
+                continue
+            trial = dict(local)
+            got = _pack(group, domains[name], snap, trial)
+            if got is not None:
+                local = trial
+                placed.update(got)
+                slices.update(dict.fromkeys(got, name))
+                break
+        else:
+            return None
+    return placed, slices
+
+
+def _arrange(pods: Sequence[PodInfo], candidates: Sequence[str], snap: Snapshot
+             ) -> tuple[dict[PodKey, str], dict[PodKey, str]] | None:
+    """The pods on `candidates`, slice by slice for a sliced gang: (assignments, slice
+    domains), or None."""
+    groups = slice_groups(pods)
+    if groups is not None:
+        return _pack_slices(groups, candidates, snap)
+    placed = _pack(pods, candidates, snap)
+    return None if placed is None else (placed, {})
+
+
 def _usable(nodes: Sequence[str], avoid: Collection[str]) -> Sequence[str]:
     return [n for n in nodes if n not in avoid] if avoid else nodes
 
@@ -134,9 +210,9 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     anywhere = snap.domain_rooms(anchor, EVERYWHERE)[EVERYWHERE].could_pack(sizes)
     if not topology_key:
         everywhere = _usable(eligible, avoid)
-        placed = _pack(pods, everywhere, snap) if anywhere else None
-        if placed is not None:
-            return Plan(None, placed)
+        arranged = _arrange(pods, everywhere, snap) if anywhere else None
+        if arranged is not None:
+            return Plan(None, *arranged)
         # Were it the head, it would keep the nodes with the most free GPUs, one per pod:
         # the room closest to taking it, and no more, so pods behind go elsewhere.
         free_gpu = snap.free_gpu
@@ -154,13 +230,13 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
         # at its few amounts free, not a packing over its nodes.
         if not rooms[name].could_pack(sizes):
             continue
-        placed = _pack(pods, _usable(domains[name], avoid), snap)
-        if placed is not None:
-            return Plan(name, placed)
+        arranged = _arrange(pods, _usable(domains[name], avoid), snap)
+        if arranged is not None:
+            return Plan(name, *arranged)
     if mode != "required" and anywhere:
-        placed = _pack(pods, _usable(eligible, avoid), snap)
-        if placed is not None:
-            return Plan(None, placed)
+        arranged = _arrange(pods, _usable(eligible, avoid), snap)
+        if arranged is not None:
+            return Plan(None, *arranged)
     if not domains:
         return NoFit(f"needs {need} GPUs in one {level} domain, and no eligible node has the "
                      f"label {topology_key}", code="NoDomainFits")
@@ -180,9 +256,29 @@ def reserve(plan: Plan, pods: Sequence[PodInfo], snap: Snapshot) -> None:
         snap.take(node, with_pod_slot(by_key[key].requests))
 
 
-def place_in(pods: Sequence[PodInfo], snap: Snapshot, candidates: Sequence[str]
+def place_in(pods: Sequence[PodInfo], snap: Snapshot, candidates: Sequence[str],
+             slice_key: str | None = None, slices: Mapping[str, str] | None = None
              ) -> Plan | None:
     """Where already-promised pods go among `candidates` (their recorded domain), to
-    hold their capacity in the snapshot; None when they no longer fit there."""
-    placed = _pack(pods, candidates, snap)
-    return None if placed is None else Plan(None, placed)
+    hold their capacity in the snapshot; None when they no longer fit there. A pod that
+    `slices` names (pod name -> domain of `slice_key`) goes inside that slice domain."""
+    if not slice_key or not slices:
+        placed = _pack(pods, candidates, snap)
+        return None if placed is None else Plan(None, placed)
+    by_slice: dict[str | None, list[PodInfo]] = {}
+    for pod in pods:
+        by_slice.setdefault(slices.get(pod.name), []).append(pod)
+    domains = snap.domains(pods[0], slice_key)
+    here = set(candidates)
+    local: dict[str, Resources] = {}
+    assignments: dict[PodKey, str] = {}
+    pinned: dict[PodKey, str] = {}
+    for name, group in by_slice.items():
+        nodes = candidates if name is None else [n for n in domains.get(name, ()) if n in here]
+        got = _pack(group, nodes, snap, local)
+        if got is None:
+            return None
+        assignments.update(got)
+        if name is not None:
+            pinned.update(dict.fromkeys(got, name))
+    return Plan(None, assignments, pinned)

@@ -26,10 +26,10 @@ from webhook.accelerators import Accelerators, GpuEquivalents
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.records import PreemptionRecord, Record
-from webhook.conventions.base import SizeUnknown
+from webhook.conventions.base import Elastic, SizeUnknown
 
 # A size, or why it cannot be known (the kind is not installed, ...).
-SizeAnswer = int | SizeUnknown
+SizeAnswer = int | Elastic | SizeUnknown
 
 
 class Shape:
@@ -143,7 +143,11 @@ class Gang:
     def _stated(self) -> frozenset[int]:
         return frozenset(p.expected_size for p in self.members if p.expected_size is not None)
 
-    def size(self, looked_up: Mapping[UnitId, SizeAnswer]) -> SizeAnswer | None:
+    @functools.cached_property
+    def _stated_min(self) -> frozenset[int]:
+        return frozenset(p.min_size for p in self.members if p.min_size is not None)
+
+    def size(self, looked_up: Mapping[UnitId, SizeAnswer]) -> int | SizeUnknown | None:
         """The size the members state, else the owner's (looked up), else the size
         recorded at admission; None while a lookup is under way."""
         if self.single:
@@ -158,7 +162,19 @@ class Gang:
         found = looked_up.get(self.id)
         if found is None and self.records:
             return self.records[0].size
-        return found
+        return found.size if isinstance(found, Elastic) else found
+
+    def minimum(self, looked_up: Mapping[UnitId, SizeAnswer], size: int) -> int | None:
+        """An elastic gang's minimum, below `size`: what its members state, else what its
+        owner states; None for a gang that runs whole or not at all (members that state
+        different minimums included: no guess)."""
+        if self.single:
+            return None
+        stated = self._stated_min
+        found = looked_up.get(self.id)
+        least = next(iter(stated)) if len(stated) == 1 else \
+            found.minimum if not stated and isinstance(found, Elastic) else None
+        return least if least is not None and least < size else None
 
     def home(self) -> tuple[str | None, str | None]:
         """(topology key, domain) where the gang already runs: the first record's, else

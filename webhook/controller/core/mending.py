@@ -28,11 +28,12 @@ class Shortfall:
 
 def short(gangs: Iterable[Gang], done: Mapping[UnitId, int]) -> dict[UnitId, tuple[int, int]]:
     """Gangs admitted whole that now have fewer members running or admitted than their
-    size at admission (members that succeeded, `done`, count as present):
-    id -> (present, size)."""
+    size at admission, or than the minimum of an elastic gang (members that succeeded,
+    `done`, count as present): id -> (present, size)."""
     found = {}
     for gang in gangs:
-        size = gang.records[0].size if gang.records else None
+        first = gang.records[0] if gang.records else None
+        size = None if first is None else first.minimum or first.size
         if size is None:
             continue
         present = len(gang.let_go) + len(gang.promised) + done.get(gang.id, 0)

@@ -17,6 +17,7 @@ from webhook.controller.core.records import Kind, Opener, PreemptionRecord, Reco
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CHECKPOINTED_AT_ANNOTATION,
+    GANG_EXPECTED_MIN_ANNOTATION,
     GANG_EXPECTED_SIZE_ANNOTATION,
     GANG_LABEL,
     GANG_SOURCE_ANNOTATION,
@@ -26,6 +27,10 @@ from webhook.keys import (
     PLACEMENT_ANNOTATION,
     PREEMPTION_ANNOTATION,
     QUEUED_ANNOTATION,
+    RUNTIME_SECONDS_ANNOTATION,
+    SLICE_EXPECTED_SIZE_ANNOTATION,
+    SLICE_INDEX_ANNOTATION,
+    SLICE_KEY_ANNOTATION,
     SYSTEM_NAMESPACE,
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
@@ -213,6 +218,14 @@ class PodInfo:
     # What the pod's DRA claims ask for, by the resource each mapped DeviceClass counts
     # as: part of `requests`, kept apart so a claim that changes can be counted anew.
     claimed: Resources | None = None
+    # What the webhook recorded of the pod's own keys: an elastic gang's minimum, the
+    # expected run time in seconds, and its slice (the slice level's node label, the
+    # slice's size, which slice it is in when its operator gives an index).
+    min_size: int | None = None
+    runtime: float | None = None
+    slice_key: str | None = None
+    slice_size: int | None = None
+    slice_index: int | None = None
     # (namespace, name): a field, not a property, since rounds look it up for every pod
     # they weigh (a tenth of a large simulation went to building it again).
     key: PodKey = field(init=False, compare=False, repr=False)
@@ -292,7 +305,7 @@ class PodInfo:
             gated=GATE in gates, gate_index=gates.index(GATE) if GATE in gates else None,
             gang=gang,
             source=annotations.get(GANG_SOURCE_ANNOTATION),
-            expected_size=int(size) if size and size.isdigit() else None,
+            expected_size=_whole(size),
             topology_key=annotations.get(TOPOLOGY_KEY_ANNOTATION),
             topology_mode=annotations.get(TOPOLOGY_MODE_ANNOTATION),
             priority=spec.get("priority") or 0,
@@ -318,7 +331,22 @@ class PodInfo:
             succeeded=(raw.get("status") or {}).get("phase") == "Succeeded",
             single=single, claimed=claimed or None,
             evicted_for=_evicted_for(raw) if deleting else None,
+            min_size=_whole(annotations.get(GANG_EXPECTED_MIN_ANNOTATION)) if in_gang else None,
+            runtime=_whole(annotations.get(RUNTIME_SECONDS_ANNOTATION)) if decided else None,
+            slice_key=annotations.get(SLICE_KEY_ANNOTATION) if in_gang else None,
+            slice_size=_whole(annotations.get(SLICE_EXPECTED_SIZE_ANNOTATION))
+            if in_gang else None,
+            slice_index=_whole(annotations.get(SLICE_INDEX_ANNOTATION), least=0)
+            if in_gang else None,
         )
+
+
+def _whole(text: str | None, least: int = 1) -> int | None:
+    """A count the webhook recorded, None when absent or unreadable."""
+    if text is None or not text.isdigit():
+        return None
+    value = int(text)
+    return value if value >= least else None
 
 
 # How the message of the DisruptionTarget condition Airlock writes on a victim begins.

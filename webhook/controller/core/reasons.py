@@ -10,6 +10,7 @@ from typing import Final, Literal, get_args
 WaitReason = Literal[
     "Incomplete", "SizeUnknown", "Oversize", "BehindHead", "BackingOff", "NoRoom",
     "NoDomainFits", "NeverFits", "OverQuota", "AwaitingVictims", "AwaitingCapacity",
+    "Growing",
 ]
 WAIT_REASONS: Final[tuple[WaitReason, ...]] = get_args(WaitReason)
 
@@ -33,6 +34,8 @@ MEANING: Final[dict[WaitReason, str]] = {
                        "room is held for it",
     "AwaitingCapacity": "the gang asked the cluster's autoscaler for room, and waits for "
                         "all of it to be there (docs/autoscaling.md)",
+    "Growing": "an elastic gang runs with at least its minimum; these pods of it wait for "
+               "room in its domain and take it as it frees, never by preemption",
 }
 
 

@@ -46,6 +46,14 @@ class Record:
     members: tuple[str, ...]
     at: float
     size: int | None = None
+    # An elastic gang: the fewest members it runs with (it is short only below them).
+    minimum: int | None = None
+    # A sliced gang: the node label of the slice level, and each member's domain of it.
+    slice_key: str | None = None
+    slices: tuple[tuple[str, str], ...] = ()
+    # A gang let onto the room kept for the head of the queue (backfill): when it was
+    # expected to end. Past then, it is the first victim when the head is ready.
+    backfilled_until: float | None = None
 
     kind: ClassVar[Literal["placement"]] = "placement"
 
@@ -54,14 +62,32 @@ class Record:
                                 "members": list(self.members), "at": self.at}
         if self.size is not None:
             body["size"] = self.size
+        if self.minimum is not None:
+            body["minimum"] = self.minimum
+        if self.slice_key is not None:
+            body["sliceKey"] = self.slice_key
+            body["slices"] = dict(self.slices)
+        if self.backfilled_until is not None:
+            body["backfilledUntil"] = self.backfilled_until
         return body
 
     @classmethod
     def of(cls, raw: dict[str, Any]) -> Record:
         size = raw.get("size")
+        slices = raw.get("slices") or {}
+        until = raw.get("backfilledUntil")
+        minimum = raw.get("minimum")
         return cls(_optional(raw.get("domain")), _optional(raw.get("topologyKey")),
                    tuple(str(m) for m in raw["members"]), float(raw["at"]),
-                   size if isinstance(size, int) else None)
+                   size if isinstance(size, int) else None,
+                   minimum if isinstance(minimum, int) else None,
+                   _optional(raw.get("sliceKey")),
+                   tuple(sorted((str(k), str(v)) for k, v in dict(slices).items())),
+                   float(until) if until is not None else None)
+
+    def slice_of(self, member: str) -> str | None:
+        """The slice domain the record pins `member` to, if any."""
+        return dict(self.slices).get(member)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,10 +207,11 @@ class Unverified:
         return peek(kind, text) or Untrusted(kind, "it is malformed")
 
 
-# What the leader keeps for the next one (`remembering`'s ConfigMap): the fair-share usage
-# and since when gangs have been short. Versioned like the records, not sealed: only the
-# controller may write that ConfigMap (RBAC, in Airlock's namespace).
-Kept = Literal["fairShare", "shortSince"]
+# What the leader keeps for the next one (`remembering`'s ConfigMap): the fair-share usage,
+# since when gangs have been short, and the run times learned for backfill. Versioned
+# like the records, not sealed: only the controller may write that ConfigMap (RBAC, in
+# Airlock's namespace).
+Kept = Literal["fairShare", "shortSince", "runtimes"]
 
 
 def keep(kind: Kept, body: dict[str, Any]) -> str:

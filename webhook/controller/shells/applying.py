@@ -83,9 +83,9 @@ def disruption_patch(message: str, now: datetime.datetime) -> dict[str, Any]:
 
 def ungate_patch(pod: PodInfo, record: Record,
                  annotations: tuple[tuple[str, str], ...] = ()) -> list[PatchOp]:
-    """Remove Airlock's gate and pin the pod to the recorded domain (writing
-    `annotations` too), in one JSON Patch. The `test` makes it fail, not misfire, if the
-    gates moved since we read the pod."""
+    """Remove Airlock's gate and pin the pod to the recorded domain, and to its slice's
+    domain for a sliced gang (writing `annotations` too), in one JSON Patch. The `test`
+    makes it fail, not misfire, if the gates moved since we read the pod."""
     index = pod.gate_index
     ops: list[PatchOp] = [
         {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GATE},
@@ -95,13 +95,16 @@ def ungate_patch(pod: PodInfo, record: Record,
         # Airlock's own marks are there: the annotations map exists.
         ops.append({"op": "add", "path": f"/metadata/annotations/{escape(key)}",
                     "value": value})
+    pins: dict[str, str] = {}
     if record.domain is not None and record.topology_key:
-        if pod.node_selector:
-            ops.append({"op": "add", "path": f"/spec/nodeSelector/{escape(record.topology_key)}",
-                        "value": record.domain})
-        else:
-            ops.append({"op": "add", "path": "/spec/nodeSelector",
-                        "value": {record.topology_key: record.domain}})
+        pins[record.topology_key] = record.domain
+    if record.slice_key and (slice_domain := record.slice_of(pod.name)) is not None:
+        pins[record.slice_key] = slice_domain
+    if pins and not pod.node_selector:
+        ops.append({"op": "add", "path": "/spec/nodeSelector", "value": pins})
+    else:
+        ops.extend({"op": "add", "path": f"/spec/nodeSelector/{escape(key)}", "value": value}
+                   for key, value in pins.items())
     return ops
 
 

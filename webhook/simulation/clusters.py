@@ -27,11 +27,17 @@ PodKey = tuple[str, str]
 Pin = tuple[str, str]
 
 
+# The level whose domains are whole NVLink domains side by side (GKE's block label, as the
+# sandbox labels its nodes): a block is `domains_per_block` domains.
+BLOCK_LABEL = "cloud.google.com/gce-topology-block"
+
+
 @dataclass(frozen=True, slots=True)
 class Shape:
     nodes: int = 16
     gpus_per_node: int = 8
     nodes_per_domain: int = 4
+    domains_per_block: int = 2
 
     @property
     def capacity(self) -> int:
@@ -61,11 +67,19 @@ class Cluster:
         self.names = [f"node-{i:05d}" for i in range(shape.nodes)]
         self.index = {n: i for i, n in enumerate(self.names)}
         per = max(shape.nodes_per_domain, 1)
-        # Every topology level's label: the node's name for the host level, else its
-        # domain (`nodes_per_domain` nodes each).
+        per_block = per * max(shape.domains_per_block, 1)
+
+        def label(key: str, i: int, name: str) -> str:
+            if key == HOSTNAME:
+                return name
+            if key == BLOCK_LABEL:
+                return f"block-{i // per_block:04d}"
+            return f"domain-{i // per:04d}"
+
+        # Every topology level's label: the node's name for the host level, its block,
+        # else its domain (`nodes_per_domain` nodes each).
         self.labels: list[dict[str, str]] = [
-            {key: name if key == HOSTNAME else f"domain-{i // per:04d}"
-             for key in {HOSTNAME, *topology_labels}}
+            {key: label(key, i, name) for key in {HOSTNAME, *topology_labels}}
             for i, name in enumerate(self.names)]
         self.domains: dict[Pin, list[int]] = {}
         for i, labels in enumerate(self.labels):
@@ -110,6 +124,11 @@ class Cluster:
 
     def release(self, i: int, key: PodKey) -> None:
         self._change(i, self.residents[i].pop(key), +1)
+
+    def largest(self, key: str) -> int:
+        """The GPUs of the largest domain of the level labelled `key`."""
+        return max((len(nodes) for (k, _), nodes in self.domains.items() if k == key),
+                   default=0) * self.shape.gpus_per_node
 
     def pick(self, gpus: int, pin: Pin | None) -> int | None:
         """The node the scheduler binds a pod of `gpus` to, or None."""

@@ -16,7 +16,17 @@ import jsonpatch
 from webhook.admission import engine
 from webhook.admission.reviews import Request
 from webhook.controller.core.objects import PodInfo
-from webhook.keys import CLASS_LABEL, CLASSES, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION
+from webhook.keys import (
+    CLASS_LABEL,
+    CLASSES,
+    EXPECTED_RUNTIME_ANNOTATION,
+    GANG_MIN_SIZE_ANNOTATION,
+    GANG_NAME_LABEL,
+    GANG_SIZE_ANNOTATION,
+    REQUIRED_TOPOLOGY_ANNOTATION,
+    SLICE_REQUIRED_TOPOLOGY_ANNOTATION,
+    SLICE_SIZE_ANNOTATION,
+)
 from webhook.policy.model import Grant, Policy
 from webhook.simulation.traces import Job
 
@@ -53,6 +63,13 @@ def _written(job: Job, resource: str) -> dict[str, Any]:
     if job.pods > 1:
         labels[GANG_NAME_LABEL] = job.name
         annotations[GANG_SIZE_ANNOTATION] = str(job.pods)
+    stated = {GANG_MIN_SIZE_ANNOTATION: job.min_pods,
+              REQUIRED_TOPOLOGY_ANNOTATION: job.required_topology,
+              SLICE_REQUIRED_TOPOLOGY_ANNOTATION: job.slice_topology,
+              SLICE_SIZE_ANNOTATION: job.slice_size,
+              EXPECTED_RUNTIME_ANNOTATION: None if job.expected_runtime is None
+              else f"{round(job.expected_runtime)}s"}
+    annotations.update((k, str(v)) for k, v in stated.items() if v is not None)
     gpus = {resource: str(job.gpus)}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"{job.name}-0", "namespace": job.namespace,
@@ -101,12 +118,12 @@ class Marker:
         self.policy = policy.model_copy(update={"grants": (
             *policy.grants, *(Grant.model_validate({"class": c, "namespaces": ("*",)})
                               for c in CLASSES))})
-        self._singles: dict[tuple[str, str, int], Marked | Rejected] = {}
+        self._singles: dict[tuple[str, str, int, float | None], Marked | Rejected] = {}
 
     def __call__(self, job: Job) -> Marked | Rejected:
         if job.pods > 1:
             return mark(job, self.policy)
-        key = (job.namespace, job.cls, job.gpus)
+        key = (job.namespace, job.cls, job.gpus, job.expected_runtime)
         found = self._singles.get(key)
         if found is None:
             found = self._singles[key] = mark(job, self.policy)

@@ -9,7 +9,9 @@ Events are jobs submitted and jobs finished; after the events of each instant:
    and the scheduler binds them.
 
 A job runs once every pod of it is bound, for `runtime` seconds, then its pods finish and
-free their GPUs. A job that loses a pod while it runs (preempted) starts again with new
+free their GPUs. An elastic job (`minPods`) runs once that many are bound; its work is
+`runtime` x `pods` pod-seconds, done at the pace of the pods bound, so pods that join
+later bring its end closer. A job that loses a pod while it runs (preempted) starts again with new
 pods, from nothing; a pod of a job that is not whole yet is simply pending again.
 
 `stock` is the world without Airlock: the same priorities (PriorityClasses the cluster
@@ -57,6 +59,13 @@ class _Job:
     attempt: int = 0
     bound: int = 0
     whole_since: float | None = None
+    # While it runs: its work left as of `paced`, in seconds at full size, the share of
+    # its pods bound, and when it will end (a finish event for another time is stale:
+    # the pace changed since).
+    work_left: float = 0.0
+    paced: float = 0.0
+    pace: float = 0.0
+    ends: float | None = None
 
 
 @dataclass(slots=True)
@@ -99,11 +108,14 @@ class Run:
         return out
 
 
-def _never_runnable(job: Job, marked: Marked, shape: Shape, scheduler: Scheduler) -> bool:
-    if job.gpus > shape.gpus_per_node or job.need > shape.capacity:
+def _never_runnable(job: Job, marked: Marked, cluster: Cluster, scheduler: Scheduler) -> bool:
+    shape = cluster.shape
+    least = job.least * job.gpus
+    if job.gpus > shape.gpus_per_node or least > shape.capacity:
         return True
-    return scheduler == "airlock" and job.pods > 1 and \
-        marked.template.topology_mode == "required" and job.need > shape.domain_capacity
+    key = marked.template.topology_key
+    return scheduler == "airlock" and job.pods > 1 and key is not None and \
+        marked.template.topology_mode == "required" and least > cluster.largest(key)
 
 
 class Simulation:
@@ -138,7 +150,7 @@ class Simulation:
             if isinstance(marked, Rejected):
                 timeline.never_runnable = True
                 continue
-            timeline.never_runnable = _never_runnable(job, marked, shape, scheduler)
+            timeline.never_runnable = _never_runnable(job, marked, self.cluster, scheduler)
             self._push(job.submit, _SUBMIT, _Job(marked, timeline), 0)
 
     def _next(self) -> int:
@@ -176,9 +188,22 @@ class Simulation:
                                                  gated=False, started=now))
         self._bound[pod.info.key] = pod
         job.bound += 1
-        if job.bound == len(job.pods):
-            job.whole_since = now
-            self._push(now + job.marked.job.runtime, _FINISH, job, job.attempt)
+        trace = job.marked.job
+        if job.whole_since is not None:
+            self._pace(job, now)
+        elif job.bound >= trace.least:
+            job.whole_since = job.paced = now
+            job.work_left = trace.runtime
+            self._pace(job, now)
+
+    def _pace(self, job: _Job, now: float) -> None:
+        """The running job's work so far at its old pace, and its end at the new one: at
+        full size, `runtime` seconds; with fewer pods, slower in proportion."""
+        job.work_left -= (now - job.paced) * job.pace
+        job.paced = now
+        job.pace = job.bound / len(job.pods)
+        job.ends = now + (job.work_left if job.pace == 1 else job.work_left / job.pace)
+        self._push(job.ends, _FINISH, job, job.attempt)
 
     def _release(self, pod: _Pod, now: float) -> None:
         assert pod.node is not None
@@ -260,6 +285,8 @@ class Simulation:
             match action:
                 case Admit() | Finish():
                     record = action.record
+                    if isinstance(action, Admit) and record.backfilled_until is not None:
+                        self.gated[action.anchor.key].job.timeline.backfilled += 1
                     pin = (record.topology_key, record.domain) \
                         if record.topology_key and record.domain else None
                     # The scheduler binds what is let go in the order it is let go,
@@ -268,7 +295,10 @@ class Simulation:
                         pod = self.gated.pop(info.key)
                         # Let go: the watch would show it again once it is bound.
                         self.tracked.drop_pod(info.key)
-                        pod.pin = pin
+                        # A slice's domain lies inside the gang's: pinning it is enough.
+                        sliced = record.slice_of(info.name)
+                        pod.pin = (record.slice_key, sliced) \
+                            if record.slice_key and sliced else pin
                         node = self.cluster.pick(pod.job.timeline.gpus, pin)
                         if node is None:
                             self._enqueue(pod)
@@ -303,7 +333,8 @@ class Simulation:
                 self.stats.events += 1
                 if kind == _SUBMIT:
                     self._create(job, now)
-                elif job.attempt == attempt and job.whole_since is not None:
+                elif job.attempt == attempt and job.whole_since is not None and \
+                        job.ends == now:
                     self._stop(job, now)
                     job.timeline.completed = now
             self._schedule(now)

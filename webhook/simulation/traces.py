@@ -4,7 +4,17 @@
      "pods": 4, "gpus": 8, "runtime": 3600}
 
 `submit` and `runtime` are seconds (from the start of the trace, and of the job once all
-its pods run); `gpus` is per pod. Blank lines and lines starting with `#` are skipped.
+its pods run); `gpus` is per pod. Optional, as a user would write them on the pods:
+
+- `minPods`: an elastic job (`gpu-airlock.io/gang-min-size`): it runs once that many of
+  its pods do, and its work (`runtime` x `pods` pod-seconds) goes faster with more;
+- `requiredTopology`: the level the whole job needs (`gpu-airlock.io/required-topology`);
+- `sliceTopology` and `sliceSize`: each group of `sliceSize` pods needs one domain of that
+  level (`gpu-airlock.io/slice-required-topology`, `gpu-airlock.io/slice-size`);
+- `expectedRuntime`: the seconds its author expects it to run
+  (`gpu-airlock.io/expected-runtime`), which backfill plans with.
+
+Blank lines and lines starting with `#` are skipped.
 A line that is not such an object fails with `file:line: message`, so a trace exported by
 hand or by a script is fixed where it is wrong.
 """
@@ -25,6 +35,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # Room for the pod index the simulation appends (`-<i>`, `-r<n>` on restarts).
 _NAME_MAX = 50
 _FIELDS = ("name", "submit", "namespace", "class", "pods", "gpus", "runtime")
+_OPTIONAL = ("minPods", "requiredTopology", "sliceTopology", "sliceSize", "expectedRuntime")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +47,11 @@ class Job:
     pods: int
     gpus: int
     runtime: float
+    min_pods: int | None = None
+    required_topology: str | None = None
+    slice_topology: str | None = None
+    slice_size: int | None = None
+    expected_runtime: float | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -46,10 +62,22 @@ class Job:
         """GPUs the whole job holds while it runs."""
         return self.pods * self.gpus
 
+    @property
+    def least(self) -> int:
+        """The pods it runs with: all of them, or an elastic job's minimum."""
+        return self.min_pods or self.pods
+
     def to_json(self) -> str:
-        return json.dumps({"name": self.name, "submit": _number(self.submit),
-                           "namespace": self.namespace, "class": self.cls, "pods": self.pods,
-                           "gpus": self.gpus, "runtime": _number(self.runtime)})
+        raw: dict[str, Any] = {"name": self.name, "submit": _number(self.submit),
+                               "namespace": self.namespace, "class": self.cls,
+                               "pods": self.pods, "gpus": self.gpus,
+                               "runtime": _number(self.runtime)}
+        optional = {"minPods": self.min_pods, "requiredTopology": self.required_topology,
+                    "sliceTopology": self.slice_topology, "sliceSize": self.slice_size,
+                    "expectedRuntime": None if self.expected_runtime is None
+                    else _number(self.expected_runtime)}
+        raw.update((k, v) for k, v in optional.items() if v is not None)
+        return json.dumps(raw)
 
 
 def _number(value: float) -> int | float:
@@ -95,16 +123,32 @@ def parse_job(text: str) -> Job:
     missing = [k for k in _FIELDS if k not in raw]
     if missing:
         raise ValueError(f"missing {', '.join(missing)}")
-    unknown = sorted(set(raw) - set(_FIELDS))
+    unknown = sorted(set(raw) - set(_FIELDS) - set(_OPTIONAL))
     if unknown:
         raise ValueError(f"unknown field(s) {', '.join(unknown)}; a job has "
-                         f"{', '.join(_FIELDS)}")
+                         f"{', '.join(_FIELDS)}, and may have {', '.join(_OPTIONAL)}")
     cls = raw["class"]
     if cls not in get_args(ClassName):
         raise ValueError(f"class {cls!r} is not one of {', '.join(get_args(ClassName))}")
+    pods = _count(raw, "pods")
+    least = _count(raw, "minPods") if "minPods" in raw else None
+    if least is not None and least >= pods:
+        raise ValueError(f"minPods must be fewer than pods ({pods}), not {least}")
+    if ("sliceTopology" in raw) != ("sliceSize" in raw):
+        raise ValueError("sliceTopology and sliceSize go together")
     return Job(name=_name(raw, "name"), submit=_seconds(raw, "submit", positive=False),
-               namespace=_name(raw, "namespace"), cls=cls, pods=_count(raw, "pods"),
-               gpus=_count(raw, "gpus"), runtime=_seconds(raw, "runtime", positive=True))
+               namespace=_name(raw, "namespace"), cls=cls, pods=pods,
+               gpus=_count(raw, "gpus"), runtime=_seconds(raw, "runtime", positive=True),
+               min_pods=least, required_topology=_level(raw, "requiredTopology"),
+               slice_topology=_level(raw, "sliceTopology"),
+               slice_size=_count(raw, "sliceSize") if "sliceSize" in raw else None,
+               expected_runtime=_seconds(raw, "expectedRuntime", positive=True)
+               if "expectedRuntime" in raw else None)
+
+
+def _level(raw: dict[str, Any], key: str) -> str | None:
+    """A topology level's name, checked against the policy when the job is marked."""
+    return _name(raw, key) if key in raw else None
 
 
 def parse_trace(lines: Iterable[str], source: str) -> list[Job]:

@@ -67,14 +67,18 @@ CLASS_VALUES = (*keys.CLASSES, "batch", "")
 AIRLOCK_KEYS = tuple(sorted(v for v in vars(keys).values()
                             if isinstance(v, str) and v.startswith(keys.PREFIX)
                             and v != keys.PREFIX))
+TOPOLOGY_LABELS = ("nvidia.com/gpu.clique", "kubernetes.io/hostname",
+                   "cloud.google.com/gce-topology-block")
+# Values of every kind Airlock's keys hold: classes, counts, levels and node labels,
+# quantities, run times (seconds and Go durations, good and bad), timestamps.
 airlock_values = (st.sampled_from((*CLASS_VALUES, "true", "required", "preferred", "nvlink",
-                                   "host", "8", "0.25", "10Gi", "2h", "2026-11-26T10:00:00Z"))
+                                   "block", "host", "rack", *TOPOLOGY_LABELS, "0", "1", "2",
+                                   "8", "0.25", "10Gi", "2h", "90m", "1h30m", "500ms", "0s",
+                                   "-1", "2026-11-26T10:00:00Z"))
                   | st.text(max_size=12))
 IMAGES = ("ghcr.io/acme/trainer:1.0", "vllm/vllm-openai:v0.6", "nvcr.io/nim/meta/llama3:1",
           "lmsysorg/sglang:latest", "busybox", "")
 GATES = (keys.GATE, "kueue.x-k8s.io/admission", "example.com/wait")
-TOPOLOGY_LABELS = ("nvidia.com/gpu.clique", "kubernetes.io/hostname",
-                   "cloud.google.com/gce-topology-block")
 
 
 def _owner(api_version: str, kind: str, name: str) -> Obj:
@@ -233,19 +237,23 @@ _spec_extras = st.fixed_dictionaries({}, optional={
     "schedulerName": st.sampled_from((keys.DEFAULT_SCHEDULER, "volcano", "")),
     "preemptionPolicy": st.sampled_from(("Never", "PreemptLowerPriority")),
     "nodeName": st.just("gpu-0001"),
+    "activeDeadlineSeconds": st.sampled_from((1, 600, 0, -5, "600", True)),
 })
 
 
 _gang_names = st.sampled_from(("", "g" * 64))
 _classes_or_not = st.sampled_from(CLASS_VALUES)
-_extra_keys = st.lists(st.tuples(st.sampled_from(AIRLOCK_KEYS)
+# Kueue's pod-set annotations, which the webhook reads as topology asks.
+KUEUE_PODSET_KEYS = (kueue.REQUIRED_TOPOLOGY, kueue.PREFERRED_TOPOLOGY,
+                     kueue.SLICE_REQUIRED_TOPOLOGY, kueue.SLICE_SIZE)
+_extra_keys = st.lists(st.tuples(st.sampled_from((*AIRLOCK_KEYS, *KUEUE_PODSET_KEYS))
                                  | st.text(max_size=10).map(keys.PREFIX.__add__),
-                                 airlock_values), max_size=3)
+                                 airlock_values), max_size=4)
 
 
 def _gang_marks(draw: st.DrawFn, name: str) -> tuple[dict[str, str], dict[str, str]]:
-    """Airlock's own gang convention, its class label and any other key under its prefix,
-    meaningful or not."""
+    """Airlock's own gang convention, its class label, any other key under its prefix and
+    Kueue's pod-set annotations, meaningful or not."""
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
     if draw(st.booleans()):

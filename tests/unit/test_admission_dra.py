@@ -23,6 +23,7 @@ from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CLASS_LABEL,
     GATE,
+    PREFERRED_TOPOLOGY_ANNOTATION,
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
 )
@@ -116,8 +117,13 @@ def test_without_claims_read_a_pod_is_judged_without_them() -> None:
     assert "patch" not in response
 
 
-def test_a_gang_claiming_an_imex_channel_must_share_one_nvlink_domain() -> None:
+# The DeviceClass's level wins over any level the gang asks for.
+@pytest.mark.parametrize("asked", [None, "host"])
+def test_a_gang_claiming_an_imex_channel_must_share_one_nvlink_domain(asked: str | None
+                                                                      ) -> None:
     worker = pod("llama-worker-0").label("training.kubeflow.org/job-name", "llama")
+    if asked is not None:
+        worker.annotation(PREFERRED_TOPOLOGY_ANNOTATION, asked)
     obj = claiming(claiming(worker, template="eight-gpus"), template="channel").build()
     out = patched(answer(obj, book(claim_template("eight-gpus"),
                                    claim_template("channel", CHANNEL, 1))), obj)

@@ -3,6 +3,7 @@ patch that lifts a gate."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import jsonpatch
@@ -11,19 +12,21 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.builders import CLIQUE, SEAL, PodBuilder, make_policy, pod
+from tests.builders import CLIQUE, SEAL, PodBuilder, make_policy, pod, unit
 from tests.paths import ROOT
 from webhook.controller.core.deciding import Record
 from webhook.controller.core.objects import PodInfo
 from webhook.controller.shells.applying import ungate_patch
+from webhook.controller.shells.owners import OwnerSizes
 from webhook.conventions.base import (
+    Elastic,
     OwnerAddress,
     OwnerSized,
     SamePriority,
     SizeUnknown,
     label_value,
 )
-from webhook.keys import CLASS_LABEL, GANG_LABEL, GATE
+from webhook.keys import CLASS_LABEL, GANG_LABEL, GANG_SOURCE_ANNOTATION, GATE
 from webhook.operators.kubeflow import keys as kubeflow
 from webhook.operators.registry import CONVENTIONS, membership_of, owner_sized
 from webhook.pods import PodView
@@ -116,6 +119,62 @@ def test_more_owner_shapes(source: str, builder: PodBuilder, owner: dict[str, An
     assert convention.size(owner, info.labels, EVERY) == size
 
 
+PYTORCH = pod().label("training.kubeflow.org/job-name", "pt").owner("PyTorchJob", "pt",
+                                                                   "kubeflow.org/v1")
+RAY = pod().label("ray.io/cluster", "rc")
+
+
+@pytest.mark.parametrize(("builder", "owner", "size"), [
+    # The Workers scale between the elasticPolicy's bounds; the Master is always needed.
+    (PYTORCH, {"spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1},
+                                                "Worker": {"replicas": 7}},
+                        "elasticPolicy": {"minReplicas": 3, "maxReplicas": 7}}}, Elastic(8, 4)),
+    (PYTORCH, {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 8}},
+                        "elasticPolicy": {"minReplicas": 2, "maxReplicas": 16}}}, Elastic(8, 2)),
+    # The operator's defaulting: a missing minimum is the maximum; both missing, the replicas.
+    (PYTORCH, {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 8}},
+                        "elasticPolicy": {"maxReplicas": 6}}}, Elastic(8, 6)),
+    (PYTORCH, {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 8}},
+                        "elasticPolicy": {}}}, 8),
+    # Never more than the pods there are, nor fewer than one.
+    (PYTORCH, {"spec": {"pytorchReplicaSpecs": {"worker": {"replicas": 4}},
+                        "elasticPolicy": {"minReplicas": 6}}}, 4),
+    (PYTORCH, {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 4}},
+                        "elasticPolicy": {"minReplicas": 0}}}, Elastic(4, 1)),
+    (PYTORCH, {"spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1}},
+                        "elasticPolicy": {"minReplicas": 0}}}, 1),
+    # A RayCluster's groups scale between their bounds only with the autoscaler on (the
+    # CRD defaults minReplicas to 0); each replica is numOfHosts pods.
+    (RAY, {"spec": {"headGroupSpec": {}, "enableInTreeAutoscaling": True, "workerGroupSpecs": [
+        {"replicas": 4, "minReplicas": 1}, {"replicas": 2, "minReplicas": 2, "numOfHosts": 2}]}},
+     Elastic(9, 6)),
+    (RAY, {"spec": {"headGroupSpec": {}, "workerGroupSpecs": [
+        {"replicas": 4, "minReplicas": 0}, {"replicas": 2, "numOfHosts": 4}]}}, 13),
+    (RAY, {"spec": {"headGroupSpec": {}, "enableInTreeAutoscaling": True,
+                    "workerGroupSpecs": [{"replicas": 2, "minReplicas": 2}]}}, 3),
+])
+def test_elastic_owners_state_their_minimum(builder: PodBuilder, owner: dict[str, Any],
+                                            size: int | Elastic) -> None:
+    convention, _, info = owner_of(builder)
+    assert convention.size(owner, info.labels, EVERY) == size
+
+
+def test_the_owner_lookup_hands_an_elastic_size_to_the_controller(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    owner = {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 8}},
+                      "elasticPolicy": {"minReplicas": 2}}}
+
+    async def get(_where: OwnerAddress, _ns: str) -> dict[str, Any]:
+        return owner
+
+    sizes = OwnerSizes(api=None)  # no client: the GET is replaced
+    monkeypatch.setattr(sizes, "_get", get)
+    info = owner_of(pod().label("training.kubeflow.org/job-name", "pt")
+                    .owner("PyTorchJob", "pt", "kubeflow.org/v1")
+                    .annotation(GANG_SOURCE_ANNOTATION, "kubeflow"))[2]
+    assert asyncio.run(sizes.lookup(unit("pt"), info, EVERY)) == Elastic(8, 2)
+
+
 @pytest.mark.parametrize(("builder", "owner", "message"), [
     (pod().label("training.kubeflow.org/job-name", "pt").owner("PyTorchJob", "pt",
                                                                 "kubeflow.org/v1"),
@@ -171,7 +230,8 @@ def test_the_controller_may_read_every_owner_a_convention_names() -> None:
 def _answers(source: str, owner: dict[str, Any]) -> None:
     convention, _, info = owner_of(OWNERS[source][0])
     size = convention.size(owner, info.labels, EVERY)
-    assert isinstance(size, SizeUnknown) or (isinstance(size, int) and size >= 1)
+    assert isinstance(size, SizeUnknown) or (isinstance(size, int) and size >= 1) or (
+        isinstance(size, Elastic) and 1 <= size.minimum < size.size)
 
 
 ODD = [{}, {"spec": None}, {"spec": []}, {"spec": {"parallelism": "4", "completions": None}},

@@ -30,8 +30,8 @@ from webhook.controller.core.deciding import DecideOptions, QueueState, decide
 from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.quotas import QueueSpec, Quotas
 from webhook.controller.core.reasons import MEANING, WAIT_REASONS
-from webhook.conventions.base import SizeUnknown
 from webhook.controller.core.records import Record
+from webhook.conventions.base import SizeUnknown
 from webhook.keys import GANG_EXPECTED_MIN_ANNOTATION, PREEMPTION_ANNOTATION
 
 ELASTIC = {GANG_EXPECTED_MIN_ANNOTATION: "2"}

@@ -9,13 +9,14 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from webhook.accelerators import to_record
-from webhook.admission import slicing
+from webhook.admission import asking, slicing
 from webhook.admission.patches import PatchBuilder
 from webhook.conventions.base import label_value
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CLASS_LABEL,
     CONTROLLER_KEYS,
+    GANG_EXPECTED_MIN_ANNOTATION,
     GANG_EXPECTED_SIZE_ANNOTATION,
     GANG_LABEL,
     GANG_SOURCE_ANNOTATION,
@@ -23,6 +24,10 @@ from webhook.keys import (
     PREFIX,
     QUEUED_ANNOTATION,
     RULE_ANNOTATION,
+    RUNTIME_SECONDS_ANNOTATION,
+    SLICE_EXPECTED_SIZE_ANNOTATION,
+    SLICE_INDEX_ANNOTATION,
+    SLICE_KEY_ANNOTATION,
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
     airlocks_own,
@@ -67,19 +72,22 @@ def _gated(pod: PodView, decision: Decision, spec: ClassSpec, policy: Policy,
     return spec.gate_gangs if decision.gang is not None else policy.queued(decision.class_)
 
 
-def _topology(pod: PodView, spec: ClassSpec, policy: Policy) -> TopologyPlacement | None:
-    """Where a gang's pods must (or should) be together: its class's topology, unless
-    they claim a DeviceClass whose devices work only inside one domain (an NVIDIA
-    ComputeDomain's IMEX channels, in one NVLink domain): then that level, required."""
+def _topology(pod: PodView, spec: ClassSpec, policy: Policy, asks: asking.Asks
+              ) -> TopologyPlacement | None:
+    """Where a gang's pods must (or should) be together: the level the pod asks for, else
+    its class's topology; but when they claim a DeviceClass whose devices work only
+    inside one domain (an NVIDIA ComputeDomain's IMEX channels, in one NVLink domain),
+    that level, required, whatever else is asked."""
     if pod.devices:
         for kind in policy.device_kinds.values():
             if kind.level is not None and kind.resource in pod.devices:
                 return TopologyPlacement(level=kind.level, mode="required")
-    return spec.topology
+    return asks.topology or spec.topology
 
 
 def _record(b: PatchBuilder, pod: PodView, resources: frozenset[str], decision: Decision,
-            spec: ClassSpec, policy: Policy, gated: bool) -> None:
+            policy: Policy, gated: bool, asks: asking.Asks,
+            topology: TopologyPlacement | None) -> None:
     assert decision.class_ is not None
     b.label(CLASS_LABEL, decision.class_)
     if decision.rule:
@@ -90,6 +98,8 @@ def _record(b: PatchBuilder, pod: PodView, resources: frozenset[str], decision: 
         # A value the pod states is its author's to keep.
         b.annotation(DO_NOT_DISRUPT, "true")
     gang = decision.gang
+    if asks.runtime is not None and (gang is not None or gated):
+        b.annotation(RUNTIME_SECONDS_ANNOTATION, str(asks.runtime))
     if gang is None:
         if gated:
             b.annotation(QUEUED_ANNOTATION, "true")
@@ -98,10 +108,16 @@ def _record(b: PatchBuilder, pod: PodView, resources: frozenset[str], decision: 
     b.annotation(GANG_SOURCE_ANNOTATION, gang.source)
     if gang.size is not None:
         b.annotation(GANG_EXPECTED_SIZE_ANNOTATION, str(gang.size))
-    topology = _topology(pod, spec, policy)
+    if asks.minimum is not None:
+        b.annotation(GANG_EXPECTED_MIN_ANNOTATION, str(asks.minimum))
     if topology:
         b.annotation(TOPOLOGY_KEY_ANNOTATION, policy.topology_levels[topology.level])
         b.annotation(TOPOLOGY_MODE_ANNOTATION, topology.mode)
+    if asks.slices is not None:
+        b.annotation(SLICE_KEY_ANNOTATION, asks.slices.key)
+        b.annotation(SLICE_EXPECTED_SIZE_ANNOTATION, str(asks.slices.size))
+        if asks.slices.number is not None:
+            b.annotation(SLICE_INDEX_ANNOTATION, str(asks.slices.number))
 
 
 def _priority(b: PatchBuilder, pod: PodView, spec: ClassSpec, policy: Policy) -> list[str]:
@@ -168,11 +184,10 @@ def _preferred_pod_affinity(affinity: dict[str, Any], selector: dict[str, str], 
 
 
 def _placement(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpec,
-               policy: Policy) -> None:
+               policy: Policy, topology: TopologyPlacement | None) -> None:
     affinity: dict[str, Any] = copy.deepcopy(dict(pod.affinity)) if pod.affinity else {}
     changed = False
     gang = decision.gang
-    topology = _topology(pod, spec, policy) if gang is not None else None
     if gang is not None and topology:
         key = policy.topology_levels[topology.level]
         if topology.mode == "required":
@@ -229,15 +244,17 @@ def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> 
     b = PatchBuilder(pod.raw)
     sliced = slicing.mapping(pod, decision.class_, policy) if slicing.asks(pod) else None
     gated = _gated(pod, decision, spec, policy, operation)
+    asks = asking.read(pod, decision.gang, policy)
+    topology = _topology(pod, spec, policy, asks) if decision.gang is not None else None
     _record(b, pod, pod.resources if sliced is None else sliced.resources(pod.resources),
-            decision, spec, policy, gated)
+            decision, policy, gated, asks, topology)
     warnings = _priority(b, pod, spec, policy)
     tolerations = spec.tolerations
     if sliced is not None:
         _slice(b, sliced, warnings)
         tolerations += sliced.offer.tolerations
     _tolerations(b, pod, tolerations)
-    _placement(b, pod, decision, spec, policy)
+    _placement(b, pod, decision, spec, policy, topology)
     if gated and GATE not in pod.gates:
         b.append("schedulingGates", {"name": GATE})
     b.strip(PREFIX, _marks_of_others)

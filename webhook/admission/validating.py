@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from webhook.admission import slicing
+from webhook.admission import asking, slicing
 from webhook.keys import (
     CLASS_LABEL,
     CONTROLLER_KEYS,
@@ -98,9 +98,11 @@ def validate_create(pod: PodView, decision: Decision, policy: Policy) -> Verdict
     gang = decision.gang
     if problem is None and gang is not None and gang.size_error:
         problem = f"gang {gang.name}: {gang.size_error}; set it to the number of pods in the gang"
+    asks = asking.read(pod, gang, policy)
+    problem = problem or asks.problem
     if problem:
         return Verdict(problem)
-    warnings: list[str] = []
+    warnings = list(asks.warnings)
     if decision.class_ is None:
         warnings.append("no Airlock policy rule classified this GPU pod; it keeps its priority")
     if gang is not None and gang.size is not None and gang.size > 1 \

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from webhook.conventions.base import Convention, Membership, OwnerSized
+from webhook.conventions.base import Convention, Indexed, Membership, OwnerSized
 from webhook.operators.airlock.reading import AirlockConvention
 from webhook.operators.jobset import making as jobset
 from webhook.operators.jobset.reading import JobSetConvention
@@ -80,6 +80,13 @@ def owner_sized(source: str) -> OwnerSized | None:
     when that convention has one."""
     convention = BY_SOURCE.get(source)
     return convention if isinstance(convention, OwnerSized) else None
+
+
+def indexed(source: str) -> Indexed | None:
+    """The pod numbering of the convention that found a gang, when its operator numbers
+    the pods."""
+    convention = BY_SOURCE.get(source)
+    return convention if isinstance(convention, Indexed) else None
 
 
 def supported() -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.conventions.base import Joins, OwnerAddress
+from webhook.conventions.base import Elastic, Joins, OwnerAddress
 from webhook.operators.registry import owner_sized
 
 
@@ -38,5 +38,7 @@ def owner_size(source: str, pod: Mapping[str, Any], owners: Sequence[Mapping[str
     for obj in owners:
         if _is(obj, address):
             size = convention.size(obj, labels, joins)
+            if isinstance(size, Elastic):
+                return size.size
             return size if isinstance(size, int) else None
     return None

@@ -31,7 +31,8 @@ class OwnerSizes:
 
     async def lookup(self, gang: UnitId, pod: PodInfo, joins: Joins) -> SizeAnswer:
         """The gang's size: the owner's members whose pods `joins` (they need GPUs; the
-        others are not gated, so the gang does not wait for them)."""
+        others are not gated, so the gang does not wait for them), as the convention reads
+        it: with the fewest it may start with (`Elastic`) when the owner is elastic."""
         found = self.cached(gang)
         if found is None:
             found = await self._size(pod, joins)

@@ -1,5 +1,9 @@
 """JobSet, and Kubeflow Trainer v2 which runs on it: one gang per replicated job.
-Size: the replicated job's replicas x its Job's parallelism, on the JobSet."""
+Size: the replicated job's replicas x its Job's parallelism, on the JobSet.
+No pod index (`Indexed`): a pod's number in the gang is its Job's index (`JOB_INDEX`) x
+the parallelism + its completion index, and the parallelism is on the JobSet, not on the
+pod; the Job's index alone names the pod's slice only when a slice is exactly one Job,
+which the pod cannot tell either."""
 
 from collections.abc import Mapping
 from typing import Any

@@ -1,10 +1,12 @@
 """Kubeflow training-operator jobs (PyTorchJob, TFJob, ...) and MPIJob.
-Size: the sum of the replicas in the owner's replica specs whose pods need accelerators."""
+Size: the sum of the replicas in the owner's replica specs whose pods need accelerators;
+with an `elasticPolicy` (PyTorchJob, PaddleJob), elastic down to its `minReplicas` workers."""
 
 from collections.abc import Mapping
 from typing import Any
 
 from webhook.conventions.base import (
+    Elastic,
     Joins,
     Membership,
     OwnerAddress,
@@ -35,13 +37,27 @@ class KubeflowConvention:
         return SizeUnknown("no Kubeflow owner among the pod's ownerReferences")
 
     def size(self, owner: Mapping[str, Any], labels: Mapping[str, str], joins: Joins
-             ) -> int | SizeUnknown:
-        specs = [v for k, v in spec_of(owner).items()
+             ) -> int | Elastic | SizeUnknown:
+        spec = spec_of(owner)
+        specs = [v for k, v in spec.items()
                  if k.endswith("ReplicaSpecs") and isinstance(v, Mapping)]
         if not specs:
             return SizeUnknown("the owner has no replica specs")
         # A replica type whose pods need no accelerator (an MPI launcher) is not gated.
-        members = [r for r in specs[0].values()
-                   if isinstance(r, Mapping) and joins(r.get("template"))]
-        return at_least_one(sum(whole(r, "replicas", 1) for r in members),
+        members = {str(k).lower(): r for k, r in specs[0].items()
+                   if isinstance(r, Mapping) and joins(r.get("template"))}
+        size = at_least_one(sum(whole(r, "replicas", 1) for r in members.values()),
                             "the sum of the owner's replicas that need accelerators")
+        policy = spec.get("elasticPolicy")
+        workers = members.get("worker")
+        if isinstance(size, SizeUnknown) or not isinstance(policy, Mapping) or workers is None:
+            return size
+        # training-operator v1.9.2 scales only the Workers between the elasticPolicy's bounds
+        # (the scale subresource is Worker.replicas; torchrun's --nnodes=min:max and the HPA
+        # take minReplicas:maxReplicas); a Master, when it joins, is always needed. Its
+        # defaulting gives a missing minReplicas maxReplicas' value, and both missing the
+        # Worker replicas: then the gang is not elastic.
+        stated = whole(workers, "replicas", 1)
+        least = min(whole(policy, "minReplicas", whole(policy, "maxReplicas", stated)), stated)
+        minimum = max(1, size - stated + least)
+        return Elastic(size, minimum) if minimum < size else size

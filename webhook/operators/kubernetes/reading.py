@@ -19,6 +19,7 @@ from webhook.conventions.base import (
     named_by_label,
     spec_of,
     whole,
+    whole_text,
 )
 from webhook.keys import GANG_LABEL
 from webhook.operators.kubernetes.keys import (
@@ -39,6 +40,9 @@ class IndexedJobConvention:
             return None
         job = pod.labels.get(JOB_NAME_LABEL)
         return Membership(job, None, self.name) if job else None
+
+    def index(self, pod: PodView) -> int | None:
+        return whole_text(pod.annotations.get(COMPLETION_INDEX, pod.labels.get(COMPLETION_INDEX)))
 
     def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
         return named_by_label(labels, JOB_NAME_LABEL, "batch", "v1", "jobs")

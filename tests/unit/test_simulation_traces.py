@@ -31,6 +31,11 @@ def test_a_good_trace_in_submit_order_skipping_blanks_and_comments() -> None:
     (GOOD.replace('"pods": 2', '"pods": 1.5'), "pods must be a whole number"),
     (GOOD.replace('"gpus": 8', '"gpus": true'), "gpus must be a whole number"),
     (GOOD.replace('"ml"', '"ML"'), "namespace 'ML' must be lowercase"),
+    (GOOD.replace('"pods": 2', '"pods": 2, "minPods": 2'), "minPods must be fewer than pods"),
+    (GOOD.replace('"pods": 2', '"pods": 2, "sliceSize": 1'),
+     "sliceTopology and sliceSize go together"),
+    (GOOD.replace('"pods": 2', '"pods": 2, "expectedRuntime": 0'),
+     "expectedRuntime must be a number of seconds, more than 0"),
 ])
 def test_a_bad_line_fails_with_file_and_line(line: str, message: str) -> None:
     with pytest.raises(TraceError) as e:
@@ -77,3 +82,21 @@ def test_the_generator_command_writes_the_same_trace_for_the_same_seed(tmp_path:
                      "-o", str(path)]) == 0
     assert a.read_text() == b.read_text()
     assert {j.cls for j in read_trace(a)} == {"training", "scavenger"}
+
+
+def test_the_shapes_of_a_mix_leave_its_jobs_as_they_were_and_read_back() -> None:
+    base = generate(Mix(jobs=200, seed=3))
+    shaped = generate(Mix(jobs=200, seed=3, elastic=0.5, sliced=0.5, stated=0.5))
+    plain = [Job(j.name, j.submit, j.namespace, j.cls, j.pods, j.gpus, j.runtime)
+             for j in shaped]
+    assert plain == base
+    elastic = [j for j in shaped if j.min_pods is not None]
+    sliced = [j for j in shaped if j.slice_size is not None]
+    assert elastic
+    assert sliced
+    assert any(j.expected_runtime for j in shaped)
+    assert all(j.min_pods == j.pods // 2 for j in elastic)
+    assert all(j.pods >= 4 and j.required_topology == "block" for j in sliced)
+    assert all(j.runtime <= (j.expected_runtime or j.runtime) <= 1.5 * j.runtime + 1
+               for j in shaped)
+    assert parse_trace(dump_trace(shaped), "shaped.jsonl") == shaped

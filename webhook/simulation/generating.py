@@ -10,12 +10,18 @@ simulation can be tried at any scale, and repeated exactly.
 Run times are log-normal around each class's median. Arrivals outside bursts are uniform
 over the trace (a Poisson process, once sorted).
 
+Shares of the training gangs can be elastic (running with half their pods, `minPods`) or
+sliced (the gang in one block, slices of half of it in one NVLink domain each), and a
+share of all jobs can state how long they run (`expectedRuntime`: their run time, over-
+estimated by up to half, as people do).
+
     python -m webhook.simulation.generating --jobs 200 --seed 7 --hours 4 -o trace.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import random
 import sys
@@ -44,6 +50,11 @@ class Mix:
     max_pods: int = 16
     gpus_per_node: int = 8
     burst: tuple[int, int] = (3, 8)
+    # Shares: of training gangs of 2 pods or more, elastic and sliced (4 pods or more);
+    # of all jobs, those that state their run time.
+    elastic: float = 0.0
+    sliced: float = 0.0
+    stated: float = 0.0
 
 
 def _runtime(rng: random.Random, median: float) -> float:
@@ -87,6 +98,8 @@ _PREFIX: dict[ClassName, str] = {"training": "train", "inference": "infer",
 def generate(mix: Mix) -> list[Job]:
     """`mix.jobs` jobs, sorted by submit; the same mix gives the same trace."""
     rng = random.Random(mix.seed)
+    # Its own stream: the same seed gives the same jobs whatever the shares of shapes.
+    shaping = random.Random(f"{mix.seed}-shapes")
     classes: list[ClassName] = list(mix.shares)
     drawn = rng.choices(classes, weights=[mix.shares[c] for c in classes], k=mix.jobs)
     burst_left, burst_at = 0, 0.0
@@ -100,11 +113,27 @@ def generate(mix: Mix) -> list[Job]:
         else:
             submit = rng.uniform(0, mix.seconds)
         pods, gpus = _SHAPES[cls](rng, mix)
-        jobs.append(Job(name=f"{_PREFIX[cls]}-{i:05d}", submit=float(round(submit)),
-                        namespace=rng.choice(mix.namespaces), cls=cls, pods=pods, gpus=gpus,
-                        runtime=_runtime(rng, mix.medians[cls])))
+        job = Job(name=f"{_PREFIX[cls]}-{i:05d}", submit=float(round(submit)),
+                  namespace=rng.choice(mix.namespaces), cls=cls, pods=pods, gpus=gpus,
+                  runtime=_runtime(rng, mix.medians[cls]))
+        jobs.append(_shaped(job, shaping, mix))
     jobs.sort(key=lambda j: (j.submit, j.name))
     return jobs
+
+
+def _shaped(job: Job, rng: random.Random, mix: Mix) -> Job:
+    """The job, elastic or sliced, and stating its run time, by the mix's shares."""
+    elastic, sliced, stated = rng.random(), rng.random(), rng.random()
+    over = rng.uniform(1.0, 1.5)
+    gang = job.cls == "training" and job.pods >= 2
+    if gang and sliced < mix.sliced and job.pods >= 4:
+        job = dataclasses.replace(job, required_topology="block", slice_topology="nvlink",
+                                  slice_size=job.pods // 2)
+    elif gang and elastic < mix.elastic:
+        job = dataclasses.replace(job, min_pods=job.pods // 2)
+    if stated < mix.stated:
+        job = dataclasses.replace(job, expected_runtime=float(math.ceil(job.runtime * over)))
+    return job
 
 
 def _shares(text: str) -> dict[ClassName, float]:
@@ -141,6 +170,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the largest training gang, in pods")
     p.add_argument("--gpus-per-node", type=int, default=base.gpus_per_node,
                    help="GPUs per pod of a multi-pod gang (whole nodes)")
+    p.add_argument("--elastic", type=float, default=0.0,
+                   help="share of training gangs that run with half their pods")
+    p.add_argument("--sliced", type=float, default=0.0,
+                   help="share of training gangs of 4 pods or more in one block, in "
+                        "slices of half the gang, each in one NVLink domain")
+    p.add_argument("--stated", type=float, default=0.0,
+                   help="share of jobs that state their run time (expectedRuntime)")
     p.add_argument("-o", "--output", type=Path, default=None, help="file (default: stdout)")
     return p
 
@@ -152,7 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               namespaces=tuple(n for n in args.namespaces.split(",") if n),
               shares=args.mix or base.shares,
               medians={c: m * args.runtime_scale for c, m in base.medians.items()},
-              max_pods=args.max_pods, gpus_per_node=args.gpus_per_node)
+              max_pods=args.max_pods, gpus_per_node=args.gpus_per_node,
+              elastic=args.elastic, sliced=args.sliced, stated=args.stated)
     lines = dump_trace(generate(mix))
     if args.output is None:
         sys.stdout.writelines(lines)

@@ -7,7 +7,12 @@ import pytest
 
 from tests.builders import HOUR, NOW, member, running, single, tracked, unit
 from webhook.accelerators import Accelerators
-from webhook.controller.core.accounting import FAIR_SHARE_KEY, SHORT_SINCE_KEY, Accounts
+from webhook.controller.core.accounting import (
+    FAIR_SHARE_KEY,
+    RUNTIMES_KEY,
+    SHORT_SINCE_KEY,
+    Accounts,
+)
 from webhook.controller.core.actions import Preempt, Victim
 from webhook.controller.core.budgets import Pdb, budgets_of
 from webhook.controller.core.configuring import preemption_of, quotas_of
@@ -124,7 +129,7 @@ def test_a_new_leader_carries_on_the_time_a_gang_became_short(teams: Policy) -> 
     assert former.newly_short
     kept = former.kept()
     assert not former.newly_short
-    assert set(kept) == {FAIR_SHARE_KEY, SHORT_SINCE_KEY}
+    assert set(kept) == {FAIR_SHARE_KEY, SHORT_SINCE_KEY, RUNTIMES_KEY}
     leader = Accounts()
     leader.carry_on(teams, kept, NOW + 300)
     assert leader.state(teams, tracked([], pods), NOW + 300).short_since == {unit("g"): NOW}

@@ -406,7 +406,7 @@ def _plans(holders: list[Any], quotas: Quotas, monkeypatch: pytest.MonkeyPatch |
     with `monkeypatch`, ranked by every domain's estimate instead."""
     if monkeypatch is not None:
         def every_estimate(_: Rankings, domains: Any, _need: Any, _below: Any,
-                           estimate: Any) -> list[Any]:
+                           estimate: Any, _overran: Any = frozenset()) -> list[Any]:
             return sorted((cost, str(domain), domain) for domain, usable in domains.items()
                           if (cost := estimate(usable)) is not None)
         monkeypatch.setattr(Rankings, "ranked", every_estimate)

@@ -3,6 +3,7 @@ own decisions and under the stock scheduler."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -231,3 +232,22 @@ def test_plots_side_by_side(policy: Policy, tmp_path: Path) -> None:
     assert [p.name for p in written] == ["gpus.png", "waits.png", "queue.png"]
     for path in written:
         assert path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_job_that_ends_before_the_head_could_start_is_backfilled(policy: Policy) -> None:
+    # Two domains of two nodes. b1 and b2 fill domain 0 for as long as nobody knows; `a`
+    # runs in domain 1 from 1 s to 100 s, as it says. The head (a training gang needing a whole
+    # domain) keeps domain 1, and could start there at 100: `quick`, expected to end by
+    # then, runs on its free node meanwhile; `slow` would delay the head, and waits.
+    four = Shape(nodes=4, gpus_per_node=8, nodes_per_domain=2)
+    jobs = [job("b1", 0, "training", 1, 8, 1000), job("b2", 0, "training", 1, 8, 1000),
+            dataclasses.replace(job("a", 1, "training", 1, 8, 99), expected_runtime=99),
+            job("head", 2, "training", 2, 8, 10),
+            dataclasses.replace(job("quick", 3, "scavenger", 1, 8, 50), expected_runtime=50),
+            dataclasses.replace(job("slow", 3, "scavenger", 1, 8, 50), expected_runtime=500)]
+    run = simulate(jobs, policy, four, "airlock")
+    started = {t.name: t.started for t in run.timelines}
+    assert run.summary()["backfilled"] == 1
+    assert started["quick"] == 3.0
+    assert started["head"] == 100.0
+    assert (started["slow"] or 0) > 100.0

@@ -5,6 +5,7 @@ one domain of its level."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ TWO_NODES = Shape(nodes=2, gpus_per_node=8, nodes_per_domain=2)
 TWO_BLOCKS = Shape(nodes=12, gpus_per_node=8, nodes_per_domain=3, domains_per_block=2)
 
 
-def job(name: str, submit: float, pods: int, runtime: float, **more: object) -> Job:
+def job(name: str, submit: float, pods: int, runtime: float, **more: Any) -> Job:
     return dataclasses.replace(Job(name, submit, "ml", "training", pods, 8, runtime),
                                **more)
 

@@ -33,6 +33,7 @@ _ROWS: tuple[tuple[str, Callable[[Summary], str]], ...] = (
     ("utilization", lambda s: f"{s['utilization']:.1%}"),
     ("partial-gang GPU-hours", lambda s: _gpu_hours(s["partialGangGpuSeconds"])),
     ("preemptions", lambda s: str(s["preemptions"])),
+    ("backfilled admissions", lambda s: str(s["backfilled"])),
     ("GPU-hours lost to preemption", lambda s: _gpu_hours(s["lostGpuSeconds"])),
 )
 

@@ -11,6 +11,8 @@ Pure: timelines in, numbers out.
   not whole (bound, but waiting for the rest);
 - `preemptions`: times a job lost pods to a preemption (a gang counts once per eviction);
   `lostGpuSeconds`: the work of runs a preemption cut short;
+- `backfilled`: admissions onto the room kept for the head of the queue, on the promise
+  to end before the head could start (`--order backfill`);
 - `neverRunnable`: jobs larger than the cluster could ever run (or rejected at admission);
 - `stuck`: other jobs not completed when the run could make no more progress.
 """
@@ -42,6 +44,8 @@ class Timeline:
     whole: list[Period] = field(default_factory=list)
     completed: float | None = None
     preemptions: int = 0
+    # Admissions onto the head's kept room (backfill).
+    backfilled: int = 0
     never_runnable: bool = False
 
     @property
@@ -101,6 +105,7 @@ def _figures(ts: Sequence[Timeline], capacity: int, makespan: float) -> dict[str
         "gpuSeconds": round(used),
         "partialGangGpuSeconds": round(sum(partial_seconds(t) for t in ts)),
         "preemptions": sum(t.preemptions for t in ts),
+        "backfilled": sum(t.backfilled for t in ts),
         "lostGpuSeconds": round(sum(lost_seconds(t) for t in ts)),
     }
 

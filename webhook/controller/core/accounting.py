@@ -1,9 +1,9 @@
 """What the queues remember between rounds, kept by the leader: the fair-share usage
 (sampled every few seconds, charged at each admission), since when running gangs have
-been short of members, when gangs were evicted (for the requeue backoff), and the
-PodDisruptionBudgets the watch delivers. It builds the `QueueState` each round decides
-with, and says what the leader keeps in the cluster for the next one (`kept`,
-`carry_on`). No I/O; the clock is passed in."""
+been short of members, the run times of gangs that succeeded (for backfill), when gangs
+were evicted (for the requeue backoff), and the PodDisruptionBudgets the watch delivers.
+It builds the `QueueState` each round decides with, and says what the leader keeps in the
+cluster for the next one (`kept`, `carry_on`). No I/O; the clock is passed in."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from webhook.controller.core.fairsharing import FairShare
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.queueing import QueueState
 from webhook.controller.core.quotas import Quotas, holding
+from webhook.controller.core.runtimes import Key, Runtimes, class_of
 from webhook.controller.core.tracking import Tracked
 from webhook.policy.model import Policy
 
@@ -40,6 +41,7 @@ class QueueSample:
 # What the leader keeps for the next one, by key in `remembering`'s ConfigMap.
 FAIR_SHARE_KEY = "fairShare"
 SHORT_SINCE_KEY = "shortSince"
+RUNTIMES_KEY = "runtimes"
 
 
 class Accounts:
@@ -55,6 +57,10 @@ class Accounts:
         # the next sample. (One no longer short may wait: a gang whole again has a newer
         # record, so its old time no longer counts anyway.)
         self.newly_short = False
+        self.runtimes = Runtimes()
+        # Gangs admitted and running at the last sample: their queue and class, and when
+        # they were admitted. One gone by the next, a member succeeded, ran that long.
+        self._running: dict[UnitId, tuple[Key, float]] = {}
         self._configured: tuple[Policy, Accelerators, Quotas, PreemptionSettings] | None = None
 
     def _configure(self, policy: Policy, accelerators: Accelerators
@@ -78,7 +84,8 @@ class Accounts:
         self._shortfalls(cluster, now)
         return QueueState(quotas, preemption, self.fair_share, budgets, dict(self.evicted),
                           policy.excluded_namespaces,
-                          {g: s.since for g, s in self.short_since.items()}, deleted)
+                          {g: s.since for g, s in self.short_since.items()}, deleted,
+                          runtimes=self.runtimes)
 
     def _shortfalls(self, cluster: Tracked, now: float) -> None:
         gangs = cluster.membership.gangs()
@@ -89,10 +96,11 @@ class Accounts:
         self.short_since = found
 
     def kept(self) -> dict[str, str]:
-        """What the next leader needs to carry on: the fair-share usage, and since when
-        gangs have been short of members."""
+        """What the next leader needs to carry on: the fair-share usage, since when
+        gangs have been short of members, and the run times learned."""
         self.newly_short = False
-        found = {SHORT_SINCE_KEY: mending.dumps(self.short_since)}
+        found = {SHORT_SINCE_KEY: mending.dumps(self.short_since),
+                 RUNTIMES_KEY: self.runtimes.dumps()}
         if self.fair_share is not None:
             found[FAIR_SHARE_KEY] = self.fair_share.dumps()
         return found
@@ -104,6 +112,7 @@ class Accounts:
         self.fair_share = fair.carried_on(kept[FAIR_SHARE_KEY]) if FAIR_SHARE_KEY in kept \
             else fair
         self.short_since = mending.loads(kept.get(SHORT_SINCE_KEY, "{}"))
+        self.runtimes = Runtimes.loads(kept.get(RUNTIMES_KEY, "{}"))
 
     def sample(self, policy: Policy, cluster: Tracked, now: float) -> list[QueueSample]:
         """Advance the fair share to `now` with what each queue holds, and say where each
@@ -112,6 +121,7 @@ class Accounts:
         # Here too, not only in rounds: with no pod gated there are no rounds, and a gang
         # that lost a member without a replacement is short all the same.
         self._shortfalls(cluster, now)
+        self._learn(quotas, cluster, now)
         held = holding(quotas, cluster.occupancy.namespace_gpus)
         fair = fair_share_of(policy, self.fair_share, now).advance(now, held)
         self.fair_share = fair
@@ -119,6 +129,19 @@ class Accounts:
                             max(held.get(name, 0) - spec.nominal, 0),
                             fair.share(name, spec.weight))
                 for name, spec in sorted(quotas.specs.items())]
+
+    def _learn(self, quotas: Quotas, cluster: Tracked, now: float) -> None:
+        """Learn how long the gangs that succeeded since the last sample ran: from their
+        admission to the sample that found them gone, so at most a sample longer than
+        they did (an estimate a little long only backfills less)."""
+        membership = cluster.membership
+        gangs = membership.gangs()
+        for unit, (key, at) in self._running.items():
+            if unit not in gangs and membership.succeeded[unit]:
+                self.runtimes = self.runtimes.learned(key, now - at)
+        self._running = {unit: ((quotas.queue_of(unit.namespace), class_of(g.members[0])),
+                                g.records[0].at)
+                         for unit, g in gangs.items() if g.records and not g.single}
 
     def record(self, policy: Policy, accelerators: Accelerators, actions: Iterable[Action],
                now: float) -> None:

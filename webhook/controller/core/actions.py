@@ -5,6 +5,7 @@ that is not handled here, in the applier and in the runner fails type checking.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, assert_never
 
@@ -18,8 +19,9 @@ EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "Requeue
                       "RecordIgnored", "CapacityRequested", "CapacityProvisioned",
                       "CapacityExpired", "CapacityFailed", WaitReason]
 EventType = Literal["Normal", "Warning"]
-# Why a victim may go: it has a lower priority, or its queue gives back borrowed GPUs.
-Cause = Literal["priority", "reclaim"]
+# Why a victim may go: it has a lower priority, its queue gives back borrowed GPUs, or it
+# was backfilled onto the room kept for the head of the queue and ran past its end.
+Cause = Literal["priority", "reclaim", "backfill"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,8 @@ class Victim(NamedTuple):
     # The latest start among its pods: its age, for "youngest first".
     started: float
     cause: Cause = "priority"
+    # Backfilled onto the head's room and past the end it was admitted on: that end.
+    overran: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,9 +154,17 @@ def _lifted(verb: str, action: Admit | Finish, note: str = "") -> str:
 RECLAIMED = "its queue borrowed GPUs their owner now reclaims"
 
 
-def _cause(cause: Cause, preemptor: UnitId) -> str:
-    if cause == "reclaim":
+def _clock(at: float) -> str:
+    return time.strftime("%H:%M UTC", time.gmtime(at))
+
+
+def _cause(victim: Victim, preemptor: UnitId, now: float) -> str:
+    if victim.cause == "reclaim":
         return RECLAIMED
+    if victim.cause == "backfill" and victim.overran is not None:
+        return (f"it was backfilled onto the room kept for the first in the queue until "
+                f"{_clock(victim.overran)}, and overran that by "
+                f"{(now - victim.overran) / 60:.0f} min")
     return f"a {preemptor.kind} of higher priority needs the room"
 
 
@@ -171,7 +183,8 @@ def retold(anchor: PodInfo, record: PreemptionRecord) -> str:
 def _preempted(action: Preempt) -> tuple[Event, ...]:
     where = _where(action.record)
     told = [Event(v.pods, "Warning", "Preempted",
-                  f"Preempted: {_cause(v.cause, action.unit)}; evicted to make room for "
+                  f"Preempted: {_cause(v, action.unit, action.record.at)}; evicted to "
+                  f"make room for "
                   f"{action.unit} "
                   f"(priority {action.priority}, queue {action.queue}) in {where}, losing "
                   f"{v.lost / 3600:.1f} GPU-hours")

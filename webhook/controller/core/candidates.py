@@ -4,12 +4,14 @@ Built when a plan first looks at their nodes: a round that plans in a few domain
 busy cluster never builds the rest.
 
 Never a unit in a `spared` namespace (out of Airlock's scope), with a pod holding GPUs
-that is not old enough (`criteria.old_enough`), with a member being deleted (the gang is
+that is not old enough (`criteria.old_enough`; a backfill that overran is, whatever its
+age: `criteria.overran`), with a member being deleted (the gang is
 going anyway) or `deleted` by this controller, holding no GPUs, or whose
 PodDisruptionBudgets cannot lose that many pods."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 
 from webhook.accelerators import GpuEquivalents
@@ -18,6 +20,7 @@ from webhook.controller.core.budgets import Budget
 from webhook.controller.core.criteria import (
     PreemptionSettings,
     old_enough,
+    overran,
     saved_from,
     work_lost,
 )
@@ -37,7 +40,7 @@ def unit_of(pods: Sequence[PodInfo], unit: UnitId, queue: str, now: float,
             gpus += g
             lost += work_lost(g, saved_from(p), now)
     return Victim(tuple(pods), unit, queue, max(p.priority for p in pods), gpus, lost,
-                  max(p.started for p in pods))
+                  max(p.started for p in pods), overran=overran(pods, now))
 
 
 def unit_id(pod: PodInfo) -> UnitId:
@@ -65,6 +68,20 @@ class Candidates:
         self.deleted = deleted
         self._built: dict[UnitId, Victim | None] = {}
 
+    @functools.cached_property
+    def overran_nodes(self) -> frozenset[str]:
+        """The nodes where backfills that ran past their expected end run."""
+        cluster, now = self.cluster, self.now
+        nodes: set[str] = set()
+        for key, until in cluster.backfilled.items():
+            if now > until:
+                pod = cluster.pods[key]
+                gang = pod.gang_id
+                pods = cluster.membership.members.get(UnitId.of_gang(gang), {}).values() \
+                    if gang is not None else (pod,)
+                nodes.update(p.node_name for p in pods if p.node_name)
+        return frozenset(nodes)
+
     def get(self, unit: UnitId) -> Victim | None:
         try:
             return self._built[unit]
@@ -78,22 +95,19 @@ class Candidates:
         cluster, young = self.cluster, self.young
         held = cluster.occupancy.held
         if unit.kind == "pod":
-            p = cluster.pods[PodKey(unit.namespace, unit.name)]
-            gpus = held.get(p.key, 0)
-            if not gpus or not old_enough(p.started, young) or p.uid in self.deleted:
-                return None
-            found = Victim((p,), unit, self.queue_of(unit.namespace), p.priority, gpus,
-                           work_lost(gpus, saved_from(p), self.now), p.started)
+            pods = [cluster.pods[PodKey(unit.namespace, unit.name)]]
         else:
             members = cluster.membership.members.get(unit)
-            if cluster.membership.deleting[unit] or not members or any(
-                    p.uid in self.deleted
-                    or (p.key in held and not old_enough(p.started, young))
-                    for p in members.values()):
+            if cluster.membership.deleting[unit] or not members:
                 return None
-            found = unit_of(list(members.values()), unit, self.queue_of(unit.namespace),
-                            self.now, held)
-            if not found.gpus:
-                return None
+            pods = list(members.values())
+        late = overran(pods, self.now) is not None
+        if any(p.uid in self.deleted or (
+                not late and p.key in held and not old_enough(p.started, young))
+                for p in pods):
+            return None
+        found = unit_of(pods, unit, self.queue_of(unit.namespace), self.now, held)
+        if not found.gpus:
+            return None
         allowance = self.allowance
         return found if all(within(found, b, allowance) for b in self.budgets) else None

@@ -8,6 +8,11 @@ work lost (GPUs times the time since each pod started, or since the checkpoint i
 `work_lost`), then the youngest. A set of victims costs (`set_cost`) its highest priority,
 then its total work lost, then its oldest start, then its size.
 
+A unit backfilled onto the room kept for the head of the queue that runs past the end it
+was admitted on (`overran`) comes before all of them, whatever its priority: it holds
+that room on a promise it broke. No minimum runtime protects it either: it has run all
+it said it would. The head may evict it whatever its priority and queue (`planning`).
+
 Everything the search does derives from these: which units are built as candidates
 (`candidates`), the order a domain's units are walked in, and the cheapest set kept
 between domains (`planning`), the lower bound that lets whole domains be skipped
@@ -59,6 +64,24 @@ def work_lost(gpus: GpuEquivalents, saved: float, now: float) -> float:
     return gpus * max(now - saved, 0.0)
 
 
+def overran(pods: Sequence[PodInfo], now: float) -> float | None:
+    """When the unit of `pods` was backfilled to end, if it is past it now: its first
+    record (its admission; joiners' later records promise nothing) says."""
+    records = [p.placement for p in pods if p.placement is not None]
+    if not records:
+        return None
+    until = min(records, key=lambda r: r.at).backfilled_until
+    return until if until is not None and now > until else None
+
+
+# Where an overran backfill ranks in the victim order: below any priority.
+OVERRAN = -(2 ** 31) - 1
+
+
+def _rank(unit: Victim) -> int:
+    return OVERRAN if unit.overran is not None else unit.priority
+
+
 def outranks(victim: Victim, priority: int, may_preempt: bool) -> bool:
     """Whether a preemptor of `priority`, whose class may preempt or not, outranks the
     victim: its cause is then priority; any other victim the rules let go is reclaimed."""
@@ -66,12 +89,13 @@ def outranks(victim: Victim, priority: int, may_preempt: bool) -> bool:
 
 
 def cost(unit: Victim) -> tuple[int, float, float]:
-    """Cheapest first: lowest priority, least work lost, youngest."""
-    return unit.priority, unit.lost, -unit.started
+    """Cheapest first: overran backfills, then lowest priority, least work lost,
+    youngest."""
+    return _rank(unit), unit.lost, -unit.started
 
 
 def set_cost(victims: Sequence[Victim]) -> tuple[int, float, float, int]:
     """What evicting all of `victims` costs, to compare sets: the highest priority among
     them, the work they lose, the oldest start, and how many they are."""
-    return (max(v.priority for v in victims), sum(v.lost for v in victims),
+    return (max(_rank(v) for v in victims), sum(v.lost for v in victims),
             -min(v.started for v in victims), len(victims))

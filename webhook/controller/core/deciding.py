@@ -26,6 +26,7 @@ from webhook.controller.core.actions import (
     Requeue,
     Wait,
 )
+from webhook.controller.core.backfill import Backfill
 from webhook.controller.core.fitting import NoFit, Plan, fit, place_in, reserve
 from webhook.controller.core.gangs import Gang, Shape, SizeAnswer, membership
 from webhook.controller.core.identities import UnitId
@@ -185,7 +186,8 @@ class _Round:
         self.looked_up = looked_up
         self.now = now
         self.options = options
-        self.line = HeadOfLine(options.order)
+        self.line = HeadOfLine(options.order, Backfill(snap, queues.state.runtimes,
+                                                        queues.state.quotas.queue_of, now))
         # Nodes held for gangs that preempted: nobody else may use them.
         self.held_nodes: set[str] = set()
         # Gangs (and queued single pods) that did not fit, by what decides their fit: one
@@ -219,10 +221,11 @@ class _Round:
             return [*actions, Wait(gang.id, tuple(members), "AwaitingCapacity",
                                    "the room it asked the autoscaler for is not all there "
                                    "yet", may_grow=True)]
-        avoid = self.line.kept if hold is not None else self.line.kept | self.held_nodes
+        kept, until = self.line.kept_from(members)
+        avoid = kept if hold is not None else kept | self.held_nodes
         anchor = members[0]
         key: str | None = anchor.topology_key
-        alike = (key, anchor.topology_mode, gang.shape if gang.whole(members)
+        alike = (key, anchor.topology_mode, bool(kept), gang.shape if gang.whole(members)
                  else Shape.of(members)) if not started and hold is None else None
         known = self.no_room.get(alike) if alike is not None else None
         if started:
@@ -254,7 +257,8 @@ class _Round:
         names = tuple(sorted(p.name for p in members))
         record = Record(outcome.domain, key if outcome.domain else None, names, now, size,
                         minimum=minimum, slice_key=anchor.slice_key if outcome.slices else None,
-                        slices=tuple(sorted((k.name, v) for k, v in outcome.slices.items())))
+                        slices=tuple(sorted((k.name, v) for k, v in outcome.slices.items())),
+                        backfilled_until=self.line.backfilled(outcome, until))
         # A preemptor's pods are nominated to their nodes, where the victims may still
         # be terminating: kube-scheduler then waits for them instead of preempting more.
         nominate = tuple(sorted((name, node) for (_, name), node in
@@ -308,7 +312,7 @@ class _Round:
             return [Wait(gang.id, tuple(members), outcome.code, f"{present}{outcome.reason}",
                          warning=True, may_grow=grows)]
         if not gang.started and not holding and self.queues.may_preempt(gang, members):
-            preempt = self.queues.preempt(gang, members, avoid)
+            preempt = self.queues.preempt(gang, members, avoid, head=self.line.head is None)
             if preempt is not None:
                 self.line.did_not_fit(gang, NoFit(""))  # strict order waits behind it
                 self.held_nodes.update(preempt.record.nodes)
@@ -316,7 +320,7 @@ class _Round:
         if isinstance(outcome, NoFit):
             # One alike judged before (`fresh` False) heads the queue already.
             if fresh:
-                self.line.did_not_fit(gang, outcome)
+                self.line.did_not_fit(gang, outcome, members)
             return [Wait(gang.id, tuple(members), outcome.code, f"{present}{outcome.reason}",
                          may_grow=grows)]
         # Over quota: it keeps no capacity, which gangs of other queues may use.

@@ -7,22 +7,26 @@ so the entry charges of gangs admitted earlier in the same round count), then by
 
 The *head* is the first gang in that order that is complete but does not fit.
 - `strict`: the head blocks every gang behind it, so it goes as soon as its room frees.
-- `backfill`: gangs behind the head may go, but never onto the nodes kept for the head:
-  its best candidate domain (the eligible domain with the most free GPUs, or all its
-  eligible nodes when it has no topology). Capacity that frees there is the head's, so
-  smaller gangs that keep fitting elsewhere never starve it.
+- `backfill`: gangs behind the head may go, but not onto the nodes kept for the head
+  (its best candidate domain: the eligible domain with the most free GPUs, or the
+  eligible nodes with the most free GPUs when it has no topology) unless they are
+  expected to end before the head could start there anyway (`backfill`). Capacity that
+  frees there is the head's, so smaller gangs that keep fitting elsewhere never starve it.
 Gangs that are incomplete or whose size is unknown are not candidates for the head:
 they could not go anyway, and must not hold capacity they may never use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Literal
 
-from webhook.controller.core.fitting import NoFit
+from webhook.accelerators import GpuEquivalents
+from webhook.controller.core.backfill import Backfill
+from webhook.controller.core.fitting import NoFit, Plan
 from webhook.controller.core.gangs import Gang
 from webhook.controller.core.identities import UnitId
+from webhook.controller.core.objects import PodInfo
 
 Order = Literal["strict", "backfill"]
 
@@ -48,13 +52,20 @@ def queue_order(gangs: Iterable[Gang], queue_of: Callable[[Gang], str] = lambda 
 
 class HeadOfLine:
     """The first gang of a round that is complete but does not fit, and the nodes kept
-    for it: what gangs behind it may not take (`backfill`), or that they wait behind
-    (`strict`)."""
+    for it: what gangs behind it may not take (`backfill`, unless they end before the
+    head could start), or that they wait behind (`strict`)."""
 
-    def __init__(self, order: Order) -> None:
+    def __init__(self, order: Order, backfill: Backfill | None = None) -> None:
         self.order = order
         self.head: UnitId | None = None
         self.kept: set[str] = set()
+        self.backfill = backfill if order == "backfill" else None
+        # The head's pods, and the kept nodes' free GPUs as it became the head: its start
+        # is judged from those, not from what backfills took since (they end before it).
+        self._members: Sequence[PodInfo] = ()
+        self._free: dict[str, GpuEquivalents] = {}
+        self._start: float | None = None
+        self._judged = False
 
     def behind(self) -> str | None:
         """Why the next gang may not even try (strict order behind a head), or None."""
@@ -62,7 +73,38 @@ class HeadOfLine:
             return None
         return f"behind {self.head}, first in the queue"
 
-    def did_not_fit(self, gang: Gang, outcome: NoFit) -> None:
+    def did_not_fit(self, gang: Gang, outcome: NoFit, members: Sequence[PodInfo] = ()
+                    ) -> None:
         if self.head is None:
             self.head = gang.id
             self.kept.update(outcome.best_domain_nodes)
+            if self.backfill is not None and self.kept:
+                free = self.backfill.snap.free_gpu
+                self._members = members or gang.waiting
+                self._free = {n: free[n] for n in self.kept}
+
+    def start(self) -> float | None:
+        """The head's shadow time: when it is expected to be able to start on its kept
+        nodes; None when unknown (or no backfill)."""
+        if not self._judged and self.backfill is not None and self._free:
+            self._start = self.backfill.start(self._members, self._free)
+            self._judged = True
+        return self._start
+
+    def kept_from(self, pods: Sequence[PodInfo]) -> tuple[set[str], float | None]:
+        """The nodes `pods`, of a gang behind the head, may not use; and when they may
+        use the head's, since they are expected to end before it starts, that end."""
+        if not self.kept or self.backfill is None:
+            return self.kept, None
+        until = self.backfill.until(pods)
+        start = self.start() if until is not None else None
+        if until is None or start is None or until > start:
+            return self.kept, None
+        return set(), until
+
+    def backfilled(self, plan: Plan, until: float | None) -> float | None:
+        """`until` when the plan lets the gang onto the head's kept nodes, else None: a
+        gang that went elsewhere promised the head nothing."""
+        if until is None or self.kept.isdisjoint(plan.assignments.values()):
+            return None
+        return until

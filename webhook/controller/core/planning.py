@@ -8,7 +8,9 @@ A unit may be a victim of a preemptor when
 - it runs in another queue that is above its nominal, evicting it keeps that queue at or
   above its nominal, and either the priority rule above holds or the preemptor's queue
   *reclaims*: it is below its nominal and stays within it with the gang admitted;
-and the budgets that cover its pods can lose them.
+and the budgets that cover its pods can lose them. The head of the queue may also take a
+unit backfilled onto its room that ran past its expected end, whatever its priority and
+queue (`criteria.overran`), when its class may preempt.
 
 Choosing: per candidate domain (the gang's required topology, else all its nodes), take
 units cheapest first until the gang fits there and within its queue's quota; then drop,
@@ -74,10 +76,13 @@ class Preemptor:
                     room.moved(before, free_gpu[node])
 
     def _allowed(self, unit: Victim | None, queue: str, priority: int, may_preempt: bool,
-                 reclaiming: bool, released: Mapping[str, GpuEquivalents]) -> Victim | None:
+                 reclaiming: bool, released: Mapping[str, GpuEquivalents], head: bool
+                 ) -> Victim | None:
         """The unit with its cause, when the preemptor may take it now."""
         if unit is None:
             return None
+        if head and may_preempt and unit.overran is not None:
+            return unit._replace(cause="backfill")
         by_priority = outranks(unit, priority, may_preempt)
         if unit.queue == queue:
             return unit if by_priority else None
@@ -105,7 +110,7 @@ class Preemptor:
         return sorted((self.snap.gpus(p.requests) for p in members), reverse=True)
 
     def _in_domain(self, members: Sequence[PodInfo], usable: Usable, queue: str,
-                   need: GpuEquivalents) -> tuple[list[Victim], Plan] | None:
+                   need: GpuEquivalents, head: bool) -> tuple[list[Victim], Plan] | None:
         anchor = members[0]
         spec = self.ledger.quotas.spec(queue)
         reclaiming = self.ledger.used.get(queue, 0) + need <= spec.nominal
@@ -122,7 +127,7 @@ class Preemptor:
         try:
             for k in keys:
                 unit = self._allowed(self.units.get(k), queue, anchor.priority,
-                                     anchor.may_preempt, reclaiming, released)
+                                     anchor.may_preempt, reclaiming, released, head)
                 if unit is None or not self._budgets_allow(unit, spent):
                     continue
                 chosen.append(unit)
@@ -177,9 +182,10 @@ class Preemptor:
         for b in self.budgets:
             spent[b.name] -= sum(1 for p in unit.pods if p.key in b.pods)
 
-    def plan(self, members: Sequence[PodInfo], queue: str, avoid: frozenset[str] | set[str]
-             ) -> Choice | None:
-        """The cheapest victims that let the whole gang fit, or None."""
+    def plan(self, members: Sequence[PodInfo], queue: str, avoid: frozenset[str] | set[str],
+             head: bool = False) -> Choice | None:
+        """The cheapest victims that let the whole gang fit, or None; the `head` of the
+        queue may take backfills that overran too."""
         anchor = members[0]
         need = self.snap.need(members)
         reclaiming = self.ledger.used.get(queue, 0) + need <= self.ledger.quotas.spec(
@@ -192,7 +198,11 @@ class Preemptor:
         shape = len(members), min(self._sizes(members))
         domains = {name: Rankings.without((sig, key, name), nodes, avoid) for name, nodes in
                    (self.snap.domains(anchor, key) if key else everywhere).items()}
-        if not reclaiming:
+        # Nodes where backfills that overran run: the glances below count by priority,
+        # and such a unit goes first whatever its priority.
+        overran = self.units.overran_nodes
+        late = overran if head else frozenset()
+        if not reclaiming and not late:
             # Before any unit is built: could room be made at all, below its priority,
             # in one look? Most rounds that look for victims find none.
             count, smallest = shape
@@ -204,17 +214,17 @@ class Preemptor:
             # Below its priority, could the pods pack on the nodes, node by node, among
             # pods past their minimum runtime? A necessary condition, and cheaper than
             # a walk of the units.
-            if not reclaiming and not self.rankings.below(usable.nodes, anchor.priority,
-                                                          shape):
+            if not reclaiming and (not late or late.isdisjoint(usable.nodes)) and \
+                    not self.rankings.below(usable.nodes, anchor.priority, shape):
                 return None
             return self.rankings.estimate(usable, need, queue, anchor.priority,
-                                          anchor.may_preempt, reclaiming)
+                                          anchor.may_preempt, reclaiming, head)
 
         best: Choice | None = None
         ranked = self.rankings.ranked(domains, need, None if reclaiming else anchor.priority,
-                                      estimate)
+                                      estimate, overran)
         for _, _, domain in ranked[:EXACT_DOMAINS]:
-            found = self._in_domain(members, domains[domain], queue, need)
+            found = self._in_domain(members, domains[domain], queue, need, head)
             if found is not None and found[0]:
                 victims, plan = found
                 if best is None or set_cost(victims) < set_cost(best.victims):

@@ -20,6 +20,7 @@ from webhook.controller.core.ordering import queue_order
 from webhook.controller.core.planning import Preemptor
 from webhook.controller.core.quotas import Ledger, Quotas
 from webhook.controller.core.records import PreemptionRecord
+from webhook.controller.core.runtimes import Runtimes
 from webhook.controller.core.snapshot import Snapshot
 
 
@@ -61,6 +62,8 @@ class QueueState:
     # bound, a ProvisioningRequest not Provisioned): they wait for the room they asked
     # for, rather than take part of it and part of what was there.
     awaiting: frozenset[UnitId] = frozenset()
+    # Run times learned from gangs that succeeded, for backfill (`runtimes`).
+    runtimes: Runtimes = field(default_factory=Runtimes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,12 +187,13 @@ class Queueing:
                 why = "its namespace is out of Airlock's scope"
             elif not state.preemption.enabled:
                 why = "preemption is turned off in the policy"
-            elif not by_priority and unit.queue == queue:
+            elif not by_priority and unit.queue == queue and unit.overran is None:
                 why = "it no longer has a lower priority than the preemptor"
             elif (budget := _spent(unit, state.budgets, allowance)) is not None:
                 why = f"its PodDisruptionBudget {budget} allows no more disruptions"
             if why is None:
-                allowed.append(unit._replace(cause="priority" if by_priority else "reclaim"))
+                allowed.append(unit._replace(cause="backfill" if unit.overran is not None
+                                             else "priority" if by_priority else "reclaim"))
             else:
                 refused.append((unit, why))
         return tuple(allowed), tuple(refused)
@@ -218,10 +222,11 @@ class Queueing:
         complete = gang.completed if gang.whole(members) else max(p.created for p in members)
         return settings.enabled and self.now - complete >= settings.delay
 
-    def preempt(self, gang: Gang, members: Sequence[PodInfo], avoid: set[str] | frozenset[str]
-                ) -> Preempt | None:
+    def preempt(self, gang: Gang, members: Sequence[PodInfo], avoid: set[str] | frozenset[str],
+                head: bool = False) -> Preempt | None:
         """Evict the cheapest victims that make the gang fit; the room is then held for
-        it in this round's snapshot and ledger."""
+        it in this round's snapshot and ledger. The `head` of the queue may also evict
+        backfills that overran, whatever their priority and queue."""
         if self.plans >= PLANS_PER_ROUND:
             return None
         self.plans += 1
@@ -231,7 +236,7 @@ class Queueing:
                 self.cluster, state.quotas, self.now, state.preemption, state.budgets,
                 state.spared, state.deleted))
         queue = self.queue_of(gang)
-        choice = self._preemptor.plan(members, queue, avoid)
+        choice = self._preemptor.plan(members, queue, avoid, head)
         if choice is None:
             return None
         self._preemptor.commit(choice, members, queue)

@@ -15,7 +15,7 @@ from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.actions import Victim
 from webhook.controller.core.candidates import Candidates, unit_id
 from webhook.controller.core.costs import Costs
-from webhook.controller.core.criteria import cost, old_enough, outranks
+from webhook.controller.core.criteria import OVERRAN, cost, old_enough, outranks
 from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.snapshot import Snapshot
 
@@ -160,13 +160,14 @@ class Rankings:
         return found
 
     def estimate(self, usable: Usable, need: GpuEquivalents, queue: str, priority: int,
-                  may_preempt: bool, reclaiming: bool) -> tuple[int, float] | None:
+                  may_preempt: bool, reclaiming: bool, head: bool = False
+                  ) -> tuple[int, float] | None:
         """A quick estimate of what freeing `need` GPUs on the nodes costs: the units
         that may go, cheapest first, until they free enough there (no packing, no queue
         arithmetic, no budgets). A whole gang counts, with its work lost wherever its
         members run: counting its pods here alone ranked a domain held by a young gang
         before one of single pods that would cost less. None when even all of them are
-        not enough."""
+        not enough. The `head` of the queue may take backfills that overran."""
         deficit = need - self.snap.free_gpus(usable.nodes)
         if deficit <= 0:
             return NOTHING
@@ -175,25 +176,28 @@ class Rankings:
         for name, freed in zip(ranking.order, ranking.each, strict=True):
             unit = self.units.get(name)
             assert unit is not None  # ranked units are built
-            if not (outranks(unit, priority, may_preempt)
+            late = head and may_preempt and unit.overran is not None
+            if not (late or outranks(unit, priority, may_preempt)
                     or (reclaiming and unit.queue != queue)):
                 continue
-            top, lost = max(top, unit.priority), lost + unit.lost
+            top, lost = max(top, OVERRAN if late else unit.priority), lost + unit.lost
             deficit -= freed
             if deficit <= 0:
                 return top, lost
         return None
 
     def ranked(self, domains: Mapping[str | None, Usable], need: GpuEquivalents,
-                below: int | None, estimate: Callable[[Usable], tuple[int, float] | None]
-                ) -> list[Ranked]:
+                below: int | None, estimate: Callable[[Usable], tuple[int, float] | None],
+                overran: frozenset[str] = frozenset()) -> list[Ranked]:
         """The domains the estimate ranks best, in its order: all of them when there are
         no more than are planned exactly, else at least the EXACT_DOMAINS best. The
         estimate walks a domain's units, a pass over its pods; so domains are walked in
         the order of a bound no greater than the estimate (`Costs.bound`, kept between
         rounds), and no more once a bound cannot beat the last of the best: the same
         ranking, from a few walks. A bound at or above priority `below`, if given, rules
-        a domain out: pods below it cannot free enough there."""
+        a domain out: pods below it cannot free enough there. A domain with a node in
+        `overran` (a backfill that overran runs there) is walked whatever its bound: the
+        bound counts by priority, and such a unit goes first whatever its priority."""
         if len(domains) <= EXACT_DOMAINS:
             return sorted((cost, str(domain), domain) for domain, usable in domains.items()
                           if (cost := estimate(usable)) is not None)
@@ -201,7 +205,8 @@ class Rankings:
         bounds: list[Ranked] = []
         for domain, usable in domains.items():
             deficit = need - self.snap.free_gpus(usable.nodes)
-            bound = NOTHING if deficit <= 0 else \
+            bound = NOTHING if deficit <= 0 or (
+                overran and not overran.isdisjoint(usable.nodes)) else \
                 self.costs(usable).bound(deficit, now)
             if bound is not None and (below is None or bound[0] < below):
                 bounds.append((bound, str(domain), domain))

@@ -1,12 +1,15 @@
 """What `airlock status` shows, from a listing of the cluster and the policy: the queues
 (nominal, used, borrowed, share of use now), the waiting gangs in admission order with
-why each waits (the controller's own decision core, run as a dry run), and the recent
-preemptions (the controller's `Preempting` events). Pure; `statusing` lists and prints.
+why each waits (the controller's own decision core, run as a dry run), the gangs running
+on room backfilled from the head of the queue (until when, and whether they overran it),
+and the recent preemptions (the controller's `Preempting` events). Pure; `statusing`
+lists and prints.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, assert_never
@@ -14,9 +17,10 @@ from typing import Any, Literal, assert_never
 from webhook.controller.core.accounting import FAIR_SHARE_KEY
 from webhook.controller.core.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
 from webhook.controller.core.configuring import quotas_of
+from webhook.controller.core.gangs import membership
 from webhook.controller.core.growing import Asking
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.quotas import holding
+from webhook.controller.core.quotas import Quotas, holding
 from webhook.controller.core.reasons import WaitReason
 from webhook.controller.core.rounds import Rounds
 from webhook.controller.core.tracking import Tracked
@@ -61,6 +65,17 @@ class PreemptionLine:
 
 
 @dataclass(frozen=True, slots=True)
+class BackfillLine:
+    """A gang let onto the room kept for the head of the queue, and when it was expected
+    to end; past then (`overran`), it is the first victim when the head is ready."""
+
+    gang: str
+    queue: str
+    until: str
+    overran: bool
+
+
+@dataclass(frozen=True, slots=True)
 class CapacityLine:
     """An open capacity request: its placeholders, what the gang asks for, since when."""
 
@@ -78,12 +93,14 @@ class Report:
     waiting: tuple[GangLine, ...]
     preemptions: tuple[PreemptionLine, ...]
     capacity: tuple[CapacityLine, ...] = ()
+    backfilled: tuple[BackfillLine, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {"queues": [dataclasses.asdict(q) for q in self.queues],
                 "waiting": [dataclasses.asdict(g) for g in self.waiting],
                 "preemptions": [dataclasses.asdict(p) for p in self.preemptions],
-                "capacityRequests": [dataclasses.asdict(c) for c in self.capacity]}
+                "capacityRequests": [dataclasses.asdict(c) for c in self.capacity],
+                "backfilled": [dataclasses.asdict(b) for b in self.backfilled]}
 
     def text(self) -> str:
         lines = ["QUEUE            NOMINAL  USED  BORROWED  WEIGHT  FAIR SHARE (GPU-h)"]
@@ -93,6 +110,9 @@ class Report:
         lines += ["", "WAITING (admission order)"]
         lines += [f"{g.gang}  queue {g.queue}, priority {g.priority}, {g.pods} pods, "
                   f"{g.gpus:g} GPUs: {g.why}" for g in self.waiting] or ["(none)"]
+        lines += ["", "BACKFILLED (onto room kept for the first in the queue)"]
+        lines += [f"{b.gang}  queue {b.queue}: expected to end {b.until}"
+                  f"{', overran' if b.overran else ''}" for b in self.backfilled] or ["(none)"]
         lines += ["", "RECENT PREEMPTIONS"]
         lines += [f"{p.at}  {p.preemptor}: {p.message}" for p in self.preemptions] or ["(none)"]
         lines += ["", "CAPACITY REQUESTS"]
@@ -156,7 +176,19 @@ def report(policy: Policy, cluster: Tracked, events: Iterable[Mapping[str, Any]]
                 e.get("message", ""))
     return Report(queues, tuple(waiting), tuple(told.values())[:RECENT],
                   (*_requests("placeholders", placeholders, waiting, now),
-                   *_requests("provisioningRequest", requests, waiting, now)))
+                   *_requests("provisioningRequest", requests, waiting, now)),
+                  _backfilled(cluster, quotas, now))
+
+
+def _backfilled(cluster: Tracked, quotas: Quotas, now: float) -> tuple[BackfillLine, ...]:
+    lines = []
+    for key, until in sorted(cluster.backfilled.items()):
+        pod = cluster.pods[key]
+        unit = membership(pod) or UnitId.of_pod(key)
+        at = datetime.datetime.fromtimestamp(until, datetime.UTC)
+        lines.append(BackfillLine(_gang_name(unit), quotas.queue_of(key.namespace),
+                                  at.strftime("%Y-%m-%dT%H:%M:%SZ"), now > until))
+    return tuple(lines)
 
 
 def _requests(mode: str, there: Iterable[Asking], waiting: Iterable[GangLine], now: float

@@ -34,6 +34,9 @@ class Tracked:
         self.capacity = Capacity(accelerators.count)
         self.occupancy = Occupancy()
         self.membership = Membership()
+        # Active pods whose placement record says they were backfilled onto the room kept
+        # for the head of the queue, and until when: few, asked of every preemption.
+        self.backfilled: dict[PodKey, float] = {}
 
     @classmethod
     def of(cls, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
@@ -89,6 +92,9 @@ class Tracked:
                 self.occupancy.bind(pod, node, self.capacity.gpus(pod.requests))
             self._touched(node)
         self.membership.put(pod)
+        if pod.active and pod.placement is not None and \
+                (until := pod.placement.backfilled_until) is not None:
+            self.backfilled[key] = until
         if new_names:
             self._recount()
 
@@ -107,6 +113,7 @@ class Tracked:
             self.occupancy.unbind(pod, node)
             self._touched(node)
         self.membership.forget(pod)
+        self.backfilled.pop(pod.key, None)
         if gone_names:
             self._recount()
 

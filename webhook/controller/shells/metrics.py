@@ -32,7 +32,8 @@ class ControllerMetrics:
             registry=self.registry)
         self.preemptions = Counter(
             "airlock_preemptions", "Victims evicted (a whole gang or a single pod counts "
-            "one), by cause: priority or reclaim.", ["cause"], registry=self.registry)
+            "one), by cause: priority, reclaim, or backfill (a backfill that overran).",
+            ["cause"], registry=self.registry)
         self.preempted_gpu_hours = Counter(
             "airlock_preempted_gpu_hours",
             "Work lost to preemption, in GPU-hours since each victim's start or checkpoint.",

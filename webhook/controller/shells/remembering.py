@@ -1,6 +1,7 @@
 """What the leader keeps in the cluster, so a restart or a new leader carries on from it
-instead of from zero: the fair-share usage, and since when running gangs have been short
-of members (`accounting.Accounts.kept` says what, by key). One ConfigMap,
+instead of from zero: the fair-share usage, since when running gangs have been short of
+members, and the run times learned for backfill (`accounting.Accounts.kept` says what, by
+key). One ConfigMap,
 `airlock-fair-share` in Airlock's namespace, written by the leader every sampling
 interval and as soon as a gang falls short, read when it starts leading."""
 
@@ -59,5 +60,6 @@ async def keep(core: client.CoreV1Api, namespace: str, data: Mapping[str, str],
                 namespace, body={"metadata": {"name": NAME}, **body},
                 _preload_content=False))
     except ApiException as e:
-        log.warning("fair share and short gangs not kept; trying again at the next sample",
+        log.warning("fair share, short gangs and run times not kept; trying again at the "
+                    "next sample",
                     extra={"status": e.status})

@@ -1,0 +1,50 @@
+"""Backfill that never delays the head, on the real control plane: a gang behind the head
+of the queue goes onto the room kept for the head only when it is expected to end before
+the head could start there. The cluster: 8 nodes of 8 GPUs, NVLink domains clique-0
+(gpu-0000..3) and clique-1 (gpu-0004..7). Pods go through Airlock's webhook, which records
+the run time each states (`gpu-airlock.io/expected-runtime`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from kubernetes_asyncio import client
+
+from tests.kube import Controllers, all_bound, create_gang, events, gated, pods_of, until
+from webhook.keys import EXPECTED_RUNTIME_ANNOTATION, PLACEMENT_ANNOTATION
+
+
+def _expecting(runtime: str) -> dict[str, str]:
+    return {EXPECTED_RUNTIME_ANNOTATION: runtime}
+
+
+async def _waits(api: client.ApiClient, namespace: str, gang: str) -> bool:
+    return any(e.startswith("Waiting: ") for e in await events(api, namespace, gang))
+
+
+async def test_a_gang_that_would_delay_the_head_is_not_backfilled_one_that_ends_in_time_is(
+        api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
+    controllers.start()
+    # An hour's work on three nodes of one domain, and work of no stated end on the whole
+    # other: one node is free, in the domain that frees in an hour.
+    await create_gang(api, namespace, "hour", 3, annotations=_expecting("1h"))
+    await until(lambda: all_bound(api, namespace, "hour", 3))
+    await create_gang(api, namespace, "wall", 4)
+    await until(lambda: all_bound(api, namespace, "wall", 4))
+    # The head needs a whole domain: it keeps the one that frees in an hour.
+    await create_gang(api, namespace, "head", 4)
+    await until(lambda: _waits(api, namespace, "head"))
+    # Behind it, two gangs that fit only on the head's free node: one would still run
+    # when the head could start, the other is done well before.
+    await create_gang(api, namespace, "long", 1, annotations=_expecting("2h"))
+    await until(lambda: _waits(api, namespace, "long"))
+    await create_gang(api, namespace, "short", 1, annotations=_expecting("10m"))
+
+    await until(lambda: all_bound(api, namespace, "short", 1))
+    (short,) = await pods_of(api, namespace, "short")
+    record = json.loads(short["metadata"]["annotations"][PLACEMENT_ANNOTATION])
+    assert record["backfilledUntil"] - record["at"] == 600
+    await asyncio.sleep(2)
+    assert all(gated(p) for p in await pods_of(api, namespace, "long"))
+    assert all(gated(p) for p in await pods_of(api, namespace, "head"))

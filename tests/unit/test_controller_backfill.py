@@ -1,0 +1,253 @@
+"""Backfill that never delays the head: the head's expected start (shadow time), the run
+times learned and kept for the next leader, gangs let onto the head's room only when they
+end in time, and a backfill that overran as the head's first victim."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from tests.builders import (
+    HOUR,
+    NOW,
+    TRAINING,
+    admitted,
+    cluster,
+    gang,
+    iso,
+    member,
+    preempts,
+    running,
+    told,
+    tracked,
+    unit,
+    waits,
+)
+from webhook.controller.core.accounting import Accounts
+from webhook.controller.core.backfill import shadow
+from webhook.controller.core.deciding import Admit, DecideOptions, Record, decide
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.queueing import QueueState
+from webhook.controller.core.reporting import report
+from webhook.controller.core.runtimes import WINDOW, Runtimes
+from webhook.policy.model import Policy
+
+# --- the head's expected start -------------------------------------------------------
+
+# need, (pods, smallest), free per node, (end, node, GPUs) of pods running there -> start
+SHADOWS: list[tuple[str, int, tuple[int, int], dict[str, int], list[Any], float | None]] = [
+    ("room now", 8, (1, 8), {"n0": 8}, [], NOW),
+    ("the soonest end that frees enough", 16, (2, 8), {"n0": 8, "n1": 0},
+     [(NOW + 900, "n1", 8), (NOW + 300, "n1", 8)], NOW + 300),
+    ("enough in all, but not on one node", 8, (1, 8), {"n0": 4, "n1": 4},
+     [(NOW + 100, "n0", 2), (NOW + 200, "n1", 4)], NOW + 200),
+    ("an unknown end before enough frees", 16, (2, 8), {"n0": 8, "n1": 0},
+     [(None, "n1", 8), (NOW + 300, "n0", 0)], None),
+    ("an unknown end after enough freed", 16, (2, 8), {"n0": 8, "n1": 0},
+     [(None, "n0", 8), (NOW + 300, "n1", 8)], NOW + 300),
+    ("never enough", 32, (4, 8), {"n0": 8}, [(NOW + 60, "n0", 8)], None),
+    ("past its end: now at the soonest", 8, (1, 8), {"n0": 0},
+     [(NOW - 60, "n0", 8)], NOW),
+]
+
+
+@pytest.mark.parametrize(("need", "shape", "free", "ends", "start"),
+                         [case[1:] for case in SHADOWS], ids=[case[0] for case in SHADOWS])
+def test_shadow_time(need: int, shape: tuple[int, int], free: dict[str, int],
+                     ends: list[Any], start: float | None) -> None:
+    assert shadow(need, shape, free, ends, NOW) == start
+
+
+# --- run times learned ---------------------------------------------------------------
+
+ESTIMATES: list[tuple[str, list[float], float | None]] = [
+    ("nothing seen", [], None),
+    ("one run", [600.0], 600.0),
+    ("fewer than ten: the longest", [300.0, 900.0, 600.0], 900.0),
+    ("ten: the ninth longest of ten", [float(s) for s in range(1, 11)], 9.0),
+    ("past the window: the oldest forgotten",
+     [10_000.0] + [float(s) for s in range(1, WINDOW + 1)], 18.0),
+]
+
+
+@pytest.mark.parametrize(("runs", "estimate"), [case[1:] for case in ESTIMATES],
+                         ids=[case[0] for case in ESTIMATES])
+def test_learned_estimate(runs: list[float], estimate: float | None) -> None:
+    runtimes = Runtimes()
+    for seconds in runs:
+        runtimes = runtimes.learned(("team-a", "training"), seconds)
+    assert runtimes.estimate(("team-a", "training")) == estimate
+    assert runtimes.estimate(("team-b", "training")) is None
+
+
+def test_a_stated_run_time_comes_before_a_learned_one() -> None:
+    runtimes = Runtimes().learned(("default", ""), 600.0)
+    stated = _stating(gang("g", 2), 60)
+    assert runtimes.expected(stated, "default") == 60
+    assert runtimes.expected(gang("g", 2), "default") == 600.0
+
+
+def _done(pods: list[PodInfo]) -> list[PodInfo]:
+    return [dataclasses.replace(p, terminal=True, succeeded=True) for p in pods]
+
+
+def _admitted(name: str, at: float, nodes: list[str]) -> list[PodInfo]:
+    record = Record(None, None, tuple(f"{name}-{i}" for i in range(len(nodes))), at,
+                    len(nodes))
+    return [member(name, i, size=len(nodes), gated=False, node_name=n,
+                   placement=record if i == 0 else None) for i, n in enumerate(nodes)]
+
+
+def test_run_times_are_learned_from_gangs_that_succeed_and_kept(policy: Policy) -> None:
+    ok, failed = _admitted("ok", NOW - 1000, ["n0", "n1"]), _admitted("bad", NOW - 50, ["n2"])
+    former = Accounts()
+    former.sample(policy, tracked(cluster({"a": 3}), ok + failed), NOW)
+    # `ok` succeeded; `bad` failed (its pods gone): only `ok` says how long work runs.
+    former.sample(policy, tracked(cluster({"a": 3}), _done(ok)), NOW + 10)
+    key = ("default", "")
+    assert former.runtimes.estimate(key) == 1010.0
+    leader = Accounts()
+    leader.carry_on(policy, former.kept(), NOW + 20)
+    assert leader.runtimes == former.runtimes
+    # What was never kept, or is not readable, is learned afresh.
+    afresh = Accounts()
+    afresh.carry_on(policy, {"runtimes": "not json"}, NOW + 20)
+    assert afresh.runtimes.estimate(key) is None
+
+
+def test_a_new_leader_learns_nothing_from_what_finished_before_it_led(policy: Policy) -> None:
+    leader = Accounts()
+    leader.sample(policy, tracked(cluster({"a": 2}), _done(_admitted("ok", NOW - 10 * HOUR,
+                                                                      ["n0", "n1"]))), NOW)
+    assert leader.runtimes.estimate(("default", "")) is None
+
+
+# --- who may use the head's room ---------------------------------------------------------
+
+def _stating(pods: list[PodInfo], seconds: float) -> list[PodInfo]:
+    return [dataclasses.replace(p, runtime=seconds) for p in pods]
+
+
+def _cluster_for_a_head(ends_in: float | None) -> list[PodInfo]:
+    """Domain a: one node busy until `ends_in` from now (None: nobody knows), three free;
+    domain b full, for as long as nobody knows. The head (4 pods of 8 GPUs, one domain)
+    keeps a, and could start there when the busy node frees."""
+    busy = running("busy", ["a-n0"], ran=600, priority=TRAINING)
+    if ends_in is not None:
+        busy = _stating(busy, 600 + ends_in)
+    full = running("full", [f"b-n{i}" for i in range(4)], ran=600, priority=TRAINING)
+    return [*busy, *full, *gang("head", 4, priority=10, created=1)]
+
+
+# behind the head: its stated run time (None: none), the busy node's end -> backfilled?
+BEHIND: list[tuple[str, float | None, float | None, bool]] = [
+    ("ends before the head could start", 300, 600, True),
+    ("ends as the head could start", 600, 600, True),
+    ("would delay the head", 900, 600, False),
+    ("no run time known", None, 600, False),
+    ("the head's start unknown", 300, None, False),
+]
+
+
+@pytest.mark.parametrize(("runtime", "ends_in", "backfilled"), [c[1:] for c in BEHIND],
+                         ids=[c[0] for c in BEHIND])
+def test_a_gang_behind_the_head_uses_its_room_only_when_it_ends_in_time(
+        runtime: float | None, ends_in: float | None, backfilled: bool) -> None:
+    small = gang("small", 1, created=2)
+    if runtime is not None:
+        small = _stating(small, runtime)
+    actions = decide(tracked(cluster({"a": 4, "b": 4}), _cluster_for_a_head(ends_in) + small),
+                     {}, NOW, DecideOptions(order="backfill"))
+    admits = [a for a in actions if isinstance(a, Admit)]
+    if backfilled:
+        assert admitted(actions) == {"small": "a"}
+        assert admits[0].record.backfilled_until == NOW + (runtime or 0)
+    else:
+        assert not admits
+        assert waits(actions)["small"].startswith("Waiting: 1/1 pods present; needs 8 GPUs")
+
+
+def test_a_learned_run_time_lets_a_gang_backfill() -> None:
+    small = gang("small", 1, created=2)
+    state = QueueState(runtimes=Runtimes().learned(("default", ""), 300.0))
+    actions = decide(tracked(cluster({"a": 4, "b": 4}), _cluster_for_a_head(600) + small),
+                     {}, NOW, DecideOptions(order="backfill"), state)
+    assert admitted(actions) == {"small": "a"}
+
+
+def test_what_a_backfill_takes_does_not_move_the_heads_start() -> None:
+    # The first backfill takes a free node of a; judged again from what is free after
+    # it, the head's start would be later and let the second, longer one in too.
+    first = _stating(gang("first", 1, created=2), 500)
+    second = _stating(gang("second", 1, created=3), 700)
+    pods = _cluster_for_a_head(600) + first + second
+    actions = decide(tracked(cluster({"a": 4, "b": 4}), pods), {}, NOW,
+                     DecideOptions(order="backfill"))
+    assert admitted(actions) == {"first": "a"}
+
+
+def test_a_gang_that_fits_elsewhere_is_not_backfilled() -> None:
+    pods = [*running("busy", ["a-n0"], ran=600, priority=TRAINING),
+            *gang("head", 4, priority=10, created=1), *_stating(gang("small", 1, created=2), 60)]
+    actions = decide(tracked(cluster({"a": 4, "b": 1}), pods), {}, NOW)
+    assert admitted(actions) == {"small": "b"}
+    assert not next(a for a in actions if isinstance(a, Admit)).record.backfilled_until
+
+
+# --- a backfill that overran ---------------------------------------------------------------
+
+def _backfilled(until: float) -> list[PodInfo]:
+    """Gang `late` of one pod, of a high priority, on a-n0 for two minutes (younger than
+    the minimum runtime), backfilled until `until`."""
+    record = Record("a", "topology", ("late-0",), NOW - 120, 1, backfilled_until=until)
+    pod = running("late", ["a-n0"], ran=120, priority=TRAINING)[0]
+    return [dataclasses.replace(pod, placement=record)]
+
+
+def _head_and_a_cheaper_victim(until: float) -> list[PodInfo]:
+    """a-n0: the backfill; a-n1: an old pod of a low priority, a cheaper victim by every
+    other rule; a-n2..3 free. The head needs three nodes of a."""
+    return [*_backfilled(until), *running("cheap", ["a-n1"], ran=HOUR, priority=0),
+            *gang("head", 3, priority=10, created=1)]
+
+
+def test_a_backfill_that_overran_is_the_heads_first_victim() -> None:
+    actions = decide(tracked(cluster({"a": 4}), _head_and_a_cheaper_victim(NOW - 600)),
+                     {}, NOW)
+    (preempt,) = preempts(actions)
+    assert [(v.unit, v.cause) for v in preempt.victims] == [(unit("late"), "backfill")]
+    message = told(preempt)
+    assert message.startswith("Preempted: it was backfilled onto the room kept for the "
+                              "first in the queue until ")
+    assert "and overran that by 10 min; evicted to make room for gang ml/head" in message
+
+
+def test_a_backfill_within_its_time_is_not_a_victim_out_of_turn() -> None:
+    actions = decide(tracked(cluster({"a": 4}), _head_and_a_cheaper_victim(NOW + 600)),
+                     {}, NOW)
+    (preempt,) = preempts(actions)
+    assert [(v.unit, v.cause) for v in preempt.victims] == [(unit("cheap"), "priority")]
+
+
+def test_only_the_head_evicts_a_backfill_that_overran_out_of_turn() -> None:
+    # The head may not preempt (its class says Never), so it only waits, keeping a; the
+    # gang behind it may preempt, but it is not the head, and the backfill outranks it.
+    head = gang("head", 2, priority=10, created=1, preemptionPolicy="Never")
+    behind = gang("behind", 1, priority=10, created=2)
+    actions = decide(tracked(cluster({"a": 2}), [*_backfilled(NOW - 600), *head, *behind]),
+                     {}, NOW)
+    assert not preempts(actions)
+    assert set(waits(actions)) == {"head", "behind"}
+
+
+def test_status_shows_what_was_backfilled_and_whether_it_overran(policy: Policy) -> None:
+    pods = [*_backfilled(NOW - 600), *running("other", ["a-n1"])]
+    found = report(policy, tracked(cluster({"a": 2}), pods), [], NOW, {})
+    assert found.as_json()["backfilled"] == [
+        {"gang": "ml/late", "queue": "default", "until": iso(NOW - 600), "overran": True}]
+    assert f"ml/late  queue default: expected to end {iso(NOW - 600)}, overran" in \
+        found.text()
+    on_time = report(policy, tracked(cluster({"a": 2}), _backfilled(NOW + 600)), [], NOW, {})
+    assert not on_time.as_json()["backfilled"][0]["overran"]

@@ -1,0 +1,99 @@
+"""Backfill that never delays the head (EASY backfill): a gang behind the head of the queue
+may use the room kept for the head when it is expected to end before the head could
+start anyway.
+
+The head's expected start (its *shadow time*) is when the pods running on its kept nodes
+are expected to have freed enough for it: each ends at its start plus its expected run
+time (`runtimes`: what it states, else what its queue and class learned). They are taken
+soonest end first until the kept nodes would have the head's GPUs free, and a slot for
+each of its pods on single nodes. Those are necessary conditions, not a packing: the
+shadow time is never later than the head's real start, so a backfill judged to end in
+time does. A pod whose end cannot be known (no run time stated or learned) before enough
+has freed makes the head's start unknown, and then nothing is backfilled onto its room.
+
+Only the first rule of EASY is applied: a backfill must end by the shadow time. Room the
+head would not need even at its start (the second rule) is not lent: it would need the
+head's placement at the shadow time, a packing over a future state of the nodes.
+
+A gang backfilled onto kept room records when it is expected to end; past then it is the
+first victim when the head is ready (`criteria`). Pure, the clock passed in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from webhook.accelerators import GpuEquivalents
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.runtimes import Runtimes
+from webhook.controller.core.snapshot import Snapshot
+
+# A pod running on a kept node: when it is expected to end (None: unknown), its node, and
+# the GPUs it frees there.
+Ending = tuple[float | None, str, GpuEquivalents]
+
+
+def shadow(need: GpuEquivalents, shape: tuple[int, GpuEquivalents],
+           free: Mapping[str, GpuEquivalents], ends: Iterable[Ending], now: float
+           ) -> float | None:
+    """When a gang needing `need` GPUs, as `shape` (pods, GPUs of the smallest), could
+    start on the nodes `free` says, once the pods `ends` lists end as expected; None
+    when a pod of unknown end is in the way, or the nodes are never enough."""
+    count, smallest = shape
+    room = dict(free)
+    total = sum(room.values())
+
+    def slots(gpus: GpuEquivalents) -> int:
+        return int(max(gpus, 0) // smallest) if smallest > 0 else count
+
+    free_slots = sum(slots(r) for r in room.values())
+    if total >= need and free_slots >= count:
+        return now
+    for end, node, gpus in sorted(ends, key=lambda e: (e[0] is None, e[0] or 0.0)):
+        if end is None:
+            return None
+        before = room[node]
+        room[node] = before + gpus
+        total += gpus
+        free_slots += slots(room[node]) - slots(before)
+        if total >= need and free_slots >= count:
+            return max(end, now)
+    return None
+
+
+class Backfill:
+    """What a round knows of expected ends: the head's start, and a backfill's end."""
+
+    def __init__(self, snap: Snapshot, runtimes: Runtimes, queue_of: Callable[[str], str],
+                 now: float) -> None:
+        self.snap = snap
+        self.runtimes = runtimes
+        self.queue_of = queue_of
+        self.now = now
+
+    def until(self, pods: Sequence[PodInfo]) -> float | None:
+        """When `pods`, admitted now, are expected to end; None when nobody knows."""
+        if not pods:
+            return None
+        runtime = self.runtimes.expected(pods, self.queue_of(pods[0].namespace))
+        return None if runtime is None else self.now + runtime
+
+    def _end(self, pod: PodInfo) -> float | None:
+        runtime = self.runtimes.expected((pod,), self.queue_of(pod.namespace))
+        if runtime is None:
+            return None
+        # Not started yet: it starts now at the soonest. Past its expected end: it ends
+        # now at the soonest. Either way no later than it really will.
+        return max((pod.started or self.now) + runtime, self.now)
+
+    def start(self, members: Sequence[PodInfo], free: Mapping[str, GpuEquivalents]
+              ) -> float | None:
+        """The shadow time of a head of `members` on the kept nodes, which had `free`
+        GPUs when it became the head."""
+        snap = self.snap
+        cluster = snap.cluster
+        holding, pods = cluster.occupancy.holding, cluster.pods
+        ends = [(self._end(pods[h.pod]), node, h.gpus)
+                for node in free for h in holding.get(node, ())]
+        sizes = [snap.gpus(p.requests) for p in members]
+        return shadow(snap.need(members), (len(sizes), min(sizes, default=0)), free, ends,
+                      self.now)

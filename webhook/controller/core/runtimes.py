@@ -1,0 +1,80 @@
+"""How long work is expected to run, for backfill (`backfill`): what a pod states (the
+webhook's `expected-runtime-seconds`, from the user's `expected-runtime` or the pod's
+`activeDeadlineSeconds`), else what gangs of its queue and class took lately.
+
+A learned estimate is an upper quantile (the 90th percentile, nearest rank) of the run
+times of the last `WINDOW` gangs of that queue and class that succeeded, not a mean. An
+estimate short of the truth lets a backfill run past the head's start, which delays the
+head (the one thing backfill must not do); one too long only backfills less. A mean is
+short about half the time; the 90th percentile of a window is short for one gang in ten,
+and with fewer than ten runs seen it is the longest of them. A window rather than all of
+history, so a workload that changed is judged by what it does now.
+
+A gang's run time is from its admission (its placement record) to when the controller
+saw its last member succeed: what a backfill promises is counted from its admission too.
+
+Kept in the cluster by the leader beside the fair share (`remembering`), and read back
+when a leader starts. Pure."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.records import keep, recall
+from webhook.keys import CLASS_LABEL
+
+# Run times kept per queue and class: the most recent gangs that succeeded.
+WINDOW = 20
+QUANTILE = 0.9
+# Keyed (queue, class); a pod without a class label is of class "".
+Key = tuple[str, str]
+
+
+def class_of(pod: PodInfo) -> str:
+    return pod.labels.get(CLASS_LABEL, "")
+
+
+@dataclass(frozen=True, slots=True)
+class Runtimes:
+    """Recent run times of gangs that succeeded, oldest first, per (queue, class)."""
+
+    seen: Mapping[Key, tuple[float, ...]] = field(default_factory=dict)
+
+    def learned(self, key: Key, seconds: float) -> Runtimes:
+        """These run times and one more of `key`, the oldest beyond the window dropped."""
+        return replace(self, seen={**self.seen,
+                                   key: (*self.seen.get(key, ()), seconds)[-WINDOW:]})
+
+    def estimate(self, key: Key) -> float | None:
+        """The learned run time of `key`, None before any gang of it succeeded."""
+        runs = self.seen.get(key)
+        if not runs:
+            return None
+        return sorted(runs)[max(math.ceil(QUANTILE * len(runs)) - 1, 0)]
+
+    def expected(self, pods: Sequence[PodInfo], queue: str) -> float | None:
+        """How long `pods` (one unit) are expected to run: the longest any states, else
+        what the queue and their class learned."""
+        stated = [p.runtime for p in pods if p.runtime is not None]
+        if stated:
+            return max(stated)
+        return self.estimate((queue, class_of(pods[0]))) if pods else None
+
+    def dumps(self) -> str:
+        return keep("runtimes", {"seen": [{"queue": q, "class": c, "seconds": list(runs)}
+                                          for (q, c), runs in sorted(self.seen.items())]})
+
+    @classmethod
+    def loads(cls, text: str) -> Runtimes:
+        """What a former leader kept; nothing learned when it is not readable (nothing
+        is then backfilled on an estimate until gangs succeed again)."""
+        raw = recall("runtimes", text, legacy=lambda _: {})
+        try:
+            return cls({(str(e["queue"]), str(e["class"])):
+                        tuple(float(s) for s in e["seconds"])[-WINDOW:]
+                        for e in (raw or {}).get("seen", ())})
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return cls()

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.builders import NOW, cluster, member, running, tracked, unit
-from webhook.controller.core.actions import Action, Admit, Requeue, Wait
+from tests.builders import NOW, TRAINING, cluster, member, running, tracked, unit
+from webhook.controller.core.actions import Action, Admit, Preempt, Requeue, Wait
 from webhook.controller.core.criteria import PreemptionSettings
 from webhook.controller.core.deciding import QueueState, decide
 from webhook.controller.core.objects import PodInfo
@@ -103,3 +103,29 @@ def test_an_elastic_gang_at_or_above_its_minimum_is_not_short() -> None:
     actions = decide(tracked(cluster({"a": 4}), _running_three()), {}, NOW,
                      state=QueueState(short_since={unit("e"): NOW - 3600}))
     assert not [a for a in actions if isinstance(a, Requeue)]
+
+
+def _preempted(actions: list[Action]) -> list[str]:
+    (preempt,) = [a for a in actions if isinstance(a, Preempt)]
+    return sorted(p.name for v in preempt.victims for p in v.pods)
+
+
+ABOVE = {"el-2", "el-3"}
+
+
+@pytest.mark.parametrize(("pods", "among", "count"), [
+    # Room for one pod: one of the elastic gang's pods above its minimum goes.
+    (1, ABOVE, 1),
+    # Two: both pods above the minimum, each a unit of its own.
+    (2, ABOVE, 2),
+    # Three: more than its pods above the minimum free: the whole gang goes, once.
+    (3, {"el-0", "el-1", *ABOVE}, 4),
+])
+def test_an_elastic_gangs_pods_above_its_minimum_go_first_and_its_minimum_goes_whole(
+        pods: int, among: set[str], count: int) -> None:
+    running_gang = running("el", [f"a-n{i}" for i in range(4)], minimum=2)
+    preemptor = [member("train", i, size=pods, priority=TRAINING) for i in range(pods)]
+    actions = decide(tracked(cluster({"a": 4}), [*running_gang, *preemptor]), {}, NOW)
+    victims = _preempted(actions)
+    assert len(victims) == count
+    assert set(victims) <= among

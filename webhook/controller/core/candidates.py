@@ -1,7 +1,9 @@
 """The units that could be victims this round, whoever the preemptor: a whole gang (every
-active member, wherever it runs), or a single pod outside any gang; never part of a gang.
-Built when a plan first looks at their nodes: a round that plans in a few domains of a
-busy cluster never builds the rest.
+active member, wherever it runs), or a single pod outside any gang; never part of a gang,
+but for an elastic gang's pods above its minimum: each of those is also a unit of its
+own, so they go first, one by one, and its minimum goes only with the whole gang. Built
+when a plan first looks at their nodes: a round that plans in a few domains of a busy
+cluster never builds the rest.
 
 Never a unit in a `spared` namespace (out of Airlock's scope), with a pod holding GPUs
 that is not old enough (`criteria.old_enough`; a backfill that overran is, whatever its
@@ -43,10 +45,27 @@ def unit_of(pods: Sequence[PodInfo], unit: UnitId, queue: str, now: float,
                   max(p.started for p in pods), overran=overran(pods, now))
 
 
-def unit_id(pod: PodInfo) -> UnitId:
-    """The unit a bound pod goes with: its gang, or itself."""
+def above_minimum(cluster: Tracked, gang: UnitId) -> frozenset[PodKey]:
+    """An elastic gang's pods above the minimum its first record states: of the members
+    holding GPUs, those created after the first `minimum` (so the last to come go first).
+    Empty for a gang that runs whole."""
+    members = cluster.membership.members.get(gang)
+    records = [p.placement for p in (members or {}).values() if p.placement is not None]
+    minimum = min(records, key=lambda r: r.at).minimum if records else None
+    if members is None or minimum is None:
+        return frozenset()
+    held = cluster.occupancy.held
+    running = sorted((p for p in members.values() if p.key in held),
+                     key=lambda p: (p.created, p.name))
+    return frozenset(p.key for p in running[minimum:])
+
+
+def unit_id(pod: PodInfo, above: Collection[PodKey] = frozenset()) -> UnitId:
+    """The unit a bound pod goes with: its gang, or itself (a pod of no gang, or one
+    `above` its elastic gang's minimum)."""
     gang = pod.gang_id
-    return UnitId.of_gang(gang) if gang is not None else UnitId.of_pod(pod.key)
+    return UnitId.of_gang(gang) if gang is not None and pod.key not in above else \
+        UnitId.of_pod(pod.key)
 
 
 def within(unit: Victim, budget: Budget, allowance: Mapping[str, int]) -> bool:
@@ -67,6 +86,7 @@ class Candidates:
         self.spared = frozenset(spared)
         self.deleted = deleted
         self._built: dict[UnitId, Victim | None] = {}
+        self._above_minimum: dict[UnitId, frozenset[PodKey]] = {}
 
     @functools.cached_property
     def overran_nodes(self) -> frozenset[str]:
@@ -81,6 +101,17 @@ class Candidates:
                     if gang is not None else (pod,)
                 nodes.update(p.node_name for p in pods if p.node_name)
         return frozenset(nodes)
+
+    def _above(self, gang: UnitId) -> frozenset[PodKey]:
+        found = self._above_minimum.get(gang)
+        if found is None:
+            found = self._above_minimum[gang] = above_minimum(self.cluster, gang)
+        return found
+
+    def unit_of(self, pod: PodInfo) -> UnitId:
+        """The unit a bound pod goes with (`unit_id`)."""
+        gang = pod.gang_id
+        return unit_id(pod, self._above(UnitId.of_gang(gang)) if gang is not None else ())
 
     def get(self, unit: UnitId) -> Victim | None:
         try:

@@ -128,8 +128,21 @@ class Preemptor:
             for k in keys:
                 unit = self._allowed(self.units.get(k), queue, anchor.priority,
                                      anchor.may_preempt, reclaiming, released, head)
-                if unit is None or not self._budgets_allow(unit, spent):
+                if unit is None:
                     continue
+                # An elastic gang whose pods above its minimum were taken one by one, now
+                # taken whole: the gang stands for them, and they are not freed twice.
+                inside = {p.key for p in unit.pods}
+                subsumed = [c for c in chosen if all(p.key in inside for p in c.pods)]
+                for c in subsumed:
+                    self._give_back(c, released, spent, room, here)
+                if not self._budgets_allow(unit, spent):
+                    for c in subsumed:
+                        self._take(c, released, spent, room, here)
+                    continue
+                if subsumed:
+                    gone = {id(c) for c in subsumed}
+                    chosen = [c for c in chosen if id(c) not in gone]
                 chosen.append(unit)
                 self._take(unit, released, spent, room, here)
                 plan = self._fits(members, nodes, queue, need, room, released)

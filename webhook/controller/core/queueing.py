@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from webhook.controller.core.actions import Preempt, Victim, Wait
 from webhook.controller.core.budgets import Budget
-from webhook.controller.core.candidates import Candidates, unit_id, unit_of
+from webhook.controller.core.candidates import Candidates, above_minimum, unit_id, unit_of
 from webhook.controller.core.criteria import PreemptionSettings, outranks
 from webhook.controller.core.fairsharing import FairShare
 from webhook.controller.core.gangs import Gang
@@ -171,7 +171,9 @@ class Queueing:
         evicting the rest, and a gang goes whole."""
         groups: dict[UnitId, list[PodInfo]] = {}
         for pod in pods:
-            groups.setdefault(unit_id(pod), []).append(pod)
+            of = pod.gang_id
+            above = above_minimum(self.cluster, UnitId.of_gang(of)) if of else frozenset()
+            groups.setdefault(unit_id(pod, above), []).append(pod)
         quotas, held, state = self.state.quotas, self.held, self.state
         units = [unit_of(members, unit, quotas.queue_of(unit.namespace), self.now, held)
                  for unit, members in groups.items()]

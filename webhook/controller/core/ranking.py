@@ -66,11 +66,16 @@ class Rankings:
         self._costs_here: dict[tuple[object, ...], Costs] = {}
 
     def take(self, victim: Victim) -> None:
-        """The victim is gone: in no ranking from now on, nor in the costs of its nodes."""
-        self.taken.add(victim.unit)
-        # Rankings that hold it are made again without it.
-        for key in self._ranked_in.pop(victim.unit, ()):
-            self._rankings.pop(key, None)
+        """The victim is gone: in no ranking from now on, nor in the costs of its nodes;
+        nor the units that share its pods (an elastic gang and its pods above the
+        minimum, each a unit too)."""
+        units = {victim.unit, *(self.units.unit_of(p) for p in victim.pods),
+                 *(unit_id(p) for p in victim.pods)}
+        self.taken.update(units)
+        # Rankings that hold them are made again without them.
+        for unit in units:
+            for key in self._ranked_in.pop(unit, ()):
+                self._rankings.pop(key, None)
         for pod in victim.pods:
             self.gone.add(pod.key)
             self._gone_on.add(pod.node_name or "")
@@ -104,7 +109,7 @@ class Rankings:
                 for pod_key in on_node.get(n, ()):
                     if not (gpus := held.get(pod_key, 0)):
                         continue
-                    name = unit_id(pods[pod_key])
+                    name = units.unit_of(pods[pod_key])
                     if name in taken or (unit := units.get(name)) is None:
                         continue
                     _, before = here.get(name, (unit, 0))

@@ -20,18 +20,23 @@ from tests.builders import (
     member,
     preempts,
     running,
+    single,
     told,
     tracked,
     unit,
     waits,
 )
 from webhook.controller.core.accounting import Accounts
+from webhook.controller.core.actions import Wait
 from webhook.controller.core.backfill import shadow
 from webhook.controller.core.deciding import Admit, DecideOptions, Record, decide
+from webhook.controller.core.gangs import gang_of
 from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.ordering import queue_order
 from webhook.controller.core.queueing import QueueState
 from webhook.controller.core.reporting import report
 from webhook.controller.core.runtimes import WINDOW, Runtimes
+from webhook.keys import GANG_EXPECTED_MIN_ANNOTATION
 from webhook.policy.model import Policy
 
 # --- the head's expected start -------------------------------------------------------
@@ -117,6 +122,15 @@ def test_run_times_are_learned_from_gangs_that_succeed_and_kept(policy: Policy) 
     assert afresh.runtimes.estimate(key) is None
 
 
+def test_run_times_are_learned_from_queued_single_pods_too(policy: Policy) -> None:
+    record = Record(None, None, ("one",), NOW - 500, 1)
+    one = dataclasses.replace(single("one", "a-n0", queued=True), placement=record)
+    accounts = Accounts()
+    accounts.sample(policy, tracked(cluster({"a": 1}), [one]), NOW)
+    accounts.sample(policy, tracked(cluster({"a": 1}), _done([one])), NOW + 10)
+    assert accounts.runtimes.estimate(("default", "")) == 510.0
+
+
 def test_a_new_leader_learns_nothing_from_what_finished_before_it_led(policy: Policy) -> None:
     leader = Accounts()
     leader.sample(policy, tracked(cluster({"a": 2}), _done(_admitted("ok", NOW - 10 * HOUR,
@@ -194,6 +208,54 @@ def test_a_gang_that_fits_elsewhere_is_not_backfilled() -> None:
     actions = decide(tracked(cluster({"a": 4, "b": 1}), pods), {}, NOW)
     assert admitted(actions) == {"small": "b"}
     assert not next(a for a in actions if isinstance(a, Admit)).record.backfilled_until
+
+
+def test_an_elastic_gang_backfills_as_if_it_ran_at_its_minimums_pace() -> None:
+    # 2 pods, minimum 1, 200 s at full size: up to 400 s with one pod, past the head's
+    # start in 300 s, so not onto its room; stated 100 s, it is.
+    def elastic(seconds: float) -> list[PodInfo]:
+        return _stating([member("el", i, size=2, created=2, marks={
+            GANG_EXPECTED_MIN_ANNOTATION: "1"}) for i in range(2)], seconds)
+    for seconds, lets in ((200, False), (100, True)):
+        actions = decide(tracked(cluster({"a": 4, "b": 4}),
+                                 _cluster_for_a_head(300) + elastic(seconds)), {}, NOW)
+        assert ("el" in admitted(actions)) is lets
+
+
+def test_a_gang_behind_the_head_never_evicts_to_take_its_room() -> None:
+    # The head (which may not preempt) keeps a, where a low pod runs 300 s more. The gang
+    # behind would end in time, but its 4 pods fit a only by evicting that pod: room
+    # kept for the head is lent, never taken by eviction. b is full of its equals.
+    top = TRAINING + 1
+    busy = _stating(running("busy", ["a-n0"], ran=600, priority=0), 900)
+    full = _stating(running("full", [f"b-n{i}" for i in range(4)], ran=600, priority=top),
+                    HOUR)
+    head = gang("head", 4, priority=top, created=1, preemptionPolicy="Never")
+    behind = _stating(gang("behind", 4, priority=top, created=2), 60)
+    actions = decide(tracked(cluster({"a": 4, "b": 4}), [*busy, *full, *head, *behind]),
+                     {}, NOW)
+    assert not preempts(actions)
+    assert not admitted(actions)
+
+
+def test_the_head_keeps_the_domain_kept_for_it_while_that_could_hold_it() -> None:
+    # a has 2 free nodes and b 3: b has more, but a was kept for the head last round.
+    pods = [*running("a-busy", ["a-n0", "a-n1"], priority=TRAINING),
+            *running("b-busy", ["b-n0"], priority=TRAINING),
+            *gang("head", 4, priority=10, created=1)]
+    cluster_ = tracked(cluster({"a": 4, "b": 4}), pods)
+    for kept, domain in ((None, "b"), ((unit("head"), "a"), "a")):
+        actions = decide(cluster_, {}, NOW, state=QueueState(kept=kept))
+        (wait,) = [a for a in actions if isinstance(a, Wait) and a.unit == unit("head")]
+        assert wait.keeps == domain
+
+
+def test_the_last_head_stays_first_among_gangs_of_its_priority() -> None:
+    early, late = gang_of(unit("early"), gang("early", 1, created=1)), \
+        gang_of(unit("late"), gang("late", 1, created=2))
+    assert [g.id for g in queue_order([late, early])] == [unit("early"), unit("late")]
+    assert [g.id for g in queue_order([late, early], head=unit("late"))] == \
+        [unit("late"), unit("early")]
 
 
 # --- a backfill that overran ---------------------------------------------------------------

@@ -76,6 +76,9 @@ class _Pod:
     node: int | None = None
     bound: float = 0.0
     pin: Pin | None = None
+    # Of a job that ended while this pod still waited (an elastic job's pod above its
+    # minimum): the scheduler drops it when it comes to it.
+    gone: bool = False
 
 
 # Pods the scheduler places alike, in one FIFO: (priority, GPUs, may preempt, pin).
@@ -141,6 +144,8 @@ class Simulation:
         self.changed = False
         self._seq = 0
         self._bound: dict[PodKey, _Pod] = {}
+        # Pods of gangs that succeeded since the last round, which it sees once.
+        self._finished: list[PodInfo] = []
         mark = Marker(policy)
         for job in jobs:
             timeline = Timeline(job.name, job.namespace, job.cls, job.pods, job.gpus,
@@ -216,12 +221,31 @@ class Simulation:
         self.changed = True
 
     def _stop(self, job: _Job, now: float) -> None:
-        """Every pod of a job that ran whole leaves (done, or preempted)."""
+        """Every pod of a job that ran leaves (done, or preempted): those bound free
+        their room, and those still waiting (an elastic job's) are gone with it."""
         assert job.whole_since is not None
         for pod in job.pods:
-            self._release(pod, now)
+            if pod.node is not None:
+                self._release(pod, now)
+            elif self.gated.pop(pod.info.key, None) is not None:
+                self.tracked.drop_pod(pod.info.key)
+                self.changed = True
+            else:
+                pod.gone = True
         job.timeline.whole.append((job.whole_since, now))
         job.whole_since = None
+
+    def _succeed(self, job: _Job, now: float) -> None:
+        """The job is done: its pods leave, and the controller sees them succeeded until
+        its next round, as a watch shows finished pods, so it learns run times."""
+        ran = [pod for pod in job.pods if pod.node is not None]
+        self._stop(job, now)
+        job.timeline.completed = now
+        if self.scheduler == "airlock":
+            for pod in ran:
+                self.tracked.put_pod(dataclasses.replace(pod.info, gated=False, terminal=True,
+                                                         succeeded=True))
+                self._finished.append(pod.info)
 
     def _evict(self, keys: Sequence[PodKey], now: float) -> None:
         pods_by_job: dict[int, list[_Pod]] = {}
@@ -252,6 +276,10 @@ class Simulation:
             _, _, kind = heapq.heappop(heads)
             priority, gpus, preempts, pin = kind
             queue = self.pending[kind]
+            while queue and queue[0].gone:
+                queue.popleft()
+            if not queue:
+                continue
             node = self.cluster.pick(gpus, pin)
             if node is None and preempts:
                 found = self.cluster.victims(gpus, priority, pin)
@@ -278,6 +306,9 @@ class Simulation:
         self.changed = False
         started = time.perf_counter()
         self.rounds.accounts.sample(self.policy, self.tracked, now)
+        for info in self._finished:
+            self.tracked.drop_pod(info.key)
+        self._finished.clear()
         actions = self.rounds.run(self.policy, self.tracked, now)
         self.stats.decide_calls += 1
         self.stats.decide_seconds += time.perf_counter() - started
@@ -293,13 +324,16 @@ class Simulation:
                     # gang after gang, as the applier ungates them.
                     for info in sorted(action.ungate, key=lambda p: p.name):
                         pod = self.gated.pop(info.key)
-                        # Let go: the watch would show it again once it is bound.
+                        # Let go: the watch would show it again once it is bound, the
+                        # record on its anchor.
                         self.tracked.drop_pod(info.key)
+                        if isinstance(action, Admit) and info.key == action.anchor.key:
+                            pod.info = dataclasses.replace(pod.info, placement=record)
                         # A slice's domain lies inside the gang's: pinning it is enough.
                         sliced = record.slice_of(info.name)
                         pod.pin = (record.slice_key, sliced) \
                             if record.slice_key and sliced else pin
-                        node = self.cluster.pick(pod.job.timeline.gpus, pin)
+                        node = self.cluster.pick(pod.job.timeline.gpus, pod.pin)
                         if node is None:
                             self._enqueue(pod)
                         else:
@@ -335,8 +369,7 @@ class Simulation:
                     self._create(job, now)
                 elif job.attempt == attempt and job.whole_since is not None and \
                         job.ends == now:
-                    self._stop(job, now)
-                    job.timeline.completed = now
+                    self._succeed(job, now)
             self._schedule(now)
             # A round that evicted (preempted) frees room: the next round, at once,
             # admits the preemptor into it.

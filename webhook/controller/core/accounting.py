@@ -19,7 +19,7 @@ from webhook.controller.core.budgets import Pdb, budgets_of
 from webhook.controller.core.configuring import fair_share_of, preemption_of, quotas_of
 from webhook.controller.core.criteria import PreemptionSettings
 from webhook.controller.core.fairsharing import FairShare
-from webhook.controller.core.identities import UnitId
+from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.queueing import QueueState
 from webhook.controller.core.quotas import Quotas, holding
 from webhook.controller.core.runtimes import Key, Runtimes, class_of
@@ -58,8 +58,10 @@ class Accounts:
         # record, so its old time no longer counts anyway.)
         self.newly_short = False
         self.runtimes = Runtimes()
-        # Gangs admitted and running at the last sample: their queue and class, and when
-        # they were admitted. One gone by the next, a member succeeded, ran that long.
+        # The head of the queue at the last round, and the domain kept for it.
+        self.head_kept: tuple[UnitId, str] | None = None
+        # Gangs and queued single pods admitted and running at the last sample: their
+        # queue and class, and when they were admitted. One done by the next ran that long.
         self._running: dict[UnitId, tuple[Key, float]] = {}
         self._configured: tuple[Policy, Accelerators, Quotas, PreemptionSettings] | None = None
 
@@ -85,7 +87,7 @@ class Accounts:
         return QueueState(quotas, preemption, self.fair_share, budgets, dict(self.evicted),
                           policy.excluded_namespaces,
                           {g: s.since for g, s in self.short_since.items()}, deleted,
-                          runtimes=self.runtimes)
+                          runtimes=self.runtimes, kept=self.head_kept)
 
     def _shortfalls(self, cluster: Tracked, now: float) -> None:
         gangs = cluster.membership.gangs()
@@ -131,22 +133,36 @@ class Accounts:
                 for name, spec in sorted(quotas.specs.items())]
 
     def _learn(self, quotas: Quotas, cluster: Tracked, now: float) -> None:
-        """Learn how long the gangs that succeeded since the last sample ran: from their
-        admission to the sample that found them gone, so at most a sample longer than
-        they did (an estimate a little long only backfills less)."""
-        membership = cluster.membership
+        """Learn how long the gangs and queued single pods that succeeded since the last
+        sample ran: from their admission to the sample that found them done, so at most a
+        sample longer than they did (an estimate a little long only backfills less)."""
+        membership, pods = cluster.membership, cluster.pods
         gangs = membership.gangs()
         for unit, (key, at) in self._running.items():
-            if unit not in gangs and membership.succeeded[unit]:
+            if unit.kind == "gang":
+                done = unit not in gangs and membership.succeeded[unit] > 0
+            else:
+                pod = pods.get(PodKey(unit.namespace, unit.name))
+                done = pod is not None and pod.succeeded
+            if done:
                 self.runtimes = self.runtimes.learned(key, now - at)
-        self._running = {unit: ((quotas.queue_of(unit.namespace), class_of(g.members[0])),
-                                g.records[0].at)
-                         for unit, g in gangs.items() if g.records and not g.single}
+        running = {unit: ((quotas.queue_of(unit.namespace), class_of(g.members[0])),
+                          g.records[0].at)
+                   for unit, g in gangs.items() if g.records and not g.single}
+        # A queued single is a unit only until it is bound; it runs as a plain pod that
+        # keeps its own record.
+        running.update((UnitId.of_pod(p.key), ((quotas.queue_of(p.namespace), class_of(p)),
+                                                p.placement.at))
+                       for p in pods.values()
+                       if p.single and p.placement is not None and p.node_name and p.active)
+        self._running = running
 
     def record(self, policy: Policy, accelerators: Accelerators, actions: Iterable[Action],
                now: float) -> None:
-        """Admissions pay their entry charge; evicted gangs start their backoff."""
+        """Admissions pay their entry charge; evicted gangs start their backoff; the
+        head's kept domain is kept for it."""
         quotas, _ = self._configure(policy, accelerators)
+        self.head_kept = None
         for action in actions:
             match action:
                 case Admit():
@@ -160,7 +176,10 @@ class Accounts:
                 case Requeue():
                     self.evicted[action.unit] = now
                     self.short_since.pop(action.unit, None)
-                case Finish() | Wait() | Ignore():
+                case Wait():
+                    if action.keeps is not None:
+                        self.head_kept = (action.unit, action.keeps)
+                case Finish() | Ignore():
                     pass
                 case _:
                     assert_never(action)

@@ -70,12 +70,14 @@ class Backfill:
         self.queue_of = queue_of
         self.now = now
 
-    def until(self, pods: Sequence[PodInfo]) -> float | None:
-        """When `pods`, admitted now, are expected to end; None when nobody knows."""
+    def until(self, pods: Sequence[PodInfo], stretch: float = 1.0) -> float | None:
+        """When `pods`, admitted now, are expected to end, their run time `stretch`ed
+        (an elastic gang that may run with a part of its pods runs longer); None when
+        nobody knows."""
         if not pods:
             return None
         runtime = self.runtimes.expected(pods, self.queue_of(pods[0].namespace))
-        return None if runtime is None else self.now + runtime
+        return None if runtime is None else self.now + runtime * stretch
 
     def _end(self, pod: PodInfo) -> float | None:
         runtime = self.runtimes.expected((pod,), self.queue_of(pod.namespace))

@@ -221,19 +221,24 @@ class _Round:
             return [*actions, Wait(gang.id, tuple(members), "AwaitingCapacity",
                                    "the room it asked the autoscaler for is not all there "
                                    "yet", may_grow=True)]
-        kept, until = self.line.kept_from(members)
+        # An elastic gang may run with its minimum, and then longer: as long as the
+        # work of its whole size takes at the pace of its minimum.
+        kept, until = self.line.kept_from(members, 1.0 if minimum is None else size / least)
         avoid = kept if hold is not None else kept | self.held_nodes
         anchor = members[0]
         key: str | None = anchor.topology_key
         alike = (key, anchor.topology_mode, bool(kept), gang.shape if gang.whole(members)
                  else Shape.of(members)) if not started and hold is None else None
-        known = self.no_room.get(alike) if alike is not None else None
+        kept_before = self.queues.state.kept
+        keep = kept_before[1] if kept_before is not None and kept_before[0] == gang.id \
+            else None
+        known = self.no_room.get(alike) if alike is not None and keep is None else None
         if started:
             outcome, home_key = _fit_joiners(gang, members, snap, avoid)
             key = home_key or key
         else:
             outcome = known or fit(members, snap, key, anchor.topology_mode,
-                                   level=key or "topology", avoid=avoid)
+                                   level=key or "topology", avoid=avoid, keep=keep)
             if alike is not None and isinstance(outcome, NoFit):
                 self.no_room[alike] = outcome
         # Joiners complete a gang that already holds its share: no quota stops them.
@@ -250,7 +255,10 @@ class _Round:
             else:
                 members = members[:must]
         if isinstance(outcome, NoFit) or over is not None:
-            return [*actions, *self._blocked(gang, members, size, outcome, over, avoid,
+            # Room kept for the head is lent on a promise to end in time, never taken
+            # by evicting what runs there.
+            unlent = self.line.kept | (set() if hold is not None else self.held_nodes)
+            return [*actions, *self._blocked(gang, members, size, outcome, over, unlent,
                                              fresh=known is None, holding=hold is not None)]
         reserve(outcome, members, snap)
         self.queues.admitted(gang, members)
@@ -321,8 +329,9 @@ class _Round:
             # One alike judged before (`fresh` False) heads the queue already.
             if fresh:
                 self.line.did_not_fit(gang, outcome, members)
+            keeps = outcome.best_domain if self.line.head == gang.id else None
             return [Wait(gang.id, tuple(members), outcome.code, f"{present}{outcome.reason}",
-                         may_grow=grows)]
+                         may_grow=grows, keeps=keeps)]
         # Over quota: it keeps no capacity, which gangs of other queues may use.
         return [Wait(gang.id, tuple(members), "OverQuota", f"{present}{over}")]
 
@@ -333,7 +342,7 @@ def _present(gang: Gang, members: Sequence[PodInfo], size: int) -> str:
         return ""
     if gang.started:
         return f"{len(members)} pods to rejoin a gang of {size}; "
-    return f"{len(members)}/{size} pods present; "
+    return f"{min(len(gang.members), size)}/{size} pods present; "
 
 
 def _joining_note(gang: Gang, size: int) -> str:

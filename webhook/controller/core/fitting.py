@@ -42,6 +42,8 @@ class NoFit:
     never: bool = False
     # What kind of no: no room on the nodes, none in one domain, or never any.
     code: WaitReason = "NoRoom"
+    # The name of that domain, when the gang has a topology.
+    best_domain: str | None = None
 
 
 def _never(pods: Sequence[PodInfo], need: GpuEquivalents, snap: Snapshot,
@@ -190,9 +192,13 @@ def _usable(nodes: Sequence[str], avoid: Collection[str]) -> Sequence[str]:
 
 
 def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
-        mode: str | None, level: str = "topology", avoid: Collection[str] = ()) -> Plan | NoFit:
+        mode: str | None, level: str = "topology", avoid: Collection[str] = (),
+        keep: str | None = None) -> Plan | NoFit:
     """A plan for the whole gang, or the reason it does not fit. `avoid` holds nodes kept
-    for a gang ahead in the queue."""
+    for a gang ahead in the queue. A gang that does not fit would take first the domain
+    with the most free GPUs, or `keep`, the one kept for it before, while that could
+    hold it: a head whose kept domain moved to wherever happened to have most free would
+    never see one drain."""
     need = snap.need(pods)
     anchor = pods[0]
     eligible = snap.eligible_nodes(anchor)
@@ -246,8 +252,12 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     best_free = ranked[-1][0]
     best = ranked[bisect.bisect_left(ranked, (best_free, ""))][1]  # ties: the first by name
     best_nodes = tuple(_usable(domains[best], avoid)) if best_free > 0 else ()
+    nodes = snap.nodes
+    if keep is not None and keep in domains and keep != best and \
+            sum(snap.gpus(nodes[n].allocatable) for n in domains[keep]) >= need:
+        best, best_nodes = keep, tuple(_usable(domains[keep], avoid))
     return NoFit(f"needs {need} GPUs in one {level} domain, the best has {best_free} free",
-                 best_nodes, code="NoDomainFits")
+                 best_nodes, code="NoDomainFits", best_domain=best)
 
 
 def reserve(plan: Plan, pods: Sequence[PodInfo], snap: Snapshot) -> None:

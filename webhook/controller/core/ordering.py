@@ -32,18 +32,22 @@ Order = Literal["strict", "backfill"]
 
 
 def queue_order(gangs: Iterable[Gang], queue_of: Callable[[Gang], str] = lambda _: "",
-                share: Callable[[str], float] = lambda _: 0.0) -> Iterator[Gang]:
+                share: Callable[[str], float] = lambda _: 0.0,
+                head: UnitId | None = None) -> Iterator[Gang]:
     """The gangs in admission order. Each queue's own gangs keep their order (priority,
     arrival); between queues the next pick compares their first gangs, with the share
-    as it stands at that moment."""
+    as it stands at that moment. The `head` of the last round goes first among gangs of
+    its priority: room kept for it drains only while it stays the head, and shares that
+    move as others are admitted would otherwise hand the head, and the room kept, from
+    one gang to another, and no kept room would ever drain."""
     lines: dict[str, list[Gang]] = {}
     for gang in gangs:
         lines.setdefault(queue_of(gang), []).append(gang)
     for line in lines.values():
-        line.sort(key=lambda g: (-g.priority, g.arrival, g.id), reverse=True)
+        line.sort(key=lambda g: (-g.priority, g.id != head, g.arrival, g.id), reverse=True)
     while lines:
-        queue = min(lines, key=lambda q: (-lines[q][-1].priority, share(q),
-                                          lines[q][-1].arrival, lines[q][-1].id))
+        queue = min(lines, key=lambda q: (-lines[q][-1].priority, lines[q][-1].id != head,
+                                          share(q), lines[q][-1].arrival, lines[q][-1].id))
         line = lines[queue]
         yield line.pop()
         if not line:
@@ -91,12 +95,14 @@ class HeadOfLine:
             self._judged = True
         return self._start
 
-    def kept_from(self, pods: Sequence[PodInfo]) -> tuple[set[str], float | None]:
+    def kept_from(self, pods: Sequence[PodInfo], stretch: float = 1.0
+                  ) -> tuple[set[str], float | None]:
         """The nodes `pods`, of a gang behind the head, may not use; and when they may
-        use the head's, since they are expected to end before it starts, that end."""
+        use the head's, since they are expected to end before it starts (their run time
+        `stretch`ed: `Backfill.until`), that end."""
         if not self.kept or self.backfill is None:
             return self.kept, None
-        until = self.backfill.until(pods)
+        until = self.backfill.until(pods, stretch)
         start = self.start() if until is not None else None
         if until is None or start is None or until > start:
             return self.kept, None

@@ -64,6 +64,9 @@ class QueueState:
     awaiting: frozenset[UnitId] = frozenset()
     # Run times learned from gangs that succeeded, for backfill (`runtimes`).
     runtimes: Runtimes = field(default_factory=Runtimes)
+    # The head of the queue last round and the domain kept for it: kept again while it
+    # heads the queue (`fitting.fit`).
+    kept: tuple[UnitId, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +113,8 @@ class Queueing:
         return fair.share(queue, weight) + self.charges.get(queue, 0.0) / weight
 
     def order(self, gangs: Iterable[Gang]) -> Iterator[Gang]:
-        return queue_order(gangs, self.queue_of, self.share)
+        kept = self.state.kept
+        return queue_order(gangs, self.queue_of, self.share, kept[0] if kept else None)
 
     def over_quota(self, gang: Gang, members: Sequence[PodInfo]) -> str | None:
         return self.ledger.admissible(self.queue_of(gang), self.snap.unit_need(gang, members))

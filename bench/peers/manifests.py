@@ -6,7 +6,9 @@ differs is how a gang is said:
 - `coscheduling`: N pods for the second scheduler, labelled with their PodGroup, and the
   PodGroup with `minMember: N`;
 - `kueue`: N pods with the LocalQueue's name and Kueue's pod-group label and total count
-  (a single pod: the queue label alone);
+  (a single pod: the queue label alone), and the topology the job's class asks of
+  Airlock (`kueue.x-k8s.io/podset-required-topology` or `-preferred-topology` with the
+  level's node label);
 - `airlock`: N pods with the class label and the gang name and size: the webhook sets the
   PriorityClass, tolerations, topology and gate itself.
 
@@ -29,7 +31,8 @@ from bench.peers.peers import (
 )
 from webhook.keys import CLASS_LABEL, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION
 from webhook.policy.model import Policy
-from webhook.sandbox.nodes import GPU
+from webhook.sandbox.devices import PRODUCT_LABEL
+from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL, GPU, HOST_LABEL, Shape
 from webhook.simulation.traces import Job
 
 System = Literal["stock", "coscheduling", "kueue", "airlock"]
@@ -38,8 +41,15 @@ SYSTEMS: tuple[System, ...] = ("stock", "coscheduling", "kueue", "airlock")
 JOB_LABEL = "bench.gpu-airlock.io/job"
 ATTEMPT_LABEL = "bench.gpu-airlock.io/attempt"
 LOCAL_QUEUE = "gpus"
-CLUSTER_QUEUE = "cluster-gpus"
-FLAVOR = "default-flavor"
+COHORT = "gpus"
+FLAVOR = "gpu-nodes"
+TOPOLOGY = "gpu-topology"
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+# The sandbox's levels, outermost first, as a Kueue Topology lists them (the hostname
+# last: Kueue's TAS assigns pods to nodes at that level).
+KUEUE_LEVELS = (BLOCK_LABEL, CLIQUE_LABEL, HOST_LABEL)
+KUEUE_TOPOLOGY = {"required": "kueue.x-k8s.io/podset-required-topology",
+                  "preferred": "kueue.x-k8s.io/podset-preferred-topology"}
 # The GPU nodes' taint (webhook.sandbox.nodes): what the NVIDIA device plugin's users add.
 GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
 
@@ -102,8 +112,18 @@ def pods(system: System, attempt: Attempt, policy: Policy) -> list[dict[str, Any
             if gang:
                 labels[KUEUE_GROUP_LABEL] = attempt.group
                 annotations[KUEUE_GROUP_COUNT] = str(job.pods)
+                annotations.update(_kueue_topology(job, policy))
         out.append(pod)
     return out
+
+
+def _kueue_topology(job: Job, policy: Policy) -> dict[str, str]:
+    """The placement Airlock's policy gives the job's class, in Kueue's words: the same
+    level, required or preferred (none if the class has no topology)."""
+    wanted = policy.classes[job.cls].topology
+    if wanted is None:
+        return {}
+    return {KUEUE_TOPOLOGY[wanted.mode]: policy.topology_levels[wanted.level]}
 
 
 def pod_group(attempt: Attempt) -> dict[str, Any] | None:
@@ -115,21 +135,41 @@ def pod_group(attempt: Attempt) -> dict[str, Any] | None:
             "spec": {"minMember": attempt.job.pods}}
 
 
-def kueue_queues(namespaces: list[str], gpus: int) -> list[dict[str, Any]]:
-    """Kueue's objects for the cluster: one ResourceFlavor, one ClusterQueue holding every
-    GPU of the sandbox (preempting lower priorities within it, as the stock scheduler
-    does), and a LocalQueue in each namespace."""
-    api = "kueue.x-k8s.io/v1beta1"
+def _cluster_queue(namespace: str) -> str:
+    return f"{namespace}-gpus"
+
+
+def kueue_queues(namespaces: list[str], shape: Shape) -> list[dict[str, Any]]:
+    """Kueue's objects for the cluster, as its docs set up Topology-Aware Scheduling and
+    fair sharing: a Topology of the sandbox's levels; one ResourceFlavor of the GPU nodes
+    on that topology; a Cohort holding every GPU; per namespace (a team), a ClusterQueue
+    in the cohort with no quota of its own, so each team borrows from the cohort and fair
+    sharing decides between them (preempting within a queue by priority, and reclaiming
+    from teams above their share), and a LocalQueue."""
+    def quota(gpus: int) -> list[dict[str, Any]]:
+        return [{"coveredResources": [GPU], "flavors": [
+            {"name": FLAVOR, "resources": [{"name": GPU, "nominalQuota": gpus}]}]}]
+
     out: list[dict[str, Any]] = [
-        {"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}},
-        {"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": CLUSTER_QUEUE},
-         "spec": {"namespaceSelector": {},
-                  "preemption": {"withinClusterQueue": "LowerPriority"},
-                  "resourceGroups": [{"coveredResources": [GPU], "flavors": [
-                      {"name": FLAVOR,
-                       "resources": [{"name": GPU, "nominalQuota": gpus}]}]}]}},
+        {"apiVersion": KUEUE_API, "kind": "Topology", "metadata": {"name": TOPOLOGY},
+         "spec": {"levels": [{"nodeLabel": label} for label in KUEUE_LEVELS]}},
+        {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR},
+         "spec": {"nodeLabels": {PRODUCT_LABEL: shape.product}, "topologyName": TOPOLOGY}},
+        {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": {"name": COHORT},
+         "spec": {"resourceGroups": quota(shape.nodes * shape.gpus_per_node)}},
     ]
-    out += [{"apiVersion": api, "kind": "LocalQueue",
+    for ns in namespaces:
+        out += [
+            {"apiVersion": KUEUE_API, "kind": "ClusterQueue",
+             "metadata": {"name": _cluster_queue(ns)},
+             "spec": {"cohortName": COHORT,
+                      "namespaceSelector": {"matchLabels": {
+                          "kubernetes.io/metadata.name": ns}},
+                      "preemption": {"withinClusterQueue": "LowerPriority",
+                                     "reclaimWithinCohort": "Any"},
+                      "resourceGroups": quota(0)}},
+            {"apiVersion": KUEUE_API, "kind": "LocalQueue",
              "metadata": {"name": LOCAL_QUEUE, "namespace": ns},
-             "spec": {"clusterQueue": CLUSTER_QUEUE}} for ns in namespaces]
+             "spec": {"clusterQueue": _cluster_queue(ns)}},
+        ]
     return out

@@ -3,10 +3,14 @@ stock scheduler, coscheduling, Kueue and Airlock, one after another, each on a f
 control plane with the same fake GPU nodes; then `airlock simulate` on the same trace,
 and how far it is from the real Airlock run.
 
+Each system's own timers (Airlock's preemption and fair-share durations, coscheduling's
+Permit wait, Kueue's waitForPodsReady timeout and backoff) are divided by the speed too,
+so the replay compares policies, not clocks; `timers` in the JSON says what each got.
+
 Prints `{"systems": {"stock": {...}, "coscheduling": {...}, "kueue": {...},
-"airlock": {...}}, "simulation": {...}}` with `-o json` (the keys of `airlock simulate`;
-a system that could not be built or started is `{"error": "..."}`), a table otherwise;
-writes the table (peers.md), the JSON (peers.json) and the plots into `--out`.
+"airlock": {...}}, "simulation": {...}, "timers": {...}}` with `-o json` (the keys of
+`airlock simulate`; a system that could not be built or started is `{"error": "..."}`),
+a table otherwise; writes the table (peers.md), the JSON (peers.json) and the plots into `--out`.
 
 `python -m bench.peers --build kueue,coscheduling` only builds (or reuses) the peers from
 their Go modules and runs no trace: the test command's build step, for
@@ -25,9 +29,10 @@ from typing import Any
 import orjson
 
 from bench.peers.manifests import SYSTEMS, System
-from bench.peers.peers import PEERS
+from bench.peers.peers import PEERS, peer_timers
 from bench.peers.replaying import Options, Outcome, replay
 from bench.peers.reporting import gap, markdown
+from bench.peers.timers import airlock_timers
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.sandbox.nodes import Shape
 from webhook.sandbox.operating import build_operators
@@ -66,8 +71,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--systems", type=_systems, default=list(SYSTEMS),
                    help=f"comma-separated, run in this order: {','.join(SYSTEMS)} (default)")
     p.add_argument("--speed", type=float, default=100.0,
-                   help="trace seconds per real second: submit times and run times are "
-                        "divided by it (default 100: a 5-hour trace in 3 minutes)")
+                   help="trace seconds per real second: submit times, run times and each "
+                        "system's own timers are divided by it (default 100: a 5-hour "
+                        "trace in 3 minutes)")
     p.add_argument("--nodes", type=int, default=16)
     p.add_argument("--gpus-per-node", type=int, default=8)
     p.add_argument("--nodes-per-domain", type=int, default=4)
@@ -158,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     body = {"trace": str(args.trace), "speed": args.speed,
             "cluster": {"nodes": args.nodes, "gpusPerNode": args.gpus_per_node,
                         "nodesPerDomain": args.nodes_per_domain},
-            "systems": systems, "simulation": simulation}
+            "systems": systems, "simulation": simulation,
+            "timers": {"airlock": airlock_timers(policy, args.speed),
+                       **peer_timers(args.speed)}}
     args.out.mkdir(parents=True, exist_ok=True)
     table = markdown(systems, sim_summary)
     (args.out / "peers.md").write_text(table)

@@ -1,7 +1,8 @@
 """One system's replay of a trace on a fresh sandbox: the control plane with its fake GPU
 nodes, the system itself (Airlock's webhook and controller, or a peer built from its Go
-module), then the jobs submitted at their times (divided by the speed) as the objects a user writes,
-and a pod watch recording what happened to them.
+module) with its own timers divided by the speed, then the jobs submitted at their times
+(divided by the speed too) as the objects a user writes, and a pod watch recording what
+happened to them.
 
 A run ends when every job completed (or can never run), when nothing moved for `stall`
 seconds with every job submitted and none running (a deadlock, or gangs that can never
@@ -23,7 +24,7 @@ import orjson
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from bench.common import policies_with, trace_grants
+from bench.common import trace_grants
 from bench.peers.manifests import (
     JOB_LABEL,
     Attempt,
@@ -32,8 +33,9 @@ from bench.peers.manifests import (
     pod_group,
     pods,
 )
-from bench.peers.peers import KUEUE_NAMESPACE, PEERS
+from bench.peers.peers import KUEUE_NAMESPACE, PEERS, at_speed
 from bench.peers.recording import Action, Recorder, Restart, Run
+from bench.peers.timers import policies_at_speed
 from webhook.kuberaw import json_of
 from webhook.policy.model import Policy
 from webhook.sandbox import wiring
@@ -84,16 +86,15 @@ def replay(system: System, jobs: Sequence[Job], policy: Policy, options: Options
         namespaces = sorted({j.namespace for j in jobs})
         asyncio.run(_cluster(plane, policy, namespaces, options.shape, system))
         if system == "airlock":
-            airlock = _start_airlock(plane, policies_with(
-                plane.workdir / "policies", "95-trace-grants.yaml", trace_grants(jobs),
-                source=options.policies))
+            policies = policies_at_speed(options.policies, plane.workdir / "policies",
+                                         policy, options.speed)
+            (policies / "95-trace-grants.yaml").write_text(trace_grants(jobs))
+            airlock = _start_airlock(plane, policies)
         if peer is not None:
-            operators = start_operators([peer], plane.workdir, plane.admin_kubeconfig,
-                                        plane.pki.ca, progress)
+            operators = start_operators([at_speed(peer, options.speed)], plane.workdir,
+                                        plane.admin_kubeconfig, plane.pki.ca, progress)
         if system == "kueue":
-            asyncio.run(_apply(plane.admin_kubeconfig,
-                               kueue_queues(namespaces, options.shape.nodes
-                                            * options.shape.gpus_per_node)))
+            asyncio.run(_apply(plane.admin_kubeconfig, kueue_queues(namespaces, options.shape)))
         setup = time.monotonic() - started
         progress(f"{system}: sandbox up in {setup:.0f}s; replaying {len(jobs)} jobs at "
                  f"{options.speed:g}x")
@@ -155,12 +156,14 @@ def _start_airlock(plane: ControlPlane, policies: Path) -> list[AirlockProcess]:
 
 
 async def _apply(kubeconfig: Path, docs: list[dict[str, Any]]) -> None:
-    """Kueue's queue objects (cluster-scoped or namespaced, by their metadata)."""
+    """Kueue's objects (cluster-scoped or namespaced, by their metadata), in order: a
+    flavor names its topology, a queue its cohort and flavor."""
     async with await from_kubeconfig(kubeconfig) as api:
         custom = client.CustomObjectsApi(api)
         for doc in docs:
             group, version = doc["apiVersion"].split("/")
-            plural = doc["kind"].lower() + "s"
+            kind = doc["kind"].lower()
+            plural = kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
             ns = doc["metadata"].get("namespace")
             if ns:
                 await custom.create_namespaced_custom_object(group, version, ns, plural, doc)

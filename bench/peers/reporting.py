@@ -13,22 +13,40 @@ def _s(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f} s"
 
 
+def _waits(wait: Summary | None) -> str:
+    if not wait:
+        return "-"
+    return f"{_s(wait['p50']).removesuffix(' s')} / {_s(wait['p99'])}"
+
+
+def _jobs(s: Summary) -> str:
+    out = f"{s['completed']} / {s['jobs']}"
+    left = [f"{s[key]} {word}" for key, word in (("stuck", "stuck"),
+                                                  ("neverRunnable", "never runnable"))
+            if s[key]]
+    return ", ".join([out, *left])
+
+
+def _class_wait(cls: str) -> Callable[[Summary], str]:
+    return lambda s: _waits((s.get("classes") or {}).get(cls, {}).get("wait"))
+
+
 _ROWS: tuple[tuple[str, Callable[[Summary], str]], ...] = (
-    ("jobs completed", lambda s: f"{s['completed']} / {s['jobs']}"),
-    ("stuck at the end", lambda s: str(s["stuck"])),
-    ("never runnable", lambda s: str(s["neverRunnable"])),
+    ("jobs completed", _jobs),
     ("makespan", lambda s: _s(s["makespan"])),
-    ("wait p50", lambda s: _s(s["wait"]["p50"])),
-    ("wait p99", lambda s: _s(s["wait"]["p99"])),
+    ("wait p50 / p99", lambda s: _waits(s["wait"])),
+    *((f"{cls} wait p50 / p99", _class_wait(cls))
+      for cls in ("inference", "training", "scavenger")),
     ("utilization", lambda s: f"{s['utilization']:.1%}"),
     ("partial-gang GPU-hours", lambda s: f"{s['partialGangGpuSeconds'] / 3600:,.2f}"),
-    ("preemptions", lambda s: str(s["preemptions"])),
-    ("GPU-hours lost to preemption", lambda s: f"{s['lostGpuSeconds'] / 3600:,.2f}"),
+    ("preemptions (GPU-hours lost)",
+     lambda s: f"{s['preemptions']} ({s['lostGpuSeconds'] / 3600:,.2f})"),
 )
 
 
 def markdown(systems: Mapping[str, Summary], simulated: Summary | None) -> str:
-    """The table; a system that failed shows its error under it instead."""
+    """One table, a column per system (waits in trace seconds, per class too); a system
+    that failed shows its error under it instead."""
     ran = {name: s for name, s in systems.items() if "error" not in s}
     columns = dict(ran)
     if simulated is not None:

@@ -3,7 +3,7 @@ gangs that cannot both fit, two single pods; 4 nodes x 8 GPUs at 50x speed): the
 scheduler and Airlock always, and each peer in its own test. Then coscheduling's own
 promise, on its real scheduler and controller: a PodGroup is bound whole or not at all.
 
-Peers this file requires: Kueue v0.12.3 and coscheduling (scheduler-plugins v0.34.7),
+Peers this file requires: Kueue v0.17.0 and coscheduling (scheduler-plugins v0.34.7),
 built from their Go modules by the test command's build step (`python -m bench.peers
 --build kueue,coscheduling`). Where one is not built its tests skip, and under CI=true
 fail.

@@ -1,12 +1,16 @@
 """bench.peers without a cluster: the objects each system's user writes for a job, what
 the recorder makes of a pod watch (the job's barrier, its operator's restart, the
-timelines simulate's metrics read), the report, and Kueue's inline webhook patches."""
+timelines simulate's metrics read), each system's timers at the replay's speed, the
+report and its plots, and Kueue's inline webhook patches."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from matplotlib.image import imread
 
 from bench.peers.manifests import (
     ATTEMPT_LABEL,
@@ -25,12 +29,24 @@ from bench.peers.peers import (
     KUEUE_GROUP_LABEL,
     KUEUE_QUEUE_LABEL,
     POD_GROUP_LABEL,
+    at_speed,
+    peer_timers,
+    whole_seconds,
 )
 from bench.peers.recording import Recorder, Restart, Run
 from bench.peers.reporting import gap, markdown
+from bench.peers.timers import TIMERS, TIMERS_FILE, airlock_timers, policies_at_speed
+from tests.paths import ROOT
 from webhook.keys import CLASS_LABEL, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION
+from webhook.policy.classes import TopologyPlacement
+from webhook.policy.loading import load_policy
 from webhook.policy.model import Policy
+from webhook.policy.queues import FairShareSpec, PreemptionSpec
 from webhook.sandbox.manifests import merge_webhooks
+from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL, HOST_LABEL, Shape
+from webhook.simulation import clusters
+from webhook.simulation.plotting import plot
+from webhook.simulation.simulating import simulate
 from webhook.simulation.timelines import summarize
 from webhook.simulation.traces import Job
 
@@ -75,13 +91,117 @@ def test_a_single_pod_has_no_gang_and_a_restart_has_a_new_one(policy: Policy) ->
     assert labels[ATTEMPT_LABEL] == "2"
 
 
-def test_kueue_gets_one_cluster_queue_with_every_gpu_and_a_local_queue_each() -> None:
-    docs = kueue_queues(["a", "b"], 128)
-    (cq,) = [d for d in docs if d["kind"] == "ClusterQueue"]
-    quota = cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
-    assert quota == [{"name": "nvidia.com/gpu", "nominalQuota": 128}]
-    assert sorted(d["metadata"]["namespace"] for d in docs if d["kind"] == "LocalQueue") == \
-        ["a", "b"]
+def test_kueue_gang_pods_ask_kueue_for_the_topology_their_class_asks_of_airlock(
+        policy: Policy) -> None:
+    required = "kueue.x-k8s.io/podset-required-topology"
+    preferred = "kueue.x-k8s.io/podset-preferred-topology"
+    assert policy.classes["training"].topology == TopologyPlacement(level="nvlink",
+                                                                    mode="required")
+    gang = pods("kueue", Attempt(GANG, 0), policy)
+    assert all(p["metadata"]["annotations"][required] == CLIQUE_LABEL for p in gang)
+    training = policy.classes["training"].model_copy(
+        update={"topology": TopologyPlacement(level="nvlink", mode="preferred")})
+    lenient = policy.model_copy(update={"classes": {**policy.classes, "training": training}})
+    (first, _) = pods("kueue", Attempt(GANG, 0), lenient)
+    assert first["metadata"]["annotations"][preferred] == CLIQUE_LABEL
+    assert required not in first["metadata"]["annotations"]
+    # A class with no topology, and a single pod, ask for none.
+    serving = Job("svc", 0.0, "ml", "inference", 2, 8, 50.0)
+    for pod in (*pods("kueue", Attempt(serving, 0), policy),
+                *pods("kueue", Attempt(SINGLE, 0), policy)):
+        assert not {required, preferred} & set(pod["metadata"]["annotations"])
+
+
+def test_kueue_gets_a_topology_a_cohort_of_every_gpu_and_a_queue_per_team() -> None:
+    docs = kueue_queues(["a", "b"], Shape(nodes=16, gpus_per_node=8))
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for doc in docs:
+        assert doc["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+        by_kind.setdefault(doc["kind"], []).append(doc)
+    (topology,) = by_kind["Topology"]
+    assert [level["nodeLabel"] for level in topology["spec"]["levels"]] == \
+        [BLOCK_LABEL, CLIQUE_LABEL, HOST_LABEL]
+    (flavor,) = by_kind["ResourceFlavor"]
+    assert flavor["spec"]["topologyName"] == topology["metadata"]["name"]
+    assert flavor["spec"]["nodeLabels"]  # Kueue requires some with a topology
+    (cohort,) = by_kind["Cohort"]
+    assert cohort["spec"]["resourceGroups"][0]["flavors"][0] == {
+        "name": flavor["metadata"]["name"],
+        "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 128}]}
+    queues = {q["metadata"]["name"]: q["spec"] for q in by_kind["ClusterQueue"]}
+    assert len(queues) == 2
+    for spec in queues.values():
+        assert spec["cohortName"] == cohort["metadata"]["name"]
+        assert spec["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == 0
+        assert spec["preemption"]["reclaimWithinCohort"] == "Any"
+    assert {(q["metadata"]["namespace"], q["spec"]["clusterQueue"])
+            for q in by_kind["LocalQueue"]} == {("a", "a-gpus"), ("b", "b-gpus")}
+    assert queues["a-gpus"]["namespaceSelector"]["matchLabels"] == \
+        {"kubernetes.io/metadata.name": "a"}
+
+
+def test_a_timer_counted_in_whole_seconds_never_reaches_zero() -> None:
+    assert whole_seconds(60, 1) == 60
+    assert whole_seconds(60, 100) == 1
+    assert whole_seconds(3600, 100) == 36
+    assert whole_seconds(60, 50) == 2
+
+
+def test_kueue_gets_its_policy_timers_at_the_replays_speed_and_its_guards_in_real_time(
+        ) -> None:
+    assert peer_timers(100) == {"kueue": {"backoffBaseSeconds": 1, "backoffMaxSeconds": 36}}
+    kueue = yaml.safe_load(str(at_speed(KUEUE, 100).config))
+    assert kueue["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
+    assert kueue["waitForPodsReady"]["requeuingStrategy"] == {
+        "timestamp": "Eviction", "backoffBaseSeconds": 1, "backoffMaxSeconds": 36}
+    # It waits for pods to start, which takes this machine real seconds at any speed.
+    assert kueue["waitForPodsReady"]["timeout"] == "5m"
+    assert kueue["fairSharing"]["preemptionStrategies"]
+    assert kueue["featureGates"]["TopologyAwareScheduling"] is True
+    assert kueue["integrations"]["frameworks"] == ["pod"]
+    # Only the configuration changes: the build, and its cache, stay.
+    assert at_speed(KUEUE, 100).tool == KUEUE.tool
+    assert yaml.safe_load(str(KUEUE.config))["waitForPodsReady"]["requeuingStrategy"][
+        "backoffBaseSeconds"] == 60
+    # Coscheduling's one timer waits for the scheduler: it stays as it is.
+    assert at_speed(COSCHEDULING, 100) == COSCHEDULING
+
+
+def test_every_duration_of_airlocks_timed_settings_is_scaled(policy: Policy) -> None:
+    # A Duration field, by the pattern pydantic keeps for it: a timer added to one of
+    # these settings later is scaled too, or this fails.
+    (duration,) = PreemptionSpec.model_fields["delay"].metadata
+    durations = {
+        name: {f.alias or n for n, f in spec.model_fields.items() if duration in f.metadata}
+        for name, spec in (("preemption", PreemptionSpec), ("fairShare", FairShareSpec))}
+    assert durations == {name: set(timers) for name, (_, timers) in TIMERS.items()}
+    timers = airlock_timers(policy, 100)
+    assert timers["preemption.delay"] == "0.3s"  # 30s
+    assert timers["preemption.minRuntime"] == "3s"  # 5m
+    assert timers["fairShare.halfLife"] == "864s"  # 24h
+
+
+def test_airlocks_policies_at_speed_keep_each_setting_defined_once(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "10-classes.yaml").write_text((ROOT / "policies" / "10-classes.yaml").read_text())
+    (source / "00-scope.yaml").write_text((ROOT / "policies" / "00-scope.yaml").read_text())
+    (source / "20-rules.yaml").write_text((ROOT / "policies" / "20-rules.yaml").read_text())
+    (source / "30-preempt.yaml").write_text(yaml.safe_dump(
+        {"apiVersion": "gpu-airlock.io/v1alpha1", "kind": "AirlockPolicy",
+         "metadata": {"name": "preempt"},
+         "spec": {"preemption": {"delay": "10s", "minRuntime": "1m"}}}))
+    policy = load_policy(source)
+    copied = policies_at_speed(source, tmp_path / "copy", policy, 10)
+    assert sorted(p.name for p in copied.iterdir()) == [
+        "00-scope.yaml", "10-classes.yaml", "20-rules.yaml", "30-preempt.yaml", TIMERS_FILE]
+    # A file without timers is copied as it is, comments and all.
+    assert (copied / "10-classes.yaml").read_text() == \
+        (source / "10-classes.yaml").read_text()
+    scaled = load_policy(copied)
+    assert (scaled.preemption.delay, scaled.preemption.min_runtime) == ("1s", "6s")
+    assert scaled.fair_share.half_life == "8640s"
+    assert scaled.classes == policy.classes
 
 
 def observed(name: str, attempt: int = 0, node: str | None = None,
@@ -183,8 +303,14 @@ def summary() -> dict[str, Any]:
 
 def test_the_report_shows_each_system_and_names_the_one_that_failed(
         summary: dict[str, Any]) -> None:
-    table = markdown({"stock": summary, "kueue": {"error": "BuildError: no Go"}}, summary)
+    stuck = {**summary, "completed": 1, "stuck": 1,
+             "classes": {"training": {"wait": {"p50": 1200.0, "p99": 3000.0}}}}
+    table = markdown({"stock": stuck, "kueue": {"error": "BuildError: no Go"}}, summary)
     assert table.splitlines()[0] == "| | stock | airlock simulate |"
+    assert "| jobs completed | 1 / 2, 1 stuck | 2 / 2 |" in table
+    assert "| wait p50 / p99 | 10 / 30 s | 10 / 30 s |" in table
+    assert "| training wait p50 / p99 | 1,200 / 3,000 s | - |" in table
+    assert "| preemptions (GPU-hours lost) | 0 (0.00) | 0 (0.00) |" in table
     assert "**kueue** did not run: BuildError: no Go" in table
     simulated = {**summary, "wait": {"p50": 4.0, "p99": 40.0}, "utilization": 0.55}
     assert gap(summary, simulated) == {"waitP50": -6.0, "waitP99": 10.0,
@@ -219,3 +345,13 @@ def test_build_takes_the_peers_by_name_and_refuses_unknown_ones(
     with pytest.raises(SystemExit):  # neither a trace to replay nor peers to build
         main([])
     assert "--trace is required (or --build NAMES)" in capsys.readouterr().err
+
+
+def test_five_runs_plot_on_a_grid_a_page_shows_whole(policy: Policy, tmp_path: Path) -> None:
+    jobs = [GANG, SINGLE]
+    runs = [simulate(jobs, policy, clusters.Shape(2, 8, 2), "airlock", label=str(i))
+            for i in range(5)]
+    for path in plot(runs, tmp_path):
+        height, width, _ = imread(path).shape
+        assert width <= 1600, path.name
+        assert height < width, path.name

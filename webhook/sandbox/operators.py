@@ -58,9 +58,9 @@ class Operator:
     # The namespace of the Secret an always-on cert-controller rotator keeps (rotators.py
     # makes one it accepts); None for operators whose own certificates are off.
     rotator_namespace: str | None = None
-    # Directories an operator reads a certificate from at a path it has no flag for (Kueue
-    # v0.12's metrics server with its own certificates off): given tls.crt and tls.key
-    # for 127.0.0.1, signed by the sandbox CA.
+    # Directories an operator reads a certificate from at a path it has no flag for (Kueue's
+    # metrics server with its own certificates off, v0.12 to v0.17): given tls.crt and
+    # tls.key for 127.0.0.1, signed by the sandbox CA.
     fixed_cert_dirs: tuple[str, ...] = ()
 
 

@@ -1,6 +1,7 @@
-"""PNG plots of one run or of runs side by side (one column each, shared axes): GPUs in
-use over time by class (and held by partial gangs), the wait distribution per class, and
-the queue length over time. matplotlib with the Agg backend: no display needed."""
+"""PNG plots of one run or of several on a grid (up to three panes a row, shared axes,
+one legend), each figure at most some 1,500 pixels wide: GPUs in use over time by class
+(and held by partial gangs), the wait distribution per class, and the queue length over
+time. matplotlib with the Agg backend: no display needed."""
 
 from __future__ import annotations
 
@@ -28,14 +29,39 @@ _COLORS = {"inference": "tab:blue", "training": "tab:green", "scavenger": "tab:o
 _ORDER = ("inference", "training", "scavenger", PARTIAL)
 
 
+# Panes a row, and each pane's size in inches at the 100 dpi the files are saved at: five
+# runs make a 3 x 2 grid 1,500 pixels wide that a page shows without scrolling.
+_COLUMNS = 3
+_PANE = (5.0, 3.0)
+
+
 def _figure(runs: Sequence[Run], title: str) -> tuple[Figure, list[Axes]]:
-    fig, axes = plt.subplots(1, len(runs), figsize=(6.5 * len(runs), 4), sharey=True,
-                             squeeze=False)
+    """A pane per run, and the grid's spare panes removed. With shared axes only the
+    outer panes keep their tick labels: a pane left without one below it gets its own."""
+    columns = min(len(runs), _COLUMNS)
+    rows = -(-len(runs) // columns)
+    fig, grid = plt.subplots(rows, columns, figsize=(_PANE[0] * columns, _PANE[1] * rows),
+                             sharex=True, sharey=True, squeeze=False, layout="constrained")
     fig.suptitle(title)
-    row = list(axes[0])
-    for ax, run in zip(row, runs, strict=True):
-        ax.set_title(run.label)
-    return fig, row
+    panes = list(grid.flat)
+    for spare in panes[len(runs):]:
+        spare.remove()
+    for i, (ax, run) in enumerate(zip(panes, runs, strict=False)):
+        ax.set_title(run.label, fontsize="medium")
+        if i + columns >= len(runs):
+            ax.xaxis.set_tick_params(labelbottom=True)
+    return fig, panes[:len(runs)]
+
+
+def _labels(axes: Sequence[Axes], x: str, y: str) -> None:
+    """Axis titles on the outer panes only: the bottom one of each column, the first of
+    each row."""
+    columns = min(len(axes), _COLUMNS)
+    for i, ax in enumerate(axes):
+        if i + columns >= len(axes):
+            ax.set_xlabel(x)
+        if i % columns == 0:
+            ax.set_ylabel(y)
 
 
 def _hours(times: Sequence[float]) -> list[float]:
@@ -59,9 +85,6 @@ def _stacked(ax: Axes, run: Run) -> None:
         ax.stackplot(_hours(grid), *layers, labels=labels, step="post",
                      colors=[_COLORS[x] for x in labels])
     ax.axhline(run.shape.capacity, color="black", linewidth=0.8, linestyle="--")
-    ax.set_xlabel("hours")
-    ax.set_ylabel("GPUs")
-    ax.legend(loc="upper right", fontsize="small")
 
 
 def _waits(ax: Axes, run: Run) -> None:
@@ -70,29 +93,34 @@ def _waits(ax: Axes, run: Run) -> None:
         share = [(i + 1) / len(ordered) for i in range(len(ordered))]
         ax.step(ordered, share, where="post", label=f"{cls} ({len(ordered)})",
                 color=_COLORS.get(cls))
-    ax.set_xlabel("wait, minutes (submit to whole job running)")
-    ax.set_ylabel("share of jobs")
-    ax.legend(loc="lower right", fontsize="small")
+    # Per pane: the counts in its labels differ from run to run.
+    ax.legend(loc="lower right", fontsize="x-small")
 
 
 def _queue(ax: Axes, run: Run) -> None:
     times, values = queued(run.timelines, run.end)
     ax.step(_hours(times), values, where="post")
-    ax.set_xlabel("hours")
-    ax.set_ylabel("jobs waiting")
 
 
 def plot(runs: Sequence[Run], out: Path) -> list[Path]:
     """Write the plots into `out`; the files written."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, title, draw in (("gpus.png", "GPUs in use", _stacked),
-                              ("waits.png", "Wait per class (cumulative)", _waits),
-                              ("queue.png", "Jobs waiting", _queue)):
+    for name, title, draw, x, y in (
+            ("gpus.png", "GPUs in use", _stacked, "hours", "GPUs"),
+            ("waits.png", "Wait per class (cumulative)", _waits,
+             "wait, minutes (submit to whole job running)", "share of jobs"),
+            ("queue.png", "Jobs waiting", _queue, "hours", "jobs waiting")):
         fig, axes = _figure(runs, title)
         for ax, run in zip(axes, runs, strict=True):
             draw(ax, run)
-        fig.tight_layout()
+        _labels(axes, x, y)
+        if draw is _stacked:
+            # One legend for all panes: a class has the same colour in each.
+            handles = {label: handle for ax in axes
+                       for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)}
+            fig.legend(handles.values(), handles.keys(), loc="outside upper right",
+                       ncols=len(handles), fontsize="small")
         path = out / name
         fig.savefig(path, dpi=100)
         plt.close(fig)

@@ -35,7 +35,7 @@ from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.ordering import queue_order
 from webhook.controller.core.queueing import QueueState
 from webhook.controller.core.reporting import report
-from webhook.controller.core.runtimes import WINDOW, Runtimes
+from webhook.controller.core.runtimes import LEAST, WINDOW, Runtimes
 from webhook.keys import GANG_EXPECTED_MIN_ANNOTATION
 from webhook.policy.model import Policy
 
@@ -69,11 +69,10 @@ def test_shadow_time(need: int, shape: tuple[int, int], free: dict[str, int],
 
 ESTIMATES: list[tuple[str, list[float], float | None]] = [
     ("nothing seen", [], None),
-    ("one run", [600.0], 600.0),
-    ("fewer than ten: the longest", [300.0, 900.0, 600.0], 900.0),
-    ("ten: the ninth longest of ten", [float(s) for s in range(1, 11)], 9.0),
+    ("fewer runs than trusted", [600.0] * (LEAST - 1), None),
+    ("enough: the longest", [300.0, 900.0, 600.0, 100.0, 200.0], 900.0),
     ("past the window: the oldest forgotten",
-     [10_000.0] + [float(s) for s in range(1, WINDOW + 1)], 18.0),
+     [10_000.0] + [float(s) for s in range(1, WINDOW + 1)], float(WINDOW)),
 ]
 
 
@@ -88,10 +87,18 @@ def test_learned_estimate(runs: list[float], estimate: float | None) -> None:
 
 
 def test_a_stated_run_time_comes_before_a_learned_one() -> None:
-    runtimes = Runtimes().learned(("default", ""), 600.0)
+    runtimes = _learned(600.0)
     stated = _stating(gang("g", 2), 60)
     assert runtimes.expected(stated, "default") == 60
     assert runtimes.expected(gang("g", 2), "default") == 600.0
+
+
+def _learned(seconds: float) -> Runtimes:
+    """Enough runs of the default queue, of pods of no class, to trust: all `seconds`."""
+    runtimes = Runtimes()
+    for _ in range(LEAST):
+        runtimes = runtimes.learned(("default", ""), seconds)
+    return runtimes
 
 
 def _done(pods: list[PodInfo]) -> list[PodInfo]:
@@ -112,14 +119,14 @@ def test_run_times_are_learned_from_gangs_that_succeed_and_kept(policy: Policy) 
     # `ok` succeeded; `bad` failed (its pods gone): only `ok` says how long work runs.
     former.sample(policy, tracked(cluster({"a": 3}), _done(ok)), NOW + 10)
     key = ("default", "")
-    assert former.runtimes.estimate(key) == 1010.0
+    assert former.runtimes.seen[key] == (1010.0,)
     leader = Accounts()
     leader.carry_on(policy, former.kept(), NOW + 20)
     assert leader.runtimes == former.runtimes
     # What was never kept, or is not readable, is learned afresh.
     afresh = Accounts()
     afresh.carry_on(policy, {"runtimes": "not json"}, NOW + 20)
-    assert afresh.runtimes.estimate(key) is None
+    assert afresh.runtimes.seen == {}
 
 
 def test_run_times_are_learned_from_queued_single_pods_too(policy: Policy) -> None:
@@ -128,14 +135,14 @@ def test_run_times_are_learned_from_queued_single_pods_too(policy: Policy) -> No
     accounts = Accounts()
     accounts.sample(policy, tracked(cluster({"a": 1}), [one]), NOW)
     accounts.sample(policy, tracked(cluster({"a": 1}), _done([one])), NOW + 10)
-    assert accounts.runtimes.estimate(("default", "")) == 510.0
+    assert accounts.runtimes.seen[("default", "")] == (510.0,)
 
 
 def test_a_new_leader_learns_nothing_from_what_finished_before_it_led(policy: Policy) -> None:
     leader = Accounts()
     leader.sample(policy, tracked(cluster({"a": 2}), _done(_admitted("ok", NOW - 10 * HOUR,
                                                                       ["n0", "n1"]))), NOW)
-    assert leader.runtimes.estimate(("default", "")) is None
+    assert leader.runtimes.seen == {}
 
 
 # --- who may use the head's room ---------------------------------------------------------
@@ -185,7 +192,7 @@ def test_a_gang_behind_the_head_uses_its_room_only_when_it_ends_in_time(
 
 def test_a_learned_run_time_lets_a_gang_backfill() -> None:
     small = gang("small", 1, created=2)
-    state = QueueState(runtimes=Runtimes().learned(("default", ""), 300.0))
+    state = QueueState(runtimes=_learned(300.0))
     actions = decide(tracked(cluster({"a": 4, "b": 4}), _cluster_for_a_head(600) + small),
                      {}, NOW, DecideOptions(order="backfill"), state)
     assert admitted(actions) == {"small": "a"}

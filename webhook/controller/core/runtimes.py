@@ -2,13 +2,14 @@
 webhook's `expected-runtime-seconds`, from the user's `expected-runtime` or the pod's
 `activeDeadlineSeconds`), else what gangs of its queue and class took lately.
 
-A learned estimate is an upper quantile (the 90th percentile, nearest rank) of the run
-times of the last `WINDOW` gangs of that queue and class that succeeded, not a mean. An
-estimate short of the truth lets a backfill run past the head's start, which delays the
-head (the one thing backfill must not do); one too long only backfills less. A mean is
-short about half the time; the 90th percentile of a window is short for one gang in ten,
-and with fewer than ten runs seen it is the longest of them. A window rather than all of
-history, so a workload that changed is judged by what it does now.
+A learned estimate is the longest run time of the last `WINDOW` gangs (and queued single
+pods) of that queue and class that succeeded, once at least `LEAST` did; not a mean, nor
+a lower quantile. An estimate short of the truth lets a backfill run past the head's
+start, and then it is evicted (the first victim of the head) with all its work: run
+times of a class spread over a factor of ten, and the 90th percentile of a window, tried
+first, overran for one job in ten, each a restart of hours of work in the comparison
+with the peers (docs/alternatives.md). One too long only backfills less. A window
+rather than all of history, so a workload that changed is judged by what it does now.
 
 A gang's run time is from its admission (its placement record) to when the controller
 saw its last member succeed: what a backfill promises is counted from its admission too.
@@ -18,7 +19,6 @@ when a leader starts. Pure."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -28,7 +28,8 @@ from webhook.keys import CLASS_LABEL
 
 # Run times kept per queue and class: the most recent gangs that succeeded.
 WINDOW = 20
-QUANTILE = 0.9
+# Runs seen before an estimate is trusted: the longest of one or two is a guess.
+LEAST = 5
 # Keyed (queue, class); a pod without a class label is of class "".
 Key = tuple[str, str]
 
@@ -49,11 +50,9 @@ class Runtimes:
                                    key: (*self.seen.get(key, ()), seconds)[-WINDOW:]})
 
     def estimate(self, key: Key) -> float | None:
-        """The learned run time of `key`, None before any gang of it succeeded."""
-        runs = self.seen.get(key)
-        if not runs:
-            return None
-        return sorted(runs)[max(math.ceil(QUANTILE * len(runs)) - 1, 0)]
+        """The learned run time of `key`, None before `LEAST` of it succeeded."""
+        runs = self.seen.get(key, ())
+        return max(runs) if len(runs) >= LEAST else None
 
     def expected(self, pods: Sequence[PodInfo], queue: str) -> float | None:
         """How long `pods` (one unit) are expected to run: the longest any states, else

@@ -1,16 +1,22 @@
 """A trace's job as the objects a user writes for each system (pure: job in, manifests
 out). Every system runs the same pods (same GPUs, same PriorityClass per class); what
-differs is how a gang is said:
+differs is how a gang, and what the job states of itself, is said:
 
 - `stock`: N plain pods, nothing more: the kube-scheduler places them one by one;
 - `coscheduling`: N pods for the second scheduler, labelled with their PodGroup, and the
-  PodGroup with `minMember: N`;
+  PodGroup with `minMember: N`, or an elastic job's `minPods` (the rest are scheduled as
+  room comes); it has no word for topology or run time;
 - `kueue`: N pods with the LocalQueue's name and Kueue's pod-group label and total count
-  (a single pod: the queue label alone), and the topology the job's class asks of
-  Airlock (`kueue.x-k8s.io/podset-required-topology` or `-preferred-topology` with the
-  level's node label);
-- `airlock`: N pods with the class label and the gang name and size: the webhook sets the
-  PriorityClass, tolerations, topology and gate itself.
+  (a single pod: the queue label alone), and the topology: the job's `requiredTopology`
+  (`kueue.x-k8s.io/podset-required-topology`), else the one the job's class asks of
+  Airlock (`-required-topology` or `-preferred-topology`), each as the level's node
+  label; a sliced job's `podset-slice-required-topology` and `podset-slice-size`. Kueue
+  admits a plain pod group whole (partial admission and elastic workloads are for
+  batch Jobs, Ray and Spark), so an elastic job is the whole gang; nor has it a word
+  for a run time a job expects;
+- `airlock`: N pods with the class label and the gang name, and the annotations a trace's
+  fields are in Airlock's words (`airlock_annotations`, as `airlock simulate` writes
+  them): the webhook sets the PriorityClass, tolerations, topology and gate itself.
 
 Each pod also carries the bench's own labels (job, attempt), by which the watch maps it
 back to its job. A job that loses a pod to preemption starts again as a new attempt with
@@ -29,11 +35,15 @@ from bench.peers.peers import (
     KUEUE_QUEUE_LABEL,
     POD_GROUP_LABEL,
 )
-from webhook.keys import CLASS_LABEL, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION
+from webhook.keys import CLASS_LABEL, GANG_NAME_LABEL
+from webhook.operators.kueue.keys import PREFERRED_TOPOLOGY as KUEUE_PREFERRED
+from webhook.operators.kueue.keys import REQUIRED_TOPOLOGY as KUEUE_REQUIRED
+from webhook.operators.kueue.keys import SLICE_REQUIRED_TOPOLOGY as KUEUE_SLICE_TOPOLOGY
+from webhook.operators.kueue.keys import SLICE_SIZE as KUEUE_SLICE_SIZE
 from webhook.policy.model import Policy
 from webhook.sandbox.devices import PRODUCT_LABEL
 from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL, GPU, HOST_LABEL, Shape
-from webhook.simulation.traces import Job
+from webhook.simulation.traces import Job, airlock_annotations
 
 System = Literal["stock", "coscheduling", "kueue", "airlock"]
 SYSTEMS: tuple[System, ...] = ("stock", "coscheduling", "kueue", "airlock")
@@ -48,8 +58,7 @@ KUEUE_API = "kueue.x-k8s.io/v1beta2"
 # The sandbox's levels, outermost first, as a Kueue Topology lists them (the hostname
 # last: Kueue's TAS assigns pods to nodes at that level).
 KUEUE_LEVELS = (BLOCK_LABEL, CLIQUE_LABEL, HOST_LABEL)
-KUEUE_TOPOLOGY = {"required": "kueue.x-k8s.io/podset-required-topology",
-                  "preferred": "kueue.x-k8s.io/podset-preferred-topology"}
+KUEUE_TOPOLOGY = {"required": KUEUE_REQUIRED, "preferred": KUEUE_PREFERRED}
 # The GPU nodes' taint (webhook.sandbox.nodes): what the NVIDIA device plugin's users add.
 GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
 
@@ -90,7 +99,8 @@ def _user_priority(pod: dict[str, Any], job: Job, policy: Policy) -> None:
     pod["spec"]["tolerations"] = [dict(GPU_TOLERATION)]
 
 
-def pods(system: System, attempt: Attempt, policy: Policy) -> list[dict[str, Any]]:
+def pods(system: System, attempt: Attempt, policy: Policy, speed: float = 1.0
+         ) -> list[dict[str, Any]]:
     job, gang = attempt.job, attempt.job.pods > 1
     out = []
     for index in range(job.pods):
@@ -100,7 +110,7 @@ def pods(system: System, attempt: Attempt, policy: Policy) -> list[dict[str, Any
             labels[CLASS_LABEL] = job.cls
             if gang:
                 labels[GANG_NAME_LABEL] = attempt.group
-                annotations[GANG_SIZE_ANNOTATION] = str(job.pods)
+            annotations.update(airlock_annotations(job, speed))
         else:
             _user_priority(pod, job, policy)
         if system == "coscheduling":
@@ -118,21 +128,30 @@ def pods(system: System, attempt: Attempt, policy: Policy) -> list[dict[str, Any
 
 
 def _kueue_topology(job: Job, policy: Policy) -> dict[str, str]:
-    """The placement Airlock's policy gives the job's class, in Kueue's words: the same
-    level, required or preferred (none if the class has no topology)."""
+    """The placement Airlock would give the job, in Kueue's words: the level the job
+    requires, else its class's level, required or preferred (none if neither has one);
+    and its slices' level and size."""
+    levels = policy.topology_levels
     wanted = policy.classes[job.cls].topology
-    if wanted is None:
-        return {}
-    return {KUEUE_TOPOLOGY[wanted.mode]: policy.topology_levels[wanted.level]}
+    out: dict[str, str] = {}
+    if job.required_topology is not None:
+        out[KUEUE_REQUIRED] = levels[job.required_topology]
+    elif wanted is not None:
+        out[KUEUE_TOPOLOGY[wanted.mode]] = levels[wanted.level]
+    if job.slice_topology is not None:
+        out |= {KUEUE_SLICE_TOPOLOGY: levels[job.slice_topology],
+                KUEUE_SLICE_SIZE: str(job.slice_size)}
+    return out
 
 
 def pod_group(attempt: Attempt) -> dict[str, Any] | None:
-    """The coscheduling PodGroup of a gang (None for a single pod)."""
+    """The coscheduling PodGroup of a gang (None for a single pod): all of it, or an
+    elastic job's minimum, must fit at once."""
     if attempt.job.pods < 2:
         return None
     return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
             "metadata": {"name": attempt.group, "namespace": attempt.job.namespace},
-            "spec": {"minMember": attempt.job.pods}}
+            "spec": {"minMember": attempt.job.least}}
 
 
 def _cluster_queue(namespace: str) -> str:

@@ -5,13 +5,19 @@ The recorder also plays two parts a real cluster's workloads play themselves:
 - the job's own barrier: a distributed job computes only once all its workers run (they
   wait for each other at rendezvous), so its run time starts when the last pod is on a
   node (bound: when `airlock simulate` counts a job whole, too; KWOK has it Running
-  moments later). The recorder says `Run` then, and the replay gives each pod KWOK's
-  run-time annotation. A gang counts as half-placed only if one of its pods found no
-  room while others held theirs (the scheduler's `Unschedulable`); pods bound in one go
-  count as placed together, even after the scheduler turned them all away (as
-  coscheduling does until the whole group fits);
+  moments later); an elastic job's (`minPods`) once that many are. Its end follows the
+  simulation's pace (`webhook.simulation.pacing`): `runtime` at full size, slower in
+  proportion with fewer pods, so each pod bound later brings it closer. The recorder says
+  `Run` with the end when the job starts and each time it changes, and the replay gives
+  every pod of the job KWOK's run-time annotation. A gang counts as half-placed only if
+  one of its pods found no room while others held theirs (the scheduler's
+  `Unschedulable`) before the job started; pods bound in one go count as placed
+  together, even after the scheduler turned them all away (as coscheduling does until
+  the whole group fits);
 - the job's operator: a job that loses a pod before it finishes (preempted, evicted)
-  starts again with new pods (`Restart`), as a JobSet or a training operator would.
+  starts again with new pods (`Restart`), as a JobSet or a training operator would; and
+  a job done while some of its pods still wait (an elastic job's, above its minimum)
+  deletes those (`Finish`).
 
 Times are seconds on the replay's clock, scaled back to the trace's (times the speed) in the
 timelines, so figures compare with the trace and with `airlock simulate`.
@@ -24,15 +30,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.peers.manifests import ATTEMPT_LABEL, JOB_LABEL, Attempt
+from webhook.simulation.pacing import Pace
 from webhook.simulation.timelines import Timeline
 from webhook.simulation.traces import Job
 
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """The attempt's pods all run: start its run time."""
+    """The attempt runs, with all its pods or (elastic) enough of them: its pods end at
+    `ends` (on the replay's clock), which comes sooner as more of them join."""
 
     attempt: Attempt
+    ends: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +52,15 @@ class Restart:
     new: Attempt
 
 
-Action = Run | Restart
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The attempt is done: delete its pods that still wait."""
+
+    attempt: Attempt
+    waiting: tuple[str, ...]
+
+
+Action = Run | Restart | Finish
 
 # How far apart, in real seconds, one scheduling pass binds a gang's pods on this loaded
 # machine (coscheduling's bindings, once its Permit lets the group through, land some
@@ -70,6 +87,8 @@ class _Job:
     attempt: int = 0
     pods: dict[str, _Pod] = field(default_factory=dict)
     whole_since: float | None = None
+    pace: Pace | None = None  # while the current attempt runs
+    done: bool = False  # its work is: it waits only for its pods to go
     whole: list[tuple[float, float]] = field(default_factory=list)
     completed: float | None = None
     preemptions: int = 0
@@ -90,12 +109,14 @@ def _unschedulable(pod: dict[str, Any]) -> bool:
 
 
 def never_runnable(job: Job, gpus_per_node: int, capacity: int) -> bool:
-    """A job no node, or not the whole cluster, can hold."""
-    return job.gpus > gpus_per_node or job.need > capacity
+    """A job no node, or not the whole cluster, can hold (an elastic job: its minimum)."""
+    return job.gpus > gpus_per_node or job.least * job.gpus > capacity
 
 
 class Recorder:
-    def __init__(self, jobs: Sequence[Job], gpus_per_node: int, capacity: int) -> None:
+    def __init__(self, jobs: Sequence[Job], gpus_per_node: int, capacity: int,
+                 speed: float) -> None:
+        self._speed = speed
         self._jobs = {(j.namespace, j.name): _Job(j) for j in jobs}
         self._never = {key for key, j in self._jobs.items()
                        if never_runnable(j.job, gpus_per_node, capacity)}
@@ -129,7 +150,7 @@ class Recorder:
             seen.gone, lost = now, True
         if labels.get(ATTEMPT_LABEL) != str(record.attempt) or record.completed is not None:
             return []  # an attempt given up: only its pods' release times still count
-        if lost:
+        if lost and not record.done:
             return [self._restart(record, now)]
         return self._progress(record, now)
 
@@ -138,27 +159,41 @@ class Recorder:
         return [record.pods[n] for n in record.current().pod_names if n in record.pods]
 
     def _progress(self, record: _Job, now: float) -> list[Action]:
-        pods = [record.pods.get(n) for n in record.current().pod_names]
-        seen = [p for p in pods if p is not None]
-        bound = [p.bound for p in seen if p.bound is not None]
-        if record.whole_since is None and len(bound) == len(pods):
+        attempt, job = record.current(), record.job
+        pods = [record.pods.get(n) for n in attempt.pod_names]
+        bound = [p for p in pods if p is not None and p.bound is not None]
+        if record.whole_since is None:
+            if len(bound) < job.least:
+                return []
             record.whole_since = now
-            if not record.blocked and not (record.refused and now - min(bound) > BURST):
+            earliest = min(p.bound for p in bound if p.bound is not None)
+            if not record.blocked and not (record.refused and now - earliest > BURST):
                 # Bound in one go: the milliseconds between one binding and the next,
                 # times the speed, are the replay's resolution, not a half-placed gang.
-                for pod in seen:
+                for pod in bound:
                     pod.bound = now
-            return [Run(record.current())]
-        if record.whole_since is not None and \
-                all(p and p.succeeded is not None for p in pods):
-            record.whole.append((record.whole_since, now))
-            record.whole_since, record.completed = None, now
-        return []
+            record.pace = Pace.start(job.runtime / self._speed, now, len(bound), job.pods)
+            return [Run(attempt, record.pace.ends)]
+        actions: list[Action] = []
+        if not record.done and any(p and p.succeeded is not None for p in pods):
+            # Its pods end together (KWOK's annotation): the first one done, the job is.
+            record.done = True
+            waiting = tuple(name for name, p in zip(attempt.pod_names, pods, strict=True)
+                            if p is None or p.bound is None)
+            actions = [Finish(attempt, waiting)] if waiting else []
+        if record.done:
+            if all(p and p.released is not None for p in pods):
+                record.whole.append((record.whole_since, now))
+                record.whole_since, record.completed = None, now
+        elif record.pace is not None and len(bound) > record.pace.bound:
+            record.pace = record.pace.rebound(now, len(bound))
+            actions = [Run(attempt, record.pace.ends)]
+        return actions
 
     def _restart(self, record: _Job, now: float) -> Restart:
         if record.whole_since is not None:
             record.whole.append((record.whole_since, now))
-            record.whole_since = None
+            record.whole_since, record.pace = None, None
         old = record.current()
         record.attempt, record.blocked, record.refused = record.attempt + 1, False, False
         record.preemptions += 1
@@ -174,10 +209,10 @@ class Recorder:
         """Jobs running whole now."""
         return sum(1 for r in self._jobs.values() if r.whole_since is not None)
 
-    def timelines(self, end: float, speed: float) -> list[Timeline]:
+    def timelines(self, end: float) -> list[Timeline]:
         """Each job's timeline in trace seconds; pods still held at `end` count as held
         until then."""
-        out = []
+        out, speed = [], self._speed
         for key, r in self._jobs.items():
             j = r.job
 

@@ -17,6 +17,7 @@ import shutil
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from bench.peers.manifests import (
     pods,
 )
 from bench.peers.peers import KUEUE_NAMESPACE, PEERS, at_speed
-from bench.peers.recording import Action, Recorder, Restart, Run
+from bench.peers.recording import Action, Finish, Recorder, Restart, Run
 from bench.peers.timers import policies_at_speed
 from webhook.kuberaw import json_of
 from webhook.policy.model import Policy
@@ -99,11 +100,10 @@ def replay(system: System, jobs: Sequence[Job], policy: Policy, options: Options
         progress(f"{system}: sandbox up in {setup:.0f}s; replaying {len(jobs)} jobs at "
                  f"{options.speed:g}x")
         recorder = Recorder(jobs, options.shape.gpus_per_node,
-                            options.shape.nodes * options.shape.gpus_per_node)
+                            options.shape.nodes * options.shape.gpus_per_node, options.speed)
         end, ended = asyncio.run(_Replay(system, jobs, policy, recorder, options,
                                          plane.admin_kubeconfig, progress).run())
-        return Outcome(system, recorder.timelines(end, options.speed), end * options.speed,
-                       setup, ended)
+        return Outcome(system, recorder.timelines(end), end * options.speed, setup, ended)
     finally:
         stop(operators)
         for process in airlock:
@@ -180,7 +180,11 @@ class _Replay:
         self.progress = progress
         self.tasks: set[asyncio.Task[None]] = set()
         self.t0 = 0.0
+        self.epoch = 0.0  # the wall-clock time at t0, by which KWOK reads an end
         self.last_event = 0.0
+        # One patch at a time per attempt, in the order the recorder asked: an elastic
+        # job's later end must not be overwritten by an earlier one still in flight.
+        self.patching: dict[str, asyncio.Lock] = {}
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -197,7 +201,7 @@ class _Replay:
             await self.probe()
             listed = await (await self.core.list_pod_for_all_namespaces(
                 label_selector=JOB_LABEL, _preload_content=False)).json()
-            self.t0 = time.monotonic()
+            self.t0, self.epoch = time.monotonic(), time.time()
             watcher = asyncio.create_task(self.watch(listed["metadata"]["resourceVersion"]))
             submitter = asyncio.create_task(self.submit())
             try:
@@ -271,7 +275,8 @@ class _Replay:
                     "scheduling.x-k8s.io", "v1alpha1", job.namespace, "podgroups", group)
             # All at once, as an operator making a gang's pods does.
             await asyncio.gather(*(self.create_pod(pod) for pod in
-                                   pods(self.system, attempt, self.policy)))
+                                   pods(self.system, attempt, self.policy,
+                                        self.options.speed)))
         except ApiException as e:
             if e.status is not None and 400 <= e.status < 500:
                 why = e.body if isinstance(e.body, str) else e.reason
@@ -317,28 +322,44 @@ class _Replay:
 
     async def _act(self, action: Action) -> None:
         if isinstance(action, Run):
-            job = action.attempt.job
-            run_time = {"metadata": {"annotations": {
-                DELAY: f"{job.runtime / self.options.speed:.3f}s"}}}
-
-            async def annotate(name: str) -> None:
-                await json_of(await self.core.patch_namespaced_pod(
-                    name, job.namespace, body=run_time,
-                    _content_type="application/merge-patch+json", _preload_content=False))
-
-            await asyncio.gather(*(annotate(n) for n in action.attempt.pod_names))
+            await self.run_until(action)
+        elif isinstance(action, Finish):
+            await self.delete(action.attempt.job.namespace, action.waiting)
         elif isinstance(action, Restart):
             await self.restart(action)
 
-    async def restart(self, action: Restart) -> None:
-        ns = action.old.job.namespace
-        for name in action.old.pod_names:
+    async def run_until(self, action: Run) -> None:
+        """Every pod of the attempt, bound or still waiting, ends at the job's end: KWOK
+        reads a time (not a duration, which it would count afresh from any later change
+        to the pod) and completes a pod bound after it at once."""
+        job = action.attempt.job
+        ends = datetime.fromtimestamp(self.epoch + action.ends, UTC).isoformat()
+        body = {"metadata": {"annotations": {DELAY: ends}}}
+
+        async def annotate(name: str) -> None:
+            try:
+                await json_of(await self.core.patch_namespaced_pod(
+                    name, job.namespace, body=body,
+                    _content_type="application/merge-patch+json", _preload_content=False))
+            except ApiException as e:
+                if e.status != 404:  # a waiting pod the job's end deleted meanwhile
+                    raise
+
+        async with self.patching.setdefault(f"{job.namespace}/{action.attempt.group}",
+                                        asyncio.Lock()):
+            await asyncio.gather(*(annotate(n) for n in action.attempt.pod_names))
+
+    async def delete(self, namespace: str, names: Sequence[str]) -> None:
+        for name in names:
             with contextlib.suppress(ApiException):
                 await json_of(await self.core.delete_namespaced_pod(
-                    name, ns, grace_period_seconds=0, _preload_content=False))
+                    name, namespace, grace_period_seconds=0, _preload_content=False))
+
+    async def restart(self, action: Restart) -> None:
+        await self.delete(action.old.job.namespace, action.old.pod_names)
         await self.create(action.new)
 
 
 def action_name(action: Action) -> str:
-    attempt = action.attempt if isinstance(action, Run) else action.new
+    attempt = action.new if isinstance(action, Restart) else action.attempt
     return f"{attempt.job.namespace}/{attempt.group}"

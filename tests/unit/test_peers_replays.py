@@ -33,11 +33,21 @@ from bench.peers.peers import (
     peer_timers,
     whole_seconds,
 )
-from bench.peers.recording import Recorder, Restart, Run
+from bench.peers.recording import Finish, Recorder, Restart, Run
 from bench.peers.reporting import gap, markdown
 from bench.peers.timers import TIMERS, TIMERS_FILE, airlock_timers, policies_at_speed
 from tests.paths import ROOT
-from webhook.keys import CLASS_LABEL, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION
+from webhook.keys import (
+    CLASS_LABEL,
+    EXPECTED_RUNTIME_ANNOTATION,
+    GANG_MIN_SIZE_ANNOTATION,
+    GANG_NAME_LABEL,
+    GANG_SIZE_ANNOTATION,
+    REQUIRED_TOPOLOGY_ANNOTATION,
+    SLICE_REQUIRED_TOPOLOGY_ANNOTATION,
+    SLICE_SIZE_ANNOTATION,
+)
+from webhook.operators.kueue import keys as kueue
 from webhook.policy.classes import TopologyPlacement
 from webhook.policy.loading import load_policy
 from webhook.policy.model import Policy
@@ -45,13 +55,17 @@ from webhook.policy.queues import FairShareSpec, PreemptionSpec
 from webhook.sandbox.manifests import merge_webhooks
 from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL, HOST_LABEL, Shape
 from webhook.simulation import clusters
+from webhook.simulation.pacing import Pace
 from webhook.simulation.plotting import plot
 from webhook.simulation.simulating import simulate
 from webhook.simulation.timelines import summarize
-from webhook.simulation.traces import Job
+from webhook.simulation.traces import Job, airlock_annotations
 
 GANG = Job("llm", 10.0, "ml", "training", 2, 8, 100.0)
 SINGLE = Job("web", 0.0, "ml", "inference", 1, 2, 50.0)
+ELASTIC = Job("el", 0.0, "ml", "training", 4, 8, 100.0, min_pods=2, expected_runtime=120.4)
+SLICED = Job("sl", 0.0, "ml", "training", 8, 8, 100.0, required_topology="block",
+             slice_topology="nvlink", slice_size=4)
 
 
 def test_each_system_gets_its_own_gang_convention(policy: Policy) -> None:
@@ -110,6 +124,73 @@ def test_kueue_gang_pods_ask_kueue_for_the_topology_their_class_asks_of_airlock(
     for pod in (*pods("kueue", Attempt(serving, 0), policy),
                 *pods("kueue", Attempt(SINGLE, 0), policy)):
         assert not {required, preferred} & set(pod["metadata"]["annotations"])
+
+
+def with_blocks(policy: Policy) -> Policy:
+    return policy.model_copy(update={"topology_levels": {**policy.topology_levels,
+                                                         "block": BLOCK_LABEL}})
+
+
+def test_airlock_gets_what_a_job_states_as_simulate_writes_it(policy: Policy) -> None:
+    policy = with_blocks(policy)
+    elastic = pods("airlock", Attempt(ELASTIC, 1), policy)
+    assert elastic[0]["metadata"]["annotations"] == airlock_annotations(ELASTIC) == {
+        GANG_SIZE_ANNOTATION: "4", GANG_MIN_SIZE_ANNOTATION: "2",
+        EXPECTED_RUNTIME_ANNOTATION: "121s"}  # whole seconds, rounded up
+    assert elastic[0]["metadata"]["labels"][GANG_NAME_LABEL] == "el-r1"
+    sliced = pods("airlock", Attempt(SLICED, 0), policy)
+    assert sliced[7]["metadata"]["annotations"] == {
+        GANG_SIZE_ANNOTATION: "8", REQUIRED_TOPOLOGY_ANNOTATION: "block",
+        SLICE_REQUIRED_TOPOLOGY_ANNOTATION: "nvlink", SLICE_SIZE_ANNOTATION: "4"}
+    # A single pod states its run time alone: no gang.
+    stated = Job("s", 0.0, "ml", "inference", 1, 2, 50.0, expected_runtime=60.0)
+    (single,) = pods("airlock", Attempt(stated, 0), policy)
+    assert single["metadata"]["annotations"] == {EXPECTED_RUNTIME_ANNOTATION: "60s"}
+    # At 100x the job runs 0.6 real seconds: it states what it runs, rounded up.
+    (fast,) = pods("airlock", Attempt(stated, 0), policy, speed=100)
+    assert fast["metadata"]["annotations"] == {EXPECTED_RUNTIME_ANNOTATION: "1s"}
+
+
+def test_kueue_gets_topology_and_slices_by_node_label_and_an_elastic_job_whole(
+        policy: Policy) -> None:
+    policy = with_blocks(policy)
+    sliced = pods("kueue", Attempt(SLICED, 0), policy)
+    # The job's own level wins over its class's (nvlink, required, in this policy).
+    assert all(p["metadata"]["annotations"] == {
+        KUEUE_GROUP_COUNT: "8", kueue.REQUIRED_TOPOLOGY: BLOCK_LABEL,
+        kueue.SLICE_REQUIRED_TOPOLOGY: CLIQUE_LABEL, kueue.SLICE_SIZE: "4"} for p in sliced)
+    # A pod group is admitted whole in Kueue: the elastic job is all its pods, with its
+    # class's topology, and nothing of a minimum or a run time.
+    elastic = pods("kueue", Attempt(ELASTIC, 0), policy)
+    assert len(elastic) == 4
+    assert elastic[0]["metadata"]["annotations"] == {
+        KUEUE_GROUP_COUNT: "4", kueue.REQUIRED_TOPOLOGY: CLIQUE_LABEL}
+
+
+def test_coscheduling_gets_an_elastic_jobs_minimum_and_stock_the_pods_alone(
+        policy: Policy) -> None:
+    policy = with_blocks(policy)
+    group = pod_group(Attempt(ELASTIC, 0))
+    assert group is not None
+    assert group["spec"] == {"minMember": 2}
+    assert len(pods("coscheduling", Attempt(ELASTIC, 0), policy)) == 4
+    sliced = pod_group(Attempt(SLICED, 0))
+    assert sliced is not None
+    assert sliced["spec"] == {"minMember": 8}
+    for system in ("coscheduling", "stock"):
+        for job in (ELASTIC, SLICED):
+            assert all(p["metadata"]["annotations"] == {}
+                       for p in pods(system, Attempt(job, 0), policy))
+
+
+def test_a_job_paces_by_the_share_of_its_pods_bound() -> None:
+    # 100 s of work at full size: half the pods bound, twice as long.
+    pace = Pace.start(100.0, 10.0, 2, 4)
+    assert pace.ends == 210.0
+    # 50 s later, 25 s of work done; the other 75 s at three quarters: 100 s more.
+    pace = pace.rebound(60.0, 3)
+    assert (pace.work_left, pace.ends) == (75.0, 160.0)
+    assert Pace.start(100.0, 0.5, 4, 4).ends == 100.5
 
 
 def test_kueue_gets_a_topology_a_cohort_of_every_gpu_and_a_queue_per_team() -> None:
@@ -219,18 +300,18 @@ def observed(name: str, attempt: int = 0, node: str | None = None,
 
 
 def test_a_gang_runs_once_its_last_pod_does_and_its_half_placed_time_counts() -> None:
-    rec = Recorder([GANG], gpus_per_node=8, capacity=32)
+    rec = Recorder([GANG], gpus_per_node=8, capacity=32, speed=10)
     assert rec.observe(0.5, observed("llm-0")) == []
     assert rec.observe(1.0, observed("llm-0", node="n1", phase="Running")) == []
     assert rec.observe(2.0, observed("llm-1", no_room=True)) == []
-    assert rec.observe(4.0, observed("llm-1", node="n2")) == [Run(Attempt(GANG, 0))]
+    assert rec.observe(4.0, observed("llm-1", node="n2")) == [Run(Attempt(GANG, 0), 14.0)]
     assert rec.observe(4.1, observed("llm-1", node="n2", phase="Running")) == []
     assert rec.running() == 1
     rec.observe(6.0, observed("llm-0", node="n1", phase="Succeeded"))
     assert not rec.settled()
     rec.observe(6.5, observed("llm-1", node="n2", phase="Succeeded"))
     assert rec.settled()
-    (t,) = rec.timelines(end=10.0, speed=10)
+    (t,) = rec.timelines(end=10.0)
     assert t.whole == [(40.0, 65.0)]
     assert t.completed == 65.0
     # llm-0 held 8 GPUs from 10 to 40 (trace seconds) while its sibling had no node.
@@ -238,12 +319,12 @@ def test_a_gang_runs_once_its_last_pod_does_and_its_half_placed_time_counts() ->
 
 
 def test_a_gang_bound_in_one_go_is_never_half_placed() -> None:
-    rec = Recorder([GANG], gpus_per_node=8, capacity=32)
+    rec = Recorder([GANG], gpus_per_node=8, capacity=32, speed=100)
     rec.observe(1.00, observed("llm-0", node="n1"))
-    assert rec.observe(1.02, observed("llm-1", node="n2")) == [Run(Attempt(GANG, 0))]
+    assert rec.observe(1.02, observed("llm-1", node="n2")) == [Run(Attempt(GANG, 0), 2.02)]
     rec.observe(2.0, observed("llm-0", node="n1", phase="Succeeded"))
     rec.observe(2.0, observed("llm-1", node="n2", phase="Succeeded"))
-    (t,) = rec.timelines(end=3.0, speed=100)
+    (t,) = rec.timelines(end=3.0)
     assert summarize([t], 32)["partialGangGpuSeconds"] == 0
 
 
@@ -256,17 +337,18 @@ def test_a_gang_bound_in_one_go_is_never_half_placed() -> None:
 ])
 def test_a_gang_turned_away_whole_is_half_placed_only_if_its_pods_bind_apart(
         second_bound: float, half_placed: int) -> None:
-    rec = Recorder([GANG], gpus_per_node=8, capacity=32)
+    rec = Recorder([GANG], gpus_per_node=8, capacity=32, speed=10)
     rec.observe(1.0, observed("llm-0", no_room=True))
     rec.observe(1.0, observed("llm-1", no_room=True))
     assert rec.observe(5.0, observed("llm-0", node="n1")) == []
-    assert rec.observe(second_bound, observed("llm-1", node="n2")) == [Run(Attempt(GANG, 0))]
-    (t,) = rec.timelines(end=10.0, speed=10)
+    assert rec.observe(second_bound, observed("llm-1", node="n2")) == \
+        [Run(Attempt(GANG, 0), second_bound + 10)]
+    (t,) = rec.timelines(end=10.0)
     assert summarize([t], 32)["partialGangGpuSeconds"] == half_placed
 
 
 def test_a_preempted_gang_starts_again_and_its_old_pods_still_release() -> None:
-    rec = Recorder([GANG], gpus_per_node=8, capacity=32)
+    rec = Recorder([GANG], gpus_per_node=8, capacity=32, speed=1)
     rec.observe(1.0, observed("llm-0", node="n1", phase="Running"))
     rec.observe(1.0, observed("llm-1", node="n2", phase="Running"))
     actions = rec.observe(2.0, observed("llm-1", node="n2", phase="Running", deleting=True))
@@ -275,21 +357,50 @@ def test_a_preempted_gang_starts_again_and_its_old_pods_still_release() -> None:
     assert rec.observe(2.5, observed("llm-0", node="n1", deleting=True)) == []
     assert rec.observe(3.0, observed("llm-r1-0", 1, "n3", "Running")) == []
     assert rec.observe(3.0, observed("llm-r1-1", 1, "n4", "Running")) == \
-        [Run(Attempt(GANG, 1))]
-    (t,) = rec.timelines(end=5.0, speed=1)
+        [Run(Attempt(GANG, 1), 103.0)]
+    (t,) = rec.timelines(end=5.0)
     assert t.preemptions == 1
     assert t.whole == [(1.0, 2.0), (3.0, 5.0)]
     assert sorted(t.holds) == [(1.0, 2.0, 8), (1.0, 2.5, 8), (3.0, 5.0, 8), (3.0, 5.0, 8)]
 
 
+def test_an_elastic_job_runs_from_its_minimum_ends_sooner_as_pods_join_and_drops_the_rest(
+        ) -> None:
+    rec = Recorder([ELASTIC], gpus_per_node=8, capacity=32, speed=1)
+    assert rec.observe(1.0, observed("el-0", node="n1", job="el")) == []
+    assert rec.observe(1.0, observed("el-3", no_room=True, job="el")) == []
+    assert rec.observe(2.0, observed("el-1", node="n2", job="el")) == \
+        [Run(Attempt(ELASTIC, 0), 202.0)]
+    assert rec.running() == 1
+    # A third pod at 52: 25 s of work done at half pace, 75 s left at three quarters.
+    assert rec.observe(52.0, observed("el-2", node="n3", job="el")) == \
+        [Run(Attempt(ELASTIC, 0), 152.0)]
+    assert rec.observe(52.5, observed("el-2", node="n3", phase="Running", job="el")) == []
+    # Its end: the pod still waiting goes, and its loss starts nothing again.
+    assert rec.observe(152.0, observed("el-0", node="n1", phase="Succeeded", job="el")) == \
+        [Finish(Attempt(ELASTIC, 0), ("el-3",))]
+    rec.observe(152.0, observed("el-1", node="n2", phase="Succeeded", job="el"))
+    assert rec.observe(152.5, observed("el-3", deleting=True, job="el")) == []
+    assert not rec.settled()
+    rec.observe(153.0, observed("el-2", node="n3", phase="Succeeded", job="el"))
+    assert rec.settled()
+    (t,) = rec.timelines(end=160.0)
+    assert t.whole == [(2.0, 153.0)]
+    assert (t.completed, t.preemptions) == (153.0, 0)
+    # el-0 held its node alone for a second while el-3 found none: the only partial
+    # time; el-2, bound after the job started, ran in it.
+    assert summarize([t], 32)["partialGangGpuSeconds"] == 8 * 1
+    assert sorted(t.holds) == [(1.0, 152.0, 8), (2.0, 152.0, 8), (52.0, 153.0, 8)]
+
+
 def test_pods_of_no_job_and_jobs_that_cannot_fit_do_not_hold_the_run() -> None:
     huge = Job("huge", 0.0, "ml", "training", 8, 8, 10.0)
-    rec = Recorder([SINGLE, huge], gpus_per_node=8, capacity=32)
+    rec = Recorder([SINGLE, huge], gpus_per_node=8, capacity=32, speed=1)
     assert rec.observe(1.0, observed("x-0", node="n1", phase="Running", job="other")) == []
     rec.observe(1.0, observed("web-0", node="n1", phase="Running", job="web"))
     rec.observe(2.0, observed("web-0", node="n1", phase="Succeeded", job="web"))
     assert rec.settled()
-    timelines = {t.name: t for t in rec.timelines(end=3.0, speed=1)}
+    timelines = {t.name: t for t in rec.timelines(end=3.0)}
     assert timelines["huge"].never_runnable
     assert timelines["web"].completed == 2.0
 

@@ -16,19 +16,9 @@ import jsonpatch
 from webhook.admission import engine
 from webhook.admission.reviews import Request
 from webhook.controller.core.objects import PodInfo
-from webhook.keys import (
-    CLASS_LABEL,
-    CLASSES,
-    EXPECTED_RUNTIME_ANNOTATION,
-    GANG_MIN_SIZE_ANNOTATION,
-    GANG_NAME_LABEL,
-    GANG_SIZE_ANNOTATION,
-    REQUIRED_TOPOLOGY_ANNOTATION,
-    SLICE_REQUIRED_TOPOLOGY_ANNOTATION,
-    SLICE_SIZE_ANNOTATION,
-)
+from webhook.keys import CLASS_LABEL, CLASSES, GANG_NAME_LABEL
 from webhook.policy.model import Grant, Policy
-from webhook.simulation.traces import Job
+from webhook.simulation.traces import Job, airlock_annotations
 
 _USER = "airlock-simulate"
 
@@ -59,21 +49,12 @@ class Rejected:
 
 def _written(job: Job, resource: str) -> dict[str, Any]:
     labels: dict[str, str] = {CLASS_LABEL: job.cls}
-    annotations: dict[str, str] = {}
     if job.pods > 1:
         labels[GANG_NAME_LABEL] = job.name
-        annotations[GANG_SIZE_ANNOTATION] = str(job.pods)
-    stated = {GANG_MIN_SIZE_ANNOTATION: job.min_pods,
-              REQUIRED_TOPOLOGY_ANNOTATION: job.required_topology,
-              SLICE_REQUIRED_TOPOLOGY_ANNOTATION: job.slice_topology,
-              SLICE_SIZE_ANNOTATION: job.slice_size,
-              EXPECTED_RUNTIME_ANNOTATION: None if job.expected_runtime is None
-              else f"{round(job.expected_runtime)}s"}
-    annotations.update((k, str(v)) for k, v in stated.items() if v is not None)
     gpus = {resource: str(job.gpus)}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"{job.name}-0", "namespace": job.namespace,
-                         "labels": labels, "annotations": annotations},
+                         "labels": labels, "annotations": airlock_annotations(job)},
             "spec": {"containers": [{"name": "main", "image": "simulated/job",
                                      "resources": {"requests": gpus, "limits": gpus}}]}}
 

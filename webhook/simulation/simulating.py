@@ -40,6 +40,7 @@ from webhook.controller.core.tracking import Tracked
 from webhook.policy.model import Policy
 from webhook.simulation.clusters import Cluster, Pin, PodKey, Resident, Shape
 from webhook.simulation.marking import Marked, Marker, Rejected
+from webhook.simulation.pacing import Pace
 from webhook.simulation.timelines import Timeline, summarize
 from webhook.simulation.traces import Job
 
@@ -59,13 +60,9 @@ class _Job:
     attempt: int = 0
     bound: int = 0
     whole_since: float | None = None
-    # While it runs: its work left as of `paced`, in seconds at full size, the share of
-    # its pods bound, and when it will end (a finish event for another time is stale:
-    # the pace changed since).
-    work_left: float = 0.0
-    paced: float = 0.0
-    pace: float = 0.0
-    ends: float | None = None
+    # While it runs: its work left and pods bound, so when it ends (a finish event for
+    # another time is stale: the pace changed since).
+    pace: Pace | None = None
 
 
 @dataclass(slots=True)
@@ -194,21 +191,15 @@ class Simulation:
         self._bound[pod.info.key] = pod
         job.bound += 1
         trace = job.marked.job
-        if job.whole_since is not None:
-            self._pace(job, now)
+        if job.pace is not None:
+            self._paced(job, job.pace.rebound(now, job.bound))
         elif job.bound >= trace.least:
-            job.whole_since = job.paced = now
-            job.work_left = trace.runtime
-            self._pace(job, now)
+            job.whole_since = now
+            self._paced(job, Pace.start(trace.runtime, now, job.bound, len(job.pods)))
 
-    def _pace(self, job: _Job, now: float) -> None:
-        """The running job's work so far at its old pace, and its end at the new one: at
-        full size, `runtime` seconds; with fewer pods, slower in proportion."""
-        job.work_left -= (now - job.paced) * job.pace
-        job.paced = now
-        job.pace = job.bound / len(job.pods)
-        job.ends = now + (job.work_left if job.pace == 1 else job.work_left / job.pace)
-        self._push(job.ends, _FINISH, job, job.attempt)
+    def _paced(self, job: _Job, pace: Pace) -> None:
+        job.pace = pace
+        self._push(pace.ends, _FINISH, job, job.attempt)
 
     def _release(self, pod: _Pod, now: float) -> None:
         assert pod.node is not None
@@ -233,7 +224,7 @@ class Simulation:
             else:
                 pod.gone = True
         job.timeline.whole.append((job.whole_since, now))
-        job.whole_since = None
+        job.whole_since, job.pace = None, None
 
     def _succeed(self, job: _Job, now: float) -> None:
         """The job is done: its pods leave, and the controller sees them succeeded until
@@ -367,8 +358,8 @@ class Simulation:
                 self.stats.events += 1
                 if kind == _SUBMIT:
                     self._create(job, now)
-                elif job.attempt == attempt and job.whole_since is not None and \
-                        job.ends == now:
+                elif job.attempt == attempt and job.pace is not None and \
+                        job.pace.ends == now:
                     self._succeed(job, now)
             self._schedule(now)
             # A round that evicted (preempted) frees room: the next round, at once,

@@ -29,7 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
-from webhook.keys import ClassName
+from webhook.keys import (
+    EXPECTED_RUNTIME_ANNOTATION,
+    GANG_MIN_SIZE_ANNOTATION,
+    GANG_SIZE_ANNOTATION,
+    REQUIRED_TOPOLOGY_ANNOTATION,
+    SLICE_REQUIRED_TOPOLOGY_ANNOTATION,
+    SLICE_SIZE_ANNOTATION,
+    ClassName,
+)
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # Room for the pod index the simulation appends (`-<i>`, `-r<n>` on restarts).
@@ -78,6 +86,22 @@ class Job:
                     else _number(self.expected_runtime)}
         raw.update((k, v) for k, v in optional.items() if v is not None)
         return json.dumps(raw)
+
+
+def airlock_annotations(job: Job, speed: float = 1.0) -> dict[str, str]:
+    """The annotations an Airlock user writes on the job's pods: a gang's size, and what
+    the job states of itself. `airlock simulate` marks its pods with them, and bench.peers
+    writes them on Airlock's, so both replay the same job; a replay `speed` times faster
+    than the trace states a run time that much shorter, in whole seconds, as its jobs
+    run."""
+    stated = {GANG_SIZE_ANNOTATION: job.pods if job.pods > 1 else None,
+              GANG_MIN_SIZE_ANNOTATION: job.min_pods,
+              REQUIRED_TOPOLOGY_ANNOTATION: job.required_topology,
+              SLICE_REQUIRED_TOPOLOGY_ANNOTATION: job.slice_topology,
+              SLICE_SIZE_ANNOTATION: job.slice_size,
+              EXPECTED_RUNTIME_ANNOTATION: None if job.expected_runtime is None
+              else f"{math.ceil(job.expected_runtime / speed)}s"}
+    return {key: str(value) for key, value in stated.items() if value is not None}
 
 
 def _number(value: float) -> int | float:

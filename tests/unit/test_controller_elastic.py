@@ -129,3 +129,20 @@ def test_an_elastic_gangs_pods_above_its_minimum_go_first_and_its_minimum_goes_w
     victims = _preempted(actions)
     assert len(victims) == count
     assert set(victims) <= among
+
+
+@pytest.mark.parametrize(("mode", "joins"), [("preferred", True), ("required", False)])
+def test_a_gang_that_prefers_its_domain_grows_elsewhere_when_it_is_full(
+        mode: str, joins: bool) -> None:
+    record = Record("a", "nvidia.com/gpu.clique", ("e-0", "e-1", "e-2"), NOW - 60, 4,
+                    minimum=2)
+    bound = [member("e", i, size=4, gated=False, node_name=f"a-n{i}", mode=mode,
+                    marks={GANG_EXPECTED_MIN_ANNOTATION: "2"},
+                    nodeSelector={"nvidia.com/gpu.clique": "a"},
+                    placement=record if i == 0 else None) for i in range(3)]
+    pods = [*bound, *elastic("e", range(3, 4), mode=mode)]
+    actions = decide(tracked(cluster({"a": 3, "b": 1}), pods), {}, NOW, state=NO_PREEMPTION)
+    assert admitted(actions) == (["e-3"] if joins else [])
+    if joins:
+        (admit,) = [a for a in actions if isinstance(a, Admit)]
+        assert admit.record.domain is None

@@ -59,3 +59,12 @@ def test_a_sliced_job_waits_for_a_block_where_each_slice_fits_one_domain() -> No
     plain = dataclasses.replace(sliced, name="plain", slice_topology=None, slice_size=None)
     assert completed([*busy, sliced], policy, TWO_BLOCKS)["sliced"] == 110
     assert completed([*busy, plain], policy, TWO_BLOCKS)["plain"] == 11
+
+
+def test_an_elastic_job_counts_the_gpus_its_pods_held_not_all_of_its_pods(
+        policy: Policy) -> None:
+    # "first" holds 8 GPUs for 100 s; "elastic" one pod from 1 to 150.5 and the other from
+    # 100: 8 x 149.5 + 8 x 50.5 GPU-seconds, not 2 pods x 8 GPUs for all of its run.
+    jobs = [job("first", 0, 1, 100), job("elastic", 1, 2, 100, min_pods=1)]
+    assert simulate(jobs, policy, TWO_NODES, "airlock").summary()["gpuSeconds"] == \
+        800 + 8 * 149.5 + 8 * 50.5

@@ -64,19 +64,23 @@ def partial_seconds(t: Timeline) -> float:
     return sum(g * ((b - a) - _overlap(a, b, t.whole)) for a, b, g in t.holds)
 
 
+def _held_in(t: Timeline, periods: Sequence[Period]) -> float:
+    """GPU-seconds the job's pods held within `periods`: an elastic job runs with the
+    pods it has, not with all of them."""
+    return sum(g * _overlap(a, b, periods) for a, b, g in t.holds)
+
+
 def used_seconds(t: Timeline) -> float:
     """GPU-seconds of work that counted: the run that completed (a run cut short by a
     preemption is lost, not used)."""
     if t.completed is None or not t.whole:
         return 0.0
-    a, b = t.whole[-1]
-    return (b - a) * t.pods * t.gpus
+    return _held_in(t, t.whole[-1:])
 
 
 def lost_seconds(t: Timeline) -> float:
     """GPU-seconds of runs cut short by preemption (every run but a completed last one)."""
-    cut = t.whole if t.completed is None else t.whole[:-1]
-    return sum(b - a for a, b in cut) * t.pods * t.gpus
+    return _held_in(t, t.whole if t.completed is None else t.whole[:-1])
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:
@@ -161,16 +165,21 @@ def _outside(a: float, b: float, periods: Sequence[Period]) -> list[Period]:
     return out
 
 
+def _within(a: float, b: float, periods: Sequence[Period]) -> list[Period]:
+    """[a, b) within the periods."""
+    return [(max(a, x), min(b, y)) for x, y in sorted(periods) if min(b, y) > max(a, x)]
+
+
 def gpus_in_use(timelines: Iterable[Timeline]) -> dict[str, Steps]:
     """GPUs held over time: per class by jobs running whole, and by partial gangs."""
     deltas: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     for t in timelines:
-        for a, b in t.whole:
-            deltas[t.cls][a] += t.pods * t.gpus
-            deltas[t.cls][b] -= t.pods * t.gpus
-        if t.pods < 2:
-            continue
         for a, b, g in t.holds:
+            for x, y in _within(a, b, t.whole):
+                deltas[t.cls][x] += g
+                deltas[t.cls][y] -= g
+            if t.pods < 2:
+                continue
             for x, y in _outside(a, b, t.whole):
                 deltas[PARTIAL][x] += g
                 deltas[PARTIAL][y] -= g

@@ -161,7 +161,9 @@ def _joiner_slices(gang: Gang, pods: Sequence[PodInfo]) -> dict[str, str]:
 
 def _fit_joiners(gang: Gang, pods: list[PodInfo], snap: Snapshot, avoid: set[str]
                  ) -> tuple[Plan | NoFit, str | None]:
-    """Joiners go where the gang runs; the domain they must use, and the outcome."""
+    """Joiners go where the gang runs; the domain they must use, and the outcome. A gang
+    that only prefers one domain (and has no slices) takes them elsewhere when its own
+    is full, as it could have spanned domains at its admission."""
     key, domain = gang.home()
     anchor = pods[0]
     if key is None or domain is None:
@@ -171,6 +173,11 @@ def _fit_joiners(gang: Gang, pods: list[PodInfo], snap: Snapshot, avoid: set[str
     placed = place_in(pods, snap, nodes, anchor.slice_key, _joiner_slices(gang, pods))
     if placed is not None:
         return Plan(domain, placed.assignments, placed.slices), key
+    if anchor.topology_mode == "preferred" and not anchor.slice_key:
+        anywhere = [n for n in snap.eligible_nodes(anchor) if n not in avoid]
+        placed = place_in(pods, snap, anywhere)
+        if placed is not None:
+            return Plan(None, placed.assignments), None
     need = snap.need(pods)
     return NoFit(f"needs {need} GPUs in {key} domain {domain}, where the gang runs; it has "
                  f"{snap.free_gpus(nodes)} free", tuple(nodes)), key

@@ -19,6 +19,7 @@ from tests.builders import (
     iso,
     member,
     preempts,
+    raw_queued,
     running,
     single,
     told,
@@ -36,7 +37,7 @@ from webhook.controller.core.ordering import queue_order
 from webhook.controller.core.queueing import QueueState
 from webhook.controller.core.reporting import report
 from webhook.controller.core.runtimes import LEAST, WINDOW, Runtimes
-from webhook.keys import GANG_EXPECTED_MIN_ANNOTATION
+from webhook.keys import GANG_EXPECTED_MIN_ANNOTATION, RUNTIME_SECONDS_ANNOTATION
 from webhook.policy.model import Policy
 
 # --- the head's expected start -------------------------------------------------------
@@ -320,3 +321,12 @@ def test_status_shows_what_was_backfilled_and_whether_it_overran(policy: Policy)
         found.text()
     on_time = report(policy, tracked(cluster({"a": 2}), _backfilled(NOW + 600)), [], NOW, {})
     assert not on_time.as_json()["backfilled"][0]["overran"]
+
+
+def test_a_bound_single_pod_keeps_the_run_time_it_stated() -> None:
+    # Once bound, a single pod is no gang's and no queue's to decide: its run time still
+    # tells when the head's room frees.
+    raw = raw_queued("one", gated=False)
+    raw["metadata"]["annotations"][RUNTIME_SECONDS_ANNOTATION] = "600"
+    raw["spec"]["nodeName"] = "a-n0"
+    assert PodInfo.parse(raw).runtime == 600

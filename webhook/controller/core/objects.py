@@ -332,7 +332,9 @@ class PodInfo:
             single=single, claimed=claimed or None,
             evicted_for=_evicted_for(raw) if deleting else None,
             min_size=_whole(annotations.get(GANG_EXPECTED_MIN_ANNOTATION)) if in_gang else None,
-            runtime=_whole(annotations.get(RUNTIME_SECONDS_ANNOTATION)) if decided else None,
+            # Of every pod: a bound pod's expected end is what backfill plans the head's
+            # start with, and a single pod is bound most of its life.
+            runtime=_whole(annotations.get(RUNTIME_SECONDS_ANNOTATION)),
             slice_key=annotations.get(SLICE_KEY_ANNOTATION) if in_gang else None,
             slice_size=_whole(annotations.get(SLICE_EXPECTED_SIZE_ANNOTATION))
             if in_gang else None,

@@ -37,7 +37,11 @@ from webhook.controller.core.ordering import queue_order
 from webhook.controller.core.queueing import QueueState
 from webhook.controller.core.reporting import report
 from webhook.controller.core.runtimes import LEAST, WINDOW, Runtimes
-from webhook.keys import GANG_EXPECTED_MIN_ANNOTATION, RUNTIME_SECONDS_ANNOTATION
+from webhook.keys import (
+    GANG_EXPECTED_MIN_ANNOTATION,
+    QUEUED_ANNOTATION,
+    RUNTIME_SECONDS_ANNOTATION,
+)
 from webhook.policy.model import Policy
 
 # --- the head's expected start -------------------------------------------------------
@@ -330,3 +334,18 @@ def test_a_bound_single_pod_keeps_the_run_time_it_stated() -> None:
     raw["metadata"]["annotations"][RUNTIME_SECONDS_ANNOTATION] = "600"
     raw["spec"]["nodeName"] = "a-n0"
     assert PodInfo.parse(raw).runtime == 600
+
+
+@pytest.mark.parametrize("value", ["²", "٣", "-5", "1e3", ""])
+def test_a_run_time_that_is_not_plain_digits_is_no_run_time(value: str) -> None:
+    raw = raw_queued("one", gated=False)
+    raw["metadata"]["annotations"][RUNTIME_SECONDS_ANNOTATION] = value
+    assert PodInfo.parse(raw).runtime is None
+
+
+def test_a_pod_airlock_did_not_mark_states_no_run_time() -> None:
+    raw = raw_queued("one", gated=False)
+    del raw["metadata"]["annotations"][QUEUED_ANNOTATION]
+    raw["metadata"]["annotations"][RUNTIME_SECONDS_ANNOTATION] = "600"
+    raw["spec"]["nodeName"] = "a-n0"
+    assert PodInfo.parse(raw).runtime is None

@@ -14,6 +14,7 @@ from typing import Any
 from webhook.accelerators import extended, recorded
 from webhook.controller.core.identities import GangId, PodKey
 from webhook.controller.core.records import Kind, Opener, PreemptionRecord, Record, Untrusted
+from webhook.conventions.base import whole_text
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CHECKPOINTED_AT_ANNOTATION,
@@ -332,9 +333,11 @@ class PodInfo:
             single=single, claimed=claimed or None,
             evicted_for=_evicted_for(raw) if deleting else None,
             min_size=_whole(annotations.get(GANG_EXPECTED_MIN_ANNOTATION)) if in_gang else None,
-            # Of every pod: a bound pod's expected end is what backfill plans the head's
-            # start with, and a single pod is bound most of its life.
-            runtime=_whole(annotations.get(RUNTIME_SECONDS_ANNOTATION)),
+            # Bound too: a pod's expected end is what backfill plans the head's start
+            # with, and a queued single pod is bound most of its life. Only on pods
+            # Airlock marked as its own: another pod's word moves no head.
+            runtime=_whole(annotations.get(RUNTIME_SECONDS_ANNOTATION))
+            if decided or single else None,
             slice_key=annotations.get(SLICE_KEY_ANNOTATION) if in_gang else None,
             slice_size=_whole(annotations.get(SLICE_EXPECTED_SIZE_ANNOTATION))
             if in_gang else None,
@@ -344,11 +347,9 @@ class PodInfo:
 
 
 def _whole(text: str | None, least: int = 1) -> int | None:
-    """A count the webhook recorded, None when absent or unreadable."""
-    if text is None or not text.isdigit():
-        return None
-    value = int(text)
-    return value if value >= least else None
+    """A count the webhook recorded, None when absent, unreadable or below `least`."""
+    value = whole_text(text)
+    return value if value is not None and value >= least else None
 
 
 # How the message of the DisruptionTarget condition Airlock writes on a victim begins.

@@ -277,9 +277,12 @@ async def test_an_upgrade_in_the_middle_of_a_preemption_loses_nothing(
         await client.CoreV1Api(as_controller).patch_namespaced_pod(
             "train-0", namespace,
             body={"metadata": {"annotations": {PREEMPTION_ANNOTATION: json.dumps(legacy)}}})
-    # No key before this version: its first start makes one.
+    # No key before this version: its first start makes one. Both times are whole
+    # seconds, and a pod made in the key's own second counts as newer (the safe side),
+    # so the key is made in a later second than the pod.
     with contextlib.suppress(ApiException):
         await client.CoreV1Api(api).delete_namespaced_secret(SECRET, SYSTEM_NAMESPACE)
+    await asyncio.sleep(1.1)
     controllers.start()
 
     async def bound() -> bool:

@@ -1,5 +1,6 @@
 """The baseline: a bare aiohttp + orjson endpoint that parses the review and allows it,
-behind the same TLS setup as the webhook."""
+behind the same TLS setup as the webhook. It answers on both review paths and on the
+webhook's readiness path, so the storm can wire it in where the webhook goes."""
 
 from __future__ import annotations
 
@@ -30,8 +31,10 @@ def main() -> None:
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(f"{args.cert_dir}/tls.crt", f"{args.cert_dir}/tls.key")
     app = web.Application(client_max_size=3 * 1024 * 1024)
-    app.router.add_post("/mutate", mutate)
-    app.router.add_get("/healthz", healthz)
+    for path in ("/mutate", "/validate"):
+        app.router.add_post(path, mutate)
+    for path in ("/healthz", "/readyz"):
+        app.router.add_get(path, healthz)
     web.run_app(app, host="127.0.0.1", port=args.port, ssl_context=ctx, print=None,
                 access_log=None)
 

@@ -66,6 +66,17 @@ def report(settings: Settings, run: Run, promises: list[Promise], errors: figure
     }
 
 
+def baseline(run: Run) -> dict[str, Any]:
+    """The bare endpoint's storm: its pace, the apiserver's latency for it, and the CPU
+    each process used."""
+    apiserver = figures.latencies(figures.since(histograms(run.after), histograms(run.before)))
+    return {"pods": len(run.pods), **pace(run), "complete": run.complete,
+            "apiserver": {k: v.json() for k, v in apiserver.items()},
+            "errors": figures.Errors.between(run.after, run.before).failed(),
+            "cpuSeconds": {k: round(v, 2) for k, v in sorted(run.cpu.items(),
+                                                             key=lambda kv: -kv[1])}}
+
+
 def text(figs: dict[str, Any]) -> str:
     lines = [_head(figs), _pace(figs)]
     if figs["restart"]:
@@ -81,6 +92,8 @@ def text(figs: dict[str, Any]) -> str:
               "promises:"]
     lines += [f"  {'held  ' if p['held'] else 'BROKEN'}  {p['what']}: {p['counts']}"
               for p in figs["promises"]]
+    if "baseline" in figs:
+        lines += ["", *_beside(figs, figs["baseline"])]
     lines.append(f"\nGoal: p99 <= {GOAL_MS:g} ms, 0 errors, >= 100 pods/s. The apiserver's "
                  "buckets near 10 ms are 5 and 25 ms: p99 between them is interpolated.")
     return "\n".join(lines) + "\n"
@@ -118,6 +131,24 @@ def _waits(waits: dict[str, Any]) -> str:
     return (f"\nthe apiserver's goroutines waiting, runnable, for a CPU ({figures.GO_SCHED}): "
             f"{waits['waits']} waits, p50 {waits['p50Ms']} ms, p99 {waits['p99Ms']} ms, "
             f"{waits['seconds']} s in all")
+
+
+def _beside(figs: dict[str, Any], bare: dict[str, Any]) -> list[str]:
+    """Airlock's latency beside the bare endpoint's, as the apiserver measured both."""
+    out = [f"the same storm with the bare endpoint in the webhook's place: {_pace(bare)}; "
+           f"{bare['errors']} calls failed",
+           f"  {'series':<46}{'Airlock: p50 / p99 ms, <=5ms':>30}{'bare: p50 / p99 ms, <=5ms':>30}"]
+
+    def cell(row: dict[str, Any] | None) -> str:
+        if row is None:
+            return "no calls"
+        return (f"{row['p50Ms']:.2f} / {row['p99Ms']:.2f}, "
+                f"{row['shareWithinMs'].get('5', 0.0) * 100:.1f}%")
+
+    for key, row in figs["apiserver"].items():
+        out.append(f"  {key:<46}{cell(row):>30}{cell(bare['apiserver'].get(key)):>30}")
+    used = ", ".join(f"{name} {sec:.1f}" for name, sec in bare["cpuSeconds"].items())
+    return [*out, f"  CPU seconds with the bare endpoint: {used}"]
 
 
 def _latency_table(rows: dict[str, dict[str, Any]], with_goal: bool) -> list[str]:

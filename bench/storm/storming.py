@@ -6,23 +6,37 @@ middle if asked, and the apiserver's and the webhook's figures read around it.""
 from __future__ import annotations
 
 import asyncio
+import ssl
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from kubernetes_asyncio import client
 
-from bench.common import POLICIES, Buckets, Moments, PodClock, cpu_seconds, create
+from bench.common import (
+    POLICIES,
+    WEBHOOK_LATENCY,
+    Buckets,
+    Moments,
+    PodClock,
+    cpu_seconds,
+    create,
+    histograms,
+)
 from bench.storm import figures
-from bench.storm.workloads import SERVING_IMAGE, Marks, serving, storm
+from bench.storm.workloads import SERVING_IMAGE, Marks, pods_of, serving, storm
+from webhook.certificates import make_certs
 from webhook.kuberaw import json_of
 from webhook.policy.loading import load_policy
 from webhook.sandbox import wiring
 from webhook.sandbox.clients import from_kubeconfig
-from webhook.sandbox.controlplane import ControlPlane, wait_ready
+from webhook.sandbox.controlplane import ControlPlane, free_port, launch, wait_ready
 from webhook.sandbox.nodes import Shape, create_nodes, topology
-from webhook.sandbox.processes import Webhook
+from webhook.sandbox.processes import AirlockProcess, Webhook
 
 NAMESPACE = "storm"
 WEBHOOK = "airlock-webhook"
@@ -37,6 +51,10 @@ class Settings:
     failure_policy: str  # both webhooks'
     restart: bool  # SIGKILL the webhook once half the pods are stored
     wait: float  # longest wait for the last pod
+    rate: float | None = None  # pods a second the workloads are sent at; None: at once
+    # The hook is the bare endpoint (bench/admission/echo_server.py): it marks nothing
+    # and has no /metrics of its own.
+    bare: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +99,23 @@ class Run:
         return out
 
 
-async def wire(api: client.ApiClient, hook: Webhook, settings: Settings) -> None:
+def start_bare(workdir: Path) -> Webhook:
+    """The bare endpoint where the webhook goes, with certificates of its own and the
+    same TLS: the baseline for what the apiserver's side of a call costs."""
+    certs = make_certs(workdir / "bare-certs")
+    port = free_port()
+    url = f"https://127.0.0.1:{port}"
+    argv = [sys.executable, "-m", "bench.admission.echo_server", "--port", str(port),
+            "--cert-dir", str(certs.cert.parent)]
+    log = workdir / "bare.log"
+    running = AirlockProcess(launch(argv, log), log, argv, f"{url}/readyz")
+    wait_ready("the bare endpoint", running.process, log, running.ready, 30.0,
+               ssl.create_default_context(cafile=str(certs.ca)))
+    return Webhook(url, certs, running)
+
+
+async def wire(api: client.ApiClient, plane: ControlPlane, hook: Webhook,
+               settings: Settings) -> None:
     await wiring.create_priority_classes(api, load_policy(POLICIES))
     await create_nodes(api, topology(Shape(nodes=settings.nodes)))
     await wiring.create_namespace(api, NAMESPACE)
@@ -90,25 +124,27 @@ async def wire(api: client.ApiClient, hook: Webhook, settings: Settings) -> None
         for webhook in doc["webhooks"]:
             webhook["failurePolicy"] = settings.failure_policy
     await wiring.apply_webhook_configurations(api, docs)
-    await _marking(api)
+    await _calling(api, plane)
 
 
-async def _marking(api: client.ApiClient, within: float = 30.0) -> None:
+async def _calling(api: client.ApiClient, plane: ControlPlane, within: float = 30.0) -> None:
     """Until the apiserver calls the webhook: it takes configurations up from a watch, a
-    moment after they are stored, and a pod created before would go unmarked."""
+    moment after they are stored, and a pod created before would not be sent. Told by the
+    apiserver's own count of calls, so the bare endpoint (which marks nothing) is waited
+    for the same way."""
     probe = serving("probe", NAMESPACE, 1)["spec"]["template"]
     probe = {**probe, "metadata": {**probe["metadata"], "name": "storm-probe"}}
     core = client.CoreV1Api(api)
     deadline = time.monotonic() + within
     while True:
-        stored = await json_of(await core.create_namespaced_pod(
-            NAMESPACE, body=probe, dry_run="All", _preload_content=False))
-        if Marks.of(stored).classed:
+        await core.create_namespaced_pod(NAMESPACE, body=probe, dry_run="All",
+                                         _preload_content=False)
+        if histograms(await asyncio.to_thread(plane.metrics), WEBHOOK_LATENCY):
             return
         if time.monotonic() > deadline:
             raise RuntimeError(f"the apiserver does not call the webhook {within:g}s after "
                                f"its configurations were applied (a {SERVING_IMAGE} pod "
-                               "came back without a class)")
+                               "was created without a call)")
         await asyncio.sleep(0.2)
 
 
@@ -126,21 +162,24 @@ class Tally:
     in between are missed), and its successor counts from zero."""
 
     hook: Webhook
+    bare: bool  # no histogram of its own to read
     own: dict[str, Buckets] = field(default_factory=dict)
     cpu: float = 0.0
     _own_from: dict[str, Buckets] = field(default_factory=dict)
     _cpu_from: float = 0.0
 
     def begin(self) -> None:
-        self._own_from = figures.own_latency(self.hook)
+        self._own_from = self._own()
         self._cpu_from = cpu_seconds(self.hook.running.process.pid)
 
     def end(self) -> None:
         """Before a kill, and after the storm."""
-        self.own = figures.plus(self.own, figures.since(figures.own_latency(self.hook),
-                                                        self._own_from))
+        self.own = figures.plus(self.own, figures.since(self._own(), self._own_from))
         self.cpu += cpu_seconds(self.hook.running.process.pid) - self._cpu_from
         self._own_from, self._cpu_from = {}, 0.0
+
+    def _own(self) -> dict[str, Buckets]:
+        return {} if self.bare else figures.own_latency(self.hook)
 
 
 def _restart(hook: Webhook) -> tuple[float, float]:
@@ -167,8 +206,9 @@ async def _failed_creates(api: client.ApiClient) -> dict[str, int]:
 
 async def _storm(api: client.ApiClient, plane: ControlPlane, hook: Webhook,
                  settings: Settings, progress: Callable[[str], None]) -> Run:
-    objects = storm(NAMESPACE, settings.pods, settings.replicas, settings.gang_size)
-    tally = Tally(hook)
+    objects = storm(NAMESPACE, settings.pods, settings.replicas, settings.gang_size,
+                    gated=settings.bare)
+    tally = Tally(hook, settings.bare)
     async with PodClock(api, NAMESPACE).running() as clock:
         before = await asyncio.to_thread(plane.metrics)
         await asyncio.to_thread(tally.begin)
@@ -176,7 +216,7 @@ async def _storm(api: client.ApiClient, plane: ControlPlane, hook: Webhook,
         port = int(hook.url.rsplit(":", 1)[1])
         known = figures.connections(port)
         run = Run(time.monotonic(), before=before)
-        await asyncio.gather(*(create(api, obj) for obj in objects))
+        await _send(api, objects, settings.rate)
         run.objects = dict(Counter(obj["kind"] for obj in objects))
         progress(f"{len(objects)} workloads created")
         if settings.restart:
@@ -200,6 +240,20 @@ async def _storm(api: client.ApiClient, plane: ControlPlane, hook: Webhook,
     return run
 
 
+async def _send(api: client.ApiClient, objects: list[dict[str, Any]],
+                rate: float | None) -> None:
+    """All at once, or each object when the pods before it would have been made at
+    `rate` (its controller then makes its own pods in a burst of slow-start batches)."""
+    if rate is None:
+        await asyncio.gather(*(create(api, obj) for obj in objects))
+        return
+    started, sent = time.monotonic(), 0
+    for obj in objects:
+        await asyncio.sleep(max(0.0, started + sent / rate - time.monotonic()))
+        await create(api, obj)
+        sent += pods_of(obj)
+
+
 async def _restart_midway(clock: PodClock, tally: Tally, settings: Settings) -> Restart:
     half = settings.pods // 2
     await clock.until(lambda: len(clock.pods) >= half, settings.wait, f"{half} pods stored")
@@ -214,7 +268,7 @@ async def _restart_midway(clock: PodClock, tally: Tally, settings: Settings) -> 
 async def run(plane: ControlPlane, hook: Webhook, settings: Settings,
               progress: Callable[[str], None]) -> Run:
     async with await from_kubeconfig(plane.admin_kubeconfig) as api:
-        await wire(api, hook, settings)
+        await wire(api, plane, hook, settings)
         progress(f"{settings.nodes} nodes, webhook wired in ({settings.failure_policy})")
         return await _storm(api, plane, hook, settings, progress)
 

@@ -30,25 +30,41 @@ def serving(name: str, ns: str, replicas: int) -> dict[str, Any]:
     return deployment(name, ns, replicas, pod_template(name, image=SERVING_IMAGE, gpus=1))
 
 
-def training(name: str, ns: str, pods: int) -> dict[str, Any]:
+def training(name: str, ns: str, pods: int, gated: bool = False) -> dict[str, Any]:
     """An indexed Job whose pods are one gang of `pods` members, named by Airlock's own
-    convention."""
+    convention; `gated`, they carry the gang gate from their template, as Airlock would
+    leave them (so the scheduler has the same work without Airlock)."""
     pod = pod_template(name, image=TRAINING_IMAGE, gpus=8)
     pod["metadata"]["labels"][GANG_NAME_LABEL] = name
     pod["metadata"]["annotations"] = {GANG_SIZE_ANNOTATION: str(pods)}
+    if gated:
+        pod["spec"]["schedulingGates"] = [{"name": GATE}]
     out = job(name, ns, pods, pod)
     out["spec"]["completionMode"] = "Indexed"
     return out
 
 
-def storm(ns: str, pods: int, replicas: int, gang_size: int) -> list[dict[str, Any]]:
+def storm(ns: str, pods: int, replicas: int, gang_size: int, gated: bool = False
+          ) -> list[dict[str, Any]]:
     """Deployments of `replicas` for half the pods, indexed Jobs of `gang_size` for the
-    other half."""
+    other half (`gated`: see `training`), interleaved."""
     serving_pods = pods // 2
-    return [*(serving(f"serve-{i}", ns, n)
-              for i, n in enumerate(split(serving_pods, replicas))),
-            *(training(f"train-{i}", ns, n)
-              for i, n in enumerate(split(pods - serving_pods, gang_size)))]
+    serve = [serving(f"serve-{i}", ns, n) for i, n in enumerate(split(serving_pods, replicas))]
+    train = [training(f"train-{i}", ns, n, gated)
+             for i, n in enumerate(split(pods - serving_pods, gang_size))]
+    return sorted([*serve, *train], key=_share(serve, train))
+
+
+def _share(*kinds: list[dict[str, Any]]) -> Any:
+    """Interleaves the kinds, each object at its place in its own list as a share of that
+    list: sent at a rate, both kinds arrive throughout the storm."""
+    place = {id(obj): i / len(objs) for objs in kinds for i, obj in enumerate(objs)}
+    return lambda obj: place[id(obj)]
+
+
+def pods_of(obj: dict[str, Any]) -> int:
+    spec = obj["spec"]
+    return int(spec.get("replicas") or spec.get("parallelism") or 1)
 
 
 @dataclass(frozen=True, slots=True)

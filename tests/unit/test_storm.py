@@ -11,7 +11,7 @@ from bench.common import Moments
 from bench.storm.checking import promises
 from bench.storm.figures import Errors, counts, plus, since
 from bench.storm.storming import Restart, Run, Settings
-from bench.storm.workloads import Marks, split, storm
+from bench.storm.workloads import Marks, pods_of, split, storm
 from webhook.keys import CLASS_LABEL, GANG_NAME_LABEL, GATE
 
 FAIL_OPEN = 'apiserver_admission_webhook_fail_open_count{name="%s",type="%s"} %d\n'
@@ -38,9 +38,17 @@ def _settings(policy: str, restart: bool = True) -> Settings:
 def test_workloads_split_the_pods_between_deployments_and_indexed_jobs() -> None:
     assert split(5, 2) == [2, 2, 1]
     objects = storm("ns", 7, 2, 3)
-    assert [o["kind"] for o in objects] == ["Deployment", "Deployment", "Job", "Job"]
+    # Interleaved, so that sent at a rate both kinds come throughout the storm.
+    assert [o["kind"] for o in objects] == ["Deployment", "Job", "Deployment", "Job"]
     assert objects[-1]["spec"]["completionMode"] == "Indexed"
-    assert sum(o["spec"].get("replicas", o["spec"].get("parallelism")) for o in objects) == 7
+    assert [pods_of(o) for o in objects] == [2, 3, 1, 1]
+    assert not any(o["spec"]["template"]["spec"].get("schedulingGates") for o in objects)
+
+
+def test_the_baselines_gang_members_carry_the_gate_airlock_would_add() -> None:
+    jobs = [o for o in storm("ns", 7, 2, 3, gated=True) if o["kind"] == "Job"]
+    assert all(j["spec"]["template"]["spec"]["schedulingGates"] == [{"name": GATE}]
+               for j in jobs)
 
 
 @pytest.mark.parametrize(("pod", "state"), [

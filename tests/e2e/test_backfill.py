@@ -11,8 +11,12 @@ import json
 
 from kubernetes_asyncio import client
 
+from tests.builders import template, workload
 from tests.kube import Controllers, all_bound, create_gang, events, gated, pods_of, until
 from webhook.keys import EXPECTED_RUNTIME_ANNOTATION, PLACEMENT_ANNOTATION
+
+CLIQUES = (("gpu-0000", "gpu-0001", "gpu-0002", "gpu-0003"),
+           ("gpu-0004", "gpu-0005", "gpu-0006", "gpu-0007"))
 
 
 def _expecting(runtime: str) -> dict[str, str]:
@@ -47,4 +51,35 @@ async def test_a_gang_that_would_delay_the_head_is_not_backfilled_one_that_ends_
     assert record["backfilledUntil"] - record["at"] == 600
     await asyncio.sleep(2)
     assert all(gated(p) for p in await pods_of(api, namespace, "long"))
+    assert all(gated(p) for p in await pods_of(api, namespace, "head"))
+
+
+async def test_a_pod_admitted_beside_the_heads_room_is_kept_off_it_by_the_scheduler(
+        api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
+    """kube-scheduler knows nothing of the room kept for the head: a queued pod Airlock
+    admits elsewhere would land on any free node, the kept ones included (here two of
+    the three free nodes are kept). The ungate patch keeps it off them."""
+    controllers.start()
+    await create_gang(api, namespace, "three", 3)
+    await until(lambda: all_bound(api, namespace, "three", 3))
+    await create_gang(api, namespace, "two", 2)
+    await until(lambda: all_bound(api, namespace, "two", 2))
+    # The head needs a whole domain; it keeps the one with two free nodes.
+    await create_gang(api, namespace, "head", 4)
+    await until(lambda: _waits(api, namespace, "head"))
+    on_three = {p["spec"]["nodeName"] for p in await pods_of(api, namespace, "three")}
+    (home,) = (c for c in CLIQUES if on_three <= set(c))
+    (kept,) = (c for c in CLIQUES if c != home)
+    # A scavenger Job's pod: queued by the webhook, a gang of one to the controller.
+    job = workload("batch/v1", "Job", "sweep", namespace, backoffLimit=0,
+                   template=template(gpus=8, restartPolicy="Never"))
+    await client.BatchV1Api(api).create_namespaced_job(namespace, body=job)
+
+    await until(lambda: all_bound(api, namespace, "sweep-", 1))
+    (sweep,) = await pods_of(api, namespace, "sweep-")
+    assert sweep["spec"]["nodeName"] == next(iter(set(home) - on_three))
+    (term,) = sweep["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchFields"] == [{"key": "metadata.name", "operator": "NotIn",
+                                    "values": [n]} for n in kept]
     assert all(gated(p) for p in await pods_of(api, namespace, "head"))

@@ -2,10 +2,13 @@
 each, and the stock kube-scheduler's part: binding a pod to a node, and pod-level
 priority preemption when none has room.
 
-The scheduler model is the one GPU clusters are usually configured with: filter the nodes
-with room (and, for a pod Airlock let go, in the domain it pinned), then bin-pack (the
-NodeResourcesFit `MostAllocated` strategy: the fullest node that still fits), so whole
-nodes stay free for big pods. Preemption follows the kube-scheduler's rules for one pod:
+The scheduler model: filter the nodes with room (and, for a pod Airlock let go, in the
+domain it pinned and off the nodes it kept for others), then score them by
+NodeResourcesFit as configured (`Shape.scoring`): `LeastAllocated`, kube-scheduler's
+default, takes the emptiest node, spreading small pods; `MostAllocated`, the bin-packing
+many GPU clusters configure, the fullest that still fits, so whole nodes stay free for
+big pods. Ties go to the first node in node order (kube-scheduler picks among them at
+random). Preemption follows the kube-scheduler's rules for one pod:
 on one node, evict pods of lower priority, lowest first (youngest first among equals),
 only as many as needed; among nodes, the one whose highest victim priority is lowest,
 then the one with the least room beyond the need (kube-scheduler then prefers the fewest
@@ -27,6 +30,10 @@ PodKey = tuple[str, str]
 Pin = tuple[str, str]
 
 
+# kube-scheduler's NodeResourcesFit scoring strategies the model knows, its default first.
+SCORINGS = ("LeastAllocated", "MostAllocated")
+
+
 # The level whose domains are whole NVLink domains side by side (GKE's block label, as the
 # sandbox labels its nodes): a block is `domains_per_block` domains.
 BLOCK_LABEL = "cloud.google.com/gce-topology-block"
@@ -38,6 +45,9 @@ class Shape:
     gpus_per_node: int = 8
     nodes_per_domain: int = 4
     domains_per_block: int = 2
+    # kube-scheduler's NodeResourcesFit scoring: `LeastAllocated` (its default: the
+    # emptiest node) or `MostAllocated` (bin-packing).
+    scoring: str = "LeastAllocated"
 
     @property
     def capacity(self) -> int:
@@ -130,11 +140,20 @@ class Cluster:
         return max((len(nodes) for (k, _), nodes in self.domains.items() if k == key),
                    default=0) * self.shape.gpus_per_node
 
-    def pick(self, gpus: int, pin: Pin | None) -> int | None:
-        """The node the scheduler binds a pod of `gpus` to, or None."""
+    def pick(self, gpus: int, pin: Pin | None, off: frozenset[int] = frozenset()
+             ) -> int | None:
+        """The node the scheduler binds a pod of `gpus` to, or None; never one of `off`
+        (the nodes its affinity excludes)."""
+        packing = self.shape.scoring == "MostAllocated"
         if pin is None:
-            for free in range(gpus, self.shape.gpus_per_node + 1):
+            g = self.shape.gpus_per_node
+            for free in (range(gpus, g + 1) if packing else range(g, gpus - 1, -1)):
                 bucket, first = self.by_free[free], self._first[free]
+                if off:
+                    found = min((i for i in bucket if i not in off), default=None)
+                    if found is not None:
+                        return found
+                    continue
                 while first and first[0] not in bucket:
                     heapq.heappop(first)
                 if first:
@@ -142,25 +161,30 @@ class Cluster:
             return None
         best: int | None = None
         for i in self.domains.get(pin, ()):  # in node order
-            if self.free[i] >= gpus and (best is None or self.free[i] < self.free[best]):
+            if self.free[i] < gpus or i in off:
+                continue
+            if best is None or (self.free[i] < self.free[best] if packing
+                                else self.free[i] > self.free[best]):
                 best = i
         return best
 
-    def victims(self, gpus: int, priority: int, pin: Pin | None
-                ) -> tuple[int, list[PodKey]] | None:
+    def victims(self, gpus: int, priority: int, pin: Pin | None,
+                off: frozenset[int] = frozenset()) -> tuple[int, list[PodKey]] | None:
         """Where a pod of `gpus` at `priority` gets room by evicting lower-priority pods,
-        and which; None when no node can make room. The node: the lowest highest-victim
-        priority, then the least room (the fewest GPUs freed beyond the need)."""
+        and which; None when no node (but those `off`) can make room. The node: the lowest
+        highest-victim priority, then the least room (the fewest GPUs freed beyond the
+        need)."""
         g = self.shape.gpus_per_node
         for level, top in enumerate(self.levels):
             if top >= priority:
                 break
             if pin is None:
-                node = next((next(iter(self.by_room[level][n]))
-                             for n in range(gpus, g + 1) if self.by_room[level][n]), None)
+                node = next((i for n in range(gpus, g + 1) for i in self.by_room[level][n]
+                             if i not in off), None)
             else:
                 room = self.room[level]
-                fitting = [i for i in self.domains.get(pin, ()) if room[i] >= gpus]
+                fitting = [i for i in self.domains.get(pin, ())
+                           if room[i] >= gpus and i not in off]
                 node = min(fitting, key=lambda i: room[i]) if fitting else None
             if node is not None:
                 return node, self._evictable(node, gpus, top)

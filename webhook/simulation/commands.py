@@ -12,7 +12,7 @@ import orjson
 
 from webhook.controller.core.deciding import DecideOptions
 from webhook.policy.loading import PolicyError, load_policy
-from webhook.simulation.clusters import Shape
+from webhook.simulation.clusters import SCORINGS, Shape
 from webhook.simulation.reporting import render
 from webhook.simulation.simulating import SCHEDULERS, Run, Scheduler, simulate
 from webhook.simulation.traces import TraceError, read_trace
@@ -32,6 +32,9 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus-per-node", type=int, default=shape.gpus_per_node)
     parser.add_argument("--nodes-per-domain", type=int, default=shape.nodes_per_domain,
                         help="nodes sharing each topology domain (e.g. an NVLink clique)")
+    parser.add_argument("--scoring", choices=SCORINGS, default=shape.scoring,
+                        help="kube-scheduler's NodeResourcesFit scoring: LeastAllocated (its "
+                             "default, the emptiest node) or MostAllocated (bin-packing)")
     parser.add_argument("--scheduler", choices=(*SCHEDULERS, "both"), default="airlock",
                         help="airlock: the controller's own decisions; stock: the "
                              "kube-scheduler alone; both: side by side")
@@ -64,7 +67,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     dirs: list[Path] = [args.policies] + ([args.compare] if args.compare else [])
     schedulers: tuple[Scheduler, ...] = SCHEDULERS if args.scheduler == "both" \
         else (args.scheduler,)
-    shape = Shape(args.nodes, args.gpus_per_node, args.nodes_per_domain)
+    shape = Shape(args.nodes, args.gpus_per_node, args.nodes_per_domain,
+                  scoring=args.scoring)
     options = DecideOptions(order=args.order)
     runs: list[Run] = []
     for directory in dirs:

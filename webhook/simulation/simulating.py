@@ -73,13 +73,15 @@ class _Pod:
     node: int | None = None
     bound: float = 0.0
     pin: Pin | None = None
+    # Nodes its affinity keeps it off (the room Airlock kept for others).
+    off: frozenset[int] = frozenset()
     # Of a job that ended while this pod still waited (an elastic job's pod above its
     # minimum): the scheduler drops it when it comes to it.
     gone: bool = False
 
 
-# Pods the scheduler places alike, in one FIFO: (priority, GPUs, may preempt, pin).
-_Kind = tuple[int, int, bool, Pin | None]
+# Pods the scheduler places alike, in one FIFO: (priority, GPUs, may preempt, pin, off).
+_Kind = tuple[int, int, bool, Pin | None, frozenset[int]]
 
 
 @dataclass(slots=True)
@@ -177,7 +179,7 @@ class Simulation:
 
     def _enqueue(self, pod: _Pod) -> None:
         preempts = pod.job.marked.preempts
-        kind = (pod.info.priority, pod.job.timeline.gpus, preempts, pod.pin)
+        kind = (pod.info.priority, pod.job.timeline.gpus, preempts, pod.pin, pod.off)
         self.pending.setdefault(kind, deque()).append(pod)
 
     def _bind(self, pod: _Pod, node: int, now: float) -> None:
@@ -265,15 +267,15 @@ class Simulation:
         heapq.heapify(heads)
         while heads:
             _, _, kind = heapq.heappop(heads)
-            priority, gpus, preempts, pin = kind
+            priority, gpus, preempts, pin, off = kind
             queue = self.pending[kind]
             while queue and queue[0].gone:
                 queue.popleft()
             if not queue:
                 continue
-            node = self.cluster.pick(gpus, pin)
+            node = self.cluster.pick(gpus, pin, off)
             if node is None and preempts:
-                found = self.cluster.victims(gpus, priority, pin)
+                found = self.cluster.victims(gpus, priority, pin, off)
                 if found is not None:
                     node, keys = found
                     self._evict(keys, now)
@@ -311,6 +313,7 @@ class Simulation:
                         self.gated[action.anchor.key].job.timeline.backfilled += 1
                     pin = (record.topology_key, record.domain) \
                         if record.topology_key and record.domain else None
+                    off = frozenset(self.cluster.index[n] for n in record.kept_off)
                     # The scheduler binds what is let go in the order it is let go,
                     # gang after gang, as the applier ungates them.
                     for info in sorted(action.ungate, key=lambda p: p.name):
@@ -324,7 +327,8 @@ class Simulation:
                         sliced = record.slice_of(info.name)
                         pod.pin = (record.slice_key, sliced) \
                             if record.slice_key and sliced else pin
-                        node = self.cluster.pick(pod.job.timeline.gpus, pod.pin)
+                        pod.off = off
+                        node = self.cluster.pick(pod.job.timeline.gpus, pod.pin, off)
                         if node is None:
                             self._enqueue(pod)
                         else:

@@ -13,7 +13,7 @@ Order of work in a round:
 from __future__ import annotations
 
 import gc
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,6 +159,17 @@ def _joiner_slices(gang: Gang, pods: Sequence[PodInfo]) -> dict[str, str]:
     return {p.name: where[p.slice_index] for p in pods if p.slice_index in where}
 
 
+def _kept_off(avoid: set[str], plan: Plan, snap: Snapshot, anchor: PodInfo,
+              key: str | None) -> tuple[str, ...]:
+    """The nodes to avoid that the scheduler could otherwise pick for the gang: in its
+    domain, or among the nodes it may use at all."""
+    if not avoid:
+        return ()
+    near: Collection[str] = snap.domains(anchor, key).get(plan.domain, ()) \
+        if plan.domain is not None and key else snap.eligible_set(anchor)
+    return tuple(sorted(n for n in avoid if n in near))
+
+
 def _fit_joiners(gang: Gang, pods: list[PodInfo], snap: Snapshot, avoid: set[str]
                  ) -> tuple[Plan | NoFit, str | None]:
     """Joiners go where the gang runs; the domain they must use, and the outcome. A gang
@@ -273,7 +284,8 @@ class _Round:
         record = Record(outcome.domain, key if outcome.domain else None, names, now, size,
                         minimum=minimum, slice_key=anchor.slice_key if outcome.slices else None,
                         slices=tuple(sorted((k.name, v) for k, v in outcome.slices.items())),
-                        backfilled_until=self.line.backfilled(outcome, until))
+                        backfilled_until=self.line.backfilled(outcome, until),
+                        kept_off=_kept_off(avoid, outcome, snap, anchor, key))
         # A preemptor's pods are nominated to their nodes, where the victims may still
         # be terminating: kube-scheduler then waits for them instead of preempting more.
         nominate = tuple(sorted((name, node) for (_, name), node in

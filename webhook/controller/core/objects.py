@@ -227,6 +227,10 @@ class PodInfo:
     slice_key: str | None = None
     slice_size: int | None = None
     slice_index: int | None = None
+    # How much of `spec.affinity.nodeAffinity` the pod has where it has no required terms
+    # (0: no affinity, 1: affinity, 2: its nodeAffinity too): where the ungate patch adds
+    # the requirement that keeps it off room kept for others.
+    affinity_depth: int = 0
     # (namespace, name): a field, not a property, since rounds look it up for every pod
     # they weigh (a tenth of a large simulation went to building it again).
     key: PodKey = field(init=False, compare=False, repr=False)
@@ -277,8 +281,9 @@ class PodInfo:
         annotations = meta.get("annotations") or {}
         gates = [g.get("name") for g in spec.get("schedulingGates") or []]
         size = annotations.get(GANG_EXPECTED_SIZE_ANNOTATION)
-        required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution")
+        affinity = spec.get("affinity")
+        node_affinity = (affinity or {}).get("nodeAffinity")
+        required = (node_affinity or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
         # Pods outside any gang only count for capacity: keep nothing else of them, which
         # is most of the memory at 50,000 pods. A queued single is decided like a gang
         # until it is bound; from then on it only counts for capacity too.
@@ -343,6 +348,8 @@ class PodInfo:
             if in_gang else None,
             slice_index=_whole(annotations.get(SLICE_INDEX_ANNOTATION), least=0)
             if in_gang else None,
+            affinity_depth=(2 if node_affinity is not None else 1 if affinity is not None
+                            else 0) if decided and required is None else 0,
         )
 
 

@@ -54,6 +54,9 @@ class Record:
     # A gang let onto the room kept for the head of the queue (backfill): when it was
     # expected to end. Past then, it is the first victim when the head is ready.
     backfilled_until: float | None = None
+    # Nodes kept for the head of the queue or held for a preemptor, which the gang may not
+    # use: pinned away at ungate, since the scheduler would not know to leave them.
+    kept_off: tuple[str, ...] = ()
 
     kind: ClassVar[Literal["placement"]] = "placement"
 
@@ -69,6 +72,8 @@ class Record:
             body["slices"] = dict(self.slices)
         if self.backfilled_until is not None:
             body["backfilledUntil"] = self.backfilled_until
+        if self.kept_off:
+            body["keptOff"] = list(self.kept_off)
         return body
 
     @classmethod
@@ -83,7 +88,8 @@ class Record:
                    minimum if isinstance(minimum, int) else None,
                    _optional(raw.get("sliceKey")),
                    tuple(sorted((str(k), str(v)) for k, v in dict(slices).items())),
-                   float(until) if until is not None else None)
+                   float(until) if until is not None else None,
+                   tuple(str(n) for n in raw.get("keptOff") or ()))
 
     def slice_of(self, member: str) -> str | None:
         """The slice domain the record pins `member` to, if any."""

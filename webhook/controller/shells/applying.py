@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import logging
 import os
 import time
@@ -84,7 +85,8 @@ def disruption_patch(message: str, now: datetime.datetime) -> dict[str, Any]:
 def ungate_patch(pod: PodInfo, record: Record,
                  annotations: tuple[tuple[str, str], ...] = ()) -> list[PatchOp]:
     """Remove Airlock's gate and pin the pod to the recorded domain, and to its slice's
-    domain for a sliced gang (writing `annotations` too), in one JSON Patch. The `test`
+    domain for a sliced gang, and off the nodes the record keeps it off (writing
+    `annotations` too), in one JSON Patch. The `test`
     makes it fail, not misfire, if the gates moved since we read the pod."""
     index = pod.gate_index
     ops: list[PatchOp] = [
@@ -105,7 +107,47 @@ def ungate_patch(pod: PodInfo, record: Record,
     else:
         ops.extend({"op": "add", "path": f"/spec/nodeSelector/{escape(key)}", "value": value}
                    for key, value in pins.items())
+    if record.kept_off:
+        ops.extend(_keep_off(pod, record.kept_off))
     return ops
+
+
+_REQUIRED = "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _keep_off(pod: PodInfo, nodes: tuple[str, ...]) -> list[PatchOp]:
+    """A required node affinity that keeps the pod off `nodes`: added to each of its
+    terms (they are ORed, so each must), or as the one term. One requirement per node,
+    since the apiserver takes one value per `metadata.name` requirement. A gated pod's
+    required affinity may be narrowed this way, never widened."""
+    off = [{"key": "metadata.name", "operator": "NotIn", "values": [n]} for n in nodes]
+    if pod.affinity_terms:
+        ops: list[PatchOp] = []
+        for i, term in enumerate(pod.affinity_terms):
+            if not term.get("matchExpressions") and not term.get("matchFields"):
+                continue  # matches no node, and the apiserver lets it gain nothing
+            fields = f"{_REQUIRED}/nodeSelectorTerms/{i}/matchFields"
+            if term.get("matchFields"):
+                ops.extend({"op": "add", "path": f"{fields}/-", "value": o} for o in off)
+            else:
+                ops.append({"op": "add", "path": fields, "value": off})
+        return ops
+    required: dict[str, Any] = {"nodeSelectorTerms": [{"matchFields": off}]}
+    if pod.affinity_terms is not None or pod.affinity_depth == 2:
+        return [{"op": "add", "path": _REQUIRED, "value": required}]
+    node_affinity = {"requiredDuringSchedulingIgnoredDuringExecution": required}
+    if pod.affinity_depth == 1:
+        return [{"op": "add", "path": "/spec/affinity/nodeAffinity", "value": node_affinity}]
+    return [{"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": node_affinity}}]
+
+
+def _said(e: ApiException) -> str:
+    """What the apiserver said of a refusal (its Status's message), for the log."""
+    try:
+        status = json.loads(e.body or "")
+    except (TypeError, ValueError):
+        return ""
+    return str(status.get("message", "")) if isinstance(status, dict) else ""
 
 
 class Applier:
@@ -182,7 +224,7 @@ class Applier:
         except ApiException as e:
             log.warning("could not apply a decision; the next round retries",
                         extra={"gang": str(action.unit), "status": e.status,
-                               "reason": e.reason})
+                               "reason": e.reason, "message": _said(e)})
             return False
         except NotLeading as e:
             log.error("decision not applied", extra={"gang": str(action.unit),

@@ -19,17 +19,22 @@ The recorder also plays two parts a real cluster's workloads play themselves:
   a job done while some of its pods still wait (an elastic job's, above its minimum)
   deletes those (`Finish`).
 
+It counts Airlock's backfills as `airlock simulate` does: each admission whose placement
+record, on its anchor pod, says `backfilledUntil`.
+
 Times are seconds on the replay's clock, scaled back to the trace's (times the speed) in the
 timelines, so figures compare with the trace and with `airlock simulate`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench.peers.manifests import ATTEMPT_LABEL, JOB_LABEL, Attempt
+from webhook.keys import PLACEMENT_ANNOTATION
 from webhook.simulation.pacing import Pace
 from webhook.simulation.timelines import Timeline
 from webhook.simulation.traces import Job
@@ -97,6 +102,9 @@ class _Job:
     # a sibling held its node; and whether one found none before any sibling had one.
     blocked: bool = False
     refused: bool = False
+    # Pods whose placement record says Airlock let them onto the room kept for the head
+    # (`backfilledUntil`): one record, on its anchor, for each admission.
+    backfilled: set[str] = field(default_factory=set)
 
     def current(self) -> Attempt:
         return Attempt(self.job, self.attempt)
@@ -106,6 +114,19 @@ def _unschedulable(pod: dict[str, Any]) -> bool:
     conditions = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and
                c.get("reason") == "Unschedulable" for c in conditions)
+
+
+def _backfilled(meta: dict[str, Any]) -> bool:
+    """Whether Airlock's placement record on the pod says it was backfilled (the replay
+    reads it as a figure; the controller alone acts on records, once their seal opens)."""
+    text = (meta.get("annotations") or {}).get(PLACEMENT_ANNOTATION)
+    if not text or "backfilledUntil" not in text:
+        return False
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and record.get("backfilledUntil") is not None
 
 
 def never_runnable(job: Job, gpus_per_node: int, capacity: int) -> bool:
@@ -133,6 +154,8 @@ class Recorder:
         if record is None:
             return []  # not the bench's
         seen = record.pods.setdefault(meta["name"], _Pod(record.job.gpus))
+        if meta["name"] not in record.backfilled and _backfilled(meta):
+            record.backfilled.add(meta["name"])
         phase = (pod.get("status") or {}).get("phase")
         if seen.bound is None and (pod.get("spec") or {}).get("nodeName"):
             seen.bound = now
@@ -228,5 +251,6 @@ class Recorder:
                 name=j.name, namespace=j.namespace, cls=j.cls, pods=j.pods, gpus=j.gpus,
                 submit=j.submit, holds=holds, whole=whole,
                 completed=None if r.completed is None else r.completed * speed,
-                preemptions=r.preemptions, never_runnable=r.rejected or key in self._never))
+                preemptions=r.preemptions, never_runnable=r.rejected or key in self._never,
+                backfilled=len(r.backfilled)))
         return out

@@ -43,6 +43,7 @@ from webhook.keys import (
     GANG_MIN_SIZE_ANNOTATION,
     GANG_NAME_LABEL,
     GANG_SIZE_ANNOTATION,
+    PLACEMENT_ANNOTATION,
     REQUIRED_TOPOLOGY_ANNOTATION,
     SLICE_REQUIRED_TOPOLOGY_ANNOTATION,
     SLICE_SIZE_ANNOTATION,
@@ -287,9 +288,11 @@ def test_airlocks_policies_at_speed_keep_each_setting_defined_once(tmp_path: Pat
 
 def observed(name: str, attempt: int = 0, node: str | None = None,
              phase: str = "Pending", deleting: bool = False, job: str = "llm",
-             no_room: bool = False) -> dict[str, Any]:
+             no_room: bool = False, placement: str | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": "ml",
                             "labels": {JOB_LABEL: job, ATTEMPT_LABEL: str(attempt)}}
+    if placement is not None:
+        meta["annotations"] = {PLACEMENT_ANNOTATION: placement}
     if deleting:
         meta["deletionTimestamp"] = "2026-11-23T00:00:00Z"
     status: dict[str, Any] = {"phase": phase}
@@ -466,3 +469,20 @@ def test_five_runs_plot_on_a_grid_a_page_shows_whole(policy: Policy, tmp_path: P
         height, width, _ = imread(path).shape
         assert width <= 1600, path.name
         assert height < width, path.name
+
+
+@pytest.mark.parametrize(("placements", "backfilled"), [
+    ({"llm-0": '{"members": ["llm-0", "llm-1"], "backfilledUntil": 120.0}'}, 1),
+    ({"llm-0": '{"members": ["llm-0", "llm-1"], "at": 1.0}'}, 0),
+    ({"llm-0": '{"backfilledUntil": null}', "llm-1": "not json {backfilledUntil"}, 0),
+    # A record seen again on every change of its pod is one admission.
+    ({"llm-0": '{"backfilledUntil": 60}', "llm-1": '{"backfilledUntil": 90}'}, 2),
+])
+def test_airlocks_backfills_are_counted_from_its_placement_records(
+        placements: dict[str, str], backfilled: int) -> None:
+    rec = Recorder([GANG], gpus_per_node=8, capacity=32, speed=1)
+    for name in ("llm-0", "llm-1"):
+        for _ in range(2):
+            rec.observe(1.0, observed(name, node="n1", placement=placements.get(name)))
+    (t,) = rec.timelines(end=3.0)
+    assert t.backfilled == backfilled

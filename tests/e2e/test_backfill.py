@@ -83,3 +83,32 @@ async def test_a_pod_admitted_beside_the_heads_room_is_kept_off_it_by_the_schedu
     assert term["matchFields"] == [{"key": "metadata.name", "operator": "NotIn",
                                     "values": [n]} for n in kept]
     assert all(gated(p) for p in await pods_of(api, namespace, "head"))
+
+
+async def test_room_the_head_would_not_need_at_its_start_is_lent_to_a_gang_of_no_stated_end(
+        api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
+    """EASY's second rule. One domain: an hour's work on one node, half a node taken for
+    as long as nobody knows, two nodes free; the other domain full. The head (3 pods of 8
+    GPUs) keeps the first and could start there in an hour, on the three whole nodes: the
+    half-taken node's free half it never needs, so a 4-GPU pod of no stated end runs
+    there now, and nowhere else in the head's room."""
+    controllers.start()
+    await create_gang(api, namespace, "hour", 1, annotations=_expecting("1h"))
+    await until(lambda: all_bound(api, namespace, "hour", 1))
+    await create_gang(api, namespace, "half", 1, gpus=4)
+    await until(lambda: all_bound(api, namespace, "half", 1))
+    await create_gang(api, namespace, "wall", 4)
+    await until(lambda: all_bound(api, namespace, "wall", 4))
+    await create_gang(api, namespace, "head", 3)
+    await until(lambda: _waits(api, namespace, "head"))
+    (half,) = await pods_of(api, namespace, "half")
+    await create_gang(api, namespace, "small", 1, gpus=4)
+
+    await until(lambda: all_bound(api, namespace, "small", 1))
+    (small,) = await pods_of(api, namespace, "small")
+    assert small["spec"]["nodeName"] == half["spec"]["nodeName"]
+    record = json.loads(small["metadata"]["annotations"][PLACEMENT_ANNOTATION])
+    assert "backfilledUntil" not in record
+    (home,) = (c for c in CLIQUES if half["spec"]["nodeName"] in c)
+    assert sorted(record["keptOff"]) == sorted(set(home) - {half["spec"]["nodeName"]})
+    assert all(gated(p) for p in await pods_of(api, namespace, "head"))

@@ -29,7 +29,15 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.commands import airlock_command, run_airlock
-from tests.kube import Controllers, nodes_by_name, pods_of, until
+from tests.kube import (
+    Controllers,
+    all_bound,
+    create_gang,
+    events,
+    nodes_by_name,
+    pods_of,
+    until,
+)
 from tests.paths import POLICIES, ROOT
 from webhook.keys import CLASS_LABEL, GANG_LABEL, GANG_SOURCE_ANNOTATION, GATE, PLACEMENT_ANNOTATION
 from webhook.sandbox.binaries import KWOK, kubernetes_release, kubernetes_tool
@@ -179,6 +187,50 @@ async def test_pytorchjob_pods_are_one_training_gang(
     gangs = assert_gated_at_creation(seen, names, "training", "kubeflow")
     assert set(gangs.values()) == {"ddp"}
     await assert_in_one_domain(api, items)
+
+
+@gangs
+async def test_an_elastic_pytorchjob_runs_from_its_minimum_and_grows_as_room_frees(
+        api: client.ApiClient, namespace: str) -> None:
+    """`elasticPolicy` (minReplicas 2, 4 workers), read from the PyTorchJob the
+    training-operator made the pods for: with room for 3 of them, 3 run at once and the
+    4th joins the gang's domain when a node there frees."""
+    # One domain full, one node of the other taken: 3 nodes free, side by side.
+    await create_gang(api, namespace, "fill", 4)
+    await until(lambda: all_bound(api, namespace, "fill", 4), within=WITHIN)
+    await create_gang(api, namespace, "one", 1)
+    await until(lambda: all_bound(api, namespace, "one", 1), within=WITHIN)
+    template = {"spec": {"containers": [{"name": "pytorch", "image": "pytorch/pytorch:2.4.0",
+                                         "resources": gpus(8)}]}}
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+           "metadata": {"name": "elastic"},
+           "spec": {"elasticPolicy": {"minReplicas": 2, "maxReplicas": 4,
+                                      "rdzvBackend": "c10d"},
+                    "pytorchReplicaSpecs": {"Worker": {
+                        "replicas": 4, "restartPolicy": "OnFailure", "template": template}}}}
+    await create(api, namespace, "kubeflow.org", "v1", "pytorchjobs", job)
+
+    async def three_of_four() -> bool:
+        workers = await pods_of(api, namespace, "elastic-worker-")
+        return len(workers) == 4 and sum(bool(p["spec"].get("nodeName"))
+                                         for p in workers) == 3
+    await until(three_of_four, within=WITHIN)
+    await asyncio.sleep(2)  # the fourth stays behind its gate: no room in the domain
+    workers = await pods_of(api, namespace, "elastic-worker-")
+    (waiting,) = [p for p in workers if not p["spec"].get("nodeName")]
+    assert GATE in [g["name"] for g in waiting["spec"].get("schedulingGates") or []]
+    records = [json.loads(p["metadata"]["annotations"][PLACEMENT_ANNOTATION])
+               for p in workers if PLACEMENT_ANNOTATION in p["metadata"]["annotations"]]
+    assert [(len(r["members"]), r["minimum"]) for r in records] == [(3, 2)]
+    told = await events(api, namespace, waiting["metadata"]["name"])
+    assert any("above the gang's minimum of 2" in m for m in told), told
+
+    await client.CoreV1Api(api).delete_namespaced_pod("one-0", namespace,
+                                                      grace_period_seconds=0)
+    items = await running(api, namespace, 8)
+    nodes = await nodes_by_name(api)
+    assert len({nodes[p["spec"]["nodeName"]].get(CLIQUE_LABEL) for p in items
+                if p["metadata"]["name"].startswith("elastic-")}) == 1
 
 
 async def test_training_operators_own_webhook_serves_on_loopback(

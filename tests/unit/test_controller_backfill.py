@@ -29,7 +29,7 @@ from tests.builders import (
 )
 from webhook.controller.core.accounting import Accounts
 from webhook.controller.core.actions import Wait
-from webhook.controller.core.backfill import shadow
+from webhook.controller.core.backfill import shadow, spare
 from webhook.controller.core.deciding import Admit, DecideOptions, Record, decide
 from webhook.controller.core.gangs import gang_of
 from webhook.controller.core.objects import PodInfo
@@ -67,7 +67,54 @@ SHADOWS: list[tuple[str, int, tuple[int, int], dict[str, int], list[Any], float 
                          [case[1:] for case in SHADOWS], ids=[case[0] for case in SHADOWS])
 def test_shadow_time(need: int, shape: tuple[int, int], free: dict[str, int],
                      ends: list[Any], start: float | None) -> None:
-    assert shadow(need, shape, free, ends, NOW) == start
+    found = shadow(need, shape, free, ends, NOW)
+    assert (found.at if found else None) == start
+
+
+# room at the shadow time, the head's pod sizes -> the nodes it would leave alone
+SPARES: list[tuple[str, dict[str, int], list[int], frozenset[str]]] = [
+    ("a node too small for any pod", {"n0": 8, "n1": 4, "n2": 8}, [8, 8], frozenset({"n1"})),
+    ("pods packed onto the roomiest nodes", {"n0": 8, "n1": 8, "n2": 8}, [4, 4],
+     frozenset({"n1", "n2"})),
+    ("every node needed", {"n0": 8, "n1": 8}, [8, 8], frozenset()),
+    ("ties go by name", {"n1": 8, "n0": 8}, [8], frozenset({"n1"})),
+    ("does not pack: nothing is spare", {"n0": 8, "n1": 4}, [8, 8], frozenset()),
+]
+
+
+@pytest.mark.parametrize(("room", "sizes", "left"), [c[1:] for c in SPARES],
+                         ids=[c[0] for c in SPARES])
+def test_the_nodes_the_head_would_not_need_at_its_start(
+        room: dict[str, int], sizes: list[int], left: frozenset[str]) -> None:
+    assert spare(room, sizes) == left
+
+
+def _a_head_that_spares_a_node(behind: list[PodInfo]) -> list[PodInfo]:
+    """Domain a (5 nodes): a-n0 busy for 600 s more, a-n1 half busy for as long as
+    nobody knows, three nodes free; b full. The head (4 pods of 8 GPUs) keeps a and
+    starts there in 600 s on a-n0, a-n2, a-n3 and a-n4: a-n1's free half it never
+    needs."""
+    busy = _stating(running("busy", ["a-n0"], ran=600, priority=TRAINING), 1200)
+    half = running("half", ["a-n1"], gpus=4, ran=600, priority=TRAINING)
+    full = running("full", [f"b-n{i}" for i in range(4)], ran=600, priority=TRAINING)
+    return [*busy, *half, *full, *gang("head", 4, priority=10, created=1), *behind]
+
+
+@pytest.mark.parametrize(("gpus", "lent"), [(4, True), (8, False)])
+def test_room_the_head_would_not_need_even_at_its_start_is_lent_for_any_run_time(
+        gpus: int, lent: bool) -> None:
+    """EASY's second rule: the gang behind states no run time, so the first rule lends
+    it nothing; a-n1's 4 free GPUs are the head's to spare, an 8-GPU pod's room is not."""
+    pods = _a_head_that_spares_a_node(gang("small", 1, gpus=gpus, created=2))
+    actions = decide(tracked(cluster({"a": 5, "b": 4}), pods), {}, NOW,
+                     DecideOptions(order="backfill"))
+    if not lent:
+        assert "small" not in admitted(actions)
+        return
+    assert admitted(actions) == {"small": "a"}
+    (record,) = [a.record for a in actions if isinstance(a, Admit)]
+    assert record.backfilled_until is None  # no promise to end: never an overrun victim
+    assert record.kept_off == ("a-n0", "a-n2", "a-n3", "a-n4")
 
 
 # --- run times learned ---------------------------------------------------------------

@@ -11,9 +11,12 @@ shadow time is never later than the head's real start, so a backfill judged to e
 time does. A pod whose end cannot be known (no run time stated or learned) before enough
 has freed makes the head's start unknown, and then nothing is backfilled onto its room.
 
-Only the first rule of EASY is applied: a backfill must end by the shadow time. Room the
-head would not need even at its start (the second rule) is not lent: it would need the
-head's placement at the shadow time, a packing over a future state of the nodes.
+EASY's second rule lends what the head would not need even at its start, to a gang of
+any run time: the kept nodes its packing at the shadow time leaves alone (`spare`: its
+pods, largest first, each onto the kept node with the most room then). Whole nodes,
+since the scheduler places pods on nodes, not on GPUs: whatever runs there, for however
+long, takes nothing the head counts on. A sliced head lends nothing (its packing is per
+slice domain).
 
 A gang backfilled onto kept room records when it is expected to end; past then it is the
 first victim when the head is ready (`criteria`). Pure, the clock passed in."""
@@ -21,6 +24,7 @@ first victim when the head is ready (`criteria`). Pure, the clock passed in."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.objects import PodInfo
@@ -32,9 +36,16 @@ from webhook.controller.core.snapshot import Snapshot
 Ending = tuple[float | None, str, GpuEquivalents]
 
 
+class Shadow(NamedTuple):
+    """When the head could start, and each kept node's free GPUs then."""
+
+    at: float
+    room: dict[str, GpuEquivalents]
+
+
 def shadow(need: GpuEquivalents, shape: tuple[int, GpuEquivalents],
            free: Mapping[str, GpuEquivalents], ends: Iterable[Ending], now: float
-           ) -> float | None:
+           ) -> Shadow | None:
     """When a gang needing `need` GPUs, as `shape` (pods, GPUs of the smallest), could
     start on the nodes `free` says, once the pods `ends` lists end as expected; None
     when a pod of unknown end is in the way, or the nodes are never enough."""
@@ -47,7 +58,7 @@ def shadow(need: GpuEquivalents, shape: tuple[int, GpuEquivalents],
 
     free_slots = sum(slots(r) for r in room.values())
     if total >= need and free_slots >= count:
-        return now
+        return Shadow(now, room)
     for end, node, gpus in sorted(ends, key=lambda e: (e[0] is None, e[0] or 0.0)):
         if end is None:
             return None
@@ -56,8 +67,25 @@ def shadow(need: GpuEquivalents, shape: tuple[int, GpuEquivalents],
         total += gpus
         free_slots += slots(room[node]) - slots(before)
         if total >= need and free_slots >= count:
-            return max(end, now)
+            return Shadow(max(end, now), room)
     return None
+
+
+def spare(room: Mapping[str, GpuEquivalents], sizes: Sequence[GpuEquivalents]
+          ) -> frozenset[str]:
+    """The nodes of `room` a gang of pods of `sizes` GPUs would leave alone: its pods,
+    largest first, each onto the node with the most room (ties by name); none when
+    they do not pack."""
+    left = dict(room)
+    order = sorted(left, key=lambda n: (-left[n], n))
+    used: set[str] = set()
+    for size in sorted(sizes, reverse=True):
+        node = next((n for n in order if left[n] >= size), None)
+        if node is None:
+            return frozenset()
+        left[node] -= size
+        used.add(node)
+    return frozenset(left) - used
 
 
 class Backfill:
@@ -88,9 +116,9 @@ class Backfill:
         return max((pod.started or self.now) + runtime, self.now)
 
     def start(self, members: Sequence[PodInfo], free: Mapping[str, GpuEquivalents]
-              ) -> float | None:
+              ) -> Shadow | None:
         """The shadow time of a head of `members` on the kept nodes, which had `free`
-        GPUs when it became the head."""
+        GPUs when it became the head, and their room then."""
         snap = self.snap
         cluster = snap.cluster
         holding, pods = cluster.occupancy.holding, cluster.pods

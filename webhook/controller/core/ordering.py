@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Literal
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.core.backfill import Backfill
+from webhook.controller.core.backfill import Backfill, spare
 from webhook.controller.core.fitting import NoFit, Plan
 from webhook.controller.core.gangs import Gang
 from webhook.controller.core.identities import UnitId
@@ -69,6 +69,8 @@ class HeadOfLine:
         self._members: Sequence[PodInfo] = ()
         self._free: dict[str, GpuEquivalents] = {}
         self._start: float | None = None
+        # Kept nodes the head would not need even at its start (EASY's second rule).
+        self._spare: frozenset[str] = frozenset()
         self._judged = False
 
     def behind(self) -> str | None:
@@ -91,21 +93,27 @@ class HeadOfLine:
         """The head's shadow time: when it is expected to be able to start on its kept
         nodes; None when unknown (or no backfill)."""
         if not self._judged and self.backfill is not None and self._free:
-            self._start = self.backfill.start(self._members, self._free)
+            found = self.backfill.start(self._members, self._free)
+            if found is not None:
+                self._start = found.at
+                if not any(p.slice_key for p in self._members):
+                    gpus = self.backfill.snap.gpus
+                    self._spare = spare(found.room, [gpus(p.requests) for p in self._members])
             self._judged = True
         return self._start
 
     def kept_from(self, pods: Sequence[PodInfo], stretch: float = 1.0
                   ) -> tuple[set[str], float | None]:
-        """The nodes `pods`, of a gang behind the head, may not use; and when they may
-        use the head's, since they are expected to end before it starts (their run time
-        `stretch`ed: `Backfill.until`), that end."""
+        """The nodes `pods`, of a gang behind the head, may not use: the kept ones but
+        those the head would not need even at its start (EASY's second rule); and when
+        they may use all of the head's, since they are expected to end before it starts
+        (their run time `stretch`ed: `Backfill.until`), that end."""
         if not self.kept or self.backfill is None:
             return self.kept, None
         until = self.backfill.until(pods, stretch)
-        start = self.start() if until is not None else None
+        start = self.start()
         if until is None or start is None or until > start:
-            return self.kept, None
+            return self.kept - self._spare, None
         return set(), until
 
     def backfilled(self, plan: Plan, until: float | None) -> float | None:

@@ -165,9 +165,9 @@ def _kept_off(avoid: set[str], plan: Plan, snap: Snapshot, anchor: PodInfo,
     domain, or among the nodes it may use at all."""
     if not avoid:
         return ()
-    near: Collection[str] = snap.domains(anchor, key).get(plan.domain, ()) \
+    near: Collection[str] = set(snap.domains(anchor, key).get(plan.domain, ())) \
         if plan.domain is not None and key else snap.eligible_set(anchor)
-    return tuple(sorted(n for n in avoid if n in near))
+    return tuple(sorted(avoid.intersection(near)))
 
 
 def _fit_joiners(gang: Gang, pods: list[PodInfo], snap: Snapshot, avoid: set[str]

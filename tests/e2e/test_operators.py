@@ -221,7 +221,12 @@ async def test_an_elastic_pytorchjob_runs_from_its_minimum_and_grows_as_room_fre
     assert GATE in [g["name"] for g in waiting["spec"].get("schedulingGates") or []]
     records = [json.loads(p["metadata"]["annotations"][PLACEMENT_ANNOTATION])
                for p in workers if PLACEMENT_ANNOTATION in p["metadata"]["annotations"]]
-    assert [(len(r["members"]), r["minimum"]) for r in records] == [(3, 2)]
+    # The operator makes the pods one after another: the gang is admitted with at least
+    # its minimum, and takes the third at once or as it comes.
+    assert {r["minimum"] for r in records} == {2}
+    assert len(min(records, key=lambda r: r["at"])["members"]) >= 2
+    assert {m for r in records for m in r["members"]} == \
+        {p["metadata"]["name"] for p in workers if p["spec"].get("nodeName")}
     told = await events(api, namespace, waiting["metadata"]["name"])
     assert any("above the gang's minimum of 2" in m for m in told), told
 

@@ -396,3 +396,20 @@ def test_a_pod_airlock_did_not_mark_states_no_run_time() -> None:
     raw["metadata"]["annotations"][RUNTIME_SECONDS_ANNOTATION] = "600"
     raw["spec"]["nodeName"] = "a-n0"
     assert PodInfo.parse(raw).runtime is None
+
+
+@pytest.mark.parametrize(("spared", "backfilled"), [(frozenset(), True),
+                                                    (frozenset({"gpu-operator"}), False)])
+def test_a_run_time_out_of_airlocks_scope_does_not_move_the_heads_start(
+        spared: frozenset[str], backfilled: bool) -> None:
+    """The busy node's pod states it ends in 600 s; in a namespace out of Airlock's scope
+    the webhook never saw it, so that is nobody's word but its creator's: the head's
+    start is unknown, and nothing is let onto its room."""
+    busy = _stating(running("busy", ["a-n0"], ran=600, priority=TRAINING,
+                            ns="gpu-operator"), 1200)
+    full = running("full", [f"b-n{i}" for i in range(4)], ran=600, priority=TRAINING)
+    small = _stating(gang("small", 1, created=2), 300)
+    pods = [*busy, *full, *gang("head", 4, priority=10, created=1), *small]
+    actions = decide(tracked(cluster({"a": 4, "b": 4}), pods), {}, NOW,
+                     DecideOptions(order="backfill"), QueueState(spared=spared))
+    assert ("small" in admitted(actions)) is backfilled

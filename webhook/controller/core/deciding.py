@@ -204,8 +204,10 @@ class _Round:
         self.looked_up = looked_up
         self.now = now
         self.options = options
-        self.line = HeadOfLine(options.order, Backfill(snap, queues.state.runtimes,
-                                                        queues.state.quotas.queue_of, now))
+        state = queues.state
+        self.line = HeadOfLine(options.order, Backfill(snap, state.runtimes,
+                                                        state.quotas.queue_of, now,
+                                                        state.spared))
         # Nodes held for gangs that preempted: nobody else may use them.
         self.held_nodes: set[str] = set()
         # Gangs (and queued single pods) that did not fit, by what decides their fit: one

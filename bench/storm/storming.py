@@ -6,8 +6,6 @@ middle if asked, and the apiserver's and the webhook's figures read around it.""
 from __future__ import annotations
 
 import asyncio
-import ssl
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -29,14 +27,13 @@ from bench.common import (
 )
 from bench.storm import figures
 from bench.storm.workloads import SERVING_IMAGE, Marks, pods_of, serving, storm
-from webhook.certificates import make_certs
 from webhook.kuberaw import json_of
 from webhook.policy.loading import load_policy
 from webhook.sandbox import wiring
 from webhook.sandbox.clients import from_kubeconfig
-from webhook.sandbox.controlplane import ControlPlane, free_port, launch, wait_ready
+from webhook.sandbox.controlplane import ControlPlane, wait_ready
 from webhook.sandbox.nodes import Shape, create_nodes, topology
-from webhook.sandbox.processes import AirlockProcess, Webhook
+from webhook.sandbox.processes import Webhook, serve_tls
 
 NAMESPACE = "storm"
 WEBHOOK = "airlock-webhook"
@@ -102,16 +99,7 @@ class Run:
 def start_bare(workdir: Path) -> Webhook:
     """The bare endpoint where the webhook goes, with certificates of its own and the
     same TLS: the baseline for what the apiserver's side of a call costs."""
-    certs = make_certs(workdir / "bare-certs")
-    port = free_port()
-    url = f"https://127.0.0.1:{port}"
-    argv = [sys.executable, "-m", "bench.admission.echo_server", "--port", str(port),
-            "--cert-dir", str(certs.cert.parent)]
-    log = workdir / "bare.log"
-    running = AirlockProcess(launch(argv, log), log, argv, f"{url}/readyz")
-    wait_ready("the bare endpoint", running.process, log, running.ready, 30.0,
-               ssl.create_default_context(cafile=str(certs.ca)))
-    return Webhook(url, certs, running)
+    return serve_tls(workdir, "echo", "bench.admission.echo_server", [])
 
 
 async def wire(api: client.ApiClient, plane: ControlPlane, hook: Webhook,

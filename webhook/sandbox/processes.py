@@ -54,6 +54,25 @@ class Webhook:
     running: AirlockProcess
 
 
+def serve_tls(workdir: Path, name: str, module: str, flags: list[str],
+              detached: bool = False, timeout: float = 30.0, port: int | None = None
+              ) -> Webhook:
+    """`python -m <module> --port P --cert-dir D <flags>` on a free loopback port (or
+    `port`), with certificates of its own in `workdir/<name>-certs` and its log in
+    `workdir/<name>.log`; back once it answers /readyz over TLS."""
+    certs = make_certs(workdir / f"{name}-certs", SERVICE_HOSTS)
+    port = port or free_port()
+    url = f"https://127.0.0.1:{port}"
+    argv = [sys.executable, "-m", module, *flags, "--port", str(port),
+            "--cert-dir", str(certs.cert.parent)]
+    log = workdir / f"{name}.log"
+    running = AirlockProcess(launch(argv, log, append=True, session=detached), log, argv,
+                             f"{url}/readyz", detached)
+    wait_ready(f"the {name}", running.process, log, running.ready, timeout,
+               ssl.create_default_context(cafile=str(certs.ca)))
+    return Webhook(url, certs, running)
+
+
 def start_webhook(workdir: Path, policies: Path, detached: bool = False,
                   timeout: float = 30.0, extra: list[str] | None = None,
                   port: int | None = None) -> Webhook:
@@ -62,17 +81,10 @@ def start_webhook(workdir: Path, policies: Path, detached: bool = False,
     default it has no credentials: /metrics is open and DRA claims are not read; said
     outright, since in a pod (a CI runner) the default would be to ask that pod's
     cluster. `webhook_reading(kubeconfig)` gives it a plane to read claims from."""
-    certs = make_certs(workdir / "webhook-certs", SERVICE_HOSTS)
-    port = port or free_port()
-    url = f"https://127.0.0.1:{port}"
-    running = _spawn(["serve", "--host", "127.0.0.1", "--port", str(port), "--cert-dir",
-                      str(certs.cert.parent), "--policies", str(policies),
+    return serve_tls(workdir, "webhook", "webhook",
+                     ["serve", "--host", "127.0.0.1", "--policies", str(policies),
                       "--drain-seconds", "0", "--metrics-auth", "none", "--dra", "none",
-                      *(extra or [])],
-                     workdir / "webhook.log", detached, f"{url}/readyz")
-    wait_ready("the webhook", running.process, running.log, running.ready, timeout,
-               ssl.create_default_context(cafile=str(certs.ca)))
-    return Webhook(url, certs, running)
+                      *(extra or [])], detached, timeout, port)
 
 
 def webhook_reading(kubeconfig: Path) -> list[str]:

@@ -1,5 +1,10 @@
 """List-then-watch of one resource as raw JSON: resourceVersion tracking, bookmarks, a
-relist on 410 Gone, and backoff on errors. Events go to a callback; nothing here decides."""
+relist on 410 Gone, and backoff on errors. Events go to a callback; nothing here decides.
+
+What the objects say is their authors' (anyone who may create a pod, a claim or a
+budget): an object the callbacks cannot take is logged and passed over, and the watch
+goes on. Were it to fail the watch, the relist would meet it again, and the cache would
+stop for everyone while the object exists."""
 
 from __future__ import annotations
 
@@ -68,7 +73,11 @@ async def _list(lister: Lister, parse: Parse, page: int = 500) -> tuple[list[Any
         if token:
             kwargs["_continue"] = token
         listed = await json_of(await lister(**kwargs))
-        items.extend(parse(item) for item in listed.get("items") or [])
+        for item in listed.get("items") or []:
+            try:
+                items.append(parse(item))
+            except Exception:
+                _passed_over(item)
         token = listed["metadata"].get("continue")
         if not token:
             return items, listed["metadata"]["resourceVersion"]
@@ -99,5 +108,19 @@ async def _stream(lister: Lister, version: str, on_event: OnEvent,
                 raise RuntimeError(obj.get("message", "watch error"))
             version = (obj.get("metadata") or {}).get("resourceVersion", version)
             if kind != "BOOKMARK":
-                on_event(kind, obj)
+                try:
+                    on_event(kind, obj)
+                except Exception:
+                    _passed_over(obj)
     return version
+
+
+def _passed_over(obj: Any) -> None:
+    meta = (obj.get("metadata") if isinstance(obj, dict) else None) or {}
+    log.warning("object cannot be read; passed over", exc_info=True,
+                extra={"namespace": meta.get("namespace"), "name": meta.get("name")})
+    PASSED_OVER[0] += 1
+
+
+# Objects passed over since the process started (one cell, so callers read it live).
+PASSED_OVER = [0]

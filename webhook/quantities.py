@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, DecimalException
 
 _SUFFIXES: dict[str, Decimal] = {
     "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
@@ -11,6 +11,12 @@ _SUFFIXES: dict[str, Decimal] = {
     "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
     "Pi": Decimal(2**50), "Ei": Decimal(2**60),
 }
+
+
+# Exponents as far as Decimal goes: "1e9999999" is a number (far beyond any node), not an
+# error, so whoever bounds it sees how large it is. Comparing such a number is cheap;
+# only turning it into an int or a Fraction is not, and callers bound it first.
+WIDE = Context(Emax=MAX_EMAX, Emin=MIN_EMIN)
 
 
 def parse_quantity(q: str | int | float) -> Decimal:
@@ -27,8 +33,8 @@ def parse_quantity(q: str | int | float) -> Decimal:
     else:
         number, scale = text, Decimal(1)
     try:
-        value = Decimal(number) * scale
-    except InvalidOperation:
+        value = WIDE.multiply(Decimal(number), scale)
+    except DecimalException:
         raise ValueError(f"{q!r} is not a quantity") from None
     if not value.is_finite():
         raise ValueError(f"{q!r} is not a quantity")

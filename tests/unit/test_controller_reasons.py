@@ -32,7 +32,11 @@ from webhook.controller.core.quotas import QueueSpec, Quotas
 from webhook.controller.core.reasons import MEANING, WAIT_REASONS
 from webhook.controller.core.records import Record
 from webhook.conventions.base import SizeUnknown
-from webhook.keys import GANG_EXPECTED_MIN_ANNOTATION, PREEMPTION_ANNOTATION
+from webhook.keys import (
+    GANG_EXPECTED_MIN_ANNOTATION,
+    GANG_EXPECTED_SIZE_ANNOTATION,
+    PREEMPTION_ANNOTATION,
+)
 
 ELASTIC = {GANG_EXPECTED_MIN_ANNOTATION: "2"}
 NO_PREEMPTION = QueueState(preemption=PreemptionSettings(enabled=False))
@@ -80,6 +84,10 @@ SITUATIONS: dict[str, Callable[[], list[Action]]] = {
                placement=Record("a", CLIQUE, ("train-0", "train-1", "train-2"), NOW, 4,
                                 minimum=2) if i == 0 else None) for i in range(3)]
         + [member("train", 3, size=4, marks=ELASTIC)]), {}, NOW),
+    # A member with a size of 400 digits: no webhook writes one.
+    "Invalid": lambda: decide(tracked(cluster({"a": 2}), [
+        member("train", 0, size=2), member("train", 1, marks={
+            GANG_EXPECTED_SIZE_ANNOTATION: "9" * 400})]), {}, NOW),
 }
 
 

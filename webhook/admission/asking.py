@@ -13,10 +13,7 @@ cannot follow, a gang's ask on a pod in no gang).
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import NamedTuple
 
 from webhook.conventions.base import Membership
@@ -32,6 +29,7 @@ from webhook.operators.kueue import keys as kueue
 from webhook.operators.registry import indexed
 from webhook.pods import PodView
 from webhook.policy.model import Policy, TopologyPlacement
+from webhook.values import MAX_SECONDS, Refused, count, duration
 
 # What only a gang can ask: a single pod's placement is its class's.
 _GANG_KEYS = (GANG_MIN_SIZE_ANNOTATION, REQUIRED_TOPOLOGY_ANNOTATION,
@@ -39,13 +37,6 @@ _GANG_KEYS = (GANG_MIN_SIZE_ANNOTATION, REQUIRED_TOPOLOGY_ANNOTATION,
               SLICE_SIZE_ANNOTATION, kueue.REQUIRED_TOPOLOGY, kueue.PREFERRED_TOPOLOGY,
               kueue.SLICE_REQUIRED_TOPOLOGY, kueue.SLICE_SIZE)
 _KEYS = frozenset((*_GANG_KEYS, EXPECTED_RUNTIME_ANNOTATION))
-
-# A Go duration (time.ParseDuration) without a sign: "90m", "1h30m", "1.5h", "45s".
-_DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
-_SECONDS = {"ns": Fraction(1, 10**9), "us": Fraction(1, 10**6), "µs": Fraction(1, 10**6),
-            "μs": Fraction(1, 10**6), "ms": Fraction(1, 1000), "s": Fraction(1),
-            "m": Fraction(60), "h": Fraction(3600)}
-
 
 class Slices(NamedTuple):
     # The node label of the level each slice needs one domain of.
@@ -83,36 +74,21 @@ def _known(policy: Policy) -> str:
 
 def _whole(key: str, raw: str, at_least: int) -> int | str:
     """A count annotation, or the message that says why it is none."""
-    text = raw.strip()
-    if not (text.isascii() and text.isdigit()) or int(text) < at_least:
-        return f"annotation {key}={raw!r} is not a whole number of at least {at_least}"
-    return int(text)
-
-
-def seconds(raw: str) -> int | None:
-    """A run time, whole seconds rounded up: plain seconds ("3600") or a Go duration
-    ("90m", "1h30m"); None when it is neither."""
-    text = raw.strip()
-    if text.isascii() and text.isdigit():
-        return int(text)
-    if not text or _DURATION.sub("", text):
-        return None
-    return math.ceil(sum(Fraction(number.rstrip(".") or "0") * _SECONDS[unit]
-                         for number, unit in _DURATION.findall(text)))
+    found = count(key, raw, least=at_least)
+    return f"annotation {found.message}" if isinstance(found, Refused) else found
 
 
 def _runtime(pod: PodView, problems: list[str]) -> int | None:
     found: list[int] = []
     deadline = (pod.raw.get("spec") or {}).get("activeDeadlineSeconds")
-    if type(deadline) is int and deadline >= 1:
+    # A deadline beyond what a run time may be states no end a plan can use.
+    if type(deadline) is int and 1 <= deadline <= MAX_SECONDS:
         found.append(deadline)
     raw = pod.annotations.get(EXPECTED_RUNTIME_ANNOTATION)
     if raw is not None:
-        stated = seconds(raw)
-        if stated is None or stated < 1:
-            problems.append(
-                f"annotation {EXPECTED_RUNTIME_ANNOTATION}={raw!r} is not a run time; write "
-                f"whole seconds (3600) or a duration (45s, 90m, 2h, 1h30m) of at least 1s")
+        stated = duration(EXPECTED_RUNTIME_ANNOTATION, raw)
+        if isinstance(stated, Refused):
+            problems.append(f"annotation {stated.message}")
         else:
             found.append(stated)
     return min(found) if found else None

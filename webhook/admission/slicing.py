@@ -20,6 +20,7 @@ from webhook.pods import Container, PodView
 from webhook.policy.model import Policy
 from webhook.policy.slices import WHOLE_GPU, MigProfile, Slice
 from webhook.quantities import parse_quantity
+from webhook.values import Refused, amount, share
 
 
 def asks(pod: PodView) -> bool:
@@ -49,24 +50,15 @@ def read_ask(pod: PodView) -> Ask | str:
                 f"alone says how much of a GPU the pod needs")
     if GPU_MEMORY_ANNOTATION in annotations:
         text = annotations[GPU_MEMORY_ANNOTATION]
-        try:
-            memory = parse_quantity(text)
-        except ValueError:
-            return (f"{GPU_MEMORY_ANNOTATION}: {text!r} is not a quantity of GPU memory "
-                    f"(e.g. 10Gi)")
-        if memory <= 0:
-            return f"{GPU_MEMORY_ANNOTATION}: {text!r} must be more than zero"
+        memory = amount(GPU_MEMORY_ANNOTATION, text)
+        if isinstance(memory, Refused):
+            return memory.message
         return Ask(GPU_MEMORY_ANNOTATION, text, Fraction(memory))
     text = annotations[GPU_FRACTION_ANNOTATION]
-    try:
-        share = Fraction(text.strip())
-    except (ValueError, ZeroDivisionError):
-        return (f"{GPU_FRACTION_ANNOTATION}: {text!r} is not a number in (0, 1] "
-                f"(e.g. 0.25 or 1/4)")
-    if not 0 < share <= 1:
-        return (f"{GPU_FRACTION_ANNOTATION}: {text!r} is not in (0, 1]: it is the part of "
-                f"one GPU the pod needs")
-    return Ask(GPU_FRACTION_ANNOTATION, text, share)
+    found = share(GPU_FRACTION_ANNOTATION, text)
+    if isinstance(found, Refused):
+        return found.message
+    return Ask(GPU_FRACTION_ANNOTATION, text, found)
 
 
 def describe(offer: Slice) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from webhook.pods import PodView
+from webhook.values import MAX_PODS, Refused, count
 
 
 class Membership(NamedTuple):
@@ -143,25 +144,26 @@ def whole(obj: Any, key: str, default: int) -> int:
 
 
 def at_least_one(size: int, what: str) -> int | SizeUnknown:
+    if size > MAX_PODS:
+        return SizeUnknown(f"{what} is {size}, more than the {MAX_PODS} pods a gang may have")
     return size if size >= 1 else SizeUnknown(f"{what} is {size}, not a gang size")
 
 
 def whole_text(raw: str | None) -> int | None:
-    """A whole number of at least 0 written as plain digits (an operator's index), else
-    None."""
-    return int(raw) if raw is not None and raw.isascii() and raw.isdigit() else None
+    """An operator's index of a pod in its gang (from 0, plain digits), else None."""
+    if raw is None:
+        return None
+    found = count("index", raw, least=0, most=MAX_PODS - 1)
+    return found if isinstance(found, int) else None
 
 
 def parse_size(raw: str | None, key: str) -> tuple[int | None, str | None]:
     """A gang size annotation as (size, error)."""
     if raw is None:
         return None, f"annotation {key} is missing"
-    try:
-        size = int(raw.strip())
-    except ValueError:
-        return None, f"annotation {key}={raw!r} is not a whole number"
-    if size < 1:
-        return None, f"annotation {key}={raw!r} must be at least 1"
+    size = count(key, raw)
+    if isinstance(size, Refused):
+        return None, f"annotation {size.message}"
     return size, None
 
 

@@ -13,8 +13,9 @@ Order of work in a round:
 from __future__ import annotations
 
 import gc
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from webhook.controller.core.actions import (
@@ -63,17 +64,17 @@ def _hold(pods: Sequence[PodInfo], record: Record, snap: Snapshot, queues: Queue
 
 
 def _hold_promised(gang: Gang, snap: Snapshot, queues: Queueing, now: float,
-                   options: DecideOptions) -> Finish | None:
+                   options: DecideOptions) -> list[Action]:
     for record in gang.records:
         if now - record.at < options.reservation_timeout:
             _hold([p for p in gang.let_go if not p.node_name and p.name in record.members],
                   record, snap, queues, gang)
     promised = gang.promised
     if not promised:
-        return None
+        return []
     record = next(r for r in gang.records if promised[0].name in r.members)
     _hold(promised, record, snap, queues, gang)
-    return Finish(gang.id, record, tuple(promised), snap.need(promised))
+    return [Finish(gang.id, record, tuple(promised), snap.need(promised))]
 
 
 def _domain_nodes(snap: Snapshot, pod: PodInfo, key: str | None,
@@ -401,6 +402,28 @@ def _distrusted(cluster: Tracked) -> list[Ignore]:
     return found
 
 
+def _invalid(gang: Gang) -> Wait | None:
+    """A unit with a member that carries what Airlock cannot follow: set aside whole."""
+    bad = next((p for p in gang.members if p.invalid), None)
+    if bad is None:
+        return None
+    return Wait(gang.id, tuple(gang.waiting), "Invalid",
+                f"pod {bad.name}: {bad.invalid}; Airlock decides nothing for "
+                f"{'it' if gang.single else 'its gang'} until that is fixed", warning=True)
+
+
+def _guarded(gang: Gang, step: Callable[[], list[Action]]) -> list[Action]:
+    """What `step` decides for one unit; a unit that makes it raise is set aside as
+    `Invalid`, and the round goes on for everyone else. Whatever a pod carries is its
+    author's word: no author may fail the round of every other team."""
+    try:
+        return step()
+    except Exception as e:
+        return [Wait(gang.id, tuple(gang.waiting or gang.members), "Invalid",
+                     f"deciding it failed ({type(e).__name__}: {str(e)[:200]}); Airlock "
+                     f"sets it aside and decides for everyone else", warning=True)]
+
+
 def _refused(gang: Gang, hold: Hold) -> Ignore:
     kept = "; ".join(f"{victim.unit} ({why})" for victim, why in hold.refused)
     return Ignore(gang.id, tuple(gang.members),
@@ -436,12 +459,17 @@ def _decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float
     actions.extend(requeued)
     for done in requeued:
         del gangs[done.unit]
+    invalid: set[UnitId] = set()
     for gang in gangs.values():
-        finish = _hold_promised(gang, snap, queues, now, options)
-        if finish is not None:
-            actions.append(finish)
+        if (wait := _invalid(gang)) is not None:
+            invalid.add(gang.id)
+            if gang.waiting:
+                actions.append(wait)
+        else:
+            actions.extend(_guarded(gang, partial(_hold_promised, gang, snap, queues, now,
+                                                  options)))
     round_ = _Round(snap, queues, looked_up, now, options)
-    waiting = [g for g in gangs.values() if g.waiting]
+    waiting = [g for g in gangs.values() if g.waiting and g.id not in invalid]
     holds = {h.unit: h for h in queues.holds(waiting, options.reservation_timeout)}
     for held in holds.values():
         round_.held_nodes.update(held.nodes)
@@ -450,14 +478,20 @@ def _decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float
     # any is still terminating the gang waits.
     for gang in waiting:
         if (hold := holds.get(gang.id)) is not None:
-            if hold.refused:
-                actions.append(_refused(gang, hold))
-            if hold.remaining:
-                actions.append(queues.resume(gang, hold))
-            elif hold.terminating:
-                actions.append(queues.await_victims(gang, hold))
-            else:
-                actions.extend(round_.consider(gang, hold))
+            actions.extend(_guarded(gang, partial(_resume, gang, hold, queues, round_)))
     for gang in queues.order(g for g in waiting if g.id not in holds):
-        actions.extend(round_.consider(gang))
+        actions.extend(_guarded(gang, partial(round_.consider, gang)))
     return actions
+
+
+def _resume(gang: Gang, hold: Hold, queues: Queueing, round_: _Round) -> list[Action]:
+    """A gang that preempted: its refused victims told of, the rest evicted, awaited or,
+    once gone, the gang admitted into the room held for it."""
+    found: list[Action] = [_refused(gang, hold)] if hold.refused else []
+    if hold.remaining:
+        found.append(queues.resume(gang, hold))
+    elif hold.terminating:
+        found.append(queues.await_victims(gang, hold))
+    else:
+        found.extend(round_.consider(gang, hold))
+    return found

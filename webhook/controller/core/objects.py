@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +13,6 @@ from typing import Any
 from webhook.accelerators import extended, recorded
 from webhook.controller.core.identities import GangId, PodKey
 from webhook.controller.core.records import Kind, Opener, PreemptionRecord, Record, Untrusted
-from webhook.conventions.base import whole_text
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CHECKPOINTED_AT_ANNOTATION,
@@ -36,7 +34,7 @@ from webhook.keys import (
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
 )
-from webhook.quantities import parse_quantity
+from webhook.values import MAX_PODS, MAX_SECONDS, Refused, count, instant, units
 
 Resources = dict[str, int]
 # CPU is counted in millicores and everything else in whole units (bytes for memory).
@@ -48,11 +46,9 @@ _NO_NAMES: frozenset[str] = frozenset()
 
 def _amount(resource: str, quantity: Any) -> int:
     """Whole units, rounded up as the scheduler rounds (milli-CPU, bytes, devices)."""
-    try:
-        value = parse_quantity(quantity)
-    except ValueError:
+    if not isinstance(quantity, str | int | float):
         return 0
-    return math.ceil(value * 1000) if resource in _MILLI else math.ceil(value)
+    return units(quantity, 1000 if resource in _MILLI else 1)
 
 
 def _resources(raw: Mapping[str, Any] | None) -> Resources:
@@ -117,10 +113,10 @@ def timestamp(text: str | None) -> float:
 def _checkpoint(text: str | None) -> float | None:
     """A checkpoint time a pod states, or None when it states none we can read: a bad
     value costs the pod its protection (its work counts from its start), never a crash."""
-    try:
-        return timestamp(text) or None
-    except ValueError:
+    if not text:
         return None
+    found = instant(CHECKPOINTED_AT_ANNOTATION, text)
+    return found or None if isinstance(found, float) else None
 
 
 Signature = tuple[Any, ...]
@@ -231,6 +227,9 @@ class PodInfo:
     # (0: no affinity, 1: affinity, 2: its nodeAffinity too): where the ungate patch adds
     # the requirement that keeps it off room kept for others.
     affinity_depth: int = 0
+    # Why the pod cannot be decided: a mark of Airlock's it carries out of bounds, or a
+    # pod the watch could not read at all. Its unit waits as `Invalid`; never raised.
+    invalid: str | None = None
     # (namespace, name): a field, not a property, since rounds look it up for every pod
     # they weigh (a tenth of a large simulation went to building it again).
     key: PodKey = field(init=False, compare=False, repr=False)
@@ -280,7 +279,6 @@ class PodInfo:
         labels = meta.get("labels") or {}
         annotations = meta.get("annotations") or {}
         gates = [g.get("name") for g in spec.get("schedulingGates") or []]
-        size = annotations.get(GANG_EXPECTED_SIZE_ANNOTATION)
         affinity = spec.get("affinity")
         node_affinity = (affinity or {}).get("nodeAffinity")
         required = (node_affinity or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
@@ -299,6 +297,7 @@ class PodInfo:
             # The room a placeholder holds is its gang's, admitted into it: not used.
             requests = {}
         created = timestamp(meta.get("creationTimestamp"))
+        counts = _Counts(annotations)
         uid = meta.get("uid", "")
         placement, preemption, distrusted = _records(annotations, uid, created, seal)
         deleting = meta.get("deletionTimestamp") is not None
@@ -311,7 +310,7 @@ class PodInfo:
             gated=GATE in gates, gate_index=gates.index(GATE) if GATE in gates else None,
             gang=gang,
             source=annotations.get(GANG_SOURCE_ANNOTATION),
-            expected_size=_whole(size),
+            expected_size=counts.get(GANG_EXPECTED_SIZE_ANNOTATION) if in_gang else None,
             topology_key=annotations.get(TOPOLOGY_KEY_ANNOTATION),
             topology_mode=annotations.get(TOPOLOGY_MODE_ANNOTATION),
             priority=spec.get("priority") or 0,
@@ -337,26 +336,75 @@ class PodInfo:
             succeeded=(raw.get("status") or {}).get("phase") == "Succeeded",
             single=single, claimed=claimed or None,
             evicted_for=_evicted_for(raw) if deleting else None,
-            min_size=_whole(annotations.get(GANG_EXPECTED_MIN_ANNOTATION)) if in_gang else None,
+            min_size=counts.get(GANG_EXPECTED_MIN_ANNOTATION) if in_gang else None,
             # Bound too: a pod's expected end is what backfill plans the head's start
             # with, and a queued single pod is bound most of its life. Only on pods
             # Airlock marked as its own: another pod's word moves no head.
-            runtime=_whole(annotations.get(RUNTIME_SECONDS_ANNOTATION))
+            runtime=counts.get(RUNTIME_SECONDS_ANNOTATION, most=MAX_SECONDS)
             if decided or single else None,
             slice_key=annotations.get(SLICE_KEY_ANNOTATION) if in_gang else None,
-            slice_size=_whole(annotations.get(SLICE_EXPECTED_SIZE_ANNOTATION))
-            if in_gang else None,
-            slice_index=_whole(annotations.get(SLICE_INDEX_ANNOTATION), least=0)
+            slice_size=counts.get(SLICE_EXPECTED_SIZE_ANNOTATION) if in_gang else None,
+            slice_index=counts.get(SLICE_INDEX_ANNOTATION, least=0, most=MAX_PODS - 1)
             if in_gang else None,
             affinity_depth=(2 if node_affinity is not None else 1 if affinity is not None
                             else 0) if decided and required is None else 0,
+            invalid=counts.invalid,
         )
 
 
-def _whole(text: str | None, least: int = 1) -> int | None:
-    """A count the webhook recorded, None when absent, unreadable or below `least`."""
-    value = whole_text(text)
-    return value if value is not None and value >= least else None
+def unreadable(raw: Mapping[str, Any], reason: str) -> PodInfo:
+    """A pod `PodInfo.parse` could not read: kept under its name, so the cache stays
+    current and its gang is told, with what it requests where that can still be read
+    (room it holds on a node is not room to promise), and never decided."""
+    def mapping(value: Any) -> Mapping[str, Any]:
+        return value if isinstance(value, Mapping) else {}
+
+    def text(value: Any) -> str:
+        return value if isinstance(value, str) else ""
+
+    meta, spec = mapping(raw.get("metadata")), mapping(raw.get("spec"))
+    labels = mapping(meta.get("labels"))
+
+    try:
+        requests = pod_requests(spec)
+    except Exception:  # the reason it is unreadable may be here too
+        requests = {}
+    gang = text(labels.get(GANG_LABEL)) or None
+    gates = spec.get("schedulingGates")
+    gated = isinstance(gates, list) and any(
+        isinstance(g, Mapping) and g.get("name") == GATE for g in gates)
+    return PodInfo(
+        namespace=text(meta.get("namespace")), name=text(meta.get("name")),
+        uid=text(meta.get("uid")), node_name=text(spec.get("nodeName")) or None,
+        terminal=False, deleting=meta.get("deletionTimestamp") is not None,
+        requests=requests, gated=gated, gate_index=None, gang=gang, source=None,
+        expected_size=None, topology_key=None, topology_mode=None, priority=0, created=0.0,
+        labels=_NONE, node_selector=_NONE, affinity_terms=None, tolerations=(), owners=(),
+        placement=None, annotated=False, accelerators=_NO_NAMES, devices=(),
+        invalid=f"the pod cannot be read: {reason}")
+
+
+class _Counts:
+    """The counts the webhook recorded on a pod, read within bounds. One out of them is a
+    mark the webhook never writes (a pod it never saw, or one forged while it was down):
+    the first such makes the pod invalid, and it is set aside, never acted on."""
+
+    __slots__ = ("annotations", "invalid")
+
+    def __init__(self, annotations: Mapping[str, str]) -> None:
+        self.annotations = annotations
+        self.invalid: str | None = None
+
+    def get(self, key: str, least: int = 1, most: int = MAX_PODS) -> int | None:
+        text = self.annotations.get(key)
+        if text is None:
+            return None
+        found = count(key, text, least, most) if isinstance(text, str) else \
+            Refused(key, repr(text), "text")
+        if isinstance(found, Refused):
+            self.invalid = self.invalid or f"annotation {found.message}"
+            return None
+        return found
 
 
 # How the message of the DisruptionTarget condition Airlock writes on a victim begins.

@@ -10,7 +10,7 @@ from typing import Final, Literal, get_args
 WaitReason = Literal[
     "Incomplete", "SizeUnknown", "Oversize", "BehindHead", "BackingOff", "NoRoom",
     "NoDomainFits", "NeverFits", "OverQuota", "AwaitingVictims", "AwaitingCapacity",
-    "Growing",
+    "Growing", "Invalid",
 ]
 WAIT_REASONS: Final[tuple[WaitReason, ...]] = get_args(WaitReason)
 
@@ -36,6 +36,9 @@ MEANING: Final[dict[WaitReason, str]] = {
                         "all of it to be there (docs/autoscaling.md)",
     "Growing": "an elastic gang runs with at least its minimum; these pods of it wait for "
                "room in its domain and take it as it frees, never by preemption",
+    "Invalid": "a pod of the unit carries a value Airlock cannot follow (out of bounds, or "
+               "a mark of Airlock's the webhook never wrote), or deciding it failed: it is "
+               "set aside, and the round goes on for everyone else",
 }
 
 
@@ -44,6 +47,6 @@ def lead(reason: WaitReason, warning: bool) -> str:
     scans for."""
     if reason == "Incomplete":
         return "Incomplete" if warning else "Waiting"
-    if reason in ("SizeUnknown", "Oversize"):
+    if reason in ("SizeUnknown", "Oversize", "Invalid"):
         return reason
     return "Waiting"

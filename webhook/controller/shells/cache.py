@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -12,7 +13,7 @@ from webhook.accelerators import Accelerators
 from webhook.controller.core.claiming import ClaimEntry, DeviceIndex, SliceEntry, claim_entry
 from webhook.controller.core.growing import Asking
 from webhook.controller.core.identities import PodKey, UnitId
-from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.objects import NodeInfo, PodInfo, unreadable
 from webhook.controller.core.placeholders import placeholder_of
 from webhook.controller.core.provisioning import request_of
 from webhook.controller.core.records import Opener
@@ -20,6 +21,8 @@ from webhook.controller.core.tracking import Tracked
 from webhook.devices.claims import ClaimKind
 from webhook.devices.kinds import DeviceKind
 from webhook.keys import SYSTEM_NAMESPACE
+
+log = logging.getLogger("airlock.controller")
 
 
 def _version(obj: dict[str, Any]) -> int:
@@ -45,6 +48,8 @@ class Cache:
         self.placeholders: dict[str, Asking] = {}
         self.requests: dict[str, Asking] = {}
         self.changed = asyncio.Event()
+        # Pods the watch could not read, ever: what the metrics export.
+        self.unreadable = 0
 
     @property
     def pods(self) -> dict[PodKey, PodInfo]:
@@ -61,6 +66,16 @@ class Cache:
         return self.cluster.membership.gated
 
     def parse_pod(self, obj: dict[str, Any]) -> tuple[PodInfo, int]:
+        try:
+            return self._parse_pod(obj), _version(obj)
+        except Exception as e:
+            # Anyone who may create a pod writes what is read here: one the controller
+            # cannot read is kept as such, never a watch that fails for everyone.
+            log.warning("pod cannot be read; set aside as invalid", exc_info=True)
+            self.unreadable += 1
+            return unreadable(obj, f"{type(e).__name__}: {str(e)[:200]}"), _version(obj)
+
+    def _parse_pod(self, obj: dict[str, Any]) -> PodInfo:
         info = PodInfo.parse(obj, self.seal)
         if info.namespace == SYSTEM_NAMESPACE:
             self._placeholder(info, obj)
@@ -68,7 +83,7 @@ class Cache:
             self._recount |= self.devices.pod_put(info.key, obj)
             if claimed := self.devices.claimed(info.key):
                 info = info.with_claims(claimed)
-        return info, _version(obj)
+        return info
 
     def _placeholder(self, info: PodInfo, obj: dict[str, Any]) -> None:
         placeholder = placeholder_of(obj) if info.active else None

@@ -9,6 +9,7 @@ from webhook.conventions.base import (
     OwnerAddress,
     OwnerRefs,
     SizeUnknown,
+    at_least_one,
     named_by,
     named_by_label,
     spec_of,
@@ -31,4 +32,5 @@ class PodGroupConvention:
     def size(self, owner: Mapping[str, Any], labels: Mapping[str, str], joins: Joins
              ) -> int | SizeUnknown:
         size = whole(spec_of(owner), "minMember", 0)
-        return size if size >= 1 else SizeUnknown("the PodGroup sets no minMember")
+        return at_least_one(size, "the PodGroup's minMember") if size else SizeUnknown(
+            "the PodGroup sets no minMember")

@@ -115,12 +115,17 @@ async def _stream(lister: Lister, version: str, on_event: OnEvent,
     return version
 
 
+_passed = 0
+
+
 def _passed_over(obj: Any) -> None:
+    global _passed
     meta = (obj.get("metadata") if isinstance(obj, dict) else None) or {}
     log.warning("object cannot be read; passed over", exc_info=True,
                 extra={"namespace": meta.get("namespace"), "name": meta.get("name")})
-    PASSED_OVER[0] += 1
+    _passed += 1
 
 
-# Objects passed over since the process started (one cell, so callers read it live).
-PASSED_OVER = [0]
+def passed_over() -> int:
+    """Objects any watch of this process could not take, since it started."""
+    return _passed

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.controller.core.health import LOOP_STALE_SECONDS, WATCH_STALE_SECONDS, Health
+from webhook.controller.core.health import (
+    LOOP_STALE_SECONDS,
+    ROUNDS_FAILING_SECONDS,
+    WATCH_STALE_SECONDS,
+    Health,
+)
 
 
 class Clock:
@@ -85,3 +90,22 @@ def test_every_problem_is_reported_at_once(clock: Clock) -> None:
     assert nodes.startswith("nodes watch: ")
     assert pods.startswith("pods watch: ")
     assert loop == "leading, but no decision loop completed for 11 s (limit 5 s)"
+
+
+def test_rounds_failing_for_a_minute_fail_the_probe_and_one_success_clears_it(
+        clock: Clock) -> None:
+    """A round that raises every time decides nothing: the probe says so, with the error,
+    instead of staying green while every gang waits."""
+    health = Health(clock)
+    health.leading()
+    error = "OverflowError: int too large to convert to float"
+    for _ in range(int(ROUNDS_FAILING_SECONDS) // 2 + 1):
+        health.round_failed(error)
+        assert health.problems() == []
+        clock.now += 2
+    health.round_failed(error)
+    assert health.problems() == [
+        f"every round has failed for {ROUNDS_FAILING_SECONDS + 2:.0f} s (limit "
+        f"{ROUNDS_FAILING_SECONDS:.0f} s), the last with: {error}"]
+    health.looped()
+    assert health.problems() == []

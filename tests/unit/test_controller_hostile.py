@@ -4,12 +4,18 @@ decision raises, is set aside as `Invalid` and the round goes on."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from tests.builders import NOW, admitted, cluster, gang, member, tracked, waits
+from tests.builders import NOW, admitted, cluster, gang, member, running, tracked, waits
 from webhook.controller.core import deciding
-from webhook.controller.core.actions import Wait
-from webhook.controller.core.deciding import decide
+from webhook.controller.core.actions import Admit, Wait
+from webhook.controller.core.criteria import PreemptionSettings
+from webhook.controller.core.deciding import QueueState, decide
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.quotas import QueueSpec, Quotas
+from webhook.controller.core.records import Record
 from webhook.keys import (
     GANG_EXPECTED_MIN_ANNOTATION,
     GANG_EXPECTED_SIZE_ANNOTATION,
@@ -51,3 +57,59 @@ def test_a_unit_whose_decision_raises_is_set_aside_and_the_round_goes_on(
     assert set(admitted(actions)) == {"canary"}
     assert waits(actions)["mallory"].startswith(
         "Invalid: deciding it failed (OverflowError: int too large to convert to float)")
+
+
+# --- quota cannot be bypassed ------------------------------------------------------------
+
+# One queue for namespace mallory: 2 GPUs guaranteed, 2 more it may borrow.
+SMALL_QUOTA = QueueState(Quotas([QueueSpec("mallory", ("mallory",), nominal=2,
+                                           borrowing_limit=2)]),
+                         preemption=PreemptionSettings(enabled=False))
+MINIMUM_ONE = {GANG_EXPECTED_MIN_ANNOTATION: "1"}
+
+
+def _elastic(i: int, **kw: Any) -> PodInfo:
+    return member("e", i, gpus=1, size=64, ns="mallory", mode="preferred", marks=MINIMUM_ONE,
+                  **kw)
+
+
+def test_an_elastic_gang_grows_only_within_its_queues_quota() -> None:
+    """`gang-min-size: 1`, `gang-size: 64`: admitted with what the quota allows, and its
+    joiners are charged like the rest, never past the borrowing limit."""
+    first = decide(tracked(cluster({"a": 8}), [_elastic(i) for i in range(16)]), {}, NOW,
+                   state=SMALL_QUOTA)
+    (admit,) = [a for a in first if isinstance(a, Admit)]
+    assert len(admit.ungate) == 4
+    record = Record(None, None, tuple(p.name for p in admit.ungate), NOW, 64, minimum=1)
+    running_four = [_elastic(i, gated=False, node_name=f"a-n{i}",
+                             placement=record if i == 0 else None) for i in range(4)]
+    later = decide(tracked(cluster({"a": 8}), [*running_four,
+                                               *(_elastic(i) for i in range(4, 16))]),
+                   {}, NOW + 60, state=SMALL_QUOTA)
+    assert not [a for a in later if isinstance(a, Admit)]
+
+
+def test_a_gang_started_by_a_pod_with_a_node_name_is_charged_for_the_rest() -> None:
+    """A pod placed by `nodeName` was never gated: it makes its gang look started, and
+    before, the rest joined with no quota check at all."""
+    placed = member("g", 0, gpus=2, size=4, ns="mallory", mode="preferred", gated=False,
+                    node_name="a-n0")
+    rest = [member("g", i, gpus=2, size=4, ns="mallory", mode="preferred") for i in range(1, 4)]
+    actions = decide(tracked(cluster({"a": 4}), [placed, *rest]), {}, NOW, state=SMALL_QUOTA)
+    assert not [a for a in actions if isinstance(a, Admit)]
+    assert waits(actions)["g"].startswith("Waiting: 3 pods to rejoin a gang of 4")
+    assert [a.reason for a in actions if isinstance(a, Wait)] == ["OverQuota"]
+
+
+def test_a_replacement_restores_a_running_gang_whatever_its_queue_uses_now() -> None:
+    """What a gang was admitted with is its own: a member lost and made again is not
+    charged twice, even where its queue has since used its quota up."""
+    record = Record(None, None, ("g-0", "g-1"), NOW - 60, 2)
+    bound = member("g", 0, gpus=2, size=2, ns="mallory", mode="preferred", gated=False,
+                   node_name="a-n0", placement=record)
+    other = running("other", ["a-n1"], gpus=2, ns="mallory")
+    again = member("g", 1, gpus=2, size=2, ns="mallory", mode="preferred", created=9,
+                   name="g-9")
+    actions = decide(tracked(cluster({"a": 4}), [bound, *other, again]), {}, NOW,
+                     state=SMALL_QUOTA)
+    assert [p.name for a in actions if isinstance(a, Admit) for p in a.ungate] == ["g-9"]

@@ -149,6 +149,19 @@ def _joiners(gang: Gang, size: int, least: int, now: float, options: DecideOptio
                                                                    f"pods for a gang of {size}")
 
 
+def _restoring(gang: Gang, size: int, least: int) -> int:
+    """How many of a running gang's waiting pods restore what Airlock admitted it with,
+    and are not charged to its queue again: up to its minimum (all of it, for a gang that
+    runs whole or not at all), and never beyond the size it was first admitted at. An
+    elastic gang's growth, a gang whose owner grew it, and a gang Airlock never admitted
+    (its first pods were placed with `nodeName`) are charged like any other."""
+    if not gang.records:
+        return 0
+    admitted = gang.records[0].size or size
+    placed = len(gang.let_go) + len(gang.promised)
+    return max(min(least, admitted, size) - placed, 0)
+
+
 def _joiner_slices(gang: Gang, pods: Sequence[PodInfo]) -> dict[str, str]:
     """Joiners of a sliced gang, by name, to the slice domain where their slice's other
     members were placed (known by the slice index the webhook recorded)."""
@@ -262,10 +275,10 @@ class _Round:
                                    level=key or "topology", avoid=avoid, keep=keep)
             if alike is not None and isinstance(outcome, NoFit):
                 self.no_room[alike] = outcome
-        # Joiners complete a gang that already holds its share: no quota stops them.
-        over = None if started else self.queues.over_quota(gang, members)
+        exempt = _restoring(gang, size, least) if started else 0
+        over = self._over_quota(gang, members, exempt)
         if (isinstance(outcome, NoFit) or over is not None) and must < len(members):
-            fewer = self._fewer(gang, members, max(must, 1), avoid)
+            fewer = self._fewer(gang, members, max(must, 1), avoid, exempt)
             if fewer is not None:
                 members, outcome, over = *fewer, None
             elif not must:
@@ -297,23 +310,30 @@ class _Round:
                                 tuple(members), snap.need(members),
                                 _joining_note(gang, size) if started else "", nominate)]
 
-    def _fewer(self, gang: Gang, members: list[PodInfo], least: int, avoid: set[str]
-               ) -> tuple[list[PodInfo], Plan] | None:
+    def _over_quota(self, gang: Gang, members: Sequence[PodInfo], exempt: int) -> str | None:
+        """Why admitting `members` would take the gang's queue past its quota, but for the
+        first `exempt` of them: a running gang's replacements, which restore what it was
+        admitted with."""
+        charged = members[exempt:]
+        return self.queues.over_quota(gang, charged) if charged else None
+
+    def _fewer(self, gang: Gang, members: list[PodInfo], least: int, avoid: set[str],
+               exempt: int) -> tuple[list[PodInfo], Plan] | None:
         """The most of an elastic gang's `members` (the first ones, at least `least`)
-        that fit and, for a new gang, its queue's quota; by halving, since any fewer of
-        them fit too."""
+        that fit and, beyond the `exempt` first, its queue's quota; by halving, since any
+        fewer of them fit too."""
         started = gang.started
         anchor = members[0]
 
         def plan(count: int) -> Plan | None:
             some = members[:count]
+            if self._over_quota(gang, some, exempt) is not None:
+                return None
             if started:
                 outcome: Plan | NoFit = _fit_joiners(gang, some, self.snap, avoid)[0]
             else:
                 outcome = fit(some, self.snap, anchor.topology_key, anchor.topology_mode,
                               avoid=avoid)
-                if self.queues.over_quota(gang, some) is not None:
-                    return None
             return outcome if isinstance(outcome, Plan) else None
 
         best: tuple[list[PodInfo], Plan] | None = None

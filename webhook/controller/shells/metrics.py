@@ -62,6 +62,18 @@ class ControllerMetrics:
             "the controller, or recorded victims the checks now keep. Each has a "
             "RecordIgnored event.", registry=self.registry)
 
+        self.rounds_failed = Counter(
+            "airlock_rounds_failed", "Rounds that raised and decided nothing; rounds "
+            "failing for a minute on end fail the liveness probe (/healthz).",
+            registry=self.registry)
+        self.pods_unreadable = Gauge(
+            "airlock_pods_unreadable", "Pods the controller's watch could not read since it "
+            "started: kept by name as Invalid, never decided for.", registry=self.registry)
+        self.objects_passed_over = Gauge(
+            "airlock_watch_objects_passed_over", "Objects (of any kind watched) the watches "
+            "could not take since the process started: passed over, the watch going on.",
+            registry=self.registry)
+
         self.capacity_requests = Counter(
             "airlock_capacity_requests", "Capacity requests (placeholders for a gang), by "
             "outcome: requested, provisioned (the gang was admitted), withdrawn (it stopped "

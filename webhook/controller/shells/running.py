@@ -64,7 +64,7 @@ from webhook.controller.shells.serving import serve
 from webhook.conventions.base import Joins
 from webhook.devices.claims import ClaimKind, claims_gpus
 from webhook.keys import SYSTEM_NAMESPACE
-from webhook.kubewatch import Lister, watch
+from webhook.kubewatch import Lister, passed_over, watch
 from webhook.logs import setup_logging
 from webhook.operators.clusterautoscaler import keys as provisioning_api
 from webhook.policy.model import Policy
@@ -324,6 +324,8 @@ class Controller:
                     assert_never(action)
         self.metrics.waiting(waiting.values())
         self.metrics.records_ignored.set(ignored)
+        self.metrics.pods_unreadable.set(self.cache.unreadable)
+        self.metrics.objects_passed_over.set(passed_over())
 
     async def lead(self) -> None:
         log.info("leading: deciding from now on")
@@ -339,9 +341,12 @@ class Controller:
             try:
                 await self.sample()
                 await self.round()
-            except Exception:
+            except Exception as e:
                 log.exception("round failed; retrying")
-            self.health.looped()
+                self.health.round_failed(f"{type(e).__name__}: {str(e)[:200]}")
+                self.metrics.rounds_failed.inc()
+            else:
+                self.health.looped()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.cache.changed.wait(), PERIOD)
             # Let a burst of events (a gang's pods arriving) settle into one round; and

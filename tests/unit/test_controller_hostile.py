@@ -8,11 +8,22 @@ from typing import Any
 
 import pytest
 
-from tests.builders import NOW, admitted, cluster, gang, member, running, tracked, waits
+from tests.builders import (
+    NOW,
+    SEAL,
+    admitted,
+    cluster,
+    gang,
+    member,
+    raw_member,
+    running,
+    tracked,
+    waits,
+)
 from webhook.controller.core import deciding
 from webhook.controller.core.actions import Admit, Wait
 from webhook.controller.core.criteria import PreemptionSettings
-from webhook.controller.core.deciding import QueueState, decide
+from webhook.controller.core.deciding import DecideOptions, QueueState, decide
 from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.quotas import QueueSpec, Quotas
 from webhook.controller.core.records import Record
@@ -113,3 +124,29 @@ def test_a_replacement_restores_a_running_gang_whatever_its_queue_uses_now() -> 
     actions = decide(tracked(cluster({"a": 4}), [bound, *other, again]), {}, NOW,
                      state=SMALL_QUOTA)
     assert [p.name for a in actions if isinstance(a, Admit) for p in a.ungate] == ["g-9"]
+
+
+# --- what can never fit keeps no room ---------------------------------------------------
+
+@pytest.mark.parametrize(("hostile", "says"), [
+    ({"cpu": "100000"}, "requests more than any eligible node offers: cpu 100000000"),
+    ({"memory": "64Ti"}, "memory 70368744177664 (the most any has:"),
+    ({"nodeSelector": {"example.com/nowhere": "true"}}, "no node is eligible"),
+])
+def test_a_gang_that_can_never_fit_for_any_reason_keeps_no_room_from_the_next(
+        hostile: dict[str, Any], says: str) -> None:
+    """Judged on GPUs alone, a gang asking for 100,000 CPUs headed its queue and kept its
+    domain for ever; under the strict order it stopped every gang behind it."""
+    spec = {k: v for k, v in hostile.items() if k == "nodeSelector"}
+    asks = {k: v for k, v in hostile.items() if k != "nodeSelector"}
+    b = raw_member("mallory", 0, 8, 1, ns="mallory", **spec)
+    if asks:
+        b["spec"]["containers"][0]["resources"]["requests"].update(asks)
+    actions = decide(tracked(cluster({"a": 2}), [PodInfo.parse(b, SEAL),
+                                                 *gang("canary", 2, created=5)]),
+                     {}, NOW, DecideOptions(order="strict"))
+    assert admitted(actions) == {"canary": "a"}
+    (wait,) = [a for a in actions if isinstance(a, Wait)]
+    assert wait.reason == "NeverFits"
+    assert wait.keeps is None
+    assert says in wait.detail

@@ -82,6 +82,20 @@ def with_pod_slot(requests: Resources) -> Resources:
     return {**requests, "pods": 1}
 
 
+def fits(free: Resources, requests: Resources) -> bool:
+    for k, v in requests.items():
+        have = free.get(k)
+        # A resource the node does not report at all is not one it can run out of
+        # (ephemeral storage on nodes that don't say), unless it is extended.
+        if have is None:
+            if "/" in k and v > 0:
+                return False
+            continue
+        if have < v:
+            return False
+    return True
+
+
 def _minus(allocatable: Resources, used: Resources | None) -> Resources:
     if not used:
         return allocatable
@@ -117,6 +131,7 @@ class Capacity:
         self._domains: dict[tuple[Any, ...], dict[str, list[str]]] = {}
         self._capacities: dict[tuple[Any, ...], list[tuple[GpuEquivalents, GpuEquivalents]]] = {}
         self._domain_rooms: dict[tuple[Any, ...], dict[str, Room]] = {}
+        self._held: dict[tuple[Any, ...], bool] = {}
 
     def count_as(self, gpus: Count) -> None:
         """Count GPUs with `gpus` from now on (the accelerators changed)."""
@@ -178,6 +193,7 @@ class Capacity:
         self._domains.clear()
         self._capacities.clear()
         self._domain_rooms.clear()
+        self._held.clear()
 
     # --- what rounds read ----------------------------------------------------------------
 
@@ -244,6 +260,17 @@ class Capacity:
             value = labels.get(key) if key != EVERYWHERE else EVERYWHERE
             if value is not None and node in self._eligible_set_of(sig):
                 by_domain[value].moved(before, after)
+
+    def could_hold(self, pod: PodInfo) -> bool:
+        """Whether one of the pod's eligible nodes could hold it were the node empty,
+        counting every resource it requests (CPU, memory, devices), not GPUs alone. A
+        pod no node could ever hold waits for nothing the queue can give it."""
+        found = self._held.get(pod.fit)
+        if found is None:
+            need, nodes = with_pod_slot(pod.requests), self.nodes
+            found = self._held[pod.fit] = any(fits(nodes[n].allocatable, need)
+                                              for n in self.eligible_nodes(pod))
+        return found
 
     def capacities(self, pod: PodInfo, topology_key: str | None
                    ) -> list[tuple[GpuEquivalents, GpuEquivalents]]:

@@ -46,10 +46,34 @@ class NoFit:
     best_domain: str | None = None
 
 
+def _unholdable(pods: Sequence[PodInfo], snap: Snapshot) -> NoFit | None:
+    """A pod that no eligible node could hold even empty, counting every resource it
+    requests: `cpu: 100000` fits nowhere however many GPUs are free."""
+    nodes = snap.nodes
+    for pod in {p.fit: p for p in pods}.values():
+        if snap.could_hold(pod):
+            continue
+        eligible = snap.eligible_nodes(pod)
+        # What a node does not report it cannot run out of, unless it is extended.
+        limited = [k for k in sorted(pod.requests)
+                   if "/" in k or any(k in nodes[n].allocatable for n in eligible)]
+        most = {k: max((nodes[n].allocatable.get(k, 0) for n in eligible), default=0)
+                for k in limited}
+        over = [f"{k} {pod.requests[k]} (the most any has: {most[k]})" for k in limited
+                if pod.requests[k] > most[k]]
+        what = ", ".join(over) if over else "all it requests at once"
+        return NoFit(f"pod {pod.name} requests more than any eligible node offers: {what}; "
+                     f"it cannot fit until the cluster has such a node", code="NeverFits",
+                     never=True)
+    return None
+
+
 def _never(pods: Sequence[PodInfo], need: GpuEquivalents, snap: Snapshot,
            topology_key: str | None, level: str) -> NoFit | None:
     """Why the gang could not fit even were its eligible nodes empty (in one domain of
-    `topology_key` when given), counting GPUs alone; None when it could."""
+    `topology_key` when given); None when it could."""
+    if (unholdable := _unholdable(pods, snap)) is not None:
+        return unholdable
     largest_pod = max(snap.gpus(p.requests) for p in pods)
     capacities = snap.capacities(pods[0], topology_key)  # most GPUs first
     for total, largest in capacities:
@@ -203,10 +227,11 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     anchor = pods[0]
     eligible = snap.eligible_nodes(anchor)
     if not eligible:
+        # Not a moment's want of room: no wait or eviction helps, so it keeps none.
         offering = "".join(f", has {d}" for d in anchor.devices)
         return NoFit(f"needs {need} GPUs, and no node is eligible: none is Ready, "
                      f"schedulable{offering}, tolerated and matched by the pods' node "
-                     f"selection")
+                     f"selection", code="NeverFits", never=True)
     if len(avoid) >= len(eligible) and snap.eligible_set(anchor) <= set(avoid):
         return NoFit(f"needs {need} GPUs; every node it may use is kept for the first in "
                      f"the queue")

@@ -10,27 +10,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.core.capacity import Room, with_pod_slot
+from webhook.controller.core.capacity import Room, fits, with_pod_slot
 from webhook.controller.core.gangs import Gang
 from webhook.controller.core.matching import signature
 from webhook.controller.core.objects import PodInfo, Resources
 from webhook.controller.core.tracking import Tracked
 
 __all__ = ["Room", "Snapshot", "fits", "with_pod_slot"]
-
-
-def fits(free: Resources, requests: Resources) -> bool:
-    for k, v in requests.items():
-        have = free.get(k)
-        # A resource the node does not report at all is not one it can run out of
-        # (ephemeral storage on nodes that don't say), unless it is extended.
-        if have is None:
-            if "/" in k and v > 0:
-                return False
-            continue
-        if have < v:
-            return False
-    return True
 
 
 class Snapshot:
@@ -50,6 +36,7 @@ class Snapshot:
         self.eligible_set = capacity.eligible_set
         self.domains = capacity.domains
         self.capacities = capacity.capacities
+        self.could_hold = capacity.could_hold
         self._domain_rooms: dict[tuple[Any, ...], dict[str, Room]] = {}
         self._ranked: dict[tuple[Any, ...], list[tuple[GpuEquivalents, str]]] = {}
 

@@ -141,15 +141,15 @@ def test_learned_estimate(runs: list[float], estimate: float | None) -> None:
 def test_a_stated_run_time_comes_before_a_learned_one() -> None:
     runtimes = _learned(600.0)
     stated = _stating(gang("g", 2), 60)
-    assert runtimes.expected(stated, "default") == 60
-    assert runtimes.expected(gang("g", 2), "default") == 600.0
+    assert runtimes.expected(stated) == 60
+    assert runtimes.expected(gang("g", 2)) == 600.0
 
 
 def _learned(seconds: float) -> Runtimes:
-    """Enough runs of the default queue, of pods of no class, to trust: all `seconds`."""
+    """Enough runs of namespace ml, of pods of no class, to trust: all `seconds`."""
     runtimes = Runtimes()
     for _ in range(LEAST):
-        runtimes = runtimes.learned(("default", ""), seconds)
+        runtimes = runtimes.learned(("ml", ""), seconds)
     return runtimes
 
 
@@ -170,7 +170,7 @@ def test_run_times_are_learned_from_gangs_that_succeed_and_kept(policy: Policy) 
     former.sample(policy, tracked(cluster({"a": 3}), ok + failed), NOW)
     # `ok` succeeded; `bad` failed (its pods gone): only `ok` says how long work runs.
     former.sample(policy, tracked(cluster({"a": 3}), _done(ok)), NOW + 10)
-    key = ("default", "")
+    key = ("ml", "")
     assert former.runtimes.seen[key] == (1010.0,)
     leader = Accounts()
     leader.carry_on(policy, former.kept(), NOW + 20)
@@ -187,7 +187,22 @@ def test_run_times_are_learned_from_queued_single_pods_too(policy: Policy) -> No
     accounts = Accounts()
     accounts.sample(policy, tracked(cluster({"a": 1}), [one]), NOW)
     accounts.sample(policy, tracked(cluster({"a": 1}), _done([one])), NOW + 10)
-    assert accounts.runtimes.seen[("default", "")] == (510.0,)
+    assert accounts.runtimes.seen[("ml", "")] == (510.0,)
+
+
+def test_what_one_namespace_teaches_moves_no_other_namespaces_estimate(
+        policy: Policy) -> None:
+    """Twenty jobs that exit at once in one namespace teach about nothing of another
+    namespace of the same queue: its gangs are not backfilled on a 15-second estimate
+    and evicted as overruns."""
+    accounts = Accounts()
+    quick = [_admitted(f"q{i}", NOW - 15, [f"n{i}"]) for i in range(WINDOW)]
+    mallory = [dataclasses.replace(p, namespace="mallory") for pods in quick for p in pods]
+    accounts.sample(policy, tracked(cluster({"a": WINDOW}), mallory), NOW)
+    accounts.sample(policy, tracked(cluster({"a": WINDOW}), _done(mallory)), NOW + 1)
+    assert accounts.runtimes.estimate(("mallory", "")) == 16.0
+    assert accounts.runtimes.estimate(("ml", "")) is None
+    assert accounts.runtimes.expected(gang("g", 2)) is None
 
 
 def test_a_new_leader_learns_nothing_from_what_finished_before_it_led(policy: Policy) -> None:

@@ -22,7 +22,7 @@ from webhook.controller.core.fairsharing import FairShare
 from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.queueing import QueueState
 from webhook.controller.core.quotas import Quotas, holding
-from webhook.controller.core.runtimes import Key, Runtimes, class_of
+from webhook.controller.core.runtimes import Key, Runtimes, key_of
 from webhook.controller.core.tracking import Tracked
 from webhook.policy.model import Policy
 
@@ -61,7 +61,8 @@ class Accounts:
         # The head of the queue at the last round, and the domain kept for it.
         self.head_kept: tuple[UnitId, str] | None = None
         # Gangs and queued single pods admitted and running at the last sample: their
-        # queue and class, and when they were admitted. One done by the next ran that long.
+        # namespace and class, and when they were admitted. One done by the next ran that
+        # long.
         self._running: dict[UnitId, tuple[Key, float]] = {}
         self._configured: tuple[Policy, Accelerators, Quotas, PreemptionSettings] | None = None
 
@@ -123,7 +124,7 @@ class Accounts:
         # Here too, not only in rounds: with no pod gated there are no rounds, and a gang
         # that lost a member without a replacement is short all the same.
         self._shortfalls(cluster, now)
-        self._learn(quotas, cluster, now)
+        self._learn(cluster, now)
         held = holding(quotas, cluster.occupancy.namespace_gpus)
         fair = fair_share_of(policy, self.fair_share, now).advance(now, held)
         self.fair_share = fair
@@ -132,7 +133,7 @@ class Accounts:
                             fair.share(name, spec.weight))
                 for name, spec in sorted(quotas.specs.items())]
 
-    def _learn(self, quotas: Quotas, cluster: Tracked, now: float) -> None:
+    def _learn(self, cluster: Tracked, now: float) -> None:
         """Learn how long the gangs and queued single pods that succeeded since the last
         sample ran: from their admission to the sample that found them done, so at most a
         sample longer than they did (an estimate a little long only backfills less)."""
@@ -146,13 +147,11 @@ class Accounts:
                 done = pod is not None and pod.succeeded
             if done:
                 self.runtimes = self.runtimes.learned(key, now - at)
-        running = {unit: ((quotas.queue_of(unit.namespace), class_of(g.members[0])),
-                          g.records[0].at)
+        running = {unit: (key_of(g.members[0]), g.records[0].at)
                    for unit, g in gangs.items() if g.records and not g.single}
         # A queued single is a unit only until it is bound; it runs as a plain pod that
         # keeps its own record.
-        running.update((UnitId.of_pod(p.key), ((quotas.queue_of(p.namespace), class_of(p)),
-                                                p.placement.at))
+        running.update((UnitId.of_pod(p.key), (key_of(p), p.placement.at))
                        for p in pods.values()
                        if p.single and p.placement is not None and p.node_name and p.active)
         self._running = running

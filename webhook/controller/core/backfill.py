@@ -4,7 +4,7 @@ start anyway.
 
 The head's expected start (its *shadow time*) is when the pods running on its kept nodes
 are expected to have freed enough for it: each ends at its start plus its expected run
-time (`runtimes`: what it states, else what its queue and class learned). They are taken
+time (`runtimes`: what it states, else what its namespace and class learned). They are taken
 soonest end first until the kept nodes would have the head's GPUs free, and a slot for
 each of its pods on single nodes. Those are necessary conditions, not a packing: the
 shadow time is never later than the head's real start, so a backfill judged to end in
@@ -107,13 +107,13 @@ class Backfill:
         nobody knows."""
         if not pods:
             return None
-        runtime = self.runtimes.expected(pods, self.queue_of(pods[0].namespace))
+        runtime = self.runtimes.expected(pods)
         return None if runtime is None else self.now + runtime * stretch
 
     def _end(self, pod: PodInfo) -> float | None:
         if pod.namespace in self.spared:
             return None
-        runtime = self.runtimes.expected((pod,), self.queue_of(pod.namespace))
+        runtime = self.runtimes.expected((pod,))
         if runtime is None:
             return None
         # Not started yet: it starts now at the soonest. Past its expected end: it ends

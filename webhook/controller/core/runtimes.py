@@ -1,15 +1,20 @@
 """How long work is expected to run, for backfill (`backfill`): what a pod states (the
 webhook's `expected-runtime-seconds`, from the user's `expected-runtime` or the pod's
-`activeDeadlineSeconds`), else what gangs of its queue and class took lately.
+`activeDeadlineSeconds`), else what gangs of its namespace and class took lately.
 
 A learned estimate is the longest run time of the last `WINDOW` gangs (and queued single
-pods) of that queue and class that succeeded, once at least `LEAST` did; not a mean, nor
+pods) of that namespace and class that succeeded, once at least `LEAST` did; not a mean, nor
 a lower quantile. An estimate short of the truth lets a backfill run past the head's
 start, and then it is evicted (the first victim of the head) with all its work: run
 times of a class spread over a factor of ten, and the 90th percentile of a window, tried
 first, overran for one job in ten, each a restart of hours of work in the comparison
 with the peers (docs/alternatives.md). One too long only backfills less. A window
 rather than all of history, so a workload that changed is judged by what it does now.
+
+Per namespace, not per queue: what a namespace teaches is its own work's estimate only.
+Twenty jobs that exit at once would otherwise teach a queue shared by several teams about
+15 s, and the other teams' gangs would be backfilled on it and evicted as overruns. A
+namespace can only mislead its own backfills.
 
 A gang's run time is from its admission (its placement record) to when the controller
 saw its last member succeed: what a backfill promises is counted from its admission too.
@@ -26,21 +31,21 @@ from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.records import keep, recall
 from webhook.keys import CLASS_LABEL
 
-# Run times kept per queue and class: the most recent gangs that succeeded.
+# Run times kept per namespace and class: the most recent gangs that succeeded.
 WINDOW = 20
 # Runs seen before an estimate is trusted: the longest of one or two is a guess.
 LEAST = 5
-# Keyed (queue, class); a pod without a class label is of class "".
+# Keyed (namespace, class); a pod without a class label is of class "".
 Key = tuple[str, str]
 
 
-def class_of(pod: PodInfo) -> str:
-    return pod.labels.get(CLASS_LABEL, "")
+def key_of(pod: PodInfo) -> Key:
+    return pod.namespace, pod.labels.get(CLASS_LABEL, "")
 
 
 @dataclass(frozen=True, slots=True)
 class Runtimes:
-    """Recent run times of gangs that succeeded, oldest first, per (queue, class)."""
+    """Recent run times of gangs that succeeded, oldest first, per (namespace, class)."""
 
     seen: Mapping[Key, tuple[float, ...]] = field(default_factory=dict)
 
@@ -54,26 +59,27 @@ class Runtimes:
         runs = self.seen.get(key, ())
         return max(runs) if len(runs) >= LEAST else None
 
-    def expected(self, pods: Sequence[PodInfo], queue: str) -> float | None:
+    def expected(self, pods: Sequence[PodInfo]) -> float | None:
         """How long `pods` (one unit) are expected to run: the longest any states, else
-        what the queue and their class learned."""
+        what their namespace and class learned."""
         stated = [p.runtime for p in pods if p.runtime is not None]
         if stated:
             return max(stated)
-        return self.estimate((queue, class_of(pods[0]))) if pods else None
+        return self.estimate(key_of(pods[0])) if pods else None
 
     def dumps(self) -> str:
-        return keep("runtimes", {"seen": [{"queue": q, "class": c, "seconds": list(runs)}
-                                          for (q, c), runs in sorted(self.seen.items())]})
+        return keep("runtimes", {"seen": [{"namespace": n, "class": c, "seconds": list(runs)}
+                                          for (n, c), runs in sorted(self.seen.items())]})
 
     @classmethod
     def loads(cls, text: str) -> Runtimes:
         """What a former leader kept; nothing learned when it is not readable (nothing
-        is then backfilled on an estimate until gangs succeed again)."""
+        is then backfilled on an estimate until gangs succeed again). Estimates an earlier
+        version kept per queue are not carried over: they mixed namespaces."""
         raw = recall("runtimes", text, legacy=lambda _: {})
         try:
-            return cls({(str(e["queue"]), str(e["class"])):
+            return cls({(str(e["namespace"]), str(e["class"])):
                         tuple(float(s) for s in e["seconds"])[-WINDOW:]
-                        for e in (raw or {}).get("seen", ())})
+                        for e in (raw or {}).get("seen", ()) if "namespace" in e})
         except (ValueError, KeyError, TypeError, AttributeError):
             return cls()

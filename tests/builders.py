@@ -13,16 +13,16 @@ import yaml
 
 from webhook.accelerators import Accelerators
 from webhook.controller.core.actions import Action, events_of
-from webhook.controller.core.candidates import Candidates
-from webhook.controller.core.criteria import PreemptionSettings
+from webhook.controller.core.cluster.snapshot import Snapshot
+from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.deciding import Admit, Preempt, Wait
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import NodeInfo, PodInfo
-from webhook.controller.core.planning import Preemptor
-from webhook.controller.core.quotas import Ledger, Quotas
+from webhook.controller.core.preemption.candidates import Candidates
+from webhook.controller.core.preemption.criteria import PreemptionSettings
+from webhook.controller.core.preemption.planning import Preemptor
+from webhook.controller.core.queues.quotas import Ledger, Quotas
 from webhook.controller.core.records import PreemptionRecord, Record, Seal
-from webhook.controller.core.snapshot import Snapshot
-from webhook.controller.core.tracking import Tracked
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CHECKPOINTED_AT_ANNOTATION,

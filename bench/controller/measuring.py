@@ -54,12 +54,12 @@ from bench.common import (
 )
 from tests.builders import gang_pod, pod, raw_member
 from webhook.accelerators import Accelerators
+from webhook.controller.core.cluster.snapshot import Snapshot
+from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.deciding import decide
-from webhook.controller.core.fitting import fit
 from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.placement.fitting import fit
 from webhook.controller.core.records import Record
-from webhook.controller.core.snapshot import Snapshot
-from webhook.controller.core.tracking import Tracked
 from webhook.controller.shells.applying import WRITES_IN_FLIGHT, ungate_patch
 from webhook.keys import (
     GANG_LABEL,

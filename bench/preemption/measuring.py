@@ -65,11 +65,11 @@ from tests.builders import (
     queued,
 )
 from webhook.accelerators import Accelerators
-from webhook.controller.core.criteria import PreemptionSettings
+from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.deciding import QueueState, decide
 from webhook.controller.core.objects import NodeInfo, PodInfo
-from webhook.controller.core.quotas import QueueSpec, Quotas
-from webhook.controller.core.tracking import Tracked
+from webhook.controller.core.preemption.criteria import PreemptionSettings
+from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.keys import GANG_LABEL, PREEMPTION_ANNOTATION
 from webhook.policy.model import DEFAULT_ACCELERATORS
 from webhook.sandbox import wiring

@@ -47,11 +47,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.kube import gated
-from webhook.controller.core.accounting import FAIR_SHARE_KEY
 from webhook.controller.core.actions import RECLAIMED, EventReason
+from webhook.controller.core.growth.placeholders import placeholder_of
 from webhook.controller.core.identities import GangId
 from webhook.controller.core.objects import pod_requests
-from webhook.controller.core.placeholders import placeholder_of
+from webhook.controller.core.queues.accounting import FAIR_SHARE_KEY
 from webhook.controller.core.records import PreemptionRecord, Record, peek, recall
 from webhook.keys import (
     CLASS_LABEL,

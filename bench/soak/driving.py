@@ -48,7 +48,7 @@ from bench.soak.checking import Findings, Kept, Seen, check
 from tests import builders
 from tests.builders import gang_pod
 from tests.kube import gated
-from webhook.controller.core.placeholders import placeholder_of
+from webhook.controller.core.growth.placeholders import placeholder_of
 from webhook.controller.shells.remembering import NAME as KEPT_CONFIG_MAP
 from webhook.keys import CLASS_LABEL, PLACEHOLDER_LABEL, SYSTEM_NAMESPACE
 from webhook.kubewatch import watch

@@ -30,7 +30,7 @@ from tests.kube import (
     pods_of,
     until,
 )
-from webhook.controller.core.accounting import FAIR_SHARE_KEY
+from webhook.controller.core.queues.accounting import FAIR_SHARE_KEY
 from webhook.controller.shells.leading import Fence
 from webhook.controller.shells.remembering import keep, recall
 from webhook.controller.shells.sealing import SECRET

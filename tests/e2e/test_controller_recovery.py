@@ -29,7 +29,7 @@ from tests.kube import (
     pods_of,
     until,
 )
-from webhook.controller.core.accounting import FAIR_SHARE_KEY, SHORT_SINCE_KEY
+from webhook.controller.core.queues.accounting import FAIR_SHARE_KEY, SHORT_SINCE_KEY
 from webhook.controller.shells.remembering import recall
 from webhook.keys import SYSTEM_NAMESPACE
 from webhook.sandbox.nodes import CLIQUE_LABEL

@@ -7,17 +7,17 @@ import pytest
 
 from tests.builders import HOUR, NOW, member, running, single, tracked, unit
 from webhook.accelerators import Accelerators
-from webhook.controller.core.accounting import (
+from webhook.controller.core.actions import Preempt, Victim
+from webhook.controller.core.configuring import preemption_of, quotas_of
+from webhook.controller.core.deciding import Admit, Record
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.preemption.budgets import Pdb, budgets_of
+from webhook.controller.core.queues.accounting import (
     FAIR_SHARE_KEY,
     RUNTIMES_KEY,
     SHORT_SINCE_KEY,
     Accounts,
 )
-from webhook.controller.core.actions import Preempt, Victim
-from webhook.controller.core.budgets import Pdb, budgets_of
-from webhook.controller.core.configuring import preemption_of, quotas_of
-from webhook.controller.core.deciding import Admit, Record
-from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.records import PreemptionRecord
 from webhook.policy.model import Policy
 from webhook.policy.queues import FairShareSpec, PreemptionSpec, Queue

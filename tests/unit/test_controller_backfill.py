@@ -27,16 +27,16 @@ from tests.builders import (
     unit,
     waits,
 )
-from webhook.controller.core.accounting import Accounts
 from webhook.controller.core.actions import Wait
-from webhook.controller.core.backfill import shadow, spare
 from webhook.controller.core.deciding import Admit, DecideOptions, Record, decide
 from webhook.controller.core.gangs import gang_of
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.ordering import queue_order
-from webhook.controller.core.queueing import QueueState
+from webhook.controller.core.placement.backfill import shadow, spare
+from webhook.controller.core.placement.runtimes import LEAST, WINDOW, Runtimes
+from webhook.controller.core.queues.accounting import Accounts
+from webhook.controller.core.queues.order import queue_order
+from webhook.controller.core.queues.queueing import QueueState
 from webhook.controller.core.reporting import report
-from webhook.controller.core.runtimes import LEAST, WINDOW, Runtimes
 from webhook.keys import (
     GANG_EXPECTED_MIN_ANNOTATION,
     QUEUED_ANNOTATION,

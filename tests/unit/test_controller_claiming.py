@@ -18,7 +18,7 @@ from tests.builders import (
 )
 from tests.paths import ROOT
 from webhook.controller.core.actions import Admit, Wait
-from webhook.controller.core.claiming import DeviceIndex, claim_entry
+from webhook.controller.core.cluster.claiming import DeviceIndex, claim_entry
 from webhook.controller.core.deciding import decide
 from webhook.controller.core.identities import PodKey
 from webhook.controller.shells.cache import Cache

@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.controller.core.costs import Costs, Holding
 from webhook.controller.core.identities import PodKey
+from webhook.controller.core.preemption.costs import Costs, Holding
 
 NOW = 100_000.0
 YOUNG = NOW - 300

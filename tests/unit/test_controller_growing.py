@@ -10,17 +10,17 @@ import pytest
 from tests.builders import CLIQUE, NOW, cluster, gang, member, tracked, unit
 from webhook.controller.core.actions import Action, Admit, Wait
 from webhook.controller.core.deciding import DecideOptions, decide
-from webhook.controller.core.growing import (
+from webhook.controller.core.growth.asking import (
     Asking,
     CapacitySettings,
     grow,
 )
+from webhook.controller.core.growth.placeholders import digest, manifest, placeholder_of, too_small
+from webhook.controller.core.growth.provisioning import consuming, objects, request_of
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.placeholders import digest, manifest, placeholder_of, too_small
-from webhook.controller.core.provisioning import consuming, objects, request_of
-from webhook.controller.core.queueing import QueueState
-from webhook.controller.core.quotas import QueueSpec, Quotas
+from webhook.controller.core.queues.queueing import QueueState
+from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.controller.core.records import Record
 from webhook.keys import PLACEHOLDER_LABEL, PLACEHOLDER_PRIORITY_CLASS, SYSTEM_NAMESPACE
 from webhook.operators.clusterautoscaler.keys import CLASS_ANNOTATION, CONSUME_ANNOTATION

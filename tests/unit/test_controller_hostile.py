@@ -22,10 +22,10 @@ from tests.builders import (
 )
 from webhook.controller.core import deciding
 from webhook.controller.core.actions import Admit, Wait
-from webhook.controller.core.criteria import PreemptionSettings
 from webhook.controller.core.deciding import DecideOptions, QueueState, decide
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.quotas import QueueSpec, Quotas
+from webhook.controller.core.preemption.criteria import PreemptionSettings
+from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.controller.core.records import Record
 from webhook.keys import (
     GANG_EXPECTED_MIN_ANNOTATION,

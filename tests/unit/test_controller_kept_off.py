@@ -21,8 +21,8 @@ from tests.builders import (
     running,
     tracked,
 )
+from webhook.controller.core.cluster.filters import eligible
 from webhook.controller.core.deciding import Admit, DecideOptions, Record, decide
-from webhook.controller.core.matching import eligible
 from webhook.controller.core.objects import PodInfo
 from webhook.controller.shells.applying import ungate_patch
 from webhook.keys import GANG_LABEL, GATE

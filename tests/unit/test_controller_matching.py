@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.builders import member, node
-from webhook.controller.core.matching import eligible
+from webhook.controller.core.cluster.filters import eligible
 
 LABELS = {"gpu": "h100", "zone": "z1", "generation": "9"}
 

@@ -39,13 +39,13 @@ from webhook.controller.core.actions import (
     Wait,
     events_of,
 )
-from webhook.controller.core.budgets import Budget
-from webhook.controller.core.criteria import PreemptionSettings
 from webhook.controller.core.deciding import QueueState, Record, decide
-from webhook.controller.core.mending import short
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.quotas import QueueSpec, Quotas
-from webhook.controller.core.ranking import Rankings
+from webhook.controller.core.preemption.budgets import Budget
+from webhook.controller.core.preemption.criteria import PreemptionSettings
+from webhook.controller.core.preemption.ranking import Rankings
+from webhook.controller.core.queues.quotas import QueueSpec, Quotas
+from webhook.controller.core.queues.shortfalls import short
 from webhook.controller.core.records import PreemptionRecord
 from webhook.controller.shells.applying import disruption_patch
 from webhook.keys import PREEMPTION_ANNOTATION

@@ -8,10 +8,10 @@ import math
 import pytest
 
 from tests.builders import NOW, admitted, cluster, gang, running, tracked, waits
-from webhook.controller.core.criteria import PreemptionSettings
 from webhook.controller.core.deciding import QueueState, decide
-from webhook.controller.core.fairsharing import FairShare
-from webhook.controller.core.quotas import DEFAULT_QUEUE, QueueSpec, Quotas
+from webhook.controller.core.preemption.criteria import PreemptionSettings
+from webhook.controller.core.queues.fairshare import FairShare
+from webhook.controller.core.queues.quotas import DEFAULT_QUEUE, QueueSpec, Quotas
 
 DAY = 86400.0
 OFF = PreemptionSettings(enabled=False)

@@ -25,10 +25,10 @@ from tests.builders import (
     victims_record,
 )
 from webhook.controller.core.actions import Action, Wait, events_of
-from webhook.controller.core.criteria import PreemptionSettings
 from webhook.controller.core.deciding import DecideOptions, QueueState, decide
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.quotas import QueueSpec, Quotas
+from webhook.controller.core.preemption.criteria import PreemptionSettings
+from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.controller.core.reasons import MEANING, WAIT_REASONS
 from webhook.controller.core.records import Record
 from webhook.conventions.base import SizeUnknown

@@ -93,19 +93,19 @@ def test_a_short_key_is_refused() -> None:
 
 
 def test_what_the_leader_keeps_is_versioned_and_read_back_from_before_versions() -> None:
-    from webhook.controller.core import fairsharing, mending
     from webhook.controller.core.identities import UnitId
+    from webhook.controller.core.queues import fairshare, shortfalls
 
-    fair = fairsharing.FairShare(3600.0, 60.0, NOW, {"team-a": 7200.0})
+    fair = fairshare.FairShare(3600.0, 60.0, NOW, {"team-a": 7200.0})
     kept = json.loads(fair.dumps())
     assert (kept["v"], kept["kind"]) == (1, "fairShare")
-    fresh = fairsharing.FairShare(3600.0, 60.0, 0.0)
+    fresh = fairshare.FairShare(3600.0, 60.0, 0.0)
     assert fresh.carried_on(fair.dumps()) == fair
     # As a leader before versions wrote it.
     assert fresh.carried_on(json.dumps({"at": NOW, "usage": {"team-a": 7200.0}})) == fair
     # Kept by a newer version: not guessed at.
     assert fresh.carried_on(json.dumps({**kept, "v": 2})) == fresh
-    short = {UnitId("gang", "ml", "g"): mending.Shortfall(NOW - 60, NOW - 3600)}
-    assert mending.loads(mending.dumps(short)) == short
+    short = {UnitId("gang", "ml", "g"): shortfalls.Shortfall(NOW - 60, NOW - 3600)}
+    assert shortfalls.loads(shortfalls.dumps(short)) == short
     legacy = json.dumps({"ml/g": {"since": NOW - 60, "record": NOW - 3600}})
-    assert mending.loads(legacy) == short
+    assert shortfalls.loads(legacy) == short

@@ -4,7 +4,7 @@ recent preemptions."""
 from __future__ import annotations
 
 from tests.builders import NOW, cluster, gang, queued, running, tracked
-from webhook.controller.core.accounting import FAIR_SHARE_KEY
+from webhook.controller.core.queues.accounting import FAIR_SHARE_KEY
 from webhook.controller.core.reporting import report
 from webhook.policy.model import Policy
 from webhook.policy.queues import Queue

@@ -28,7 +28,6 @@ from tests.builders import (
     waits,
 )
 from webhook.controller.core.actions import Admit, events_of
-from webhook.controller.core.criteria import PreemptionSettings
 from webhook.controller.core.deciding import (
     DecideOptions,
     QueueState,
@@ -37,8 +36,9 @@ from webhook.controller.core.deciding import (
 )
 from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.ordering import Order
-from webhook.controller.core.quotas import QueueSpec, Quotas
+from webhook.controller.core.preemption.criteria import PreemptionSettings
+from webhook.controller.core.queues.order import Order
+from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.controller.shells.applying import record_patch, ungate_patch
 from webhook.controller.shells.cache import Cache
 from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION

@@ -11,12 +11,12 @@ import pytest
 
 from tests.builders import BLOCK, CLIQUE, NOW, blocks, member, running, tracked
 from webhook.controller.core.actions import Action, Admit, Finish
-from webhook.controller.core.criteria import PreemptionSettings
+from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.deciding import QueueState, decide
-from webhook.controller.core.fitting import Plan, fit
 from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.placement.fitting import Plan, fit
+from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.core.records import Record
-from webhook.controller.core.snapshot import Snapshot
 from webhook.controller.shells.applying import ungate_patch
 from webhook.keys import (
     SLICE_EXPECTED_SIZE_ANNOTATION,

@@ -24,12 +24,12 @@ from tests.builders import (
     tracked,
 )
 from webhook.accelerators import Accelerators
-from webhook.controller.core.capacity import EVERYWHERE
+from webhook.controller.core.cluster.capacity import EVERYWHERE
+from webhook.controller.core.cluster.snapshot import Snapshot
+from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.deciding import decide
 from webhook.controller.core.identities import PodKey
 from webhook.controller.core.objects import NodeInfo, PodInfo
-from webhook.controller.core.snapshot import Snapshot
-from webhook.controller.core.tracking import Tracked
 
 NODES = [*cluster({"a": 2, "b": 2}), node("n-0", "c", resource=NEURON)]
 NODE_NAMES = [n.name for n in NODES]

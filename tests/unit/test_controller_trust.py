@@ -23,12 +23,12 @@ from tests.builders import (
     waits,
 )
 from webhook.controller.core.actions import Admit, Finish, Ignore
-from webhook.controller.core.budgets import Budget
-from webhook.controller.core.criteria import PreemptionSettings
 from webhook.controller.core.deciding import QueueState, decide
 from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.quotas import QueueSpec, Quotas
+from webhook.controller.core.preemption.budgets import Budget
+from webhook.controller.core.preemption.criteria import PreemptionSettings
+from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.controller.core.records import PreemptionRecord, Record, Seal
 from webhook.keys import PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
 

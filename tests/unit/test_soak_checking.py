@@ -11,7 +11,7 @@ import pytest
 
 from bench.soak.checking import Findings, Kept, Seen, check
 from tests.builders import NOW, SEAL, raw_member
-from webhook.controller.core.accounting import FAIR_SHARE_KEY
+from webhook.controller.core.queues.accounting import FAIR_SHARE_KEY
 from webhook.controller.core.records import PreemptionRecord, Record, keep
 from webhook.keys import (
     CLASS_LABEL,

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, assert_never
 
 from webhook.controller.core.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
+from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.deciding import DecideOptions
 from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.rounds import Rounds
-from webhook.controller.core.tracking import Tracked
 from webhook.policy.model import Policy
 from webhook.simulation.clusters import Cluster, Pin, PodKey, Resident, Shape
 from webhook.simulation.marking import Marked, Marker, Rejected

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from webhook.accelerators import Accelerators, GpuEquivalents
-from webhook.controller.core.criteria import PreemptionSettings
-from webhook.controller.core.fairsharing import FairShare
-from webhook.controller.core.growing import CapacitySettings
-from webhook.controller.core.quotas import QueueSpec, Quotas
+from webhook.controller.core.growth.asking import CapacitySettings
+from webhook.controller.core.preemption.criteria import PreemptionSettings
+from webhook.controller.core.queues.fairshare import FairShare
+from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.policy.model import Policy
 from webhook.policy.queues import seconds
 

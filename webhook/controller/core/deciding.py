@@ -27,17 +27,17 @@ from webhook.controller.core.actions import (
     Requeue,
     Wait,
 )
-from webhook.controller.core.backfill import Backfill
-from webhook.controller.core.fitting import NoFit, Plan, fit, place_in, reserve
+from webhook.controller.core.cluster.snapshot import Snapshot
+from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.gangs import Gang, Shape, SizeAnswer, membership
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.mending import short
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.ordering import HeadOfLine, Order
-from webhook.controller.core.queueing import Hold, Queueing, QueueState
+from webhook.controller.core.placement.backfill import Backfill
+from webhook.controller.core.placement.fitting import NoFit, Plan, fit, place_in, reserve
+from webhook.controller.core.queues.order import HeadOfLine, Order
+from webhook.controller.core.queues.queueing import Hold, Queueing, QueueState
+from webhook.controller.core.queues.shortfalls import short
 from webhook.controller.core.records import Record
-from webhook.controller.core.snapshot import Snapshot
-from webhook.controller.core.tracking import Tracked
 from webhook.conventions.base import SizeUnknown
 
 # Actions are re-exported: callers decide and read what came out from one module.

@@ -14,16 +14,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
-from webhook.controller.core.accounting import FAIR_SHARE_KEY
 from webhook.controller.core.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
+from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.configuring import quotas_of
 from webhook.controller.core.gangs import membership
-from webhook.controller.core.growing import Asking
+from webhook.controller.core.growth.asking import Asking
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.quotas import Quotas, holding
+from webhook.controller.core.queues.accounting import FAIR_SHARE_KEY
+from webhook.controller.core.queues.quotas import Quotas, holding
 from webhook.controller.core.reasons import WaitReason
 from webhook.controller.core.rounds import Rounds
-from webhook.controller.core.tracking import Tracked
 from webhook.policy.model import Policy
 
 # Preemptions shown, newest first.

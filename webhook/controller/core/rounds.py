@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from webhook.controller.core.accounting import Accounts
 from webhook.controller.core.actions import Action
+from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.deciding import DecideOptions, decide
 from webhook.controller.core.gangs import SizeAnswer
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.tracking import Tracked
+from webhook.controller.core.queues.accounting import Accounts
 from webhook.policy.model import Policy
 
 

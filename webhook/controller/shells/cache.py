@@ -10,14 +10,19 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from webhook.accelerators import Accelerators
-from webhook.controller.core.claiming import ClaimEntry, DeviceIndex, SliceEntry, claim_entry
-from webhook.controller.core.growing import Asking
+from webhook.controller.core.cluster.claiming import (
+    ClaimEntry,
+    DeviceIndex,
+    SliceEntry,
+    claim_entry,
+)
+from webhook.controller.core.cluster.tracking import Tracked
+from webhook.controller.core.growth.asking import Asking
+from webhook.controller.core.growth.placeholders import placeholder_of
+from webhook.controller.core.growth.provisioning import request_of
 from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.objects import NodeInfo, PodInfo, unreadable
-from webhook.controller.core.placeholders import placeholder_of
-from webhook.controller.core.provisioning import request_of
 from webhook.controller.core.records import Opener
-from webhook.controller.core.tracking import Tracked
 from webhook.devices.claims import ClaimKind
 from webhook.devices.kinds import DeviceKind
 from webhook.keys import SYSTEM_NAMESPACE

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from webhook.controller.core.accounting import QueueSample
 from webhook.controller.core.actions import Victim
+from webhook.controller.core.queues.accounting import QueueSample
 from webhook.controller.core.reasons import WAIT_REASONS, WaitReason
 
 

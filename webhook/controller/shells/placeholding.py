@@ -11,10 +11,10 @@ from collections.abc import Iterable
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.controller.core.growing import CapacitySettings, Growth, events_of
+from webhook.controller.core.growth.asking import CapacitySettings, Growth, events_of
+from webhook.controller.core.growth.placeholders import manifest, too_small
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import NodeInfo, PodInfo
-from webhook.controller.core.placeholders import manifest, too_small
 from webhook.controller.shells.applying import Applier
 from webhook.controller.shells.metrics import ControllerMetrics
 from webhook.keys import SYSTEM_NAMESPACE

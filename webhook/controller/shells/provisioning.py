@@ -15,11 +15,11 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.controller.core.actions import Action, Admit
-from webhook.controller.core.growing import Asking, CapacitySettings, Growth, events_of
+from webhook.controller.core.growth.asking import Asking, CapacitySettings, Growth, events_of
+from webhook.controller.core.growth.placeholders import digest, too_small
+from webhook.controller.core.growth.provisioning import consuming, objects, request_name
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import NodeInfo
-from webhook.controller.core.placeholders import digest, too_small
-from webhook.controller.core.provisioning import consuming, objects, request_name
 from webhook.controller.shells.applying import Applier
 from webhook.controller.shells.metrics import ControllerMetrics
 from webhook.keys import PLACEHOLDER_LABEL

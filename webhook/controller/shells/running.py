@@ -23,7 +23,7 @@ from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 
 from webhook import kubeclient
 from webhook.accelerators import Accelerators
-from webhook.controller.core.budgets import Pdb
+from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.configuring import capacity_of, quotas_of
 from webhook.controller.core.deciding import (
     Action,
@@ -36,14 +36,14 @@ from webhook.controller.core.deciding import (
     Wait,
 )
 from webhook.controller.core.gangs import SizeAnswer
-from webhook.controller.core.growing import awaiting, grow
+from webhook.controller.core.growth.asking import awaiting, grow
 from webhook.controller.core.health import Health
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import NodeInfo
+from webhook.controller.core.preemption.budgets import Pdb
 from webhook.controller.core.reasons import WaitReason
 from webhook.controller.core.records import Seal
 from webhook.controller.core.rounds import Rounds
-from webhook.controller.core.tracking import Tracked
 from webhook.controller.shells.applying import WRITES_IN_FLIGHT, Applier
 from webhook.controller.shells.cache import Cache
 from webhook.controller.shells.leading import (

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.controller.core.growing import Asking
+from webhook.controller.core.growth.asking import Asking
+from webhook.controller.core.growth.placeholders import asking_of, digest, stand_in
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.placeholders import asking_of, digest, stand_in
 from webhook.keys import PLACEHOLDER_FOR_ANNOTATION, PLACEHOLDER_LABEL
 from webhook.operators.clusterautoscaler.keys import (
     BOOKING_EXPIRED,

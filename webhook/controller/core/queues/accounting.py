@@ -13,17 +13,17 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from webhook.accelerators import Accelerators, GpuEquivalents
-from webhook.controller.core import mending
 from webhook.controller.core.actions import Action, Admit, Finish, Ignore, Preempt, Requeue, Wait
-from webhook.controller.core.budgets import Pdb, budgets_of
+from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.configuring import fair_share_of, preemption_of, quotas_of
-from webhook.controller.core.criteria import PreemptionSettings
-from webhook.controller.core.fairsharing import FairShare
 from webhook.controller.core.identities import PodKey, UnitId
-from webhook.controller.core.queueing import QueueState
-from webhook.controller.core.quotas import Quotas, holding
-from webhook.controller.core.runtimes import Key, Runtimes, key_of
-from webhook.controller.core.tracking import Tracked
+from webhook.controller.core.placement.runtimes import Key, Runtimes, key_of
+from webhook.controller.core.preemption.budgets import Pdb, budgets_of
+from webhook.controller.core.preemption.criteria import PreemptionSettings
+from webhook.controller.core.queues import shortfalls
+from webhook.controller.core.queues.fairshare import FairShare
+from webhook.controller.core.queues.queueing import QueueState
+from webhook.controller.core.queues.quotas import Quotas, holding
 from webhook.policy.model import Policy
 
 
@@ -52,7 +52,7 @@ class Accounts:
         # Until the budgets are listed, nothing is preempted: a pod they protect could
         # not be told from one they do not.
         self.pdbs_listed = False
-        self.short_since: dict[UnitId, mending.Shortfall] = {}
+        self.short_since: dict[UnitId, shortfalls.Shortfall] = {}
         # A gang fell short since the last `kept`: worth keeping at once, not only at
         # the next sample. (One no longer short may wait: a gang whole again has a newer
         # record, so its old time no longer counts anyway.)
@@ -92,8 +92,8 @@ class Accounts:
 
     def _shortfalls(self, cluster: Tracked, now: float) -> None:
         gangs = cluster.membership.gangs()
-        found = mending.since(self.short_since, gangs,
-                              mending.short(gangs.values(), cluster.membership.succeeded), now)
+        found = shortfalls.since(self.short_since, gangs,
+                              shortfalls.short(gangs.values(), cluster.membership.succeeded), now)
         self.newly_short = self.newly_short or any(
             self.short_since.get(g) != s for g, s in found.items())
         self.short_since = found
@@ -102,7 +102,7 @@ class Accounts:
         """What the next leader needs to carry on: the fair-share usage, since when
         gangs have been short of members, and the run times learned."""
         self.newly_short = False
-        found = {SHORT_SINCE_KEY: mending.dumps(self.short_since),
+        found = {SHORT_SINCE_KEY: shortfalls.dumps(self.short_since),
                  RUNTIMES_KEY: self.runtimes.dumps()}
         if self.fair_share is not None:
             found[FAIR_SHARE_KEY] = self.fair_share.dumps()
@@ -114,7 +114,7 @@ class Accounts:
         fair = fair_share_of(policy, None, now)
         self.fair_share = fair.carried_on(kept[FAIR_SHARE_KEY]) if FAIR_SHARE_KEY in kept \
             else fair
-        self.short_since = mending.loads(kept.get(SHORT_SINCE_KEY, "{}"))
+        self.short_since = shortfalls.loads(kept.get(SHORT_SINCE_KEY, "{}"))
         self.runtimes = Runtimes.loads(kept.get(RUNTIMES_KEY, "{}"))
 
     def sample(self, policy: Policy, cluster: Tracked, now: float) -> list[QueueSample]:

@@ -10,9 +10,9 @@ import bisect
 from collections.abc import Sequence
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.core.costs import Costs, Holding
 from webhook.controller.core.identities import PodKey
 from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.preemption.costs import Costs, Holding
 
 
 def holding_of(pod: PodInfo, gpus: GpuEquivalents) -> Holding:

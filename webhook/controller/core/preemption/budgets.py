@@ -8,10 +8,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.controller.core.cluster.filters import selects
+from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.identities import PodKey
-from webhook.controller.core.matching import selects
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.tracking import Tracked
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,19 +9,24 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from webhook.controller.core.actions import Preempt, Victim, Wait
-from webhook.controller.core.budgets import Budget
-from webhook.controller.core.candidates import Candidates, above_minimum, unit_id, unit_of
-from webhook.controller.core.criteria import PreemptionSettings, outranks
-from webhook.controller.core.fairsharing import FairShare
+from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.gangs import Gang
 from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.ordering import queue_order
-from webhook.controller.core.planning import Preemptor
-from webhook.controller.core.quotas import Ledger, Quotas
+from webhook.controller.core.placement.runtimes import Runtimes
+from webhook.controller.core.preemption.budgets import Budget
+from webhook.controller.core.preemption.candidates import (
+    Candidates,
+    above_minimum,
+    unit_id,
+    unit_of,
+)
+from webhook.controller.core.preemption.criteria import PreemptionSettings, outranks
+from webhook.controller.core.preemption.planning import Preemptor
+from webhook.controller.core.queues.fairshare import FairShare
+from webhook.controller.core.queues.order import queue_order
+from webhook.controller.core.queues.quotas import Ledger, Quotas
 from webhook.controller.core.records import PreemptionRecord
-from webhook.controller.core.runtimes import Runtimes
-from webhook.controller.core.snapshot import Snapshot
 
 
 def _spent(unit: Victim, budgets: Iterable[Budget], allowance: dict[str, int]) -> str | None:

@@ -22,11 +22,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Literal
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.core.backfill import Backfill, spare
-from webhook.controller.core.fitting import NoFit, Plan
 from webhook.controller.core.gangs import Gang
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.placement.backfill import Backfill, spare
+from webhook.controller.core.placement.fitting import NoFit, Plan
 
 Order = Literal["strict", "backfill"]
 

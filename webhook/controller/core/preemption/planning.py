@@ -25,15 +25,15 @@ from dataclasses import dataclass
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.actions import Victim
-from webhook.controller.core.candidates import Candidates
-from webhook.controller.core.capacity import Room, with_pod_slot
-from webhook.controller.core.criteria import cost, outranks, set_cost
-from webhook.controller.core.fitting import Plan, place_in, reserve
-from webhook.controller.core.matching import signature
+from webhook.controller.core.cluster.capacity import Room, with_pod_slot
+from webhook.controller.core.cluster.filters import signature
+from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.quotas import Ledger
-from webhook.controller.core.ranking import EXACT_DOMAINS, Rankings, Usable
-from webhook.controller.core.snapshot import Snapshot
+from webhook.controller.core.placement.fitting import Plan, place_in, reserve
+from webhook.controller.core.preemption.candidates import Candidates
+from webhook.controller.core.preemption.criteria import cost, outranks, set_cost
+from webhook.controller.core.preemption.ranking import EXACT_DOMAINS, Rankings, Usable
+from webhook.controller.core.queues.quotas import Ledger
 
 
 @dataclass(frozen=True, slots=True)

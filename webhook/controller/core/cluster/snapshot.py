@@ -10,11 +10,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.core.capacity import Room, fits, with_pod_slot
+from webhook.controller.core.cluster.capacity import Room, fits, with_pod_slot
+from webhook.controller.core.cluster.filters import signature
+from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.gangs import Gang
-from webhook.controller.core.matching import signature
 from webhook.controller.core.objects import PodInfo, Resources
-from webhook.controller.core.tracking import Tracked
 
 __all__ = ["Room", "Snapshot", "fits", "with_pod_slot"]
 

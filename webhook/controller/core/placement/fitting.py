@@ -18,11 +18,11 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.core.capacity import EVERYWHERE
+from webhook.controller.core.cluster.capacity import EVERYWHERE
+from webhook.controller.core.cluster.snapshot import Snapshot, fits, with_pod_slot
 from webhook.controller.core.identities import PodKey
 from webhook.controller.core.objects import PodInfo, Resources
 from webhook.controller.core.reasons import WaitReason
-from webhook.controller.core.snapshot import Snapshot, fits, with_pod_slot
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from webhook.accelerators import GpuEquivalents
+from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.runtimes import Runtimes
-from webhook.controller.core.snapshot import Snapshot
+from webhook.controller.core.placement.runtimes import Runtimes
 
 # A pod running on a kept node: when it is expected to end (None: unknown), its node, and
 # the GPUs it frees there.

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.core.matching import eligible, signature
+from webhook.controller.core.cluster.filters import eligible, signature
 from webhook.controller.core.objects import NodeInfo, PodInfo, Resources
 
 Count = Callable[[Resources], GpuEquivalents]

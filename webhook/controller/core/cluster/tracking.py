@@ -17,11 +17,11 @@ from collections import Counter
 from collections.abc import Iterable
 
 from webhook.accelerators import Accelerators, GpuEquivalents
-from webhook.controller.core.capacity import Capacity, with_pod_slot
+from webhook.controller.core.cluster.capacity import Capacity, with_pod_slot
+from webhook.controller.core.cluster.membership import Membership
+from webhook.controller.core.cluster.occupancy import Occupancy
 from webhook.controller.core.identities import PodKey
-from webhook.controller.core.membership import Membership
 from webhook.controller.core.objects import NodeInfo, PodInfo
-from webhook.controller.core.occupancy import Occupancy
 
 
 class Tracked:

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from webhook.controller.core.growing import Asking
+from webhook.controller.core.growth.asking import Asking
 from webhook.controller.core.identities import UnitId, UnitKind
 from webhook.controller.core.objects import NodeInfo, PodInfo, timestamp
 from webhook.devices.kinds import PREFIX as DRA_PREFIX

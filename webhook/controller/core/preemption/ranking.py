@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.actions import Victim
-from webhook.controller.core.candidates import Candidates, unit_id
-from webhook.controller.core.costs import Costs
-from webhook.controller.core.criteria import OVERRAN, cost, old_enough, outranks
+from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.identities import PodKey, UnitId
-from webhook.controller.core.snapshot import Snapshot
+from webhook.controller.core.preemption.candidates import Candidates, unit_id
+from webhook.controller.core.preemption.costs import Costs
+from webhook.controller.core.preemption.criteria import OVERRAN, cost, old_enough, outranks
 
 # Domains whose victims are chosen exactly (packing, quotas, budgets), after a quick
 # estimate ranks them: the exact choice is the expensive part.

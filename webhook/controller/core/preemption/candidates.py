@@ -18,18 +18,18 @@ from collections.abc import Collection, Mapping, Sequence
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.actions import Victim
-from webhook.controller.core.budgets import Budget
-from webhook.controller.core.criteria import (
+from webhook.controller.core.cluster.tracking import Tracked
+from webhook.controller.core.identities import PodKey, UnitId
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.preemption.budgets import Budget
+from webhook.controller.core.preemption.criteria import (
     PreemptionSettings,
     old_enough,
     overran,
     saved_from,
     work_lost,
 )
-from webhook.controller.core.identities import PodKey, UnitId
-from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.quotas import Quotas
-from webhook.controller.core.tracking import Tracked
+from webhook.controller.core.queues.quotas import Quotas
 
 
 def unit_of(pods: Sequence[PodInfo], unit: UnitId, queue: str, now: float,

@@ -114,7 +114,7 @@ def test_room_the_head_would_not_need_even_at_its_start_is_lent_for_any_run_time
     assert admitted(actions) == {"small": "a"}
     (record,) = [a.record for a in actions if isinstance(a, Admit)]
     assert record.backfilled_until is None  # no promise to end: never an overrun victim
-    assert record.kept_off == ("a-n0", "a-n2", "a-n3", "a-n4")
+    assert record.fenced_off == ("a-n0", "a-n2", "a-n3", "a-n4")
 
 
 # --- run times learned ---------------------------------------------------------------
@@ -319,9 +319,9 @@ def test_the_head_keeps_the_domain_kept_for_it_while_that_could_hold_it() -> Non
             *gang("head", 4, priority=10, created=1)]
     cluster_ = tracked(cluster({"a": 4, "b": 4}), pods)
     for kept, domain in ((None, "b"), ((unit("head"), "a"), "a")):
-        actions = decide(cluster_, {}, NOW, state=QueueState(kept=kept))
+        actions = decide(cluster_, {}, NOW, state=QueueState(reservation=kept))
         (wait,) = [a for a in actions if isinstance(a, Wait) and a.unit == unit("head")]
-        assert wait.keeps == domain
+        assert wait.reserves == domain
 
 
 def test_the_last_head_stays_first_among_gangs_of_its_priority() -> None:

@@ -19,7 +19,7 @@ from tests.builders import (
     waits,
 )
 from webhook.controller.core.deciding import Admit, DecideOptions, Finish, Record, Wait, decide
-from webhook.controller.core.queues.order import Order
+from webhook.controller.core.placement.reservation import Order
 from webhook.conventions.base import SizeUnknown
 
 

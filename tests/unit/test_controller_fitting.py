@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tests.builders import CLIQUE, cluster, gang, member, node, snapshot
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.placement.fitting import NoFit, Plan, fit, reserve
+from webhook.controller.core.placement.fitting import NoFit, Plan, fit, take_plan
 
 
 def plan_of(outcome: Plan | NoFit) -> Plan:
@@ -96,7 +96,7 @@ def test_nodes_kept_for_another_gang_are_avoided() -> None:
 def test_reserve_takes_capacity_so_a_second_gang_cannot_have_it() -> None:
     snap = snapshot(cluster({"a": 2}), [])
     first = gang("first", 2)
-    reserve(plan_of(fit(first, snap, CLIQUE, "required")), first, snap)
+    take_plan(plan_of(fit(first, snap, CLIQUE, "required")), first, snap)
     assert snap.free_gpus(["a-n0", "a-n1"]) == 0
     assert isinstance(fit(gang("second", 1), snap, CLIQUE, "required"), NoFit)
 

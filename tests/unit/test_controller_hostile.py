@@ -20,7 +20,7 @@ from tests.builders import (
     tracked,
     waits,
 )
-from webhook.controller.core import deciding
+from webhook.controller.core import stages
 from webhook.controller.core.actions import Admit, Wait
 from webhook.controller.core.deciding import DecideOptions, QueueState, decide
 from webhook.controller.core.objects import PodInfo
@@ -55,14 +55,14 @@ def test_a_mark_out_of_bounds_sets_its_gang_aside_and_the_next_gang_is_admitted(
 def test_a_unit_whose_decision_raises_is_set_aside_and_the_round_goes_on(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A fault nobody foresaw, in one unit's fit: that unit's alone."""
-    real = deciding.fit  # type: ignore[attr-defined]
+    real = stages.fit  # type: ignore[attr-defined]
 
     def fit(members, *args, **kwargs):  # type: ignore[no-untyped-def]
         if members[0].gang == "mallory":
             raise OverflowError("int too large to convert to float")
         return real(members, *args, **kwargs)
 
-    monkeypatch.setattr(deciding, "fit", fit)
+    monkeypatch.setattr(stages, "fit", fit)
     actions = decide(tracked(cluster({"a": 2, "b": 2}), [
         *gang("mallory", 2, ns="mallory"), *gang("canary", 2, created=5)]), {}, NOW)
     assert set(admitted(actions)) == {"canary"}
@@ -148,5 +148,5 @@ def test_a_gang_that_can_never_fit_for_any_reason_keeps_no_room_from_the_next(
     assert admitted(actions) == {"canary": "a"}
     (wait,) = [a for a in actions if isinstance(a, Wait)]
     assert wait.reason == "NeverFits"
-    assert wait.keeps is None
+    assert wait.reserves is None
     assert says in wait.detail

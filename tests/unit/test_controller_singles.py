@@ -36,8 +36,8 @@ from webhook.controller.core.deciding import (
 )
 from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.placement.reservation import Order
 from webhook.controller.core.preemption.criteria import PreemptionSettings
-from webhook.controller.core.queues.order import Order
 from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.controller.shells.applying import record_patch, ungate_patch
 from webhook.controller.shells.cache import Cache

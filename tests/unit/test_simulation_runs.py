@@ -13,7 +13,7 @@ from tests.builders import with_grant, with_queued
 from tests.commands import Done, airlock
 from tests.paths import POLICIES, ROOT
 from webhook.controller.core.deciding import DecideOptions
-from webhook.controller.core.queues.order import Order
+from webhook.controller.core.placement.reservation import Order
 from webhook.keys import ClassName
 from webhook.policy.model import NamespaceAccess, Policy
 from webhook.simulation.clusters import Shape

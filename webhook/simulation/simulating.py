@@ -313,7 +313,7 @@ class Simulation:
                         self.gated[action.anchor.key].job.timeline.backfilled += 1
                     pin = (record.topology_key, record.domain) \
                         if record.topology_key and record.domain else None
-                    off = frozenset(self.cluster.index[n] for n in record.kept_off)
+                    off = frozenset(self.cluster.index[n] for n in record.fenced_off)
                     # The scheduler binds what is let go in the order it is let go,
                     # gang after gang, as the applier ungates them.
                     for info in sorted(action.ungate, key=lambda p: p.name):

@@ -62,8 +62,9 @@ class Wait:
     # It fits no domain of today's nodes while its queue may admit it: more nodes would
     # let it in (capacity requests, `growing`).
     may_grow: bool = False
-    # The head of the queue: the domain kept for it, kept again next round (`ordering`).
-    keeps: str | None = None
+    # The head of the queue: the domain reserved for it, reserved again next round
+    # (`placement.reservation`).
+    reserves: str | None = None
 
     @property
     def message(self) -> str:

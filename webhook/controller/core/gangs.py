@@ -83,6 +83,16 @@ class Gang:
         return [p for p in self.members if not p.gated]
 
     @functools.cached_property
+    def unbound(self) -> list[PodInfo]:
+        """Members let go that the scheduler has not bound yet: room promised to them."""
+        return [p for p in self.members if not p.gated and not p.node_name]
+
+    @functools.cached_property
+    def invalid(self) -> PodInfo | None:
+        """A member carrying what Airlock cannot follow: the unit is set aside."""
+        return next((p for p in self.members if p.invalid), None)
+
+    @functools.cached_property
     def promised(self) -> list[PodInfo]:
         recorded = self.recorded
         return [p for p in self.members if p.gated and p.name in recorded]

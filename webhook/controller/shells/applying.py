@@ -107,15 +107,15 @@ def ungate_patch(pod: PodInfo, record: Record,
     else:
         ops.extend({"op": "add", "path": f"/spec/nodeSelector/{escape(key)}", "value": value}
                    for key, value in pins.items())
-    if record.kept_off:
-        ops.extend(_keep_off(pod, record.kept_off))
+    if record.fenced_off:
+        ops.extend(_fence_off(pod, record.fenced_off))
     return ops
 
 
 _REQUIRED = "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution"
 
 
-def _keep_off(pod: PodInfo, nodes: tuple[str, ...]) -> list[PatchOp]:
+def _fence_off(pod: PodInfo, nodes: tuple[str, ...]) -> list[PatchOp]:
     """A required node affinity that keeps the pod off `nodes`: added to each of its
     terms (they are ORed, so each must), or as the one term. One requirement per node,
     since the apiserver takes one value per `metadata.name` requirement. A gated pod's

@@ -1,6 +1,7 @@
 """Who belongs with whom: each unit's active members (a gang's, or a queued single pod's
 itself), the gangs' members that succeeded or are being deleted, which members still
-carry Airlock's gate, and the pods carrying records the controller did not write. One of
+carry Airlock's gate or were let go and are not bound yet (the units a round has
+something to decide for), and the pods carrying records the controller did not write. One of
 the tracked cluster's indexes (`tracking`); it owns its data, and builds a `Gang` again
 only when one of its members changed."""
 
@@ -21,6 +22,9 @@ class Membership:
         self.deleting: Counter[UnitId] = Counter()
         # Members that still carry Airlock's gate.
         self.gated: set[PodKey] = set()
+        # Per unit, its members gated or let go but not bound yet: what a round decides
+        # for, or holds room for. The rest run, and a round need not look at them.
+        self._pending: Counter[UnitId] = Counter()
         # Active pods carrying records the controller did not write (`PodInfo.distrusted`).
         self.distrusted: set[PodKey] = set()
         self._gangs: dict[UnitId, Gang] = {}
@@ -33,6 +37,8 @@ class Membership:
             self._gangs.pop(unit, None)
             if pod.gated:
                 self.gated.add(key)
+            if pod.gated or not pod.node_name:
+                self._pending[unit] += 1
         if pod.distrusted and pod.active:
             self.distrusted.add(key)
         self._count(pod, 1)
@@ -48,6 +54,10 @@ class Membership:
             if not members:
                 del self.members[unit]
             self.gated.discard(key)
+            if pod.gated or not pod.node_name:
+                self._pending[unit] -= 1
+                if not self._pending[unit]:
+                    del self._pending[unit]
         self._count(pod, -1)
 
     def _count(self, pod: PodInfo, sign: int) -> None:
@@ -66,6 +76,15 @@ class Membership:
             if unit not in cache:
                 cache[unit] = gang_of(unit, members.values())
         return dict(cache)
+
+    def pending(self) -> list[Gang]:
+        """The units with members gated, or let go and not bound yet, by id."""
+        found = []
+        for unit in sorted(self._pending):
+            gang = self.gang(unit)
+            assert gang is not None  # a pending unit has members
+            found.append(gang)
+        return found
 
     def gang(self, unit: UnitId) -> Gang | None:
         members = self.members.get(unit)

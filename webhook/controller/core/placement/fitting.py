@@ -217,17 +217,17 @@ def _usable(nodes: Sequence[str], avoid: Collection[str]) -> Sequence[str]:
 
 def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
         mode: str | None, level: str = "topology", avoid: Collection[str] = (),
-        keep: str | None = None) -> Plan | NoFit:
-    """A plan for the whole gang, or the reason it does not fit. `avoid` holds nodes kept
-    for a gang ahead in the queue. A gang that does not fit would take first the domain
-    with the most free GPUs, or `keep`, the one kept for it before, while that could
-    hold it: a head whose kept domain moved to wherever happened to have most free would
-    never see one drain."""
+        reserved: str | None = None) -> Plan | NoFit:
+    """A plan for the whole gang, or the reason it does not fit. `avoid` holds nodes off
+    limits (reserved for the head of the queue, held for a preemptor). A gang that does
+    not fit would take first the domain with the most free GPUs, or `reserved`, the one
+    reserved for it before, while that could hold it: a head whose reservation moved to
+    wherever happened to have most free would never see one drain."""
     need = snap.need(pods)
     anchor = pods[0]
     eligible = snap.eligible_nodes(anchor)
     if not eligible:
-        # Not a moment's want of room: no wait or eviction helps, so it keeps none.
+        # Not a moment's want of room: no wait or eviction helps, so it reserves none.
         offering = "".join(f", has {d}" for d in anchor.devices)
         return NoFit(f"needs {need} GPUs, and no node is eligible: none is Ready, "
                      f"schedulable{offering}, tolerated and matched by the pods' node "
@@ -244,7 +244,7 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
         arranged = _arrange(pods, everywhere, snap) if anywhere else None
         if arranged is not None:
             return Plan(None, *arranged)
-        # Were it the head, it would keep the nodes with the most free GPUs, one per pod:
+        # Were it the head, it would reserve the nodes with the most free GPUs, one per pod:
         # the room closest to taking it, and no more, so pods behind go elsewhere.
         free_gpu = snap.free_gpu
         closest = heapq.nlargest(len(pods), everywhere, key=free_gpu.__getitem__)
@@ -278,14 +278,15 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     best = ranked[bisect.bisect_left(ranked, (best_free, ""))][1]  # ties: the first by name
     best_nodes = tuple(_usable(domains[best], avoid)) if best_free > 0 else ()
     nodes = snap.nodes
-    if keep is not None and keep in domains and keep != best and \
-            sum(snap.gpus(nodes[n].allocatable) for n in domains[keep]) >= need:
-        best, best_nodes = keep, tuple(_usable(domains[keep], avoid))
+    if reserved is not None and reserved in domains and reserved != best and \
+            sum(snap.gpus(nodes[n].allocatable) for n in domains[reserved]) >= need:
+        best, best_nodes = reserved, tuple(_usable(domains[reserved], avoid))
     return NoFit(f"needs {need} GPUs in one {level} domain, the best has {best_free} free",
                  best_nodes, code="NoDomainFits", best_domain=best)
 
 
-def reserve(plan: Plan, pods: Sequence[PodInfo], snap: Snapshot) -> None:
+def take_plan(plan: Plan, pods: Sequence[PodInfo], snap: Snapshot) -> None:
+    """What the plan's pods request, taken on their nodes in the snapshot."""
     by_key = {p.key: p for p in pods}
     for key, node in plan.assignments.items():
         snap.take(node, with_pod_slot(by_key[key].requests))

@@ -29,7 +29,7 @@ from webhook.controller.core.cluster.capacity import Room, with_pod_slot
 from webhook.controller.core.cluster.filters import signature
 from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.placement.fitting import Plan, place_in, reserve
+from webhook.controller.core.placement.fitting import Plan, place_in, take_plan
 from webhook.controller.core.preemption.candidates import Candidates
 from webhook.controller.core.preemption.criteria import cost, outranks, set_cost
 from webhook.controller.core.preemption.ranking import EXACT_DOMAINS, Rankings, Usable
@@ -252,5 +252,5 @@ class Preemptor:
             self.ledger.add(victim.queue, -victim.gpus)
             for b in self.budgets:
                 self.allowance[b.name] -= sum(1 for p in victim.pods if p.key in b.pods)
-        reserve(choice.plan, members, self.snap)
+        take_plan(choice.plan, members, self.snap)
         self.ledger.add(queue, self.snap.need(members))

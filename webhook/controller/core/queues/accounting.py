@@ -58,8 +58,8 @@ class Accounts:
         # record, so its old time no longer counts anyway.)
         self.newly_short = False
         self.runtimes = Runtimes()
-        # The head of the queue at the last round, and the domain kept for it.
-        self.head_kept: tuple[UnitId, str] | None = None
+        # The head of the queue at the last round, and the domain reserved for it.
+        self.reservation: tuple[UnitId, str] | None = None
         # Gangs and queued single pods admitted and running at the last sample: their
         # namespace and class, and when they were admitted. One done by the next ran that
         # long.
@@ -88,7 +88,7 @@ class Accounts:
         return QueueState(quotas, preemption, self.fair_share, budgets, dict(self.evicted),
                           policy.excluded_namespaces,
                           {g: s.since for g, s in self.short_since.items()}, deleted,
-                          runtimes=self.runtimes, kept=self.head_kept)
+                          runtimes=self.runtimes, reservation=self.reservation)
 
     def _shortfalls(self, cluster: Tracked, now: float) -> None:
         gangs = cluster.membership.gangs()
@@ -161,7 +161,7 @@ class Accounts:
         """Admissions pay their entry charge; evicted gangs start their backoff; the
         head's kept domain is kept for it."""
         quotas, _ = self._configure(policy, accelerators)
-        self.head_kept = None
+        self.reservation = None
         for action in actions:
             match action:
                 case Admit():
@@ -176,8 +176,8 @@ class Accounts:
                     self.evicted[action.unit] = now
                     self.short_since.pop(action.unit, None)
                 case Wait():
-                    if action.keeps is not None:
-                        self.head_kept = (action.unit, action.keeps)
+                    if action.reserves is not None:
+                        self.reservation = (action.unit, action.reserves)
                 case Finish() | Ignore():
                     pass
                 case _:

@@ -71,7 +71,7 @@ class QueueState:
     runtimes: Runtimes = field(default_factory=Runtimes)
     # The head of the queue last round and the domain kept for it: kept again while it
     # heads the queue (`fitting.fit`).
-    kept: tuple[UnitId, str] | None = None
+    reservation: tuple[UnitId, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +118,8 @@ class Queueing:
         return fair.share(queue, weight) + self.charges.get(queue, 0.0) / weight
 
     def order(self, gangs: Iterable[Gang]) -> Iterator[Gang]:
-        kept = self.state.kept
-        return queue_order(gangs, self.queue_of, self.share, kept[0] if kept else None)
+        last = self.state.reservation
+        return queue_order(gangs, self.queue_of, self.share, last[0] if last else None)
 
     def over_quota(self, gang: Gang, members: Sequence[PodInfo]) -> str | None:
         return self.ledger.admissible(self.queue_of(gang), self.snap.unit_need(gang, members))

@@ -30,9 +30,10 @@ class Record:
     # A gang let onto the room kept for the head of the queue (backfill): when it was
     # expected to end. Past then, it is the first victim when the head is ready.
     backfilled_until: float | None = None
-    # Nodes kept for the head of the queue or held for a preemptor, which the gang may not
-    # use: pinned away at ungate, since the scheduler would not know to leave them.
-    kept_off: tuple[str, ...] = ()
+    # Nodes reserved for the head of the queue or held for a preemptor, which the gang may
+    # not use: fenced off at ungate (pinned away), since the scheduler would not know to
+    # leave them.
+    fenced_off: tuple[str, ...] = ()
 
     kind: ClassVar[Literal["placement"]] = "placement"
 
@@ -48,8 +49,8 @@ class Record:
             body["slices"] = dict(self.slices)
         if self.backfilled_until is not None:
             body["backfilledUntil"] = self.backfilled_until
-        if self.kept_off:
-            body["keptOff"] = list(self.kept_off)
+        if self.fenced_off:
+            body["fencedOff"] = list(self.fenced_off)
         return body
 
     @classmethod
@@ -65,7 +66,8 @@ class Record:
                    _optional(raw.get("sliceKey")),
                    tuple(sorted((str(k), str(v)) for k, v in dict(slices).items())),
                    float(until) if until is not None else None,
-                   tuple(str(n) for n in raw.get("keptOff") or ()))
+                   # `keptOff`: what an earlier version named it.
+                   tuple(str(n) for n in raw.get("fencedOff") or raw.get("keptOff") or ()))
 
     def slice_of(self, member: str) -> str | None:
         """The slice domain the record pins `member` to, if any."""

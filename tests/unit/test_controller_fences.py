@@ -48,14 +48,14 @@ def test_a_pod_admitted_beside_the_heads_room_is_pinned_off_it() -> None:
     any node with room, unless told not to."""
     pods = _head_keeping_a([queued("small", 8, priority=5, created=2)])
     actions = decide(tracked(cluster({"a": 4, "b": 1}), pods), {}, NOW)
-    assert _admits(actions)["pod/small"].kept_off == ("a-n0", "a-n1", "a-n2", "a-n3")
+    assert _admits(actions)["pod/small"].fenced_off == ("a-n0", "a-n1", "a-n2", "a-n3")
 
 
 def test_a_gang_pinned_to_another_domain_needs_no_more() -> None:
     pods = _head_keeping_a(gang("small", 1, created=2))
     actions = decide(tracked(cluster({"a": 4, "b": 1}), pods), {}, NOW)
     assert admitted(actions) == {"small": "b"}
-    assert _admits(actions)["small"].kept_off == ()
+    assert _admits(actions)["small"].fenced_off == ()
 
 
 def test_a_gang_let_onto_the_heads_room_is_not_pinned_off_it() -> None:
@@ -67,18 +67,18 @@ def test_a_gang_let_onto_the_heads_room_is_not_pinned_off_it() -> None:
                      DecideOptions(order="backfill"))
     record = _admits(actions)["small"]
     assert record.backfilled_until is not None
-    assert record.kept_off == ()
+    assert record.fenced_off == ()
 
 
 def test_without_a_head_keeping_room_nothing_is_pinned_off() -> None:
     actions = decide(tracked(cluster({"a": 4}), gang("small", 1)), {}, NOW)
-    assert _admits(actions)["small"].kept_off == ()
+    assert _admits(actions)["small"].fenced_off == ()
 
 
 def test_the_kept_nodes_are_kept_in_the_sealed_record() -> None:
-    record = Record(None, None, ("p",), NOW, kept_off=("a-n1", "a-n2"))
+    record = Record(None, None, ("p",), NOW, fenced_off=("a-n1", "a-n2"))
     assert Record.of(record.body()) == record
-    assert Record.of(Record(None, None, ("p",), NOW).body()).kept_off == ()
+    assert Record.of(Record(None, None, ("p",), NOW).body()).fenced_off == ()
 
 
 def _pod(affinity: dict[str, Any] | None) -> dict[str, Any]:
@@ -121,7 +121,7 @@ def test_the_ungate_patch_narrows_every_required_term(
     pod = _pod(affinity)
     info = PodInfo.parse(pod)
     out = jsonpatch.apply_patch(pod, ungate_patch(
-        info, Record(None, None, ("p",), NOW, kept_off=("a-n1", "a-n2"))))
+        info, Record(None, None, ("p",), NOW, fenced_off=("a-n1", "a-n2"))))
     after = out["spec"]["affinity"]
     assert after["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == \
         {"nodeSelectorTerms": terms}
@@ -137,6 +137,6 @@ def test_the_ungate_patch_narrows_every_required_term(
 def test_a_pod_pinned_off_is_eligible_only_elsewhere() -> None:
     pod = _pod(None)
     out = jsonpatch.apply_patch(pod, ungate_patch(
-        PodInfo.parse(pod), Record(None, None, ("p",), NOW, kept_off=("a-n1", "a-n2"))))
+        PodInfo.parse(pod), Record(None, None, ("p",), NOW, fenced_off=("a-n1", "a-n2"))))
     info = PodInfo.parse(out)
     assert {n.name for n in cluster({"a": 4}) if eligible(info, n)} == {"a-n0", "a-n3"}

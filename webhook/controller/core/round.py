@@ -1,0 +1,94 @@
+"""What one round shares between the units it decides, and what each unit carries through
+the stages (`stages`). Data and small helpers; the stages do the work."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from webhook.controller.core.actions import Action
+from webhook.controller.core.cluster.snapshot import Snapshot
+from webhook.controller.core.gangs import Gang, SizeAnswer
+from webhook.controller.core.identities import UnitId
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.placement.backfill import Backfill
+from webhook.controller.core.placement.fitting import NoFit, Plan
+from webhook.controller.core.placement.reservation import Order, Reservation
+from webhook.controller.core.queues.queueing import Hold, Queueing
+
+
+@dataclass(frozen=True, slots=True)
+class DecideOptions:
+    order: Order = "backfill"
+    # How long room let go to pods stays theirs before they bind.
+    reservation_timeout: float = 120.0
+    # How long a gang may be incomplete before its wait is a warning.
+    incomplete_warning_after: float = 300.0
+
+
+DEFAULTS: Final = DecideOptions()
+
+
+class Round:
+    """One round's shared state, which every unit's decision updates: the snapshot (room
+    taken as units are admitted), the queues (usage charged), the head of the queue and
+    its reservation, the nodes held for preemptors, and the fits known to fail."""
+
+    def __init__(self, snap: Snapshot, queues: Queueing, sizes: Mapping[UnitId, SizeAnswer],
+                 now: float, options: DecideOptions) -> None:
+        self.snap = snap
+        self.queues = queues
+        self.sizes = sizes
+        self.now = now
+        self.options = options
+        state = queues.state
+        self.reservation = Reservation(options.order, Backfill(
+            snap, state.runtimes, state.quotas.queue_of, now, state.spared))
+        # Nodes held for units that preempted: nobody else may use them.
+        self.held: set[str] = set()
+        # Units that did not fit, by what decides their fit: one alike (a batch Job's
+        # next pod, the next gang of a sweep) does not fit either, since in a round free
+        # room only shrinks and the nodes off limits only grow (room a preemption frees
+        # off the nodes it holds is seen next round). Each fit is a pass over nodes, and
+        # thousands of units may wait.
+        self.no_room: dict[tuple[Any, ...], NoFit] = {}
+
+
+@dataclass(slots=True)
+class Unit:
+    """A unit on its way through the stages: what each stage found, for the next."""
+
+    gang: Gang
+    # Room held for it: it preempted, and its victims are gone.
+    hold: Hold | None = None
+    size: int = 0
+    # An elastic gang's minimum (None: it runs whole or not at all), and the fewest it
+    # starts with (its size when not elastic).
+    minimum: int | None = None
+    least: int = 0
+    members: list[PodInfo] = field(default_factory=list)
+    must: int = 0
+    exempt: int = 0
+    # What is said about pods the unit does not take (beyond its size).
+    told: list[Action] = field(default_factory=list)
+    # Nodes it may not use (the head's reservation, preemptors' holds), and when it is
+    # expected to end when it may borrow the head's room.
+    off_limits: set[str] = field(default_factory=set)
+    until: float | None = None
+    # The topology key it is placed by, and what decides its fit (None: not cached).
+    key: str | None = None
+    alike: tuple[Any, ...] | None = None
+    # Its plan, or why none; why its queue would not admit it.
+    outcome: Plan | NoFit | None = None
+    over: str | None = None
+    # Whether its no-fit was judged now, not taken from a unit alike.
+    fresh: bool = True
+
+    @property
+    def started(self) -> bool:
+        return self.gang.started
+
+    @property
+    def anchor(self) -> PodInfo:
+        return self.members[0]

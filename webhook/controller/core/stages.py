@@ -1,0 +1,274 @@
+"""A unit's way through a round, as a short list of named stages in the spirit of the
+scheduler framework's extension points. Each stage reads what the stages before it found
+(`round.Unit`) and returns one thing: `None` to go on, or the unit's verdict for this
+round (a `Wait` with its reason code, a `Preempt`, an `Admit` with its placement), or
+`STOP` when there is nothing to say yet. The controller, `airlock simulate` and `airlock
+status` all decide through these stages (`deciding`).
+
+    members    who goes now: the whole gang, or its joiners (Incomplete, SizeUnknown)
+    queue      its place in the queue: behind the head, backing off, awaiting capacity
+    borrow     the head's reservation: what it may not use, or may borrow until it ends
+    place      a plan, or why none (NoRoom, NoDomainFits, NeverFits)
+    quota      whether its queue's quota and borrowing admit it
+    shrink     an elastic gang that does not fit whole: the most of it that does
+    make_room  blocked: it preempts, where it may and victims exist
+    reserve    blocked still: it waits, and the first such heads the queue
+    admit      its plan taken in the snapshot and recorded: admitted
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from typing import Final
+
+from webhook.controller.core.actions import Action, Admit, Preempt, Wait
+from webhook.controller.core.cluster.snapshot import Snapshot
+from webhook.controller.core.gangs import Gang, Shape
+from webhook.controller.core.members import (
+    joiners,
+    joining_note,
+    new_members,
+    present,
+    size_of,
+)
+from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.placement.fitting import NoFit, Plan, fit, take_plan
+from webhook.controller.core.placement.joining import fit_joiners
+from webhook.controller.core.queues.queueing import Hold, Queueing
+from webhook.controller.core.records import Record
+from webhook.controller.core.round import Round, Unit
+
+
+class _Stop:
+    """A stage's verdict that there is nothing to say of the unit this round."""
+
+
+STOP: Final = _Stop()
+Verdict = Wait | Admit | Preempt | _Stop | None
+Stage = Callable[[Round, Unit], Verdict]
+
+
+def members(r: Round, u: Unit) -> Verdict:
+    gang = u.gang
+    size = size_of(gang, r.sizes)
+    if size is None:  # its owner is being looked up
+        return STOP
+    if isinstance(size, Wait):
+        return size
+    u.size, u.minimum = size, gang.minimum(r.sizes, size)
+    u.least = size if u.minimum is None else u.minimum
+    warn = r.options.incomplete_warning_after
+    take, told = (joiners(gang, size, u.least, r.now, warn) if u.started
+                  else new_members(gang, size, u.least, r.now, warn, r.snap))
+    u.told.extend(told)
+    if take is None:
+        return STOP
+    u.members, u.must, u.exempt = take.members, take.must, take.exempt
+    return None
+
+
+def queue(r: Round, u: Unit) -> Verdict:
+    gang, pods = u.gang, tuple(u.members)
+    if (why := r.reservation.behind()) is not None:
+        return Wait(gang.id, pods, "BehindHead", why)
+    if u.started:
+        return None
+    if (why := r.queues.backing_off(gang)) is not None:
+        return Wait(gang.id, pods, "BackingOff", why)
+    if gang.id in r.queues.state.awaiting:
+        # Still asking: it heads its queue, as it did when it asked.
+        r.reservation.claim(gang, NoFit(""))
+        return Wait(gang.id, pods, "AwaitingCapacity", "the room it asked the autoscaler "
+                    "for is not all there yet", may_grow=True)
+    return None
+
+
+def borrow(r: Round, u: Unit) -> Verdict:
+    # An elastic gang may run with its minimum, and then longer: as long as the work of
+    # its whole size takes at the pace of its minimum.
+    stretch = 1.0 if u.minimum is None else u.size / u.least
+    reserved, u.until = r.reservation.off_limits(u.members, stretch)
+    u.off_limits = reserved if u.hold is not None else reserved | r.held
+    if not u.started and u.hold is None:
+        anchor, gang = u.anchor, u.gang
+        u.alike = (anchor.topology_key, anchor.topology_mode, bool(reserved),
+                   gang.shape if gang.whole(u.members) else Shape.of(u.members))
+    return None
+
+
+def place(r: Round, u: Unit) -> Verdict:
+    anchor, gang = u.anchor, u.gang
+    u.key = anchor.topology_key
+    if u.started:
+        u.outcome, home = fit_joiners(gang, u.members, r.snap, u.off_limits)
+        u.key = home or u.key
+        return None
+    last = r.queues.state.reservation
+    reserved = last[1] if last is not None and last[0] == gang.id else None
+    known = r.no_room.get(u.alike) if u.alike is not None and reserved is None else None
+    u.fresh = known is None
+    u.outcome = known or fit(u.members, r.snap, u.key, anchor.topology_mode,
+                             level=u.key or "topology", avoid=u.off_limits,
+                             reserved=reserved)
+    if u.alike is not None and isinstance(u.outcome, NoFit):
+        r.no_room[u.alike] = u.outcome
+    return None
+
+
+def quota(r: Round, u: Unit) -> Verdict:
+    u.over = _over_quota(r.queues, u.gang, u.members, u.exempt)
+    return None
+
+
+def shrink(r: Round, u: Unit) -> Verdict:
+    if not _blocked(u) or u.must >= len(u.members):
+        return None
+    fewer = _fewer(r, u, max(u.must, 1))
+    if fewer is not None:
+        u.members, u.outcome = fewer
+        u.over = None
+        return None
+    if not u.must:
+        # Above an elastic gang's minimum: room as it frees, never reserved or made.
+        return Wait(u.gang.id, tuple(u.members), "Growing",
+                    f"{len(u.members)} pods above the gang's minimum of {u.least} wait for "
+                    f"room in its domain")
+    u.members = u.members[:u.must]
+    return None
+
+
+def make_room(r: Round, u: Unit) -> Verdict:
+    if not _blocked(u):
+        return None
+    gang = u.gang
+    if isinstance(u.outcome, NoFit) and u.outcome.never:
+        # Not the head: it would reserve room it can never use from the units behind,
+        # and no eviction makes it fit.
+        return Wait(gang.id, tuple(u.members), u.outcome.code,
+                    f"{present(gang, u.members, u.size)}{u.outcome.reason}", warning=True,
+                    may_grow=_grows(r, u))
+    # A unit whose victims are going (`hold`) waits for them: the watch may not have told
+    # of every deletion yet, and preempting again would evict more than it needs.
+    if u.started or u.hold is not None or not r.queues.may_preempt(gang, u.members):
+        return None
+    # Room reserved for the head is lent on a promise to end in time, never taken by
+    # evicting what runs there; nor is room held for another preemptor.
+    preempt = r.queues.preempt(gang, u.members, r.reservation.nodes | r.held,
+                               head=r.reservation.head is None)
+    if preempt is None:
+        return None
+    r.reservation.claim(gang, NoFit(""))  # strict order waits behind it
+    r.held.update(preempt.record.nodes)
+    return preempt
+
+
+def reserve(r: Round, u: Unit) -> Verdict:
+    if not _blocked(u):
+        return None
+    gang, said = u.gang, present(u.gang, u.members, u.size)
+    if isinstance(u.outcome, NoFit):
+        # One alike judged before (not `fresh`) heads the queue already.
+        if u.fresh:
+            r.reservation.claim(gang, u.outcome, u.members)
+        reserves = u.outcome.best_domain if r.reservation.head == gang.id else None
+        return Wait(gang.id, tuple(u.members), u.outcome.code, f"{said}{u.outcome.reason}",
+                    may_grow=_grows(r, u), reserves=reserves)
+    # Over quota: it reserves no capacity, which units of other queues may use.
+    return Wait(gang.id, tuple(u.members), "OverQuota", f"{said}{u.over}")
+
+
+def admit(r: Round, u: Unit) -> Verdict:
+    plan, gang, anchor = u.outcome, u.gang, u.anchor
+    assert isinstance(plan, Plan)  # not blocked: the stages before would have said
+    take_plan(plan, u.members, r.snap)
+    r.queues.admitted(gang, u.members)
+    names = tuple(sorted(p.name for p in u.members))
+    record = Record(plan.domain, u.key if plan.domain else None, names, r.now, u.size,
+                    minimum=u.minimum,
+                    slice_key=anchor.slice_key if plan.slices else None,
+                    slices=tuple(sorted((k.name, v) for k, v in plan.slices.items())),
+                    backfilled_until=r.reservation.borrowed_until(plan, u.until),
+                    fenced_off=_fenced_off(u.off_limits, plan, r.snap, anchor, u.key))
+    # A preemptor's pods are nominated to their nodes, where the victims may still be
+    # terminating: kube-scheduler then waits for them instead of preempting more.
+    nominate = tuple(sorted((name, node) for (_, name), node in plan.assignments.items())) \
+        if u.hold is not None else ()
+    return Admit(gang.id, record, min(u.members, key=lambda p: p.name), tuple(u.members),
+                 r.snap.need(u.members), joining_note(gang, u.size) if u.started else "",
+                 nominate)
+
+
+STAGES: Final[tuple[Stage, ...]] = (members, queue, borrow, place, quota, shrink, make_room,
+                                    reserve, admit)
+
+
+def consider(r: Round, gang: Gang, hold: Hold | None = None) -> list[Action]:
+    """What the round decides for one unit (with room `hold` held for it, when it
+    preempted and its victims are gone)."""
+    u = Unit(gang, hold)
+    for stage in STAGES:
+        verdict = stage(r, u)
+        if verdict is not None:
+            return [*u.told] if isinstance(verdict, _Stop) else [*u.told, verdict]
+    raise AssertionError("the last stage admits")
+
+
+# --- what the stages share -------------------------------------------------------------
+
+def _blocked(u: Unit) -> bool:
+    return isinstance(u.outcome, NoFit) or u.over is not None
+
+
+def _grows(r: Round, u: Unit) -> bool:
+    """Whether more nodes would let it in: its queue would admit it into a grown
+    cluster (never a unit that runs, or whose victims are going)."""
+    return not u.started and u.hold is None and r.queues.may_grow(u.gang, u.members)
+
+
+def _over_quota(queues: Queueing, gang: Gang, pods: Sequence[PodInfo], exempt: int
+                ) -> str | None:
+    """Why admitting `pods` would take the gang's queue past its quota, but for the
+    first `exempt` of them: a running gang's replacements, which restore what it was
+    admitted with."""
+    charged = pods[exempt:]
+    return queues.over_quota(gang, charged) if charged else None
+
+
+def _fewer(r: Round, u: Unit, least: int) -> tuple[list[PodInfo], Plan] | None:
+    """The most of an elastic gang's members (the first ones, at least `least`) that fit
+    and, beyond the exempt first, its queue's quota; by halving, since any fewer of them
+    fit too."""
+    anchor, gang, pods = u.anchor, u.gang, u.members
+
+    def plan(count: int) -> Plan | None:
+        some = pods[:count]
+        if _over_quota(r.queues, gang, some, u.exempt) is not None:
+            return None
+        if u.started:
+            outcome: Plan | NoFit = fit_joiners(gang, some, r.snap, u.off_limits)[0]
+        else:
+            outcome = fit(some, r.snap, anchor.topology_key, anchor.topology_mode,
+                          avoid=u.off_limits)
+        return outcome if isinstance(outcome, Plan) else None
+
+    best: tuple[list[PodInfo], Plan] | None = None
+    low, high = least, len(pods) - 1
+    while low <= high:
+        middle = (low + high) // 2
+        found = plan(middle)
+        if found is None:
+            high = middle - 1
+        else:
+            best, low = (pods[:middle], found), middle + 1
+    return best
+
+
+def _fenced_off(off_limits: Collection[str], plan: Plan, snap: Snapshot, anchor: PodInfo,
+                key: str | None) -> tuple[str, ...]:
+    """The nodes off limits that the scheduler could otherwise pick for the unit: in its
+    domain, or among the nodes it may use at all. They are pinned away at ungate."""
+    if not off_limits:
+        return ()
+    near: Collection[str] = set(snap.domains(anchor, key).get(plan.domain, ())) \
+        if plan.domain is not None and key else snap.eligible_set(anchor)
+    return tuple(sorted(set(off_limits).intersection(near)))

@@ -89,13 +89,15 @@ class OwnerSized(Protocol):
     """The optional half of a convention whose gang size only the owner object states."""
 
     def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
-        """Where the owner is, from the pod's labels and ownerReferences."""
+        """Where the owner is, from the pod's labels and ownerReferences: a convention
+        states it as one of the lookups in `owners`."""
         ...
 
     def size(self, owner: Mapping[str, Any], labels: Mapping[str, str], joins: Joins
              ) -> int | Elastic | SizeUnknown:
-        """The gang size the owner object states (raw JSON), with its minimum when it
-        states one (`Elastic`), or why it states none.
+        """The gang size the owner object states (raw JSON, read with `sizes` and
+        bounded by its `gang_size`), with its minimum when it states one (`Elastic`), or
+        why it states none.
         `joins` says whether the pods of a pod template join the gang (a CPU-only Ray
         head or MPI launcher does not: the webhook leaves it ungated)."""
         ...

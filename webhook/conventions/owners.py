@@ -35,8 +35,8 @@ class ReferencedOwner:
 
     group: str
     plurals: Mapping[str, str]
-    # Who owns such pods, as the message for a pod with no such reference names them.
-    owners: str
+    # The operator of such pods, as the message for a pod with no such reference names it.
+    operator: str
 
     def __call__(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
         for ref in refs:
@@ -45,4 +45,4 @@ class ReferencedOwner:
             if isinstance(kind, str) and kind in self.plurals and isinstance(name, str) \
                     and group == self.group and version:
                 return OwnerAddress(self.group, version, self.plurals[kind], name)
-        return SizeUnknown(f"no {self.owners} owner among the pod's ownerReferences")
+        return SizeUnknown(f"no {self.operator} owner among the pod's ownerReferences")

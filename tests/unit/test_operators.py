@@ -17,7 +17,7 @@ from webhook.conventions.base import Convention
 from webhook.keys import GANG_NAME_LABEL, GANG_SIZE_ANNOTATION
 from webhook.operators.kubeflow import making as kubeflow
 from webhook.operators.kubeflow.keys import PLURALS
-from webhook.operators.registry import CONVENTIONS, OPERATORS, membership_of
+from webhook.operators.registry import CONVENTIONS, INTEGRATIONS, membership_of, owner_sized
 from webhook.pods import PodView
 
 PACKAGE = Path(webhook.__file__).parent
@@ -145,8 +145,16 @@ def test_each_convention_finds_its_gang(case: str) -> None:
     assert (None if gang is None else (gang.name, gang.size, gang.source)) == expected
 
 
+@pytest.mark.parametrize("source", [c.name for c in CONVENTIONS])
+def test_a_gang_whose_pods_state_no_size_has_an_owner_lookup(source: str) -> None:
+    """Else the controller could never size it, and the gang would wait for ever."""
+    expected = FOUND[source][1]
+    assert expected is not None
+    assert expected[1] is not None or owner_sized(source) is not None
+
+
 def test_no_two_operators_expand_one_kind() -> None:
-    kinds = [kind for o in OPERATORS for kind in o.expansions]
+    kinds = [kind for i in INTEGRATIONS for kind in i.expansions]
     assert len(kinds) == len(set(kinds))
 
 

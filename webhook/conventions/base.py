@@ -1,8 +1,9 @@
 """What a gang convention is: one small class that recognises its operator's pods and,
 when only the operator's object states the gang's size, says where that object is and how
-to read the size off it; and the helpers conventions share. Each operator's convention is
-its `reading` module in webhook/operators/<name>/. Everything here is pure: the
-controller does the reading."""
+to read the size off it; and the helpers that read a pod for it. Each operator's
+convention is its `reading` module in webhook/operators/<name>/; the owner lookups
+conventions share are in `owners`, the sizes read off owner objects in `sizes`.
+Everything here is pure: the controller does the reading."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class Membership(NamedTuple):
     size_error: str | None = None
 
 
+@runtime_checkable
 class Convention(Protocol):
     """One operator's way of saying which pods belong together."""
 
@@ -87,13 +89,15 @@ class OwnerSized(Protocol):
     """The optional half of a convention whose gang size only the owner object states."""
 
     def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
-        """Where the owner is, from the pod's labels and ownerReferences."""
+        """Where the owner is, from the pod's labels and ownerReferences: a convention
+        states it as one of the lookups in `owners`."""
         ...
 
     def size(self, owner: Mapping[str, Any], labels: Mapping[str, str], joins: Joins
              ) -> int | Elastic | SizeUnknown:
-        """The gang size the owner object states (raw JSON), with its minimum when it
-        states one (`Elastic`), or why it states none.
+        """The gang size the owner object states (raw JSON, read with `sizes` and
+        bounded by its `gang_size`), with its minimum when it states one (`Elastic`), or
+        why it states none.
         `joins` says whether the pods of a pod template join the gang (a CPU-only Ray
         head or MPI launcher does not: the webhook leaves it ungated)."""
         ...
@@ -120,35 +124,6 @@ class SamePriority(Protocol):
         ...
 
 
-def named_by_label(labels: Mapping[str, str], label: str, group: str, version: str,
-                   plural: str) -> OwnerAddress | SizeUnknown:
-    """The owner a pod names in one of its labels."""
-    name = labels.get(label)
-    return OwnerAddress(group, version, plural, name) if name else SizeUnknown(
-        f"the pod has no label {label}")
-
-
-def spec_of(obj: Any) -> Mapping[str, Any]:
-    """The `spec` of an object (or of a template inside one), empty when it has none."""
-    spec = obj.get("spec") if isinstance(obj, Mapping) else None
-    return spec if isinstance(spec, Mapping) else {}
-
-
-def whole(obj: Any, key: str, default: int) -> int:
-    """A count in an owner object, `default` when it is absent or not a whole number of at
-    least 0: the owner is a custom object, and a stray value must not stop the controller."""
-    value = obj.get(key) if isinstance(obj, Mapping) else None
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return default
-
-
-def at_least_one(size: int, what: str) -> int | SizeUnknown:
-    if size > MAX_PODS:
-        return SizeUnknown(f"{what} is {size}, more than the {MAX_PODS} pods a gang may have")
-    return size if size >= 1 else SizeUnknown(f"{what} is {size}, not a gang size")
-
-
 def whole_text(raw: str | None) -> int | None:
     """An operator's index of a pod in its gang (from 0, plain digits), else None."""
     if raw is None:
@@ -171,6 +146,12 @@ def named_by(pod: PodView, label: str, source: str) -> Membership | None:
     """The pod's gang when one label names it and only the owner states its size."""
     name = pod.labels.get(label)
     return Membership(name, None, source) if name else None
+
+
+def sized_by(pod: PodView, label: str, key: str, source: str) -> Membership | None:
+    """The pod's gang when one label names it and the annotation `key` states its size."""
+    name = pod.labels.get(label)
+    return sized(name, source, pod, key) if name else None
 
 
 def sized(name: str, source: str, pod: PodView, key: str) -> Membership:

@@ -2,7 +2,7 @@
 keys are Airlock's own, in webhook/keys.py (the webhook and the controller write and read
 them too); it has no objects of its own, so nothing to make."""
 
-from webhook.conventions.base import Membership, sized
+from webhook.conventions.base import Membership, sized_by
 from webhook.keys import GANG_NAME_LABEL, GANG_SIZE_ANNOTATION
 from webhook.pods import PodView
 
@@ -12,5 +12,4 @@ class AirlockConvention:
     label = GANG_NAME_LABEL
 
     def detect(self, pod: PodView) -> Membership | None:
-        gang = pod.labels.get(GANG_NAME_LABEL)
-        return sized(gang, self.name, pod, GANG_SIZE_ANNOTATION) if gang else None
+        return sized_by(pod, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION, self.name)

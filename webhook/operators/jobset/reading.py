@@ -8,17 +8,9 @@ which the pod cannot tell either."""
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.conventions.base import (
-    Joins,
-    Membership,
-    OwnerAddress,
-    OwnerRefs,
-    SizeUnknown,
-    at_least_one,
-    named_by_label,
-    spec_of,
-    whole,
-)
+from webhook.conventions.base import Joins, Membership, SizeUnknown
+from webhook.conventions.owners import LabelledOwner
+from webhook.conventions.sizes import entries, gang_size, replicas, spec_of, whole
 from webhook.operators.jobset.keys import GROUP, JOBSET_LABEL, REPLICATED_JOB_LABEL, VERSION
 from webhook.pods import PodView
 
@@ -26,6 +18,7 @@ from webhook.pods import PodView
 class JobSetConvention:
     name = "jobset"
     label = JOBSET_LABEL
+    owner = LabelledOwner(JOBSET_LABEL, GROUP, VERSION, "jobsets")
 
     def detect(self, pod: PodView) -> Membership | None:
         jobset = pod.labels.get(JOBSET_LABEL)
@@ -34,16 +27,11 @@ class JobSetConvention:
             return None
         return Membership(f"{jobset}-{rjob}", None, self.name)
 
-    def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
-        return named_by_label(labels, JOBSET_LABEL, GROUP, VERSION, "jobsets")
-
     def size(self, owner: Mapping[str, Any], labels: Mapping[str, str], joins: Joins
              ) -> int | SizeUnknown:
         name = labels.get(REPLICATED_JOB_LABEL)
-        rjobs = spec_of(owner).get("replicatedJobs")
-        for rjob in rjobs if isinstance(rjobs, list) else []:
-            if isinstance(rjob, Mapping) and rjob.get("name") == name:
-                job_spec = spec_of(rjob.get("template"))
-                return at_least_one(whole(rjob, "replicas", 1) * whole(job_spec, "parallelism", 1),
-                                    f"replicated job {name!r}'s size")
+        for rjob in entries(spec_of(owner), "replicatedJobs"):
+            if rjob.get("name") == name:
+                parallelism = whole(spec_of(rjob.get("template")), "parallelism", 1)
+                return gang_size(replicas(rjob) * parallelism, f"replicated job {name!r}'s size")
         return SizeUnknown(f"JobSet has no replicated job {name!r}")

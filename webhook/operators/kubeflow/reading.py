@@ -5,18 +5,9 @@ with an `elasticPolicy` (PyTorchJob, PaddleJob), elastic down to its `minReplica
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.conventions.base import (
-    Elastic,
-    Joins,
-    Membership,
-    OwnerAddress,
-    OwnerRefs,
-    SizeUnknown,
-    at_least_one,
-    named_by,
-    spec_of,
-    whole,
-)
+from webhook.conventions.base import Elastic, Joins, Membership, SizeUnknown, named_by
+from webhook.conventions.owners import ReferencedOwner
+from webhook.conventions.sizes import elastic, gang_size, replicas, spec_of, whole
 from webhook.operators.kubeflow.keys import GROUP, JOB_NAME_LABEL, PLURALS
 from webhook.pods import PodView
 
@@ -24,17 +15,10 @@ from webhook.pods import PodView
 class KubeflowConvention:
     name = "kubeflow"
     label = JOB_NAME_LABEL
+    owner = ReferencedOwner(GROUP, PLURALS, "Kubeflow")
 
     def detect(self, pod: PodView) -> Membership | None:
         return named_by(pod, JOB_NAME_LABEL, self.name)
-
-    def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
-        for ref in refs:
-            kind, name, api_version = ref.get("kind"), ref.get("name"), ref.get("apiVersion")
-            group, _, version = str(api_version).partition("/")
-            if kind in PLURALS and isinstance(name, str) and group == GROUP and version:
-                return OwnerAddress(GROUP, version, PLURALS[kind], name)
-        return SizeUnknown("no Kubeflow owner among the pod's ownerReferences")
 
     def size(self, owner: Mapping[str, Any], labels: Mapping[str, str], joins: Joins
              ) -> int | Elastic | SizeUnknown:
@@ -46,8 +30,8 @@ class KubeflowConvention:
         # A replica type whose pods need no accelerator (an MPI launcher) is not gated.
         members = {str(k).lower(): r for k, r in specs[0].items()
                    if isinstance(r, Mapping) and joins(r.get("template"))}
-        size = at_least_one(sum(whole(r, "replicas", 1) for r in members.values()),
-                            "the sum of the owner's replicas that need accelerators")
+        size = gang_size(sum(replicas(r) for r in members.values()),
+                         "the sum of the owner's replicas that need accelerators")
         policy = spec.get("elasticPolicy")
         workers = members.get("worker")
         if isinstance(size, SizeUnknown) or not isinstance(policy, Mapping) or workers is None:
@@ -57,7 +41,6 @@ class KubeflowConvention:
         # take minReplicas:maxReplicas); a Master, when it joins, is always needed. Its
         # defaulting gives a missing minReplicas maxReplicas' value, and both missing the
         # Worker replicas: then the gang is not elastic.
-        stated = whole(workers, "replicas", 1)
+        stated = replicas(workers)
         least = min(whole(policy, "minReplicas", whole(policy, "maxReplicas", stated)), stated)
-        minimum = max(1, size - stated + least)
-        return Elastic(size, minimum) if minimum < size else size
+        return elastic(size, size - stated + least)

@@ -6,19 +6,9 @@ the autoscaler on, elastic down to the groups' minReplicas."""
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.conventions.base import (
-    Elastic,
-    Joins,
-    Membership,
-    OwnerAddress,
-    OwnerRefs,
-    SizeUnknown,
-    at_least_one,
-    named_by,
-    named_by_label,
-    spec_of,
-    whole,
-)
+from webhook.conventions.base import Elastic, Joins, Membership, SizeUnknown, named_by
+from webhook.conventions.owners import LabelledOwner
+from webhook.conventions.sizes import elastic, entries, gang_size, replicas, spec_of, whole
 from webhook.operators.kuberay.keys import CLUSTER_LABEL, GROUP, VERSION
 from webhook.pods import PodView
 
@@ -26,32 +16,28 @@ from webhook.pods import PodView
 class KubeRayConvention:
     name = "kuberay"
     label = CLUSTER_LABEL
+    owner = LabelledOwner(CLUSTER_LABEL, GROUP, VERSION, "rayclusters")
 
     def detect(self, pod: PodView) -> Membership | None:
         return named_by(pod, CLUSTER_LABEL, self.name)
-
-    def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
-        return named_by_label(labels, CLUSTER_LABEL, GROUP, VERSION, "rayclusters")
 
     def size(self, owner: Mapping[str, Any], labels: Mapping[str, str], joins: Joins
              ) -> int | Elastic | SizeUnknown:
         spec = spec_of(owner)
         head = spec.get("headGroupSpec")
-        groups = spec.get("workerGroupSpecs")
-        workers = [g for g in (groups if isinstance(groups, list) else [])
-                   if isinstance(g, Mapping) and joins(g.get("template"))]
+        workers = [g for g in entries(spec, "workerGroupSpecs") if joins(g.get("template"))]
         joined = 1 if isinstance(head, Mapping) and joins(head.get("template")) else 0
-        size = at_least_one(joined + sum(_pods(g, whole(g, "replicas", 1)) for g in workers),
-                            "the RayCluster's members that need accelerators")
+        size = gang_size(joined + sum(_pods(g, replicas(g)) for g in workers),
+                         "the RayCluster's members that need accelerators")
         # The CRD defaults minReplicas to 0, so it is on every stored group: it bounds
         # the worker count only where the autoscaler scales it, else the replicas run.
         if isinstance(size, SizeUnknown) or spec.get("enableInTreeAutoscaling") is not True:
             return size
-        minimum = max(1, joined + sum(
-            _pods(g, min(whole(g, "minReplicas", 0), whole(g, "replicas", 1))) for g in workers))
-        return Elastic(size, minimum) if minimum < size else size
+        return elastic(size, joined + sum(
+            _pods(g, min(whole(g, "minReplicas", 0), replicas(g))) for g in workers))
 
 
-def _pods(group: Mapping[str, Any], replicas: int) -> int:
-    """The pods `replicas` of a worker group make: numOfHosts each (a multi-host TPU)."""
-    return replicas * max(1, whole(group, "numOfHosts", 1))
+def _pods(group: Mapping[str, Any], count: int) -> int:
+    """The pods `count` replicas of a worker group make: numOfHosts each (a multi-host
+    TPU)."""
+    return count * max(1, whole(group, "numOfHosts", 1))

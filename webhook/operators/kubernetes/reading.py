@@ -9,18 +9,9 @@
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.conventions.base import (
-    Joins,
-    Membership,
-    OwnerAddress,
-    OwnerRefs,
-    SizeUnknown,
-    at_least_one,
-    named_by_label,
-    spec_of,
-    whole,
-    whole_text,
-)
+from webhook.conventions.base import Joins, Membership, SizeUnknown, whole_text
+from webhook.conventions.owners import LabelledOwner
+from webhook.conventions.sizes import gang_size, spec_of, whole
 from webhook.keys import GANG_LABEL
 from webhook.operators.kubernetes.keys import (
     COMPLETION_INDEX,
@@ -34,6 +25,7 @@ from webhook.pods import PodView
 class IndexedJobConvention:
     name = "indexed-job"
     label = JOB_NAME_LABEL
+    owner = LabelledOwner(JOB_NAME_LABEL, "batch", "v1", "jobs")
 
     def detect(self, pod: PodView) -> Membership | None:
         if COMPLETION_INDEX not in pod.annotations and COMPLETION_INDEX not in pod.labels:
@@ -44,33 +36,27 @@ class IndexedJobConvention:
     def index(self, pod: PodView) -> int | None:
         return whole_text(pod.annotations.get(COMPLETION_INDEX, pod.labels.get(COMPLETION_INDEX)))
 
-    def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
-        return named_by_label(labels, JOB_NAME_LABEL, "batch", "v1", "jobs")
-
     def size(self, owner: Mapping[str, Any], labels: Mapping[str, str], joins: Joins
              ) -> int | SizeUnknown:
         spec = spec_of(owner)
         parallelism = whole(spec, "parallelism", 1)
         completions = whole(spec, "completions", 0)
-        return at_least_one(min(parallelism, completions) if completions else parallelism,
-                            "the Job's parallelism")
+        return gang_size(min(parallelism, completions) if completions else parallelism,
+                         "the Job's parallelism")
 
 
 class SchedulingGroupConvention:
     name = "scheduling-group"
     # Named in the spec, not by a label: asked about every pod no label convention claims.
     label = ""
+    # The gang label Airlock wrote holds the group's name (up to 63 characters: a longer
+    # name is shortened there, and no PodGroup has the shortened one).
+    owner = LabelledOwner(GANG_LABEL, SCHEDULING_GROUP, POD_GROUP_VERSION, "podgroups")
 
     def detect(self, pod: PodView) -> Membership | None:
         group = (pod.raw.get("spec") or {}).get("schedulingGroup")
         name = group.get("podGroupName") if isinstance(group, Mapping) else None
         return Membership(name, None, self.name) if isinstance(name, str) and name else None
-
-    def owner(self, labels: Mapping[str, str], refs: OwnerRefs) -> OwnerAddress | SizeUnknown:
-        # The gang label Airlock wrote holds the group's name (up to 63 characters: a
-        # longer name is shortened there, and no PodGroup has the shortened one).
-        return named_by_label(labels, GANG_LABEL, SCHEDULING_GROUP, POD_GROUP_VERSION,
-                              "podgroups")
 
     def size(self, owner: Mapping[str, Any], labels: Mapping[str, str], joins: Joins
              ) -> int | SizeUnknown:
@@ -78,7 +64,7 @@ class SchedulingGroupConvention:
         gang = policy.get("gang") if isinstance(policy, Mapping) else None
         if not isinstance(gang, Mapping):
             return SizeUnknown("the PodGroup's scheduling policy is not gang")
-        return at_least_one(whole(gang, "minCount", 0), "the PodGroup's gang minCount")
+        return gang_size(whole(gang, "minCount", 0), "the PodGroup's gang minCount")
 
     def priority_problem(self, owner: Mapping[str, Any], pods: int) -> str | None:
         # The priority admission plugin resolves the group's priority from its

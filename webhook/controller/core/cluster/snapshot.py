@@ -1,11 +1,18 @@
 """The cluster as one round of decisions sees it: every node's free capacity (allocatable
-minus what bound pods request minus what is reserved for pods that were let go but are
-not bound yet), read from the tracked cluster at the start of the round. Decisions
-reserve into it, so two gangs are never promised the same GPUs; the tracked cluster
-itself is left as it was."""
+minus what bound pods request minus what is promised to pods that were let go but are
+not bound yet), read from the tracked cluster at the start of the round. Decisions take
+from it, so two gangs are never promised the same GPUs; the tracked cluster itself is
+left as it was.
+
+A what-if (the victims a preemption would free, a gang tried elsewhere) runs on a fork:
+a copy-on-write view that starts as the snapshot is and takes from its own copy of a
+node's room, so whatever it tries leaves the round's snapshot as it was. Forking copies
+the two maps of nodes, not the nodes' room: a node's map is copied when a fork first
+takes from it."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -26,10 +33,13 @@ class Snapshot:
         self.accelerators = cluster.accelerators
         self.gpus = cluster.accelerators.count
         self.nodes = capacity.nodes
-        # The maps of free capacity are the tracked cluster's until something is taken
-        # from a node, then its own copy: most nodes of a round are never touched.
+        # The maps of free capacity are the tracked cluster's (or the forked snapshot's)
+        # until something is taken from a node, then its own copy: most nodes of a round
+        # are never touched.
         self.free: dict[str, Resources] = dict(capacity.free)
-        self._copied: set[str] = set()
+        self._own: set[str] = set()
+        # Nodes whose room differs from the tracked cluster's.
+        self._changed: set[str] = set()
         # Free GPUs per node, kept in step with `free`: fit asks for it per node per domain.
         self.free_gpu: dict[str, GpuEquivalents] = dict(capacity.free_gpu)
         self.eligible_nodes = capacity.eligible_nodes
@@ -40,11 +50,22 @@ class Snapshot:
         self._domain_rooms: dict[tuple[Any, ...], dict[str, Room]] = {}
         self._ranked: dict[tuple[Any, ...], list[tuple[GpuEquivalents, str]]] = {}
 
+    def fork(self) -> Snapshot:
+        """A view that starts as this one is, for a what-if: what it takes stays its
+        own."""
+        fork = copy.copy(self)
+        fork.free, fork.free_gpu = dict(self.free), dict(self.free_gpu)
+        fork._own, fork._changed = set(), set(self._changed)
+        fork._domain_rooms, fork._ranked = {}, {}
+        return fork
+
     def take(self, node: str, requests: Resources) -> None:
+        """Take `requests` on `node` (negative amounts give room back)."""
         free = self.free[node]
-        if node not in self._copied:
+        if node not in self._own:
             free = self.free[node] = dict(free)
-            self._copied.add(node)
+            self._own.add(node)
+            self._changed.add(node)
         for k, v in requests.items():
             free[k] = free.get(k, 0) - v
         before = self.free_gpu[node]
@@ -66,7 +87,7 @@ class Snapshot:
                 for name, room in self.capacity.domain_rooms(pod, topology_key).items()}
             # What this round took before it asked.
             tracked_gpu = self.capacity.free_gpu
-            for node in self._copied:
+            for node in self._changed:
                 self.capacity.domain_rooms_moved({key: found}, node, tracked_gpu[node],
                                                  self.free_gpu[node])
         return found

@@ -62,16 +62,16 @@ class Preemptor:
         self.allowance = dict(units.allowance)
         self.rankings = Rankings(snap, units)
 
-    def _release(self, unit: Victim, sign: int = -1, room: Room | None = None,
-                 here: Collection[str] = ()) -> None:
-        """Free (or, with `sign` 1, take back) what the unit's pods hold, in the
-        snapshot, and in the `room` of the nodes `here` being tried."""
-        free_gpu = self.snap.free_gpu
+    def _free(self, snap: Snapshot, unit: Victim, sign: int = -1, room: Room | None = None,
+              here: Collection[str] = ()) -> None:
+        """Free in `snap` (or, with `sign` 1, take back) what the unit's pods hold, and
+        in the `room` of the nodes `here` being tried."""
+        free_gpu = snap.free_gpu
         for pod in unit.pods:
             node = pod.node_name
-            if pod.key in self.held and node in self.snap.free:
+            if pod.key in self.held and node in snap.free:
                 before = free_gpu[node]
-                self.snap.take(node, {k: sign * v for k, v in with_pod_slot(pod.requests).items()})
+                snap.take(node, {k: sign * v for k, v in with_pod_slot(pod.requests).items()})
                 if room is not None and node in here:
                     room.moved(before, free_gpu[node])
 
@@ -96,15 +96,16 @@ class Preemptor:
             return unit._replace(cause="reclaim")
         return None
 
-    def _fits(self, members: Sequence[PodInfo], nodes: Sequence[str], queue: str,
-              need: GpuEquivalents, room: Room, released: Mapping[str, GpuEquivalents]
-              ) -> Plan | None:
-        """Where the gang goes on `nodes`, whose free GPUs `room` keeps, or None."""
+    def _fits(self, trial: Snapshot, members: Sequence[PodInfo], nodes: Sequence[str],
+              queue: str, need: GpuEquivalents, room: Room,
+              released: Mapping[str, GpuEquivalents]) -> Plan | None:
+        """Where the gang goes on `nodes` of the `trial`, whose free GPUs `room` keeps, or
+        None."""
         if room.total < need or self.ledger.admissible(queue, need, released) is not None:
             return None
         if not room.could_pack(self._sizes(members)):
             return None
-        return place_in(members, self.snap, nodes)
+        return place_in(members, trial, nodes)
 
     def _sizes(self, members: Sequence[PodInfo]) -> list[GpuEquivalents]:
         return sorted((self.snap.gpus(p.requests) for p in members), reverse=True)
@@ -124,73 +125,71 @@ class Preemptor:
         # node afresh per victim made planning quadratic on a domain of thousands.
         here = frozenset(nodes)
         room = Room(self.snap.free_gpu[n] for n in nodes)
-        try:
-            for k in keys:
-                unit = self._allowed(self.units.get(k), queue, anchor.priority,
-                                     anchor.may_preempt, reclaiming, released, head)
-                if unit is None:
-                    continue
-                # An elastic gang whose pods above its minimum were taken one by one, now
-                # taken whole: the gang stands for them, and they are not freed twice.
-                inside = {p.key for p in unit.pods}
-                subsumed = [c for c in chosen if all(p.key in inside for p in c.pods)]
+        # The victims are tried on a fork: whatever is tried leaves the round as it was.
+        trial = self.snap.fork()
+        for k in keys:
+            unit = self._allowed(self.units.get(k), queue, anchor.priority,
+                                 anchor.may_preempt, reclaiming, released, head)
+            if unit is None:
+                continue
+            # An elastic gang whose pods above its minimum were taken one by one, now
+            # taken whole: the gang stands for them, and they are not freed twice.
+            inside = {p.key for p in unit.pods}
+            subsumed = [c for c in chosen if all(p.key in inside for p in c.pods)]
+            for c in subsumed:
+                self._give_back(trial, c, released, spent, room, here)
+            if not self._budgets_allow(unit, spent):
                 for c in subsumed:
-                    self._give_back(c, released, spent, room, here)
-                if not self._budgets_allow(unit, spent):
-                    for c in subsumed:
-                        self._take(c, released, spent, room, here)
-                    continue
-                if subsumed:
-                    gone = {id(c) for c in subsumed}
-                    chosen = [c for c in chosen if id(c) not in gone]
-                chosen.append(unit)
-                self._take(unit, released, spent, room, here)
-                plan = self._fits(members, nodes, queue, need, room, released)
-                if plan is not None:
-                    break
-            if plan is None:
-                return None
-            # A unit with no pod where the plan puts a member can go back without
-            # placing the gang again: the plan still holds, and only the quota is asked
-            # again. The plan is then made once more, at the end, as placing the gang
-            # after each unit would have left it.
-            used = set(plan.assignments.values())
-            stale = False
-            for unit in sorted(chosen, key=cost, reverse=True):
-                self._give_back(unit, released, spent, room, here)
-                if used.isdisjoint(p.node_name for p in unit.pods) and \
-                        self.ledger.admissible(queue, need, released) is None:
-                    stale = True
-                elif (trimmed := self._fits(members, nodes, queue, need, room,
-                                            released)) is not None:
-                    plan, used, stale = trimmed, set(trimmed.assignments.values()), False
-                else:
-                    self._take(unit, released, spent, room, here)
-                    continue
-                # By identity: equal units compare pod by pod, field by field.
-                chosen = [c for c in chosen if c is not unit]
-            if stale:
-                plan = self._fits(members, nodes, queue, need, room, released)
-                assert plan is not None  # the last plan still holds
-            return chosen, plan
-        finally:
-            for unit in chosen:
-                self._release(unit, sign=1)
+                    self._take(trial, c, released, spent, room, here)
+                continue
+            if subsumed:
+                gone = {id(c) for c in subsumed}
+                chosen = [c for c in chosen if id(c) not in gone]
+            chosen.append(unit)
+            self._take(trial, unit, released, spent, room, here)
+            plan = self._fits(trial, members, nodes, queue, need, room, released)
+            if plan is not None:
+                break
+        if plan is None:
+            return None
+        # A unit with no pod where the plan puts a member can go back without placing
+        # the gang again: the plan still holds, and only the quota is asked again. The
+        # plan is then made once more, at the end, as placing the gang after each unit
+        # would have left it.
+        used = set(plan.assignments.values())
+        stale = False
+        for unit in sorted(chosen, key=cost, reverse=True):
+            self._give_back(trial, unit, released, spent, room, here)
+            if used.isdisjoint(p.node_name for p in unit.pods) and \
+                    self.ledger.admissible(queue, need, released) is None:
+                stale = True
+            elif (trimmed := self._fits(trial, members, nodes, queue, need, room,
+                                        released)) is not None:
+                plan, used, stale = trimmed, set(trimmed.assignments.values()), False
+            else:
+                self._take(trial, unit, released, spent, room, here)
+                continue
+            # By identity: equal units compare pod by pod, field by field.
+            chosen = [c for c in chosen if c is not unit]
+        if stale:
+            plan = self._fits(trial, members, nodes, queue, need, room, released)
+            assert plan is not None  # the last plan still holds
+        return chosen, plan
 
     def _budgets_allow(self, unit: Victim, spent: Mapping[str, int]) -> bool:
         return all(spent.get(b.name, 0) + sum(1 for p in unit.pods if p.key in b.pods)
                    <= self.allowance[b.name] for b in self.budgets)
 
-    def _take(self, unit: Victim, released: dict[str, GpuEquivalents], spent: dict[str, int],
-              room: Room, here: Collection[str]) -> None:
-        self._release(unit, room=room, here=here)
+    def _take(self, trial: Snapshot, unit: Victim, released: dict[str, GpuEquivalents],
+              spent: dict[str, int], room: Room, here: Collection[str]) -> None:
+        self._free(trial, unit, room=room, here=here)
         released[unit.queue] = released.get(unit.queue, 0) + unit.gpus
         for b in self.budgets:
             spent[b.name] = spent.get(b.name, 0) + sum(1 for p in unit.pods if p.key in b.pods)
 
-    def _give_back(self, unit: Victim, released: dict[str, GpuEquivalents],
+    def _give_back(self, trial: Snapshot, unit: Victim, released: dict[str, GpuEquivalents],
                    spent: dict[str, int], room: Room, here: Collection[str]) -> None:
-        self._release(unit, sign=1, room=room, here=here)
+        self._free(trial, unit, sign=1, room=room, here=here)
         released[unit.queue] -= unit.gpus
         for b in self.budgets:
             spent[b.name] -= sum(1 for p in unit.pods if p.key in b.pods)
@@ -248,7 +247,7 @@ class Preemptor:
         """The victims are gone and their room is the preemptor's, in this snapshot."""
         for victim in choice.victims:
             self.rankings.take(victim)
-            self._release(victim)
+            self._free(self.snap, victim)
             self.ledger.add(victim.queue, -victim.gpus)
             for b in self.budgets:
                 self.allowance[b.name] -= sum(1 for p in victim.pods if p.key in b.pods)

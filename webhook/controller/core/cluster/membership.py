@@ -25,6 +25,9 @@ class Membership:
         # Per unit, its members gated or let go but not bound yet: what a round decides
         # for, or holds room for. The rest run, and a round need not look at them.
         self._pending: Counter[UnitId] = Counter()
+        # Per gang, its members carrying a placement record: the gangs Airlock admitted,
+        # which alone can fall short of members or teach a run time.
+        self._recorded: Counter[UnitId] = Counter()
         # Active pods carrying records the controller did not write (`PodInfo.distrusted`).
         self.distrusted: set[PodKey] = set()
         self._gangs: dict[UnitId, Gang] = {}
@@ -39,6 +42,8 @@ class Membership:
                 self.gated.add(key)
             if pod.gated or not pod.node_name:
                 self._pending[unit] += 1
+            if pod.placement is not None and unit.kind == "gang":
+                self._recorded[unit] += 1
         if pod.distrusted and pod.active:
             self.distrusted.add(key)
         self._count(pod, 1)
@@ -55,10 +60,16 @@ class Membership:
                 del self.members[unit]
             self.gated.discard(key)
             if pod.gated or not pod.node_name:
-                self._pending[unit] -= 1
-                if not self._pending[unit]:
-                    del self._pending[unit]
+                self._drop(self._pending, unit)
+            if pod.placement is not None and unit.kind == "gang":
+                self._drop(self._recorded, unit)
         self._count(pod, -1)
+
+    @staticmethod
+    def _drop(counts: Counter[UnitId], unit: UnitId) -> None:
+        counts[unit] -= 1
+        if not counts[unit]:
+            del counts[unit]
 
     def _count(self, pod: PodInfo, sign: int) -> None:
         gang = pod.gang_id
@@ -76,6 +87,15 @@ class Membership:
             if unit not in cache:
                 cache[unit] = gang_of(unit, members.values())
         return dict(cache)
+
+    def recorded(self) -> dict[UnitId, Gang]:
+        """The gangs with an active member that carries a placement record."""
+        found = {}
+        for unit in self._recorded:
+            gang = self.gang(unit)
+            assert gang is not None  # a recorded unit has members
+            found[unit] = gang
+        return found
 
     def pending(self) -> list[Gang]:
         """The units with members gated, or let go and not bound yet, by id."""

@@ -34,9 +34,13 @@ class Tracked:
         self.capacity = Capacity(accelerators.count)
         self.occupancy = Occupancy()
         self.membership = Membership()
-        # Active pods whose placement record says they were backfilled onto the room kept
-        # for the head of the queue, and until when: few, asked of every preemption.
+        # Active pods whose placement record says they were backfilled onto the room
+        # reserved for the head of the queue, and until when: few, asked of every
+        # preemption.
         self.backfilled: dict[PodKey, float] = {}
+        # Queued single pods Airlock admitted that are bound and active: they teach run
+        # times once they succeed.
+        self.admitted_singles: set[PodKey] = set()
 
     @classmethod
     def of(cls, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
@@ -95,6 +99,8 @@ class Tracked:
         if pod.active and pod.placement is not None and \
                 (until := pod.placement.backfilled_until) is not None:
             self.backfilled[key] = until
+        if pod.single and pod.placement is not None and node and pod.active:
+            self.admitted_singles.add(key)
         if new_names:
             self._recount()
 
@@ -114,6 +120,7 @@ class Tracked:
             self._touched(node)
         self.membership.forget(pod)
         self.backfilled.pop(pod.key, None)
+        self.admitted_singles.discard(pod.key)
         if gone_names:
             self._recount()
 

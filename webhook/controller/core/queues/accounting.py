@@ -91,9 +91,10 @@ class Accounts:
                           runtimes=self.runtimes, reservation=self.reservation)
 
     def _shortfalls(self, cluster: Tracked, now: float) -> None:
-        gangs = cluster.membership.gangs()
+        gangs = cluster.membership.recorded()
         found = shortfalls.since(self.short_since, gangs,
-                              shortfalls.short(gangs.values(), cluster.membership.succeeded), now)
+                                 shortfalls.short(gangs.values(), cluster.membership.succeeded),
+                                 now)
         self.newly_short = self.newly_short or any(
             self.short_since.get(g) != s for g, s in found.items())
         self.short_since = found
@@ -138,22 +139,22 @@ class Accounts:
         sample ran: from their admission to the sample that found them done, so at most a
         sample longer than they did (an estimate a little long only backfills less)."""
         membership, pods = cluster.membership, cluster.pods
-        gangs = membership.gangs()
         for unit, (key, at) in self._running.items():
             if unit.kind == "gang":
-                done = unit not in gangs and membership.succeeded[unit] > 0
+                done = membership.gang(unit) is None and membership.succeeded[unit] > 0
             else:
                 pod = pods.get(PodKey(unit.namespace, unit.name))
                 done = pod is not None and pod.succeeded
             if done:
                 self.runtimes = self.runtimes.learned(key, now - at)
         running = {unit: (key_of(g.members[0]), g.records[0].at)
-                   for unit, g in gangs.items() if g.records and not g.single}
+                   for unit, g in membership.recorded().items()}
         # A queued single is a unit only until it is bound; it runs as a plain pod that
         # keeps its own record.
-        running.update((UnitId.of_pod(p.key), (key_of(p), p.placement.at))
-                       for p in pods.values()
-                       if p.single and p.placement is not None and p.node_name and p.active)
+        for single in cluster.admitted_singles:
+            pod = pods[single]
+            assert pod.placement is not None  # as `admitted_singles` holds
+            running[UnitId.of_pod(single)] = key_of(pod), pod.placement.at
         self._running = running
 
     def record(self, policy: Policy, accelerators: Accelerators, actions: Iterable[Action],

@@ -168,7 +168,7 @@ def measure(args: argparse.Namespace, dra: bool) -> Measured:
     gc.collect()
     gc.freeze()
     tracked = cache.cluster
-    held = [key for key in tracked.pods if tracked.occupancy.held.get(key)]
+    held = [key for key in tracked.pods if tracked.occupancy.gpus_of.get(key)]
     state = QueueState(preemption=PreemptionSettings(delay=0))
     started = time.process_time()
     decide(tracked, {}, NOW, state=state)

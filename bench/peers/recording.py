@@ -102,7 +102,7 @@ class _Job:
     # a sibling held its node; and whether one found none before any sibling had one.
     blocked: bool = False
     refused: bool = False
-    # Pods whose placement record says Airlock let them onto the room kept for the head
+    # Pods whose placement record says Airlock let them onto the room reserved for the head
     # (`backfilledUntil`): one record, on its anchor, for each admission.
     backfilled: set[str] = field(default_factory=set)
 

@@ -265,7 +265,7 @@ def main() -> int:
     # costs): printed apart. Before every later round (and every first plan below),
     # `--churn` running pods end and start again, so what is kept for their nodes is
     # built again, as in a busy cluster.
-    gpu_pods = [p for p in running if cluster.occupancy.held.get(p.key)]
+    gpu_pods = [p for p in running if cluster.occupancy.gpus_of.get(p.key)]
 
     def churn() -> None:
         for p in rng.sample(gpu_pods, args.churn):

@@ -52,7 +52,7 @@ from webhook.controller.core.growth.placeholders import placeholder_of
 from webhook.controller.core.identities import GangId
 from webhook.controller.core.objects import pod_requests
 from webhook.controller.core.queues.accounting import FAIR_SHARE_KEY
-from webhook.controller.core.records import PreemptionRecord, Record, peek, recall
+from webhook.controller.core.records import PreemptionRecord, Record, load_memory, peek
 from webhook.keys import (
     CLASS_LABEL,
     GANG_LABEL,
@@ -385,8 +385,8 @@ class _Check:
         self.found.kept_reads = len(readings)
         last: tuple[float, dict[str, float], float] | None = None  # kept at, usage, read at
         for reading in readings:
-            raw = recall("fairShare", reading.data.get(FAIR_SHARE_KEY, ""),
-                         legacy=lambda raw: raw)
+            raw = load_memory("fairShare", reading.data.get(FAIR_SHARE_KEY, ""),
+                              legacy=lambda raw: raw)
             if raw is None:
                 continue
             at, usage = float(raw["at"]), {str(q): float(u) for q, u in raw["usage"].items()}

@@ -1,5 +1,5 @@
 """Backfill that never delays the head, on the real control plane: a gang behind the head
-of the queue goes onto the room kept for the head only when it is expected to end before
+of the queue goes onto the room reserved for the head only when it is expected to end before
 the head could start there. The cluster: 8 nodes of 8 GPUs, NVLink domains clique-0
 (gpu-0000..3) and clique-1 (gpu-0004..7). Pods go through Airlock's webhook, which records
 the run time each states (`gpu-airlock.io/expected-runtime`)."""
@@ -56,7 +56,7 @@ async def test_a_gang_that_would_delay_the_head_is_not_backfilled_one_that_ends_
 
 async def test_a_pod_admitted_beside_the_heads_room_is_kept_off_it_by_the_scheduler(
         api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
-    """kube-scheduler knows nothing of the room kept for the head: a queued pod Airlock
+    """kube-scheduler knows nothing of the room reserved for the head: a queued pod Airlock
     admits elsewhere would land on any free node, the kept ones included (here two of
     the three free nodes are kept). The ungate patch keeps it off them."""
     controllers.start()

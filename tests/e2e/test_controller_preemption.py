@@ -32,7 +32,7 @@ from tests.kube import (
 )
 from webhook.controller.core.queues.accounting import FAIR_SHARE_KEY
 from webhook.controller.shells.leading import Fence
-from webhook.controller.shells.remembering import keep, recall
+from webhook.controller.shells.remembering import recall, store
 from webhook.controller.shells.sealing import SECRET
 from webhook.keys import PREEMPTION_ANNOTATION, SYSTEM_NAMESPACE
 from webhook.sandbox.clients import from_kubeconfig
@@ -232,7 +232,7 @@ async def test_a_team_with_less_recent_usage_goes_first(
     core = client.CoreV1Api(api)
     now = datetime.datetime.now(datetime.UTC).timestamp()
     kept = {FAIR_SHARE_KEY: json.dumps({"at": now, "usage": {f"busy-{busy}": 32 * 36000.0}})}
-    await keep(core, SYSTEM_NAMESPACE, kept, Fence(None))
+    await store(core, SYSTEM_NAMESPACE, kept, Fence(None))
     assert (await recall(core, SYSTEM_NAMESPACE)).get(FAIR_SHARE_KEY) == kept[FAIR_SHARE_KEY]
     # All waiting before the controller's first round: arrival alone would admit the
     # busy team's two.

@@ -117,9 +117,9 @@ def test_short_gangs_are_timed_from_when_first_seen(teams: Policy) -> None:
     assert accounts.state(teams, tracked([], pods),
                           NOW + 60).short_since == {unit("g"): NOW}
     back = [*pods, member("g", 9, 8, 3, gated=False, node_name="n2")]
-    accounts.kept()
+    accounts.remembered()
     assert accounts.state(teams, tracked([], back), NOW + 120).short_since == {}
-    assert not accounts.newly_short  # kept at the next sample: nothing to hurry
+    assert not accounts.newly_short  # remembered at the next sample: nothing to hurry
 
 
 def test_a_new_leader_carries_on_the_time_a_gang_became_short(teams: Policy) -> None:
@@ -127,14 +127,16 @@ def test_a_new_leader_carries_on_the_time_a_gang_became_short(teams: Policy) -> 
     pods = _short_gang()
     former.state(teams, tracked([], pods), NOW)
     assert former.newly_short
-    kept = former.kept()
+    memory = former.memory()
+    assert former.newly_short  # until the leader says it stored the memory
+    former.remembered()
     assert not former.newly_short
-    assert set(kept) == {FAIR_SHARE_KEY, SHORT_SINCE_KEY, RUNTIMES_KEY}
+    assert set(memory) == {FAIR_SHARE_KEY, SHORT_SINCE_KEY, RUNTIMES_KEY}
     leader = Accounts()
-    leader.carry_on(teams, kept, NOW + 300)
+    leader.carry_on(teams, memory, NOW + 300)
     assert leader.state(teams, tracked([], pods), NOW + 300).short_since == {unit("g"): NOW}
     assert not leader.newly_short
-    # Without what the former leader kept, the grace period starts again.
+    # Without what the former leader remembered, the grace period starts again.
     afresh = Accounts()
     afresh.carry_on(teams, {}, NOW + 300)
     assert afresh.state(teams, tracked([], pods),
@@ -151,7 +153,7 @@ def test_a_kept_time_of_an_earlier_shortfall_does_not_count(teams: Policy) -> No
     former = Accounts()
     former.state(teams, tracked([], _short_gang(admitted_at=NOW - HOUR)), NOW - 600)
     leader = Accounts()
-    leader.carry_on(teams, former.kept(), NOW)
+    leader.carry_on(teams, former.memory(), NOW)
     rejoined = _short_gang(admitted_at=NOW - 60)
     assert leader.state(teams, tracked([], rejoined), NOW).short_since == {unit("g"): NOW}
     assert leader.newly_short

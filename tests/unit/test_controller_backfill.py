@@ -173,7 +173,7 @@ def test_run_times_are_learned_from_gangs_that_succeed_and_kept(policy: Policy) 
     key = ("ml", "")
     assert former.runtimes.seen[key] == (1010.0,)
     leader = Accounts()
-    leader.carry_on(policy, former.kept(), NOW + 20)
+    leader.carry_on(policy, former.memory(), NOW + 20)
     assert leader.runtimes == former.runtimes
     # What was never kept, or is not readable, is learned afresh.
     afresh = Accounts()
@@ -299,7 +299,7 @@ def test_an_elastic_gang_backfills_as_if_it_ran_at_its_minimums_pace() -> None:
 def test_a_gang_behind_the_head_never_evicts_to_take_its_room() -> None:
     # The head (which may not preempt) keeps a, where a low pod runs 300 s more. The gang
     # behind would end in time, but its 4 pods fit a only by evicting that pod: room
-    # kept for the head is lent, never taken by eviction. b is full of its equals.
+    # reserved for the head is lent, never taken by eviction. b is full of its equals.
     top = TRAINING + 1
     busy = _stating(running("busy", ["a-n0"], ran=600, priority=0), 900)
     full = _stating(running("full", [f"b-n{i}" for i in range(4)], ran=600, priority=top),
@@ -313,7 +313,7 @@ def test_a_gang_behind_the_head_never_evicts_to_take_its_room() -> None:
 
 
 def test_the_head_keeps_the_domain_kept_for_it_while_that_could_hold_it() -> None:
-    # a has 2 free nodes and b 3: b has more, but a was kept for the head last round.
+    # a has 2 free nodes and b 3: b has more, but a was reserved for the head last round.
     pods = [*running("a-busy", ["a-n0", "a-n1"], priority=TRAINING),
             *running("b-busy", ["b-n0"], priority=TRAINING),
             *gang("head", 4, priority=10, created=1)]
@@ -355,7 +355,7 @@ def test_a_backfill_that_overran_is_the_heads_first_victim() -> None:
     (preempt,) = preempts(actions)
     assert [(v.unit, v.cause) for v in preempt.victims] == [(unit("late"), "backfill")]
     message = told(preempt)
-    assert message.startswith("Preempted: it was backfilled onto the room kept for the "
+    assert message.startswith("Preempted: it was backfilled onto the room reserved for the "
                               "first in the queue until ")
     assert "and overran that by 10 min; evicted to make room for gang ml/head" in message
 

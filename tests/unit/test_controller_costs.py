@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webhook.controller.core.identities import PodKey
-from webhook.controller.core.preemption.costs import Costs, Holding
+from webhook.controller.core.preemption.costs import Costs, Holder
 
 NOW = 100_000.0
 YOUNG = NOW - 300
@@ -22,14 +22,14 @@ holdings = st.lists(st.tuples(st.sampled_from([0, 1000, 50_000]), starts,
                     max_size=30)
 
 
-def _cost(pods: list[Holding]) -> tuple[int, float]:
+def _cost(pods: list[Holder]) -> tuple[int, float]:
     return (max(p[0] for p in pods),
             sum(p[2] * (NOW - max(p[1], p[4] or 0.0)) for p in pods))
 
 
 @given(holdings, st.integers(min_value=1, max_value=100), st.data())
 def test_no_choice_of_pods_that_frees_enough_costs_less_than_the_bound(
-        pods: list[Holding], deficit: int, data: st.DataObject) -> None:
+        pods: list[Holder], deficit: int, data: st.DataObject) -> None:
     """Whatever pods a plan takes (whole units are sets of them), if they free `deficit`
     GPUs, their cost (highest priority, then work lost) is at least the bound."""
     bound = Costs(pods).bound(deficit, NOW)
@@ -45,9 +45,9 @@ def test_no_choice_of_pods_that_frees_enough_costs_less_than_the_bound(
 
 
 def test_the_bound_takes_the_least_lost_per_gpu_first_and_the_last_pod_in_part() -> None:
-    pods: list[Holding] = [Holding(1000, NOW - 7200, 4, PodKey("ml", "old"), None),
-                           Holding(1000, NOW - 36_000, 4, PodKey("ml", "saved"), NOW - 3600),
-                           Holding(5000, NOW - 60, 8, PodKey("ml", "high"), None)]
+    pods: list[Holder] = [Holder(1000, NOW - 7200, 4, PodKey("ml", "old"), None),
+                           Holder(1000, NOW - 36_000, 4, PodKey("ml", "saved"), NOW - 3600),
+                           Holder(5000, NOW - 60, 8, PodKey("ml", "high"), None)]
     # 4 GPUs saved an hour ago, then 2 of the 4 started two hours ago.
     assert Costs(pods).bound(6, NOW) == (1000, 4 * 3600 + 2 * 7200 - 1.0)
     # Past what priority 1000 holds, priority 5000 must be taken too.
@@ -56,5 +56,5 @@ def test_the_bound_takes_the_least_lost_per_gpu_first_and_the_last_pod_in_part()
 
 
 def test_a_checkpoint_in_the_future_bounds_by_priority_alone() -> None:
-    pods: list[Holding] = [Holding(1000, NOW - 7200, 4, PodKey("ml", "ahead"), NOW + 60)]
+    pods: list[Holder] = [Holder(1000, NOW - 7200, 4, PodKey("ml", "ahead"), NOW + 60)]
     assert Costs(pods).bound(2, NOW) == (1000, float("-inf"))

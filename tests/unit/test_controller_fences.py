@@ -1,6 +1,6 @@
-"""Room kept for the head of the queue is kept from the scheduler too: a gang admitted
-elsewhere is pinned off the kept nodes at ungate, since kube-scheduler would otherwise
-spread its pods wherever there is room, the kept nodes included."""
+"""Room reserved for the head of the queue is kept from the scheduler too: a gang admitted
+elsewhere is pinned off the reserved nodes at ungate, since kube-scheduler would otherwise
+spread its pods wherever there is room, the reserved nodes included."""
 
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ def test_usage_decays_with_the_half_life() -> None:
     share = FairShare(DAY, 600, NOW, {"team-a": 1000.0})
     assert share.advance(NOW + DAY, {}).usage["team-a"] == pytest.approx(500.0)
     held = share.advance(NOW + DAY, {"team-b": 4})
-    # Holding 4 GPUs for one half-life from nothing: 4 x h / ln 2 x (1 - 1/2).
+    # Holder 4 GPUs for one half-life from nothing: 4 x h / ln 2 x (1 - 1/2).
     assert held.usage["team-b"] == pytest.approx(4 * DAY / math.log(2) / 2)
     # Constant use converges to GPUs x h / ln 2.
     far = FairShare(DAY, 600, NOW).advance(NOW + 100 * DAY, {"team-a": 8})

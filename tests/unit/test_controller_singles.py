@@ -184,7 +184,7 @@ def test_what_can_never_fit_holds_back_nothing_behind_it(head: str, order: Order
 
 @pytest.mark.parametrize(("order", "why"), [
     ("strict", "Waiting: behind gang ml/next, first in the queue"),
-    ("backfill", "Waiting: needs 1 GPUs; every node it may use is kept for the first in the "
+    ("backfill", "Waiting: needs 1 GPUs; every node it may use is reserved for the first in the "
                  "queue")])
 def test_what_could_fit_later_still_heads_the_queue(order: Order, why: str) -> None:
     # The head needs both nodes, one of them busy: what frees is kept for it.

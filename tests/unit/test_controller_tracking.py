@@ -68,10 +68,10 @@ def _state(t: Tracked) -> dict[str, Any]:
         "pods": dict(t.pods), "nodes": dict(capacity.nodes),
         "free": {n: {k: v for k, v in f.items() if v} for n, f in capacity.free.items()},
         "free_gpu": dict(capacity.free_gpu), "capacity": capacity.total,
-        "held": dict(occupancy.held),
+        "held": dict(occupancy.gpus_of),
         "namespaces": {k: v for k, v in occupancy.namespace_gpus.items() if v},
         "on_node": {n: set(k) for n, k in occupancy.on_node.items() if k},
-        "holding": occupancy.holding,
+        "holding": occupancy.holders,
         "members": members, "gated": set(membership.gated),
         "succeeded": +membership.succeeded, "deleting": +membership.deleting,
         "accelerators": t.accelerators,
@@ -140,9 +140,9 @@ def test_a_policy_reload_counts_the_new_accelerators_everywhere() -> None:
     pods = [single("s", "n-0", gpus=2), single("t", "n-0", gpus=1)]
     pods = [dataclasses.replace(p, requests={NEURON: p.requests[GPU], "cpu": 1}) for p in pods]
     t = tracked(NODES, pods)
-    assert t.occupancy.held == {}
+    assert t.occupancy.gpus_of == {}
     t.count_as(POLICY_DEFAULT.including([NEURON]))
-    assert t.occupancy.held == {PodKey("ml", "s"): 2, PodKey("ml", "t"): 1}
+    assert t.occupancy.gpus_of == {PodKey("ml", "s"): 2, PodKey("ml", "t"): 1}
     assert t.capacity.free_gpu["n-0"] == 5
     assert t.capacity.total == 40
 

@@ -19,13 +19,13 @@ def _cluster(scoring: str) -> Cluster:
     return c
 
 
-# scoring, pinned to the domain, nodes kept off -> the node a 2-GPU pod is bound to
+# scoring, pinned to the domain, nodes fenced off -> the node a 2-GPU pod is bound to
 CASES: list[tuple[str, str, bool, frozenset[int], int | None]] = [
     ("bin-packing takes the fullest that fits", "MostAllocated", False, frozenset(), 0),
     ("the default takes the emptiest", "LeastAllocated", False, frozenset(), 2),
     ("the same inside a pinned domain", "LeastAllocated", True, frozenset(), 2),
     ("bin-packing in a pinned domain", "MostAllocated", True, frozenset(), 0),
-    ("never a node kept off", "MostAllocated", False, frozenset({0}), 1),
+    ("never a node fenced off", "MostAllocated", False, frozenset({0}), 1),
     ("nor in a pinned domain", "LeastAllocated", True, frozenset({2}), 1),
     ("none left", "LeastAllocated", False, frozenset({0, 1, 2}), None),
 ]

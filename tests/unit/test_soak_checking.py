@@ -12,7 +12,7 @@ import pytest
 from bench.soak.checking import Findings, Kept, Seen, check
 from tests.builders import NOW, SEAL, raw_member
 from webhook.controller.core.queues.accounting import FAIR_SHARE_KEY
-from webhook.controller.core.records import PreemptionRecord, Record, keep
+from webhook.controller.core.records import PreemptionRecord, Record, dump_memory
 from webhook.keys import (
     CLASS_LABEL,
     GATE,
@@ -38,7 +38,8 @@ def _pod(gang: str, i: int, node: str | None = None, marked: bool = True) -> dic
 
 
 def _kept(at: float, usage: float) -> Kept:
-    return Kept(at, {FAIR_SHARE_KEY: keep("fairShare", {"at": at, "usage": {"q": usage}})})
+    return Kept(at, {FAIR_SHARE_KEY: dump_memory("fairShare",
+                                                 {"at": at, "usage": {"q": usage}})})
 
 
 class History:

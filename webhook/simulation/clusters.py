@@ -3,7 +3,7 @@ each, and the stock kube-scheduler's part: binding a pod to a node, and pod-leve
 priority preemption when none has room.
 
 The scheduler model: filter the nodes with room (and, for a pod Airlock let go, in the
-domain it pinned and off the nodes it kept for others), then score them by
+domain it pinned and off the nodes it reserved for others), then score them by
 NodeResourcesFit as configured (`Shape.scoring`): `LeastAllocated`, kube-scheduler's
 default, takes the emptiest node, spreading small pods; `MostAllocated`, the bin-packing
 many GPU clusters configure, the fullest that still fits, so whole nodes stay free for

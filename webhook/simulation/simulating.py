@@ -73,7 +73,7 @@ class _Pod:
     node: int | None = None
     bound: float = 0.0
     pin: Pin | None = None
-    # Nodes its affinity keeps it off (the room Airlock kept for others).
+    # Nodes its affinity keeps it off (the room Airlock reserved for others).
     off: frozenset[int] = frozenset()
     # Of a job that ended while this pod still waited (an elastic job's pod above its
     # minimum): the scheduler drops it when it comes to it.

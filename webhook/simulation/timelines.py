@@ -11,7 +11,7 @@ Pure: timelines in, numbers out.
   not whole (bound, but waiting for the rest);
 - `preemptions`: times a job lost pods to a preemption (a gang counts once per eviction);
   `lostGpuSeconds`: the work of runs a preemption cut short;
-- `backfilled`: admissions onto the room kept for the head of the queue, on the promise
+- `backfilled`: admissions onto the room reserved for the head of the queue, on the promise
   to end before the head could start (`--order backfill`);
 - `neverRunnable`: jobs larger than the cluster could ever run (or rejected at admission);
 - `stuck`: other jobs not completed when the run could make no more progress.
@@ -44,7 +44,7 @@ class Timeline:
     whole: list[Period] = field(default_factory=list)
     completed: float | None = None
     preemptions: int = 0
-    # Admissions onto the head's kept room (backfill).
+    # Admissions onto the head's reserved room (backfill).
     backfilled: int = 0
     never_runnable: bool = False
 

@@ -20,7 +20,7 @@ EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "Requeue
                       "CapacityExpired", "CapacityFailed", WaitReason]
 EventType = Literal["Normal", "Warning"]
 # Why a victim may go: it has a lower priority, its queue gives back borrowed GPUs, or it
-# was backfilled onto the room kept for the head of the queue and ran past its end.
+# was backfilled onto the room reserved for the head of the queue and ran past its end.
 Cause = Literal["priority", "reclaim", "backfill"]
 
 
@@ -165,7 +165,7 @@ def _cause(victim: Victim, preemptor: UnitId, now: float) -> str:
     if victim.cause == "reclaim":
         return RECLAIMED
     if victim.cause == "backfill" and victim.overran is not None:
-        return (f"it was backfilled onto the room kept for the first in the queue until "
+        return (f"it was backfilled onto the room reserved for the first in the queue until "
                 f"{_clock(victim.overran)}, and overran that by "
                 f"{(now - victim.overran) / 60:.0f} min")
     return f"a {preemptor.kind} of higher priority needs the room"

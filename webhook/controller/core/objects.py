@@ -225,7 +225,7 @@ class PodInfo:
     slice_index: int | None = None
     # How much of `spec.affinity.nodeAffinity` the pod has where it has no required terms
     # (0: no affinity, 1: affinity, 2: its nodeAffinity too): where the ungate patch adds
-    # the requirement that keeps it off room kept for others.
+    # the requirement that fences it off room reserved for others.
     affinity_depth: int = 0
     # Why the pod cannot be decided: a mark of Airlock's it carries out of bounds, or a
     # pod the watch could not read at all. Its unit waits as `Invalid`; never raised.

@@ -66,7 +66,7 @@ class PreemptionLine:
 
 @dataclass(frozen=True, slots=True)
 class BackfillLine:
-    """A gang let onto the room kept for the head of the queue, and when it was expected
+    """A gang let onto the room reserved for the head of the queue, and when it was expected
     to end; past then (`overran`), it is the first victim when the head is ready."""
 
     gang: str
@@ -110,7 +110,7 @@ class Report:
         lines += ["", "WAITING (admission order)"]
         lines += [f"{g.gang}  queue {g.queue}, priority {g.priority}, {g.pods} pods, "
                   f"{g.gpus:g} GPUs: {g.why}" for g in self.waiting] or ["(none)"]
-        lines += ["", "BACKFILLED (onto room kept for the first in the queue)"]
+        lines += ["", "BACKFILLED (onto room reserved for the first in the queue)"]
         lines += [f"{b.gang}  queue {b.queue}: expected to end {b.until}"
                   f"{', overran' if b.overran else ''}" for b in self.backfilled] or ["(none)"]
         lines += ["", "RECENT PREEMPTIONS"]
@@ -127,17 +127,17 @@ def _gang_name(unit: UnitId) -> str:
 
 
 def report(policy: Policy, cluster: Tracked, events: Iterable[Mapping[str, Any]], now: float,
-           kept: Mapping[str, str], placeholders: Iterable[Asking] = (),
+           memory: Mapping[str, str], placeholders: Iterable[Asking] = (),
            requests: Iterable[Asking] = ()) -> Report:
-    """`cluster`: as listed once; `kept`: what the leader keeps for the next one
+    """`cluster`: as listed once; `memory`: what the leader stored for the next one
     (`remembering`): the fair share; `placeholders` and (Provisioning)`requests`: the
     capacity requests open."""
     accelerators = cluster.accelerators
     quotas = quotas_of(policy, accelerators)
     used = holding(quotas, cluster.occupancy.namespace_gpus)
     rounds = Rounds()
-    rounds.accounts.carry_on(policy, kept, now)
-    fair = rounds.accounts.fair_share if FAIR_SHARE_KEY in kept else None
+    rounds.accounts.carry_on(policy, memory, now)
+    fair = rounds.accounts.fair_share if FAIR_SHARE_KEY in memory else None
     queues = tuple(QueueLine(name, float(spec.nominal), float(used.get(name, 0)),
                              float(max(used.get(name, 0) - spec.nominal, 0)), spec.weight,
                              None if fair is None else fair.share(name, spec.weight))

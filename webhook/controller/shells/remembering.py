@@ -1,6 +1,6 @@
 """What the leader keeps in the cluster, so a restart or a new leader carries on from it
 instead of from zero: the fair-share usage, since when running gangs have been short of
-members, and the run times learned for backfill (`accounting.Accounts.kept` says what, by
+members, and the run times learned for backfill (`accounting.Accounts.memory` says what, by
 key). One ConfigMap,
 `airlock-fair-share` in Airlock's namespace, written by the leader every sampling
 interval and as soon as a gang falls short, read when it starts leading."""
@@ -44,8 +44,8 @@ async def recall(core: client.CoreV1Api, namespace: str, within: float = 60.0
     return {str(k): str(v) for k, v in (found.get("data") or {}).items()}
 
 
-async def keep(core: client.CoreV1Api, namespace: str, data: Mapping[str, str],
-               fence: Fence) -> None:
+async def store(core: client.CoreV1Api, namespace: str, data: Mapping[str, str],
+                fence: Fence) -> None:
     body = {"data": dict(data)}
     try:
         fence.check()

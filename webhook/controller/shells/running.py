@@ -58,7 +58,7 @@ from webhook.controller.shells.owners import OwnerSizes
 from webhook.controller.shells.patience import patiently
 from webhook.controller.shells.placeholding import Placeholding
 from webhook.controller.shells.provisioning import Provisioning, open_units
-from webhook.controller.shells.remembering import keep, recall
+from webhook.controller.shells.remembering import recall, store
 from webhook.controller.shells.sealing import load_seal
 from webhook.controller.shells.serving import serve
 from webhook.conventions.base import Joins
@@ -77,7 +77,7 @@ SAMPLE = 10.0
 SETTLE = 0.02
 # Seconds between writes of what the leader keeps, when gangs fall short between samples
 # (many gangs deleted at once each look short for a moment).
-KEEP_AT_MOST_EVERY = 1.0
+REMEMBER_AT_MOST_EVERY = 1.0
 # As often as the webhook reloads, so both count the same accelerators within seconds.
 POLICY_RELOAD_INTERVAL = 2.0
 
@@ -113,7 +113,7 @@ class Controller:
         self.rounds_run = 0
         self.deciding_seconds = 0.0
         self.sampled = 0.0
-        self.kept = 0.0
+        self.remembered_at = 0.0
 
     async def watch_all(self) -> None:
         core = client.CoreV1Api(self.api)
@@ -235,7 +235,7 @@ class Controller:
                                        *self.cache.requests.values()]))
         self.deciding_seconds = time.perf_counter() - started
         self.metrics.fit_seconds.observe(self.deciding_seconds)
-        if self.accounts.newly_short and now - self.kept >= KEEP_AT_MOST_EVERY:
+        if self.accounts.newly_short and now - self.remembered_at >= REMEMBER_AT_MOST_EVERY:
             await self.remember()
         actions = await self._grow(actions, now)
         await self.applier.apply(actions)
@@ -296,8 +296,10 @@ class Controller:
         await self.remember()
 
     async def remember(self) -> None:
-        self.kept = time.time()
-        await keep(client.CoreV1Api(self.api), self.namespace, self.accounts.kept(),
+        self.remembered_at = time.time()
+        memory = self.accounts.memory()
+        self.accounts.remembered()
+        await store(client.CoreV1Api(self.api), self.namespace, memory,
                    self.fence)
 
     def _count(self, actions: list[Action]) -> None:

@@ -12,20 +12,21 @@ from collections.abc import Sequence
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.identities import PodKey
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.preemption.costs import Costs, Holding
+from webhook.controller.core.preemption.costs import Costs, Holder
 
 
-def holding_of(pod: PodInfo, gpus: GpuEquivalents) -> Holding:
-    return Holding(pod.priority, pod.started, gpus, pod.key, pod.checkpointed)
+def holder_of(pod: PodInfo, gpus: GpuEquivalents) -> Holder:
+    return Holder(pod.priority, pod.started, gpus, pod.key, pod.checkpointed)
 
 
 class Occupancy:
     def __init__(self) -> None:
-        self.held: dict[PodKey, GpuEquivalents] = {}
+        # The GPU-equivalents each bound, active pod holds.
+        self.gpus_of: dict[PodKey, GpuEquivalents] = {}
         self.namespace_gpus: dict[str, GpuEquivalents] = {}
         self.on_node: dict[str, set[PodKey]] = {}
         # Node -> its holders, lowest priority first.
-        self.holding: dict[str, list[Holding]] = {}
+        self.holders: dict[str, list[Holder]] = {}
         # (priority, GPUs) -> per node, and in all, how many pods of those GPUs would fit
         # were every started pod below that priority gone: asked by preemption, kept as
         # nodes change, so a gang with no hope of room anywhere is told in one look.
@@ -41,10 +42,10 @@ class Occupancy:
         key = pod.key
         self.on_node.setdefault(node, set()).add(key)
         if gpus:
-            self.held[key] = gpus
+            self.gpus_of[key] = gpus
             self.namespace_gpus[key.namespace] = self.namespace_gpus.get(key.namespace, 0) \
                 + gpus
-            bisect.insort(self.holding.setdefault(node, []), holding_of(pod, gpus))
+            bisect.insort(self.holders.setdefault(node, []), holder_of(pod, gpus))
 
     def unbind(self, pod: PodInfo, node: str) -> None:
         key = pod.key
@@ -53,17 +54,17 @@ class Occupancy:
             on.discard(key)
             if not on:
                 del self.on_node[node]
-        gpus = self.held.pop(key, 0)
+        gpus = self.gpus_of.pop(key, 0)
         if gpus:
             self.namespace_gpus[key.namespace] -= gpus
-            holders = self.holding[node]
-            holders.remove(holding_of(pod, gpus))
+            holders = self.holders[node]
+            holders.remove(holder_of(pod, gpus))
             if not holders:
-                del self.holding[node]
+                del self.holders[node]
 
     def clear(self) -> None:
         """Forget every holder (the GPUs are counted anew)."""
-        self.held, self.namespace_gpus, self.holding = {}, {}, {}
+        self.gpus_of, self.namespace_gpus, self.holders = {}, {}, {}
         self.on_node = {}
         self._room_parts.clear()
         self._room_totals.clear()
@@ -91,7 +92,7 @@ class Occupancy:
         if free_gpu is None:
             return 0
         room = max(free_gpu, 0)
-        for h in self.holding.get(node, ()):
+        for h in self.holders.get(node, ()):
             if h.priority >= priority:
                 break
             if h.started:
@@ -120,7 +121,7 @@ class Occupancy:
         key = (*name, spared)
         found = self._costs.get(key)
         if found is None:
-            holding = self.holding
+            holding = self.holders
             found = self._costs[key] = Costs(
                 h for n in nodes for h in holding.get(n, ()) if h.pod.namespace not in spared)
             for n in nodes:

@@ -1,24 +1,24 @@
 """Backfill that never delays the head (EASY backfill): a gang behind the head of the queue
-may use the room kept for the head when it is expected to end before the head could
+may use the room reserved for the head when it is expected to end before the head could
 start anyway.
 
-The head's expected start (its *shadow time*) is when the pods running on its kept nodes
+The head's expected start (its *shadow time*) is when the pods running on its reserved nodes
 are expected to have freed enough for it: each ends at its start plus its expected run
 time (`runtimes`: what it states, else what its namespace and class learned). They are taken
-soonest end first until the kept nodes would have the head's GPUs free, and a slot for
+soonest end first until the reserved nodes would have the head's GPUs free, and a slot for
 each of its pods on single nodes. Those are necessary conditions, not a packing: the
 shadow time is never later than the head's real start, so a backfill judged to end in
 time does. A pod whose end cannot be known (no run time stated or learned) before enough
 has freed makes the head's start unknown, and then nothing is backfilled onto its room.
 
 EASY's second rule lends what the head would not need even at its start, to a gang of
-any run time: the kept nodes its packing at the shadow time leaves alone (`spare`: its
+any run time: the reserved nodes its packing at the shadow time leaves alone (`spare`: its
 pods, largest first, each onto the kept node with the most room then). Whole nodes,
 since the scheduler places pods on nodes, not on GPUs: whatever runs there, for however
 long, takes nothing the head counts on. A sliced head lends nothing (its packing is per
 slice domain).
 
-A gang backfilled onto kept room records when it is expected to end; past then it is the
+A gang backfilled onto reserved room records when it is expected to end; past then it is the
 first victim when the head is ready (`criteria`). Pure, the clock passed in."""
 
 from __future__ import annotations
@@ -122,11 +122,11 @@ class Backfill:
 
     def start(self, members: Sequence[PodInfo], free: Mapping[str, GpuEquivalents]
               ) -> Shadow | None:
-        """The shadow time of a head of `members` on the kept nodes, which had `free`
+        """The shadow time of a head of `members` on the reserved nodes, which had `free`
         GPUs when it became the head, and their room then."""
         snap = self.snap
         cluster = snap.cluster
-        holding, pods = cluster.occupancy.holding, cluster.pods
+        holding, pods = cluster.occupancy.holders, cluster.pods
         ends = [(self._end(pods[h.pod]), node, h.gpus)
                 for node in free for h in holding.get(node, ())]
         sizes = [snap.gpus(p.requests) for p in members]

@@ -233,7 +233,7 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
                      f"schedulable{offering}, tolerated and matched by the pods' node "
                      f"selection", code="NeverFits", never=True)
     if len(avoid) >= len(eligible) and snap.eligible_set(anchor) <= set(avoid):
-        return NoFit(f"needs {need} GPUs; every node it may use is kept for the first in "
+        return NoFit(f"needs {need} GPUs; every node it may use is reserved for the first in "
                      f"the queue")
     sizes = sorted((snap.gpus(p.requests) for p in pods), reverse=True)
     # Packing looks at every eligible node: first, in a look at the few amounts free,

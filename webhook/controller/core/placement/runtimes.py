@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.records import keep, recall
+from webhook.controller.core.records import dump_memory, load_memory
 from webhook.keys import CLASS_LABEL
 
 # Run times kept per namespace and class: the most recent gangs that succeeded.
@@ -68,7 +68,7 @@ class Runtimes:
         return self.estimate(key_of(pods[0])) if pods else None
 
     def dumps(self) -> str:
-        return keep("runtimes", {"seen": [{"namespace": n, "class": c, "seconds": list(runs)}
+        return dump_memory("runtimes", {"seen": [{"namespace": n, "class": c, "seconds": list(runs)}
                                           for (n, c), runs in sorted(self.seen.items())]})
 
     @classmethod
@@ -76,7 +76,7 @@ class Runtimes:
         """What a former leader kept; nothing learned when it is not readable (nothing
         is then backfilled on an estimate until gangs succeed again). Estimates an earlier
         version kept per queue are not carried over: they mixed namespaces."""
-        raw = recall("runtimes", text, legacy=lambda _: {})
+        raw = load_memory("runtimes", text, legacy=lambda _: {})
         try:
             return cls({(str(e["namespace"]), str(e["class"])):
                         tuple(float(s) for s in e["seconds"])[-WINDOW:]

@@ -51,7 +51,7 @@ def budgets_of(pdbs: Iterable[Pdb], cluster: Tracked) -> tuple[Budget, ...]:
     pdbs = [pdb for pdb in pdbs if pdb.selector is not None]
     namespaces = {pdb.namespace for pdb in pdbs}
     by_namespace: dict[str, dict[PodKey, PodInfo]] = {}
-    for key in cluster.occupancy.held:
+    for key in cluster.occupancy.gpus_of:
         if key.namespace in namespaces:
             by_namespace.setdefault(key.namespace, {})[key] = cluster.pods[key]
     for unit, members in cluster.membership.members.items():

@@ -33,12 +33,12 @@ from webhook.controller.core.queues.quotas import Quotas
 
 
 def unit_of(pods: Sequence[PodInfo], unit: UnitId, queue: str, now: float,
-            held: Mapping[PodKey, GpuEquivalents]) -> Victim:
+            gpus_of: Mapping[PodKey, GpuEquivalents]) -> Victim:
     """`pods` weighed as one unit, by the GPUs they hold."""
     gpus: GpuEquivalents = 0
     lost = 0.0
     for p in pods:
-        if (g := held.get(p.key, 0)):
+        if (g := gpus_of.get(p.key, 0)):
             gpus += g
             lost += work_lost(g, saved_from(p), now)
     return Victim(tuple(pods), unit, queue, max(p.priority for p in pods), gpus, lost,
@@ -54,8 +54,8 @@ def above_minimum(cluster: Tracked, gang: UnitId) -> frozenset[PodKey]:
     minimum = min(records, key=lambda r: r.at).minimum if records else None
     if members is None or minimum is None:
         return frozenset()
-    held = cluster.occupancy.held
-    running = sorted((p for p in members.values() if p.key in held),
+    gpus_of = cluster.occupancy.gpus_of
+    running = sorted((p for p in members.values() if p.key in gpus_of),
                      key=lambda p: (p.created, p.name))
     return frozenset(p.key for p in running[minimum:])
 
@@ -124,7 +124,7 @@ class Candidates:
         if unit.namespace in self.spared:
             return None
         cluster, young = self.cluster, self.young
-        held = cluster.occupancy.held
+        gpus_of = cluster.occupancy.gpus_of
         if unit.kind == "pod":
             pods = [cluster.pods[PodKey(unit.namespace, unit.name)]]
         else:
@@ -134,10 +134,10 @@ class Candidates:
             pods = list(members.values())
         late = overran(pods, self.now) is not None
         if any(p.uid in self.deleted or (
-                not late and p.key in held and not old_enough(p.started, young))
+                not late and p.key in gpus_of and not old_enough(p.started, young))
                 for p in pods):
             return None
-        found = unit_of(pods, unit, self.queue_of(unit.namespace), self.now, held)
+        found = unit_of(pods, unit, self.queue_of(unit.namespace), self.now, gpus_of)
         if not found.gpus:
             return None
         allowance = self.allowance

@@ -20,7 +20,7 @@ from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.identities import PodKey
 
 
-class Holding(NamedTuple):
+class Holder(NamedTuple):
     """A pod holding GPUs on a node, in the victim order's first terms (`occupancy` keeps
     each node's, lowest priority first)."""
 
@@ -44,7 +44,7 @@ class _Cover:
 class Costs:
     __slots__ = ("_covers", "_levels", "_priorities", "_totals")
 
-    def __init__(self, holdings: Iterable[Holding]) -> None:
+    def __init__(self, holdings: Iterable[Holder]) -> None:
         by_priority: dict[int, list[tuple[float, GpuEquivalents]]] = {}
         for priority, started, gpus, _, checkpointed in holdings:
             if gpus > 0:

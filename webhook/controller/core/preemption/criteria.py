@@ -8,7 +8,7 @@ work lost (GPUs times the time since each pod started, or since the checkpoint i
 `work_lost`), then the youngest. A set of victims costs (`set_cost`) its highest priority,
 then its total work lost, then its oldest start, then its size.
 
-A unit backfilled onto the room kept for the head of the queue that runs past the end it
+A unit backfilled onto the room reserved for the head of the queue that runs past the end it
 was admitted on (`overran`) comes before all of them, whatever its priority: it holds
 that room on a promise it broke. No minimum runtime protects it either: it has run all
 it said it would. The head may evict it whatever its priority and queue (`planning`).

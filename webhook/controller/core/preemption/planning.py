@@ -55,7 +55,7 @@ class Preemptor:
 
     def __init__(self, snap: Snapshot, ledger: Ledger, units: Candidates) -> None:
         self.snap = snap
-        self.held = units.cluster.occupancy.held
+        self.gpus_of = units.cluster.occupancy.gpus_of
         self.ledger = ledger
         self.units = units
         self.budgets = units.budgets
@@ -69,7 +69,7 @@ class Preemptor:
         free_gpu = snap.free_gpu
         for pod in unit.pods:
             node = pod.node_name
-            if pod.key in self.held and node in snap.free:
+            if pod.key in self.gpus_of and node in snap.free:
                 before = free_gpu[node]
                 snap.take(node, {k: sign * v for k, v in with_pod_slot(pod.requests).items()})
                 if room is not None and node in here:

@@ -54,7 +54,7 @@ class Rankings:
     def __init__(self, snap: Snapshot, units: Candidates) -> None:
         self.snap = snap
         self.units = units
-        self.held = units.cluster.occupancy.held
+        self.gpus_of = units.cluster.occupancy.gpus_of
         self.taken: set[UnitId] = set()
         self._rankings: dict[tuple[object, ...], Ranking] = {}
         # Unit -> the rankings it is in, to drop them once the unit is taken.
@@ -103,11 +103,11 @@ class Rankings:
         found = self._rankings.get(key)
         if found is None:
             here: dict[UnitId, tuple[Victim, GpuEquivalents]] = {}
-            taken, held, units = self.taken, self.held, self.units
+            taken, gpus_of, units = self.taken, self.gpus_of, self.units
             pods, on_node = units.cluster.pods, units.cluster.occupancy.on_node
             for n in nodes:
                 for pod_key in on_node.get(n, ()):
-                    if not (gpus := held.get(pod_key, 0)):
+                    if not (gpus := gpus_of.get(pod_key, 0)):
                         continue
                     name = units.unit_of(pods[pod_key])
                     if name in taken or (unit := units.get(name)) is None:
@@ -132,7 +132,7 @@ class Rankings:
         if smallest <= 0:
             return True
         young, holding, free_gpu = self.units.young, \
-            self.units.cluster.occupancy.holding, self.snap.free_gpu
+            self.units.cluster.occupancy.holders, self.snap.free_gpu
         fit = 0
         for n in nodes:
             room = max(free_gpu[n], 0)
@@ -158,7 +158,7 @@ class Rankings:
             return units.cluster.occupancy.costs(usable.key, usable.nodes, units.spared)
         found = self._costs_here.get(usable.key)
         if found is None:
-            holding, spared, gone = units.cluster.occupancy.holding, units.spared, self.gone
+            holding, spared, gone = units.cluster.occupancy.holders, units.spared, self.gone
             found = self._costs_here[usable.key] = Costs(
                 h for n in usable.nodes for h in holding.get(n, ())
                 if h.pod.namespace not in spared and h.pod not in gone)

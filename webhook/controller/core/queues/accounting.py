@@ -3,7 +3,7 @@
 been short of members, the run times of gangs that succeeded (for backfill), when gangs
 were evicted (for the requeue backoff), and the PodDisruptionBudgets the watch delivers.
 It builds the `QueueState` each round decides with, and says what the leader keeps in the
-cluster for the next one (`kept`, `carry_on`). No I/O; the clock is passed in."""
+cluster for the next one (`memory`, `carry_on`). No I/O; the clock is passed in."""
 
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ class Accounts:
         # not be told from one they do not.
         self.pdbs_listed = False
         self.short_since: dict[UnitId, shortfalls.Shortfall] = {}
-        # A gang fell short since the last `kept`: worth keeping at once, not only at
+        # A gang fell short since the leader last remembered: worth remembering at once,
+        # not only at
         # the next sample. (One no longer short may wait: a gang whole again has a newer
         # record, so its old time no longer counts anyway.)
         self.newly_short = False
@@ -99,24 +100,27 @@ class Accounts:
             self.short_since.get(g) != s for g, s in found.items())
         self.short_since = found
 
-    def kept(self) -> dict[str, str]:
+    def memory(self) -> dict[str, str]:
         """What the next leader needs to carry on: the fair-share usage, since when
         gangs have been short of members, and the run times learned."""
-        self.newly_short = False
         found = {SHORT_SINCE_KEY: shortfalls.dumps(self.short_since),
                  RUNTIMES_KEY: self.runtimes.dumps()}
         if self.fair_share is not None:
             found[FAIR_SHARE_KEY] = self.fair_share.dumps()
         return found
 
-    def carry_on(self, policy: Policy, kept: Mapping[str, str], now: float) -> None:
-        """Start from what a former leader kept (`kept`); what is missing or unreadable
-        starts afresh."""
+    def remembered(self) -> None:
+        """The leader stored `memory` in the cluster: nothing new is short since."""
+        self.newly_short = False
+
+    def carry_on(self, policy: Policy, memory: Mapping[str, str], now: float) -> None:
+        """Start from what a former leader remembered (`memory`); what is missing or
+        unreadable starts afresh."""
         fair = fair_share_of(policy, None, now)
-        self.fair_share = fair.carried_on(kept[FAIR_SHARE_KEY]) if FAIR_SHARE_KEY in kept \
+        self.fair_share = fair.carried_on(memory[FAIR_SHARE_KEY]) if FAIR_SHARE_KEY in memory \
             else fair
-        self.short_since = shortfalls.loads(kept.get(SHORT_SINCE_KEY, "{}"))
-        self.runtimes = Runtimes.loads(kept.get(RUNTIMES_KEY, "{}"))
+        self.short_since = shortfalls.loads(memory.get(SHORT_SINCE_KEY, "{}"))
+        self.runtimes = Runtimes.loads(memory.get(RUNTIMES_KEY, "{}"))
 
     def sample(self, policy: Policy, cluster: Tracked, now: float) -> list[QueueSample]:
         """Advance the fair share to `now` with what each queue holds, and say where each
@@ -160,7 +164,7 @@ class Accounts:
     def record(self, policy: Policy, accelerators: Accelerators, actions: Iterable[Action],
                now: float) -> None:
         """Admissions pay their entry charge; evicted gangs start their backoff; the
-        head's kept domain is kept for it."""
+        head's reservation is kept for it."""
         quotas, _ = self._configure(policy, accelerators)
         self.reservation = None
         for action in actions:

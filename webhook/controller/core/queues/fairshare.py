@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.core.records import keep, recall
+from webhook.controller.core.records import dump_memory, load_memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +54,12 @@ class FairShare:
 
     def dumps(self) -> str:
         """What a new leader needs to carry on: the usage and when it was taken."""
-        return keep("fairShare", {"at": self.at, "usage": dict(self.usage)})
+        return dump_memory("fairShare", {"at": self.at, "usage": dict(self.usage)})
 
     def carried_on(self, text: str) -> FairShare:
         """This fair share with the usage a former leader kept (its settings are this
         one's, from the current policy); unchanged when `text` is not readable."""
-        raw = recall("fairShare", text, legacy=lambda raw: raw)
+        raw = load_memory("fairShare", text, legacy=lambda raw: raw)
         if raw is None:
             return self
         try:

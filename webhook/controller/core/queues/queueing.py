@@ -69,7 +69,7 @@ class QueueState:
     awaiting: frozenset[UnitId] = frozenset()
     # Run times learned from gangs that succeeded, for backfill (`runtimes`).
     runtimes: Runtimes = field(default_factory=Runtimes)
-    # The head of the queue last round and the domain kept for it: kept again while it
+    # The head of the queue last round and the domain reserved for it: kept again while it
     # heads the queue (`fitting.fit`).
     reservation: tuple[UnitId, str] | None = None
 
@@ -100,7 +100,7 @@ class Queueing:
         self.cluster = snap.cluster
         self.now = now
         occupancy = self.cluster.occupancy
-        self.held = occupancy.held
+        self.gpus_of = occupancy.gpus_of
         self.ledger = Ledger(state.quotas, occupancy.namespace_gpus,
                              self.cluster.capacity.total)
         self.charges: dict[str, float] = {}
@@ -183,8 +183,8 @@ class Queueing:
             of = pod.gang_id
             above = above_minimum(self.cluster, UnitId.of_gang(of)) if of else frozenset()
             groups.setdefault(unit_id(pod, above), []).append(pod)
-        quotas, held, state = self.state.quotas, self.held, self.state
-        units = [unit_of(members, unit, quotas.queue_of(unit.namespace), self.now, held)
+        quotas, gpus_of, state = self.state.quotas, self.gpus_of, self.state
+        units = [unit_of(members, unit, quotas.queue_of(unit.namespace), self.now, gpus_of)
                  for unit, members in groups.items()]
         anchor = min(gang.members, key=lambda p: p.name)
         queue = self.queue_of(gang)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from webhook.controller.core.gangs import Gang
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.records import keep, recall
+from webhook.controller.core.records import dump_memory, load_memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +56,7 @@ def since(previous: Mapping[UnitId, Shortfall], gangs: Mapping[UnitId, Gang],
 
 
 def dumps(shortfalls: Mapping[UnitId, Shortfall]) -> str:
-    return keep("shortSince", {"gangs": {unit.path: {"since": s.since, "record": s.record}
+    return dump_memory("shortSince", {"gangs": {unit.path: {"since": s.since, "record": s.record}
                                          for unit, s in sorted(shortfalls.items())}})
 
 
@@ -64,12 +64,12 @@ def loads(text: str) -> dict[UnitId, Shortfall]:
     """What a former leader kept; nothing when it is not readable (the grace periods
     then start again: later evictions, never earlier ones)."""
     # Before versions, the gangs were the whole of it.
-    kept = recall("shortSince", text, legacy=lambda raw: {"gangs": raw})
-    if kept is None:
+    memory = load_memory("shortSince", text, legacy=lambda raw: {"gangs": raw})
+    if memory is None:
         return {}
     try:
         found = {}
-        for key, value in kept["gangs"].items():
+        for key, value in memory["gangs"].items():
             namespace, _, name = key.partition("/")
             found[UnitId("gang", namespace, name)] = Shortfall(float(value["since"]),
                                                                float(value["record"]))

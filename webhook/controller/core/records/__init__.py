@@ -21,7 +21,7 @@ use is named here.
 """
 
 from webhook.controller.core.records.decisions import AnyRecord, Kind, PreemptionRecord, Record
-from webhook.controller.core.records.memory import Kept, keep, recall
+from webhook.controller.core.records.memory import MemoryKind, dump_memory, load_memory
 from webhook.controller.core.records.seals import (
     FUTURE_SKEW,
     VERSION,
@@ -32,19 +32,6 @@ from webhook.controller.core.records.seals import (
     peek,
 )
 
-__all__ = [
-    "FUTURE_SKEW",
-    "VERSION",
-    "AnyRecord",
-    "Kept",
-    "Kind",
-    "Opener",
-    "PreemptionRecord",
-    "Record",
-    "Seal",
-    "Untrusted",
-    "Unverified",
-    "keep",
-    "peek",
-    "recall",
-]
+__all__ = ["FUTURE_SKEW", "VERSION", "AnyRecord", "Kind", "MemoryKind", "Opener",
+           "PreemptionRecord", "Record", "Seal", "Untrusted", "Unverified", "dump_memory",
+           "load_memory", "peek"]

@@ -27,7 +27,7 @@ class Record:
     # A sliced gang: the node label of the slice level, and each member's domain of it.
     slice_key: str | None = None
     slices: tuple[tuple[str, str], ...] = ()
-    # A gang let onto the room kept for the head of the queue (backfill): when it was
+    # A gang let onto the room reserved for the head of the queue (backfill): when it was
     # expected to end. Past then, it is the first victim when the head is ready.
     backfilled_until: float | None = None
     # Nodes reserved for the head of the queue or held for a preemptor, which the gang may

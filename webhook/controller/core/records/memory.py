@@ -15,16 +15,16 @@ from webhook.controller.core.records.seals import VERSION
 # since when gangs have been short, and the run times learned for backfill. Versioned
 # like the records, not sealed: only the controller may write that ConfigMap (RBAC, in
 # Airlock's namespace).
-Kept = Literal["fairShare", "shortSince", "runtimes"]
+MemoryKind = Literal["fairShare", "shortSince", "runtimes"]
 
 
-def keep(kind: Kept, body: dict[str, Any]) -> str:
+def dump_memory(kind: MemoryKind, body: dict[str, Any]) -> str:
     return json.dumps({**body, "v": VERSION, "kind": kind}, sort_keys=True)
 
 
-def recall(kind: Kept, text: str, legacy: Callable[[dict[str, Any]], dict[str, Any]]
+def load_memory(kind: MemoryKind, text: str, legacy: Callable[[dict[str, Any]], dict[str, Any]]
            ) -> dict[str, Any] | None:
-    """What `keep` wrote, without its version and kind; what a leader before versions
+    """What `dump_memory` wrote, without its version and kind; what a leader before versions
     wrote, through `legacy`; None when it is neither (kept by a newer version, or not
     JSON)."""
     try:

@@ -12,7 +12,7 @@ fi
 # The stamp is what the install below depends on: the interpreter, the files that name the
 # packages and their versions, and this script. pip would take seconds to find that
 # everything is already there; a matching stamp says so at once.
-stamp=$(.venv/bin/python - pyproject.toml deploy/image/requirements.lock scripts/setup.sh <<'PY'
+stamp=$(.venv/bin/python - pyproject.toml deploy/image/*.lock scripts/setup.sh <<'PY'
 import hashlib
 import sys
 
@@ -27,9 +27,14 @@ if [ "$(cat .venv/setup-stamp 2>/dev/null)" = "$stamp" ]; then
   exit 0
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-# The runtime dependencies at the versions the image ships (deploy/image/requirements.lock,
-# without its hashes: pip cannot hash an editable install), so the tests run what ships.
-sed -e '/--hash=/d' -e 's/ \\$//' deploy/image/requirements.lock > .venv/image-versions.txt
-.venv/bin/python -m pip install --quiet -e '.[dev]' -c .venv/image-versions.txt
+# The runtime dependencies at the versions the image ships (deploy/image/requirements.lock),
+# so the tests run what ships, and the setuptools its build stage makes the wheel with
+# (deploy/image/build.lock), so the tests build the wheel as the image does. Without their
+# hashes: pip cannot hash an editable install.
+unhashed() { sed -e '/--hash=/d' -e 's/ \\$//' "$1"; }
+unhashed deploy/image/requirements.lock > .venv/image-versions.txt
+unhashed deploy/image/build.lock > .venv/build-versions.txt
+.venv/bin/python -m pip install --quiet -e '.[dev]' -r .venv/build-versions.txt \
+  -c .venv/image-versions.txt
 # Written last: an install that failed half-way leaves no stamp that matches.
 echo "$stamp" > .venv/setup-stamp

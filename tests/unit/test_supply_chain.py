@@ -30,9 +30,8 @@ from scripts.lock_image import (
     runtime_closure,
     runtime_requirements,
 )
-from tests.paths import ROOT
+from tests.paths import DOCKERFILE
 
-DOCKERFILE = ROOT / "Dockerfile"
 DIGEST = re.compile(r"[^\s@]+@sha256:[0-9a-f]{64}")
 
 

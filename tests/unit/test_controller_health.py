@@ -5,20 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from tests.builders import Clock
 from webhook.controller.core.health import LOOP_STALE_SECONDS, WATCH_STALE_SECONDS, Health
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(1000.0)
 
 
 def test_a_healthy_controller_has_no_problems(clock: Clock) -> None:

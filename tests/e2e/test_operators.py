@@ -36,6 +36,7 @@ from tests.kube import (
     events,
     nodes_by_name,
     pods_of,
+    progress,
     until,
 )
 from tests.paths import POLICIES, ROOT
@@ -62,7 +63,7 @@ def operators(control_plane: ControlPlane,
     try:
         running = start_operators(ops, tmp_path_factory.mktemp("operators"),
                                   control_plane.admin_kubeconfig, control_plane.pki.ca,
-                                  lambda line: print(line, flush=True))
+                                  progress)
     except OperatorError as e:
         if os.environ.get("CI") == "true" or "exited" in str(e) or "not ready" in str(e):
             pytest.fail(str(e))

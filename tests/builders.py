@@ -1,6 +1,7 @@
 """Object builders for every test level and the benchmarks: a realistic Pod in one line,
 varied with chained calls; gang members as users write them and as the webhook leaves
-them; the controller's typed views of nodes and members; AdmissionReviews."""
+them; the controller's typed views of nodes and members; AdmissionReviews; policies (the
+shipped one, and small ones built in Python); a clock the test moves."""
 
 from __future__ import annotations
 

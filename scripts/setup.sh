@@ -11,7 +11,8 @@ fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 # The stamp is what the install below depends on: the interpreter, the files that name the
 # packages and their versions, and this script. pip would take seconds to find that
-# everything is already there; a matching stamp says so at once.
+# everything is already there; a matching stamp says so at once (remove .venv/setup-stamp
+# to have pip look again, e.g. after installing or removing packages in .venv by hand).
 stamp=$(.venv/bin/python - pyproject.toml deploy/image/*.lock scripts/setup.sh <<'PY'
 import hashlib
 import sys

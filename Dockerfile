@@ -15,6 +15,12 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:0bee7276f83efd4a1ee05bbbf4281d
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
+# The build backend, exactly as locked, in a virtualenv of its own that never leaves this
+# stage: the setuptools the base image ships (65.5 with Python 3.11) predates the license
+# expression of pyproject.toml, and an isolated build would fetch one unpinned.
+COPY deploy/image/build.lock /tmp/build.lock
+RUN python -m venv /opt/build \
+ && /opt/build/bin/pip install --require-hashes --no-deps -r /tmp/build.lock
 RUN python -m venv /opt/airlock
 # Dependencies first (their layer survives source edits), exactly as locked: --no-deps,
 # so nothing unpinned comes in transitively, and --require-hashes, so every file must be
@@ -25,9 +31,9 @@ COPY pyproject.toml README.md ./
 COPY webhook ./webhook
 # webhook/policy/defaults links here: the wheel ships the default policy from it.
 COPY policies ./policies
-# --no-build-isolation: the build backend is the setuptools the base image ships (pinned
-# with it by the digest), not one fetched unpinned from the index for the build.
-RUN python -m pip wheel --no-build-isolation --no-deps --wheel-dir /wheels . \
+# --no-build-isolation: the build backend is the locked one above, not one fetched
+# unpinned from the index for the build.
+RUN /opt/build/bin/python -m pip wheel --no-build-isolation --no-deps --wheel-dir /wheels . \
  && /opt/airlock/bin/pip install --no-deps /wheels/*.whl \
  && /opt/airlock/bin/pip check
 

@@ -1,16 +1,17 @@
-"""Rebuild deploy/image/requirements.lock: the image's runtime dependencies, each pinned to one
-version with the sha256 of every file pip may choose for the image (CPython 3.11 on Debian
-bookworm, linux x86_64 and aarch64), so that `pip install --require-hashes` there installs
-exactly the files that were locked, or nothing.
+"""Rebuild the image's two locks: deploy/image/requirements.lock, its runtime dependencies,
+and deploy/image/build.lock, the build backend that makes Airlock's wheel in its build stage.
+Each package is pinned to one version with the sha256 of every file pip may choose for the
+image (CPython 3.11 on Debian bookworm, linux x86_64 and aarch64), so that
+`pip install --require-hashes` there installs exactly the files that were locked, or nothing.
 
-    .venv/bin/python -m scripts.lock_image             # hash again the versions the lock pins
+    .venv/bin/python -m scripts.lock_image             # hash again the versions the locks pin
     .venv/bin/python -m scripts.lock_image --from-env  # pin what this environment has installed
-    .venv/bin/python -m scripts.lock_image --check     # exit 1 if the index disagrees with it
+    .venv/bin/python -m scripts.lock_image --check     # exit 1 if the index disagrees with them
 
 The hashes come from the package index's JSON API (PEP 691): `--index-url`, else
-$PIP_INDEX_URL, else PyPI. What the runtime dependencies are comes from pyproject.toml and the
-metadata of what is installed here; tests/unit/test_supply_chain.py checks the lock against
-both without the network.
+$PIP_INDEX_URL, else PyPI. What the image needs comes from pyproject.toml (`dependencies`,
+and `requires` of `[build-system]`) and the metadata of what is installed here;
+tests/unit/test_supply_chain.py checks the locks against both without the network.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import re
 import sys
 import tomllib
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, distribution
 from itertools import chain
@@ -43,6 +44,7 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "deploy" / "image" / "requirements.lock"
+BUILD_LOCK = ROOT / "deploy" / "image" / "build.lock"
 PYPROJECT = ROOT / "pyproject.toml"
 
 # What the Dockerfile's base image runs: python:3.11-slim-bookworm, whose glibc is 2.36.
@@ -61,6 +63,18 @@ HEADER = """\
 #   .venv/bin/python -m scripts.lock_image --check     # does the index still serve these?
 # tests/unit/test_supply_chain.py fails when its packages are not those pyproject.toml
 # needs (as .venv resolves them), or a version misses a requirement on it.
+"""
+
+BUILD_HEADER = """\
+# The image's build backend: what `pip wheel --no-build-isolation` builds Airlock's wheel
+# with in the Dockerfile's build stage, installed there with
+# `pip install --require-hashes --no-deps`; nothing of it reaches the runtime stage.
+# scripts/setup.sh installs the same version in .venv, so the tests build the wheel as the
+# image does.
+# Generated from the package index by scripts/lock_image.py, with
+# deploy/image/requirements.lock; do not edit by hand.
+# tests/unit/test_supply_chain.py fails when its packages are not those pyproject.toml's
+# [build-system] requires (as .venv resolves them), or a version misses a requirement on it.
 """
 
 _HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
@@ -100,12 +114,12 @@ def read_lock(text: str, hashes_required: bool = True) -> list[Pin]:
     return pins
 
 
-def render(pins: Iterable[Pin]) -> str:
+def render(pins: Iterable[Pin], header: str = HEADER) -> str:
     entries = []
     for pin in sorted(pins, key=lambda p: p.key):
         lines = [f"{pin.name}=={pin.version}", *(f"--hash=sha256:{h}" for h in pin.hashes)]
         entries.append(" \\\n    ".join(lines))
-    return HEADER + "\n".join(entries) + "\n"
+    return header + "\n".join(entries) + "\n"
 
 
 # --- what the image needs, from pyproject.toml and what is installed here ----------------
@@ -124,6 +138,26 @@ def runtime_requirements(pyproject: Path = PYPROJECT) -> list[Requirement]:
     last `pip install -e`."""
     project = tomllib.loads(pyproject.read_text())["project"]
     return [Requirement(spec) for spec in project["dependencies"]]
+
+
+def build_requirements(pyproject: Path = PYPROJECT) -> list[Requirement]:
+    """What building the wheel needs: pyproject.toml's `[build-system]`."""
+    build_system = tomllib.loads(pyproject.read_text())["build-system"]
+    return [Requirement(spec) for spec in build_system["requires"]]
+
+
+@dataclass(frozen=True, slots=True)
+class Lock:
+    """One lock the Dockerfile installs: its file, the header that says what it is for,
+    and the requirements whose closure it pins."""
+
+    path: Path
+    header: str
+    requirements: Callable[[], list[Requirement]]
+
+
+LOCKS = (Lock(LOCK, HEADER, runtime_requirements),
+         Lock(BUILD_LOCK, BUILD_HEADER, build_requirements))
 
 
 def _applies(requirement: Requirement, extras: frozenset[str]) -> bool:
@@ -254,34 +288,39 @@ def pins_from_environment(closure: Mapping[NormalizedName, Installed]) -> list[P
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.lock_image",
-                                     description="Pin and hash the image's runtime dependencies.")
+                                     description="Pin and hash the image's dependencies and "
+                                                 "its build backend.")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--from-env", action="store_true",
-                        help="pin the versions installed here instead of the lock's")
+                        help="pin the versions installed here instead of the locks'")
     source.add_argument("--check", action="store_true",
-                        help="rewrite nothing; exit 1 if the index disagrees with the lock")
+                        help="rewrite nothing; exit 1 if the index disagrees with a lock")
     parser.add_argument("--index-url", help="a PEP 691 simple index (default: "
                         "$PIP_INDEX_URL, else PyPI)")
-    parser.add_argument("--lock", type=Path, default=LOCK)
     args = parser.parse_args(argv)
+    texts: dict[Path, tuple[str, int]] = {}
     try:
-        if args.from_env:
-            pins = pins_from_environment(runtime_closure(runtime_requirements()))
-        else:
-            pins = read_lock(args.lock.read_text(), hashes_required=False)
-        text = render(hashed(pins, index_url(args.index_url)))
+        for lock in LOCKS:
+            if args.from_env:
+                pins = pins_from_environment(runtime_closure(lock.requirements()))
+            else:
+                pins = read_lock(lock.path.read_text(), hashes_required=False)
+            texts[lock.path] = (render(hashed(pins, index_url(args.index_url)), lock.header),
+                                len(pins))
     except (LockError, OSError) as e:
         print(f"lock_image: {e}", file=sys.stderr)
         return 1
     if args.check:
-        if text != args.lock.read_text():
-            print(f"lock_image: {args.lock} differs from what the index serves; run "
+        stale = [path for path, (text, _) in texts.items() if text != path.read_text()]
+        for path in stale:
+            print(f"lock_image: {path} differs from what the index serves; run "
                   "`python -m scripts.lock_image` and review the diff", file=sys.stderr)
-            return 1
-        print(f"{args.lock}: every pin's hashes match the index")
-        return 0
-    args.lock.write_text(text)
-    print(f"wrote {args.lock} ({len(pins)} packages)")
+        if not stale:
+            print("every pin's hashes match the index")
+        return 1 if stale else 0
+    for path, (text, count) in texts.items():
+        path.write_text(text)
+        print(f"wrote {path} ({count} packages)")
     return 0
 
 

@@ -1,16 +1,19 @@
 """Object builders for every test level and the benchmarks: a realistic Pod in one line,
 varied with chained calls; gang members as users write them and as the webhook leaves
-them; the controller's typed views of nodes and members; AdmissionReviews."""
+them; the controller's typed views of nodes and members; AdmissionReviews; policies (the
+shipped one, and small ones built in Python); a clock the test moves."""
 
 from __future__ import annotations
 
 import copy
 import datetime
+import functools
 from collections.abc import Iterable
 from typing import Any
 
 import yaml
 
+from tests.paths import POLICIES
 from webhook.accelerators import Accelerators
 from webhook.controller.core.actions import Action, events_of
 from webhook.controller.core.cluster.snapshot import Snapshot
@@ -39,6 +42,7 @@ from webhook.keys import (
     TOPOLOGY_MODE_ANNOTATION,
     ClassName,
 )
+from webhook.policy.loading import load_policy
 from webhook.policy.model import DEFAULT_ACCELERATORS, ClassSpec, Grant, Policy, Rule
 from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL
 
@@ -60,6 +64,16 @@ POLICY_DEFAULT = Accelerators.of(DEFAULT_ACCELERATORS)
 # The controller's record key in unit tests: records the builders write are sealed with
 # it, and pods are parsed with it. It trusts no record without a seal (made at time 0).
 SEAL = Seal(b"airlock-unit-tests-record-key-32", 0.0, lambda: NOW)
+
+
+class Clock:
+    """A clock the test moves, by setting `now`, given to what would read the real one."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
 
 
 class PodBuilder:
@@ -457,6 +471,12 @@ def with_grant(policy: Policy, cls: ClassName, namespaces: tuple[str, ...] = ())
         "classes": {**policy.classes,
                     cls: policy.classes[cls].model_copy(update={"requires_grant": True})},
         "grants": grants})
+
+
+@functools.cache
+def shipped_policy() -> Policy:
+    """The default policy: policies/ as the repository ships it, loaded once."""
+    return load_policy(POLICIES)
 
 
 def make_policy(**overrides: Any) -> Policy:

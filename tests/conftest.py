@@ -9,7 +9,7 @@ from typing import TypeVar
 import pytest
 
 from tests.builders import make_policy
-from tests.kube import prerequisite_missing
+from tests.kube import prerequisite_missing, progress
 from webhook.policy.model import Policy
 from webhook.sandbox.binaries import RELEASES, Binaries, ensure_binaries, ensure_helm
 from webhook.sandbox.gobuilding import BuildError
@@ -20,10 +20,6 @@ T = TypeVar("T")
 @pytest.fixture
 def policy() -> Policy:
     return make_policy()
-
-
-def _progress(line: str) -> None:
-    print(line, flush=True)
 
 
 def _built(what: str, build: Callable[[], T]) -> T:
@@ -38,7 +34,7 @@ def _built(what: str, build: Callable[[], T]) -> T:
 @pytest.fixture(scope="session")
 def binaries() -> Binaries:
     """The control plane's binaries and KWOK."""
-    return _built("Kubernetes binaries", lambda: ensure_binaries(_progress))
+    return _built("Kubernetes binaries", lambda: ensure_binaries(progress))
 
 
 @pytest.fixture(scope="session")
@@ -46,10 +42,10 @@ def newest_binaries() -> Binaries:
     """Kubernetes 1.37's binaries whatever release the suite runs, for what only it has
     (PodGroups); built from the modules even with $KUBEBUILDER_ASSETS set."""
     return _built("Kubernetes 1.37 binaries",
-                  lambda: ensure_binaries(_progress, RELEASES["1.37"], assets_too=False))
+                  lambda: ensure_binaries(progress, RELEASES["1.37"], assets_too=False))
 
 
 @pytest.fixture(scope="session")
 def helm() -> Path:
     """Helm, for the chart's tests."""
-    return _built("helm", lambda: ensure_helm(_progress))
+    return _built("helm", lambda: ensure_helm(progress))

@@ -7,11 +7,13 @@ these from here, never from a conftest."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import ssl
 import subprocess
 import time
-from collections.abc import Awaitable, Callable, Mapping
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -23,6 +25,7 @@ from kubernetes_asyncio import client
 
 from tests.builders import claim_template, gang_pod
 from webhook.keys import GATE
+from webhook.sandbox import wiring
 from webhook.sandbox.controlplane import ControlPlane
 from webhook.sandbox.nodes import Shape
 from webhook.sandbox.processes import AirlockProcess, start_controller
@@ -41,6 +44,32 @@ KARPENTER_STATIC = Shape(nodes=2, nodes_per_domain=2)
 NamespaceFactory = Callable[..., Awaitable[str]]
 PolicyFileFactory = Callable[[str, str], Path]
 NodeFactory = Callable[[list[dict[str, Any]]], Awaitable[None]]
+
+
+@contextlib.asynccontextmanager
+async def fresh_namespaces(api: client.ApiClient, prefix: str = "e2e"
+                           ) -> AsyncIterator[NamespaceFactory]:
+    """Make fresh namespaces: `await make(labels={...})`, each with its `default`
+    ServiceAccount. Afterwards the namespace controller removes them and all in them;
+    their pods are also deleted at once (grace 0), so they hold no GPU (or DRA device) of
+    the next test while KWOK and the namespace controller get to them."""
+    made: list[str] = []
+
+    async def make(labels: dict[str, str] | None = None) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        await wiring.create_namespace(api, name, labels)
+        made.append(name)
+        return name
+
+    try:
+        yield make
+    finally:
+        core = client.CoreV1Api(api)
+        for name in made:
+            # The namespace first: once it is terminating, no Job or ReplicaSet can
+            # replace the pods deleted next.
+            await core.delete_namespace(name)
+            await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
 
 
 @dataclass(frozen=True)
@@ -64,6 +93,11 @@ class Scrapers:
     namespace: str
     reader: str
     stranger: str
+
+
+def progress(line: str) -> None:
+    """A build's or an operator's progress, shown as it comes (with `pytest -s`)."""
+    print(line, flush=True)
 
 
 def prerequisite_missing(message: str) -> NoReturn:
@@ -103,6 +137,20 @@ def kubectl(binary: Path, *args: str, kubeconfig: Path | None = None,
 def kustomize(binary: Path, path: Path) -> list[dict[str, Any]]:
     """What `kubectl kustomize PATH` renders: the real tool decides what deploy/ is."""
     return documents(kubectl(binary, "kustomize", str(path)).stdout)
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str | None = None
+         ) -> list[dict[str, Any]]:
+    """The rendered objects of `kind`, and of `name` when given."""
+    return [d for d in docs if d["kind"] == kind
+            and (name is None or d["metadata"]["name"] == name)]
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    """The one rendered object of `kind` and `name`."""
+    found = find(docs, kind, name)
+    assert len(found) == 1, f"expected one {kind}/{name}, found {len(found)}"
+    return found[0]
 
 
 class Controllers:

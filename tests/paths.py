@@ -13,3 +13,4 @@ WORKLOAD_EXAMPLES = ROOT / "examples" / "workloads"
 # Broken policy directories, one per error, and the smallest valid policy they add to.
 TESTDATA_POLICIES = ROOT / "tests" / "unit" / "testdata" / "policies"
 BASE_POLICY = TESTDATA_POLICIES / "base" / "00-base.yaml"
+DOCKERFILE = ROOT / "Dockerfile"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 DEFAULT_CERT_DIR = Path("certs")
@@ -193,18 +193,57 @@ def _add_elsewhere(
     add_controller_arguments(controller)
     controller.set_defaults(func=_controller)
 
-    sandbox = sub.add_parser("sandbox", help="a real local control plane with Airlock wired in")
+    _add_optional(sub, "sandbox", "a real local control plane with Airlock wired in",
+                  "webhook.sandbox", _sandbox_options, _sandbox)
+    _add_optional(sub, "simulate", "replay a trace of jobs with a virtual clock: Airlock's "
+                  "own decisions, or the stock scheduler", "webhook.simulation",
+                  _simulate_options, _simulate)
+
+
+AddArguments = Callable[[argparse.ArgumentParser], None]
+
+
+def _sandbox_options() -> AddArguments:
     from webhook.sandbox.options import add_sandbox_arguments
 
-    add_sandbox_arguments(sandbox)
-    sandbox.set_defaults(func=_sandbox)
+    return add_sandbox_arguments
 
-    simulate = sub.add_parser("simulate", help="replay a trace of jobs with a virtual clock: "
-                              "Airlock's own decisions, or the stock scheduler")
+
+def _simulate_options() -> AddArguments:
     from webhook.simulation.commands import add_simulate_arguments
 
-    add_simulate_arguments(simulate)
-    simulate.set_defaults(func=_simulate)
+    return add_simulate_arguments
+
+
+def _add_optional(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str,
+                  summary: str, package: str, options: Callable[[], AddArguments],
+                  run: Callable[[argparse.Namespace], int]) -> None:
+    """A command of a package the container image leaves out (.dockerignore): the sandbox
+    and the simulation, which only a developer's machine runs. Where the package is
+    missing, the command knows none of its options, so it takes every word after its name
+    as it comes (no prefix character starts an option, --help included) and says that it
+    is not installed."""
+    try:
+        add_arguments = options()
+    except ModuleNotFoundError as e:
+        # Only the package itself missing means it was left out: a module missing inside
+        # it, or a dependency it needs, is a broken install and fails as such.
+        if e.name != package:
+            raise
+        command = sub.add_parser(name, help=summary, prefix_chars="\0", add_help=False)
+        command.add_argument("words", nargs="*")
+        command.set_defaults(func=lambda _args: _not_installed(command.prog))
+        return
+    command = sub.add_parser(name, help=summary)
+    add_arguments(command)
+    command.set_defaults(func=run)
+
+
+def _not_installed(prog: str) -> int:
+    print(f"{prog}: not in this installation. The container image holds only what the "
+          "webhook and the controller run; run it from a checkout of Airlock "
+          "(./scripts/setup.sh makes .venv/bin/airlock).", file=sys.stderr)
+    return 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from tests.kube import (
     PolicyFileFactory,
     Scrapers,
     WiredPlane,
+    fresh_namespaces,
     until,
 )
 from tests.paths import POLICIES
@@ -207,25 +207,9 @@ def karpenter_plane(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory
 
 @pytest.fixture
 async def namespaces(api: client.ApiClient) -> AsyncIterator[NamespaceFactory]:
-    """Make fresh namespaces: `await namespaces(labels={...})`, each with its `default`
-    ServiceAccount. Afterwards the namespace controller removes them and all in them;
-    their pods are also deleted at once (grace 0), so they hold no GPU of the next test
-    while KWOK and the namespace controller get to them."""
-    made: list[str] = []
-
-    async def make(labels: dict[str, str] | None = None) -> str:
-        name = f"e2e-{uuid.uuid4().hex[:8]}"
-        await wiring.create_namespace(api, name, labels)
-        made.append(name)
-        return name
-
-    yield make
-    core = client.CoreV1Api(api)
-    for name in made:
-        # The namespace first: once it is terminating, no Job or ReplicaSet can replace
-        # the pods deleted next.
-        await core.delete_namespace(name)
-        await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+    """Make fresh namespaces (`fresh_namespaces`): `await namespaces(labels={...})`."""
+    async with fresh_namespaces(api) as make:
+        yield make
 
 
 @pytest.fixture

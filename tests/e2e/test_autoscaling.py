@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,13 +25,13 @@ from tests.kube import (
     WiredPlane,
     create_gang,
     events,
+    fresh_namespaces,
     gated,
     nodes_by_name,
     pods_of,
     until,
 )
 from webhook.keys import PLACEHOLDER_LABEL, PLACEMENT_ANNOTATION, SYSTEM_NAMESPACE
-from webhook.sandbox import wiring
 from webhook.sandbox.autoscaling import CLIQUE
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.nodes import CLIQUE_LABEL
@@ -56,12 +55,8 @@ def grow_controllers(karpenter_plane: WiredPlane, tmp_path: Path, session_polici
 
 @pytest.fixture
 async def ns(grow_api: client.ApiClient) -> AsyncIterator[str]:
-    name = f"e2e-{uuid.uuid4().hex[:8]}"
-    await wiring.create_namespace(grow_api, name)
-    yield name
-    core = client.CoreV1Api(grow_api)
-    await core.delete_namespace(name)
-    await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+    async with fresh_namespaces(grow_api) as make:
+        yield await make()
 
 
 async def node_claims(api: client.ApiClient) -> list[dict[str, Any]]:

@@ -6,7 +6,9 @@ cert-manager off, those of the no-cert-manager overlay; `squeezed` and `unplaced
 two things normalized, both kustomize's doing), `helm lint --strict` passes, its values
 take effect, its package carries deploy/'s files and the policy files, and the real Helm
 installs it into a control plane of its own, where cert-manager issues the webhook's
-certificate and injects its CA.
+certificate and injects its CA. Each value is rendered and checked: those of the pods and the
+webhooks against the default render with exactly their fields changed, the observability
+switches against what kustomize renders of deploy/observability.
 
 Helm and kubectl are the harness's, built from their pinned modules: the real tools
 decide what both installs are, so this runs at the level that has the binaries.
@@ -16,12 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import difflib
 import os
+import re
 import subprocess
 import tarfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +39,9 @@ from tests.kube import (
     documents,
     kubectl,
     kustomize,
+    one,
     prerequisite_missing,
+    progress,
     until,
 )
 from tests.paths import POLICIES, ROOT
@@ -95,21 +101,22 @@ def run_helm(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> Helm:
 
 # --- the chart renders what kustomize renders -----------------------------------------
 
-# Fields the Kubernetes API reads as CEL (webhook matchConditions, admission policies).
-CEL = frozenset({"expression", "messageExpression", "valueExpression"})
+# Fields of expressions, which deploy/ writes as folded scalars: CEL, which the Kubernetes
+# API reads (webhook matchConditions, admission policies), and PromQL (PrometheusRules).
+EXPRESSIONS = frozenset({"expression", "messageExpression", "valueExpression", "expr"})
 
 
 def squeezed(value: Any, field: str = "") -> Any:
-    """The value with each doubled line break in its CEL made one. deploy/ writes CEL as
-    folded (`>-`) scalars with more-indented lines; kustomize's YAML library (go-yaml v3)
-    reads the line break before a more-indented line as two, where the YAML spec, Helm's
-    `fromYaml` (go-yaml v2) reading the same file and PyYAML read one. Every other
-    character of the CEL must match, indentation included."""
+    """The value with each doubled line break in its expressions made one. deploy/ writes
+    CEL and PromQL as folded (`>-`) scalars with more-indented lines; kustomize's YAML
+    library (go-yaml v3) reads the line break before a more-indented line as two, where the
+    YAML spec, Helm's `fromYaml` (go-yaml v2) reading the same file and PyYAML read one.
+    Every other character of an expression must match, indentation included."""
     if isinstance(value, dict):
         return {k: squeezed(v, k) for k, v in value.items()}
     if isinstance(value, list):
         return [squeezed(v, field) for v in value]
-    if field in CEL and isinstance(value, str):
+    if field in EXPRESSIONS and isinstance(value, str):
         return value.replace("\n\n", "\n")
     return value
 
@@ -165,6 +172,7 @@ def test_the_chart_reads_deploy_and_the_policies_through_links() -> None:
     the helpers and the notes."""
     for link, target in (("base", "deploy/base"),
                          ("cert-manager", "deploy/overlays/cert-manager"),
+                         ("observability", "deploy/observability"),
                          ("policies", "policies")):
         assert (CHART / link).is_symlink(), link
         assert (CHART / link).resolve() == (ROOT / target).resolve(), link
@@ -217,11 +225,6 @@ def test_helm_lint_passes(run_helm: Helm, overlay: str) -> None:
 
 # --- values ---------------------------------------------------------------------------
 
-def one(docs: Docs, kind: str, name: str) -> Doc:
-    (found,) = (d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name)
-    return found
-
-
 def container(docs: Docs, deployment: str) -> Doc:
     containers: Docs = one(docs, "Deployment", deployment)["spec"]["template"]["spec"][
         "containers"]
@@ -254,6 +257,182 @@ def test_values_set_image_replicas_resources_quota_and_the_namespace(run_helm: H
         in short.stderr
     tagged = run_helm.template("--set", "image.tag=0.2.0")
     assert container(tagged, "airlock-webhook")["image"] == "ghcr.io/gpu-airlock/airlock:0.2.0"
+
+
+@pytest.fixture(scope="module")
+def default_render(run_helm: Helm) -> Docs:
+    return run_helm.template()
+
+
+# A change to one field of the default render: from the field's value there (None when it
+# has none) to its value with the values given (None: the field is gone).
+Change = Callable[[Any], Any]
+
+
+def merged(extra: Mapping[str, Any]) -> Change:
+    return lambda current: {**(current or {}), **extra}
+
+
+def without(key: str) -> Change:
+    return lambda current: {k: v for k, v in current.items() if k != key} or None
+
+
+def appended(*items: Any) -> Change:
+    return lambda current: [*(current or []), *items]
+
+
+def becomes(value: Any) -> Change:
+    return lambda _current: value
+
+
+@dataclass(frozen=True)
+class Valued:
+    """Values, and the fields of the default render they change: (kind, name, path in the
+    object, change). Nothing else may change."""
+
+    values: dict[str, Any]
+    changes: list[tuple[str, str, tuple[str | int, ...], Change]]
+
+    @property
+    def name(self) -> str:
+        path, value = [], self.values
+        while isinstance(value, dict) and len(value) == 1:
+            (key, value), = value.items()
+            path.append(key)
+        return ".".join(path)
+
+
+POD, POD_METADATA = ("spec", "template", "spec"), ("spec", "template", "metadata")
+TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "system",
+              "effect": "NoSchedule"}
+NODE_AFFINITY = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "node-role.example.com/system", "operator": "Exists"}]}]}}
+
+
+def pod_values(component: str) -> list[Valued]:
+    deployment = ("Deployment", f"airlock-{component}")
+
+    def pod(option: str, values: Any, change: Change, field: tuple[str, ...] = ()) -> Valued:
+        """`component.option`, which changes the pod spec's field of the same name unless
+        another is given."""
+        return Valued({component: {option: values}},
+                      [(*deployment, field or (*POD, option), change)])
+
+    return [
+        pod("nodeSelector", {"node-role.example.com/system": "true"},
+            merged({"node-role.example.com/system": "true"})),
+        pod("nodeSelector", {"kubernetes.io/os": None}, without("kubernetes.io/os")),
+        pod("tolerations", [TOLERATION], appended(TOLERATION)),
+        pod("affinity", {"nodeAffinity": NODE_AFFINITY}, merged({"nodeAffinity": NODE_AFFINITY})),
+        pod("affinity", {"podAntiAffinity": None}, without("podAntiAffinity")),
+        pod("podLabels", {"example.com/team": "platform"},
+            merged({"example.com/team": "platform"}), (*POD_METADATA, "labels")),
+        pod("podAnnotations", {"example.com/owner": "platform"},
+            merged({"example.com/owner": "platform"}), (*POD_METADATA, "annotations")),
+        # As the API takes them: strings, though YAML (or --set) read a number.
+        pod("podAnnotations", {"example.com/port": 8080},
+            merged({"example.com/port": "8080"}), (*POD_METADATA, "annotations")),
+    ]
+
+
+def webhook_values(option: str, kind: str) -> Valued:
+    return Valued({option: {"failurePolicy": "Fail", "timeoutSeconds": 10}},
+                  [(kind, "airlock", ("webhooks", 0, "failurePolicy"), becomes("Fail")),
+                   (kind, "airlock", ("webhooks", 0, "timeoutSeconds"), becomes(10))])
+
+
+SECRET = {"name": "registry-credentials"}
+VALUED = [
+    *pod_values("webhook"),
+    *pod_values("controller"),
+    Valued({"imagePullSecrets": [SECRET]},
+           [("Deployment", f"airlock-{component}", (*POD, "imagePullSecrets"), appended(SECRET))
+            for component in ("webhook", "controller")]),
+    webhook_values("mutatingWebhook", "MutatingWebhookConfiguration"),
+    webhook_values("validatingWebhook", "ValidatingWebhookConfiguration"),
+]
+
+
+@pytest.mark.parametrize("valued", VALUED, ids=[f"{v.name}-{i}" for i, v in enumerate(VALUED)])
+def test_a_value_changes_its_fields_and_nothing_else(
+        run_helm: Helm, default_render: Docs, tmp_path: Path, valued: Valued) -> None:
+    want = copy.deepcopy(default_render)
+    for kind, name, path, change in valued.changes:
+        parent: Any = one(want, kind, name)
+        for step in path[:-1]:
+            parent = parent[step]
+        field = path[-1]
+        before = parent.get(field)
+        after = change(before)
+        assert after != before, f"{valued.name}: the row changes nothing"
+        if after is None:
+            del parent[field]
+        else:
+            parent[field] = after
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump(valued.values))
+    diff = differences(want, run_helm.template("-f", str(values)))
+    assert not diff, f"{valued.values} renders other than expected (- expected, + helm):\n{diff}"
+
+
+@pytest.mark.parametrize(("values", "refusal"), [
+    ({"webhook": {"podLabels": {"app.kubernetes.io/name": "mine"}}},
+     "webhook.podLabels.app.kubernetes.io/name: deploy/base sets this label on the pods"),
+    ({"controller": {"podLabels": {"app.kubernetes.io/part-of": "mine"}}},
+     "controller.podLabels.app.kubernetes.io/part-of: deploy/base sets this label on the pods"),
+    ({"mutatingWebhook": {"failurePolicy": "Never"}},
+     "mutatingWebhook.failurePolicy is Never: Ignore or Fail"),
+    ({"validatingWebhook": {"timeoutSeconds": 31}},
+     "validatingWebhook.timeoutSeconds is 31: a whole number of seconds from 1 to 30"),
+    ({"validatingWebhook": {"timeoutSeconds": 0}},
+     "validatingWebhook.timeoutSeconds is 0: a whole number of seconds from 1 to 30"),
+    ({"mutatingWebhook": {"timeoutSeconds": 2.5}},
+     "mutatingWebhook.timeoutSeconds is 2.5: a whole number of seconds from 1 to 30"),
+])
+def test_values_the_cluster_would_refuse_or_that_break_selectors_are_refused(
+        run_helm: Helm, tmp_path: Path, values: dict[str, Any], refusal: str) -> None:
+    file = tmp_path / "values.yaml"
+    file.write_text(yaml.safe_dump(values))
+    out = run_helm("template", RELEASE, str(CHART), "-f", str(file), check=False)
+    assert out.returncode != 0
+    assert refusal in out.stderr, out.stderr
+
+
+# Each observability switch, and the kinds of deploy/observability it renders.
+SWITCHES = {"serviceMonitor": "ServiceMonitor", "prometheusRule": "PrometheusRule",
+            "grafana": "ConfigMap"}
+
+
+@pytest.mark.parametrize("switches", [[s] for s in SWITCHES] + [list(SWITCHES)],
+                         ids=lambda s: "+".join(s))
+def test_observability_switches_add_what_kustomize_renders_of_deploy_observability(
+        run_helm: Helm, binaries: Binaries, switches: list[str]) -> None:
+    overlay = kustomize(binaries.kubectl, ROOT / "deploy" / "overlays" / "cert-manager")
+    observability = kustomize(binaries.kubectl, ROOT / "deploy" / "observability")
+    added = [d for d in observability if d["kind"] in {SWITCHES[s] for s in switches}]
+    assert added, f"deploy/observability renders nothing {switches} would switch on"
+    charted = run_helm.template(*(a for s in switches for a in ("--set", f"{s}.enabled=true")))
+    diff = differences(overlay + added, charted)
+    assert not diff, (f"with {switches} on, the chart renders other than "
+                      "deploy/overlays/cert-manager and the objects of those kinds of "
+                      f"deploy/observability (- kustomize, + helm):\n{diff}")
+
+
+def values_leaves(values: Mapping[str, Any], prefix: str = "") -> set[str]:
+    """The dotted name of each value: a map's keys, down to what is not a map or is one
+    the user fills ({} by default)."""
+    return {name for key, value in values.items()
+            for name in (values_leaves(value, f"{prefix}{key}.")
+                         if isinstance(value, dict) and value else {f"{prefix}{key}"})}
+
+
+def test_every_value_is_in_the_install_docs() -> None:
+    text = (ROOT / "docs" / "install.md").read_text()
+    table = text[text.index("| value | default | what it sets |"):]
+    rows = table[:table.index("\n\n")].splitlines()[2:]
+    documented = {name for row in rows for name in re.findall(r"`([^`]+)`", row.split("|")[1])}
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert documented == values_leaves(values)
 
 
 def test_policy_files_are_replaced_added_or_alone(run_helm: Helm, tmp_path: Path) -> None:
@@ -304,21 +483,19 @@ def test_the_package_carries_deploy_and_the_policy_files_and_renders_the_same(
             return {Path(n).name: tar.extractfile(n).read()  # type: ignore[union-attr]
                     for n in tar.getnames() if n.startswith(f"airlock/{folder}/")}
 
-        policies, base, overlay = (carried(f) for f in ("policies", "base", "cert-manager"))
+        policies, base, overlay, observability = (
+            carried(f) for f in ("policies", "base", "cert-manager", "observability"))
     kustomization = POLICIES / "kustomization.yaml"
     assert policies == {p.name: p.read_bytes()
                         for p in [*policy_files(POLICIES), kustomization]}
-    for files, directory in ((base, "base"), (overlay, "overlays/cert-manager")):
+    for files, directory in ((base, "base"), (overlay, "overlays/cert-manager"),
+                             (observability, "observability")):
         assert files == {p.name: p.read_bytes()
                          for p in (ROOT / "deploy" / directory).iterdir()}, directory
     assert keyed(run_helm.template(chart=archive)) == keyed(run_helm.template())
 
 
 # --- installed by the real Helm -------------------------------------------------------
-
-def progress(line: str) -> None:
-    print(line, flush=True)
-
 
 @pytest.fixture(scope="module")
 def cluster(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory

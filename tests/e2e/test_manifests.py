@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from tests.commands import installed_airlock
-from tests.kube import kustomize
+from tests.kube import find, kustomize, one
 from tests.paths import POLICIES, ROOT
 from webhook.keys import PLACEHOLDER_PRIORITY, PLACEHOLDER_PRIORITY_CLASS, SYSTEM_NAMESPACE
 from webhook.policy.loading import load_policy, policy_files
@@ -49,17 +49,6 @@ Docs = list[Doc]
 @pytest.fixture(scope="module")
 def rendered(binaries: Binaries) -> dict[str, Docs]:
     return {path: kustomize(binaries.kubectl, ROOT / path) for path in BUILDS}
-
-
-def find(docs: Docs, kind: str, name: str | None = None) -> Docs:
-    return [d for d in docs if d["kind"] == kind
-            and (name is None or d["metadata"]["name"] == name)]
-
-
-def one(docs: Docs, kind: str, name: str) -> Doc:
-    found = find(docs, kind, name)
-    assert len(found) == 1, f"expected one {kind}/{name}, found {len(found)}"
-    return found[0]
 
 
 def webhooks(docs: Docs) -> Iterator[tuple[str, Doc]]:

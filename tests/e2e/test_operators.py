@@ -1,4 +1,4 @@
-"""The real operators (issue 11): a PyTorchJob, a JobSet, a LeaderWorkerSet and a
+"""The real operators: a PyTorchJob, a JobSet, a LeaderWorkerSet and a
 RayCluster, created as users write them. Their own controllers make the pods; Airlock's
 webhook classifies and gates each pod at creation, Airlock's controller lifts each gang
 whole into one NVLink domain, and KWOK runs the pods.
@@ -36,6 +36,7 @@ from tests.kube import (
     events,
     nodes_by_name,
     pods_of,
+    progress,
     until,
 )
 from tests.paths import POLICIES, ROOT
@@ -62,7 +63,7 @@ def operators(control_plane: ControlPlane,
     try:
         running = start_operators(ops, tmp_path_factory.mktemp("operators"),
                                   control_plane.admin_kubeconfig, control_plane.pki.ca,
-                                  lambda line: print(line, flush=True))
+                                  progress)
     except OperatorError as e:
         if os.environ.get("CI") == "true" or "exited" in str(e) or "not ready" in str(e):
             pytest.fail(str(e))
@@ -330,7 +331,7 @@ def test_operators_report_as_running(operators: list[RunningCommand]) -> None:
         assert r.process.poll() is None, Path(r.log).read_text()[-2000:]
 
 
-# --- cert-manager, live (issue 11, item 5) ---------------------------------------------
+# --- cert-manager, live ----------------------------------------------------------------
 
 OVERLAY = ROOT / "deploy" / "overlays" / "cert-manager"
 TLS_SECRET = "airlock-webhook-tls"

@@ -26,7 +26,7 @@ from kubernetes_asyncio import client
 from bench.peers.manifests import Attempt, pod_group, pods
 from bench.peers.peers import COSCHEDULING, PEERS, POD_GROUP_LABEL
 from tests.builders import make_policy
-from tests.kube import events, pods_of, until
+from tests.kube import events, pods_of, progress, until
 from tests.paths import ROOT
 from webhook.sandbox import wiring
 from webhook.sandbox.binaries import Binaries
@@ -109,7 +109,7 @@ def coscheduling(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory
         asyncio.run(cluster())
         running = start_operators([COSCHEDULING], tmp_path_factory.mktemp("coscheduling"),
                                   plane.admin_kubeconfig, plane.pki.ca,
-                                  lambda line: print(line, flush=True))
+                                  progress)
         yield plane
     finally:
         stop(running)

@@ -5,7 +5,6 @@ pod. Nothing here allocates: the tests read what the control plane decided."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,11 +17,11 @@ from tests.kube import (
     allocated,
     claims_of,
     create_template,
+    fresh_namespaces,
     read_pod,
     until,
 )
 from webhook.keys import IGNORE_NAMESPACE_LABEL
-from webhook.sandbox import wiring
 from webhook.sandbox.devices import (
     CHANNEL_CLASS,
     CHANNEL_DRIVER,
@@ -40,12 +39,8 @@ async def ns(dra_api: client.ApiClient) -> AsyncIterator[str]:
     """A fresh namespace of the DRA sandbox that Airlock leaves alone: these tests are of
     the sandbox's devices and the real scheduler's allocation. Its pods go at once
     afterwards, so their claims free the devices for the next test."""
-    name = f"e2e-dra-{uuid.uuid4().hex[:8]}"
-    await wiring.create_namespace(dra_api, name, {IGNORE_NAMESPACE_LABEL: "true"})
-    yield name
-    core = client.CoreV1Api(dra_api)
-    await core.delete_namespace(name)
-    await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+    async with fresh_namespaces(dra_api, "e2e-dra") as make:
+        yield await make({IGNORE_NAMESPACE_LABEL: "true"})
 
 
 async def items(listing: Any) -> list[dict[str, Any]]:

@@ -15,20 +15,13 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client
 
+from tests.builders import Clock
 from webhook import kubeclient
 from webhook.certificates import make_certs
 from webhook.controller.core.health import Health
 from webhook.controller.shells.metrics import ControllerMetrics
 from webhook.controller.shells.serving import serve
 from webhook.sandbox.controlplane import free_port
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

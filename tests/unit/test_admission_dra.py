@@ -6,15 +6,20 @@ unknown; judged without their claims under `--dra none`."""
 from __future__ import annotations
 
 import base64
-import functools
 from typing import Any
 
 import jsonpatch
 import orjson
 import pytest
 
-from tests.builders import claim_template, claiming, pod, resource_claim, review
-from tests.paths import ROOT
+from tests.builders import (
+    claim_template,
+    claiming,
+    pod,
+    resource_claim,
+    review,
+    shipped_policy,
+)
 from webhook.admission import engine
 from webhook.admission.claiming import Claims, entry
 from webhook.admission.decoding import decode
@@ -27,15 +32,8 @@ from webhook.keys import (
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
 )
-from webhook.policy.loading import load_policy
-from webhook.policy.model import Policy
 
 CHANNEL = "compute-domain-default-channel.nvidia.com"
-
-
-@functools.cache
-def shipped() -> Policy:
-    return load_policy(ROOT / "policies")
 
 
 def book(*objs: dict[str, Any]) -> Claims:
@@ -52,7 +50,7 @@ def answer(obj: dict[str, Any], claims: Claims | None,
            handler: engine.Handler = engine.MUTATE) -> dict[str, Any]:
     request = decode(orjson.dumps(review(obj)))
     out: dict[str, Any] = orjson.loads(complete(
-        request.uid, engine.handle(handler, request, shipped(), claims)))
+        request.uid, engine.handle(handler, request, shipped_policy(), claims)))
     response: dict[str, Any] = out["response"]
     return response
 

@@ -5,7 +5,6 @@ may arrive in any order."""
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from tests.builders import (
@@ -15,23 +14,16 @@ from tests.builders import (
     node,
     raw_member,
     resource_claim,
+    shipped_policy,
 )
-from tests.paths import ROOT
 from webhook.controller.core.actions import Admit, Wait
 from webhook.controller.core.cluster.claiming import DeviceIndex, claim_entry
 from webhook.controller.core.deciding import decide
 from webhook.controller.core.identities import PodKey
 from webhook.controller.shells.cache import Cache
 from webhook.devices.kinds import resource_of
-from webhook.policy.loading import load_policy
-from webhook.policy.model import Policy
 
 DRA_GPU = resource_of("gpu.nvidia.com")
-
-
-@functools.cache
-def shipped() -> Policy:
-    return load_policy(ROOT / "policies")
 
 
 def claims(raw: dict[str, Any], template: str | None = None, claim: str | None = None
@@ -48,7 +40,7 @@ def claims(raw: dict[str, Any], template: str | None = None, claim: str | None =
 
 def dra_cache(domains: dict[str, int]) -> Cache:
     """Nodes whose 8 GPUs each are DRA devices only, in NVLink domains."""
-    policy = shipped()
+    policy = shipped_policy()
     cache = Cache(policy.counted(), SEAL, policy.device_kinds)
     nodes = [node(f"{d}-n{i}", d, gpus=0) for d, n in domains.items() for i in range(n)]
     cache.list_nodes(nodes)
@@ -57,7 +49,7 @@ def dra_cache(domains: dict[str, int]) -> Cache:
 
 
 def test_a_pod_counts_what_its_template_asks_once_the_template_is_seen() -> None:
-    index = DeviceIndex(shipped().device_kinds)
+    index = DeviceIndex(shipped_policy().device_kinds)
     key = PodKey("ml", "g-0")
     index.pod_put(key, claims(raw_member("g", 0), template="eight"))
     assert index.claimed(key) == {}
@@ -69,7 +61,7 @@ def test_a_pod_counts_what_its_template_asks_once_the_template_is_seen() -> None
 
 
 def test_a_claim_several_pods_share_counts_once_on_the_first_by_name() -> None:
-    index = DeviceIndex(shipped().device_kinds)
+    index = DeviceIndex(shipped_policy().device_kinds)
     index.put_claim(claim_entry("ResourceClaim", resource_claim("shared", count=4)))
     a, b = PodKey("ml", "a"), PodKey("ml", "b")
     assert index.pod_put(b, claims(raw_member("g", 1, name="b"), claim="shared")) == set()
@@ -80,7 +72,7 @@ def test_a_claim_several_pods_share_counts_once_on_the_first_by_name() -> None:
 
 
 def test_a_node_offers_its_pools_at_their_newest_generation() -> None:
-    index = DeviceIndex(shipped().device_kinds)
+    index = DeviceIndex(shipped_policy().device_kinds)
     first = index.slice_entry(dra_slice("n1", gpus=8, generation=1))
     second = index.slice_entry(dra_slice("n1", gpus=4, generation=2))
     assert index.put_slice(first) == "n1"
@@ -96,7 +88,7 @@ def test_a_node_offers_its_pools_at_their_newest_generation() -> None:
 
 
 def test_all_counts_the_most_any_node_offers() -> None:
-    index = DeviceIndex(shipped().device_kinds)
+    index = DeviceIndex(shipped_policy().device_kinds)
     index.list_slices([index.slice_entry(dra_slice("n1", gpus=4)),
                        index.slice_entry(dra_slice("n2", gpus=8))])
     index.put_claim(claim_entry("ResourceClaimTemplate", claim_template("every", mode="All")))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.builders import Clock
 from webhook.controller.core.health import (
     LOOP_STALE_SECONDS,
     ROUNDS_FAILING_SECONDS,
@@ -13,17 +14,9 @@ from webhook.controller.core.health import (
 )
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(1000.0)
 
 
 def test_a_healthy_controller_has_no_problems(clock: Clock) -> None:

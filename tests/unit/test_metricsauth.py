@@ -13,6 +13,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
+from tests.builders import Clock
 from webhook.metricsauth.caching import Verdicts, token_key
 from webhook.metricsauth.guarding import guarded
 from webhook.metricsauth.reviewing import (
@@ -34,14 +35,6 @@ from webhook.metricsauth.verdicts import (
 from webhook.reach import resolve
 
 PROMETHEUS = "system:serviceaccount:monitoring:prometheus-k8s"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 # --- the token ------------------------------------------------------------------------

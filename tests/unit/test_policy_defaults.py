@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.builders import PodBuilder, pod
-from tests.paths import POLICIES
+from tests.builders import PodBuilder, pod, shipped_policy
 from webhook.pods import PodView
 from webhook.policy.classifying import classify
-from webhook.policy.loading import load_policy
-from webhook.policy.model import Policy
 
 VLLM = "vllm/vllm-openai:v0.8.5"
-
-
-@pytest.fixture(scope="module")
-def defaults() -> Policy:
-    return load_policy(POLICIES)
 
 
 def sts(name: str = "llm") -> PodBuilder:
@@ -66,11 +58,11 @@ CASES: list[tuple[str, PodBuilder, str | None, str | None]] = [
 
 @pytest.mark.parametrize(("builder", "cls", "rule"), [c[1:] for c in CASES],
                          ids=[c[0] for c in CASES])
-def test_default_policy_decides(defaults: Policy, builder: PodBuilder, cls: str | None,
-                                rule: str | None) -> None:
-    decision = classify(PodView.parse(builder.build()), defaults)
+def test_default_policy_decides(builder: PodBuilder, cls: str | None, rule: str | None
+                                ) -> None:
+    decision = classify(PodView.parse(builder.build()), shipped_policy())
     assert (decision.class_, decision.rule) == (cls, rule), decision.reason
 
 
-def test_every_default_rule_decides_some_case(defaults: Policy) -> None:
-    assert {r.name for r in defaults.rules} <= {c[3] for c in CASES}
+def test_every_default_rule_decides_some_case() -> None:
+    assert {r.name for r in shipped_policy().rules} <= {c[3] for c in CASES}

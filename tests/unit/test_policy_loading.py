@@ -6,22 +6,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import shipped_policy
 from tests.paths import BASE_POLICY, POLICIES, POLICY_EXAMPLES
 from webhook.policy.linting import run_lint
 from webhook.policy.loading import PolicyError, load_policy, policy_files
-from webhook.policy.model import Policy
 
 # Complete policies, each used instead of the defaults; the rest add to the defaults.
 TOPOLOGY_EXAMPLES = ["aws-network-layers", "gke-topology", "nvidia-nvlink", "single-host"]
 
 
-@pytest.fixture(scope="module")
-def defaults() -> Policy:
-    return load_policy(POLICIES)
-
-
-def test_defaults_classes_and_priorities(defaults: Policy) -> None:
-    pcs = {c: s.priority_class for c, s in defaults.classes.items()}
+def test_defaults_classes_and_priorities() -> None:
+    pcs = {c: s.priority_class for c, s in shipped_policy().classes.items()}
     assert {c: p.name for c, p in pcs.items()} == {
         "inference": "airlock-inference", "training": "airlock-training",
         "scavenger": "airlock-scavenger"}
@@ -29,7 +24,8 @@ def test_defaults_classes_and_priorities(defaults: Policy) -> None:
     assert [c for c, p in pcs.items() if p.preemption_policy == "Never"] == ["scavenger"]
 
 
-def test_defaults_scope_and_topology(defaults: Policy) -> None:
+def test_defaults_scope_and_topology() -> None:
+    defaults = shipped_policy()
     assert {"kube-system", "airlock-system"} <= defaults.excluded_namespaces
     assert defaults.schedulers == {"default-scheduler"}
     assert {"nvidia.com/gpu", "amd.com/gpu"} <= set(defaults.accelerators)
@@ -51,7 +47,8 @@ def test_lint_accepts_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("example", TOPOLOGY_EXAMPLES)
 def test_topology_example_stands_alone_with_the_default_rules(
-        example: str, defaults: Policy, capsys: pytest.CaptureFixture[str]) -> None:
+        example: str, capsys: pytest.CaptureFixture[str]) -> None:
+    defaults = shipped_policy()
     assert run_lint(POLICY_EXAMPLES / example) == 0, capsys.readouterr().out
     policy = load_policy(POLICY_EXAMPLES / example)
     # The examples differ from the defaults in topology only; the rest is copied so each

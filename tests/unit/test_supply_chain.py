@@ -1,6 +1,7 @@
 """The image takes nothing it was not told to: its base named by digest, its dependencies
-installed from a lock that pins each one with the hashes of its files, and that lock the
-runtime dependencies pyproject.toml asks for, as resolved in the environment the tests run in.
+and its build backend installed from locks that pin each one with the hashes of its files,
+and those locks what pyproject.toml asks for (the runtime dependencies, the build system), as
+resolved in the environment the tests run in.
 
 No network: the hashes themselves are checked against the index by
 `python -m scripts.lock_image --check`, and by the image build (`--require-hashes`).
@@ -19,7 +20,9 @@ from packaging.version import Version
 
 from scripts.lock_image import (
     LOCK,
+    LOCKS,
     Installed,
+    Lock,
     LockError,
     Pin,
     read_lock,
@@ -27,9 +30,8 @@ from scripts.lock_image import (
     runtime_closure,
     runtime_requirements,
 )
-from tests.paths import ROOT
+from tests.paths import DOCKERFILE
 
-DOCKERFILE = ROOT / "Dockerfile"
 DIGEST = re.compile(r"[^\s@]+@sha256:[0-9a-f]{64}")
 
 
@@ -88,26 +90,39 @@ def test_dockerfile_is_multi_stage_slim_and_non_root() -> None:
     assert json.loads(entry.split(None, 1)[1]) == ["airlock"]
 
 
-def test_the_lock_is_installed_hash_checked_and_without_dependencies() -> None:
-    installs = [line for line in DOCKERFILE.read_text().splitlines()
-                if "pip install" in line]
-    locked = [line for line in installs if "requirements.lock" in line]
-    assert locked, "the Dockerfile installs deploy/image/requirements.lock"
+def test_the_locks_are_installed_hash_checked_and_without_dependencies() -> None:
+    dockerfile = DOCKERFILE.read_text()
+    installs = [line for line in dockerfile.splitlines() if "pip install" in line]
+    for lock in LOCKS:
+        assert f"COPY deploy/image/{lock.path.name} " in dockerfile, lock.path.name
+        assert any(lock.path.name in line for line in installs), lock.path.name
+    locked = [line for line in installs if ".lock" in line]
     assert all("--require-hashes" in line for line in locked), locked
-    # Nothing comes in transitively, from the lock or with Airlock's own wheel.
+    # Nothing comes in transitively, from the locks or with Airlock's own wheel.
     assert all("--no-deps" in line for line in installs), installs
 
 
-# --- the lock ------------------------------------------------------------------------------
+def test_the_wheel_is_built_with_the_locked_backend_alone() -> None:
+    (build,) = [line for line in DOCKERFILE.read_text().splitlines() if "pip wheel" in line]
+    assert "/opt/build/bin/python -m pip wheel --no-build-isolation" in build, build
+
+
+# --- the locks -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module", params=LOCKS, ids=lambda lock: lock.path.name)
+def lock(request: pytest.FixtureRequest) -> Lock:
+    chosen: Lock = request.param
+    return chosen
+
 
 @pytest.fixture(scope="module")
-def pins() -> dict[NormalizedName, Pin]:
-    return {pin.key: pin for pin in read_lock(LOCK.read_text())}
+def pins(lock: Lock) -> dict[NormalizedName, Pin]:
+    return {pin.key: pin for pin in read_lock(lock.path.read_text())}
 
 
 @pytest.fixture(scope="module")
-def closure() -> dict[NormalizedName, Installed]:
-    return runtime_closure(runtime_requirements())
+def closure(lock: Lock) -> dict[NormalizedName, Installed]:
+    return runtime_closure(lock.requirements())
 
 
 def test_every_pin_carries_hashes(pins: Mapping[NormalizedName, Pin]) -> None:
@@ -126,10 +141,10 @@ def test_a_pin_without_sha256_hashes_is_refused(line: str) -> None:
         read_lock(line + "\n")
 
 
-def test_the_lock_is_as_the_script_writes_it() -> None:
+def test_the_lock_is_as_the_script_writes_it(lock: Lock) -> None:
     # Sorted, with its header and one hash a line: a hand edit shows.
-    text = LOCK.read_text()
-    assert render(read_lock(text)) == text, "run `python -m scripts.lock_image`"
+    text = lock.path.read_text()
+    assert render(read_lock(text), lock.header) == text, "run `python -m scripts.lock_image`"
 
 
 def drift(pins: Mapping[NormalizedName, Pin],
@@ -157,10 +172,15 @@ def test_the_tests_run_the_versions_the_image_ships(
     assert differ == [], "run ./scripts/setup.sh"
 
 
-def test_a_new_dependency_is_caught(pins: Mapping[NormalizedName, Pin]) -> None:
+@pytest.fixture(scope="module")
+def runtime_pins() -> dict[NormalizedName, Pin]:
+    return {pin.key: pin for pin in read_lock(LOCK.read_text())}
+
+
+def test_a_new_dependency_is_caught(runtime_pins: Mapping[NormalizedName, Pin]) -> None:
     # pytest is installed here (and needs pluggy, iniconfig...) but is no runtime dependency.
     grown = runtime_closure([*runtime_requirements(), Requirement("pytest")])
-    missing, unneeded = drift(pins, grown)
+    missing, unneeded = drift(runtime_pins, grown)
     assert "pytest" in missing
     assert "pluggy" in missing
     assert unneeded == []
@@ -189,9 +209,9 @@ def test_locked_versions_meet_every_requirement_on_them(
     assert unmet(pins, closure) == []
 
 
-def test_a_raised_floor_is_caught(pins: Mapping[NormalizedName, Pin]) -> None:
+def test_a_raised_floor_is_caught(runtime_pins: Mapping[NormalizedName, Pin]) -> None:
     raised = [Requirement("aiohttp>=99") if r.name == "aiohttp" else r
               for r in runtime_requirements()]
-    locked = pins[canonicalize_name("aiohttp")].version
-    assert unmet(pins, runtime_closure(raised)) == [
+    locked = runtime_pins[canonicalize_name("aiohttp")].version
+    assert unmet(runtime_pins, runtime_closure(raised)) == [
         f"gpu-airlock pyproject.toml wants aiohttp>=99, the lock has {locked}"]

@@ -6,6 +6,7 @@ as kustomize does: each object as its file has it, with the kustomizations' labe
 and the values applied to the few objects they change (the Deployments, the Namespace,
 the webhook configurations, the ResourceQuota, the policy ConfigMap). A change to
 deploy/base, or a file added to it and to its kustomization, needs nothing here.
+`observability` links to deploy/observability, whose objects the values switch on.
 tests/e2e/test_chart.py diffs what the chart renders against `kubectl kustomize`.
 */}}
 
@@ -77,6 +78,48 @@ anything else replaces it.
 {{- end -}}
 
 {{/*
+(list OBJECT KEY OVER): lays OVER onto the map at OBJECT's KEY as airlock.overlay does,
+making that map if OBJECT has none and removing it if nothing is left: an empty value
+renders nothing, as deploy/base has it.
+*/}}
+{{- define "airlock.overlayAt" -}}
+{{- $object := index . 0 -}}
+{{- $key := index . 1 -}}
+{{- $map := index $object $key | default dict -}}
+{{- include "airlock.overlay" (list $map (index . 2 | default dict)) -}}
+{{- if $map -}}
+{{- $_ := set $object $key $map -}}
+{{- else -}}
+{{- $_ := unset $object $key -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+MAP as JSON with each value a string, as labels and annotations must be (`--set
+podAnnotations.example\.com/port=8080` reads a number); a null stays null.
+*/}}
+{{- define "airlock.strings" -}}
+{{- $strings := dict -}}
+{{- range $key, $value := . | default dict -}}
+{{- $_ := set $strings $key (ternary $value (toString $value) (kindIs "invalid" $value)) -}}
+{{- end -}}
+{{- toJson $strings -}}
+{{- end -}}
+
+{{/*
+(list OBJECT KEY ITEMS): appends ITEMS to the list at OBJECT's KEY, making it if OBJECT
+has none; no ITEMS, no list.
+*/}}
+{{- define "airlock.appendAt" -}}
+{{- $object := index . 0 -}}
+{{- $key := index . 1 -}}
+{{- $items := index . 2 | default list -}}
+{{- if $items -}}
+{{- $_ := set $object $key (concat (index $object $key | default list) $items) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 (dict "root" ROOT "object" OBJECT "images" IMAGES): applies the values to a base object,
 changing it; renders "omit" for an object the values leave out. IMAGES are the base
 kustomization's `images:` names, the containers whose image the chart sets as kustomize's
@@ -107,15 +150,45 @@ omit
 {{- range $container := $pod.containers -}}
 {{- if eq $container.name $component -}}
 {{- $found = true -}}
-{{- $resources := $container.resources | default dict -}}
-{{- include "airlock.overlay" (list $resources ($settings.resources | default dict)) -}}
-{{- $_ := set $container "resources" $resources -}}
+{{- include "airlock.overlayAt" (list $container "resources" $settings.resources) -}}
 {{- end -}}
 {{- end -}}
 {{- if not $found -}}
 {{- fail (printf "Deployment %s has no container %s for %s.resources" $name $component $component) -}}
 {{- end -}}
+{{- /* Where the pods run, and what is added to them: maps laid over the base's, key by
+key; lists after the base's items. */ -}}
+{{- include "airlock.overlayAt" (list $pod "nodeSelector" $settings.nodeSelector) -}}
+{{- include "airlock.overlayAt" (list $pod "affinity" $settings.affinity) -}}
+{{- include "airlock.appendAt" (list $pod "tolerations" $settings.tolerations) -}}
+{{- include "airlock.appendAt" (list $pod "imagePullSecrets" $values.imagePullSecrets) -}}
+{{- $podMetadata := $object.spec.template.metadata -}}
+{{- range $label, $_ := $settings.podLabels | default dict -}}
+{{- if hasKey $podMetadata.labels $label -}}
+{{- fail (printf "%s.podLabels.%s: deploy/base sets this label on the pods, and Services, PodDisruptionBudgets and NetworkPolicies select them by such labels; podLabels may only add labels" $component $label) -}}
+{{- end -}}
+{{- end -}}
+{{- include "airlock.overlayAt" (list $podMetadata "labels" (include "airlock.strings" $settings.podLabels | fromJson)) -}}
+{{- include "airlock.overlayAt" (list $podMetadata "annotations" (include "airlock.strings" $settings.podAnnotations | fromJson)) -}}
 {{- else if has $kind (list "MutatingWebhookConfiguration" "ValidatingWebhookConfiguration") -}}
+{{- /* mutatingWebhook.* and validatingWebhook.*, checked as the API would check them. */ -}}
+{{- $option := ternary "mutatingWebhook" "validatingWebhook" (eq $kind "MutatingWebhookConfiguration") -}}
+{{- $hook := index $values $option -}}
+{{- range $webhook := $object.webhooks -}}
+{{- with $hook.failurePolicy -}}
+{{- if not (has . (list "Ignore" "Fail")) -}}
+{{- fail (printf "%s.failurePolicy is %v: Ignore or Fail" $option .) -}}
+{{- end -}}
+{{- $_ := set $webhook "failurePolicy" . -}}
+{{- end -}}
+{{- if not (kindIs "invalid" $hook.timeoutSeconds) -}}
+{{- $seconds := int $hook.timeoutSeconds -}}
+{{- if or (ne (toString $seconds) (toString $hook.timeoutSeconds)) (lt $seconds 1) (gt $seconds 30) -}}
+{{- fail (printf "%s.timeoutSeconds is %v: a whole number of seconds from 1 to 30" $option $hook.timeoutSeconds) -}}
+{{- end -}}
+{{- $_ := set $webhook "timeoutSeconds" $seconds -}}
+{{- end -}}
+{{- end -}}
 {{- /* What deploy/overlays/no-cert-manager patches out, and the caBundle in its place. */ -}}
 {{- if not $values.certManager.enabled -}}
 {{- $annotations := $object.metadata.annotations | default dict -}}
@@ -136,6 +209,33 @@ omit
 {{- end -}}
 
 {{/*
+(list ROOT DIR KUSTOMIZATION GENERATOR): the ConfigMap that GENERATOR, an entry of the
+configMapGenerator of the chart's DIR/kustomization.yaml, makes of the files it names (each
+under its base name), as JSON; KUSTOMIZATION's namespace is its namespace.
+*/}}
+{{- define "airlock.generated" -}}
+{{- $root := index . 0 -}}
+{{- $dir := index . 1 -}}
+{{- $generator := index . 3 -}}
+{{- if not (dig "options" "disableNameSuffixHash" false $generator) -}}
+{{- fail (printf "%s/kustomization.yaml: the chart renders %s without a name hash (disableNameSuffixHash)" $dir $generator.name) -}}
+{{- end -}}
+{{- $files := dict -}}
+{{- range $file := $generator.files -}}
+{{- $text := $root.Files.Get (printf "%s/%s" $dir $file) -}}
+{{- if not $text -}}
+{{- fail (printf "%s/%s is missing from the chart (or empty)" $dir $file) -}}
+{{- end -}}
+{{- $_ := set $files (base $file) $text -}}
+{{- end -}}
+{{- $metadata := dict "name" $generator.name "namespace" (index . 2).namespace -}}
+{{- with dig "options" "labels" dict $generator -}}
+{{- $_ := set $metadata "labels" . -}}
+{{- end -}}
+{{- toJson (dict "apiVersion" "v1" "kind" "ConfigMap" "metadata" $metadata "data" $files) -}}
+{{- end -}}
+
+{{/*
 The ConfigMap airlock-policies as JSON: what policies/kustomization.yaml's generator
 makes of the files it names, with the values' files laid over them. The chart's policies/
 is a link to the repository's; .helmignore leaves out all but the policy files and the
@@ -143,29 +243,15 @@ kustomization.
 */}}
 {{- define "airlock.policies" -}}
 {{- $kustomization := .Files.Get "policies/kustomization.yaml" | fromYaml -}}
-{{- $generator := first $kustomization.configMapGenerator -}}
-{{- if not (dig "options" "disableNameSuffixHash" false $generator) -}}
-{{- fail "policies/kustomization.yaml: the chart renders airlock-policies without a name hash (disableNameSuffixHash)" -}}
-{{- end -}}
-{{- $files := dict -}}
-{{- if .Values.defaultPolicies -}}
-{{- range $file := $generator.files -}}
-{{- $text := $.Files.Get (printf "policies/%s" $file) -}}
-{{- if not $text -}}
-{{- fail (printf "policies/%s is missing from the chart (or empty)" $file) -}}
-{{- end -}}
-{{- $_ := set $files (base $file) $text -}}
-{{- end -}}
+{{- $configMap := include "airlock.generated" (list . "policies" $kustomization (first $kustomization.configMapGenerator)) | fromJson -}}
+{{- if not .Values.defaultPolicies -}}
+{{- $_ := set $configMap "data" dict -}}
 {{- end -}}
 {{- range $name, $text := .Values.policies -}}
-{{- $_ := set $files $name $text -}}
+{{- $_ := set $configMap.data $name $text -}}
 {{- end -}}
-{{- if not $files -}}
+{{- if not $configMap.data -}}
 {{- fail "no policy files: set defaultPolicies or give files in policies" -}}
 {{- end -}}
-{{- $metadata := dict "name" $generator.name "namespace" $kustomization.namespace -}}
-{{- with dig "options" "labels" dict $generator -}}
-{{- $_ := set $metadata "labels" . -}}
-{{- end -}}
-{{- toJson (dict "apiVersion" "v1" "kind" "ConfigMap" "metadata" $metadata "data" $files) -}}
+{{- toJson $configMap -}}
 {{- end -}}

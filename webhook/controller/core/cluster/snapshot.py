@@ -12,6 +12,7 @@ takes from it."""
 
 from __future__ import annotations
 
+import bisect
 import copy
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -23,7 +24,33 @@ from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.gangs import Gang
 from webhook.controller.core.objects import PodInfo, Resources
 
-__all__ = ["Room", "Snapshot", "fits", "with_pod_slot"]
+__all__ = ["FreeIndex", "Room", "Snapshot", "fits", "with_pod_slot"]
+
+
+class FreeIndex:
+    """A pod's eligible nodes by their free GPUs, each amount's nodes in eligible order:
+    best fit over thousands of nodes looks at the few amounts that could take a pod, not
+    at every node. Kept by the snapshot as it takes."""
+
+    __slots__ = ("buckets", "levels", "nodes", "position")
+
+    def __init__(self, nodes: list[str], free_gpu: dict[str, GpuEquivalents]) -> None:
+        self.nodes = nodes
+        self.position = {n: i for i, n in enumerate(nodes)}
+        self.buckets: dict[GpuEquivalents, list[int]] = {}
+        for i, node in enumerate(nodes):
+            self.buckets.setdefault(free_gpu[node], []).append(i)
+        self.levels = sorted(self.buckets)
+
+    def moved(self, node: str, before: GpuEquivalents, after: GpuEquivalents) -> None:
+        position = self.position.get(node)
+        if position is None or before == after:
+            return
+        self.buckets[before].remove(position)
+        if after not in self.buckets:
+            self.buckets[after] = []
+            bisect.insort(self.levels, after)
+        bisect.insort(self.buckets[after], position)
 
 
 class Snapshot:
@@ -49,6 +76,7 @@ class Snapshot:
         self.could_hold = capacity.could_hold
         self._domain_rooms: dict[tuple[Any, ...], dict[str, Room]] = {}
         self._ranked: dict[tuple[Any, ...], list[tuple[GpuEquivalents, str]]] = {}
+        self._indexes: dict[Any, FreeIndex] = {}
 
     def fork(self) -> Snapshot:
         """A view that starts as this one is, for a what-if: what it takes stays its
@@ -56,7 +84,7 @@ class Snapshot:
         fork = copy.copy(self)
         fork.free, fork.free_gpu = dict(self.free), dict(self.free_gpu)
         fork._own, fork._changed = set(), set(self._changed)
-        fork._domain_rooms, fork._ranked = {}, {}
+        fork._domain_rooms, fork._ranked, fork._indexes = {}, {}, {}
         return fork
 
     def take(self, node: str, requests: Resources) -> None:
@@ -70,6 +98,8 @@ class Snapshot:
             free[k] = free.get(k, 0) - v
         before = self.free_gpu[node]
         self.free_gpu[node] = after = self.gpus(free)
+        for index in self._indexes.values():
+            index.moved(node, before, after)
         # Keep the domains' rooms in step: ranking domains then costs one sort, not a sum
         # over every node, per gang; and none while nothing is taken.
         if max(before, 0) != max(after, 0):
@@ -90,6 +120,14 @@ class Snapshot:
             for node in self._changed:
                 self.capacity.domain_rooms_moved({key: found}, node, tracked_gpu[node],
                                                  self.free_gpu[node])
+        return found
+
+    def free_index(self, pod: PodInfo) -> FreeIndex:
+        """The pod's eligible nodes by free GPUs; kept current by `take`."""
+        sig = signature(pod)
+        found = self._indexes.get(sig)
+        if found is None:
+            found = self._indexes[sig] = FreeIndex(self.eligible_nodes(pod), self.free_gpu)
         return found
 
     def domain_free(self, pod: PodInfo, topology_key: str) -> dict[str, GpuEquivalents]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.cluster.capacity import EVERYWHERE
-from webhook.controller.core.cluster.snapshot import Snapshot, fits, with_pod_slot
+from webhook.controller.core.cluster.snapshot import FreeIndex, Snapshot, fits, with_pod_slot
 from webhook.controller.core.identities import PodKey
 from webhook.controller.core.objects import PodInfo, Resources
 from webhook.controller.core.reasons import WaitReason
@@ -98,51 +98,48 @@ def _pack(pods: Sequence[PodInfo], candidates: Sequence[str], snap: Snapshot,
     """Place every pod on one of `candidates`, or None. Tentative: the snapshot is left
     as it was; what the pods take is written in `local` (free capacity of the nodes
     taken from, over the snapshot's), so slices placed one after the other see each
-    other.
+    other."""
+    return _best_fit(pods, FreeIndex(list(candidates), snap.free_gpu), snap,
+                     {} if local is None else local)
 
-    Best fit: each pod (largest first) goes to the fullest node that still takes it,
-    GPUs deciding first, the first in candidate order among equals. The candidates are
-    bucketed by free GPUs once, so a pod looks at the fullest buckets that could take it,
-    not at every node: a gang of hundreds of pods on thousands of nodes stays cheap."""
-    if local is None:
-        local = {}
+
+def _best_fit(pods: Sequence[PodInfo], index: FreeIndex, snap: Snapshot,
+              local: dict[str, Resources], avoid: Collection[str] = ()
+              ) -> dict[PodKey, str] | None:
+    """Best fit: each pod (largest first) goes to the fullest node of `index` (but those
+    to `avoid`) that still takes it, GPUs deciding first, the first in the index's order
+    among equals. A pod looks at the fullest amounts that could take it, not at every
+    node: a gang of hundreds of pods on thousands of nodes stays cheap. The index is left
+    as it was: nodes taken from in this packing are in `local`, and weighed from there."""
     placed: dict[PodKey, str] = {}
-    gpus, free_gpu = snap.gpus, snap.free_gpu
-    # Free GPUs -> candidate positions, ascending (candidate order).
-    buckets: dict[GpuEquivalents, list[int]] = {}
-    for position, node in enumerate(candidates):
-        taken = local.get(node)
-        buckets.setdefault(free_gpu[node] if taken is None else gpus(taken),
-                           []).append(position)
-    levels = sorted(buckets)
+    gpus, nodes, position = snap.gpus, index.nodes, index.position
     for pod in sorted(pods, key=lambda p: (-gpus(p.requests), -p.requests.get("cpu", 0))):
         need = with_pod_slot(pod.requests)
         need_gpu = gpus(pod.requests)
         allowed = snap.eligible_set(pod)
-        best: int | None = None
-        for level in levels[bisect.bisect_left(levels, need_gpu):]:
-            for position in buckets[level]:
-                node = candidates[position]
-                if node in allowed and fits(local.get(node, snap.free[node]), need):
-                    best = position
+        best: tuple[GpuEquivalents, int] | None = None
+        for level in index.levels[bisect.bisect_left(index.levels, need_gpu):]:
+            for at in index.buckets[level]:
+                node = nodes[at]
+                if node not in local and node in allowed and node not in avoid and \
+                        fits(snap.free[node], need):
+                    best = level, at
                     break
             if best is not None:
                 break
+        for node, free in local.items():
+            at = position.get(node, -1)
+            if at < 0 or node in avoid or node not in allowed:
+                continue
+            left = gpus(free)
+            if left >= need_gpu and (best is None or (left, at) < best) and fits(free, need):
+                best = left, at
         if best is None:
             return None
-        node = candidates[best]
+        node = nodes[best[1]]
         placed[pod.key] = node
-        mine = local.get(node)
-        before = free_gpu[node] if mine is None else gpus(mine)
-        current = snap.free[node] if mine is None else mine
-        after = local[node] = {k: current.get(k, 0) - need.get(k, 0)
-                               for k in current.keys() | need}
-        left = gpus(after)
-        buckets[before].remove(best)
-        if left not in buckets:
-            buckets[left] = []
-            bisect.insort(levels, left)
-        bisect.insort(buckets[left], best)
+        current = local.get(node, snap.free[node])
+        local[node] = {k: current.get(k, 0) - need.get(k, 0) for k in current.keys() | need}
     return placed
 
 
@@ -211,6 +208,17 @@ def _arrange(pods: Sequence[PodInfo], candidates: Sequence[str], snap: Snapshot
     return None if placed is None else (placed, {})
 
 
+def _anywhere(pods: Sequence[PodInfo], snap: Snapshot, avoid: Collection[str]
+              ) -> tuple[dict[PodKey, str], dict[PodKey, str]] | None:
+    """The pods on any of the anchor's eligible nodes but those to `avoid`, as
+    `_arrange`: the snapshot's own index of those nodes spares a pass over all of them
+    for each gang (a cluster's thousands, for every single pod that waits)."""
+    if slice_groups(pods) is not None:
+        return _arrange(pods, _usable(snap.eligible_nodes(pods[0]), avoid), snap)
+    placed = _best_fit(pods, snap.free_index(pods[0]), snap, {}, avoid)
+    return None if placed is None else (placed, {})
+
+
 def _usable(nodes: Sequence[str], avoid: Collection[str]) -> Sequence[str]:
     return [n for n in nodes if n not in avoid] if avoid else nodes
 
@@ -240,13 +248,12 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     # could the pods pack at all? In a full cluster mostly not.
     anywhere = snap.domain_rooms(anchor, EVERYWHERE)[EVERYWHERE].could_pack(sizes)
     if not topology_key:
-        everywhere = _usable(eligible, avoid)
-        arranged = _arrange(pods, everywhere, snap) if anywhere else None
+        arranged = _anywhere(pods, snap, avoid) if anywhere else None
         if arranged is not None:
             return Plan(None, *arranged)
         # Were it the head, it would reserve the nodes with the most free GPUs, one per pod:
         # the room closest to taking it, and no more, so pods behind go elsewhere.
-        free_gpu = snap.free_gpu
+        free_gpu, everywhere = snap.free_gpu, _usable(eligible, avoid)
         closest = heapq.nlargest(len(pods), everywhere, key=free_gpu.__getitem__)
         return _never(pods, need, snap, None, level) or NoFit(
             f"needs {need} GPUs on eligible nodes; {snap.free_gpus(everywhere)} free",
@@ -265,7 +272,7 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
         if arranged is not None:
             return Plan(name, *arranged)
     if mode != "required" and anywhere:
-        arranged = _arrange(pods, _usable(eligible, avoid), snap)
+        arranged = _anywhere(pods, snap, avoid)
         if arranged is not None:
             return Plan(None, *arranged)
     if not domains:

@@ -109,6 +109,10 @@ BAD_BODIES: list[tuple[bytes, str]] = [
     (orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                    "request": {"uid": "u", "operation": "CREATE", "userInfo": 3}}), "userInfo"),
     (b" " * (3 * 1024 * 1024 + 1), "limit"),
+    # Found by a hostile fuzz: quoted whole, it raised RecursionError, answered by a 500.
+    (b'{"apiVersion": ' + b"[" * 1000 + b"]" * 1000 + b"}", "got a list"),
+    (orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "x" * 100_000}),
+     r"kind must be AdmissionReview, got 'x+'\.\.\. \(100000 characters\)$"),
 ]
 
 

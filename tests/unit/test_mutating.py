@@ -6,6 +6,7 @@ import jsonpatch
 import pytest
 
 from tests.builders import CLIQUE, PodBuilder, make_policy, pod, with_queued
+from webhook.admission import mutating
 from webhook.admission.mutating import mutate
 from webhook.keys import (
     CLASS_LABEL,
@@ -18,6 +19,7 @@ from webhook.keys import (
     TOPOLOGY_KEY_ANNOTATION,
 )
 from webhook.operators.karpenter.keys import DO_NOT_DISRUPT
+from webhook.patchops import escape
 from webhook.pods import PodView
 from webhook.policy.capacity import CapacitySpec
 from webhook.policy.classifying import classify
@@ -191,3 +193,18 @@ def test_which_single_pods_wait_in_their_queue(policy: Policy, name: str) -> Non
     assert (out["metadata"].get("annotations", {}).get(QUEUED_ANNOTATION) == "true") == marked
     # A second mutation (the apiserver's reinvocation) adds nothing.
     assert run(out, stated or policy, operation)[0] == []
+
+
+def test_what_a_hostile_pod_brings_is_not_kept_between_reviews(policy: Policy) -> None:
+    # A mutating webhook sees a pod before the apiserver validates it: a gang's name or a
+    # key may be megabytes long. Memoized, a thousand of them would be gigabytes.
+    memos = (escape.cached, mutating._gang_label.cached)
+    for memo in memos:
+        memo.cache_clear()
+    reviews = 40
+    for i in range(reviews):
+        obj = pod().gpus(1).gang(f"{i}" + "g" * 10_000, 2) \
+            .label(f"gpu-airlock.io/{i}" + "x" * 10_000, "forged").build()
+        assert run(obj, policy)[0]
+    # Only the few short keys Airlock writes itself are kept.
+    assert [memo.cache_info().currsize < reviews / 2 for memo in memos] == [True, True]

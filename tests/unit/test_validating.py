@@ -42,6 +42,16 @@ DENIALS = [
     ("fractional gpu", pod().gpus("500m").owner("Job", "j"), "not a whole number"),
     ("fractional gpu decimal", pod().gpus("0.5").owner("Job", "j"), "not a whole number"),
     ("no limit", pod().gpus(1).owner("Job", "j"), None),
+    # Out of range, named with the key, the value's first characters and the range.
+    ("gpus beyond any node", pod().gpus("1e200000000").owner("Job", "j"),
+     "container main: resources.requests.nvidia.com/gpu='1e200000000' is not a whole number "
+     "from 0 to 10000"),
+    ("a limit of 5,000 digits", pod().gpus(1, limit="9" * 5000).owner("Job", "j"),
+     "resources.limits.nvidia.com/gpu='999999999999999999999999'... (5000 characters) is "
+     "not a whole number from 0 to 10000"),
+    ("a vanishing fraction", pod().gpus("1e-200000000").owner("Job", "j"),
+     "'1e-200000000' is not a whole number"),
+    ("non-ASCII digits", pod().gpus("\uff18").owner("Job", "j"), "'\uff18' is not a whole"),
 ]
 
 

@@ -15,6 +15,7 @@ from webhook.admission.validating import validate_create, validate_update
 from webhook.pods import PodShapeError, PodView
 from webhook.policy.classifying import Decision, classify, scope_exclusion
 from webhook.policy.model import Policy
+from webhook.values import described
 
 log = logging.getLogger("airlock.admission")
 
@@ -29,7 +30,7 @@ def _pod(obj: Any, namespace: str, role: str) -> PodView:
     if isinstance(obj, dict):
         kind = obj.get("kind")
         if kind is not None and kind != "Pod":
-            raise NotAPod(f"Airlock handles only Pods, got {kind!r} as {role}; check the "
+            raise NotAPod(f"Airlock handles only Pods, got {described(kind)} as {role}; check the "
                           f"webhook configuration's rules")
     try:
         return PodView.parse(obj, namespace)

@@ -32,6 +32,7 @@ from webhook.keys import (
     TOPOLOGY_MODE_ANNOTATION,
     airlocks_own,
 )
+from webhook.memos import ShortMemo
 from webhook.operators.karpenter.keys import DO_NOT_DISRUPT
 from webhook.patchops import PatchOp
 from webhook.pods import PodView
@@ -52,8 +53,10 @@ _TolerationKey = tuple[object, object, object, object]
 
 
 # Memoized, as a pod's gang's name and its accelerators are the same for every pod of a
-# gang and nearly every pod of a cluster; computed, they cost a tenth of a mutation.
-_gang_label = functools.lru_cache(maxsize=1024)(label_value)
+# gang and nearly every pod of a cluster; computed, they cost a tenth of a mutation. The
+# accelerators are asked of what the pod requests of the policy's, never of any name it
+# wrote, so that what is kept is bounded by the policy.
+_gang_label = ShortMemo(label_value, size=1024)
 _accelerators_record = functools.lru_cache(maxsize=256)(to_record)
 
 
@@ -92,7 +95,8 @@ def _record(b: PatchBuilder, pod: PodView, resources: frozenset[str], decision: 
     b.label(CLASS_LABEL, decision.class_)
     if decision.rule:
         b.annotation(RULE_ANNOTATION, decision.rule)
-    if accelerators := _accelerators_record(policy.gpu_resources, resources):
+    if accelerators := _accelerators_record(policy.gpu_resources,
+                                            resources.intersection(policy.gpu_resources)):
         b.annotation(ACCELERATORS_ANNOTATION, accelerators)
     if decision.class_ in policy.capacity.protect and DO_NOT_DISRUPT not in pod.annotations:
         # A value the pod states is its author's to keep.

@@ -12,13 +12,14 @@ from webhook.keys import (
     GANG_LABEL,
     GANG_NAME_LABEL,
     GATE,
+    GPU_FRACTION_ANNOTATION,
     LEGACY_GANG_LABEL,
     QUEUED_ANNOTATION,
 )
-from webhook.pods import PodView, Quantity
+from webhook.pods import PodView
 from webhook.policy.classifying import Decision
 from webhook.policy.model import Policy
-from webhook.quantities import parse_quantity
+from webhook.values import Refused, devices
 
 # Labels that tie a gated pod to its gang; changing them would orphan it.
 _PINNED_LABELS = (CLASS_LABEL, GANG_LABEL, LEGACY_GANG_LABEL, GANG_NAME_LABEL)
@@ -34,28 +35,25 @@ class Verdict(NamedTuple):
         return self.denial is None
 
 
-def _whole_number(q: Quantity) -> bool:
-    try:
-        value = parse_quantity(q)
-    except ValueError:
-        return False
-    return value >= 0 and value == value.to_integral_value()
-
-
 def _accelerator_problem(pod: PodView, policy: Policy) -> str | None:
     for c in pod.all_containers():
         for resource in policy.accelerators:
             request, limit = c.requests.get(resource), c.limits.get(resource)
             if request is None and limit is None:
                 continue
-            for kind, q in (("request", request), ("limit", limit)):
-                if q is not None and not _whole_number(q):
-                    return (f"container {c.name}: {resource} {kind} {q!r} is not a whole "
-                            f"number; accelerators cannot be shared by fractions")
+            counted: list[int] = []
+            for section, q in (("requests", request), ("limits", limit)):
+                if q is None:
+                    continue
+                found = devices(f"container {c.name}: resources.{section}.{resource}", q)
+                if isinstance(found, Refused):
+                    return (f"{found.message}: a container asks for whole devices (for part "
+                            f"of a GPU, see {GPU_FRACTION_ANNOTATION})")
+                counted.append(found)
             if limit is None:
                 return (f"container {c.name}: requests {resource} without a limit; "
                         f"set resources.limits.{resource} to {request}")
-            if request is not None and parse_quantity(request) != parse_quantity(limit):
+            if len(set(counted)) > 1:
                 return (f"container {c.name}: {resource} request {request} differs from its "
                         f"limit {limit}; they must be equal")
     return None

@@ -24,6 +24,7 @@ from webhook.keys import (
 from webhook.operators.registry import membership_of
 from webhook.pods import PodView
 from webhook.policy.model import Match, Policy, Rule
+from webhook.values import shown
 
 # Names recorded as the deciding "rule" when no policy rule decided.
 RULE_CLASS_LABEL = "class-label"
@@ -138,7 +139,7 @@ def classify(
                 in_scope=True,
                 reason="explicit class label is invalid",
                 gang=gang,
-                class_label_error=f"label {CLASS_LABEL}={explicit!r} is not one of "
+                class_label_error=f"label {CLASS_LABEL}={shown(explicit)} is not one of "
                 f"{', '.join(CLASSES)}",
             )
         if policy.granted(explicit, pod.namespace):

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from webhook.accelerators import to_record
-from webhook.admission import asking, slicing
+from webhook.admission import asking, prioritizing, slicing
 from webhook.admission.patches import PatchBuilder
 from webhook.conventions.base import label_value
 from webhook.keys import (
@@ -30,6 +30,7 @@ from webhook.keys import (
     SLICE_KEY_ANNOTATION,
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
+    ClassName,
     airlocks_own,
 )
 from webhook.memos import ShortMemo
@@ -124,29 +125,22 @@ def _record(b: PatchBuilder, pod: PodView, resources: frozenset[str], decision: 
             b.annotation(SLICE_INDEX_ANNOTATION, str(asks.slices.number))
 
 
-def _priority(b: PatchBuilder, pod: PodView, spec: ClassSpec, policy: Policy) -> list[str]:
-    wanted = spec.priority_class.name
-    current = pod.priority_class_name
-    if current == wanted:
-        return []
-    warnings: list[str] = []
-    if current and not spec.priority_class.override_user:
-        owner = policy.priority_class_owner(current)
-        if owner is None:
-            return [f"kept the pod's priorityClassName {current}; the class would set {wanted}"]
-        if policy.granted(owner, pod.namespace):
-            return []
-        # Another class's priority is not the namespace's to pick (`requiresGrant`).
-        warnings.append(f"replaced priorityClassName {current} with {wanted}: namespace "
-                        f"{pod.namespace} has no grant for class {owner} (spec.grants)")
+def _priority(b: PatchBuilder, pod: PodView, cls: ClassName, policy: Policy) -> list[str]:
+    judged = prioritizing.judge(pod, cls, policy)
+    if not judged.replace:
+        return [judged.note] if judged.note else []
+    wanted = policy.classes[cls].priority_class.name
     # The Priority plugin has already resolved spec.priority from the old class; the
     # apiserver rejects a new class name next to a stale value, so both go.
     b.spec_field("priorityClassName", wanted)
-    if pod.has_priority:
+    if pod.priority is not None:
         b.remove_spec_field("priority")
     if pod.has_preemption_policy:
         b.remove_spec_field("preemptionPolicy")
-    return warnings
+    if judged.escalation is None:
+        return []
+    return [f"replaced priorityClassName {pod.priority_class_name} with {wanted}: "
+            f"{judged.escalation}"]
 
 
 def _tolerations(b: PatchBuilder, pod: PodView, tolerations: tuple[Toleration, ...]) -> None:
@@ -252,7 +246,7 @@ def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> 
     topology = _topology(pod, spec, policy, asks) if decision.gang is not None else None
     _record(b, pod, pod.resources if sliced is None else sliced.resources(pod.resources),
             decision, policy, gated, asks, topology)
-    warnings = _priority(b, pod, spec, policy)
+    warnings = _priority(b, pod, decision.class_, policy)
     tolerations = spec.tolerations
     if sliced is not None:
         _slice(b, sliced, warnings)

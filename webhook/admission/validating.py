@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from webhook.admission import asking, slicing
+from webhook.admission import asking, prioritizing, slicing
 from webhook.keys import (
     CLASS_LABEL,
     CONTROLLER_KEYS,
@@ -74,6 +74,18 @@ def _class_problem(pod: PodView, decision: Decision, policy: Policy) -> str | No
     return None
 
 
+def _priority_problem(pod: PodView, decision: Decision, policy: Policy) -> str | None:
+    """A priority above what policy gives the pod, still there after mutation."""
+    if decision.class_ is None:
+        return None
+    escalation = prioritizing.judge(pod, decision.class_, policy).escalation
+    if escalation is None:
+        return None
+    wanted = policy.classes[decision.class_].priority_class.name
+    return (f"priorityClassName {pod.priority_class_name} is not this pod's to ask for: "
+            f"{escalation}; remove it, and the pod gets class {decision.class_}'s {wanted}")
+
+
 def _forged_record(pod: PodView) -> str | None:
     for where, keys in (("annotation", pod.annotations), ("label", pod.labels)):
         for key in CONTROLLER_KEYS:
@@ -90,7 +102,8 @@ def validate_create(pod: PodView, decision: Decision, policy: Policy) -> Verdict
         return Verdict(forged)
     if not decision.in_scope:
         return Verdict()
-    problem = _class_problem(pod, decision, policy) or _accelerator_problem(pod, policy)
+    problem = _class_problem(pod, decision, policy) or _priority_problem(pod, decision, policy) \
+        or _accelerator_problem(pod, policy)
     if problem is None and slicing.asks(pod):
         problem = slicing.problem(pod, decision.class_, policy)
     gang = decision.gang

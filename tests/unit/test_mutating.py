@@ -195,6 +195,22 @@ def test_which_single_pods_wait_in_their_queue(policy: Policy, name: str) -> Non
     assert run(out, stated or policy, operation)[0] == []
 
 
+def test_a_pod_another_system_holds_gets_its_class_but_no_gate_or_gang(
+        policy: Policy) -> None:
+    obj = pod().gpus(8).label("training.kubeflow.org/job-name", "llama") \
+        .gate("example.com/hold").build()
+    _, out = run(obj, policy)
+    spec, labels = out["spec"], out["metadata"]["labels"]
+    assert spec["priorityClassName"] == "airlock-training"
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} \
+        in spec["tolerations"]
+    assert labels[CLASS_LABEL] == "training"
+    # Its holder starts it: no gate of Airlock's beside that one, no gang to admit whole.
+    assert spec["schedulingGates"] == [{"name": "example.com/hold"}]
+    assert GANG_LABEL not in labels
+    assert QUEUED_ANNOTATION not in out["metadata"].get("annotations", {})
+
+
 def test_what_a_hostile_pod_brings_is_not_kept_between_reviews(policy: Policy) -> None:
     # A mutating webhook sees a pod before the apiserver validates it: a gang's name or a
     # key may be megabytes long. Memoized, a thousand of them would be gigabytes.

@@ -94,6 +94,15 @@ CASES = {
     "a lower class on an inference pod": Case(
         asking(pod().gpus(1).image("vllm/vllm-openai:v0.9"), "airlock-scavenger", 1000),
         SHIPPED, "airlock-scavenger", None, None),
+    # A gate of its own puts a pod out of no rule: scenario 4 of the issue.
+    "inference's class on a pod that holds itself": Case(
+        asking(pod().gpus(1).owner("Job", "sweep").gate("example.com/hold"),
+               "airlock-inference", 100000), SHIPPED, "airlock-scavenger",
+        "no grant for class inference", "no grant for class inference"),
+    "Kubernetes' own class on a pod Kueue holds": Case(
+        asking(trainer().gate("kueue.x-k8s.io/admission"), "system-cluster-critical",
+               2_000_000_000), SHIPPED, "airlock-training", "is above class training's",
+        "is above class training's"),
     "overrideUser replaces what ranks lower, without a word": Case(
         asking(trainer(), "team-low", 10), OVERRIDING, "airlock-training", None, None),
     "a class whose value is not known here is kept, with a word": Case(

@@ -69,8 +69,9 @@ def _gated(pod: PodView, decision: Decision, spec: ClassSpec, policy: Policy,
            operation: str) -> bool:
     """Whether the pod waits for the controller: a gang member whose class gates gangs,
     or a single pod whose class queues. Gates can be added only when a pod is created,
-    and never beside a node name (the apiserver rejects such a pod)."""
-    if operation != "CREATE" or pod.node_name is not None:
+    and never beside a node name (the apiserver rejects such a pod); a pod another system
+    holds waits for that system, not in a queue of Airlock's too."""
+    if operation != "CREATE" or pod.node_name is not None or decision.held is not None:
         return False
     assert decision.class_ is not None
     return spec.gate_gangs if decision.gang is not None else policy.queued(decision.class_)

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from tests.builders import CLIQUE, make_policy, pod
-from webhook.admission.validating import validate_create, validate_update
+from webhook.admission.validating import places_pods, validate_create, validate_update
 from webhook.keys import (
     CLASS_LABEL,
     CONTROLLER_IDENTITY,
@@ -52,6 +52,9 @@ DENIALS = [
     ("a vanishing fraction", pod().gpus("1e-200000000").owner("Job", "j"),
      "'1e-200000000' is not a whole number"),
     ("non-ASCII digits", pod().gpus("\uff18").owner("Job", "j"), "'\uff18' is not a whole"),
+    ("a node named at creation", pod().gpus(1).owner("Job", "j").set("nodeName", "gpu-1"),
+     "spec.nodeName 'gpu-1' puts the pod on a node directly, past the scheduler and "
+     "Airlock's queue and quota"),
 ]
 
 
@@ -146,3 +149,18 @@ def test_ungated_pods_may_change_labels(policy: Policy) -> None:
     old = pod().gpus(1).label(CLASS_LABEL, "training").build()
     new = pod().gpus(1).label(CLASS_LABEL, "scavenger").build()
     assert validate_update(PodView.parse(old), PodView.parse(new), "alice", policy).allowed
+
+
+@pytest.mark.parametrize(("username", "groups", "places"), [
+    ("mallory", ("system:authenticated",), False),
+    ("system:serviceaccount:kube-system:job-controller", (), False),
+    # The kubelet makes the mirror of a static pod it runs whatever the API says.
+    ("system:node:gpu-1", ("system:nodes",), True),
+    ("admin", ("system:masters", "system:authenticated"), True),
+])
+def test_who_may_name_a_pods_node(username: str, groups: tuple[str, ...],
+                                  places: bool) -> None:
+    assert places_pods(username, groups) == places
+    view = PodView.parse(pod().gpus(1).owner("Job", "j").set("nodeName", "gpu-1").build())
+    verdict = validate_create(view, classify(view, restricted), restricted, places)
+    assert verdict.allowed == places

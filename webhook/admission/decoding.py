@@ -58,9 +58,12 @@ def decode(body: bytes) -> Request:
     user = request.get("userInfo") or {}
     if not isinstance(user, dict) or not isinstance(user.get("username", ""), str):
         raise BadReview("request.userInfo.username must be a string")
+    groups = user.get("groups") or []
+    if type(groups) is not list or not all(type(g) is str for g in groups):
+        raise BadReview("request.userInfo.groups must be a list of strings")
     namespace = request.get("namespace") or ""
     if not isinstance(namespace, str):
         raise BadReview("request.namespace must be a string")
     # Positional, like every NamedTuple built per request: keywords cost more.
     return Request(uid, _OPERATIONS[operation], namespace, user.get("username", ""),
-                   request.get("object"), request.get("oldObject"))
+                   request.get("object"), request.get("oldObject"), tuple(groups))

@@ -3,6 +3,7 @@ odd-but-legal pods get warnings instead."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from webhook.admission import asking, prioritizing, slicing
@@ -19,8 +20,11 @@ from webhook.keys import (
 from webhook.pods import PodView
 from webhook.policy.classifying import Decision
 from webhook.policy.model import Policy
-from webhook.values import Refused, devices
+from webhook.values import Refused, devices, shown
 
+# Who creates a pod that names its node, and may: kubelets (mirror pods), cluster admins.
+NODE_USER_PREFIX = "system:node:"
+ADMIN_GROUP = "system:masters"
 # Labels that tie a gated pod to its gang; changing them would orphan it.
 _PINNED_LABELS = (CLASS_LABEL, GANG_LABEL, LEGACY_GANG_LABEL, GANG_NAME_LABEL)
 
@@ -96,14 +100,32 @@ def _forged_record(pod: PodView) -> str | None:
     return None
 
 
-def validate_create(pod: PodView, decision: Decision, policy: Policy) -> Verdict:
+def places_pods(username: str, groups: Sequence[str]) -> bool:
+    """Whether the requester may create a pod that names its node: a kubelet, for the
+    mirror of a static pod it runs whatever the API says (refusing the mirror would only
+    hide a running pod from Airlock's counting), or a cluster admin, who could remove
+    Airlock's webhooks anyway."""
+    return username.startswith(NODE_USER_PREFIX) or ADMIN_GROUP in groups
+
+
+def _node_problem(pod: PodView, places: bool) -> str | None:
+    if pod.node_name is None or places:
+        return None
+    return (f"spec.nodeName {shown(pod.node_name)} puts the pod on a node directly, past the "
+            f"scheduler and Airlock's queue and quota; remove it, and ask for the node with a "
+            f"nodeSelector (kubernetes.io/hostname) instead")
+
+
+def validate_create(pod: PodView, decision: Decision, policy: Policy,
+                    places: bool = False) -> Verdict:
+    """`places`: whether the requester `places_pods` on nodes itself."""
     # Wherever the pod is in scope or not: the controller reads records on every pod.
     if (forged := _forged_record(pod)) is not None:
         return Verdict(forged)
     if not decision.in_scope:
         return Verdict()
     problem = _class_problem(pod, decision, policy) or _priority_problem(pod, decision, policy) \
-        or _accelerator_problem(pod, policy)
+        or _node_problem(pod, places) or _accelerator_problem(pod, policy)
     if problem is None and slicing.asks(pod):
         problem = slicing.problem(pod, decision.class_, policy)
     gang = decision.gang

@@ -3,7 +3,6 @@ own output it returns no operations, because every step first checks what is the
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -152,64 +151,84 @@ def _tolerations(b: PatchBuilder, pod: PodView, tolerations: tuple[Toleration, .
             present.append(t.identity)
 
 
-def _node_affinity_exists(affinity: dict[str, Any], key: str) -> bool:
-    """Require nodes that carry the topology label, in every term; True if changed."""
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+# The two below return the pod's affinity changed, or None when it needs no change. Only
+# what changes is copied: the rest is shared with the pod, as copying a hostile pod's
+# 40,000 terms whole would take a tenth of a second.
+
+def _node_label_required(affinity: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    """Nodes that carry the topology label, required in every term."""
     requirement = {"key": key, "operator": "Exists"}
-    node = affinity.setdefault("nodeAffinity", {})
-    required = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
-    terms = required.setdefault("nodeSelectorTerms", [])
-    if not terms:
-        terms.append({"matchExpressions": [requirement]})
-        return True
-    changed = False
-    for term in terms:
-        exprs = term.setdefault("matchExpressions", [])
-        if not any(e.get("key") == key for e in exprs):
-            exprs.append(dict(requirement))
-            changed = True
-    return changed
+    node = _map(affinity.get("nodeAffinity"))
+    required = _map(node.get(_REQUIRED))
+    terms = _list(required.get("nodeSelectorTerms"))
+    changed = [{"matchExpressions": [requirement]}] if not terms else None
+    for i, term in enumerate(terms):
+        exprs = _list(_map(term).get("matchExpressions"))
+        if not any(_map(e).get("key") == key for e in exprs):
+            changed = changed or list(terms)
+            changed[i] = {**_map(term), "matchExpressions": [*exprs, dict(requirement)]}
+    if changed is None:
+        return None
+    return {**affinity, "nodeAffinity": {
+        **node, _REQUIRED: {**required, "nodeSelectorTerms": changed}}}
 
 
-def _preferred_pod_affinity(affinity: dict[str, Any], selector: dict[str, str], key: str,
-                            weight: int) -> bool:
+def _preferred_pod_affinity(affinity: Mapping[str, Any], selector: dict[str, str], key: str,
+                            weight: int) -> dict[str, Any] | None:
+    """A preference for the nodes of pods `selector` matches, within a domain of `key`."""
     term = {"labelSelector": {"matchLabels": selector}, "topologyKey": key}
-    prefs = affinity.setdefault("podAffinity", {}).setdefault(
-        "preferredDuringSchedulingIgnoredDuringExecution", []
-    )
-    if prefs and any(p.get("podAffinityTerm") == term for p in prefs):
-        return False
-    prefs.append({"weight": weight, "podAffinityTerm": term})
-    return True
+    pod_affinity = _map(affinity.get("podAffinity"))
+    prefs = _list(pod_affinity.get(_PREFERRED))
+    if any(_map(p).get("podAffinityTerm") == term for p in prefs):
+        return None
+    return {**affinity, "podAffinity": {
+        **pod_affinity, _PREFERRED: [*prefs, {"weight": weight, "podAffinityTerm": term}]}}
+
+
+def _spread(b: PatchBuilder, pod: PodView, cls: ClassName, key: str) -> None:
+    if pod.topology_spread and any(c.get("topologyKey") == key for c in pod.topology_spread):
+        return
+    b.append("topologySpreadConstraints", {
+        "maxSkew": 1,
+        "topologyKey": key,
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {CLASS_LABEL: cls}},
+        "matchLabelKeys": ["pod-template-hash"],
+    })
 
 
 def _placement(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpec,
                policy: Policy, topology: TopologyPlacement | None) -> None:
-    affinity: dict[str, Any] = copy.deepcopy(dict(pod.affinity)) if pod.affinity else {}
-    changed = False
-    gang = decision.gang
-    if gang is not None and topology:
+    gang, cls = decision.gang, decision.class_
+    assert cls is not None
+    if gang is None and spec.placement == "spread":
+        _spread(b, pod, cls, policy.topology_levels[spec.placement_level])
+        return
+    if (gang is None and spec.placement == "none") or (gang is not None and topology is None):
+        return
+    if gang is None:
+        changed = _preferred_pod_affinity(
+            pod.affinity, {CLASS_LABEL: cls}, policy.topology_levels[spec.placement_level], 50)
+    else:
+        assert topology is not None
         key = policy.topology_levels[topology.level]
-        if topology.mode == "required":
-            changed |= _node_affinity_exists(affinity, key)
-        else:
-            changed |= _preferred_pod_affinity(
-                affinity, {GANG_LABEL: _gang_label(gang.name)}, key, 100)
-    elif gang is None and spec.placement != "none":
-        key = policy.topology_levels[spec.placement_level]
-        assert decision.class_ is not None
-        if spec.placement == "pack":
-            changed |= _preferred_pod_affinity(affinity, {CLASS_LABEL: decision.class_}, key, 50)
-        elif not (pod.topology_spread
-                  and any(c.get("topologyKey") == key for c in pod.topology_spread)):
-            b.append("topologySpreadConstraints", {
-                "maxSkew": 1,
-                "topologyKey": key,
-                "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": {"matchLabels": {CLASS_LABEL: decision.class_}},
-                "matchLabelKeys": ["pod-template-hash"],
-            })
-    if changed:
-        b.spec_field("affinity", affinity)
+        changed = _node_label_required(pod.affinity, key) if topology.mode == "required" \
+            else _preferred_pod_affinity(pod.affinity, {GANG_LABEL: _gang_label(gang.name)},
+                                         key, 100)
+    if changed is not None:
+        b.spec_field("affinity", changed)
 
 
 def _slice(b: PatchBuilder, sliced: slicing.Mapping, warnings: list[str]) -> None:

@@ -40,8 +40,11 @@ class Verdict(NamedTuple):
 
 
 def _accelerator_problem(pod: PodView, policy: Policy) -> str | None:
+    accelerators = policy.accelerators
     for c in pod.all_containers():
-        for resource in policy.accelerators:
+        if not c.requests and not c.limits:
+            continue
+        for resource in accelerators:
             request, limit = c.requests.get(resource), c.limits.get(resource)
             if request is None and limit is None:
                 continue
@@ -49,10 +52,11 @@ def _accelerator_problem(pod: PodView, policy: Policy) -> str | None:
             for section, q in (("requests", request), ("limits", limit)):
                 if q is None:
                     continue
-                found = devices(f"container {c.name}: resources.{section}.{resource}", q)
+                found = devices(resource, q)
                 if isinstance(found, Refused):
-                    return (f"{found.message}: a container asks for whole devices (for part "
-                            f"of a GPU, see {GPU_FRACTION_ANNOTATION})")
+                    return (f"container {c.name}: resources.{section}.{found.message}: a "
+                            f"container asks for whole devices (for part of a GPU, see "
+                            f"{GPU_FRACTION_ANNOTATION})")
                 counted.append(found)
             if limit is None:
                 return (f"container {c.name}: requests {resource} without a limit; "

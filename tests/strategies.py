@@ -223,6 +223,11 @@ _affinity = st.fixed_dictionaries({}, optional={
     "podAntiAffinity": st.just({"requiredDuringSchedulingIgnoredDuringExecution": [
         {"topologyKey": "kubernetes.io/hostname",
          "labelSelector": {"matchLabels": {"app": "vllm"}}}]})})
+# PriorityClasses of every kind a pod may name: Airlock's, Kubernetes' own, a team's, any.
+PRIORITY_CLASSES = ("airlock-training", "airlock-inference", "airlock-scavenger",
+                    "airlock-placeholder", "system-cluster-critical", "system-node-critical",
+                    "team-high", "")
+_priority_classes = st.sampled_from(PRIORITY_CLASSES) | st.text(max_size=12)
 _spec_extras = st.fixed_dictionaries({}, optional={
     "initContainers": _containers("init"),
     "resourceClaims": _claims,
@@ -231,8 +236,7 @@ _spec_extras = st.fixed_dictionaries({}, optional={
     "nodeSelector": st.dictionaries(st.sampled_from(TOPOLOGY_LABELS),
                                     st.sampled_from(("clique-0", "gpu-0001")), max_size=2),
     "schedulingGates": st.lists(st.sampled_from(GATES).map(lambda g: {"name": g}), max_size=2),
-    "priorityClassName": st.sampled_from(("airlock-training", "airlock-inference",
-                                          "airlock-scavenger", "system-node-critical", "")),
+    "priorityClassName": _priority_classes,
     "priority": st.integers(-(2**31), 2**31 - 1),
     "schedulerName": st.sampled_from((keys.DEFAULT_SCHEDULER, "volcano", "")),
     "preemptionPolicy": st.sampled_from(("Never", "PreemptLowerPriority")),
@@ -329,6 +333,64 @@ def damaged_pods(draw: st.DrawFn, bases: st.SearchStrategy[Obj] = _base_pods) ->
 
 
 pods = workload_pods() | damaged_pods(workload_pods() | _base_pods)
+
+
+# --- hostile values -----------------------------------------------------------------
+
+# What an attacker writes where Airlock reads a number, a duration, a share, an amount or
+# an instant: numbers and exponents far beyond any use, negatives, digits of other scripts,
+# ratios by zero, durations past a year, instants past the calendar, text that is almost a
+# number.
+HOSTILE_TEXTS = (
+    "1e-200000000", "1e200000000", "-1e200000000", "1E+999999999", "1e-999999999",
+    "9" * 5000, "-" + "9" * 5000, "0." + "0" * 4000 + "1", "1" + "0" * 4400 + "Ki",
+    "1/0", "0/0", "99999999/1", "1/" + "9" * 50, "nan", "inf", "-inf", "Infinity", "-1", "-0",
+    "0", "\u0661\u0662", "\uff18", "\u00b2", "\U0001d7d7", "\u216b", "\u0663\u066b\u0665",
+    "9999999999999999999h", "1e9h", "0.000000001ns", "1h" * 2000, "9" * 40 + "h",
+    "2562047h47m16.854775808s", "9999-12-31T23:59:59Z", "0001-01-01T00:00:00+23:59",
+    "2026-11-28T08:00:00.999999999999999999Z", "9Ei", "1e18E", "999999999999Pi", "0x10",
+    "1_000", " 1 ", "1\x00", "")
+hostile_values = (
+    st.sampled_from(HOSTILE_TEXTS)
+    | st.integers(41, 6000).map(lambda n: "9" * n)
+    | st.builds(lambda sign, digit, e, exponent: f"{sign}{digit}{e}{exponent}",
+                st.sampled_from(("", "-", "+")), st.integers(0, 9), st.sampled_from("eE"),
+                st.integers(-(10**9), 10**9))
+    | st.builds(lambda n, unit: f"{n}{unit}", st.integers(-(2**70), 2**70),
+                st.sampled_from(("", "m", "Ki", "Gi", "Ei", "E", "h", "m30s", "ns", "/7")))
+    | st.text(st.characters(categories=("Nd", "No", "Nl")), min_size=1, max_size=12))
+# Every key whose value Airlock reads: its own (users' keys and its marks), the operators'
+# sizes and indices, Kueue's pod-set asks.
+HOSTILE_KEYS = (*AIRLOCK_KEYS, *KUEUE_PODSET_KEYS, kueue.TOTAL_ANNOTATION, lws.SIZE_ANNOTATION,
+                kube.COMPLETION_INDEX)
+_hostile_keys = st.lists(st.sampled_from(HOSTILE_KEYS), min_size=1, max_size=4, unique=True)
+_hostile_spec = st.fixed_dictionaries({}, optional={
+    "schedulingGates": st.lists(st.sampled_from(GATES) | st.text(min_size=1, max_size=12),
+                                min_size=1, max_size=3).map(
+        lambda gates: [{"name": g} for g in gates]),
+    "nodeName": st.sampled_from(("gpu-0001",)) | st.text(min_size=1, max_size=12),
+    "priorityClassName": _priority_classes,
+    "priority": st.integers(-(2**31), 2**31 - 1),
+    "activeDeadlineSeconds": st.integers(-(2**63), 2**63 - 1),
+})
+
+
+@st.composite
+def hostile_pods(draw: st.DrawFn) -> Obj:
+    """A GPU pod as a workload writes it, with hostile values in one to four of the keys
+    Airlock reads, as labels or annotations; perhaps a hostile GPU quantity, another
+    system's gates, a node name, any PriorityClass and priority, any deadline."""
+    obj = draw(workload_pods())
+    meta = obj["metadata"]
+    for key in draw(_hostile_keys):
+        meta.setdefault("labels" if draw(st.booleans()) else "annotations", {})[key] = \
+            draw(hostile_values)
+    resources = obj["spec"]["containers"][0].setdefault("resources", {})
+    quantity = draw(hostile_values) if draw(st.booleans()) else "1"
+    for section in ("requests", "limits"):
+        resources.setdefault(section, {})["nvidia.com/gpu"] = quantity
+    obj["spec"].update(draw(_hostile_spec))
+    return obj
 
 
 _edits = st.lists(st.sampled_from(("ungate", "gate", "class", "bind")), max_size=2,

@@ -3,8 +3,9 @@ them, and the controller lifts gates and records decisions with them."""
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Literal, NotRequired, TypedDict
+
+from webhook.memos import ShortMemo
 
 
 class PatchOp(TypedDict):
@@ -13,7 +14,9 @@ class PatchOp(TypedDict):
     value: NotRequired[Any]
 
 
-@functools.cache
-def escape(key: str) -> str:
-    """A map key as a JSON Pointer token; the same few keys recur on every request."""
+def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
+
+
+# A map key as a JSON Pointer token; the same few keys recur on every request.
+escape = ShortMemo(_escape, size=4096)

@@ -180,7 +180,8 @@ class PodView:
     node_name: str | None
     gates: tuple[str, ...]
     priority_class_name: str | None
-    has_priority: bool
+    # As the apiserver's Priority plugin resolved it from the class name (or the default).
+    priority: int | None
     has_preemption_policy: bool
     node_selector: Mapping[str, str]
     tolerations: tuple[Mapping[str, Any], ...]
@@ -245,7 +246,7 @@ class PodView:
         return cls(
             obj, name or "", own_namespace or namespace, labels, annotations, owner_refs,
             containers, init_containers, scheduler or DEFAULT_SCHEDULER, node_name or None,
-            gates, priority_class or None, priority is not None,
+            gates, priority_class or None, priority,
             spec.get("preemptionPolicy") is not None,
             _string_map(spec.get("nodeSelector"), "spec.nodeSelector"),
             tuple(_objects(spec.get("tolerations"), "spec.tolerations")),

@@ -51,6 +51,12 @@ def shown(text: str) -> str:
     return f"{text[:SHOWN]!r}... ({len(text)} characters)"
 
 
+def described(value: object) -> str:
+    """Any JSON value as a message names it: text by `shown`, anything else by its type
+    alone (the repr of a list nested a thousand deep raises, and of a large one is large)."""
+    return shown(value) if isinstance(value, str) else f"a {type(value).__name__}"
+
+
 @dataclass(frozen=True, slots=True)
 class Refused:
     """Why a value cannot be followed: the key it was under, what was written, and what
@@ -124,6 +130,30 @@ def amount(key: str, text: str, most: Decimal = MAX_GPU_MEMORY) -> Decimal | Ref
     # Comparing a Decimal with a huge exponent is cheap; turning it into an int or a
     # Fraction is not.
     return value if 1 <= value <= most else refused
+
+
+# The most devices of one accelerator a container may ask for, or a DRA claim request may
+# count: far beyond any node (8 GPUs of 7 MIG slices each, 128 NeuronCores), so a pod
+# asking more could never be placed, and small enough that any sum of them stays small.
+MAX_DEVICES: Final = 10_000
+
+
+def devices(key: str, quantity: str | int | float, most: int = MAX_DEVICES) -> int | Refused:
+    """A number of devices a container requests or limits: a whole number from 0 to `most`,
+    written as the apiserver writes quantities ("8", "1k")."""
+    text = str(quantity)
+    refused = Refused(key, text, f"a whole number from 0 to {most}")
+    bounded = _bounded(text)
+    if bounded is None or isinstance(quantity, bool):
+        return refused
+    try:
+        value = parse_quantity(bounded)
+    except ValueError:
+        return refused
+    # Compared before it is turned into an int: bounded text may still say 1e999999.
+    if not 0 <= value <= most or value != value.to_integral_value():
+        return refused
+    return int(value)
 
 
 def _quantity(value: Decimal) -> str:

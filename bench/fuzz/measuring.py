@@ -2,19 +2,24 @@
 [--generated-policies 3] [-o json]`: the real webhook (`python -m webhook serve`, real TLS,
 a process of its own) fed reviews that hypothesis draws from the test strategies
 (`tests/strategies.py`): pods as workloads' controllers and people write them, in every
-operation and by any user, pods with parts replaced by any JSON, reviews with odd parts,
-bytes that are no review, and posts to paths it does not serve, over a few keep-alive
-HTTPS connections. One server runs `--policies` (the shipped policy), each of the
-others a generated one (a complete policy, examples that add to it and a generated
-document, checked by `load_policy`); each gets its share of the reviews.
+operation and by any user, pods with parts replaced by any JSON, hostile pods (huge,
+negative, non-ASCII and exponent values in every key Airlock reads, other systems'
+gates, node names, any PriorityClass), reviews with odd parts, bytes that are no review,
+and posts to paths it does not serve, over a few keep-alive HTTPS connections. One
+server runs `--policies` (the shipped policy), each of the others a generated one (a
+complete policy, examples that add to it and a generated document, checked by
+`load_policy`); each gets its share of the reviews.
 
-It counts the answers by status class, connection errors, answers that are neither a 400
-saying why nor a well-formed AdmissionReview answering the review's uid, patches that do
-not apply to the pod they were computed for, re-mutations of a patched pod that patch
-again, and whether each server is still alive (a crash: it exited) and ready (/readyz
-200) at the end. It exits 1 on any crash, 5xx, connection error, malformed answer, patch
-that does not apply, second patch or server not ready, and keeps the bodies that showed
-them (`--failures FILE`, and in `-o json`). The same seed draws the same reviews.
+It times each review of a pod (from sending it to reading the answer) and reports the
+honest ones' and the hostile ones' latency side by side: a hostile review may cost no
+more than an honest one, within a small factor. It counts the answers by status class,
+connection errors, answers that are neither a 400 saying why nor a well-formed
+AdmissionReview answering the review's uid, patches that do not apply to the pod they
+were computed for, re-mutations of a patched pod that patch again, and whether each
+server is still alive (a crash: it exited) and ready (/readyz 200) at the end. It exits 1
+on any crash, 5xx, connection error, malformed answer, patch that does not apply, second
+patch or server not ready, and keeps the bodies that showed them (`--failures FILE`, and
+in `-o json`). The same seed draws the same reviews.
 """
 
 from __future__ import annotations
@@ -44,11 +49,13 @@ from hypothesis import seed as seeded
 from hypothesis import strategies as st
 
 from bench.common import POLICIES, load
+from tests.builders import PodBuilder, pod, review
 from tests.strategies import (
     FAILED,
     GeneratedPolicy,
     PatchError,
     answer_problem,
+    hostile_pods,
     malformed_bodies,
     odd_reviews,
     patched,
@@ -56,8 +63,10 @@ from tests.strategies import (
     reviews,
 )
 from webhook.admission.decoding import MAX_BODY
+from webhook.keys import GANG_SIZE_ANNOTATION, GPU_FRACTION_ANNOTATION
 from webhook.policy.loading import load_policy
 from webhook.sandbox.processes import Webhook, start_webhook
+from webhook.simulation.timelines import percentile
 
 T = TypeVar("T")
 # Examples one hypothesis run draws: a run remembers every example it made (not to make
@@ -68,6 +77,8 @@ KEPT_FAILURES = 20
 # A generated policy is the last of a run this long (`_policies`).
 POLICY_RUN = 12
 MUTATE, VALIDATE = "/mutate", "/validate"
+# Reviews of each kind a sender keeps, to send again alone once the fuzz is over.
+REPLAYED = 500
 # Paths the webhook does not serve, or not for POST: 404 or 405, nothing else.
 ODD_PATHS = ("/", "/mutate/", "/mutatex", "/MUTATE", "/validate/pods", "/readyz", "/healthz",
              "/metrics")
@@ -83,25 +94,29 @@ PATCHES, REQUESTS = "patches applied", "requests"
 
 
 class Post(NamedTuple):
-    kind: str  # review, odd review, malformed body, unknown path
+    kind: str  # review, hostile review, odd review, malformed body, unknown path
     path: str
     body: bytes
     review: dict[str, Any] | None  # the review whose answer is checked in full
 
 
-# Reviews of pods 17 times in 20, odd reviews, malformed bodies and unknown paths once each
-# (hypothesis favours the first: about 90% reviews of pods in the end).
-_kinds = st.sampled_from(("review",) * 17 + ("odd review", "malformed body", "unknown path"))
+# Reviews of pods 17 times in 20 (hostile ones 3 of those), odd reviews, malformed bodies
+# and unknown paths once each (hypothesis favours the first: about 90% reviews of pods in
+# the end).
+REVIEW, HOSTILE = "review", "hostile review"
+_kinds = st.sampled_from((REVIEW,) * 14 + (HOSTILE,) * 3
+                         + ("odd review", "malformed body", "unknown path"))
 _endpoints = st.sampled_from((MUTATE, VALIDATE))
 _odd_paths = st.sampled_from(ODD_PATHS)
 _reviews, _odd_reviews = reviews(), odd_reviews()
+_hostile_reviews = reviews(hostile_pods())
 
 
 @st.composite
 def posts(draw: st.DrawFn) -> Post:
     kind = draw(_kinds)
-    if kind == "review":
-        review = draw(_reviews)
+    if kind in (REVIEW, HOSTILE):
+        review = draw(_reviews if kind == REVIEW else _hostile_reviews)
         return Post(kind, draw(_endpoints), orjson.dumps(review), review)
     if kind == "odd review":
         return Post(kind, draw(_endpoints), orjson.dumps(draw(_odd_reviews)), None)
@@ -140,10 +155,26 @@ def drawn(strategy: st.SearchStrategy[T], count: int, seed: int, sink: Callable[
         batch += 1
 
 
+def _latency(seconds: list[float]) -> dict[str, float | int | None]:
+    """How many, p50, p99 and the most, in milliseconds."""
+    def ms(p: float) -> float | None:
+        found = percentile(seconds, p)
+        return None if found is None else round(found * 1000, 2)
+    return {"reviews": len(seconds), "p50": ms(50), "p99": ms(99), "max": ms(100)}
+
+
+def _by_kind() -> dict[str, list[Any]]:
+    return {REVIEW: [], HOSTILE: []}
+
+
 @dataclass
 class Tally:
     counts: Counter[str] = field(default_factory=Counter)
     failures: list[dict[str, Any]] = field(default_factory=list)
+    # Seconds from sending a review of a pod to reading its answer, by the post's kind;
+    # and the first reviews of each kind, sent again one at a time once the fuzz is over.
+    seconds: dict[str, list[float]] = field(default_factory=_by_kind)
+    kept: dict[str, list[Post]] = field(default_factory=_by_kind)
 
     def fail(self, post: Post, counted: str, why: str, path: str | None = None,
              body: bytes | None = None) -> None:
@@ -161,6 +192,9 @@ class Tally:
     def add(self, other: Tally) -> None:
         self.counts.update(other.counts)
         self.failures.extend(other.failures[:KEPT_FAILURES - len(self.failures)])
+        for kind, seconds in other.seconds.items():
+            self.seconds[kind].extend(seconds)
+            self.kept[kind].extend(other.kept[kind])
 
 
 class Connection:
@@ -229,7 +263,12 @@ def _remutated(conn: Connection, post: Post, review: dict[str, Any], new: Any,
 
 
 def _check(conn: Connection, post: Post, tally: Tally) -> None:
+    started = time.perf_counter()
     answer = _answer(conn, post, tally)
+    if post.kind in tally.seconds:
+        tally.seconds[post.kind].append(time.perf_counter() - started)
+        if len(tally.kept[post.kind]) < REPLAYED:
+            tally.kept[post.kind].append(post)
     if answer is None:
         return
     status, body = answer
@@ -310,6 +349,22 @@ def _ready(port: int, context: ssl.SSLContext) -> bool:
         conn.close()
 
 
+def _alone(port: int, context: ssl.SSLContext, sent: list[Post]) -> list[float]:
+    """Each post sent again, one at a time on one connection, with nothing else drawn or
+    sent meanwhile: the latency of the review itself, not of the bench's own contention
+    (hypothesis draws in the same process as the senders)."""
+    conn = Connection(port, context)
+    seconds = []
+    try:
+        for post in sent:
+            started = time.perf_counter()
+            if not isinstance(conn.post(post.path, post.body), str):
+                seconds.append(time.perf_counter() - started)
+    finally:
+        conn.close()
+    return seconds
+
+
 @dataclass
 class Served:
     policy: str
@@ -319,6 +374,8 @@ class Served:
     ready: bool
     tally: Tally
     log: str  # the server's last lines, when it crashed
+    # Latency of reviews sent alone: the fuzz's first of each kind, and the crafted ones.
+    alone: dict[str, list[float]] = field(default_factory=dict)
 
 
 def _fuzz(hook: Webhook, policy: str, count: int, seed: int, connections: int,
@@ -353,8 +410,34 @@ def _fuzz(hook: Webhook, policy: str, count: int, seed: int, connections: int,
     for failure in tally.failures:
         failure["policy"] = policy
     gone = crashed()
+    alone = {} if gone else {
+        **{kind: _alone(port, context, kept) for kind, kept in tally.kept.items()},
+        **{name: _alone(port, context, [post] * CRAFTED_REPEATS)
+           for name, post in CRAFTED.items()}}
     return Served(policy, sent, seconds, gone, not gone and _ready(port, context), tally,
-                  hook.running.tail() if gone else "")
+                  hook.running.tail() if gone else "", alone)
+
+
+def _crafted(builder: PodBuilder) -> Post:
+    return Post("crafted", VALIDATE, orjson.dumps(review(builder.build())), None)
+
+
+# Reviews of the issue's making, each sent alone CRAFTED_REPEATS times: values Python's
+# int, Fraction or Decimal would spend minutes on, beside an honest pod, and the costliest
+# body found (cost grows with size alone: 40,000 node-affinity terms, near 3 MiB).
+CRAFTED = {
+    "honest 1-GPU Job pod": _crafted(pod().gpus(1).owner("Job", "j")),
+    "gpu-fraction 1e-200000000": _crafted(pod().gpus(1).owner("Job", "j").annotation(
+        GPU_FRACTION_ANNOTATION, "1e-200000000")),
+    "gang-size of 5,000 digits": _crafted(pod().gpus(1).gang("g", 1).annotation(
+        GANG_SIZE_ANNOTATION, "9" * 5000)),
+    "nvidia.com/gpu 1e200000000": _crafted(pod().gpus("1e200000000").owner("Job", "j")),
+    "40,000 affinity terms (2.2 MB)": _crafted(pod().gpus(8).gang("g", 2).set("affinity", {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}
+                                  for _ in range(40_000)]}}})),
+}
+CRAFTED_REPEATS = 10
 
 
 def _policies(given_dir: Path, count: int, seed: int, workdir: Path) -> list[tuple[str, Path]]:
@@ -403,6 +486,19 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _latencies(served: list[Served], total: Tally) -> dict[str, dict[str, float | int | None]]:
+    """Honest and hostile reviews' latency under the fuzz's load, then alone, then each
+    crafted review's, over every server."""
+    alone: dict[str, list[float]] = {}
+    for s in served:
+        for name, seconds in s.alone.items():
+            alone.setdefault(name, []).extend(seconds)
+    return {"normal, under load": _latency(total.seconds[REVIEW]),
+            "hostile, under load": _latency(total.seconds[HOSTILE]),
+            **{f"{'normal' if name == REVIEW else 'hostile' if name == HOSTILE else name}, "
+               f"alone": _latency(seconds) for name, seconds in alone.items()}}
+
+
 def _text(served: list[Served], total: Tally, args: argparse.Namespace, seconds: float,
           clean: bool) -> str:
     reviews = sum(s.reviews for s in served)
@@ -421,6 +517,10 @@ def _text(served: list[Served], total: Tally, args: argparse.Namespace, seconds:
               f"5xx {counts['5xx']:,}",
               f"{PATCHES}: {counts[PATCHES]:,}"]
     lines += [f"{k}: {counts[k]:,}" for k in FAILING]
+    lines += ["", f"{'latency (ms)':<42}{'reviews':>9}{'p50':>9}{'p99':>9}{'max':>9}"]
+    lines += [f"{name[:41]:<42}{row['reviews']:>9,}{row['p50'] or 0:>9.2f}"
+              f"{row['p99'] or 0:>9.2f}{row['max'] or 0:>9.2f}"
+              for name, row in _latencies(served, total).items()]
     for failure in total.failures[:3]:
         lines += ["", f"{failure['what']} ({failure['why'][:300]}), POST {failure['path']} "
                   f"under {failure['policy']}:",
@@ -459,7 +559,9 @@ def main(argv: list[str] | None = None) -> int:
             "servers": [{"policy": s.policy, "reviews": s.reviews,
                          "seconds": round(s.seconds), "crashed": s.crashed,
                          "ready": s.ready, "log": s.log} for s in served],
-            "counts": dict(sorted(total.counts.items())), "failures": total.failures,
+            "counts": dict(sorted(total.counts.items())),
+            "latency": _latencies(served, total),
+            "failures": total.failures,
             "clean": clean}))
     else:
         print(_text(served, total, args, seconds, clean), end="")

@@ -1,7 +1,10 @@
 """Trust nothing a pod says, against the real apiserver: a user who may only manage pods
-in her own namespace cannot make Airlock evict anyone else's pods, lift her own gates or
-pick inference priority, with Airlock's webhook up or down; and opting a namespace out of
-Airlock takes a grant."""
+in her own namespace cannot make Airlock evict anyone else's pods, lift her own gates,
+pick a priority policy does not give her (inference, or Kubernetes' own, behind a gate of
+her own or not), place a pod on a node herself, forge Airlock's marks on a pod its webhook
+never sees, or wedge the webhook with a value no parser should take, with Airlock's
+webhook up or down as far as the apiserver can hold the line; and opting a namespace out
+of Airlock takes a grant."""
 
 from __future__ import annotations
 
@@ -10,13 +13,14 @@ import contextlib
 import json
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.builders import GPU, NOW, gang_pod, pod, policy_yaml
+from tests.builders import GPU, NOW, PodBuilder, gang_pod, pod, policy_yaml
 from tests.kube import (
     Controllers,
     NamespaceFactory,
@@ -31,6 +35,9 @@ from webhook.controller.core.records import PreemptionRecord, Record
 from webhook.keys import (
     CLASS_LABEL,
     GANG_LABEL,
+    GANG_NAME_LABEL,
+    GATE,
+    GPU_FRACTION_ANNOTATION,
     IGNORE_NAMESPACE_LABEL,
     PLACEMENT_ANNOTATION,
     PREEMPTION_ANNOTATION,
@@ -289,3 +296,140 @@ async def test_opting_a_namespace_out_takes_a_grant(
             with contextlib.suppress(ApiException):
                 await rbac.delete_cluster_role_binding(each)
         await rbac.delete_cluster_role(name)
+
+
+REMOVE_GATES = [{"op": "remove", "path": "/spec/schedulingGates"}]
+JSON_PATCH = "application/json-patch+json"
+# Pods of these tests never bind: no node carries the label, so none may be preempted for
+# them either, whatever their priority.
+NOWHERE = {"example.com/no-such-node": "true"}
+
+
+def _unplaced(name: str, ns: str) -> PodBuilder:
+    return pod(name, ns).gpus(1).set("nodeSelector", NOWHERE)
+
+
+@pytest.mark.usefixtures("webhook_down")
+async def test_with_the_webhook_down_only_the_controller_lifts_airlocks_gate(
+        api: client.ApiClient, mallory: tuple[str, client.ApiClient],
+        controller_kubeconfig: Path) -> None:
+    ns, as_mallory = mallory
+    # As Airlock gated it before its webhook went down.
+    await client.CoreV1Api(api).create_namespaced_pod(
+        ns, body=_unplaced("queued-0", ns).label(CLASS_LABEL, "scavenger").gate(GATE).build())
+    said = await _refused(client.CoreV1Api(as_mallory).patch_namespaced_pod(
+        "queued-0", ns, body=REMOVE_GATES, _content_type=JSON_PATCH))
+    # The apiserver's own rule said it: the webhook is not there to.
+    assert "ValidatingAdmissionPolicy 'airlock-marks'" in said
+    assert "only the Airlock controller may remove the gpu-airlock.io/gang scheduling gate " \
+           "(mallory tried)" in said
+    async with await from_kubeconfig(controller_kubeconfig) as controller:
+        await client.CoreV1Api(controller).patch_namespaced_pod(
+            "queued-0", ns, body=REMOVE_GATES, _content_type=JSON_PATCH)
+    (stored,) = await pods_of(api, ns, "queued-0")
+    assert not gated(stored)
+
+
+@pytest.mark.usefixtures("airlock")
+async def test_a_gate_of_her_own_buys_no_priority(
+        api: client.ApiClient, mallory: tuple[str, client.ApiClient]) -> None:
+    ns, as_mallory = mallory
+    core = client.CoreV1Api(as_mallory)
+    await core.create_namespaced_pod(ns, body=_unplaced("held-0", ns).gate("example.com/hold")
+                                     .set("priorityClassName", "airlock-inference").build())
+    (stored,) = await pods_of(api, ns, "held-0")
+    # Her gate holds it, so Airlock adds none; its class's priority is the class's.
+    assert stored["spec"]["schedulingGates"] == [{"name": "example.com/hold"}]
+    assert (stored["spec"]["priorityClassName"], stored["spec"]["priority"]) == \
+        ("airlock-scavenger", 1000)
+    await core.patch_namespaced_pod("held-0", ns, body=REMOVE_GATES, _content_type=JSON_PATCH)
+    (stored,) = await pods_of(api, ns, "held-0")
+    assert not stored["spec"].get("schedulingGates")
+    assert stored["spec"]["priority"] == 1000
+
+
+def _critical_trainer(name: str, ns: str) -> dict[str, Any]:
+    return _unplaced(name, ns).label("training.kubeflow.org/job-name", name) \
+        .set("priorityClassName", "system-cluster-critical").build()
+
+
+@pytest.mark.usefixtures("airlock")
+async def test_a_tenant_training_pod_cannot_take_system_priority(
+        api: client.ApiClient, mallory: tuple[str, client.ApiClient]) -> None:
+    ns, as_mallory = mallory
+    await client.CoreV1Api(as_mallory).create_namespaced_pod(
+        ns, body=_critical_trainer("critical-0", ns))
+    (stored,) = await pods_of(api, ns, "critical-0")
+    assert (stored["spec"]["priorityClassName"], stored["spec"]["priority"]) == \
+        ("airlock-training", 50000)
+
+
+# The quota docs/security.md gives tenant namespaces: no pod at Kubernetes' own priorities,
+# which the apiserver enforces with or without Airlock's webhook.
+PRIORITY_QUOTA = {"metadata": {"name": "airlock-no-system-priority"},
+                  "spec": {"hard": {"pods": "0"}, "scopeSelector": {"matchExpressions": [
+                      {"scopeName": "PriorityClass", "operator": "In",
+                       "values": ["system-cluster-critical", "system-node-critical"]}]}}}
+
+
+@pytest.mark.usefixtures("webhook_down")
+async def test_with_the_webhook_down_a_priority_quota_still_refuses_system_priority(
+        api: client.ApiClient, mallory: tuple[str, client.ApiClient]) -> None:
+    ns, as_mallory = mallory
+    core = client.CoreV1Api(as_mallory)
+    # What fails open without it: the pod is stored at the priority it names.
+    await core.create_namespaced_pod(ns, body=_critical_trainer("critical-0", ns))
+    (stored,) = await pods_of(api, ns, "critical-0")
+    assert stored["spec"]["priority"] == 2_000_000_000
+    await client.CoreV1Api(api).create_namespaced_resource_quota(ns, body=PRIORITY_QUOTA)
+
+    async def refused() -> bool:
+        try:
+            await core.create_namespaced_pod(ns, body=_critical_trainer("critical-1", ns))
+        except ApiException as e:
+            return e.status == 403 and "airlock-no-system-priority" in str(e.body)
+        await core.delete_namespaced_pod("critical-1", ns, grace_period_seconds=0)
+        return False
+    await until(refused, within=20)
+
+
+@pytest.mark.usefixtures("airlock")
+async def test_a_hostile_value_is_refused_at_once_and_the_next_pod_is_answered(
+        api: client.ApiClient, mallory: tuple[str, client.ApiClient]) -> None:
+    ns, as_mallory = mallory
+    core = client.CoreV1Api(as_mallory)
+    hostile = _unplaced("fraction-0", ns).annotation(GPU_FRACTION_ANNOTATION,
+                                                     "1e-200000000").build()
+    said = await _refused(core.create_namespaced_pod(ns, body=hostile))
+    # The webhook's own answer: had it taken the apiserver's 3 s, the pod would have been
+    # stored as it came (failurePolicy: Ignore), unclassified and ungated.
+    assert "validate.gpu-airlock.io" in said
+    assert "gpu-airlock.io/gpu-fraction='1e-200000000' is not a number in (0, 1]" in said
+    await core.create_namespaced_pod(ns, body=_unplaced("next-0", ns).build())
+    (stored,) = await pods_of(api, ns, "next-0")
+    assert stored["spec"]["priorityClassName"] == "airlock-scavenger"
+    assert gated(stored)
+
+
+@pytest.mark.usefixtures("airlock")
+async def test_a_pod_the_webhook_never_sees_carries_no_mark_of_airlocks(
+        api: client.ApiClient, mallory: tuple[str, client.ApiClient]) -> None:
+    ns, as_mallory = mallory
+    core = client.CoreV1Api(as_mallory)
+    busybox = pod("busybox-0", ns).image("busybox").label(GANG_LABEL, "someone-elses").build()
+    said = await _refused(core.create_namespaced_pod(ns, body=busybox))
+    assert "Airlock's webhook never sees this pod" in said
+    # The keys users write are anyone's, on any pod.
+    await core.create_namespaced_pod(
+        ns, body=pod("busybox-1", ns).image("busybox").label(GANG_NAME_LABEL, "mine").build())
+    assert await pods_of(api, ns, "busybox-1")
+
+
+@pytest.mark.usefixtures("airlock")
+async def test_a_tenant_cannot_place_a_gpu_pod_on_a_node_herself(
+        api: client.ApiClient, mallory: tuple[str, client.ApiClient]) -> None:
+    ns, as_mallory = mallory
+    pinned = pod("pinned-0", ns).gpus(1).set("nodeName", "gpu-0000").build()
+    said = await _refused(client.CoreV1Api(as_mallory).create_namespaced_pod(ns, body=pinned))
+    assert "spec.nodeName 'gpu-0000' puts the pod on a node directly" in said
+    assert not await pods_of(api, ns, "pinned-0")

@@ -25,6 +25,7 @@ from tests.strategies import (
     GeneratedPolicy,
     answer_problem,
     damaged_pods,
+    hostile_pods,
     malformed_bodies,
     odd_reviews,
     patched,
@@ -120,11 +121,12 @@ def test_damaged_pods(server: ThreadedServer, obj: dict[str, Any], operation: st
 
 
 @FUZZ
-@given(body=reviews())
+@given(body=reviews() | reviews(hostile_pods()))
 def test_reviews_of_workload_pods(server: ThreadedServer, body: dict[str, Any]) -> None:
-    """Pods as workloads' controllers write them, in any operation, by any user: every
-    patch applies, and the patched pod, sent again as the apiserver reinvokes the
-    webhook, is not patched again."""
+    """Pods as workloads' controllers write them, or as an attacker does (hostile values
+    in every key Airlock reads), in any operation, by any user: every patch applies, and
+    the patched pod, sent again as the apiserver reinvokes the webhook, is not patched
+    again."""
     request = body["request"]
     check(*server.post("/validate", orjson.dumps(body)), request["uid"])
     status, answer = server.post("/mutate", orjson.dumps(body))

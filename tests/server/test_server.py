@@ -7,6 +7,7 @@ import base64
 import datetime
 import re
 import ssl
+import time
 from pathlib import Path
 
 import aiohttp
@@ -48,6 +49,43 @@ async def test_malformed_reviews_get_400_with_a_message(
     status, text = await post(session, running.url + endpoint, body)
     assert status == 400
     assert message in text.decode()
+
+
+async def test_a_body_that_does_not_arrive_is_answered_within_the_budget(
+        running: MountedServer) -> None:
+    # A client that sends the headers and part of the body, then nothing: the review is
+    # answered, not left waiting on the event loop.
+    running.server.budget = 0.2
+    port = int(running.url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", port, ssl=running.client_context(), server_hostname="localhost")
+    writer.write(b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+                 b"application/json\r\nContent-Length: 1000\r\n\r\n{\"apiVersion\"")
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(4096), 10)
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 408"), answer
+    assert b"did not arrive within 0.2 s" in answer
+
+
+async def test_the_event_loop_lag_is_measured(running: MountedServer,
+                                              session: aiohttp.ClientSession) -> None:
+    def lagging() -> dict[str, float]:
+        return {le: float(n) for le, n in re.findall(
+            r'^airlock_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)$', text,
+            re.MULTILINE)}
+
+    async with session.get(running.url + "/metrics") as r:
+        text = await r.text()
+    before = lagging()
+    # Whatever holds the loop (here, a blocking call) delays every review behind it.
+    time.sleep(0.6)
+    await asyncio.sleep(0.6)
+    async with session.get(running.url + "/metrics") as r:
+        text = await r.text()
+    after = lagging()
+    late = (after["+Inf"] - after["0.25"]) - (before["+Inf"] - before["0.25"])
+    assert late >= 1
 
 
 async def test_body_over_3_mib_gets_400(running: MountedServer,

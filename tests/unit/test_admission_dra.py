@@ -5,8 +5,10 @@ unknown; judged without their claims under `--dra none`."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
-from typing import Any
+import time
+from typing import Any, cast
 
 import jsonpatch
 import orjson
@@ -22,6 +24,7 @@ from tests.builders import (
 )
 from webhook.admission import engine
 from webhook.admission.claiming import Claims, entry
+from webhook.admission.claimwatching import ClaimCache
 from webhook.admission.decoding import decode
 from webhook.admission.responses import complete
 from webhook.keys import (
@@ -132,3 +135,13 @@ def test_a_gang_claiming_an_imex_channel_must_share_one_nvlink_domain(asked: str
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert {"key": "nvidia.com/gpu.clique", "operator": "Exists"} in \
         terms[0]["matchExpressions"]
+
+
+def test_a_claim_not_seen_is_waited_for_no_longer_than_the_review_may_take() -> None:
+    # The cache would wait an hour for a claim; the review's budget is spent already.
+    cache = ClaimCache(cast(Any, None), wait=3600)
+
+    async def look() -> Claims | None:
+        return await asyncio.wait_for(
+            cache.lookup("ml", [("ResourceClaim", "shared-gpus")], time.monotonic()), 30)
+    assert asyncio.run(look()) == {}

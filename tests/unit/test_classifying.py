@@ -16,7 +16,11 @@ CASES: list[tuple[str, Any, bool, str | None, str | None]] = [
     ("kube-system", pod(namespace="kube-system").gpus(1), False, None, None),
     ("airlock-system", pod(namespace="airlock-system").gpus(1), False, None, None),
     ("other scheduler", pod().gpus(1).set("schedulerName", "volcano"), False, None, None),
-    ("kueue gated", pod().gpus(1).gate("kueue.x-k8s.io/admission"), False, None, None),
+    # Another system's gate is no way out of policy: the class is decided as ever.
+    ("kueue gated", pod().gpus(1).owner("Job", "sweep").gate("kueue.x-k8s.io/admission"),
+     True, "scavenger", "plain-jobs"),
+    ("gated by its author", pod().gpus(1).image("vllm/vllm-openai:v0.6")
+     .gate("example.com/hold"), True, "inference", "serving-images"),
     ("no accelerator", pod().cpu(), False, None, None),
     ("explicit class without gpu", pod().label(CLASS_LABEL, "scavenger"), True, "scavenger",
      "class-label"),
@@ -77,3 +81,18 @@ def test_label_value_is_always_a_valid_label(name: str) -> None:
     assert len(value) <= 63
     assert re.fullmatch(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?", value)
     assert label_value(name) == value
+
+
+@pytest.mark.parametrize("gates", [["kueue.x-k8s.io/admission"],
+                                   [GATE, "example.com/hold", "example.com/more"]])
+def test_a_held_gang_keeps_its_class_and_leaves_the_gang_to_its_holder(
+        policy: Policy, gates: list[str]) -> None:
+    builder = pod().gpus(8).label("training.kubeflow.org/job-name", "llama")
+    for gate in gates:
+        builder.gate(gate)
+    d = classify(PodView.parse(builder.build()), policy)
+    assert (d.in_scope, d.class_, d.rule, d.gang) == (True, "training", "kubeflow-training",
+                                                      None)
+    assert d.held == next(g for g in gates if g != GATE)
+    assert f"held by '{d.held}'" in d.reason
+    assert classify(PodView.parse(pod().gpus(8).gate(GATE).build()), policy).held is None

@@ -11,6 +11,7 @@ from tests.builders import claim_template, dra_slice
 from webhook.devices.claims import Ask, asks_of, claim_spec, claims_gpus, demand, named
 from webhook.devices.kinds import DeviceKind, resource_of
 from webhook.devices.slices import counts, node_of, pool_of
+from webhook.values import MAX_DEVICES
 
 GPU = DeviceKind("gpu.nvidia.com", "gpu.nvidia.com", {"gpu.nvidia.com/type": "gpu"})
 MIG = DeviceKind("mig.nvidia.com", "gpu.nvidia.com", {"gpu.nvidia.com/type": "mig"})
@@ -45,6 +46,9 @@ def _request(**fields: Any) -> dict[str, Any]:
     ([{"name": "r", "deviceClassName": "gpu.nvidia.com", "count": 4}], {GPU.resource: 4}),
     # A channel counts, though not as a GPU.
     ([_request(deviceClassName=CHANNEL.device_class)], {CHANNEL.resource: 1}),
+    # A count no claim could be allocated is held to a bound, not summed as written.
+    ([_request(deviceClassName="gpu.nvidia.com", count=10**400)], {GPU.resource: MAX_DEVICES}),
+    ([_request(deviceClassName="gpu.nvidia.com", count=-3)], {GPU.resource: 1}),
 ])
 def test_what_a_claim_asks_for(requests: list[dict[str, Any]], expected: dict[str, int]
                                ) -> None:

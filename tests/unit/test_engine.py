@@ -108,7 +108,15 @@ BAD_BODIES: list[tuple[bytes, str]] = [
                    "request": {"uid": "u", "operation": "PATCH"}}), "operation"),
     (orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                    "request": {"uid": "u", "operation": "CREATE", "userInfo": 3}}), "userInfo"),
+    (orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                   "request": {"uid": "u", "operation": "CREATE",
+                               "userInfo": {"username": "a", "groups": ["g", 3]}}}),
+     "groups"),
     (b" " * (3 * 1024 * 1024 + 1), "limit"),
+    # Found by a hostile fuzz: quoted whole, it raised RecursionError, answered by a 500.
+    (b'{"apiVersion": ' + b"[" * 1000 + b"]" * 1000 + b"}", "got a list"),
+    (orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "x" * 100_000}),
+     r"kind must be AdmissionReview, got 'x+'\.\.\. \(100000 characters\)$"),
 ]
 
 
@@ -139,3 +147,16 @@ def test_only_a_mutate_create_carries_an_outcome(policy: Policy) -> None:
         assert outcome(review(gpu, operation="UPDATE", old=gpu), None, handler) is None
     for body in (review(gpu), review("a string")):
         assert outcome(body, policy, engine.VALIDATE) is None
+
+
+@pytest.mark.parametrize(("username", "groups", "allowed"), [
+    ("mallory", ["system:authenticated"], False),
+    ("system:node:gpu-1", ["system:nodes", "system:authenticated"], True),
+    ("admin", ["system:masters", "system:authenticated"], True),
+])
+def test_who_creates_a_pod_naming_its_node_is_read_from_the_review(
+        policy: Policy, username: str, groups: list[str], allowed: bool) -> None:
+    body = review(pod().gpus(1).owner("Job", "j").set("nodeName", "gpu-1").build(),
+                  username=username)
+    body["request"]["userInfo"]["groups"] = groups
+    assert answer(body, policy, engine.VALIDATE)["response"]["allowed"] is allowed

@@ -32,7 +32,8 @@ EXPECTED: dict[str, tuple[str | None, tuple[str, int | None, str] | None]] = {
     "opt-in-scavenger": ("scavenger", None),
     "dcgm-exporter-abcde": (None, None),
     "volcano-task-0": (None, None),
-    "kueue-managed-0": (None, None),
+    # Kueue holds it (its gate): classified all the same, and left for Kueue to start.
+    "kueue-managed-0": ("scavenger", None),
     "web-6f7b9-abcde": (None, None),
     "old-gpu-app": (None, None),
 }
@@ -74,9 +75,11 @@ def test_class_gang_and_patch(explained: dict[str, dict[str, Any]], name: str) -
     assert row["rule"]
     assert row["priorityClassName"] == f"airlock-{cls}"
     assert row["priority"] == PRIORITY[row["priorityClassName"]]
-    # The default policy queues single pods of training and scavenger, not inference.
-    single_queued = gang is None and cls != "inference"
-    assert (GATE in gates) == (gang is not None or single_queued)
+    # The default policy queues single pods of training and scavenger, not inference; a
+    # pod another system holds waits for that system only.
+    held = any(g != GATE for g in gates)
+    single_queued = gang is None and cls != "inference" and not held
+    assert (GATE in gates) == (not held and (gang is not None or single_queued))
     annotations = row["mutated"]["metadata"].get("annotations", {})
     assert (annotations.get(QUEUED_ANNOTATION) == "true") == single_queued
     assert row["mutated"]["metadata"]["labels"]["gpu-airlock.io/class"] == cls

@@ -6,6 +6,7 @@ import jsonpatch
 import pytest
 
 from tests.builders import CLIQUE, PodBuilder, make_policy, pod, with_queued
+from webhook.admission import mutating
 from webhook.admission.mutating import mutate
 from webhook.keys import (
     CLASS_LABEL,
@@ -18,6 +19,7 @@ from webhook.keys import (
     TOPOLOGY_KEY_ANNOTATION,
 )
 from webhook.operators.karpenter.keys import DO_NOT_DISRUPT
+from webhook.patchops import escape
 from webhook.pods import PodView
 from webhook.policy.capacity import CapacitySpec
 from webhook.policy.classifying import classify
@@ -191,3 +193,34 @@ def test_which_single_pods_wait_in_their_queue(policy: Policy, name: str) -> Non
     assert (out["metadata"].get("annotations", {}).get(QUEUED_ANNOTATION) == "true") == marked
     # A second mutation (the apiserver's reinvocation) adds nothing.
     assert run(out, stated or policy, operation)[0] == []
+
+
+def test_a_pod_another_system_holds_gets_its_class_but_no_gate_or_gang(
+        policy: Policy) -> None:
+    obj = pod().gpus(8).label("training.kubeflow.org/job-name", "llama") \
+        .gate("example.com/hold").build()
+    _, out = run(obj, policy)
+    spec, labels = out["spec"], out["metadata"]["labels"]
+    assert spec["priorityClassName"] == "airlock-training"
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} \
+        in spec["tolerations"]
+    assert labels[CLASS_LABEL] == "training"
+    # Its holder starts it: no gate of Airlock's beside that one, no gang to admit whole.
+    assert spec["schedulingGates"] == [{"name": "example.com/hold"}]
+    assert GANG_LABEL not in labels
+    assert QUEUED_ANNOTATION not in out["metadata"].get("annotations", {})
+
+
+def test_what_a_hostile_pod_brings_is_not_kept_between_reviews(policy: Policy) -> None:
+    # A mutating webhook sees a pod before the apiserver validates it: a gang's name or a
+    # key may be megabytes long. Memoized, a thousand of them would be gigabytes.
+    memos = (escape.cached, mutating._gang_label.cached)
+    for memo in memos:
+        memo.cache_clear()
+    reviews = 40
+    for i in range(reviews):
+        obj = pod().gpus(1).gang(f"{i}" + "g" * 10_000, 2) \
+            .label(f"gpu-airlock.io/{i}" + "x" * 10_000, "forged").build()
+        assert run(obj, policy)[0]
+    # Only the few short keys Airlock writes itself are kept.
+    assert [memo.cache_info().currsize < reviews / 2 for memo in memos] == [True, True]

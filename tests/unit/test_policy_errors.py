@@ -55,6 +55,16 @@ CASES: dict[str, list[str]] = {
     "device-class-bad-name": [
         "10-devices.yaml:7: spec.deviceClasses.0.name: Value error, 'Not_A_Class' is not a "
         "DNS subdomain"],
+    "grant-mistakes": [
+        "10-grants.yaml:7: spec.grants.0: Value error, a grant names a `class` or "
+        "`priorityClasses`, one of the two",
+        "10-grants.yaml:8: spec.grants.1: Value error, a grant names a `class` or "
+        "`priorityClasses`, one of the two",
+        "10-grants.yaml:9: spec.grants.2.priorityClasses: Value error, 'Not_A_Class' is not "
+        "a valid PriorityClass name"],
+    "grant-of-a-class-priority": [
+        "10-grants.yaml:10: grant: priorityClasses names airlock-inference, class "
+        "inference's own PriorityClass; grant the class instead (class: inference)"],
     "queue-unknown-resource": [
         "10-queues.yaml:11: queue team-a: nominal names 'amd.com/gpu', which is not one of "
         "the policy's accelerators (nvidia.com/gpu)"],

@@ -71,4 +71,5 @@ def test_objects_are_read_by_name_wherever_a_name_is_known() -> None:
 def test_nobody_is_bound_to_the_roles_people_bind() -> None:
     bound = {d["roleRef"]["name"] for d in _docs()
              if d["kind"] in ("ClusterRoleBinding", "RoleBinding")}
-    assert not bound & {"airlock-metrics-reader", "airlock-namespace-opt-out"}
+    assert not bound & {"airlock-metrics-reader", "airlock-namespace-opt-out",
+                        "airlock-gate-remover"}

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from tests.builders import CLIQUE, make_policy, pod
-from webhook.admission.validating import validate_create, validate_update
+from webhook.admission.validating import places_pods, validate_create, validate_update
 from webhook.keys import (
     CLASS_LABEL,
     CONTROLLER_IDENTITY,
@@ -42,6 +42,19 @@ DENIALS = [
     ("fractional gpu", pod().gpus("500m").owner("Job", "j"), "not a whole number"),
     ("fractional gpu decimal", pod().gpus("0.5").owner("Job", "j"), "not a whole number"),
     ("no limit", pod().gpus(1).owner("Job", "j"), None),
+    # Out of range, named with the key, the value's first characters and the range.
+    ("gpus beyond any node", pod().gpus("1e200000000").owner("Job", "j"),
+     "container main: resources.requests.nvidia.com/gpu='1e200000000' is not a whole number "
+     "from 0 to 10000"),
+    ("a limit of 5,000 digits", pod().gpus(1, limit="9" * 5000).owner("Job", "j"),
+     "resources.limits.nvidia.com/gpu='999999999999999999999999'... (5000 characters) is "
+     "not a whole number from 0 to 10000"),
+    ("a vanishing fraction", pod().gpus("1e-200000000").owner("Job", "j"),
+     "'1e-200000000' is not a whole number"),
+    ("non-ASCII digits", pod().gpus("\uff18").owner("Job", "j"), "'\uff18' is not a whole"),
+    ("a node named at creation", pod().gpus(1).owner("Job", "j").set("nodeName", "gpu-1"),
+     "spec.nodeName 'gpu-1' puts the pod on a node directly, past the scheduler and "
+     "Airlock's queue and quota"),
 ]
 
 
@@ -136,3 +149,18 @@ def test_ungated_pods_may_change_labels(policy: Policy) -> None:
     old = pod().gpus(1).label(CLASS_LABEL, "training").build()
     new = pod().gpus(1).label(CLASS_LABEL, "scavenger").build()
     assert validate_update(PodView.parse(old), PodView.parse(new), "alice", policy).allowed
+
+
+@pytest.mark.parametrize(("username", "groups", "places"), [
+    ("mallory", ("system:authenticated",), False),
+    ("system:serviceaccount:kube-system:job-controller", (), False),
+    # The kubelet makes the mirror of a static pod it runs whatever the API says.
+    ("system:node:gpu-1", ("system:nodes",), True),
+    ("admin", ("system:masters", "system:authenticated"), True),
+])
+def test_who_may_name_a_pods_node(username: str, groups: tuple[str, ...],
+                                  places: bool) -> None:
+    assert places_pods(username, groups) == places
+    view = PodView.parse(pod().gpus(1).owner("Job", "j").set("nodeName", "gpu-1").build())
+    verdict = validate_create(view, classify(view, restricted), restricted, places)
+    assert verdict.allowed == places

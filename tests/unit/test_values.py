@@ -10,12 +10,15 @@ from fractions import Fraction
 import pytest
 
 from webhook.values import (
+    MAX_DEVICES,
     MAX_PODS,
     MAX_SECONDS,
     MAX_UNITS,
     Refused,
     amount,
     count,
+    described,
+    devices,
     duration,
     instant,
     share,
@@ -91,6 +94,27 @@ def test_instants_are_rfc3339(text: str, expected: float | None) -> None:
 def test_resource_units_are_held_to_a_bound(quantity: str | int, scale: int,
                                             expected: int) -> None:
     assert units(quantity, scale) == expected
+
+
+@pytest.mark.parametrize(("quantity", "expected"), [
+    ("8", 8), (8, 8), ("0", 0), ("1k", 1000), ("8.0", 8), (" 2 ", 2),
+    (str(MAX_DEVICES), MAX_DEVICES),
+    ("500m", None), ("0.5", None), ("-1", None), (str(MAX_DEVICES + 1), None), ("1e5", None),
+    ("1e-200000000", None), ("1e200000000", None), ("1E+999999999", None), ("\uff18", None),
+    ("", None), (True, None), (HUGE, None),
+])
+def test_devices_are_whole_numbers_up_to_a_bound(quantity: str | int,
+                                                 expected: int | None) -> None:
+    found = devices("k", quantity)
+    assert (found if isinstance(found, int) else None) == expected
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("v1", "'v1'"), (HUGE, "'999999999999999999999999'... (5000 characters)"), (3, "a int"),
+    ([[[]]], "a list"), ({"a": 1}, "a dict"), (None, "a NoneType"),
+])
+def test_any_json_value_is_described_briefly(value: object, expected: str) -> None:
+    assert described(value) == expected
 
 
 def test_a_refusal_names_the_key_shows_the_start_of_the_value_and_what_is_accepted() -> None:

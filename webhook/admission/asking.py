@@ -29,7 +29,7 @@ from webhook.operators.kueue import keys as kueue
 from webhook.operators.registry import indexed
 from webhook.pods import PodView
 from webhook.policy.model import Policy, TopologyPlacement
-from webhook.values import MAX_SECONDS, Refused, count, duration
+from webhook.values import MAX_SECONDS, Refused, count, duration, shown
 
 # What only a gang can ask: a single pod's placement is its class's.
 _GANG_KEYS = (GANG_MIN_SIZE_ANNOTATION, REQUIRED_TOPOLOGY_ANNOTATION,
@@ -98,7 +98,7 @@ def _level(key: str, name: str, policy: Policy, problems: list[str]) -> str | No
     """The node label of the level an Airlock annotation names."""
     label = policy.topology_levels.get(name.strip())
     if label is None:
-        problems.append(f"annotation {key}={name!r} is not a topology level of the policy; "
+        problems.append(f"annotation {key}={shown(name)} is not a topology level of the policy; "
                         f"its levels: {_known(policy)}")
     return label
 
@@ -107,7 +107,7 @@ def _kueue_level(key: str, label: str, policy: Policy, warnings: list[str]) -> s
     """The level a Kueue annotation names by its node label."""
     name = _levels(policy).get(label.strip())
     if name is None:
-        warnings.append(f"annotation {key}={label!r} is ignored: no topology level of the "
+        warnings.append(f"annotation {key}={shown(label)} is ignored: no topology level of the "
                         f"Airlock policy has that node label (its levels: {_known(policy)})")
     return name
 
@@ -184,7 +184,7 @@ def _count(key: str, raw: str, gang: Membership, what: str, problems: list[str]
         problems.append(f"{count}: {what}")
         return None
     if gang.size is not None and count > gang.size:
-        problems.append(f"annotation {key}={raw!r} is more than the gang's size {gang.size}; "
+        problems.append(f"annotation {key}={shown(raw)} is more than the gang's size {gang.size}; "
                         f"{what}, 1 to {gang.size}")
         return None
     return count

@@ -99,12 +99,14 @@ class ClaimCache:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    async def lookup(self, namespace: str, keys: list[ClaimKey]) -> Claims | None:
-        """What the claims ask for, of those seen within the wait; None where claims
-        cannot be read at all (the cluster serves no DRA)."""
+    async def lookup(self, namespace: str, keys: list[ClaimKey], until: float
+                     ) -> Claims | None:
+        """What the claims ask for, of those seen within the wait, and never past `until`
+        (the review's budget, on the monotonic clock); None where claims cannot be read at
+        all (the cluster serves no DRA)."""
         if not self.served:
             return None
-        deadline = time.monotonic() + self.wait
+        deadline = min(time.monotonic() + self.wait, until)
         while True:
             found = {k: a for k in keys if (a := self._asks.get((namespace, k))) is not None}
             left = deadline - time.monotonic()

@@ -8,6 +8,7 @@ from typing import Any, get_args
 import orjson
 
 from webhook.admission.reviews import REVIEW_API_VERSION, Operation, Request
+from webhook.values import described, shown
 
 MAX_BODY = 3 * 1024 * 1024
 # Each operation by its name: looking one up gives it its type, without a call to cast.
@@ -37,9 +38,9 @@ def decode(body: bytes) -> Request:
         raise BadReview("body must be a JSON object (an AdmissionReview)")
     if review.get("apiVersion") != REVIEW_API_VERSION:
         raise BadReview(f"apiVersion must be {REVIEW_API_VERSION}, got "
-                        f"{review.get('apiVersion')!r}")
+                        f"{described(review.get('apiVersion'))}")
     if review.get("kind") != "AdmissionReview":
-        raise BadReview(f"kind must be AdmissionReview, got {review.get('kind')!r}")
+        raise BadReview(f"kind must be AdmissionReview, got {described(review.get('kind'))}")
     # The common case in one test per field, without a call each; _field names what
     # is wrong.
     request = review.get("request")
@@ -52,13 +53,17 @@ def decode(body: bytes) -> Request:
         if not uid:
             raise BadReview("request.uid must not be empty")
         operation = _field(request, "operation", str, "request")
-        raise BadReview(f"request.operation {operation!r} is not one of {sorted(_OPERATIONS)}")
+        raise BadReview(f"request.operation {shown(operation)} is not one of "
+                        f"{sorted(_OPERATIONS)}")
     user = request.get("userInfo") or {}
     if not isinstance(user, dict) or not isinstance(user.get("username", ""), str):
         raise BadReview("request.userInfo.username must be a string")
+    groups = user.get("groups") or []
+    if type(groups) is not list or not all(type(g) is str for g in groups):
+        raise BadReview("request.userInfo.groups must be a list of strings")
     namespace = request.get("namespace") or ""
     if not isinstance(namespace, str):
         raise BadReview("request.namespace must be a string")
     # Positional, like every NamedTuple built per request: keywords cost more.
     return Request(uid, _OPERATIONS[operation], namespace, user.get("username", ""),
-                   request.get("object"), request.get("oldObject"))
+                   request.get("object"), request.get("oldObject"), tuple(groups))

@@ -11,10 +11,11 @@ from webhook.admission import responses
 from webhook.admission.claiming import Claims, claimed
 from webhook.admission.mutating import mutate
 from webhook.admission.reviews import Outcome, Request, Response
-from webhook.admission.validating import validate_create, validate_update
+from webhook.admission.validating import places_pods, validate_create, validate_update
 from webhook.pods import PodShapeError, PodView
 from webhook.policy.classifying import Decision, classify, scope_exclusion
 from webhook.policy.model import Policy
+from webhook.values import described
 
 log = logging.getLogger("airlock.admission")
 
@@ -29,7 +30,7 @@ def _pod(obj: Any, namespace: str, role: str) -> PodView:
     if isinstance(obj, dict):
         kind = obj.get("kind")
         if kind is not None and kind != "Pod":
-            raise NotAPod(f"Airlock handles only Pods, got {kind!r} as {role}; check the "
+            raise NotAPod(f"Airlock handles only Pods, got {described(kind)} as {role}; check the "
                           f"webhook configuration's rules")
     try:
         return PodView.parse(obj, namespace)
@@ -71,7 +72,8 @@ def _validate(request: Request, policy: Policy, claims: Claims | None) -> Respon
         pod = _claimed(_pod(request.object, request.namespace, "object"), claims, policy)
         if isinstance(pod, Response):
             return pod
-        verdict = validate_create(pod, classify(pod, policy), policy)
+        verdict = validate_create(pod, classify(pod, policy), policy,
+                                  places_pods(request.username, request.groups))
     elif request.operation == "UPDATE":
         pod = _pod(request.object, request.namespace, "object")
         old = _pod(request.old_object, request.namespace, "oldObject")

@@ -26,6 +26,7 @@ import yaml
 
 from webhook.admission import engine
 from webhook.admission.claiming import ClaimKey, Claims, claimed, entry, kind_of
+from webhook.admission.prioritizing import value_of
 from webhook.admission.reviews import Request
 from webhook.devices.claims import Ask, claims_gpus
 from webhook.keys import IGNORE_NAMESPACE_LABEL, QUEUED_ANNOTATION
@@ -51,13 +52,6 @@ class _Source:
 
     def at(self, path: tuple[str | int, ...] = ()) -> str:
         return f"{self.file}:{self.doc.line_of(path)}"
-
-
-def _priority_value(policy: Policy, name: str | None) -> int | None:
-    for spec in policy.classes.values():
-        if spec.priority_class.name == name:
-            return spec.priority_class.value
-    return None
 
 
 def explain_pod(obj: Mapping[str, Any], policy: Policy, namespace_labels: Mapping[str, str],
@@ -109,7 +103,7 @@ def explain_pod(obj: Mapping[str, Any], policy: Policy, namespace_labels: Mappin
     pc_name = (mutated.get("spec") or {}).get("priorityClassName")
     result.update({
         "priorityClassName": pc_name,
-        "priority": _priority_value(policy, pc_name),
+        "priority": value_of(policy, pc_name),
         "allowed": allowed, "reason": reason, "warnings": warnings,
         "patch": patch, "mutated": mutated,
     })

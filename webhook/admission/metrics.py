@@ -31,6 +31,15 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 # As Prometheus writes `le`: the bounds' reprs, then +Inf.
 _BUCKET_LABELS = (*map(repr, _LATENCY_BUCKETS), "+Inf")
+# How late the event loop runs what is due: a review waits that long before it is read.
+# Past the apiserver's 3 s timeout, every review meanwhile fails open.
+_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 3.0)
+_LAG_LABELS = (*map(repr, _LAG_BUCKETS), "+Inf")
+
+
+def _cumulative(labels: tuple[str, ...], counts: list[int]) -> list[tuple[str, float]]:
+    """A histogram's buckets as Prometheus states them: each counts all below its bound."""
+    return list(zip(labels, itertools.accumulate(counts), strict=True))
 
 
 class _Requests:
@@ -54,9 +63,8 @@ class _Requests:
             "airlock_admission_duration_seconds", "Time to answer an admission request.",
             labels=("endpoint",))
         for endpoint, counts in self.buckets.items():
-            duration.add_metric((endpoint,), list(zip(
-                _BUCKET_LABELS, itertools.accumulate(counts), strict=True)),
-                self.seconds[endpoint])
+            duration.add_metric((endpoint,), _cumulative(_BUCKET_LABELS, counts),
+                                self.seconds[endpoint])
         yield duration
         decisions = CounterMetricFamily(
             "airlock_decisions",
@@ -68,12 +76,30 @@ class _Requests:
         yield decisions
 
 
+class _Lag:
+    """The event loop's lag, sampled by a timer that measures how late it wakes."""
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(_LAG_BUCKETS) + 1)
+        self.seconds = 0.0
+
+    def collect(self) -> Iterator[Metric]:
+        lag = HistogramMetricFamily(
+            "airlock_event_loop_lag_seconds",
+            "How late the event loop ran a timer: how long reviews wait behind work that "
+            "holds it.")
+        lag.add_metric((), _cumulative(_LAG_LABELS, self.buckets), self.seconds)
+        yield lag
+
+
 class WebhookMetrics:
     def __init__(self, seconds_to_expiry: Callable[[], float],
                  policy_loaded: Callable[[], float]) -> None:
         self.registry = CollectorRegistry()
         self._requests = _Requests()
         self.registry.register(self._requests)
+        self._lag = _Lag()
+        self.registry.register(self._lag)
         self.policy_reloads = Counter(
             "airlock_policy_reloads", "Policy reloads by result.", ("result",),
             registry=self.registry)
@@ -95,6 +121,11 @@ class WebhookMetrics:
         r.seconds[endpoint] += seconds
         if outcome is not None:
             r.decisions[outcome] += 1
+
+    def lagged(self, seconds: float) -> None:
+        """The event loop ran a timer `seconds` late."""
+        self._lag.buckets[bisect.bisect_left(_LAG_BUCKETS, seconds)] += 1
+        self._lag.seconds += seconds
 
     def rejected(self, endpoint: Endpoint) -> None:
         """A body that is not a review: counted, but not timed (nothing was reviewed)."""

@@ -3,13 +3,12 @@ own output it returns no operations, because every step first checks what is the
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from webhook.accelerators import to_record
-from webhook.admission import asking, slicing
+from webhook.admission import asking, prioritizing, slicing
 from webhook.admission.patches import PatchBuilder
 from webhook.conventions.base import label_value
 from webhook.keys import (
@@ -30,8 +29,10 @@ from webhook.keys import (
     SLICE_KEY_ANNOTATION,
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
+    ClassName,
     airlocks_own,
 )
+from webhook.memos import ShortMemo
 from webhook.operators.karpenter.keys import DO_NOT_DISRUPT
 from webhook.patchops import PatchOp
 from webhook.pods import PodView
@@ -52,8 +53,10 @@ _TolerationKey = tuple[object, object, object, object]
 
 
 # Memoized, as a pod's gang's name and its accelerators are the same for every pod of a
-# gang and nearly every pod of a cluster; computed, they cost a tenth of a mutation.
-_gang_label = functools.lru_cache(maxsize=1024)(label_value)
+# gang and nearly every pod of a cluster; computed, they cost a tenth of a mutation. The
+# accelerators are asked of what the pod requests of the policy's, never of any name it
+# wrote, so that what is kept is bounded by the policy.
+_gang_label = ShortMemo(label_value, size=1024)
 _accelerators_record = functools.lru_cache(maxsize=256)(to_record)
 
 
@@ -65,8 +68,9 @@ def _gated(pod: PodView, decision: Decision, spec: ClassSpec, policy: Policy,
            operation: str) -> bool:
     """Whether the pod waits for the controller: a gang member whose class gates gangs,
     or a single pod whose class queues. Gates can be added only when a pod is created,
-    and never beside a node name (the apiserver rejects such a pod)."""
-    if operation != "CREATE" or pod.node_name is not None:
+    and never beside a node name (the apiserver rejects such a pod); a pod another system
+    holds waits for that system, not in a queue of Airlock's too."""
+    if operation != "CREATE" or pod.node_name is not None or decision.held is not None:
         return False
     assert decision.class_ is not None
     return spec.gate_gangs if decision.gang is not None else policy.queued(decision.class_)
@@ -92,7 +96,8 @@ def _record(b: PatchBuilder, pod: PodView, resources: frozenset[str], decision: 
     b.label(CLASS_LABEL, decision.class_)
     if decision.rule:
         b.annotation(RULE_ANNOTATION, decision.rule)
-    if accelerators := _accelerators_record(policy.gpu_resources, resources):
+    if accelerators := _accelerators_record(policy.gpu_resources,
+                                            resources.intersection(policy.gpu_resources)):
         b.annotation(ACCELERATORS_ANNOTATION, accelerators)
     if decision.class_ in policy.capacity.protect and DO_NOT_DISRUPT not in pod.annotations:
         # A value the pod states is its author's to keep.
@@ -120,29 +125,22 @@ def _record(b: PatchBuilder, pod: PodView, resources: frozenset[str], decision: 
             b.annotation(SLICE_INDEX_ANNOTATION, str(asks.slices.number))
 
 
-def _priority(b: PatchBuilder, pod: PodView, spec: ClassSpec, policy: Policy) -> list[str]:
-    wanted = spec.priority_class.name
-    current = pod.priority_class_name
-    if current == wanted:
-        return []
-    warnings: list[str] = []
-    if current and not spec.priority_class.override_user:
-        owner = policy.priority_class_owner(current)
-        if owner is None:
-            return [f"kept the pod's priorityClassName {current}; the class would set {wanted}"]
-        if policy.granted(owner, pod.namespace):
-            return []
-        # Another class's priority is not the namespace's to pick (`requiresGrant`).
-        warnings.append(f"replaced priorityClassName {current} with {wanted}: namespace "
-                        f"{pod.namespace} has no grant for class {owner} (spec.grants)")
+def _priority(b: PatchBuilder, pod: PodView, cls: ClassName, policy: Policy) -> list[str]:
+    judged = prioritizing.judge(pod, cls, policy)
+    if not judged.replace:
+        return [judged.note] if judged.note else []
+    wanted = policy.classes[cls].priority_class.name
     # The Priority plugin has already resolved spec.priority from the old class; the
     # apiserver rejects a new class name next to a stale value, so both go.
     b.spec_field("priorityClassName", wanted)
-    if pod.has_priority:
+    if pod.priority is not None:
         b.remove_spec_field("priority")
     if pod.has_preemption_policy:
         b.remove_spec_field("preemptionPolicy")
-    return warnings
+    if judged.escalation is None:
+        return []
+    return [f"replaced priorityClassName {pod.priority_class_name} with {wanted}: "
+            f"{judged.escalation}"]
 
 
 def _tolerations(b: PatchBuilder, pod: PodView, tolerations: tuple[Toleration, ...]) -> None:
@@ -153,64 +151,84 @@ def _tolerations(b: PatchBuilder, pod: PodView, tolerations: tuple[Toleration, .
             present.append(t.identity)
 
 
-def _node_affinity_exists(affinity: dict[str, Any], key: str) -> bool:
-    """Require nodes that carry the topology label, in every term; True if changed."""
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+# The two below return the pod's affinity changed, or None when it needs no change. Only
+# what changes is copied: the rest is shared with the pod, as copying a hostile pod's
+# 40,000 terms whole would take a tenth of a second.
+
+def _node_label_required(affinity: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    """Nodes that carry the topology label, required in every term."""
     requirement = {"key": key, "operator": "Exists"}
-    node = affinity.setdefault("nodeAffinity", {})
-    required = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
-    terms = required.setdefault("nodeSelectorTerms", [])
-    if not terms:
-        terms.append({"matchExpressions": [requirement]})
-        return True
-    changed = False
-    for term in terms:
-        exprs = term.setdefault("matchExpressions", [])
-        if not any(e.get("key") == key for e in exprs):
-            exprs.append(dict(requirement))
-            changed = True
-    return changed
+    node = _map(affinity.get("nodeAffinity"))
+    required = _map(node.get(_REQUIRED))
+    terms = _list(required.get("nodeSelectorTerms"))
+    changed = [{"matchExpressions": [requirement]}] if not terms else None
+    for i, term in enumerate(terms):
+        exprs = _list(_map(term).get("matchExpressions"))
+        if not any(_map(e).get("key") == key for e in exprs):
+            changed = changed or list(terms)
+            changed[i] = {**_map(term), "matchExpressions": [*exprs, dict(requirement)]}
+    if changed is None:
+        return None
+    return {**affinity, "nodeAffinity": {
+        **node, _REQUIRED: {**required, "nodeSelectorTerms": changed}}}
 
 
-def _preferred_pod_affinity(affinity: dict[str, Any], selector: dict[str, str], key: str,
-                            weight: int) -> bool:
+def _preferred_pod_affinity(affinity: Mapping[str, Any], selector: dict[str, str], key: str,
+                            weight: int) -> dict[str, Any] | None:
+    """A preference for the nodes of pods `selector` matches, within a domain of `key`."""
     term = {"labelSelector": {"matchLabels": selector}, "topologyKey": key}
-    prefs = affinity.setdefault("podAffinity", {}).setdefault(
-        "preferredDuringSchedulingIgnoredDuringExecution", []
-    )
-    if prefs and any(p.get("podAffinityTerm") == term for p in prefs):
-        return False
-    prefs.append({"weight": weight, "podAffinityTerm": term})
-    return True
+    pod_affinity = _map(affinity.get("podAffinity"))
+    prefs = _list(pod_affinity.get(_PREFERRED))
+    if any(_map(p).get("podAffinityTerm") == term for p in prefs):
+        return None
+    return {**affinity, "podAffinity": {
+        **pod_affinity, _PREFERRED: [*prefs, {"weight": weight, "podAffinityTerm": term}]}}
+
+
+def _spread(b: PatchBuilder, pod: PodView, cls: ClassName, key: str) -> None:
+    if pod.topology_spread and any(c.get("topologyKey") == key for c in pod.topology_spread):
+        return
+    b.append("topologySpreadConstraints", {
+        "maxSkew": 1,
+        "topologyKey": key,
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {CLASS_LABEL: cls}},
+        "matchLabelKeys": ["pod-template-hash"],
+    })
 
 
 def _placement(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpec,
                policy: Policy, topology: TopologyPlacement | None) -> None:
-    affinity: dict[str, Any] = copy.deepcopy(dict(pod.affinity)) if pod.affinity else {}
-    changed = False
-    gang = decision.gang
-    if gang is not None and topology:
+    gang, cls = decision.gang, decision.class_
+    assert cls is not None
+    if gang is None and spec.placement == "spread":
+        _spread(b, pod, cls, policy.topology_levels[spec.placement_level])
+        return
+    if (gang is None and spec.placement == "none") or (gang is not None and topology is None):
+        return
+    if gang is None:
+        changed = _preferred_pod_affinity(
+            pod.affinity, {CLASS_LABEL: cls}, policy.topology_levels[spec.placement_level], 50)
+    else:
+        assert topology is not None
         key = policy.topology_levels[topology.level]
-        if topology.mode == "required":
-            changed |= _node_affinity_exists(affinity, key)
-        else:
-            changed |= _preferred_pod_affinity(
-                affinity, {GANG_LABEL: _gang_label(gang.name)}, key, 100)
-    elif gang is None and spec.placement != "none":
-        key = policy.topology_levels[spec.placement_level]
-        assert decision.class_ is not None
-        if spec.placement == "pack":
-            changed |= _preferred_pod_affinity(affinity, {CLASS_LABEL: decision.class_}, key, 50)
-        elif not (pod.topology_spread
-                  and any(c.get("topologyKey") == key for c in pod.topology_spread)):
-            b.append("topologySpreadConstraints", {
-                "maxSkew": 1,
-                "topologyKey": key,
-                "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": {"matchLabels": {CLASS_LABEL: decision.class_}},
-                "matchLabelKeys": ["pod-template-hash"],
-            })
-    if changed:
-        b.spec_field("affinity", affinity)
+        changed = _node_label_required(pod.affinity, key) if topology.mode == "required" \
+            else _preferred_pod_affinity(pod.affinity, {GANG_LABEL: _gang_label(gang.name)},
+                                         key, 100)
+    if changed is not None:
+        b.spec_field("affinity", changed)
 
 
 def _slice(b: PatchBuilder, sliced: slicing.Mapping, warnings: list[str]) -> None:
@@ -248,7 +266,7 @@ def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> 
     topology = _topology(pod, spec, policy, asks) if decision.gang is not None else None
     _record(b, pod, pod.resources if sliced is None else sliced.resources(pod.resources),
             decision, policy, gated, asks, topology)
-    warnings = _priority(b, pod, spec, policy)
+    warnings = _priority(b, pod, decision.class_, policy)
     tolerations = spec.tolerations
     if sliced is not None:
         _slice(b, sliced, warnings)

@@ -49,6 +49,7 @@ class Request(NamedTuple):
     username: str
     object: Any
     old_object: Any
+    groups: tuple[str, ...] = ()
 
 
 class Response(NamedTuple):

@@ -43,6 +43,15 @@ if TYPE_CHECKING:  # the Kubernetes client is imported only where a cluster is a
 log = logging.getLogger("airlock.server")
 
 RELOAD_INTERVAL = 2.0
+# What one review may take, from the moment it is handled: under the apiserver's 3 s
+# timeout (deploy/base/webhook-configurations.yaml), so that Airlock's answer, not the
+# failure policy, decides. Only waiting can be cut short (reading the body, a DRA claim the
+# watch has not brought yet); the decision itself is pure CPU work, which nothing
+# interrupts, so it is bounded instead: every value it reads is (webhook/values.py), and
+# the fuzz bench measures that a hostile review costs what an honest one does.
+REVIEW_BUDGET = 2.0
+# How often the event loop's lag is sampled.
+LAG_INTERVAL = 0.25
 
 _Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 # HEAD where GET is, as aiohttp's router allows.
@@ -55,6 +64,7 @@ class WebhookServer:
         self.policies = policies
         self.certs = certs
         self.reload_interval = reload_interval
+        self.budget = REVIEW_BUDGET
         self.draining = False
         # Who may read /metrics; None: anyone (`--metrics-auth none`). Set before listening.
         self.scrapers: Reviewer | None = None
@@ -92,8 +102,15 @@ class WebhookServer:
 
         async def answer(request: web.BaseRequest) -> web.Response:
             start = time.perf_counter()
+            deadline = time.monotonic() + self.budget
             try:
-                review = decode(await request.read())
+                async with asyncio.timeout(self.budget):
+                    read = await request.read()
+                review = decode(read)
+            except TimeoutError:
+                metrics.rejected(endpoint)
+                return web.Response(status=408, text=f"the review's body did not arrive "
+                                                     f"within {self.budget:g} s\n")
             except (BadReview, web.HTTPRequestEntityTooLarge) as e:
                 message = str(e) if isinstance(e, BadReview) else \
                     f"body exceeds the limit of {MAX_BODY} bytes (3 MiB)"
@@ -101,11 +118,15 @@ class WebhookServer:
                 return web.Response(status=400, text=message + "\n")
             claims = None
             if self.claims is not None and (keys := keys_of(review.object)):
-                claims = await self.claims.lookup(review.namespace, keys)
+                claims = await self.claims.lookup(review.namespace, keys, deadline)
             response = engine.handle(handler, review, self.policies.policy, claims)
             body = complete(review.uid, response)
-            metrics.answered(endpoint, response.allowed, response.outcome,
-                             time.perf_counter() - start)
+            seconds = time.perf_counter() - start
+            metrics.answered(endpoint, response.allowed, response.outcome, seconds)
+            if seconds > self.budget:
+                # Something unbounded got through: the apiserver may have given up on it.
+                log.warning("review over its budget", extra={
+                    "uid": review.uid, "seconds": round(seconds, 3), "budget": self.budget})
             return web.Response(body=body, content_type="application/json")
 
         return answer
@@ -165,20 +186,30 @@ class WebhookServer:
             await asyncio.sleep(self.reload_interval)
             self.reload()
 
+    async def measure_lag_forever(self) -> None:
+        """How late the loop wakes a timer: what a review waits behind whatever holds it."""
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + LAG_INTERVAL
+            await asyncio.sleep(LAG_INTERVAL)
+            self.metrics.lagged(max(loop.time() - due, 0.0))
+
 
 @dataclass
 class Listening:
-    """A server listening on a port and reloading its certificate and policy."""
+    """A server listening on a port, reloading its certificate and policy and measuring
+    its event loop's lag."""
 
     runner: web.ServerRunner
-    reloading: asyncio.Task[None]
+    chores: tuple[asyncio.Task[None], ...]
     port: int
 
     async def close(self) -> None:
-        """Stop reloading, stop listening, and let the requests under way finish."""
-        self.reloading.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.reloading
+        """Stop the chores, stop listening, and let the requests under way finish."""
+        for chore in self.chores:
+            chore.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await chore
         await self.runner.cleanup()
 
 
@@ -189,7 +220,8 @@ async def listen(server: WebhookServer, host: str, port: int,
     await runner.setup()
     await web.TCPSite(runner, host, port, ssl_context=server.certs.context).start()
     bound: int = runner.addresses[0][1]
-    return Listening(runner, asyncio.create_task(server.reload_forever()), bound)
+    return Listening(runner, (asyncio.create_task(server.reload_forever()),
+                              asyncio.create_task(server.measure_lag_forever())), bound)
 
 
 def build_server(cert_dir: Path, policies: Path,

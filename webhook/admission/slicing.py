@@ -12,15 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from fractions import Fraction
 
 from webhook.keys import CLASS_LABEL, GPU_FRACTION_ANNOTATION, GPU_MEMORY_ANNOTATION, ClassName
 from webhook.pods import Container, PodView
 from webhook.policy.model import Policy
 from webhook.policy.slices import WHOLE_GPU, MigProfile, Slice
-from webhook.quantities import parse_quantity
-from webhook.values import Refused, amount, share
+from webhook.values import Refused, amount, devices, share
 
 
 def asks(pod: PodView) -> bool:
@@ -65,23 +63,20 @@ def describe(offer: Slice) -> str:
     return f"{offer.resource} ({offer.memory}, {offer.share} of a GPU)"
 
 
-def _whole_gpus(c: Container) -> Decimal | None:
+def _whole_gpus(c: Container) -> int | None:
     """Whole GPUs the container asks for (its limit, else its request); None when it asks
     for none, or says it so that validation's accelerator check names the problem."""
     q = c.limits.get(WHOLE_GPU, c.requests.get(WHOLE_GPU))
     if q is None:
         return None
-    try:
-        n = parse_quantity(q)
-    except ValueError:
-        return None
-    return n if n > 0 else None
+    n = devices(WHOLE_GPU, q)
+    return n if isinstance(n, int) and n > 0 else None
 
 
 Place = tuple[str, int, Container]
 
 
-def _asking_for_gpus(pod: PodView) -> Iterator[tuple[Place, Decimal]]:
+def _asking_for_gpus(pod: PodView) -> Iterator[tuple[Place, int]]:
     for field, containers in (("initContainers", pod.init_containers),
                               ("containers", pod.containers)):
         for index, c in enumerate(containers):

@@ -3,23 +3,28 @@ odd-but-legal pods get warnings instead."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
-from webhook.admission import asking, slicing
+from webhook.admission import asking, prioritizing, slicing
 from webhook.keys import (
     CLASS_LABEL,
     CONTROLLER_KEYS,
     GANG_LABEL,
     GANG_NAME_LABEL,
     GATE,
+    GPU_FRACTION_ANNOTATION,
     LEGACY_GANG_LABEL,
     QUEUED_ANNOTATION,
 )
-from webhook.pods import PodView, Quantity
+from webhook.pods import PodView
 from webhook.policy.classifying import Decision
 from webhook.policy.model import Policy
-from webhook.quantities import parse_quantity
+from webhook.values import Refused, devices, shown
 
+# Who creates a pod that names its node, and may: kubelets (mirror pods), cluster admins.
+NODE_USER_PREFIX = "system:node:"
+ADMIN_GROUP = "system:masters"
 # Labels that tie a gated pod to its gang; changing them would orphan it.
 _PINNED_LABELS = (CLASS_LABEL, GANG_LABEL, LEGACY_GANG_LABEL, GANG_NAME_LABEL)
 
@@ -34,28 +39,29 @@ class Verdict(NamedTuple):
         return self.denial is None
 
 
-def _whole_number(q: Quantity) -> bool:
-    try:
-        value = parse_quantity(q)
-    except ValueError:
-        return False
-    return value >= 0 and value == value.to_integral_value()
-
-
 def _accelerator_problem(pod: PodView, policy: Policy) -> str | None:
+    accelerators = policy.accelerators
     for c in pod.all_containers():
-        for resource in policy.accelerators:
+        if not c.requests and not c.limits:
+            continue
+        for resource in accelerators:
             request, limit = c.requests.get(resource), c.limits.get(resource)
             if request is None and limit is None:
                 continue
-            for kind, q in (("request", request), ("limit", limit)):
-                if q is not None and not _whole_number(q):
-                    return (f"container {c.name}: {resource} {kind} {q!r} is not a whole "
-                            f"number; accelerators cannot be shared by fractions")
+            counted: list[int] = []
+            for section, q in (("requests", request), ("limits", limit)):
+                if q is None:
+                    continue
+                found = devices(resource, q)
+                if isinstance(found, Refused):
+                    return (f"container {c.name}: resources.{section}.{found.message}: a "
+                            f"container asks for whole devices (for part of a GPU, see "
+                            f"{GPU_FRACTION_ANNOTATION})")
+                counted.append(found)
             if limit is None:
                 return (f"container {c.name}: requests {resource} without a limit; "
                         f"set resources.limits.{resource} to {request}")
-            if request is not None and parse_quantity(request) != parse_quantity(limit):
+            if len(set(counted)) > 1:
                 return (f"container {c.name}: {resource} request {request} differs from its "
                         f"limit {limit}; they must be equal")
     return None
@@ -76,6 +82,18 @@ def _class_problem(pod: PodView, decision: Decision, policy: Policy) -> str | No
     return None
 
 
+def _priority_problem(pod: PodView, decision: Decision, policy: Policy) -> str | None:
+    """A priority above what policy gives the pod, still there after mutation."""
+    if decision.class_ is None:
+        return None
+    escalation = prioritizing.judge(pod, decision.class_, policy).escalation
+    if escalation is None:
+        return None
+    wanted = policy.classes[decision.class_].priority_class.name
+    return (f"priorityClassName {pod.priority_class_name} is not this pod's to ask for: "
+            f"{escalation}; remove it, and the pod gets class {decision.class_}'s {wanted}")
+
+
 def _forged_record(pod: PodView) -> str | None:
     for where, keys in (("annotation", pod.annotations), ("label", pod.labels)):
         for key in CONTROLLER_KEYS:
@@ -86,13 +104,32 @@ def _forged_record(pod: PodView) -> str | None:
     return None
 
 
-def validate_create(pod: PodView, decision: Decision, policy: Policy) -> Verdict:
+def places_pods(username: str, groups: Sequence[str]) -> bool:
+    """Whether the requester may create a pod that names its node: a kubelet, for the
+    mirror of a static pod it runs whatever the API says (refusing the mirror would only
+    hide a running pod from Airlock's counting), or a cluster admin, who could remove
+    Airlock's webhooks anyway."""
+    return username.startswith(NODE_USER_PREFIX) or ADMIN_GROUP in groups
+
+
+def _node_problem(pod: PodView, places: bool) -> str | None:
+    if pod.node_name is None or places:
+        return None
+    return (f"spec.nodeName {shown(pod.node_name)} puts the pod on a node directly, past the "
+            f"scheduler and Airlock's queue and quota; remove it, and ask for the node with a "
+            f"nodeSelector (kubernetes.io/hostname) instead")
+
+
+def validate_create(pod: PodView, decision: Decision, policy: Policy,
+                    places: bool = False) -> Verdict:
+    """`places`: whether the requester `places_pods` on nodes itself."""
     # Wherever the pod is in scope or not: the controller reads records on every pod.
     if (forged := _forged_record(pod)) is not None:
         return Verdict(forged)
     if not decision.in_scope:
         return Verdict()
-    problem = _class_problem(pod, decision, policy) or _accelerator_problem(pod, policy)
+    problem = _class_problem(pod, decision, policy) or _priority_problem(pod, decision, policy) \
+        or _node_problem(pod, places) or _accelerator_problem(pod, policy)
     if problem is None and slicing.asks(pod):
         problem = slicing.problem(pod, decision.class_, policy)
     gang = decision.gang

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from webhook.devices.kinds import DeviceKind
+from webhook.values import MAX_DEVICES
 
 ClaimKind = Literal["ResourceClaim", "ResourceClaimTemplate"]
 
@@ -39,7 +40,10 @@ def _choice(request: Mapping[str, Any]) -> tuple[str, int | None] | None:
     if request.get("allocationMode") == "All":
         return device_class, None
     count = request.get("count", 1)
-    return device_class, count if type(count) is int and count > 0 else 1
+    if type(count) is not int or count < 1:
+        return device_class, 1
+    # The apiserver bounds a claim's count far lower; a file given to explain need not.
+    return device_class, min(count, MAX_DEVICES)
 
 
 def asks_of(spec: Any) -> tuple[Ask, ...]:

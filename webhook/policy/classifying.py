@@ -24,6 +24,7 @@ from webhook.keys import (
 from webhook.operators.registry import membership_of
 from webhook.pods import PodView
 from webhook.policy.model import Match, Policy, Rule
+from webhook.values import shown
 
 # Names recorded as the deciding "rule" when no policy rule decided.
 RULE_CLASS_LABEL = "class-label"
@@ -41,6 +42,10 @@ class Decision(NamedTuple):
     gang: Membership | None = None
     # Set when the explicit class label holds something that is not a class.
     class_label_error: str | None = None
+    # Another system's scheduling gate the pod came with (the first, when several): that
+    # system decides when the pod starts, so Airlock neither gates nor gangs it. Its class,
+    # priority and tolerations are policy's all the same.
+    held: str | None = None
 
 
 def _out(reason: str) -> Decision:
@@ -115,16 +120,25 @@ def scope_exclusion(
         return f"namespace {pod.namespace} is labelled {IGNORE_NAMESPACE_LABEL}=true"
     if pod.scheduler_name not in policy.schedulers:
         return f"scheduled by {pod.scheduler_name}, not a scheduler Airlock handles"
-    if pod.gates:
-        foreign = [g for g in pod.gates if g != GATE]
-        if foreign:
-            return f"already gated by {', '.join(foreign)}"
     return None
 
 
 def classify(
     pod: PodView, policy: Policy, namespace_labels: Mapping[str, str] | None = None
 ) -> Decision:
+    decision = _classify(pod, policy, namespace_labels)
+    held = next((g for g in pod.gates if g != GATE), None) if pod.gates else None
+    if held is None or not decision.in_scope:
+        return decision
+    # A gate is no way out of policy: a pod another system holds (Kueue's admission gate,
+    # or one its author added to lift later) is classified like any other. Its gang, if it
+    # is one, is that system's to start whole: the class it gave stays.
+    return decision._replace(gang=None, held=held, reason=f"{decision.reason}; held by "
+                             f"{shown(held)}, which starts it, not Airlock")
+
+
+def _classify(pod: PodView, policy: Policy, namespace_labels: Mapping[str, str] | None
+              ) -> Decision:
     excluded = scope_exclusion(pod, policy, namespace_labels)
     if excluded:
         return _out(excluded)
@@ -138,7 +152,7 @@ def classify(
                 in_scope=True,
                 reason="explicit class label is invalid",
                 gang=gang,
-                class_label_error=f"label {CLASS_LABEL}={explicit!r} is not one of "
+                class_label_error=f"label {CLASS_LABEL}={shown(explicit)} is not one of "
                 f"{', '.join(CLASSES)}",
             )
         if policy.granted(explicit, pod.namespace):

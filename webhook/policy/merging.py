@@ -24,6 +24,7 @@ from webhook.policy.model import (
     PolicyFile,
     Rule,
     dangling_references,
+    grant_problems,
     missing_classes,
 )
 from webhook.policy.queues import FairShareSpec, PreemptionSpec, Queue, queue_problems
@@ -66,7 +67,7 @@ class _Merger:
         self.levels: dict[str, str] = {}
         self.rules: list[tuple[Rule, Document, int]] = []
         self.access: list[NamespaceAccess] = []
-        self.grants: list[Grant] = []
+        self.grants: list[tuple[Grant, Document, int]] = []
         self.queues: list[tuple[Queue, Document, int]] = []
         self.fair_share: FairShareSpec | None = None
         self.preemption: PreemptionSpec | None = None
@@ -106,7 +107,7 @@ class _Merger:
             if self._once("rule", rule.name, doc, ("spec", "rules", i, "name")):
                 self.rules.append((rule, doc, i))
         self.access.extend(spec.namespace_access)
-        self.grants.extend(spec.grants)
+        self.grants.extend((grant, doc, i) for i, grant in enumerate(spec.grants))
         for i, queue in enumerate(spec.queues):
             if self._once("queue", queue.name, doc, ("spec", "queues", i, "name")):
                 self.queues.append((queue, doc, i))
@@ -156,6 +157,10 @@ class _Merger:
             _, doc, i = self.device_classes[index]
             self.problems.append(Problem(doc.file, doc.line(("spec", "deviceClasses", i,
                                                              *loc)), message))
+        for index, loc, message in grant_problems(classes, [g for g, _, _ in self.grants]):
+            _, doc, i = self.grants[index]
+            self.problems.append(Problem(doc.file, doc.line(("spec", "grants", i, *loc)),
+                                         message))
         incomplete = missing_classes(classes)
         if incomplete:
             self.problems.append(Problem(", ".join(sources), None, incomplete))
@@ -174,7 +179,7 @@ class _Merger:
                 classes={k: v for k, (v, _) in self.classes.items()},
                 rules=tuple(r for r, _, _ in self.rules),
                 namespace_access=tuple(self.access),
-                grants=tuple(self.grants),
+                grants=tuple(g for g, _, _ in self.grants),
                 queues=tuple(q for q, _, _ in self.queues),
                 fair_share=self.fair_share or FairShareSpec(),
                 preemption=self.preemption or PreemptionSpec(),

@@ -69,9 +69,33 @@ class TopologyLevel(_Strict):
 
 
 class Grant(_Strict):
-    class_: ClassName = Field(alias="class", description="A class that `requiresGrant`.")
+    """What the pods of some namespaces may ask for themselves: a class, or PriorityClasses
+    above their class's priority. Each entry names one of the two."""
+
+    class_: ClassName | None = Field(
+        None, alias="class", description="A class that `requiresGrant`: pods of the "
+        "namespaces may ask for it (its label, or its PriorityClass by name).")
+    priority_classes: tuple[str, ...] = Field(
+        (), alias="priorityClasses", description="PriorityClasses that are no class's (a "
+        "team's own, `system-cluster-critical`, ...) which pods of the namespaces may keep "
+        "though they rank above their class's. Elsewhere such a pod is given its class's "
+        "PriorityClass; one ranking no higher is kept with a warning.")
     namespaces: tuple[str, ...] = Field(description="Shell-style globs: namespaces whose pods "
-                                        "may ask for the class themselves.")
+                                        "may ask for it themselves.")
+
+    @field_validator("priority_classes")
+    @classmethod
+    def _priority_class_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        for name in names:
+            if not NAME.match(name) or len(name) > 253:
+                raise ValueError(f"{name!r} is not a valid PriorityClass name (DNS subdomain)")
+        return names
+
+    @model_validator(mode="after")
+    def _one_of_the_two(self) -> Grant:
+        if (self.class_ is None) == (not self.priority_classes):
+            raise ValueError("a grant names a `class` or `priorityClasses`, one of the two")
+        return self
 
 
 class NamespaceAccess(_Strict):
@@ -130,8 +154,8 @@ class PolicySpec(_Strict):
         description="Which classes a namespace may use; first match wins; unmatched "
         "namespaces may use every class.")
     grants: tuple[Grant, ...] = Field(
-        (), description="Namespaces whose pods may ask for a class that `requiresGrant`; "
-        "grants from every file add up.")
+        (), description="Namespaces whose pods may ask for a class that `requiresGrant`, or "
+        "keep a PriorityClass above their class's; grants from every file add up.")
     admission: Admission | None = Field(None, description="Admission settings.")
     queues: tuple[Queue, ...] = Field(
         (), description="Team queues with GPU quotas; queues from every file add up.")
@@ -197,6 +221,20 @@ def dangling_references(
                                   f"under spec.classes in any policy file")
 
 
+def grant_problems(classes: Mapping[ClassName, ClassSpec], grants: Sequence[Grant]
+                   ) -> Iterator[tuple[int, Loc, str]]:
+    """Each PriorityClass a grant names that is a class's own: the grant's index, the path
+    inside it, and the message. A class's PriorityClass goes with the class: granting it
+    alone would let a pod keep it where the class itself is not granted."""
+    owners = {spec.priority_class.name: name for name, spec in classes.items()}
+    for i, grant in enumerate(grants):
+        for j, name in enumerate(grant.priority_classes):
+            if name in owners:
+                yield i, ("priorityClasses", j), (
+                    f"grant: priorityClasses names {name}, class {owners[name]}'s own "
+                    f"PriorityClass; grant the class instead (class: {owners[name]})")
+
+
 def missing_classes(classes: Collection[ClassName]) -> str | None:
     """Why the classes are incomplete, or None. A pod may ask for any class with the class
     label, and a gang member no rule matches is training: each class needs a definition
@@ -258,6 +296,7 @@ class Policy(_Strict):
     def _references(self) -> Policy:
         errors = [message for _, _, message in
                   dangling_references(self.classes, self.topology_levels, self.rules)]
+        errors += [message for _, _, message in grant_problems(self.classes, self.grants)]
         incomplete = missing_classes(self.classes)
         if incomplete:
             errors.append(incomplete)
@@ -296,6 +335,13 @@ class Policy(_Strict):
         """The namespace globs granted `cls`."""
         return tuple(g for grant in self.grants if grant.class_ == cls
                      for g in grant.namespaces)
+
+    def priority_granted(self, priority_class: str, namespace: str) -> bool:
+        """Whether pods of `namespace` may keep `priority_class` (no class's) above their
+        class's priority."""
+        return any(priority_class in grant.priority_classes
+                   and any(fnmatch.fnmatchcase(namespace, g) for g in grant.namespaces)
+                   for grant in self.grants)
 
     def queued(self, cls: ClassName) -> bool:
         """Whether single pods of the class queue (gangs always do)."""

@@ -7,6 +7,7 @@ stays what the round started from."""
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
@@ -78,6 +79,41 @@ class Room:
     __hash__ = None  # type: ignore[assignment]
 
 
+class FreeIndex:
+    """A pod's eligible nodes by their free GPUs, each amount's nodes in eligible order:
+    best fit over thousands of nodes looks at the few amounts that could take a pod, not
+    at every node. Kept as pods come and go, and copied by a round's snapshot, which
+    keeps its copy as it takes."""
+
+    __slots__ = ("buckets", "levels", "nodes", "position")
+
+    def __init__(self, nodes: list[str], free_gpu: dict[str, GpuEquivalents]) -> None:
+        self.nodes = nodes
+        self.position = {n: i for i, n in enumerate(nodes)}
+        self.buckets: dict[GpuEquivalents, list[int]] = {}
+        for i, node in enumerate(nodes):
+            self.buckets.setdefault(free_gpu[node], []).append(i)
+        self.levels = sorted(self.buckets)
+
+    def copy(self) -> FreeIndex:
+        """The same index, its amounts its own (the nodes and their order shared)."""
+        found = FreeIndex.__new__(FreeIndex)
+        found.nodes, found.position = self.nodes, self.position
+        found.buckets = {level: list(at) for level, at in self.buckets.items()}
+        found.levels = list(self.levels)
+        return found
+
+    def moved(self, node: str, before: GpuEquivalents, after: GpuEquivalents) -> None:
+        position = self.position.get(node)
+        if position is None or before == after:
+            return
+        self.buckets[before].remove(position)
+        if after not in self.buckets:
+            self.buckets[after] = []
+            bisect.insort(self.levels, after)
+        bisect.insort(self.buckets[after], position)
+
+
 def with_pod_slot(requests: Resources) -> Resources:
     return {**requests, "pods": 1}
 
@@ -132,6 +168,7 @@ class Capacity:
         self._capacities: dict[tuple[Any, ...], list[tuple[GpuEquivalents, GpuEquivalents]]] = {}
         self._domain_rooms: dict[tuple[Any, ...], dict[str, Room]] = {}
         self._held: dict[tuple[Any, ...], bool] = {}
+        self._indexes: dict[Signature, FreeIndex] = {}
 
     def count_as(self, gpus: Count) -> None:
         """Count GPUs with `gpus` from now on (the accelerators changed)."""
@@ -139,6 +176,7 @@ class Capacity:
         self.free_gpu = {n: gpus(free) for n, free in self.free.items()}
         self.total = sum(gpus(n.allocatable) for n in self.nodes.values() if n.ready)
         self._domain_rooms.clear()
+        self._indexes.clear()
 
     # --- what bound pods take --------------------------------------------------------
 
@@ -155,6 +193,8 @@ class Capacity:
             before = self.free_gpu[node]
             self.free_gpu[node] = after = self.gpus(free)
             self.domain_rooms_moved(self._domain_rooms, node, before, after)
+            for index in self._indexes.values():
+                index.moved(node, before, after)
 
     # --- nodes -------------------------------------------------------------------------
 
@@ -194,6 +234,7 @@ class Capacity:
         self._capacities.clear()
         self._domain_rooms.clear()
         self._held.clear()
+        self._indexes.clear()
 
     # --- what rounds read ----------------------------------------------------------------
 
@@ -260,6 +301,14 @@ class Capacity:
             value = labels.get(key) if key != EVERYWHERE else EVERYWHERE
             if value is not None and node in self._eligible_set_of(sig):
                 by_domain[value].moved(before, after)
+
+    def free_index(self, pod: PodInfo) -> FreeIndex:
+        """The pod's eligible nodes by free GPUs, kept as pods bind and go."""
+        sig = signature(pod)
+        found = self._indexes.get(sig)
+        if found is None:
+            found = self._indexes[sig] = FreeIndex(self.eligible_nodes(pod), self.free_gpu)
+        return found
 
     def could_hold(self, pod: PodInfo) -> bool:
         """Whether one of the pod's eligible nodes could hold it were the node empty,

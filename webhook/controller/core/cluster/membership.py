@@ -25,9 +25,11 @@ class Membership:
         # Per unit, its members gated or let go but not bound yet: what a round decides
         # for, or holds room for. The rest run, and a round need not look at them.
         self._pending: Counter[UnitId] = Counter()
-        # Per gang, its members carrying a placement record: the gangs Airlock admitted,
-        # which alone can fall short of members or teach a run time.
-        self._recorded: Counter[UnitId] = Counter()
+        # Gangs a member of which came, went or changed since their one reader (the
+        # queues' accounts) last asked: it keeps what it derives from gangs (who is short
+        # of members, who runs to teach a run time) current from these, not from a pass
+        # over every gang.
+        self._changed: set[UnitId] = set()
         # Active pods carrying records the controller did not write (`PodInfo.distrusted`).
         self.distrusted: set[PodKey] = set()
         self._gangs: dict[UnitId, Gang] = {}
@@ -42,8 +44,6 @@ class Membership:
                 self.gated.add(key)
             if pod.gated or not pod.node_name:
                 self._pending[unit] += 1
-            if pod.placement is not None and unit.kind == "gang":
-                self._recorded[unit] += 1
         if pod.distrusted and pod.active:
             self.distrusted.add(key)
         self._count(pod, 1)
@@ -61,8 +61,6 @@ class Membership:
             self.gated.discard(key)
             if pod.gated or not pod.node_name:
                 self._drop(self._pending, unit)
-            if pod.placement is not None and unit.kind == "gang":
-                self._drop(self._recorded, unit)
         self._count(pod, -1)
 
     @staticmethod
@@ -75,6 +73,7 @@ class Membership:
         gang = pod.gang_id
         if gang is not None:
             unit = UnitId.of_gang(gang)
+            self._changed.add(unit)
             if pod.succeeded:
                 self.succeeded[unit] += sign
             if pod.deleting:
@@ -88,13 +87,9 @@ class Membership:
                 cache[unit] = gang_of(unit, members.values())
         return dict(cache)
 
-    def recorded(self) -> dict[UnitId, Gang]:
-        """The gangs with an active member that carries a placement record."""
-        found = {}
-        for unit in self._recorded:
-            gang = self.gang(unit)
-            assert gang is not None  # a recorded unit has members
-            found[unit] = gang
+    def changed(self) -> set[UnitId]:
+        """The gangs changed since the last time this was asked (all, the first time)."""
+        found, self._changed = self._changed, set()
         return found
 
     def pending(self) -> list[Gang]:

@@ -12,45 +12,18 @@ takes from it."""
 
 from __future__ import annotations
 
-import bisect
 import copy
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.core.cluster.capacity import Room, fits, with_pod_slot
+from webhook.controller.core.cluster.capacity import FreeIndex, Room, fits, with_pod_slot
 from webhook.controller.core.cluster.filters import signature
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.gangs import Gang
 from webhook.controller.core.objects import PodInfo, Resources
 
 __all__ = ["FreeIndex", "Room", "Snapshot", "fits", "with_pod_slot"]
-
-
-class FreeIndex:
-    """A pod's eligible nodes by their free GPUs, each amount's nodes in eligible order:
-    best fit over thousands of nodes looks at the few amounts that could take a pod, not
-    at every node. Kept by the snapshot as it takes."""
-
-    __slots__ = ("buckets", "levels", "nodes", "position")
-
-    def __init__(self, nodes: list[str], free_gpu: dict[str, GpuEquivalents]) -> None:
-        self.nodes = nodes
-        self.position = {n: i for i, n in enumerate(nodes)}
-        self.buckets: dict[GpuEquivalents, list[int]] = {}
-        for i, node in enumerate(nodes):
-            self.buckets.setdefault(free_gpu[node], []).append(i)
-        self.levels = sorted(self.buckets)
-
-    def moved(self, node: str, before: GpuEquivalents, after: GpuEquivalents) -> None:
-        position = self.position.get(node)
-        if position is None or before == after:
-            return
-        self.buckets[before].remove(position)
-        if after not in self.buckets:
-            self.buckets[after] = []
-            bisect.insort(self.levels, after)
-        bisect.insort(self.buckets[after], position)
 
 
 class Snapshot:
@@ -123,11 +96,15 @@ class Snapshot:
         return found
 
     def free_index(self, pod: PodInfo) -> FreeIndex:
-        """The pod's eligible nodes by free GPUs; kept current by `take`."""
+        """The pod's eligible nodes by free GPUs; kept current by `take`. The tracked
+        cluster's, kept between rounds, copied with what this round took."""
         sig = signature(pod)
         found = self._indexes.get(sig)
         if found is None:
-            found = self._indexes[sig] = FreeIndex(self.eligible_nodes(pod), self.free_gpu)
+            found = self._indexes[sig] = self.capacity.free_index(pod).copy()
+            tracked_gpu = self.capacity.free_gpu
+            for node in self._changed:
+                found.moved(node, tracked_gpu[node], self.free_gpu[node])
         return found
 
     def domain_free(self, pod: PodInfo, topology_key: str) -> dict[str, GpuEquivalents]:

@@ -38,9 +38,9 @@ class Tracked:
         # reserved for the head of the queue, and until when: few, asked of every
         # preemption.
         self.backfilled: dict[PodKey, float] = {}
-        # Queued single pods Airlock admitted that are bound and active: they teach run
-        # times once they succeed.
-        self.admitted_singles: set[PodKey] = set()
+        # Queued single pods with a placement record that changed since their one reader
+        # (the queues' accounts, which learn run times from them) last asked.
+        self._singles_changed: set[PodKey] = set()
 
     @classmethod
     def of(cls, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
@@ -99,10 +99,16 @@ class Tracked:
         if pod.active and pod.placement is not None and \
                 (until := pod.placement.backfilled_until) is not None:
             self.backfilled[key] = until
-        if pod.single and pod.placement is not None and node and pod.active:
-            self.admitted_singles.add(key)
+        if pod.single and pod.placement is not None:
+            self._singles_changed.add(key)
         if new_names:
             self._recount()
+
+    def changed_singles(self) -> set[PodKey]:
+        """Queued single pods with a placement record that changed (or went) since the
+        last time this was asked (all, the first time)."""
+        found, self._singles_changed = self._singles_changed, set()
+        return found
 
     def drop_pod(self, key: PodKey) -> None:
         old = self.pods.pop(key, None)
@@ -120,7 +126,8 @@ class Tracked:
             self._touched(node)
         self.membership.forget(pod)
         self.backfilled.pop(pod.key, None)
-        self.admitted_singles.discard(pod.key)
+        if pod.single and pod.placement is not None:
+            self._singles_changed.add(pod.key)
         if gone_names:
             self._recount()
 

@@ -16,7 +16,7 @@ from webhook.accelerators import Accelerators, GpuEquivalents
 from webhook.controller.core.actions import Action, Admit, Finish, Ignore, Preempt, Requeue, Wait
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.configuring import fair_share_of, preemption_of, quotas_of
-from webhook.controller.core.identities import PodKey, UnitId
+from webhook.controller.core.identities import UnitId
 from webhook.controller.core.placement.runtimes import Key, Runtimes, key_of
 from webhook.controller.core.preemption.budgets import Pdb, budgets_of
 from webhook.controller.core.preemption.criteria import PreemptionSettings
@@ -61,10 +61,13 @@ class Accounts:
         self.runtimes = Runtimes()
         # The head of the queue at the last round, and the domain reserved for it.
         self.reservation: tuple[UnitId, str] | None = None
-        # Gangs and queued single pods admitted and running at the last sample: their
-        # namespace and class, and when they were admitted. One done by the next ran that
-        # long.
+        # Gangs and queued single pods Airlock admitted that run: their namespace and
+        # class, and when they were admitted; one done ran that long. Gangs short of
+        # members now: (present, size). Both kept current from what changed in the
+        # cluster (`_catch_up`); `_caught_up` once the first look at the cluster is taken.
         self._running: dict[UnitId, tuple[Key, float]] = {}
+        self._short: dict[UnitId, tuple[int, int]] = {}
+        self._caught_up = False
         self._configured: tuple[Policy, Accelerators, Quotas, PreemptionSettings] | None = None
 
     def _configure(self, policy: Policy, accelerators: Accelerators
@@ -92,13 +95,44 @@ class Accounts:
                           runtimes=self.runtimes, reservation=self.reservation)
 
     def _shortfalls(self, cluster: Tracked, now: float) -> None:
-        gangs = cluster.membership.recorded()
-        found = shortfalls.since(self.short_since, gangs,
-                                 shortfalls.short(gangs.values(), cluster.membership.succeeded),
-                                 now)
+        self._catch_up(cluster, now)
+        membership = cluster.membership
+        found = shortfalls.since(self.short_since, membership.gang, self._short, now)
         self.newly_short = self.newly_short or any(
             self.short_since.get(g) != s for g, s in found.items())
         self.short_since = found
+
+    def _catch_up(self, cluster: Tracked, now: float) -> None:
+        """What changed in the cluster since the last look: gangs short of members now;
+        gangs and queued single pods Airlock admitted that run, and what those that
+        succeeded teach of run times (from their admission to now, the moment they are
+        found done: an estimate a little long only backfills less). The first look learns
+        nothing: what finished before this leader led is not its to judge."""
+        learn, self._caught_up = self._caught_up, True
+        membership, pods = cluster.membership, cluster.pods
+        for unit in membership.changed():
+            gang = membership.gang(unit)
+            found = shortfalls.short((gang,), membership.succeeded) if gang else {}
+            if unit in found:
+                self._short[unit] = found[unit]
+            else:
+                self._short.pop(unit, None)
+            if gang is None:
+                ran = self._running.pop(unit, None)
+                if ran is not None and learn and membership.succeeded[unit] > 0:
+                    self.runtimes = self.runtimes.learned(ran[0], now - ran[1])
+            elif gang.records and unit not in self._running:
+                self._running[unit] = key_of(gang.members[0]), gang.records[0].at
+        # A queued single is a unit only until it is bound; it runs as a plain pod that
+        # keeps its own record.
+        for key in cluster.changed_singles():
+            pod, unit = pods.get(key), UnitId.of_pod(key)
+            if pod is not None and pod.active and pod.node_name and pod.placement is not None:
+                self._running.setdefault(unit, (key_of(pod), pod.placement.at))
+                continue
+            ran = self._running.pop(unit, None)
+            if ran is not None and learn and pod is not None and pod.succeeded:
+                self.runtimes = self.runtimes.learned(ran[0], now - ran[1])
 
     def memory(self) -> dict[str, str]:
         """What the next leader needs to carry on: the fair-share usage, since when
@@ -129,7 +163,6 @@ class Accounts:
         # Here too, not only in rounds: with no pod gated there are no rounds, and a gang
         # that lost a member without a replacement is short all the same.
         self._shortfalls(cluster, now)
-        self._learn(cluster, now)
         held = holding(quotas, cluster.occupancy.namespace_gpus)
         fair = fair_share_of(policy, self.fair_share, now).advance(now, held)
         self.fair_share = fair
@@ -137,29 +170,6 @@ class Accounts:
                             max(held.get(name, 0) - spec.nominal, 0),
                             fair.share(name, spec.weight))
                 for name, spec in sorted(quotas.specs.items())]
-
-    def _learn(self, cluster: Tracked, now: float) -> None:
-        """Learn how long the gangs and queued single pods that succeeded since the last
-        sample ran: from their admission to the sample that found them done, so at most a
-        sample longer than they did (an estimate a little long only backfills less)."""
-        membership, pods = cluster.membership, cluster.pods
-        for unit, (key, at) in self._running.items():
-            if unit.kind == "gang":
-                done = membership.gang(unit) is None and membership.succeeded[unit] > 0
-            else:
-                pod = pods.get(PodKey(unit.namespace, unit.name))
-                done = pod is not None and pod.succeeded
-            if done:
-                self.runtimes = self.runtimes.learned(key, now - at)
-        running = {unit: (key_of(g.members[0]), g.records[0].at)
-                   for unit, g in membership.recorded().items()}
-        # A queued single is a unit only until it is bound; it runs as a plain pod that
-        # keeps its own record.
-        for single in cluster.admitted_singles:
-            pod = pods[single]
-            assert pod.placement is not None  # as `admitted_singles` holds
-            running[UnitId.of_pod(single)] = key_of(pod), pod.placement.at
-        self._running = running
 
     def record(self, policy: Policy, accelerators: Accelerators, actions: Iterable[Action],
                now: float) -> None:

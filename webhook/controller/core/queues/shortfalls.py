@@ -8,7 +8,7 @@ new leader carries the grace period on instead of starting it again."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from webhook.controller.core.gangs import Gang
@@ -42,15 +42,17 @@ def short(gangs: Iterable[Gang], done: Mapping[UnitId, int]) -> dict[UnitId, tup
     return found
 
 
-def since(previous: Mapping[UnitId, Shortfall], gangs: Mapping[UnitId, Gang],
+def since(previous: Mapping[UnitId, Shortfall], gang_of: Callable[[UnitId], Gang | None],
           now_short: Iterable[UnitId], now: float) -> dict[UnitId, Shortfall]:
     """When each gang that is short now first was, keeping earlier times of the same
     shortfall. Every gang in `now_short` has a record (`short` says so)."""
     found = {}
-    for gang in now_short:
-        latest = gangs[gang].records[-1].at
-        kept = previous.get(gang)
-        found[gang] = kept if kept is not None and kept.record == latest else \
+    for unit in now_short:
+        gang = gang_of(unit)
+        assert gang is not None  # a short gang has members
+        latest = gang.records[-1].at
+        kept = previous.get(unit)
+        found[unit] = kept if kept is not None and kept.record == latest else \
             Shortfall(now, latest)
     return found
 

@@ -102,7 +102,8 @@ def _container(draw: st.DrawFn, i: int) -> Obj:
 
 NOWHERE = {"example.com/nowhere": "true"}
 FOREIGN_GATES = ("example.com/wait", "kueue.x-k8s.io/admission")
-_gates = st.lists(st.sampled_from((*FOREIGN_GATES, keys.GATE)), max_size=2, unique=True)
+_gates = st.lists(st.sampled_from((*FOREIGN_GATES, keys.GATE)), min_size=1, max_size=2,
+                  unique=True)
 _tolerations = st.sampled_from((
     [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     [{"operator": "Exists"}]))
@@ -117,9 +118,10 @@ _run_times = st.sampled_from(("1s", "5s", "1h"))
 
 
 @st.composite
-def pod_templates(draw: st.DrawFn, restart: str | None = None) -> Obj:
+def pod_templates(draw: st.DrawFn, restart: str = "Always") -> Obj:
     """A pod template (metadata and spec) as a tenant writes it, every part hostile or not:
-    Airlock's keys, containers and requests, node selection, gates, nodeName."""
+    Airlock's keys, containers and requests, node selection, gates or nodeName; `restart`
+    is its `restartPolicy`, "Never" for a Job's pods and bare pods."""
     labels, annotations = draw(marks())
     if draw(st.booleans()):
         # KWOK ends the pod after this: jobs that succeed at once teach run times.
@@ -128,12 +130,18 @@ def pod_templates(draw: st.DrawFn, restart: str | None = None) -> Obj:
                  "terminationGracePeriodSeconds": 0}
     extras = draw(st.fixed_dictionaries({}, optional={
         "tolerations": _tolerations, "nodeSelector": _selectors,
-        "affinity": _nowhere_affinity, "schedulingGates": _gates.map(
-            lambda gates: [{"name": g} for g in gates]),
-        "nodeName": _node_names, "priorityClassName": _priorities,
-        "activeDeadlineSeconds": st.sampled_from((1, 600, 2**62))}))
+        "affinity": _nowhere_affinity, "priorityClassName": _priorities}))
+    # A pod placed by name cannot wait behind a gate: the apiserver refuses both.
+    placed = draw(st.sampled_from(("", "gates", "nodeName")))
+    if placed == "gates":
+        extras["schedulingGates"] = [{"name": g} for g in draw(_gates)]
+    elif placed == "nodeName":
+        extras["nodeName"] = draw(_node_names)
+    if restart != "Always" and draw(st.booleans()):
+        # What a pod of a Job (or a bare pod) may state; a Deployment's may not.
+        extras["activeDeadlineSeconds"] = draw(st.sampled_from((1, 600, 2**31 - 1)))
     spec.update(extras)
-    if restart is not None:
+    if restart != "Always":
         spec["restartPolicy"] = restart
     metadata: Obj = {}
     if labels:
@@ -182,7 +190,7 @@ _replicas = st.integers(0, 3)
 
 @st.composite
 def _pod(draw: st.DrawFn) -> Hostile:
-    template = draw(pod_templates())
+    template = draw(pod_templates("Never"))
     return Hostile("Pod", {"apiVersion": "v1", "kind": "Pod",
                            "metadata": {**template["metadata"], **GENERATE},
                            "spec": template["spec"]})

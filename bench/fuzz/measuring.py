@@ -15,6 +15,8 @@ again, and whether each server is still alive (a crash: it exited) and ready (/r
 200) at the end. It exits 1 on any crash, 5xx, connection error, malformed answer, patch
 that does not apply, second patch or server not ready, and keeps the bodies that showed
 them (`--failures FILE`, and in `-o json`). The same seed draws the same reviews.
+
+With `--controller`, the controller instead, through the sandbox (`bench/fuzz/controller.py`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import orjson
 from hypothesis import strategies as st
 
 from bench.common import POLICIES, load
+from bench.fuzz import controller
 from bench.fuzz.drawing import drawn
 from tests.strategies import (
     FAILED,
@@ -364,6 +367,7 @@ def parser() -> argparse.ArgumentParser:
                    help="servers after the first, each with a generated policy")
     p.add_argument("--failures", type=Path, help="write the failing bodies kept here (JSON)")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    controller.add_arguments(p)
     return p
 
 
@@ -395,6 +399,8 @@ def _text(served: list[Served], total: Tally, args: argparse.Namespace, seconds:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.controller:
+        return controller.run(args)
     began = time.monotonic()
     served: list[Served] = []
     with tempfile.TemporaryDirectory(prefix="airlock-fuzz-") as tmp:

@@ -49,6 +49,9 @@ class Sandbox:
     kubeconfig: Path
     pids: dict[str, int]  # process name (as `airlock sandbox status` shows it) -> pid
     up_seconds: float  # wall time of `airlock sandbox up`, Python's start included
+    logs: dict[str, Path] = field(default_factory=dict)  # process name -> its log
+    # Process name -> the URL that answers once it serves (Airlock's: its /healthz).
+    ready: dict[str, str] = field(default_factory=dict)
 
     def _proc(self, name: str, entry: str) -> str:
         return Path(f"/proc/{self.pids[name]}/{entry}").read_text()
@@ -96,8 +99,11 @@ def sandbox(state_dir: Path, nodes: int, policies: Path = POLICIES,
                                f"{up.returncode}); its message is above")
         seconds = time.monotonic() - started
         state = json.loads((state_dir / "state.json").read_text())
+        processes = state["processes"]
         yield Sandbox(state_dir, Path(state["kubeconfig"]),
-                      {p["name"]: int(p["pid"]) for p in state["processes"]}, seconds)
+                      {p["name"]: int(p["pid"]) for p in processes}, seconds,
+                      {p["name"]: Path(p["log"]) for p in processes},
+                      {p["name"]: p["ready"] for p in processes if p.get("ready")})
     finally:
         subprocess.run([*airlock, "down", *where], stdout=subprocess.DEVNULL, check=False)
 

@@ -23,12 +23,13 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
-from tests.builders import claim_template, gang_pod
+from tests.builders import GPU, claim_template, gang_pod
 from webhook.keys import GATE
 from webhook.sandbox import wiring
 from webhook.sandbox.controlplane import ControlPlane
 from webhook.sandbox.nodes import Shape
 from webhook.sandbox.processes import AirlockProcess, start_controller
+from webhook.values import units
 
 # The end-to-end cluster's nodes (tests/e2e/conftest.py): 8 GPUs each.
 GPUS_PER_NODE = 8
@@ -198,6 +199,25 @@ async def all_bound(api: client.ApiClient, ns: str, prefix: str, count: int) -> 
     return len(pods) == count and all(p["spec"].get("nodeName") for p in pods)
 
 
+async def grant_edit(api: client.ApiClient, namespace: str, user: str) -> None:
+    """`user` may do in `namespace` what Kubernetes' built-in ClusterRole `edit` allows (a
+    RoleBinding): pods and the workloads that make them, budgets, claims, nothing of
+    Airlock's; back once the apiserver's authorizer lets her create pods there."""
+    await client.RbacAuthorizationV1Api(api).create_namespaced_role_binding(namespace, body={
+        "metadata": {"name": f"{user}-edits"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "edit"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+
+    async def allowed() -> bool:
+        review = await client.AuthorizationV1Api(api).create_subject_access_review(body={
+            "spec": {"user": user, "resourceAttributes": {
+                "namespace": namespace, "verb": "create", "resource": "pods"}}})
+        return bool(review.status.allowed)
+
+    await until(allowed)
+
+
 def gated(p: Mapping[str, Any]) -> bool:
     return any(g["name"] == GATE for g in p["spec"].get("schedulingGates") or [])
 
@@ -216,10 +236,38 @@ async def nodes_by_name(api: client.ApiClient) -> dict[str, dict[str, str]]:
             for n in (await response.json())["items"]}
 
 
-async def events(api: client.ApiClient, ns: str, prefix: str = "") -> list[str]:
+async def events(api: client.ApiClient, ns: str, prefix: str = "", of: str = "message"
+                 ) -> list[str]:
+    """What the events on the objects named from `prefix` say (`of="reason"`: their
+    reasons)."""
     response = await client.CoreV1Api(api).list_namespaced_event(ns, _preload_content=False)
-    return [e["message"] for e in (await response.json())["items"]
+    return [e[of] for e in (await response.json())["items"]
             if e["involvedObject"]["name"].startswith(prefix)]
+
+
+def pod_gpus(pod: Mapping[str, Any]) -> int:
+    """The whole GPUs a pod's containers ask for, as the apiserver stored them."""
+    total = 0
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        resources = c.get("resources") or {}
+        asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        total += units(asked.get(GPU, 0))
+    return total
+
+
+async def free_gpus(api: client.ApiClient) -> dict[str, int]:
+    """Each node's GPUs less those of the pods bound there and not finished, as
+    kube-scheduler counts them."""
+    core = client.CoreV1Api(api)
+    listed = await (await core.list_node(_preload_content=False)).json()
+    free = {n["metadata"]["name"]: units(n["status"].get("allocatable", {}).get(GPU, 0))
+            for n in listed["items"]}
+    pods = await (await core.list_pod_for_all_namespaces(_preload_content=False)).json()
+    for p in pods["items"]:
+        node = p["spec"].get("nodeName")
+        if node in free and p["status"].get("phase") not in ("Succeeded", "Failed"):
+            free[node] -= pod_gpus(p)
+    return free
 
 
 async def dry_run(api: client.ApiClient, ns: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,8 @@ server is still alive (a crash: it exited) and ready (/readyz 200) at the end. I
 on any crash, 5xx, connection error, malformed answer, patch that does not apply, second
 patch or server not ready, and keeps the bodies that showed them (`--failures FILE`, and
 in `-o json`). The same seed draws the same reviews.
+
+With `--controller`, the controller instead, through the sandbox (`bench/fuzz/controller.py`).
 """
 
 from __future__ import annotations
@@ -38,17 +40,16 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 import orjson
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as seeded
 from hypothesis import strategies as st
 
 from bench.common import POLICIES, load
+from bench.fuzz import controller
+from bench.fuzz.drawing import drawn
 from tests.builders import PodBuilder, pod, review
 from tests.strategies import (
     FAILED,
@@ -68,10 +69,6 @@ from webhook.policy.loading import load_policy
 from webhook.sandbox.processes import Webhook, start_webhook
 from webhook.simulation.timelines import percentile
 
-T = TypeVar("T")
-# Examples one hypothesis run draws: a run remembers every example it made (not to make
-# one twice), so 100,000 are drawn in batches, each a run of its own with its own seed.
-BATCH = 1_000
 PROGRESS_EVERY = 10_000
 KEPT_FAILURES = 20
 # A generated policy is the last of a run this long (`_policies`).
@@ -123,36 +120,6 @@ def posts(draw: st.DrawFn) -> Post:
     if kind == "malformed body":
         return Post(kind, draw(_endpoints), draw(malformed_bodies), None)
     return Post(kind, draw(_odd_paths), orjson.dumps(draw(_reviews)), None)
-
-
-def _batch(strategy: st.SearchStrategy[T], want: int, seed: int,
-           sink: Callable[[T], None]) -> int:
-    """One hypothesis run of up to `want` examples; how many it gave."""
-    got = 0
-
-    @seeded(seed)
-    @settings(max_examples=want, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @given(strategy)
-    def run(example: T) -> None:
-        nonlocal got
-        if got < want:
-            got += 1
-            sink(example)
-
-    run()
-    return got
-
-
-def drawn(strategy: st.SearchStrategy[T], count: int, seed: int, sink: Callable[[T], None],
-          stopped: Callable[[], bool] = lambda: False) -> None:
-    """Hands `sink` `count` examples of `strategy` as hypothesis's engine draws them (its
-    mutations of earlier examples included) from `seed`: the same seed, the same
-    examples. `.example()` would not do: it is neither seeded nor meant for volume."""
-    made, batch = 0, 0
-    while made < count and not stopped():
-        made += _batch(strategy, min(BATCH, count - made), seed * 1_000_003 + batch, sink)
-        batch += 1
 
 
 def _latency(seconds: list[float]) -> dict[str, float | int | None]:
@@ -483,6 +450,7 @@ def parser() -> argparse.ArgumentParser:
                    help="servers after the first, each with a generated policy")
     p.add_argument("--failures", type=Path, help="write the failing bodies kept here (JSON)")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    controller.add_arguments(p)
     return p
 
 
@@ -531,6 +499,8 @@ def _text(served: list[Served], total: Tally, args: argparse.Namespace, seconds:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.controller:
+        return controller.run(args)
     began = time.monotonic()
     served: list[Served] = []
     with tempfile.TemporaryDirectory(prefix="airlock-fuzz-") as tmp:

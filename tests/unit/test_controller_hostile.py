@@ -15,6 +15,8 @@ from tests.builders import (
     cluster,
     gang,
     member,
+    node,
+    pod,
     raw_member,
     running,
     tracked,
@@ -28,8 +30,11 @@ from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.controller.core.records import Record
 from webhook.keys import (
+    ACCELERATORS_ANNOTATION,
     GANG_EXPECTED_MIN_ANNOTATION,
     GANG_EXPECTED_SIZE_ANNOTATION,
+    GANG_LABEL,
+    QUEUED_ANNOTATION,
     RUNTIME_SECONDS_ANNOTATION,
     SLICE_EXPECTED_SIZE_ANNOTATION,
 )
@@ -150,3 +155,30 @@ def test_a_gang_that_can_never_fit_for_any_reason_keeps_no_room_from_the_next(
     assert wait.reason == "NeverFits"
     assert wait.reserves is None
     assert says in wait.detail
+
+
+# --- marks on pods the webhook never sees move nothing of another team's ---------------
+
+FPGA = "example.com/fpga"
+
+
+@pytest.mark.parametrize("marks", [{GANG_LABEL: "x"}, {QUEUED_ANNOTATION: "true"}])
+def test_an_accelerator_recorded_on_a_pod_that_requests_none_counts_for_nobody(
+        marks: dict[str, str]) -> None:
+    """A busybox pod requests no accelerator, so the webhook never sees it and whatever it
+    carries stays: recording another team's device (here FPGAs, which the policy does not
+    count) made the controller count that device as GPUs everywhere, and the team's
+    running FPGA pod pushed its gang over its GPU quota."""
+    fpgas = pod("fpga-0", "team").gpus(8, FPGA).set("nodeName", "f-0").build()
+    fpgas["status"] = {"phase": "Running"}
+    forger = pod("busybox", "mallory").annotation(ACCELERATORS_ANNOTATION, FPGA)
+    for key, value in marks.items():
+        (forger.label if key == GANG_LABEL else forger.annotation)(key, value)
+    nodes = [*cluster({"a": 1}), node("f-0", None, resource=FPGA)]
+    state = QueueState(Quotas([QueueSpec("team", ("team",), nominal=8, borrowing_limit=0)]),
+                       preemption=PreemptionSettings(enabled=False))
+    actions = decide(tracked(nodes, [PodInfo.parse(fpgas, SEAL),
+                                     PodInfo.parse(forger.build(), SEAL),
+                                     *gang("train", 1, ns="team", mode="preferred")]),
+                     {}, NOW, state=state)
+    assert admitted(actions) == {"train": "a"}

@@ -325,8 +325,10 @@ class PodInfo:
             owners=tuple(meta.get("ownerReferences") or ()) if in_gang else (),
             placement=placement,
             annotated=bool(annotations),
-            accelerators=recorded(annotations.get(ACCELERATORS_ANNOTATION, ""))
-            if decided else _NO_NAMES,
+            # Only what the pod itself requests, all the webhook ever records: a mark on a
+            # pod the webhook never saw must not make another team's device count.
+            accelerators=recorded(annotations.get(ACCELERATORS_ANNOTATION, "")).intersection(
+                k for k, v in requests.items() if v > 0) if decided else _NO_NAMES,
             devices=_devices(tuple(k for k, v in requests.items() if v > 0))
             if decided else (),
             started=timestamp((raw.get("status") or {}).get("startTime")),

@@ -110,5 +110,5 @@ async def test_room_the_head_would_not_need_at_its_start_is_lent_to_a_gang_of_no
     record = json.loads(small["metadata"]["annotations"][PLACEMENT_ANNOTATION])
     assert "backfilledUntil" not in record
     (home,) = (c for c in CLIQUES if half["spec"]["nodeName"] in c)
-    assert sorted(record["keptOff"]) == sorted(set(home) - {half["spec"]["nodeName"]})
+    assert sorted(record["fencedOff"]) == sorted(set(home) - {half["spec"]["nodeName"]})
     assert all(gated(p) for p in await pods_of(api, namespace, "head"))

@@ -21,6 +21,7 @@ from webhook.keys import (
     GANG_LABEL,
     GANG_SOURCE_ANNOTATION,
     GATE,
+    GPU_MODELS_ANNOTATION,
     LEGACY_GANG_LABEL,
     PLACEHOLDER_LABEL,
     PLACEMENT_ANNOTATION,
@@ -223,6 +224,8 @@ class PodInfo:
     slice_key: str | None = None
     slice_size: int | None = None
     slice_index: int | None = None
+    # The GPU models it names (`gpu-airlock.io/gpu-models`), most wanted first.
+    gpu_models: tuple[str, ...] = ()
     # How much of `spec.affinity.nodeAffinity` the pod has where it has no required terms
     # (0: no affinity, 1: affinity, 2: its nodeAffinity too): where the ungate patch adds
     # the requirement that fences it off room reserved for others.
@@ -348,10 +351,20 @@ class PodInfo:
             slice_size=counts.get(SLICE_EXPECTED_SIZE_ANNOTATION) if in_gang else None,
             slice_index=counts.get(SLICE_INDEX_ANNOTATION, least=0, most=MAX_PODS - 1)
             if in_gang else None,
+            gpu_models=_models(annotations.get(GPU_MODELS_ANNOTATION)) if decided else (),
             affinity_depth=(2 if node_affinity is not None else 1 if affinity is not None
                             else 0) if decided and required is None else 0,
             invalid=counts.invalid,
         )
+
+
+def _models(text: Any) -> tuple[str, ...]:
+    """The models a pod names, bounded: a model name is a label value's length at most,
+    and no cluster has dozens of models."""
+    if not isinstance(text, str):
+        return ()
+    names = (n.strip() for n in text[:1024].split(",", 16)[:16])
+    return tuple(dict.fromkeys(n for n in names if n and len(n) <= 63))
 
 
 def unreadable(raw: Mapping[str, Any], reason: str) -> PodInfo:

@@ -84,10 +84,10 @@ def disruption_patch(message: str, now: datetime.datetime) -> dict[str, Any]:
 
 def ungate_patch(pod: PodInfo, record: Record,
                  annotations: tuple[tuple[str, str], ...] = ()) -> list[PatchOp]:
-    """Remove Airlock's gate and pin the pod to the recorded domain, and to its slice's
-    domain for a sliced gang, and off the nodes the record keeps it off (writing
-    `annotations` too), in one JSON Patch. The `test`
-    makes it fail, not misfire, if the gates moved since we read the pod."""
+    """Remove Airlock's gate and pin the pod to the recorded domain, to its slice's domain
+    for a sliced gang, to its GPU model's nodes, and off the nodes the record keeps it off
+    (writing `annotations` too), in one JSON Patch. The `test` makes it fail, not
+    misfire, if the gates moved since we read the pod."""
     index = pod.gate_index
     ops: list[PatchOp] = [
         {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GATE},
@@ -102,6 +102,7 @@ def ungate_patch(pod: PodInfo, record: Record,
         pins[record.topology_key] = record.domain
     if record.slice_key and (slice_domain := record.slice_of(pod.name)) is not None:
         pins[record.slice_key] = slice_domain
+    pins.update(record.model_labels)
     if pins and not pod.node_selector:
         ops.append({"op": "add", "path": "/spec/nodeSelector", "value": pins})
     else:

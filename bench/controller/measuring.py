@@ -60,7 +60,8 @@ from webhook.controller.core.deciding import decide
 from webhook.controller.core.objects import NodeInfo, PodInfo
 from webhook.controller.core.placement.fitting import fit
 from webhook.controller.core.records import Record
-from webhook.controller.shells.applying import WRITES_IN_FLIGHT, ungate_patch
+from webhook.controller.shells.applying import WRITES_IN_FLIGHT
+from webhook.controller.shells.patches import ungate_patch
 from webhook.keys import (
     GANG_LABEL,
     GATE,

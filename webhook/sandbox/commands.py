@@ -30,15 +30,15 @@ from webhook.sandbox.binaries import (
     kubernetes_release,
 )
 from webhook.sandbox.clients import from_kubeconfig
-from webhook.sandbox.controlplane import (
-    ControlPlane,
+from webhook.sandbox.controlplane import ControlPlane
+from webhook.sandbox.gobuilding import BuildError, cache_root
+from webhook.sandbox.launching import (
     ControlPlaneError,
     alive,
     launch,
     stop_process_group,
     wait_ready,
 )
-from webhook.sandbox.gobuilding import BuildError, cache_root
 from webhook.sandbox.nodes import (
     BLOCK_LABEL,
     CLIQUE_LABEL,

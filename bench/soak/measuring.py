@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bench.common import POLICIES, policies_with
-from bench.soak.checking import Findings
 from bench.soak.driving import PATCH_PAUSE, RESTARTS, Namespaces, Soak, policy
+from bench.soak.findings import Findings
 from webhook.policy.loading import load_policy
 from webhook.sandbox import wiring
 from webhook.sandbox.binaries import ensure_binaries

@@ -12,6 +12,7 @@ from tests.builders import (
     PRODUCT,
     gang,
     make_policy,
+    member,
     model_node,
     models_cluster,
     running,
@@ -19,7 +20,10 @@ from tests.builders import (
     waits,
 )
 from webhook.controller.core.actions import Action, Admit
+from webhook.controller.core.configuring import quotas_of
+from webhook.controller.core.records import Record
 from webhook.controller.core.rounds import Rounds
+from webhook.controller.shells.patches import ungate_patch
 from webhook.keys import GPU_MODELS_ANNOTATION
 from webhook.policy.queues import Queue
 
@@ -106,3 +110,19 @@ def test_a_node_relabelled_takes_what_its_pods_hold_to_its_new_model() -> None:
     cluster.put_node(model_node("h100-n0", "a100"))
     assert cluster.models.held == {"h100": {}, "a100": {"team-a": 8}}
     assert cluster.models.total == {"h100": 0, "a100": 16}
+
+
+def test_a_queue_with_quotas_per_model_only_is_guaranteed_their_sum() -> None:
+    policy = _policy({"model": "h100", "nominal": 8, "borrowingLimit": 4},
+                     {"model": "a100", "nominal": 16, "borrowingLimit": 0, "lendingLimit": 2})
+    spec = quotas_of(policy, policy.counted()).spec("team-a")
+    # No lending limit on h100 is no limit over both.
+    assert (spec.nominal, spec.borrowing_limit, spec.lending_limit) == (24, 4, None)
+
+
+def test_the_record_keeps_the_model_and_the_ungate_pins_each_member_to_it() -> None:
+    pins = ((PRODUCT, "NVIDIA-H100-80GB-HBM3"),)
+    record = Record(None, None, ("g-0",), NOW, 1, model="h100", model_labels=pins)
+    assert Record.of(record.body()) == record
+    assert {"op": "add", "path": "/spec/nodeSelector", "value": dict(pins)} in \
+        ungate_patch(member("g", 0, size=1), record)

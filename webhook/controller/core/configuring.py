@@ -3,7 +3,7 @@ quotas in GPU-equivalents, durations in seconds."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from webhook.accelerators import Accelerators, GpuEquivalents
 from webhook.controller.core.growth.asking import CapacitySettings
@@ -11,7 +11,7 @@ from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.core.queues.fairshare import FairShare
 from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.policy.model import Policy
-from webhook.policy.queues import seconds
+from webhook.policy.queues import Queue, seconds
 
 
 def _total(counts: Mapping[str, int] | None, accelerators: Accelerators
@@ -20,10 +20,30 @@ def _total(counts: Mapping[str, int] | None, accelerators: Accelerators
 
 
 def quotas_of(policy: Policy, accelerators: Accelerators) -> Quotas:
-    return Quotas(QueueSpec(q.name, q.namespaces, _total(q.nominal, accelerators) or 0,
-                            _total(q.borrowing_limit, accelerators),
-                            _total(q.lending_limit, accelerators), q.weight)
+    return Quotas(QueueSpec(q.name, q.namespaces, *_queue_totals(q, accelerators), q.weight)
                   for q in policy.queues)
+
+
+def _queue_totals(q: Queue, accelerators: Accelerators
+                  ) -> tuple[GpuEquivalents, GpuEquivalents | None, GpuEquivalents | None]:
+    """A queue's nominal, borrowing and lending limits over every model: as stated, or,
+    where it states quotas per model only, their sums (a limit absent on any model is
+    no limit), so a queue is never a borrower of what its models guarantee it."""
+    nominal = _total(q.nominal, accelerators)
+    borrowing = _total(q.borrowing_limit, accelerators)
+    lending = _total(q.lending_limit, accelerators)
+    if q.models and not q.nominal:
+        nominal = sum(m.nominal for m in q.models)
+        if q.borrowing_limit is None:
+            borrowing = _sum(m.borrowing_limit for m in q.models)
+        if q.lending_limit is None:
+            lending = _sum(m.lending_limit for m in q.models)
+    return nominal or 0, borrowing, lending
+
+
+def _sum(limits: Iterable[int | None]) -> int | None:
+    found = list(limits)
+    return None if None in found else sum(v for v in found if v is not None)
 
 
 def preemption_of(policy: Policy) -> PreemptionSettings:

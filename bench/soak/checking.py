@@ -50,9 +50,9 @@ from tests.kube import gated
 from webhook.controller.core.actions import RECLAIMED, EventReason
 from webhook.controller.core.growth.placeholders import placeholder_of
 from webhook.controller.core.identities import GangId
-from webhook.controller.core.objects import pod_requests
 from webhook.controller.core.queues.accounting import FAIR_SHARE_KEY
 from webhook.controller.core.records import PreemptionRecord, Record, load_memory, peek
+from webhook.controller.core.resources import pod_requests
 from webhook.keys import (
     CLASS_LABEL,
     GANG_LABEL,

@@ -31,9 +31,9 @@ from webhook.controller.core.members import (
     present,
     size_of,
 )
-from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.placement.fitting import NoFit, Plan, fit, take_plan
 from webhook.controller.core.placement.joining import fit_joiners
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.queueing import Hold, Queueing
 from webhook.controller.core.records import Record
 from webhook.controller.core.round import Round, Unit
@@ -91,14 +91,14 @@ def borrow(r: Round, u: Unit) -> Verdict:
     u.off_limits = reserved if u.hold is not None else reserved | r.held
     if not u.started and u.hold is None:
         anchor, gang = u.anchor, u.gang
-        u.alike = (anchor.topology_key, anchor.topology_mode, bool(reserved),
+        u.alike = (anchor.marks.topology_key, anchor.marks.topology_mode, bool(reserved),
                    gang.shape if gang.whole(u.members) else Shape.of(u.members))
     return None
 
 
 def place(r: Round, u: Unit) -> Verdict:
     anchor, gang = u.anchor, u.gang
-    u.key = anchor.topology_key
+    u.key = anchor.marks.topology_key
     if u.started:
         u.outcome, home = fit_joiners(gang, u.members, r.snap, u.off_limits)
         u.key = home or u.key
@@ -107,7 +107,7 @@ def place(r: Round, u: Unit) -> Verdict:
     reserved = last[1] if last is not None and last[0] == gang.id else None
     known = r.no_room.get(u.alike) if u.alike is not None and reserved is None else None
     u.fresh = known is None
-    u.outcome = known or fit(u.members, r.snap, u.key, anchor.topology_mode,
+    u.outcome = known or fit(u.members, r.snap, u.key, anchor.marks.topology_mode,
                              level=u.key or "topology", avoid=u.off_limits,
                              reserved=reserved)
     if u.alike is not None and isinstance(u.outcome, NoFit):
@@ -185,7 +185,7 @@ def admit(r: Round, u: Unit) -> Verdict:
     names = tuple(sorted(p.name for p in u.members))
     record = Record(plan.domain, u.key if plan.domain else None, names, r.now, u.size,
                     minimum=u.minimum,
-                    slice_key=anchor.slice_key if plan.slices else None,
+                    slice_key=anchor.marks.slice_key if plan.slices else None,
                     slices=tuple(sorted((k.name, v) for k, v in plan.slices.items())),
                     backfilled_until=r.reservation.borrowed_until(plan, u.until),
                     fenced_off=_fenced_off(u.off_limits, plan, r.snap, anchor, u.key))
@@ -247,7 +247,7 @@ def _fewer(r: Round, u: Unit, least: int) -> tuple[list[PodInfo], Plan] | None:
         if u.started:
             outcome: Plan | NoFit = fit_joiners(gang, some, r.snap, u.off_limits)[0]
         else:
-            outcome = fit(some, r.snap, anchor.topology_key, anchor.topology_mode,
+            outcome = fit(some, r.snap, anchor.marks.topology_key, anchor.marks.topology_mode,
                           avoid=u.off_limits)
         return outcome if isinstance(outcome, Plan) else None
 

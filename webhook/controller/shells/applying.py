@@ -32,7 +32,7 @@ from webhook.controller.core.actions import (
     retold,
 )
 from webhook.controller.core.identities import PodKey
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.records import Record, Seal
 from webhook.controller.shells.leading import Fence, NotLeading
 from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
@@ -102,7 +102,7 @@ def ungate_patch(pod: PodInfo, record: Record,
         pins[record.topology_key] = record.domain
     if record.slice_key and (slice_domain := record.slice_of(pod.name)) is not None:
         pins[record.slice_key] = slice_domain
-    if pins and not pod.node_selector:
+    if pins and not pod.constraints.node_selector:
         ops.append({"op": "add", "path": "/spec/nodeSelector", "value": pins})
     else:
         ops.extend({"op": "add", "path": f"/spec/nodeSelector/{escape(key)}", "value": value}
@@ -121,9 +121,9 @@ def _fence_off(pod: PodInfo, nodes: tuple[str, ...]) -> list[PatchOp]:
     since the apiserver takes one value per `metadata.name` requirement. A gated pod's
     required affinity may be narrowed this way, never widened."""
     off = [{"key": "metadata.name", "operator": "NotIn", "values": [n]} for n in nodes]
-    if pod.affinity_terms:
+    if pod.constraints.affinity_terms:
         ops: list[PatchOp] = []
-        for i, term in enumerate(pod.affinity_terms):
+        for i, term in enumerate(pod.constraints.affinity_terms):
             if not term.get("matchExpressions") and not term.get("matchFields"):
                 continue  # matches no node, and the apiserver lets it gain nothing
             fields = f"{_REQUIRED}/nodeSelectorTerms/{i}/matchFields"
@@ -133,10 +133,10 @@ def _fence_off(pod: PodInfo, nodes: tuple[str, ...]) -> list[PatchOp]:
                 ops.append({"op": "add", "path": fields, "value": off})
         return ops
     required: dict[str, Any] = {"nodeSelectorTerms": [{"matchFields": off}]}
-    if pod.affinity_terms is not None or pod.affinity_depth == 2:
+    if pod.constraints.affinity_terms is not None or pod.constraints.affinity_depth == 2:
         return [{"op": "add", "path": _REQUIRED, "value": required}]
     node_affinity = {"requiredDuringSchedulingIgnoredDuringExecution": required}
-    if pod.affinity_depth == 1:
+    if pod.constraints.affinity_depth == 1:
         return [{"op": "add", "path": "/spec/affinity/nodeAffinity", "value": node_affinity}]
     return [{"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": node_affinity}}]
 
@@ -268,7 +268,7 @@ class Applier:
         preemption resumed), so a leader that dies half-way leaves a record the next one
         finishes; then every victim is evicted, side by side."""
         anchor = preempt.anchor
-        if anchor.preemption != preempt.record:
+        if anchor.recorded.preemption != preempt.record:
             await self._patch(anchor, annotation_patch(
                 anchor, PREEMPTION_ANNOTATION, self.seal.dumps(preempt.record, anchor.uid)),
                 "application/json-patch+json")
@@ -321,11 +321,11 @@ class Applier:
         condition, `evicted_for`), or, killed before that too, named in the preemption
         record on its preemptor's anchor: the Event is told from one or the other (once,
         whoever told it first)."""
-        recorded = {uid: retold(anchor, anchor.preemption) for anchor in pods
-                    if anchor.preemption is not None for uid in anchor.preemption.uids}
+        recorded = {uid: retold(anchor, record) for anchor in pods
+                    if (record := anchor.recorded.preemption) is not None for uid in record.uids}
         untold: list[tuple[PodInfo, str]] = []
         for pod in pods:
-            message = pod.evicted_for or (recorded.get(pod.uid) if pod.deleting else None)
+            message = pod.recorded.evicted_for or (recorded.get(pod.uid) if pod.deleting else None)
             if message and message not in self._said.get(pod.key, ()):
                 untold.append((pod, message))
         await asyncio.gather(*(

@@ -39,7 +39,7 @@ from webhook.controller.core.gangs import SizeAnswer
 from webhook.controller.core.growth.asking import awaiting, grow
 from webhook.controller.core.health import Health
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.objects import NodeInfo
+from webhook.controller.core.nodes import NodeInfo
 from webhook.controller.core.preemption.budgets import Pdb
 from webhook.controller.core.reasons import WaitReason
 from webhook.controller.core.records import Seal

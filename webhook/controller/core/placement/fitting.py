@@ -21,8 +21,9 @@ from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.cluster.capacity import EVERYWHERE
 from webhook.controller.core.cluster.snapshot import FreeIndex, Snapshot, fits, with_pod_slot
 from webhook.controller.core.identities import PodKey
-from webhook.controller.core.objects import PodInfo, Resources
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.reasons import WaitReason
+from webhook.controller.core.resources import Resources
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,13 +149,13 @@ def slice_groups(pods: Sequence[PodInfo]) -> list[list[PodInfo]] | None:
     has one, else slice-size at a time in name order (any grouping is as good when the
     operator numbers nothing); None for a gang without slices."""
     anchor = pods[0]
-    size = anchor.slice_size
-    if not anchor.slice_key or not size:
+    size = anchor.marks.slice_size
+    if not anchor.marks.slice_key or not size:
         return None
-    if all(p.slice_index is not None for p in pods):
+    if all(p.marks.slice_index is not None for p in pods):
         by_index: dict[int | None, list[PodInfo]] = {}
         for pod in pods:
-            by_index.setdefault(pod.slice_index, []).append(pod)
+            by_index.setdefault(pod.marks.slice_index, []).append(pod)
         return [group for _, group in sorted(by_index.items(), key=lambda kv: kv[0] or 0)]
     ordered = sorted(pods, key=lambda p: p.name)
     return [ordered[i:i + size] for i in range(0, len(ordered), size)]
@@ -171,7 +172,7 @@ def _pack_slices(groups: Sequence[Sequence[PodInfo]], candidates: Sequence[str],
     slice first, each into the tightest slice domain that takes it; (assignments, each
     pod's slice domain), or None."""
     anchor = groups[0][0]
-    key = anchor.slice_key
+    key = anchor.marks.slice_key
     assert key is not None
     here = set(candidates)
     domains = {name: inside for name, nodes in snap.domains(anchor, key).items()
@@ -236,7 +237,7 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     eligible = snap.eligible_nodes(anchor)
     if not eligible:
         # Not a moment's want of room: no wait or eviction helps, so it reserves none.
-        offering = "".join(f", has {d}" for d in anchor.devices)
+        offering = "".join(f", has {d}" for d in anchor.constraints.devices)
         return NoFit(f"needs {need} GPUs, and no node is eligible: none is Ready, "
                      f"schedulable{offering}, tolerated and matched by the pods' node "
                      f"selection", code="NeverFits", never=True)

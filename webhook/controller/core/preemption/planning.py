@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.actions import Victim
 from webhook.controller.core.cluster.capacity import Room, with_pod_slot
-from webhook.controller.core.cluster.filters import signature
 from webhook.controller.core.cluster.snapshot import Snapshot
-from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.placement.fitting import Plan, place_in, take_plan
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.candidates import Candidates
 from webhook.controller.core.preemption.criteria import cost, outranks, set_cost
 from webhook.controller.core.preemption.ranking import EXACT_DOMAINS, Rankings, Usable
@@ -204,9 +203,9 @@ class Preemptor:
             queue).nominal
         if not anchor.may_preempt and not reclaiming:
             return None  # it may take nothing by priority, and reclaims nothing
-        key = anchor.topology_key if anchor.topology_mode == "required" else None
+        key = anchor.marks.topology_key if anchor.marks.topology_mode == "required" else None
         everywhere = {None: self.snap.eligible_nodes(anchor)}
-        sig = signature(anchor)
+        sig = anchor.constraints.signature
         shape = len(members), min(self._sizes(members))
         domains = {name: Rankings.without((sig, key, name), nodes, avoid) for name, nodes in
                    (self.snap.domains(anchor, key) if key else everywhere).items()}

@@ -4,7 +4,8 @@ bin-packed, never onto capacity another gang holds."""
 from __future__ import annotations
 
 from tests.builders import CLIQUE, cluster, gang, member, node, snapshot
-from webhook.controller.core.placement.fitting import NoFit, Plan, fit, take_plan
+from webhook.controller.core.placement.fitting import NoFit, fit
+from webhook.controller.core.placement.packing import Plan, take_plan
 from webhook.controller.core.pods import PodInfo
 
 

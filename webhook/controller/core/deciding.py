@@ -35,8 +35,8 @@ from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.gangs import Gang, SizeAnswer, membership
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.placement.fitting import place_in, take_plan
 from webhook.controller.core.placement.joining import domain_nodes
+from webhook.controller.core.placement.packing import place_in, take_plan
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.queueing import Hold, Queueing, QueueState
 from webhook.controller.core.queues.shortfalls import short

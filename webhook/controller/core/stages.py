@@ -31,8 +31,9 @@ from webhook.controller.core.members import (
     present,
     size_of,
 )
-from webhook.controller.core.placement.fitting import NoFit, Plan, fit, take_plan
+from webhook.controller.core.placement.fitting import NoFit, fit
 from webhook.controller.core.placement.joining import fit_joiners
+from webhook.controller.core.placement.packing import Plan, take_plan
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.queueing import Hold, Queueing
 from webhook.controller.core.records import Record

@@ -9,7 +9,8 @@ from collections.abc import Collection, Sequence
 
 from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.gangs import Gang
-from webhook.controller.core.placement.fitting import NoFit, Plan, fit, place_in
+from webhook.controller.core.placement.fitting import NoFit, fit
+from webhook.controller.core.placement.packing import Plan, place_in
 from webhook.controller.core.pods import PodInfo
 
 

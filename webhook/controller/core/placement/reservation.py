@@ -23,7 +23,8 @@ from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.gangs import Gang
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.placement.backfill import Backfill, spare
-from webhook.controller.core.placement.fitting import NoFit, Plan
+from webhook.controller.core.placement.fitting import NoFit
+from webhook.controller.core.placement.packing import Plan
 from webhook.controller.core.pods import PodInfo
 
 Order = Literal["strict", "backfill"]

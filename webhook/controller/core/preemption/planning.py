@@ -27,7 +27,7 @@ from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.actions import Victim
 from webhook.controller.core.cluster.capacity import Room, with_pod_slot
 from webhook.controller.core.cluster.snapshot import Snapshot
-from webhook.controller.core.placement.fitting import Plan, place_in, take_plan
+from webhook.controller.core.placement.packing import Plan, place_in, take_plan
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.candidates import Candidates
 from webhook.controller.core.preemption.criteria import cost, outranks, set_cost

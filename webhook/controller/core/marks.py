@@ -26,6 +26,8 @@ from webhook.keys import (
 from webhook.values import MAX_PODS, MAX_SECONDS, Refused, count
 
 _NO_NAMES: frozenset[str] = frozenset()
+_TOPOLOGY = frozenset({GANG_SOURCE_ANNOTATION, TOPOLOGY_KEY_ANNOTATION,
+                       TOPOLOGY_MODE_ANNOTATION})
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,38 +68,46 @@ class Marks:
     @classmethod
     def read(cls, labels: Mapping[str, str], annotations: Mapping[str, str],
              requests: Resources, node_name: str | None) -> Marks:
-        """The marks on a pod that asks for `requests` and is bound to `node_name`."""
+        """The marks on a pod that asks for `requests` and is bound to `node_name`: all of
+        them on a gang's pod, a queued single's own, and on any other pod only what it
+        says of a gang and topology."""
         gang = labels.get(GANG_LABEL) or labels.get(LEGACY_GANG_LABEL)
-        source = annotations.get(GANG_SOURCE_ANNOTATION)
-        key, mode = (annotations.get(TOPOLOGY_KEY_ANNOTATION),
-                     annotations.get(TOPOLOGY_MODE_ANNOTATION))
+        queued = gang is None and annotations.get(QUEUED_ANNOTATION) == "true"
+        if gang is None and not queued and _TOPOLOGY.isdisjoint(annotations):
+            return UNMARKED  # most of a cluster's pods: read them at the least cost
+        topology = cls(source=annotations.get(GANG_SOURCE_ANNOTATION),
+                       topology_key=annotations.get(TOPOLOGY_KEY_ANNOTATION),
+                       topology_mode=annotations.get(TOPOLOGY_MODE_ANNOTATION))
         if gang is not None:
-            return cls._of_gang(gang, annotations, requests, source, key, mode)
-        if annotations.get(QUEUED_ANNOTATION) != "true":
-            return UNMARKED if (source, key, mode) == (None, None, None) else \
-                cls(source=source, topology_key=key, topology_mode=mode)
-        counts = _Counts(annotations)
-        # Read while bound too: a pod's expected end is what backfill plans the head's
-        # start with, and a queued single pod is bound most of its life.
-        return cls(source=source, topology_key=key, topology_mode=mode, single=True,
-                   runtime=counts.get(RUNTIME_SECONDS_ANNOTATION, most=MAX_SECONDS),
-                   accelerators=_accelerators(annotations, requests)
-                   if node_name is None else _NO_NAMES,
-                   refused=counts.refused)
+            return topology._of_gang(gang, annotations, requests)
+        return topology._of_single(annotations, requests, node_name) if queued else topology
 
-    @classmethod
-    def _of_gang(cls, gang: str, annotations: Mapping[str, str], requests: Resources,
-                 source: str | None, key: str | None, mode: str | None) -> Marks:
+    def _of_gang(self, gang: str, annotations: Mapping[str, str], requests: Resources
+                 ) -> Marks:
         counts = _Counts(annotations)
-        return cls(gang=gang, source=source, topology_key=key, topology_mode=mode,
-                   expected_size=counts.get(GANG_EXPECTED_SIZE_ANNOTATION),
-                   min_size=counts.get(GANG_EXPECTED_MIN_ANNOTATION),
-                   runtime=counts.get(RUNTIME_SECONDS_ANNOTATION, most=MAX_SECONDS),
-                   slice_key=annotations.get(SLICE_KEY_ANNOTATION),
-                   slice_size=counts.get(SLICE_EXPECTED_SIZE_ANNOTATION),
-                   slice_index=counts.get(SLICE_INDEX_ANNOTATION, least=0, most=MAX_PODS - 1),
-                   accelerators=_accelerators(annotations, requests),
-                   refused=counts.refused)
+        return Marks(
+            gang=gang, source=self.source, topology_key=self.topology_key,
+            topology_mode=self.topology_mode,
+            expected_size=counts.get(GANG_EXPECTED_SIZE_ANNOTATION),
+            min_size=counts.get(GANG_EXPECTED_MIN_ANNOTATION),
+            runtime=counts.get(RUNTIME_SECONDS_ANNOTATION, most=MAX_SECONDS),
+            slice_key=annotations.get(SLICE_KEY_ANNOTATION),
+            slice_size=counts.get(SLICE_EXPECTED_SIZE_ANNOTATION),
+            slice_index=counts.get(SLICE_INDEX_ANNOTATION, least=0, most=MAX_PODS - 1),
+            accelerators=_accelerators(annotations, requests), refused=counts.refused)
+
+    def _of_single(self, annotations: Mapping[str, str], requests: Resources,
+                   node_name: str | None) -> Marks:
+        counts = _Counts(annotations)
+        # The run time is read while bound too: a pod's expected end is what backfill
+        # plans the head's start with, and a queued single pod is bound most of its life.
+        # Its accelerators count only while Airlock decides it, as for a gang's.
+        return Marks(
+            source=self.source, topology_key=self.topology_key,
+            topology_mode=self.topology_mode, single=True,
+            runtime=counts.get(RUNTIME_SECONDS_ANNOTATION, most=MAX_SECONDS),
+            accelerators=_accelerators(annotations, requests) if node_name is None
+            else _NO_NAMES, refused=counts.refused)
 
 
 # A pod in no gang and not queued, with no topology: most of a cluster's pods, one value.

@@ -63,10 +63,10 @@ class Recorded:
              seal: Opener | None, evicted_for: str | None) -> Recorded:
         """The records on the pod with `uid` made at `created` that `seal` opens (with no
         seal, none does), and those it does not."""
+        if evicted_for is None and all(key not in annotations for _, key in _RECORDS):
+            return NOTHING_RECORDED
         opened = [_open(seal, kind, annotations.get(key), uid, created)
                   for kind, key in _RECORDS]
-        if all(r is None for r in opened) and evicted_for is None:
-            return NOTHING_RECORDED
         return cls(placement=next((r for r in opened if isinstance(r, Record)), None),
                    preemption=next((r for r in opened if isinstance(r, PreemptionRecord)),
                                    None),

@@ -32,6 +32,8 @@ def _interned(sig: Signature) -> Signature:
 @dataclass(frozen=True, slots=True)
 class Constraints:
     node_selector: Mapping[str, str]
+    # The terms of its required node affinity, one of which a node must match; None
+    # where it requires none.
     affinity_terms: tuple[Mapping[str, Any], ...] | None
     tolerations: tuple[Mapping[str, Any], ...]
     # The extended resources the pod requests: a node without one of them is no place for

@@ -12,7 +12,7 @@ Resources = dict[str, int]
 _MILLI = frozenset({"cpu"})
 
 
-def amount(resource: str, quantity: Any) -> int:
+def _amount(resource: str, quantity: Any) -> int:
     """Whole units, rounded up as the scheduler rounds (milli-CPU, bytes, devices)."""
     if not isinstance(quantity, str | int | float):
         return 0
@@ -20,7 +20,7 @@ def amount(resource: str, quantity: Any) -> int:
 
 
 def parse_resources(raw: Mapping[str, Any] | None) -> Resources:
-    return {k: amount(k, v) for k, v in (raw or {}).items()}
+    return {k: _amount(k, v) for k, v in (raw or {}).items()}
 
 
 def _container_requests(container: Mapping[str, Any]) -> Resources:

@@ -1,4 +1,4 @@
-"""What several benches share (a bench's own helpers live in its package), all of it
+"""What several benches share (a bench's own helpers live in its package), most of it
 about the sandbox:
 
 - a sandbox brought up as a user brings it up: `airlock sandbox up` with a state directory
@@ -9,7 +9,8 @@ about the sandbox:
 - a clock on pods: when the watch first showed each one, without its gate, on a node,
   Running, and gone;
 - the samples of a Prometheus text exposition (the apiserver's /metrics, the webhook's):
-  histograms by series and their quantiles.
+  histograms by series and their quantiles;
+- the percentiles of the timings benches print.
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ def cpu_seconds(pid: int) -> float:
 
 def load() -> str:
     return "load average " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 @contextlib.contextmanager

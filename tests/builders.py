@@ -44,6 +44,7 @@ from webhook.keys import (
     TOPOLOGY_MODE_ANNOTATION,
     ClassName,
 )
+from webhook.policy.gpumodels import GpuModel
 from webhook.policy.loading import load_policy
 from webhook.policy.model import DEFAULT_ACCELERATORS, ClassSpec, Grant, Policy, Rule
 from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL
@@ -357,6 +358,23 @@ def blocks(count: int, domains: int = 2, nodes: int = 4, gpus: int = 8) -> list[
     labels them: block `b<i>`, domain `b<i>d<j>`, node `b<i>d<j>-n<k>`."""
     return [node(f"b{b}d{d}-n{n}", f"b{b}d{d}", gpus, labels={BLOCK: f"b{b}"})
             for b in range(count) for d in range(domains) for n in range(nodes)]
+
+
+# GPU models as NVIDIA's GPU feature discovery labels their nodes.
+PRODUCT = "nvidia.com/gpu.product"
+PRODUCTS = {"h100": "NVIDIA-H100-80GB-HBM3", "a100": "NVIDIA-A100-SXM4-80GB",
+            "l4": "NVIDIA-L4"}
+GPU_MODELS = tuple(GpuModel(name=m, node_labels={PRODUCT: p}) for m, p in PRODUCTS.items())
+
+
+def model_node(name: str, model: str, gpus: int = 8) -> NodeInfo:
+    """A node of GPU `model`, in the NVLink domain of its model's nodes."""
+    return node(name, model, gpus, labels={PRODUCT: PRODUCTS[model]})
+
+
+def models_cluster(**counts: int) -> list[NodeInfo]:
+    """`counts`: model -> number of 8-GPU nodes, named `<model>-n<i>`."""
+    return [model_node(f"{m}-n{i}", m) for m, count in counts.items() for i in range(count)]
 
 
 def tracked(nodes: Iterable[NodeInfo], pods: Iterable[PodInfo] = (),

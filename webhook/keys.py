@@ -33,6 +33,8 @@ REQUIRED_TOPOLOGY_ANNOTATION: Final = "gpu-airlock.io/required-topology"
 PREFERRED_TOPOLOGY_ANNOTATION: Final = "gpu-airlock.io/preferred-topology"
 SLICE_REQUIRED_TOPOLOGY_ANNOTATION: Final = "gpu-airlock.io/slice-required-topology"
 SLICE_SIZE_ANNOTATION: Final = "gpu-airlock.io/slice-size"
+# The GPU models (policy's `gpuModels`) a pod may run on, most wanted first: "h100,a100".
+GPU_MODELS_ANNOTATION: Final = "gpu-airlock.io/gpu-models"
 
 PREFIX: Final = "gpu-airlock.io/"
 # The keys under PREFIX that people and their tools may write on a pod, as labels or
@@ -44,7 +46,7 @@ USER_KEYS: Final = frozenset({
     CLASS_LABEL, GANG_NAME_LABEL, GANG_SIZE_ANNOTATION, CHECKPOINTED_AT_ANNOTATION,
     GPU_MEMORY_ANNOTATION, GPU_FRACTION_ANNOTATION, GANG_MIN_SIZE_ANNOTATION,
     EXPECTED_RUNTIME_ANNOTATION, REQUIRED_TOPOLOGY_ANNOTATION, PREFERRED_TOPOLOGY_ANNOTATION,
-    SLICE_REQUIRED_TOPOLOGY_ANNOTATION, SLICE_SIZE_ANNOTATION,
+    SLICE_REQUIRED_TOPOLOGY_ANNOTATION, SLICE_SIZE_ANNOTATION, GPU_MODELS_ANNOTATION,
 })
 
 

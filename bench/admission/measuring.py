@@ -36,7 +36,7 @@ from pathlib import Path
 
 from bench.admission.bodies import BODIES
 from webhook.certificates import make_certs
-from webhook.sandbox.controlplane import free_port
+from webhook.sandbox.launching import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_CORE, LOAD_CORE = "0", "1"

@@ -19,8 +19,7 @@ from pathlib import Path
 
 from kubernetes_asyncio import client
 
-from bench.common import load, policies_with, sandbox
-from bench.controller.measuring import pct
+from bench.common import load, pct, policies_with, sandbox
 from tests.builders import gang_pod, policy_yaml
 from webhook.sandbox import wiring
 from webhook.sandbox.autoscaling import NODE_POOL

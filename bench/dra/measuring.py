@@ -31,7 +31,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from bench.controller.measuring import GPU, pct
+from bench.common import pct
+from bench.controller.measuring import GPU
 from tests.builders import SCAVENGER, SEAL, TRAINING, iso, raw_member
 from tests.paths import POLICIES
 from webhook.controller.core.deciding import QueueState, decide

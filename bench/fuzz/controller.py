@@ -53,7 +53,7 @@ from tests.kube import gated, grant_edit, pod_gpus, scrape
 from webhook.kubewatch import watch
 from webhook.sandbox import wiring
 from webhook.sandbox.clients import from_kubeconfig, service_account_token
-from webhook.sandbox.controlplane import alive
+from webhook.sandbox.launching import alive
 
 TENANT, GANGS, TEAM = "fuzz-tenant", "fuzz-gangs", "fuzz-canary"
 MALLORY = "mallory"

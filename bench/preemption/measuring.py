@@ -50,11 +50,12 @@ from bench.common import (
     create,
     job,
     load,
+    pct,
     pod_template,
     policies_with,
     sandbox,
 )
-from bench.controller.measuring import GPU, gang_pods, pct, ready_nodes
+from bench.controller.measuring import GPU, gang_pods, ready_nodes
 from tests.builders import (
     SCAVENGER,
     TRAINING,

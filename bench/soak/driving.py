@@ -44,7 +44,9 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from bench.soak.checking import Findings, Kept, Seen, check
+from bench.soak.checking import Kept, check
+from bench.soak.findings import Findings
+from bench.soak.replaying import Seen
 from tests import builders
 from tests.builders import gang_pod
 from tests.kube import gated

@@ -23,13 +23,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bench.common import POLICIES, policies_with
-from bench.soak.checking import Findings
 from bench.soak.driving import PATCH_PAUSE, RESTARTS, Namespaces, Soak, policy
+from bench.soak.findings import Findings
 from webhook.policy.loading import load_policy
 from webhook.sandbox import wiring
 from webhook.sandbox.binaries import ensure_binaries
 from webhook.sandbox.clients import from_kubeconfig
-from webhook.sandbox.controlplane import ControlPlane, wait_ready
+from webhook.sandbox.controlplane import ControlPlane
+from webhook.sandbox.launching import wait_ready
 from webhook.sandbox.nodes import Shape, create_nodes, topology
 from webhook.sandbox.processes import (
     RESTARTABLE,

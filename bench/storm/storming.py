@@ -31,7 +31,8 @@ from webhook.kuberaw import json_of
 from webhook.policy.loading import load_policy
 from webhook.sandbox import wiring
 from webhook.sandbox.clients import from_kubeconfig
-from webhook.sandbox.controlplane import ControlPlane, wait_ready
+from webhook.sandbox.controlplane import ControlPlane
+from webhook.sandbox.launching import wait_ready
 from webhook.sandbox.nodes import Shape, create_nodes, topology
 from webhook.sandbox.processes import Webhook, serve_tls
 

@@ -20,7 +20,8 @@ from webhook.keys import (
 from webhook.kuberaw import json_of
 from webhook.sandbox import wiring
 from webhook.sandbox.clients import from_kubeconfig, from_token, service_account_token
-from webhook.sandbox.controlplane import ControlPlane, free_port
+from webhook.sandbox.controlplane import ControlPlane
+from webhook.sandbox.launching import free_port
 from webhook.sandbox.nodes import CLIQUE_LABEL
 from webhook.sandbox.processes import Webhook
 

@@ -29,10 +29,11 @@ from tests.builders import pod
 from tests.kube import NamespaceFactory, kubectl
 from tests.paths import ROOT
 from webhook.keys import IGNORE_NAMESPACE_LABEL
-from webhook.sandbox import controlplane, wiring
+from webhook.sandbox import wiring
 from webhook.sandbox.binaries import Binaries, kubernetes_release
 from webhook.sandbox.clients import from_kubeconfig, from_token, service_account_token
-from webhook.sandbox.controlplane import ControlPlane, alive
+from webhook.sandbox.controlplane import ControlPlane
+from webhook.sandbox.launching import SETPRIV, alive
 from webhook.sandbox.nodes import (
     BLOCK_LABEL,
     CLIQUE_LABEL,
@@ -503,7 +504,7 @@ sys.stdin.read()
 """
 
 
-@pytest.mark.skipif(controlplane.SETPRIV is None and os.environ.get("CI") != "true",
+@pytest.mark.skipif(SETPRIV is None and os.environ.get("CI") != "true",
                     reason="setpriv (util-linux) is not installed")
 def test_a_killed_test_run_takes_its_control_plane_with_it(binaries: Binaries) -> None:
     """SIGKILL (a CI timeout, an OOM kill) runs no atexit and no fixture teardown."""

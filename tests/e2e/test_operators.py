@@ -42,7 +42,8 @@ from tests.kube import (
 from tests.paths import POLICIES, ROOT
 from webhook.keys import CLASS_LABEL, GANG_LABEL, GANG_SOURCE_ANNOTATION, GATE, PLACEMENT_ANNOTATION
 from webhook.sandbox.binaries import KWOK, kubernetes_release, kubernetes_tool
-from webhook.sandbox.controlplane import ControlPlane, free_port
+from webhook.sandbox.controlplane import ControlPlane
+from webhook.sandbox.launching import free_port
 from webhook.sandbox.nodes import CLIQUE_LABEL
 from webhook.sandbox.operating import RunningCommand, start_operators, stop
 from webhook.sandbox.operators import JOBSET, OPERATORS, OperatorError

@@ -21,7 +21,7 @@ from tests.kube import all_bound, create_gang, pods_of, until
 from webhook.keys import PLACEMENT_ANNOTATION
 from webhook.sandbox.binaries import Binaries
 from webhook.sandbox.clients import from_kubeconfig
-from webhook.sandbox.controlplane import alive
+from webhook.sandbox.launching import alive
 
 
 def sandbox(*args: str) -> subprocess.CompletedProcess[str]:

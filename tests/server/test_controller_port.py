@@ -21,7 +21,7 @@ from webhook.certificates import make_certs
 from webhook.controller.core.health import Health
 from webhook.controller.shells.metrics import ControllerMetrics
 from webhook.controller.shells.serving import serve
-from webhook.sandbox.controlplane import free_port
+from webhook.sandbox.launching import free_port
 
 
 @pytest.fixture

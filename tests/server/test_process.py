@@ -19,7 +19,7 @@ from tests.builders import pod, review
 from tests.commands import airlock_command, run_airlock
 from tests.paths import POLICIES
 from webhook.certificates import make_certs
-from webhook.sandbox.controlplane import free_port
+from webhook.sandbox.launching import free_port
 
 
 def wait_ready(port: int, ca: Path, proc: subprocess.Popen[bytes]) -> None:

@@ -24,7 +24,7 @@ from tests.builders import (
 from webhook.controller.core.cluster.filters import eligible
 from webhook.controller.core.deciding import Admit, DecideOptions, Record, decide
 from webhook.controller.core.pods import PodInfo
-from webhook.controller.shells.applying import ungate_patch
+from webhook.controller.shells.patches import ungate_patch
 from webhook.keys import GANG_LABEL, GATE
 
 # One requirement per node: the apiserver takes one value per `metadata.name` requirement.

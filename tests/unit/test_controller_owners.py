@@ -16,8 +16,8 @@ from tests.builders import CLIQUE, SEAL, PodBuilder, make_policy, pod, unit
 from tests.paths import ROOT
 from webhook.controller.core.deciding import Record
 from webhook.controller.core.pods import PodInfo
-from webhook.controller.shells.applying import ungate_patch
 from webhook.controller.shells.owners import OwnerSizes
+from webhook.controller.shells.patches import ungate_patch
 from webhook.conventions.base import (
     Elastic,
     OwnerAddress,
@@ -279,7 +279,7 @@ def test_ungate_patch_refuses_when_the_gates_moved() -> None:
 
 @pytest.mark.parametrize("annotations", [None, {"gpu-airlock.io/rule": "kubeflow"}])
 def test_record_and_anchor_ungate_are_one_patch(annotations: dict[str, str] | None) -> None:
-    from webhook.controller.shells.applying import record_patch
+    from webhook.controller.shells.patches import record_patch
     from webhook.keys import PLACEMENT_ANNOTATION
     meta: dict[str, Any] = {"name": "p", "namespace": "ml", "labels": {GANG_LABEL: "g"}}
     if annotations:

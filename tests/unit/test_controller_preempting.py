@@ -47,7 +47,7 @@ from webhook.controller.core.preemption.ranking import Rankings
 from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.controller.core.queues.shortfalls import short
 from webhook.controller.core.records import PreemptionRecord
-from webhook.controller.shells.applying import disruption_patch
+from webhook.controller.shells.patches import disruption_patch
 from webhook.keys import PREEMPTION_ANNOTATION
 
 

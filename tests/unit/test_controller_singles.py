@@ -39,8 +39,8 @@ from webhook.controller.core.placement.reservation import Order
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.core.queues.quotas import QueueSpec, Quotas
-from webhook.controller.shells.applying import record_patch, ungate_patch
 from webhook.controller.shells.cache import Cache
+from webhook.controller.shells.patches import record_patch, ungate_patch
 from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION
 
 OFF = QueueState(preemption=PreemptionSettings(enabled=False))

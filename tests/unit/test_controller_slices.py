@@ -18,7 +18,7 @@ from webhook.controller.core.placement.packing import Plan
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.core.records import Record
-from webhook.controller.shells.applying import ungate_patch
+from webhook.controller.shells.patches import ungate_patch
 from webhook.keys import (
     SLICE_EXPECTED_SIZE_ANNOTATION,
     SLICE_INDEX_ANNOTATION,

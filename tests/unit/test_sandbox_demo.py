@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from webhook.keys import GATE
-from webhook.sandbox.commands import phase, settled
+from webhook.sandbox.showing import phase, settled
 
 
 def pod_in(phase: str, node: str | None = "gpu-0000") -> dict[str, Any]:

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from bench.soak.checking import Findings, Kept, Seen, check
+from bench.soak.checking import Kept, check
+from bench.soak.findings import Findings
+from bench.soak.replaying import Seen
 from tests.builders import NOW, SEAL, raw_member
 from webhook.controller.core.queues.accounting import FAIR_SHARE_KEY
 from webhook.controller.core.records import PreemptionRecord, Record, dump_memory

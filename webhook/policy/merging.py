@@ -1,10 +1,10 @@
 """Several policy documents into one Policy, in a defined order.
 
 Files are taken in name order (prefix them `00-`, `10-`, ...) and documents in file
-order. Lists (rules, namespaceAccess, queues, gpuSlices) concatenate in that order, so an
+order. Lists (rules, namespaceAccess, gpuModels, queues, gpuSlices) concatenate in that order, so an
 earlier file's rule wins. Sets (excluded namespaces, schedulers, accelerators, gate
 removers) are unions with the built-in ones. Maps (classes, topology levels), names
-(rules, queues, metadata.name, a GPU slice's resource) and settings (fairShare,
+(rules, GPU models, queues, metadata.name, a GPU slice's resource) and settings (fairShare,
 preemption) may be defined once: a second definition is a conflict that names both
 places.
 """
@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from webhook.keys import ClassName
 from webhook.policy.capacity import CapacitySpec
 from webhook.policy.devices import DeviceClassMapping, device_class_problems
+from webhook.policy.gpumodels import GpuModel, model_problems
 from webhook.policy.model import (
     ClassSpec,
     Grant,
@@ -27,7 +28,13 @@ from webhook.policy.model import (
     grant_problems,
     missing_classes,
 )
-from webhook.policy.queues import FairShareSpec, PreemptionSpec, Queue, queue_problems
+from webhook.policy.queues import (
+    FairShareSpec,
+    PreemptionSpec,
+    Queue,
+    model_quota_problems,
+    queue_problems,
+)
 from webhook.policy.slices import Slice
 from webhook.policy.sources import Document, Loc, PolicyError, Problem
 
@@ -69,6 +76,7 @@ class _Merger:
         self.access: list[NamespaceAccess] = []
         self.grants: list[tuple[Grant, Document, int]] = []
         self.queues: list[tuple[Queue, Document, int]] = []
+        self.models: list[tuple[GpuModel, Document, int]] = []
         self.fair_share: FairShareSpec | None = None
         self.preemption: PreemptionSpec | None = None
         self.capacity: CapacitySpec | None = None
@@ -108,6 +116,9 @@ class _Merger:
                 self.rules.append((rule, doc, i))
         self.access.extend(spec.namespace_access)
         self.grants.extend((grant, doc, i) for i, grant in enumerate(spec.grants))
+        for i, model in enumerate(spec.gpu_models):
+            if self._once("GPU model", model.name, doc, ("spec", "gpuModels", i, "name")):
+                self.models.append((model, doc, i))
         for i, queue in enumerate(spec.queues):
             if self._once("queue", queue.name, doc, ("spec", "queues", i, "name")):
                 self.queues.append((queue, doc, i))
@@ -147,7 +158,13 @@ class _Merger:
             self.problems.append(Problem(doc.file, doc.line(where), message))
         queues = [queue for queue, _, _ in self.queues]
         offered = (*self.accelerators, *(s.resource for s in self.slices))
-        for index, loc, message in queue_problems(queues, offered):
+        models = [model for model, _, _ in self.models]
+        for index, loc, message in model_problems(models):
+            _, doc, i = self.models[index]
+            self.problems.append(Problem(doc.file, doc.line(("spec", "gpuModels", i, *loc)),
+                                         message))
+        for index, loc, message in (*queue_problems(queues, offered),
+                                    *model_quota_problems(queues, [m.name for m in models])):
             _, doc, i = self.queues[index]
             self.problems.append(Problem(doc.file, doc.line(("spec", "queues", i, *loc)),
                                          message))
@@ -180,6 +197,7 @@ class _Merger:
                 rules=tuple(r for r, _, _ in self.rules),
                 namespace_access=tuple(self.access),
                 grants=tuple(g for g, _, _ in self.grants),
+                gpu_models=tuple(m for m, _, _ in self.models),
                 queues=tuple(q for q, _, _ in self.queues),
                 fair_share=self.fair_share or FairShareSpec(),
                 preemption=self.preemption or PreemptionSpec(),

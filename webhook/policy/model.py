@@ -35,7 +35,8 @@ from webhook.policy.classes import (
 from webhook.policy.devices import DeviceClassMapping, device_class_problems
 from webhook.policy.fields import NAME, Toleration
 from webhook.policy.fields import Strict as _Strict
-from webhook.policy.queues import FairShareSpec, PreemptionSpec, Queue
+from webhook.policy.gpumodels import GpuModel, model_problems
+from webhook.policy.queues import FairShareSpec, PreemptionSpec, Queue, model_quota_problems
 from webhook.policy.rules import Match, Rule
 from webhook.policy.slices import GpuSlices, Slice
 from webhook.policy.sources import Loc
@@ -157,6 +158,10 @@ class PolicySpec(_Strict):
         (), description="Namespaces whose pods may ask for a class that `requiresGrant`, or "
         "keep a PriorityClass above their class's; grants from every file add up.")
     admission: Admission | None = Field(None, description="Admission settings.")
+    gpu_models: tuple[GpuModel, ...] = Field(
+        (), alias="gpuModels", description="The GPU models the cluster mixes, by the node "
+        "labels that tell them apart; models from every file add up, "
+        "each defined once. See docs/gpu-models.md.")
     queues: tuple[Queue, ...] = Field(
         (), description="Team queues with GPU quotas; queues from every file add up.")
     fair_share: FairShareSpec | None = Field(
@@ -264,6 +269,7 @@ class Policy(_Strict):
     namespace_access: tuple[NamespaceAccess, ...] = ()
     grants: tuple[Grant, ...] = ()
     gate_removers: frozenset[str] = frozenset({CONTROLLER_IDENTITY})
+    gpu_models: tuple[GpuModel, ...] = ()
     queues: tuple[Queue, ...] = ()
     fair_share: FairShareSpec = FairShareSpec()
     preemption: PreemptionSpec = PreemptionSpec()
@@ -297,6 +303,9 @@ class Policy(_Strict):
         errors = [message for _, _, message in
                   dangling_references(self.classes, self.topology_levels, self.rules)]
         errors += [message for _, _, message in grant_problems(self.classes, self.grants)]
+        errors += [message for _, _, message in model_problems(self.gpu_models)]
+        errors += [message for _, _, message in model_quota_problems(
+            self.queues, [m.name for m in self.gpu_models])]
         incomplete = missing_classes(self.classes)
         if incomplete:
             errors.append(incomplete)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterator, Sequence
-from typing import Annotated
+from collections.abc import Collection, Iterator, Sequence
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
@@ -28,6 +28,20 @@ Duration = Annotated[str, Field(pattern=_DURATION.pattern,
                                 json_schema_extra={"examples": ["30s", "5m", "24h"]})]
 # A whole, non-negative count: `1.5`, `-1` and `"8"` are errors, not roundings.
 Count = Annotated[int, Field(strict=True, ge=0)]
+Fungibility = Literal["NextModelFirst", "BorrowFirst"]
+
+
+class ModelQuota(_Strict):
+    """A queue's quota of one model, in its order of preference."""
+
+    model: str = Field(description="One of `spec.gpuModels`.")
+    nominal: Count = Field(0, description="Devices of the model guaranteed to the queue.")
+    borrowing_limit: Count | None = Field(
+        None, alias="borrowingLimit", description="How many devices of the model beyond "
+        "its nominal the queue may borrow. Absent: no limit.")
+    lending_limit: Count | None = Field(
+        None, alias="lendingLimit", description="How many of its nominal devices of the "
+        "model other queues may borrow while it is idle. Absent: all of them.")
 
 
 def seconds(duration: str) -> float:
@@ -55,6 +69,15 @@ class Queue(_Strict):
         None, alias="lendingLimit", description="How many devices of its nominal other "
         "queues may borrow while it is idle. Absent: all of it. The rest is kept for "
         "this queue even when it is idle.")
+    models: tuple[ModelQuota, ...] = Field(
+        (), description="Quotas per GPU model (`spec.gpuModels`), in the order the queue "
+        "tries them for a pod that names no model. Absent: the queue's quota is for any "
+        "model. Present: its pods run only on the models listed.")
+    fungibility: Fungibility = Field(
+        "NextModelFirst", description="When a gang's first model has no quota left but "
+        "could be borrowed: `NextModelFirst` tries the next model within its quota first, "
+        "`BorrowFirst` borrows the first model. Borrowed GPUs are reclaimed by preemption, "
+        "so the default keeps to quota.")
     weight: float = Field(1.0, gt=0, description="Fair share weight: the queue's decayed "
                           "usage is divided by it, so weight 2 gets twice the GPU time.")
 
@@ -118,3 +141,19 @@ def queue_problems(queues: Sequence[Queue], accelerators: Sequence[str]
                     yield i, (alias, resource), (
                         f"queue {queue.name}: {alias} names {resource!r}, which is not one of "
                         f"the policy's accelerators ({known})")
+
+
+def model_quota_problems(queues: Sequence[Queue], models: Collection[str]
+                         ) -> Iterator[tuple[int, Loc, str]]:
+    """Quotas per model that name no model of `spec.gpuModels`, or one twice."""
+    for i, queue in enumerate(queues):
+        seen: set[str] = set()
+        for j, quota in enumerate(queue.models):
+            if quota.model not in models:
+                yield i, ("models", j, "model"), (
+                    f"queue {queue.name}: model {quota.model!r} is not one of the gpuModels "
+                    f"({', '.join(models) or 'none defined'})")
+            elif quota.model in seen:
+                yield i, ("models", j, "model"), (
+                    f"queue {queue.name}: model {quota.model!r} is listed twice")
+            seen.add(quota.model)

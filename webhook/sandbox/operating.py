@@ -32,7 +32,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from webhook.certificates import Authority, write_file
 from webhook.sandbox import gobuilding, wiring
 from webhook.sandbox.clients import from_kubeconfig
-from webhook.sandbox.controlplane import SETPRIV, free_port, stop_process_group, tail
+from webhook.sandbox.launching import SETPRIV, free_port, stop_process_group, tail
 from webhook.sandbox.manifests import crds, ensure_manifests, webhook_configurations
 from webhook.sandbox.operators import Operator, OperatorError
 from webhook.sandbox.rotators import ROTATOR_MOUNT, ROTATOR_SECRET, rotator_secret

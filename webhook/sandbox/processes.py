@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from webhook.certificates import SERVICE_HOSTS, CertFiles, make_certs
-from webhook.sandbox.controlplane import free_port, launch, tail, wait_ready
+from webhook.sandbox.launching import free_port, launch, tail, wait_ready
 
 # What `airlock sandbox restart` takes, and the sandbox's name for each process.
 RESTARTABLE = {"apiserver": "kube-apiserver", "etcd": "etcd", "scheduler": "kube-scheduler",
@@ -24,7 +24,7 @@ class AirlockProcess:
     process: subprocess.Popen[bytes]
     log: Path
     # As a control plane's Component: what started it, and the URL that answers 200 once
-    # it serves, to start it again in place (webhook.sandbox.controlplane.wait_ready).
+    # it serves, to start it again in place (webhook.sandbox.launching.wait_ready).
     argv: list[str] = field(default_factory=list)
     ready: str = ""
     detached: bool = False

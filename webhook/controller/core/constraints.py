@@ -1,5 +1,5 @@
 """Where a pod may go: the nodes it selects, the taints it tolerates, the devices a node
-must have for it."""
+must have for it, the GPU models it may run on."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from webhook.accelerators import extended
 from webhook.controller.core.resources import Resources, requested
+from webhook.keys import GPU_MODELS_ANNOTATION
 
 Signature = tuple[Any, ...]
 _NONE: Mapping[str, str] = {}
@@ -43,6 +44,8 @@ class Constraints:
     # (0: no affinity, 1: affinity, 2: its nodeAffinity too): where the ungate patch adds
     # the requirement that fences it off room reserved for others.
     affinity_depth: int = 0
+    # The GPU models it names (`gpu-airlock.io/gpu-models`), most wanted first.
+    gpu_models: tuple[str, ...] = ()
     # Pods with the same signature may use the same nodes. A field, not a property: rounds
     # group every pod they weigh by it.
     signature: Signature = field(init=False, compare=False, repr=False)
@@ -53,8 +56,10 @@ class Constraints:
             repr(self.tolerations), self.devices)))
 
     @classmethod
-    def read(cls, spec: Mapping[str, Any], requests: Resources) -> Constraints:
-        """The constraints in a pod's spec, for a pod that asks for `requests`."""
+    def read(cls, spec: Mapping[str, Any], annotations: Mapping[str, str],
+             requests: Resources) -> Constraints:
+        """The constraints in a pod's spec and annotations, for a pod that asks for
+        `requests`."""
         affinity = spec.get("affinity")
         node_affinity = (affinity or {}).get("nodeAffinity")
         required = (node_affinity or {}).get(_REQUIRED)
@@ -64,7 +69,8 @@ class Constraints:
                    tolerations=tuple(spec.get("tolerations") or ()),
                    devices=_extended(requested(requests)),
                    affinity_depth=0 if required is not None else
-                   _depth(affinity, node_affinity))
+                   _depth(affinity, node_affinity),
+                   gpu_models=_models(annotations.get(GPU_MODELS_ANNOTATION)))
 
     def requesting(self, requests: Resources) -> Constraints:
         """The same constraints on a pod that now asks for `requests`."""
@@ -73,6 +79,15 @@ class Constraints:
 
 def _depth(affinity: Any, node_affinity: Any) -> int:
     return 2 if node_affinity is not None else 1 if affinity is not None else 0
+
+
+def _models(text: Any) -> tuple[str, ...]:
+    """The models a pod names, bounded: a model name is a label value's length at most,
+    and no cluster has dozens of models."""
+    if not isinstance(text, str):
+        return ()
+    names = (n.strip() for n in text[:1024].split(",", 16)[:16])
+    return tuple(dict.fromkeys(n for n in names if n and len(n) <= 63))
 
 
 # What the controller keeps of where a pod it does not decide may go: nothing, since such

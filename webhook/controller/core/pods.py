@@ -217,7 +217,8 @@ class PodInfo:
             labels=labels if decided or any("/" in k for k in requests) else _NONE,
             owners=tuple(meta.get("ownerReferences") or ()) if marks.in_gang else (),
             annotated=bool(annotations), marks=marks,
-            constraints=Constraints.read(spec, requests) if decided else UNCONSTRAINED,
+            constraints=Constraints.read(spec, annotations, requests) if decided
+            else UNCONSTRAINED,
             recorded=Recorded.read(annotations, uid, created, seal,
                                    _evicted_for(status) if deleting else None),
             invalid=marks.refused)

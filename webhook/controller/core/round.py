@@ -16,6 +16,7 @@ from webhook.controller.core.placement.fitting import NoFit
 from webhook.controller.core.placement.packing import Plan
 from webhook.controller.core.placement.reservation import Order, Reservation
 from webhook.controller.core.pods import PodInfo
+from webhook.controller.core.queues.modelquotas import NO_MODEL, Model
 from webhook.controller.core.queues.queueing import Hold, Queueing
 
 
@@ -54,6 +55,22 @@ class Round:
         # off the nodes it holds is seen next round). Each fit is a pass over nodes, and
         # thousands of units may wait.
         self.no_room: dict[tuple[Any, ...], NoFit] = {}
+        self._outside: dict[Model, frozenset[str]] = {}
+
+    def outside(self, model: Model) -> frozenset[str]:
+        """The nodes that are not of GPU `model` (of NO_MODEL: those of any model)."""
+        found = self._outside.get(model)
+        if found is None:
+            cluster = self.snap.cluster
+            models = cluster.models
+            found = self._outside[model] = frozenset(models.of_node) if model is NO_MODEL \
+                else frozenset(cluster.capacity.nodes).difference(models.nodes.get(model, ()))
+        return found
+
+    def pins(self, model: Model) -> tuple[tuple[str, str], ...]:
+        """The node labels that pin a unit to GPU `model`."""
+        return () if model is NO_MODEL else tuple(sorted(
+            self.snap.cluster.models.labels(model).items()))
 
 
 @dataclass(slots=True)
@@ -77,6 +94,12 @@ class Unit:
     # expected to end when it may borrow the head's room.
     off_limits: set[str] = field(default_factory=set)
     until: float | None = None
+    # The GPU model it takes (where policy names models), the nodes of other models,
+    # which it may not use either, and why its queue's quota of the model would not
+    # admit it.
+    model: Model = NO_MODEL
+    model_off: frozenset[str] = frozenset()
+    over_model: str | None = None
     # The topology key it is placed by, and what decides its fit (None: not cached).
     key: str | None = None
     alike: tuple[Any, ...] | None = None
@@ -93,3 +116,8 @@ class Unit:
     @property
     def anchor(self) -> PodInfo:
         return self.members[0]
+
+    @property
+    def avoid(self) -> set[str] | frozenset[str]:
+        """Every node it may not use."""
+        return self.off_limits | self.model_off if self.model_off else self.off_limits

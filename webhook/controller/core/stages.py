@@ -8,7 +8,8 @@ status` all decide through these stages (`deciding`).
     members    who goes now: the whole gang, or its joiners (Incomplete, SizeUnknown)
     queue      its place in the queue: behind the head, backing off, awaiting capacity
     borrow     the head's reservation: what it may not use, or may borrow until it ends
-    place      a plan, or why none (NoRoom, NoDomainFits, NeverFits)
+    place      a plan, or why none (NoRoom, NoDomainFits, NeverFits), on the first GPU
+               model in its queue's order that has room (where policy names models)
     quota      whether its queue's quota and borrowing admit it
     shrink     an elastic gang that does not fit whole: the most of it that does
     make_room  blocked: it preempts, where it may and victims exist
@@ -35,6 +36,7 @@ from webhook.controller.core.placement.fitting import NoFit, fit
 from webhook.controller.core.placement.joining import fit_joiners
 from webhook.controller.core.placement.packing import Plan, take_plan
 from webhook.controller.core.pods import PodInfo
+from webhook.controller.core.queues.modelquotas import Model
 from webhook.controller.core.queues.queueing import Hold, Queueing
 from webhook.controller.core.records import Record
 from webhook.controller.core.round import Round, Unit
@@ -101,11 +103,17 @@ def place(r: Round, u: Unit) -> Verdict:
     anchor, gang = u.anchor, u.gang
     u.key = anchor.marks.topology_key
     if u.started:
-        u.outcome, home = fit_joiners(gang, u.members, r.snap, u.off_limits)
+        # Joiners go where the gang runs: its domain, and its model.
+        recorded = next((rec for rec in gang.records if rec.model is not None), None)
+        if recorded is not None:
+            u.model, u.model_off = recorded.model, r.outside(recorded.model)
+        u.outcome, home = fit_joiners(gang, u.members, r.snap, u.avoid)
         u.key = home or u.key
         return None
     last = r.queues.state.reservation
     reserved = last[1] if last is not None and last[0] == gang.id else None
+    if r.queues.state.models is not None:
+        return _on_models(r, u, reserved)
     known = r.no_room.get(u.alike) if u.alike is not None and reserved is None else None
     u.fresh = known is None
     u.outcome = known or fit(u.members, r.snap, u.key, anchor.marks.topology_mode,
@@ -117,7 +125,60 @@ def place(r: Round, u: Unit) -> Verdict:
 
 
 def quota(r: Round, u: Unit) -> Verdict:
-    u.over = _over_quota(r.queues, u.gang, u.members, u.exempt)
+    u.over = u.over_model or _over_quota(r.queues, u.gang, u.members, u.exempt)
+    if u.over is None and u.started and u.model is not None:
+        u.over = r.queues.model_quota(u.gang, u.members[u.exempt:], u.model)[1]
+    return None
+
+
+Choice = tuple[Model, frozenset[str], Plan | NoFit, bool]
+
+
+def _on_models(r: Round, u: Unit, reserved: str | None) -> Verdict:
+    """Place the unit whole on one GPU model: the first in its order with room within
+    the queue's quota of it; else the first it could borrow; else the first with room,
+    over quota; else it waits for the first model with room."""
+    anchor, gang = u.anchor, u.gang
+    named = anchor.constraints.gpu_models
+    order = r.queues.model_order(gang, named)
+    if not order:
+        return Wait(gang.id, tuple(u.members), "NeverFits",
+                    f"its pods name GPU models {', '.join(named)}, none of which "
+                    f"its queue {r.queues.queue_of(gang)} may use", warning=True)
+    borrowed: Choice | None = None
+    over: tuple[Choice, str] | None = None
+    waits: list[Choice] = []
+    for model in order:
+        off = r.outside(model)
+        alike = (u.alike, model) if u.alike is not None and reserved is None else None
+        known = r.no_room.get(alike) if alike is not None else None
+        outcome = known or fit(u.members, r.snap, u.key, anchor.marks.topology_mode,
+                               level=u.key or "topology", avoid=u.off_limits | off,
+                               reserved=reserved)
+        choice = (model, off, outcome, known is None)
+        if isinstance(outcome, NoFit):
+            if alike is not None:
+                r.no_room[alike] = outcome
+            waits.append(choice)
+            continue
+        within, why = r.queues.model_quota(gang, u.members[u.exempt:], model)
+        if within or (why is None and r.queues.borrows_first(gang)):
+            return _choose(u, choice)
+        if why is None:
+            borrowed = borrowed or choice
+        elif over is None:
+            over = choice, why
+    if borrowed is not None:
+        return _choose(u, borrowed)
+    if over is not None:
+        return _choose(u, over[0], over[1])
+    # A model where waiting helps before one where it never would.
+    return _choose(u, min(waits, key=lambda c: isinstance(c[2], NoFit) and c[2].never))
+
+
+def _choose(u: Unit, choice: Choice, over: str | None = None) -> Verdict:
+    u.model, u.model_off, u.outcome, u.fresh = choice
+    u.over_model = over
     return None
 
 
@@ -154,7 +215,7 @@ def make_room(r: Round, u: Unit) -> Verdict:
         return None
     # Room reserved for the head is lent on a promise to end in time, never taken by
     # evicting what runs there; nor is room held for another preemptor.
-    preempt = r.queues.preempt(gang, u.members, r.reservation.nodes | r.held,
+    preempt = r.queues.preempt(gang, u.members, r.reservation.nodes | r.held | u.model_off,
                                head=r.reservation.head is None)
     if preempt is None:
         return None
@@ -182,14 +243,16 @@ def admit(r: Round, u: Unit) -> Verdict:
     plan, gang, anchor = u.outcome, u.gang, u.anchor
     assert isinstance(plan, Plan)  # not blocked: the stages before would have said
     take_plan(plan, u.members, r.snap)
-    r.queues.admitted(gang, u.members)
+    r.queues.admitted(gang, u.members, model=u.model)
     names = tuple(sorted(p.name for p in u.members))
     record = Record(plan.domain, u.key if plan.domain else None, names, r.now, u.size,
                     minimum=u.minimum,
                     slice_key=anchor.marks.slice_key if plan.slices else None,
                     slices=tuple(sorted((k.name, v) for k, v in plan.slices.items())),
                     backfilled_until=r.reservation.borrowed_until(plan, u.until),
-                    fenced_off=_fenced_off(u.off_limits, plan, r.snap, anchor, u.key))
+                    fenced_off=_fenced_off(u.off_limits - u.model_off, plan, r.snap, anchor,
+                                           u.key),
+                    model=u.model, model_labels=r.pins(u.model))
     # A preemptor's pods are nominated to their nodes, where the victims may still be
     # terminating: kube-scheduler then waits for them instead of preempting more.
     nominate = tuple(sorted((name, node) for (_, name), node in plan.assignments.items())) \
@@ -243,13 +306,14 @@ def _fewer(r: Round, u: Unit, least: int) -> tuple[list[PodInfo], Plan] | None:
 
     def plan(count: int) -> Plan | None:
         some = pods[:count]
-        if _over_quota(r.queues, gang, some, u.exempt) is not None:
+        if _over_quota(r.queues, gang, some, u.exempt) is not None or \
+                r.queues.model_quota(gang, some[u.exempt:], u.model)[1] is not None:
             return None
         if u.started:
-            outcome: Plan | NoFit = fit_joiners(gang, some, r.snap, u.off_limits)[0]
+            outcome: Plan | NoFit = fit_joiners(gang, some, r.snap, u.avoid)[0]
         else:
             outcome = fit(some, r.snap, anchor.marks.topology_key, anchor.marks.topology_mode,
-                          avoid=u.off_limits)
+                          avoid=u.avoid)
         return outcome if isinstance(outcome, Plan) else None
 
     best: tuple[list[PodInfo], Plan] | None = None

@@ -7,18 +7,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import functools
-import gc
 import logging
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, assert_never
 
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 
 from webhook import kubeclient
@@ -39,8 +35,6 @@ from webhook.controller.core.gangs import SizeAnswer
 from webhook.controller.core.growth.asking import awaiting, grow
 from webhook.controller.core.health import Health
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.nodes import NodeInfo
-from webhook.controller.core.preemption.budgets import Pdb
 from webhook.controller.core.reasons import WaitReason
 from webhook.controller.core.records import Seal
 from webhook.controller.core.rounds import Rounds
@@ -55,18 +49,17 @@ from webhook.controller.shells.leading import (
 )
 from webhook.controller.shells.metrics import ControllerMetrics
 from webhook.controller.shells.owners import OwnerSizes
-from webhook.controller.shells.patience import patiently
 from webhook.controller.shells.placeholding import Placeholding
 from webhook.controller.shells.provisioning import Provisioning, open_units
 from webhook.controller.shells.remembering import recall, store
 from webhook.controller.shells.sealing import load_seal
 from webhook.controller.shells.serving import serve
+from webhook.controller.shells.watching import Watches
 from webhook.conventions.base import Joins
-from webhook.devices.claims import ClaimKind, claims_gpus
+from webhook.devices.claims import claims_gpus
 from webhook.keys import SYSTEM_NAMESPACE
-from webhook.kubewatch import Lister, passed_over, watch
+from webhook.kubewatch import passed_over
 from webhook.logs import setup_logging
-from webhook.operators.clusterautoscaler import keys as provisioning_api
 from webhook.policy.model import Policy
 from webhook.policy.reloading import PolicyStore
 
@@ -99,98 +92,20 @@ class Controller:
         self.policies = policies
         self._counted: tuple[Policy, Accelerators] | None = None
         self.cache = Cache(self.accelerators(), seal, self._policy().device_kinds)
-        self._slices: asyncio.Task[None] | None = None
         self.metrics = ControllerMetrics()
         self.sizes = OwnerSizes(api)
         self.applier = Applier(api, self.cache.stored, identity, seal, pause=pause,
                                fence=fence)
         self.placeholding = Placeholding(api, self.applier, self.metrics)
         self.provisioning = Provisioning(api, self.applier, self.metrics)
-        self.synced = asyncio.Event()
         self.health = Health()
         self.rounds = Rounds(options)
         self.accounts = self.rounds.accounts
+        self.watches = Watches(api, self.cache, self.accounts, self.health)
         self.rounds_run = 0
         self.deciding_seconds = 0.0
         self.sampled = 0.0
         self.remembered_at = 0.0
-
-    async def watch_all(self) -> None:
-        core = client.CoreV1Api(self.api)
-        pods_ready, nodes_ready = asyncio.Event(), asyncio.Event()
-        tasks = [
-            asyncio.create_task(watch("pods", core.list_pod_for_all_namespaces,
-                                      self.cache.parse_pod, self.cache.list_pods,
-                                      self.cache.pod_event, pods_ready,
-                                      alive=self.health.watching("pods"))),
-            asyncio.create_task(watch("nodes", core.list_node, NodeInfo.parse,
-                                      self.cache.list_nodes, self.cache.node_event,
-                                      nodes_ready, alive=self.health.watching("nodes"))),
-            asyncio.create_task(watch(
-                "poddisruptionbudgets",
-                client.PolicyV1Api(self.api).list_pod_disruption_budget_for_all_namespaces,
-                Pdb.parse, self.accounts.list_pdbs, self.accounts.pdb_event,
-                alive=self.health.watching("poddisruptionbudgets"))),
-        ]
-        tasks.extend(await self._watch_devices())
-        tasks.extend(await self._watch_requests())
-        await pods_ready.wait()
-        await nodes_ready.wait()
-        # What the first listing brought (tens of thousands of pod views in a large
-        # cluster) lives long and holds no cycles: left to the cyclic collector, every
-        # full collection walks all of it, which took a third of a round at 50,000 pods.
-        gc.collect()
-        gc.freeze()
-        self.synced.set()
-        await asyncio.gather(*tasks)
-
-    async def _watch_devices(self) -> list[asyncio.Task[None]]:
-        """The DRA watches, once their lists are in: claims and templates (what pods ask
-        for) and slices (what nodes offer). None where the apiserver serves no
-        resource.k8s.io/v1 (before Kubernetes 1.34, or DRA off)."""
-        resource = client.ResourceV1Api(self.api)
-        if not await _served(functools.partial(resource.list_resource_slice, limit=1),
-                             "resourceslices"):
-            log.info("the apiserver serves no resource.k8s.io/v1: no DRA devices to count")
-            return []
-        cache, tasks = self.cache, []
-        claims: tuple[tuple[ClaimKind, Lister], ...] = (
-            ("ResourceClaimTemplate", resource.list_resource_claim_template_for_all_namespaces),
-            ("ResourceClaim", resource.list_resource_claim_for_all_namespaces))
-        for kind, lister in claims:
-            ready = asyncio.Event()
-            tasks.append((asyncio.create_task(watch(
-                kind, lister, cache.parse_claim(kind), cache.list_claims(kind),
-                cache.claim_event(kind), ready, alive=self.health.watching(kind))), ready))
-        slices_ready = asyncio.Event()
-        self._slices = self._watch_slices(slices_ready)
-        for _, ready in [*tasks, (self._slices, slices_ready)]:
-            await ready.wait()
-        return [task for task, _ in tasks]
-
-    async def _watch_requests(self) -> list[asyncio.Task[None]]:
-        """The ProvisioningRequests the controller made, where the apiserver serves
-        them (the cluster-autoscaler's CRD installed); none elsewhere."""
-        lister = functools.partial(client.CustomObjectsApi(self.api).list_cluster_custom_object,
-                                   provisioning_api.GROUP, provisioning_api.VERSION,
-                                   provisioning_api.PLURAL)
-        if not await _served(functools.partial(lister, limit=1), "provisioningrequests"):
-            log.info("the apiserver serves no ProvisioningRequests: capacity requests "
-                     "are made with placeholders only")
-            return []
-        ready = asyncio.Event()
-        task = asyncio.create_task(watch(
-            "provisioningrequests", lister, self.cache.parse_request,
-            self.cache.list_requests, self.cache.request_event, ready,
-            alive=self.health.watching("provisioningrequests")))
-        await ready.wait()
-        return [task]
-
-    def _watch_slices(self, ready: asyncio.Event | None = None) -> asyncio.Task[None]:
-        return asyncio.create_task(watch(
-            "resourceslices", client.ResourceV1Api(self.api).list_resource_slice,
-            self.cache.parse_slice, self.cache.list_slices, self.cache.slice_event, ready,
-            alive=self.health.watching("resourceslices")))
 
     async def _sizes(self) -> dict[UnitId, SizeAnswer]:
         """Owner-stated sizes of the gangs that need one: cached answers at once, the
@@ -272,10 +187,8 @@ class Controller:
         """The tracked cluster, counting what the current policy counts."""
         cluster = self.cache.cluster
         cluster.count_as(self.accelerators())
-        if self.cache.count_devices_as(self._policy().device_kinds) and self._slices:
-            # What a slice offers is counted as it arrives: by new kinds, list them again.
-            self._slices.cancel()
-            self._slices = self._watch_slices()
+        if self.cache.count_devices_as(self._policy().device_kinds):
+            self.watches.relist_slices()
         return cluster
 
     def _policy(self) -> Policy:
@@ -332,7 +245,7 @@ class Controller:
     async def lead(self) -> None:
         log.info("leading: deciding from now on")
         self.health.leading()
-        await self.synced.wait()
+        await self.watches.synced.wait()
         self.accounts.carry_on(self._policy(),
                                await recall(client.CoreV1Api(self.api), self.namespace),
                                time.time())
@@ -357,17 +270,6 @@ class Controller:
             await asyncio.sleep(max(SETTLE, self.deciding_seconds))
 
 
-async def _served(probe: Callable[[], Awaitable[object]], what: str) -> bool:
-    """Whether the apiserver serves `what`: a list answers, or a 404 says it does not."""
-    try:
-        await patiently(probe, what)
-    except ApiException as e:
-        if e.status == 404:
-            return False
-        raise
-    return True
-
-
 async def _main(args: argparse.Namespace, policies: PolicyStore) -> int:
     api = await connect(args.kubeconfig)
     options = DecideOptions(order=args.order, reservation_timeout=args.reservation_timeout,
@@ -382,7 +284,7 @@ async def _main(args: argparse.Namespace, policies: PolicyStore) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    watching = asyncio.create_task(controller.watch_all())
+    watching = asyncio.create_task(controller.watches.run())
     if args.no_leader_election:
         work = asyncio.create_task(controller.lead())
     else:

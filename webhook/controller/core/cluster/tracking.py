@@ -9,20 +9,24 @@ from its virtual clock, `Tracked.of` from lists. A round reads it through a `Sna
 and never changes it.
 
 GPUs are GPU-equivalents of the policy's accelerators, plus any accelerator the webhook
-recorded on a gang member admitted under an earlier policy."""
+recorded on a gang member admitted under an earlier policy. Where policy names GPU models,
+each node is of the first model whose labels it has, and what pods hold is also counted
+per model (`models`)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from webhook.accelerators import Accelerators, GpuEquivalents
 from webhook.controller.core.cluster.capacity import Capacity, with_pod_slot
 from webhook.controller.core.cluster.membership import Membership
+from webhook.controller.core.cluster.models import Models
 from webhook.controller.core.cluster.occupancy import Occupancy
 from webhook.controller.core.identities import PodKey
 from webhook.controller.core.nodes import NodeInfo
 from webhook.controller.core.pods import PodInfo
+from webhook.policy.gpumodels import GpuModel
 
 
 class Tracked:
@@ -35,6 +39,7 @@ class Tracked:
         self.capacity = Capacity(accelerators.count)
         self.occupancy = Occupancy()
         self.membership = Membership()
+        self.models = Models()
         # Active pods whose placement record says they were backfilled onto the room
         # reserved for the head of the queue, and until when: few, asked of every
         # preemption.
@@ -69,6 +74,13 @@ class Tracked:
         for pod in self.pods.values():
             if pod.node_name and pod.active:
                 self.occupancy.bind(pod, pod.node_name, gpus(pod.requests))
+        self.models.recount(self.capacity.nodes.values(), gpus, self.occupancy)
+
+    def sort_models(self, models: Sequence[GpuModel]) -> None:
+        """Tell GPU models apart by `models`' node labels from now on (a policy reload)."""
+        if self.models.use(models):
+            self.models.recount(self.capacity.nodes.values(), self.capacity.gpus,
+                                self.occupancy)
 
     def _recorded_names(self, pod: PodInfo, sign: int) -> bool:
         """Count the accelerators `pod` records; whether what counts as one changed."""
@@ -94,7 +106,9 @@ class Tracked:
         if node and pod.active:
             self.capacity.use(node, with_pod_slot(pod.requests), 1)
             if not new_names:  # the recount binds it
-                self.occupancy.bind(pod, node, self.capacity.gpus(pod.requests))
+                gpus = self.capacity.gpus(pod.requests)
+                self.occupancy.bind(pod, node, gpus)
+                self.models.bind(key.namespace, node, gpus)
             self._touched(node)
         self.membership.put(pod)
         if pod.active and pod.recorded.placement is not None and \
@@ -123,6 +137,7 @@ class Tracked:
         node = pod.node_name
         if node and pod.active:
             self.capacity.use(node, with_pod_slot(pod.requests), -1)
+            self.models.bind(pod.key.namespace, node, -self.occupancy.gpus_of.get(pod.key, 0))
             self.occupancy.unbind(pod, node)
             self._touched(node)
         self.membership.forget(pod)
@@ -138,11 +153,13 @@ class Tracked:
         placements = self.capacity.placements
         if self.capacity.put_node(node):
             self._touched(node.name, placements)
+            self.models.put_node(node, self.capacity.gpus, self.occupancy)
 
     def drop_node(self, name: str) -> None:
         placements = self.capacity.placements
         if self.capacity.drop_node(name):
             self._touched(name, placements)
+            self.models.drop_node(name, self.occupancy)
 
     def _touched(self, node: str, placements: int | None = None) -> None:
         self.occupancy.touched(node, self.capacity.free_gpu.get(node))

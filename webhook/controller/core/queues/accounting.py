@@ -22,6 +22,7 @@ from webhook.controller.core.preemption.budgets import Pdb, budgets_of
 from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.core.queues import shortfalls
 from webhook.controller.core.queues.fairshare import FairShare
+from webhook.controller.core.queues.modelquotas import ModelQuotas, model_quotas_of
 from webhook.controller.core.queues.queueing import QueueState
 from webhook.controller.core.queues.quotas import Quotas, holding
 from webhook.policy.model import Policy
@@ -68,20 +69,21 @@ class Accounts:
         self._running: dict[UnitId, tuple[Key, float]] = {}
         self._short: dict[UnitId, tuple[int, int]] = {}
         self._caught_up = False
-        self._configured: tuple[Policy, Accelerators, Quotas, PreemptionSettings] | None = None
+        self._configured: tuple[Policy, Accelerators, Quotas, PreemptionSettings,
+                                ModelQuotas | None] | None = None
 
     def _configure(self, policy: Policy, accelerators: Accelerators
-                   ) -> tuple[Quotas, PreemptionSettings]:
+                   ) -> tuple[Quotas, PreemptionSettings, ModelQuotas | None]:
         found = self._configured
         if found is None or found[0] is not policy or found[1] is not accelerators:
             found = (policy, accelerators, quotas_of(policy, accelerators),
-                     preemption_of(policy))
+                     preemption_of(policy), model_quotas_of(policy))
             self._configured = found
-        return found[2], found[3]
+        return found[2], found[3], found[4]
 
     def state(self, policy: Policy, cluster: Tracked, now: float,
               deleted: frozenset[str] = frozenset()) -> QueueState:
-        quotas, preemption = self._configure(policy, cluster.accelerators)
+        quotas, preemption, models = self._configure(policy, cluster.accelerators)
         self.fair_share = fair_share_of(policy, self.fair_share, now)
         if not self.pdbs_listed:
             preemption = dataclasses.replace(preemption, enabled=False)
@@ -89,10 +91,12 @@ class Accounts:
         self.evicted = {g: t for g, t in self.evicted.items() if now - t < backoff}
         budgets = budgets_of(self.pdbs.values(), cluster) if self.pdbs else ()
         self._shortfalls(cluster, now)
+        cluster.sort_models(policy.gpu_models)
         return QueueState(quotas, preemption, self.fair_share, budgets, dict(self.evicted),
                           policy.excluded_namespaces,
                           {g: s.since for g, s in self.short_since.items()}, deleted,
-                          runtimes=self.runtimes, reservation=self.reservation)
+                          runtimes=self.runtimes, reservation=self.reservation,
+                          models=models)
 
     def _shortfalls(self, cluster: Tracked, now: float) -> None:
         self._catch_up(cluster, now)
@@ -160,7 +164,7 @@ class Accounts:
     def sample(self, policy: Policy, cluster: Tracked, now: float) -> list[QueueSample]:
         """Advance the fair share to `now` with what each queue holds, and say where each
         queue stands."""
-        quotas, _ = self._configure(policy, cluster.accelerators)
+        quotas, _, _ = self._configure(policy, cluster.accelerators)
         # Here too, not only in rounds: with no pod gated there are no rounds, and a gang
         # that lost a member without a replacement is short all the same.
         self._shortfalls(cluster, now)
@@ -176,7 +180,7 @@ class Accounts:
                now: float) -> None:
         """Admissions pay their entry charge; evicted gangs start their backoff; the
         head's reservation is kept for it."""
-        quotas, _ = self._configure(policy, accelerators)
+        quotas, _, _ = self._configure(policy, accelerators)
         self.reservation = None
         for action in actions:
             match action:

@@ -24,6 +24,7 @@ from webhook.controller.core.preemption.candidates import (
 from webhook.controller.core.preemption.criteria import PreemptionSettings, outranks
 from webhook.controller.core.preemption.planning import Preemptor
 from webhook.controller.core.queues.fairshare import FairShare
+from webhook.controller.core.queues.modelquotas import Model, ModelLedgers, ModelQuotas
 from webhook.controller.core.queues.order import queue_order
 from webhook.controller.core.queues.quotas import Ledger, Quotas
 from webhook.controller.core.records import PreemptionRecord
@@ -72,6 +73,8 @@ class QueueState:
     # The head of the queue last round and the domain reserved for it: kept again while it
     # heads the queue (`fitting.fit`).
     reservation: tuple[UnitId, str] | None = None
+    # Quotas per GPU model, where policy names models.
+    models: ModelQuotas | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,8 @@ class Queueing:
         self.gpus_of = occupancy.gpus_of
         self.ledger = Ledger(state.quotas, occupancy.namespace_gpus,
                              self.cluster.capacity.total)
+        self.models = None if state.models is None else ModelLedgers(
+            state.models, self.cluster.models)
         self.charges: dict[str, float] = {}
         self._preemptor: Preemptor | None = None
         self.plans = 0
@@ -124,16 +129,40 @@ class Queueing:
     def over_quota(self, gang: Gang, members: Sequence[PodInfo]) -> str | None:
         return self.ledger.admissible(self.queue_of(gang), self.snap.unit_need(gang, members))
 
+    def model_order(self, gang: Gang, named: Sequence[str]) -> tuple[Model, ...]:
+        """The GPU models the gang may take, in the order it tries them; none where
+        policy names no models."""
+        models = self.state.models
+        return () if models is None else models.order(self.queue_of(gang), named)
+
+    def borrows_first(self, gang: Gang) -> bool:
+        models = self.state.models
+        return models is not None and self.queue_of(gang) in models.borrow_first
+
+    def model_quota(self, gang: Gang, members: Sequence[PodInfo], model: Model
+                    ) -> tuple[bool, str | None]:
+        """Whether `members` on `model` stay within the queue's nominal quota of it, and
+        why its quota of it would not admit them (None: it would, borrowing perhaps)."""
+        if self.models is None or not members:
+            return True, None
+        queue, amount = self.queue_of(gang), self.snap.unit_need(gang, members)
+        return (self.models.within_nominal(queue, model, amount),
+                self.models.admissible(queue, model, amount))
+
     def may_grow(self, gang: Gang, members: Sequence[PodInfo]) -> bool:
         """Whether the gang's queue would admit it into a cluster grown for it: within
         its nominal quota, or borrowing within its limit."""
         return self.ledger.admissible(self.queue_of(gang), self.snap.unit_need(gang, members),
                                       pooled=False) is None
 
-    def admitted(self, gang: Gang, members: Sequence[PodInfo], charge: bool = True) -> None:
-        """Count what the gang takes; a new admission (`charge`) also pays its entry."""
+    def admitted(self, gang: Gang, members: Sequence[PodInfo], charge: bool = True,
+                 model: Model = None) -> None:
+        """Count what the gang takes, on `model`; a new admission (`charge`) also pays
+        its entry."""
         queue, amount = self.queue_of(gang), self.snap.need(members)
         self.ledger.add(queue, amount)
+        if self.models is not None:
+            self.models.add(queue, model, amount)
         if charge and self.state.fair_share is not None:
             self.charges[queue] = (self.charges.get(queue, 0.0)
                                    + self.state.fair_share.entry(amount))

@@ -62,16 +62,11 @@ class Quotas:
         return self.specs[queue]
 
 
-# GPU-equivalents each pod holds, by pod key: bound to a node, not finished, asking for
-# accelerators (`Tracked.held`). The room held for pods let go but not bound yet is
-# counted by the round, with the snapshot's reservations.
-Holdings = Mapping[tuple[str, str], GpuEquivalents]
-
-
 def holding(quotas: Quotas, by_namespace: Mapping[str, GpuEquivalents]
             ) -> dict[str, GpuEquivalents]:
     """GPUs each queue's pods hold now (every queue, 0 when idle), from what the pods of
-    each namespace hold (`Tracked.namespace_gpus`)."""
+    each namespace hold (`Occupancy.namespace_gpus`: pods bound, not finished, asking for
+    accelerators; room promised to pods not bound yet is counted by the round)."""
     used: dict[str, GpuEquivalents] = dict.fromkeys(quotas.specs, 0)
     for namespace, gpus in by_namespace.items():
         queue = quotas.queue_of(namespace)

@@ -34,6 +34,9 @@ class Record:
     # not use: fenced off at ungate (pinned away), since the scheduler would not know to
     # leave them.
     fenced_off: tuple[str, ...] = ()
+    # The GPU model it was admitted on, and the node labels that pin it there.
+    model: str | None = None
+    model_labels: tuple[tuple[str, str], ...] = ()
 
     kind: ClassVar[Literal["placement"]] = "placement"
 
@@ -51,6 +54,9 @@ class Record:
             body["backfilledUntil"] = self.backfilled_until
         if self.fenced_off:
             body["fencedOff"] = list(self.fenced_off)
+        if self.model is not None:
+            body["model"] = self.model
+            body["modelLabels"] = dict(self.model_labels)
         return body
 
     @classmethod
@@ -59,6 +65,7 @@ class Record:
         slices = raw.get("slices") or {}
         until = raw.get("backfilledUntil")
         minimum = raw.get("minimum")
+        labels = raw.get("modelLabels") or {}
         return cls(_optional(raw.get("domain")), _optional(raw.get("topologyKey")),
                    tuple(str(m) for m in raw["members"]), float(raw["at"]),
                    size if isinstance(size, int) else None,
@@ -67,7 +74,9 @@ class Record:
                    tuple(sorted((str(k), str(v)) for k, v in dict(slices).items())),
                    float(until) if until is not None else None,
                    # `keptOff`: what an earlier version named it.
-                   tuple(str(n) for n in raw.get("fencedOff") or raw.get("keptOff") or ()))
+                   tuple(str(n) for n in raw.get("fencedOff") or raw.get("keptOff") or ()),
+                   _optional(raw.get("model")),
+                   tuple(sorted((str(k), str(v)) for k, v in dict(labels).items())))
 
     def slice_of(self, member: str) -> str | None:
         """The slice domain the record pins `member` to, if any."""

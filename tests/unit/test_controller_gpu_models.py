@@ -1,0 +1,108 @@
+"""GPU models in the pure core: each pod is charged to the model of the node it runs on,
+a gang lands whole on one model, tried in its queue's order within the queue's quota of
+each, borrowing as the queue's fungibility says, pinned there by the model's labels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.builders import (
+    GPU_MODELS,
+    NOW,
+    PRODUCT,
+    gang,
+    make_policy,
+    model_node,
+    models_cluster,
+    running,
+    tracked,
+    waits,
+)
+from webhook.controller.core.actions import Action, Admit
+from webhook.controller.core.rounds import Rounds
+from webhook.keys import GPU_MODELS_ANNOTATION
+from webhook.policy.queues import Queue
+
+
+def _policy(*models: dict[str, Any], **queue: Any) -> Any:
+    return make_policy(gpu_models=GPU_MODELS, queues=(Queue.model_validate(
+        {"name": "team-a", "namespaces": ["team-a"], "models": list(models), **queue}),))
+
+
+def _models(actions: list[Action]) -> dict[str, tuple[str | None, dict[str, str]]]:
+    return {a.unit.name: (a.record.model, dict(a.record.model_labels))
+            for a in actions if isinstance(a, Admit)}
+
+
+def _round(policy: Any, *pods: Any, nodes: Any = None) -> list[Action]:
+    cluster = tracked(nodes or models_cluster(h100=2, a100=2), [p for ps in pods for p in ps])
+    return Rounds().run(policy, cluster, NOW)
+
+
+def test_a_gang_takes_the_first_model_within_quota_and_is_pinned_to_it() -> None:
+    policy = _policy({"model": "h100", "nominal": 8}, {"model": "a100", "nominal": 16})
+    actions = _round(policy, gang("g1", 1, ns="team-a", created=1),
+                     gang("g2", 1, ns="team-a", created=2),
+                     gang("g3", 1, ns="team-a", created=3))
+    h100 = ("h100", {PRODUCT: "NVIDIA-H100-80GB-HBM3"})
+    a100 = ("a100", {PRODUCT: "NVIDIA-A100-SXM4-80GB"})
+    # g1 fills the queue's 8 H100s; g2 and g3 move on to its A100s rather than borrow.
+    assert _models(actions) == {"g1": h100, "g2": a100, "g3": a100}
+
+
+def test_with_its_quota_of_every_model_used_it_borrows_the_first_that_lends() -> None:
+    policy = _policy({"model": "h100", "nominal": 8}, {"model": "a100", "nominal": 8})
+    actions = _round(policy, *(gang(f"g{i}", 1, ns="team-a", created=i) for i in range(3)))
+    assert {g: m for g, (m, _) in _models(actions).items()} == \
+        {"g0": "h100", "g1": "a100", "g2": "h100"}
+
+
+def test_borrow_first_borrows_the_first_model_before_it_moves_on() -> None:
+    policy = _policy({"model": "h100", "nominal": 8}, {"model": "a100", "nominal": 16},
+                     fungibility="BorrowFirst")
+    actions = _round(policy, *(gang(f"g{i}", 1, ns="team-a", created=i) for i in range(2)))
+    assert {g: m for g, (m, _) in _models(actions).items()} == {"g0": "h100", "g1": "h100"}
+
+
+def test_a_pod_that_names_models_gets_one_of_them_in_its_order() -> None:
+    policy = _policy({"model": "h100", "nominal": 16}, {"model": "a100", "nominal": 16})
+    named = gang("named", 1, ns="team-a", marks={GPU_MODELS_ANNOTATION: "a100, h100"})
+    assert {g: m for g, (m, _) in _models(_round(policy, named)).items()} == {"named": "a100"}
+
+
+def test_a_pod_that_names_only_models_its_queue_may_not_use_is_told() -> None:
+    policy = _policy({"model": "h100", "nominal": 16})
+    named = gang("named", 1, ns="team-a", marks={GPU_MODELS_ANNOTATION: "a100"})
+    assert waits(_round(policy, named)) == {
+        "named": "Waiting: its pods name GPU models a100, none of which its queue team-a may use"}
+
+
+def test_a_running_pod_is_charged_to_its_nodes_model() -> None:
+    # team-a's 8 H100s are all held by what runs there, and it may not borrow: the next
+    # gang waits over its H100 quota although an H100 node is free.
+    policy = _policy({"model": "h100", "nominal": 8, "borrowingLimit": 0})
+    busy = running("busy", ["h100-n0"], ns="team-a")
+    assert waits(_round(policy, busy, gang("next", 1, ns="team-a"))) == {
+        "next": "Waiting: 1/1 pods present; h100: queue team-a would use 16 GPUs: nominal 8, "
+                "borrowing limit 0"}
+
+
+def test_a_queue_without_quotas_per_model_still_lands_whole_on_one_model() -> None:
+    # Two free H100 GPUs and six free A100s: eight GPUs in all, but on no one model.
+    policy = make_policy(gpu_models=GPU_MODELS)
+    nodes = models_cluster(h100=1, a100=1)
+    busy = running("h", ["h100-n0"], gpus=6) + running("a", ["a100-n0"], gpus=2)
+    actions = _round(policy, busy, gang("split", 2, gpus=4), nodes=nodes)
+    assert not _models(actions)
+    assert "split" in waits(actions)
+
+
+def test_a_node_relabelled_takes_what_its_pods_hold_to_its_new_model() -> None:
+    nodes = models_cluster(h100=1, a100=1)
+    cluster = tracked(nodes, running("busy", ["h100-n0"], ns="team-a"))
+    cluster.sort_models(GPU_MODELS)
+    assert cluster.models.held == {"h100": {"team-a": 8}}
+    assert cluster.models.total == {"h100": 8, "a100": 8}
+    cluster.put_node(model_node("h100-n0", "a100"))
+    assert cluster.models.held == {"h100": {}, "a100": {"team-a": 8}}
+    assert cluster.models.total == {"h100": 0, "a100": 16}

@@ -1,0 +1,97 @@
+"""What the applier writes onto pods, built without I/O so that tests check them as data:
+the sealed record on the anchor, the gate lifted with the pod pinned to its domain and
+kept off fenced nodes, and the condition a victim keeps once evicted."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from webhook.controller.core.pods import PodInfo
+from webhook.controller.core.records import Record, Seal
+from webhook.keys import GATE, PLACEMENT_ANNOTATION
+from webhook.patchops import PatchOp, escape
+
+
+def annotation_patch(pod: PodInfo, key: str, value: str) -> list[PatchOp]:
+    if pod.annotated:
+        return [{"op": "add", "path": f"/metadata/annotations/{escape(key)}", "value": value}]
+    return [{"op": "add", "path": "/metadata/annotations", "value": {key: value}}]
+
+
+def record_patch(pod: PodInfo, record: Record, seal: Seal) -> list[PatchOp]:
+    """Write the decision onto the anchor pod, sealed to it, in the same JSON Patch that
+    lifts the anchor's gate: atomic, so no gate is ever lifted before the record exists."""
+    return annotation_patch(pod, PLACEMENT_ANNOTATION, seal.dumps(record, pod.uid))
+
+
+def disruption_patch(message: str, now: datetime.datetime) -> dict[str, Any]:
+    """The `DisruptionTarget` condition a victim keeps once evicted: what a Job's
+    podFailurePolicy and people read to tell a preemption from a failure. The eviction
+    sets its own (`EvictionByEvictionAPI`); this one says why, with Kubernetes' own
+    reason for a preemption, so kube-scheduler knows the victim is going and does not
+    preempt more for a pod nominated to its node."""
+    return {"status": {"conditions": [{
+        "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+        "message": message[:1024],
+        "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}]}}
+
+
+def ungate_patch(pod: PodInfo, record: Record,
+                 annotations: tuple[tuple[str, str], ...] = ()) -> list[PatchOp]:
+    """Remove Airlock's gate and pin the pod to the recorded domain, to its slice's domain
+    for a sliced gang, to its GPU model's nodes, and off the nodes the record keeps it off
+    (writing `annotations` too), in one JSON Patch. The `test` makes it fail, not
+    misfire, if the gates moved since we read the pod."""
+    index = pod.gate_index
+    ops: list[PatchOp] = [
+        {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GATE},
+        {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
+    ]
+    for key, value in annotations:
+        # Airlock's own marks are there: the annotations map exists.
+        ops.append({"op": "add", "path": f"/metadata/annotations/{escape(key)}",
+                    "value": value})
+    pins: dict[str, str] = {}
+    if record.domain is not None and record.topology_key:
+        pins[record.topology_key] = record.domain
+    if record.slice_key and (slice_domain := record.slice_of(pod.name)) is not None:
+        pins[record.slice_key] = slice_domain
+    pins.update(record.model_labels)
+    if pins and not pod.constraints.node_selector:
+        ops.append({"op": "add", "path": "/spec/nodeSelector", "value": pins})
+    else:
+        ops.extend({"op": "add", "path": f"/spec/nodeSelector/{escape(key)}", "value": value}
+                   for key, value in pins.items())
+    if record.fenced_off:
+        ops.extend(_fence_off(pod, record.fenced_off))
+    return ops
+
+
+_REQUIRED = "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _fence_off(pod: PodInfo, nodes: tuple[str, ...]) -> list[PatchOp]:
+    """A required node affinity that keeps the pod off `nodes`: added to each of its
+    terms (they are ORed, so each must), or as the one term. One requirement per node,
+    since the apiserver takes one value per `metadata.name` requirement. A gated pod's
+    required affinity may be narrowed this way, never widened."""
+    off = [{"key": "metadata.name", "operator": "NotIn", "values": [n]} for n in nodes]
+    if pod.constraints.affinity_terms:
+        ops: list[PatchOp] = []
+        for i, term in enumerate(pod.constraints.affinity_terms):
+            if not term.get("matchExpressions") and not term.get("matchFields"):
+                continue  # matches no node, and the apiserver lets it gain nothing
+            fields = f"{_REQUIRED}/nodeSelectorTerms/{i}/matchFields"
+            if term.get("matchFields"):
+                ops.extend({"op": "add", "path": f"{fields}/-", "value": o} for o in off)
+            else:
+                ops.append({"op": "add", "path": fields, "value": off})
+        return ops
+    required: dict[str, Any] = {"nodeSelectorTerms": [{"matchFields": off}]}
+    if pod.constraints.affinity_terms is not None or pod.constraints.affinity_depth == 2:
+        return [{"op": "add", "path": _REQUIRED, "value": required}]
+    node_affinity = {"requiredDuringSchedulingIgnoredDuringExecution": required}
+    if pod.constraints.affinity_depth == 1:
+        return [{"op": "add", "path": "/spec/affinity/nodeAffinity", "value": node_affinity}]
+    return [{"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": node_affinity}}]

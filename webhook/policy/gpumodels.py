@@ -1,0 +1,68 @@
+"""GPU models in policy: `spec.gpuModels` names the models a cluster mixes behind one
+resource name (H100, A100, L4 all ask for `nvidia.com/gpu`), by the node labels that tell
+them apart. A queue's quotas per model are `spec.queues[].models` (`queues`). See
+docs/gpu-models.md.
+
+"Model" is the word NVIDIA's GPU feature discovery and the DRA driver use
+(`nvidia.com/gpu.product`, `productName`), and the one platform teams say: "64 H100s".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Annotated
+
+from pydantic import Field, field_validator
+
+from webhook.policy.fields import NAME, Strict
+from webhook.policy.sources import Loc
+
+
+class GpuModel(Strict):
+    """One GPU model the cluster has."""
+
+    name: str = Field(description="What queues, pods (`gpu-airlock.io/gpu-models`), "
+                      "status and metrics call it: `h100`, `a100`, `l4`.")
+    node_labels: dict[Annotated[str, Field(min_length=1)], str] = Field(
+        alias="nodeLabels", min_length=1,
+        description="Labels every node of the model has, e.g. `{nvidia.com/gpu.product: "
+        "NVIDIA-H100-80GB-HBM3}` as GPU feature discovery writes it. A pod of the model "
+        "is pinned to them at ungate.")
+
+    @field_validator("name")
+    @classmethod
+    def _model_name(cls, v: str) -> str:
+        if not NAME.match(v) or len(v) > 63:
+            raise ValueError(f"{v!r}: model names are lowercase letters, digits, '-' and '.'")
+        return v
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        return all(labels.get(k) == v for k, v in self.node_labels.items())
+
+
+def model_of(models: Sequence[GpuModel], labels: Mapping[str, str]) -> str | None:
+    """The first model whose labels a node has, or None."""
+    return next((m.name for m in models if m.selects(labels)), None)
+
+
+def model_problems(models: Sequence[GpuModel]) -> Iterator[tuple[int, Loc, str]]:
+    """Two models one node could be. Each as (index, path inside the model, message), for
+    the merger's `file:line`."""
+    for i, model in enumerate(models):
+        for other in models[:i]:
+            if _overlap(other.node_labels, model.node_labels):
+                both = ("has the same nodeLabels as " + other.name
+                        if model.node_labels == other.node_labels else
+                        f"and {other.name} could both be one node "
+                        f"({_text({**other.node_labels, **model.node_labels})})")
+                yield i, ("nodeLabels",), (f"model {model.name} {both}; give each model a "
+                                           f"label value of its own")
+
+
+def _overlap(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
+    """Whether one node could carry both label sets: they agree wherever both speak."""
+    return all(b[k] == v for k, v in a.items() if k in b)
+
+
+def _text(labels: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))

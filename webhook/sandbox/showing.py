@@ -1,0 +1,113 @@
+"""What a running sandbox shows: examples/demo's workloads created in it, and the table of
+every pod (class, priority, gate, status, node, domain) that `airlock sandbox status` and
+`up --demo` print, read once the pods settle."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from webhook.keys import CLASS_LABEL, GATE
+from webhook.sandbox import wiring
+from webhook.sandbox.clients import from_kubeconfig
+from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL
+
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo"
+
+
+async def create_demo(kubeconfig: Path) -> None:
+    # Serving first, as in a cluster where it already runs; then batch, then the gang,
+    # whose pods the training-operator makes.
+    docs = [d for f in ("inference-deployment.yaml", "scavenger-job.yaml",
+                        "training-pytorchjob.yaml")
+            for d in yaml.safe_load_all((DEMO / f).read_text()) if d]
+    async with await from_kubeconfig(kubeconfig) as api:
+        for ns in ("research", "serving"):
+            await wiring.create_namespace(api, ns)
+        for doc in docs:
+            kind, meta = doc["kind"], doc["metadata"]
+            try:
+                if kind == "Deployment":
+                    await client.AppsV1Api(api).create_namespaced_deployment(
+                        meta["namespace"], body=doc)
+                elif kind == "Job":
+                    await client.BatchV1Api(api).create_namespaced_job(
+                        meta["namespace"], body=doc)
+                else:
+                    await client.CustomObjectsApi(api).create_namespaced_custom_object(
+                        "kubeflow.org", "v1", meta["namespace"], "pytorchjobs", doc)
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+
+
+def settled(pods: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> bool:
+    """Every pod on a node and out of Pending, and every Job finished: the moment the
+    demo's table is worth reading."""
+    finished = ("Complete", "Failed")
+    return bool(pods) and all(
+        p["spec"].get("nodeName") and (p.get("status") or {}).get("phase") != "Pending"
+        for p in pods) and all(
+        any(c["type"] in finished and c["status"] == "True"
+            for c in (j.get("status") or {}).get("conditions") or []) for j in jobs)
+
+
+async def _settled_pods(api: client.ApiClient, within: float) -> list[dict[str, Any]]:
+    """Every pod, once all have settled or after `within` seconds, whichever comes
+    first: a table read at once would show a moment of the controllers' work."""
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    deadline = time.monotonic() + within
+    while True:
+        pods: list[dict[str, Any]] = (await (await core.list_pod_for_all_namespaces(
+            _preload_content=False)).json())["items"]
+        jobs = (await (await batch.list_job_for_all_namespaces(
+            _preload_content=False)).json())["items"]
+        if settled(pods, jobs):
+            return pods
+        if time.monotonic() >= deadline:
+            if within:
+                print(f"not every pod is running (or every Job done) after {within:g}s; "
+                      "the table shows why (kubectl get events -A tells more)",
+                      file=sys.stderr)
+            return pods
+        await asyncio.sleep(0.2)
+
+
+def phase(pod: dict[str, Any]) -> str:
+    """What `kubectl get pods` calls STATUS, as far as a fake node's pod goes."""
+    if pod["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    if any(g["name"] == GATE for g in pod["spec"].get("schedulingGates", [])):
+        return "SchedulingGated"
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+async def pods_table(kubeconfig: Path, within: float = 0.0) -> str:
+    async with await from_kubeconfig(kubeconfig) as api:
+        pods = await _settled_pods(api, within)
+        nodes = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in (
+            await (await client.CoreV1Api(api).list_node(_preload_content=False)).json()
+        )["items"]}
+    rows = [("POD", "CLASS", "PRIORITY", "GATED", "STATUS", "NODE", "DOMAIN (nvlink / block)")]
+    for p in sorted(pods, key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"])):
+        meta, spec = p["metadata"], p["spec"]
+        node = spec.get("nodeName") or "-"
+        labels = nodes.get(node, {})
+        domain = f"{labels.get(CLIQUE_LABEL, '-')} / {labels.get(BLOCK_LABEL, '-')}" \
+            if node != "-" else "-"
+        gated = "yes" if any(g["name"] == GATE for g in spec.get("schedulingGates", [])) \
+            else "no"
+        rows.append((f"{meta['namespace']}/{meta['name']}",
+                     (meta.get("labels") or {}).get(CLASS_LABEL, "-"),
+                     f"{spec.get('priorityClassName') or '-'} ({spec.get('priority', 0)})",
+                     gated, phase(p), node, domain))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)

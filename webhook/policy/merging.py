@@ -17,6 +17,7 @@ from webhook.keys import ClassName
 from webhook.policy.capacity import CapacitySpec
 from webhook.policy.devices import DeviceClassMapping, device_class_problems
 from webhook.policy.gpumodels import GpuModel, model_problems
+from webhook.policy.grants import grant_problems
 from webhook.policy.model import (
     ClassSpec,
     Grant,
@@ -25,7 +26,6 @@ from webhook.policy.model import (
     PolicyFile,
     Rule,
     dangling_references,
-    grant_problems,
     missing_classes,
 )
 from webhook.policy.queues import (

@@ -36,6 +36,7 @@ from webhook.policy.devices import DeviceClassMapping, device_class_problems
 from webhook.policy.fields import NAME, Toleration
 from webhook.policy.fields import Strict as _Strict
 from webhook.policy.gpumodels import GpuModel, model_problems
+from webhook.policy.grants import Grant, grant_problems
 from webhook.policy.queues import FairShareSpec, PreemptionSpec, Queue, model_quota_problems
 from webhook.policy.rules import Match, Rule
 from webhook.policy.slices import GpuSlices, Slice
@@ -67,36 +68,6 @@ class TopologyLevel(_Strict):
         if not _LABEL_KEY.match(v) or len(name) > 63 or len(prefix) > 253:
             raise ValueError(f"{v!r} is not a valid node label key")
         return v
-
-
-class Grant(_Strict):
-    """What the pods of some namespaces may ask for themselves: a class, or PriorityClasses
-    above their class's priority. Each entry names one of the two."""
-
-    class_: ClassName | None = Field(
-        None, alias="class", description="A class that `requiresGrant`: pods of the "
-        "namespaces may ask for it (its label, or its PriorityClass by name).")
-    priority_classes: tuple[str, ...] = Field(
-        (), alias="priorityClasses", description="PriorityClasses that are no class's (a "
-        "team's own, `system-cluster-critical`, ...) which pods of the namespaces may keep "
-        "though they rank above their class's. Elsewhere such a pod is given its class's "
-        "PriorityClass; one ranking no higher is kept with a warning.")
-    namespaces: tuple[str, ...] = Field(description="Shell-style globs: namespaces whose pods "
-                                        "may ask for it themselves.")
-
-    @field_validator("priority_classes")
-    @classmethod
-    def _priority_class_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
-        for name in names:
-            if not NAME.match(name) or len(name) > 253:
-                raise ValueError(f"{name!r} is not a valid PriorityClass name (DNS subdomain)")
-        return names
-
-    @model_validator(mode="after")
-    def _one_of_the_two(self) -> Grant:
-        if (self.class_ is None) == (not self.priority_classes):
-            raise ValueError("a grant names a `class` or `priorityClasses`, one of the two")
-        return self
 
 
 class NamespaceAccess(_Strict):
@@ -224,20 +195,6 @@ def dangling_references(
         if rule.class_ not in classes:
             yield i, ("class",), (f"rule {rule.name}: class {rule.class_} is not defined "
                                   f"under spec.classes in any policy file")
-
-
-def grant_problems(classes: Mapping[ClassName, ClassSpec], grants: Sequence[Grant]
-                   ) -> Iterator[tuple[int, Loc, str]]:
-    """Each PriorityClass a grant names that is a class's own: the grant's index, the path
-    inside it, and the message. A class's PriorityClass goes with the class: granting it
-    alone would let a pod keep it where the class itself is not granted."""
-    owners = {spec.priority_class.name: name for name, spec in classes.items()}
-    for i, grant in enumerate(grants):
-        for j, name in enumerate(grant.priority_classes):
-            if name in owners:
-                yield i, ("priorityClasses", j), (
-                    f"grant: priorityClasses names {name}, class {owners[name]}'s own "
-                    f"PriorityClass; grant the class instead (class: {owners[name]})")
 
 
 def missing_classes(classes: Collection[ClassName]) -> str | None:

@@ -6,6 +6,7 @@ shipped one, and small ones built in Python); a clock the test moves."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime
 import functools
 from collections.abc import Iterable
@@ -20,7 +21,8 @@ from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.deciding import Admit, Preempt, Wait
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.nodes import NodeInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.candidates import Candidates
 from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.core.preemption.planning import Preemptor
@@ -253,16 +255,31 @@ def gang(name: str, n: int, gpus: int = 8, **kw: Any) -> list[PodInfo]:
     return [member(name, i, gpus, size=n, **kw) for i in range(n)]
 
 
+def with_marks(pod: PodInfo, **marks: Any) -> PodInfo:
+    """`pod` as if the webhook had marked it so (`Marks` fields: `runtime=60.0`)."""
+    return dataclasses.replace(pod, marks=dataclasses.replace(pod.marks, **marks))
+
+
+def with_records(pod: PodInfo, **records: Any) -> PodInfo:
+    """`pod` as if the controller had recorded this on it (`Recorded` fields:
+    `placement=record`), whether or not a seal would open it."""
+    return dataclasses.replace(pod, recorded=dataclasses.replace(pod.recorded, **records))
+
+
 def raw_queued(name: str, gpus: int = 1, *, ns: str = "ml", priority: int = SCAVENGER,
-               created: int = 0, gated: bool = True, **spec: Any) -> dict[str, Any]:
+               created: int = 0, gated: bool = True, marks: dict[str, str] | None = None,
+               **spec: Any) -> dict[str, Any]:
     """A single pod as the watch delivers it once the webhook queued it (its class queues
-    single pods): the mark and, until the controller lifts it, the gate."""
+    single pods): the mark and, until the controller lifts it, the gate; `marks`, more
+    annotations the webhook wrote (its expected run time)."""
     b = pod(name, ns).gpus(gpus).set("priority", priority).annotation(QUEUED_ANNOTATION,
                                                                       "true")
     b.meta["creationTimestamp"] = f"2026-11-22T10:{created:02d}:00Z"
     b.meta["uid"] = uid_of(ns, name)
     if gated:
         b.gate(GATE)
+    for key, value in (marks or {}).items():
+        b.annotation(key, value)
     for key, value in spec.items():
         b.set(key, value)
     return b.build()

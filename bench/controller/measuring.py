@@ -48,8 +48,9 @@ from webhook.accelerators import Accelerators
 from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.deciding import decide
-from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.nodes import NodeInfo
 from webhook.controller.core.placement.fitting import fit
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.records import Record
 from webhook.controller.shells.applying import WRITES_IN_FLIGHT
 from webhook.controller.shells.patches import ungate_patch

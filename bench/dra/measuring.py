@@ -36,7 +36,7 @@ from bench.controller.measuring import GPU
 from tests.builders import SCAVENGER, SEAL, TRAINING, iso, raw_member
 from tests.paths import POLICIES
 from webhook.controller.core.deciding import QueueState, decide
-from webhook.controller.core.objects import NodeInfo
+from webhook.controller.core.nodes import NodeInfo
 from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.shells.cache import Cache
 from webhook.keys import GANG_LABEL

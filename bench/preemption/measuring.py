@@ -68,7 +68,8 @@ from tests.builders import (
 from webhook.accelerators import Accelerators
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.deciding import QueueState, decide
-from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.nodes import NodeInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.keys import GANG_LABEL, PREEMPTION_ANNOTATION
@@ -294,7 +295,7 @@ def main() -> int:
                      QueueSpec("scavenge", ("scavenge",)))) if args.reclaim else Quotas()
     members: dict[str, list[PodInfo]] = {}
     for p in gangs:
-        members.setdefault(p.gang or "", []).append(p)
+        members.setdefault(p.marks.gang or "", []).append(p)
 
     # The first plan of a round builds the units and ranks the domains it looks at;
     # later plans of the same round reuse them.

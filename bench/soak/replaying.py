@@ -15,8 +15,8 @@ from tests.kube import gated
 from webhook.controller.core.actions import EventReason
 from webhook.controller.core.growth.placeholders import placeholder_of
 from webhook.controller.core.identities import GangId
-from webhook.controller.core.objects import pod_requests
 from webhook.controller.core.records import PreemptionRecord, Record, peek
+from webhook.controller.core.resources import pod_requests
 from webhook.keys import (
     CLASS_LABEL,
     GANG_LABEL,

@@ -10,7 +10,7 @@ from webhook.accelerators import Accelerators
 from webhook.controller.core.actions import Preempt, Victim
 from webhook.controller.core.configuring import preemption_of, quotas_of
 from webhook.controller.core.deciding import Admit, Record
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.budgets import Pdb, budgets_of
 from webhook.controller.core.queues.accounting import (
     FAIR_SHARE_KEY,

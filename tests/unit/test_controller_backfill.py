@@ -26,13 +26,15 @@ from tests.builders import (
     tracked,
     unit,
     waits,
+    with_marks,
+    with_records,
 )
 from webhook.controller.core.actions import Wait
 from webhook.controller.core.deciding import Admit, DecideOptions, Record, decide
 from webhook.controller.core.gangs import gang_of
-from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.placement.backfill import shadow, spare
 from webhook.controller.core.placement.runtimes import LEAST, WINDOW, Runtimes
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.accounting import Accounts
 from webhook.controller.core.queues.order import queue_order
 from webhook.controller.core.queues.queueing import QueueState
@@ -183,7 +185,7 @@ def test_run_times_are_learned_from_gangs_that_succeed_and_kept(policy: Policy) 
 
 def test_run_times_are_learned_from_queued_single_pods_too(policy: Policy) -> None:
     record = Record(None, None, ("one",), NOW - 500, 1)
-    one = dataclasses.replace(single("one", "a-n0", queued=True), placement=record)
+    one = with_records(single("one", "a-n0", queued=True), placement=record)
     accounts = Accounts()
     accounts.sample(policy, tracked(cluster({"a": 1}), [one]), NOW)
     accounts.sample(policy, tracked(cluster({"a": 1}), _done([one])), NOW + 10)
@@ -215,7 +217,7 @@ def test_a_new_leader_learns_nothing_from_what_finished_before_it_led(policy: Po
 # --- who may use the head's room ---------------------------------------------------------
 
 def _stating(pods: list[PodInfo], seconds: float) -> list[PodInfo]:
-    return [dataclasses.replace(p, runtime=seconds) for p in pods]
+    return [with_marks(p, runtime=seconds) for p in pods]
 
 
 def _cluster_for_a_head(ends_in: float | None) -> list[PodInfo]:
@@ -339,7 +341,7 @@ def _backfilled(until: float) -> list[PodInfo]:
     the minimum runtime), backfilled until `until`."""
     record = Record("a", "topology", ("late-0",), NOW - 120, 1, backfilled_until=until)
     pod = running("late", ["a-n0"], ran=120, priority=TRAINING)[0]
-    return [dataclasses.replace(pod, placement=record)]
+    return [with_records(pod, placement=record)]
 
 
 def _head_and_a_cheaper_victim(until: float) -> list[PodInfo]:
@@ -392,25 +394,22 @@ def test_status_shows_what_was_backfilled_and_whether_it_overran(policy: Policy)
 def test_a_bound_single_pod_keeps_the_run_time_it_stated() -> None:
     # Once bound, a single pod is no gang's and no queue's to decide: its run time still
     # tells when the head's room frees.
-    raw = raw_queued("one", gated=False)
-    raw["metadata"]["annotations"][RUNTIME_SECONDS_ANNOTATION] = "600"
-    raw["spec"]["nodeName"] = "a-n0"
-    assert PodInfo.parse(raw).runtime == 600
+    raw = raw_queued("one", gated=False, marks={RUNTIME_SECONDS_ANNOTATION: "600"},
+                     nodeName="a-n0")
+    assert PodInfo.parse(raw).marks.runtime == 600
 
 
 @pytest.mark.parametrize("value", ["²", "٣", "-5", "1e3", ""])
 def test_a_run_time_that_is_not_plain_digits_is_no_run_time(value: str) -> None:
-    raw = raw_queued("one", gated=False)
-    raw["metadata"]["annotations"][RUNTIME_SECONDS_ANNOTATION] = value
-    assert PodInfo.parse(raw).runtime is None
+    raw = raw_queued("one", gated=False, marks={RUNTIME_SECONDS_ANNOTATION: value})
+    assert PodInfo.parse(raw).marks.runtime is None
 
 
 def test_a_pod_airlock_did_not_mark_states_no_run_time() -> None:
-    raw = raw_queued("one", gated=False)
+    raw = raw_queued("one", gated=False, marks={RUNTIME_SECONDS_ANNOTATION: "600"},
+                     nodeName="a-n0")
     del raw["metadata"]["annotations"][QUEUED_ANNOTATION]
-    raw["metadata"]["annotations"][RUNTIME_SECONDS_ANNOTATION] = "600"
-    raw["spec"]["nodeName"] = "a-n0"
-    assert PodInfo.parse(raw).runtime is None
+    assert PodInfo.parse(raw).marks.runtime is None
 
 
 @pytest.mark.parametrize(("spared", "backfilled"), [(frozenset(), True),

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 
 from tests.builders import HOUR, NOW, TRAINING, cluster, gang, preemptor, single, tracked
 from webhook.controller.core.actions import Victim
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.candidates import Candidates, unit_id
 from webhook.controller.core.preemption.criteria import PreemptionSettings, set_cost
 from webhook.controller.core.queues.quotas import Quotas

@@ -10,7 +10,7 @@ import pytest
 from tests.builders import NOW, TRAINING, cluster, member, running, tracked, unit
 from webhook.controller.core.actions import Action, Admit, Preempt, Requeue, Wait
 from webhook.controller.core.deciding import QueueState, decide
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.core.records import Record
 from webhook.conventions.base import Elastic

@@ -4,7 +4,6 @@ spread its pods wherever there is room, the reserved nodes included."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import jsonpatch
@@ -20,10 +19,11 @@ from tests.builders import (
     queued,
     running,
     tracked,
+    with_marks,
 )
 from webhook.controller.core.cluster.filters import eligible
 from webhook.controller.core.deciding import Admit, DecideOptions, Record, decide
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.shells.patches import ungate_patch
 from webhook.keys import GANG_LABEL, GATE
 
@@ -59,8 +59,8 @@ def test_a_gang_pinned_to_another_domain_needs_no_more() -> None:
 
 
 def test_a_gang_let_onto_the_heads_room_is_not_pinned_off_it() -> None:
-    small = [dataclasses.replace(p, runtime=60.0) for p in gang("small", 1, created=2)]
-    busy = [dataclasses.replace(p, runtime=1200.0)
+    small = [with_marks(p, runtime=60.0) for p in gang("small", 1, created=2)]
+    busy = [with_marks(p, runtime=1200.0)
             for p in running("busy", ["a-n0"], ran=600, priority=TRAINING)]
     pods = [*busy, *gang("head", 4, priority=10, created=1), *small]
     actions = decide(tracked(cluster({"a": 4}), pods), {}, NOW,

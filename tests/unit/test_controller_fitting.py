@@ -4,8 +4,9 @@ bin-packed, never onto capacity another gang holds."""
 from __future__ import annotations
 
 from tests.builders import CLIQUE, cluster, gang, member, node, snapshot
-from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.placement.fitting import NoFit, Plan, fit, take_plan
+from webhook.controller.core.placement.fitting import NoFit, fit
+from webhook.controller.core.placement.packing import Plan, take_plan
+from webhook.controller.core.pods import PodInfo
 
 
 def plan_of(outcome: Plan | NoFit) -> Plan:

@@ -21,7 +21,7 @@ from webhook.accelerators import Accelerators
 from webhook.admission import engine
 from webhook.admission.decoding import decode
 from webhook.admission.responses import complete
-from webhook.controller.core.objects import NodeInfo
+from webhook.controller.core.nodes import NodeInfo
 from webhook.controller.core.rounds import Rounds
 from webhook.controller.shells.cache import Cache
 from webhook.policy.model import DEFAULT_ACCELERATORS

@@ -18,7 +18,7 @@ from webhook.controller.core.growth.asking import (
 from webhook.controller.core.growth.placeholders import digest, manifest, placeholder_of, too_small
 from webhook.controller.core.growth.provisioning import consuming, objects, request_of
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.queueing import QueueState
 from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.controller.core.records import Record
@@ -121,9 +121,9 @@ def test_a_placeholder_stands_for_its_pod_and_gives_way_to_any() -> None:
     assert container["resources"]["requests"] == {"cpu": "8000m", "memory": str(16 * 2**30),
                                                   "nvidia.com/gpu": "8"}
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "8"}
-    assert spec["tolerations"] == list(gpu_pod.tolerations)
+    assert spec["tolerations"] == list(gpu_pod.constraints.tolerations)
     (together,) = spec["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert together["topologyKey"] == gpu_pod.topology_key
+    assert together["topologyKey"] == gpu_pod.marks.topology_key
     assert together["labelSelector"]["matchLabels"] == {
         PLACEHOLDER_LABEL: digest(unit("g1", "team-a"))}
     # Read back, it is the unit's; and the room it holds is not counted as used.

@@ -25,7 +25,7 @@ from tests.builders import (
 from webhook.controller.core import stages
 from webhook.controller.core.actions import Admit, Wait
 from webhook.controller.core.deciding import DecideOptions, QueueState, decide
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.controller.core.records import Record
@@ -63,7 +63,7 @@ def test_a_unit_whose_decision_raises_is_set_aside_and_the_round_goes_on(
     real = stages.fit  # type: ignore[attr-defined]
 
     def fit(members, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if members[0].gang == "mallory":
+        if members[0].marks.gang == "mallory":
             raise OverflowError("int too large to convert to float")
         return real(members, *args, **kwargs)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.builders import CLIQUE, NOW, admitted, cluster, member, told, tracked, unit, waits
 from webhook.controller.core.deciding import Admit, Finish, Record, Wait, decide
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 
 
 def running(name: str, i: int, domain: str, size: int | None = 4, placement: Record | None = None,

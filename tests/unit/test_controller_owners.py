@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tests.builders import CLIQUE, SEAL, PodBuilder, make_policy, pod, unit
 from tests.paths import ROOT
 from webhook.controller.core.deciding import Record
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.shells.owners import OwnerSizes
 from webhook.controller.shells.patches import ungate_patch
 from webhook.conventions.base import (
@@ -290,7 +290,7 @@ def test_record_and_anchor_ungate_are_one_patch(annotations: dict[str, str] | No
     out = jsonpatch.apply_patch(pod, record_patch(info, record, SEAL)
                                 + ungate_patch(info, record))
     assert PLACEMENT_ANNOTATION in out["metadata"]["annotations"]
-    assert PodInfo.parse(out, SEAL).placement == record
+    assert PodInfo.parse(out, SEAL).recorded.placement == record
     assert out["metadata"]["annotations"].items() >= (annotations or {}).items()
     assert out["spec"]["schedulingGates"] == []
 

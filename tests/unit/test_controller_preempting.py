@@ -40,7 +40,7 @@ from webhook.controller.core.actions import (
     events_of,
 )
 from webhook.controller.core.deciding import QueueState, Record, decide
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.budgets import Budget
 from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.core.preemption.ranking import Rankings

@@ -26,7 +26,7 @@ from tests.builders import (
 )
 from webhook.controller.core.actions import Action, Wait, events_of
 from webhook.controller.core.deciding import DecideOptions, QueueState, decide
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.controller.core.reasons import MEANING, WAIT_REASONS

@@ -35,8 +35,8 @@ from webhook.controller.core.deciding import (
     decide,
 )
 from webhook.controller.core.identities import PodKey, UnitId
-from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.placement.reservation import Order
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.controller.shells.cache import Cache
@@ -67,7 +67,7 @@ def test_a_queued_single_is_admitted_like_a_gang_of_one() -> None:
     after = jsonpatch.apply_patch(raw, record_patch(solo, admit.record, SEAL)
                                   + ungate_patch(solo, admit.record))
     assert after["spec"]["schedulingGates"] == []
-    assert PodInfo.parse(after, SEAL).placement == admit.record
+    assert PodInfo.parse(after, SEAL).recorded.placement == admit.record
 
 
 def test_a_queued_single_over_its_queues_quota_waits_and_says_why() -> None:
@@ -152,7 +152,7 @@ def test_a_single_let_go_but_not_bound_keeps_its_room() -> None:
 
 def test_once_bound_a_queued_single_is_a_single_pod_again() -> None:
     bound = single("done", "a-n0", gpus=8, queued=True)
-    assert bound.single
+    assert bound.marks.single
     assert tracked([], [bound]).membership.gangs() == {}
     pods = [bound, *gang("train", 1, priority=TRAINING)]
     (action,) = preempts(decide(tracked(cluster({"a": 1}), pods), {}, NOW))
@@ -216,11 +216,11 @@ def test_the_cache_counts_queued_singles_as_gated_and_nothing_else() -> None:
 def test_a_queued_single_keeps_what_fit_reads_until_it_is_bound() -> None:
     tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
     waiting = queued("solo", tolerations=tolerations, nodeSelector={"pool": "a"})
-    assert waiting.single
-    assert waiting.tolerations == tuple(tolerations)
-    assert dict(waiting.node_selector) == {"pool": "a"}
-    assert waiting.devices == ("nvidia.com/gpu",)
+    assert waiting.marks.single
+    assert waiting.constraints.tolerations == tuple(tolerations)
+    assert dict(waiting.constraints.node_selector) == {"pool": "a"}
+    assert waiting.constraints.devices == ("nvidia.com/gpu",)
     bound = queued("solo", gated=False, tolerations=tolerations, nodeName="a-n0")
-    assert bound.single
-    assert bound.tolerations == ()
-    assert bound.devices == ()
+    assert bound.marks.single
+    assert bound.constraints.tolerations == ()
+    assert bound.constraints.devices == ()

@@ -13,8 +13,9 @@ from tests.builders import BLOCK, CLIQUE, NOW, blocks, member, running, tracked
 from webhook.controller.core.actions import Action, Admit, Finish
 from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.deciding import QueueState, decide
-from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.placement.fitting import Plan, fit
+from webhook.controller.core.placement.fitting import fit
+from webhook.controller.core.placement.packing import Plan
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.core.records import Record
 from webhook.controller.shells.patches import ungate_patch

@@ -29,7 +29,8 @@ from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.deciding import decide
 from webhook.controller.core.identities import PodKey
-from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.nodes import NodeInfo
+from webhook.controller.core.pods import PodInfo
 
 NODES = [*cluster({"a": 2, "b": 2}), node("n-0", "c", resource=NEURON)]
 NODE_NAMES = [n.name for n in NODES]

@@ -25,7 +25,7 @@ from tests.builders import (
 from webhook.controller.core.actions import Admit, Finish, Ignore
 from webhook.controller.core.deciding import QueueState, decide
 from webhook.controller.core.identities import PodKey, UnitId
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.budgets import Budget
 from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.core.queues.quotas import QueueSpec, Quotas

@@ -21,7 +21,7 @@ import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from webhook.controller.core.objects import NodeInfo
+from webhook.controller.core.nodes import NodeInfo
 
 HOSTNAME = "kubernetes.io/hostname"
 MAX_PODS = 110

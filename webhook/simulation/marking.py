@@ -15,7 +15,7 @@ import jsonpatch
 
 from webhook.admission import engine
 from webhook.admission.reviews import Request
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.keys import CLASS_LABEL, CLASSES, GANG_NAME_LABEL
 from webhook.policy.model import Grant, Policy
 from webhook.simulation.traces import Job, airlock_annotations

@@ -35,7 +35,7 @@ from typing import Any, Literal, assert_never
 from webhook.controller.core.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.deciding import DecideOptions
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.rounds import Rounds
 from webhook.policy.model import Policy
 from webhook.simulation.clusters import Cluster, Pin, PodKey, Resident, Shape
@@ -115,9 +115,9 @@ def _never_runnable(job: Job, marked: Marked, cluster: Cluster, scheduler: Sched
     least = job.least * job.gpus
     if job.gpus > shape.gpus_per_node or least > shape.capacity:
         return True
-    key = marked.template.topology_key
+    key = marked.template.marks.topology_key
     return scheduler == "airlock" and job.pods > 1 and key is not None and \
-        marked.template.topology_mode == "required" and least > cluster.largest(key)
+        marked.template.marks.topology_mode == "required" and least > cluster.largest(key)
 
 
 class Simulation:
@@ -322,7 +322,8 @@ class Simulation:
                         # record on its anchor.
                         self.tracked.drop_pod(info.key)
                         if isinstance(action, Admit) and info.key == action.anchor.key:
-                            pod.info = dataclasses.replace(pod.info, placement=record)
+                            kept = dataclasses.replace(pod.info.recorded, placement=record)
+                            pod.info = dataclasses.replace(pod.info, recorded=kept)
                         # A slice's domain lies inside the gang's: pinning it is enough.
                         sliced = record.slice_of(info.name)
                         pod.pin = (record.slice_key, sliced) \
@@ -337,8 +338,8 @@ class Simulation:
                     # The record on the preemptor's anchor keeps the room held for it;
                     # then the victims go, whole gangs, and it is admitted next round.
                     anchor = self.gated[action.anchor.key]
-                    anchor.info = dataclasses.replace(anchor.info,
-                                                      preemption=action.record)
+                    kept = dataclasses.replace(anchor.info.recorded, preemption=action.record)
+                    anchor.info = dataclasses.replace(anchor.info, recorded=kept)
                     self.tracked.put_pod(anchor.info)
                     self._evict([p.key for v in action.victims for p in v.pods
                                  if p.key in self._bound], now)

@@ -11,7 +11,7 @@ from typing import Literal, NamedTuple, assert_never
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.reasons import WaitReason, lead
 from webhook.controller.core.records import PreemptionRecord, Record
 
@@ -178,7 +178,7 @@ def _where(record: PreemptionRecord) -> str:
 def retold(anchor: PodInfo, record: PreemptionRecord) -> str:
     """Why a victim the record names is going, told by a leader that did not evict it
     (the one that did stopped before it could say so)."""
-    return (f"Preempted: evicted to make room for gang {anchor.namespace}/{anchor.gang} in "
+    return (f"Preempted: evicted to make room for gang {anchor.namespace}/{anchor.marks.gang} in "
             f"{_where(record)} (told by the next leader: the one that evicted it stopped "
             f"first)")
 

@@ -35,9 +35,9 @@ from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.gangs import Gang, SizeAnswer, membership
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.placement.fitting import place_in, take_plan
 from webhook.controller.core.placement.joining import domain_nodes
+from webhook.controller.core.placement.packing import place_in, take_plan
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.queueing import Hold, Queueing, QueueState
 from webhook.controller.core.queues.shortfalls import short
 from webhook.controller.core.records import Record
@@ -186,7 +186,7 @@ def _distrusted(cluster: Tracked) -> list[Ignore]:
     for key in sorted(cluster.membership.distrusted):
         pod = cluster.pods[key]
         said = "; ".join(f"its gpu-airlock.io/{u.kind} record: {u.reason}"
-                         for u in pod.distrusted)
+                         for u in pod.recorded.distrusted)
         found.append(Ignore(membership(pod) or UnitId.of_pod(key), (pod,),
                             f"RecordIgnored: Airlock does not act on {said}"))
     return found

@@ -8,7 +8,7 @@ A gang's members fall into three groups:
 - *waiting*: gated and in no record: the whole gang at first, or later replacements and
   late joiners of a gang that already runs.
 
-A single pod that Airlock queued (`PodInfo.single`) is a unit of its own (`UnitId` of
+A single pod that Airlock queued (`Marks.single`) is a unit of its own (`UnitId` of
 kind `pod`) from its admission until it is bound: it waits, is admitted and preempts like
 a gang, and carries its own record. Bound, it is a single pod again (and, as a victim,
 one).
@@ -24,7 +24,7 @@ from typing import Any
 
 from webhook.accelerators import Accelerators, GpuEquivalents
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.records import PreemptionRecord, Record
 from webhook.conventions.base import Elastic, SizeUnknown
 
@@ -135,7 +135,7 @@ class Gang:
     @functools.cached_property
     def preemption(self) -> PreemptionRecord | None:
         """The preemption recorded for the gang (on its anchor pod)."""
-        return next((p.preemption for p in self.members if p.preemption is not None), None)
+        return next((r for p in self.members if (r := p.recorded.preemption) is not None), None)
 
     @functools.cached_property
     def _needs(self) -> dict[Accelerators, GpuEquivalents]:
@@ -151,11 +151,11 @@ class Gang:
 
     @functools.cached_property
     def _stated(self) -> frozenset[int]:
-        return frozenset(p.expected_size for p in self.members if p.expected_size is not None)
+        return frozenset(n for p in self.members if (n := p.marks.expected_size) is not None)
 
     @functools.cached_property
     def _stated_min(self) -> frozenset[int]:
-        return frozenset(p.min_size for p in self.members if p.min_size is not None)
+        return frozenset(n for p in self.members if (n := p.marks.min_size) is not None)
 
     def size(self, looked_up: Mapping[UnitId, SizeAnswer]) -> int | SizeUnknown | None:
         """The size the members state, else the owner's (looked up), else the size
@@ -193,9 +193,9 @@ class Gang:
             first = self.records[0]
             return first.topology_key, first.domain
         for p in self.let_go:
-            key = p.topology_key
-            if key and key in p.node_selector:
-                return key, p.node_selector[key]
+            key = p.marks.topology_key
+            if key and key in p.constraints.node_selector:
+                return key, p.constraints.node_selector[key]
         return None, None
 
 
@@ -205,7 +205,7 @@ def membership(pod: PodInfo) -> UnitId | None:
     gang = pod.gang_id
     if gang is not None:
         return UnitId.of_gang(gang)
-    if pod.single and pod.node_name is None:
+    if pod.marks.single and pod.node_name is None:
         return UnitId.of_pod(pod.key)
     return None
 
@@ -213,5 +213,5 @@ def membership(pod: PodInfo) -> UnitId | None:
 def gang_of(gang_id: UnitId, members: Iterable[PodInfo]) -> Gang:
     """A gang from its active members, with the decisions they record."""
     ordered = tuple(sorted(members, key=lambda p: (p.created, p.name)))
-    records = (p.placement for p in ordered if p.placement is not None)
+    records = (p.recorded.placement for p in ordered if p.recorded.placement is not None)
     return Gang(gang_id, ordered, tuple(sorted(records, key=lambda r: r.at)))

@@ -17,7 +17,7 @@ from webhook.controller.core.actions import Wait
 from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.gangs import Gang, SizeAnswer
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.conventions.base import SizeUnknown
 
 
@@ -50,11 +50,12 @@ def _outlook(gang: Gang, size: int, snap: Snapshot) -> str:
     """What the whole gang will need, judged from the members present, and the best room
     there is now: so a person knows early whether waiting for the rest will be enough."""
     anchor = gang.members[0]
-    if not anchor.topology_key:
+    key = anchor.marks.topology_key
+    if not key:
         return ""
     need = round(snap.need(gang.members) * size / len(gang.members))
-    best = max(snap.domain_free(anchor, anchor.topology_key).values(), default=0)
-    return f"; needs {need} GPUs in one {anchor.topology_key} domain, the best has {best} free"
+    best = max(snap.domain_free(anchor, key).values(), default=0)
+    return f"; needs {need} GPUs in one {key} domain, the best has {best} free"
 
 
 def new_members(gang: Gang, size: int, least: int, now: float, warn_after: float,

@@ -11,10 +11,11 @@ from webhook.controller.core.actions import Action
 from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.gangs import Gang, SizeAnswer
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.placement.backfill import Backfill
-from webhook.controller.core.placement.fitting import NoFit, Plan
+from webhook.controller.core.placement.fitting import NoFit
+from webhook.controller.core.placement.packing import Plan
 from webhook.controller.core.placement.reservation import Order, Reservation
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.modelquotas import NO_MODEL, Model
 from webhook.controller.core.queues.queueing import Hold, Queueing
 

@@ -32,9 +32,10 @@ from webhook.controller.core.members import (
     present,
     size_of,
 )
-from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.placement.fitting import NoFit, Plan, fit, take_plan
+from webhook.controller.core.placement.fitting import NoFit, fit
 from webhook.controller.core.placement.joining import fit_joiners
+from webhook.controller.core.placement.packing import Plan, take_plan
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.modelquotas import Model
 from webhook.controller.core.queues.queueing import Hold, Queueing
 from webhook.controller.core.records import Record
@@ -93,14 +94,14 @@ def borrow(r: Round, u: Unit) -> Verdict:
     u.off_limits = reserved if u.hold is not None else reserved | r.held
     if not u.started and u.hold is None:
         anchor, gang = u.anchor, u.gang
-        u.alike = (anchor.topology_key, anchor.topology_mode, bool(reserved),
+        u.alike = (anchor.marks.topology_key, anchor.marks.topology_mode, bool(reserved),
                    gang.shape if gang.whole(u.members) else Shape.of(u.members))
     return None
 
 
 def place(r: Round, u: Unit) -> Verdict:
     anchor, gang = u.anchor, u.gang
-    u.key = anchor.topology_key
+    u.key = anchor.marks.topology_key
     if u.started:
         # Joiners go where the gang runs: its domain, and its model.
         recorded = next((rec for rec in gang.records if rec.model is not None), None)
@@ -115,7 +116,7 @@ def place(r: Round, u: Unit) -> Verdict:
         return _on_models(r, u, reserved)
     known = r.no_room.get(u.alike) if u.alike is not None and reserved is None else None
     u.fresh = known is None
-    u.outcome = known or fit(u.members, r.snap, u.key, anchor.topology_mode,
+    u.outcome = known or fit(u.members, r.snap, u.key, anchor.marks.topology_mode,
                              level=u.key or "topology", avoid=u.off_limits,
                              reserved=reserved)
     if u.alike is not None and isinstance(u.outcome, NoFit):
@@ -138,10 +139,11 @@ def _on_models(r: Round, u: Unit, reserved: str | None) -> Verdict:
     the queue's quota of it; else the first it could borrow; else the first with room,
     over quota; else it waits for the first model with room."""
     anchor, gang = u.anchor, u.gang
-    order = r.queues.model_order(gang, anchor.gpu_models)
+    named = anchor.constraints.gpu_models
+    order = r.queues.model_order(gang, named)
     if not order:
         return Wait(gang.id, tuple(u.members), "NeverFits",
-                    f"its pods name GPU models {', '.join(anchor.gpu_models)}, none of which "
+                    f"its pods name GPU models {', '.join(named)}, none of which "
                     f"its queue {r.queues.queue_of(gang)} may use", warning=True)
     borrowed: Choice | None = None
     over: tuple[Choice, str] | None = None
@@ -150,7 +152,7 @@ def _on_models(r: Round, u: Unit, reserved: str | None) -> Verdict:
         off = r.outside(model)
         alike = (u.alike, model) if u.alike is not None and reserved is None else None
         known = r.no_room.get(alike) if alike is not None else None
-        outcome = known or fit(u.members, r.snap, u.key, anchor.topology_mode,
+        outcome = known or fit(u.members, r.snap, u.key, anchor.marks.topology_mode,
                                level=u.key or "topology", avoid=u.off_limits | off,
                                reserved=reserved)
         choice = (model, off, outcome, known is None)
@@ -245,7 +247,7 @@ def admit(r: Round, u: Unit) -> Verdict:
     names = tuple(sorted(p.name for p in u.members))
     record = Record(plan.domain, u.key if plan.domain else None, names, r.now, u.size,
                     minimum=u.minimum,
-                    slice_key=anchor.slice_key if plan.slices else None,
+                    slice_key=anchor.marks.slice_key if plan.slices else None,
                     slices=tuple(sorted((k.name, v) for k, v in plan.slices.items())),
                     backfilled_until=r.reservation.borrowed_until(plan, u.until),
                     fenced_off=_fenced_off(u.off_limits - u.model_off, plan, r.snap, anchor,
@@ -310,7 +312,7 @@ def _fewer(r: Round, u: Unit, least: int) -> tuple[list[PodInfo], Plan] | None:
         if u.started:
             outcome: Plan | NoFit = fit_joiners(gang, some, r.snap, u.avoid)[0]
         else:
-            outcome = fit(some, r.snap, anchor.topology_key, anchor.topology_mode,
+            outcome = fit(some, r.snap, anchor.marks.topology_key, anchor.marks.topology_mode,
                           avoid=u.avoid)
         return outcome if isinstance(outcome, Plan) else None
 

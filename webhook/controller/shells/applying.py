@@ -32,7 +32,7 @@ from webhook.controller.core.actions import (
     retold,
 )
 from webhook.controller.core.identities import PodKey
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.records import Record, Seal
 from webhook.controller.shells.leading import Fence, NotLeading
 from webhook.controller.shells.patches import (
@@ -190,7 +190,7 @@ class Applier:
         preemption resumed), so a leader that dies half-way leaves a record the next one
         finishes; then every victim is evicted, side by side."""
         anchor = preempt.anchor
-        if anchor.preemption != preempt.record:
+        if anchor.recorded.preemption != preempt.record:
             await self._patch(anchor, annotation_patch(
                 anchor, PREEMPTION_ANNOTATION, self.seal.dumps(preempt.record, anchor.uid)),
                 "application/json-patch+json")
@@ -243,11 +243,11 @@ class Applier:
         condition, `evicted_for`), or, killed before that too, named in the preemption
         record on its preemptor's anchor: the Event is told from one or the other (once,
         whoever told it first)."""
-        recorded = {uid: retold(anchor, anchor.preemption) for anchor in pods
-                    if anchor.preemption is not None for uid in anchor.preemption.uids}
+        recorded = {uid: retold(anchor, record) for anchor in pods
+                    if (record := anchor.recorded.preemption) is not None for uid in record.uids}
         untold: list[tuple[PodInfo, str]] = []
         for pod in pods:
-            message = pod.evicted_for or (recorded.get(pod.uid) if pod.deleting else None)
+            message = pod.recorded.evicted_for or (recorded.get(pod.uid) if pod.deleting else None)
             if message and message not in self._said.get(pod.key, ()):
                 untold.append((pod, message))
         await asyncio.gather(*(

@@ -21,7 +21,8 @@ from webhook.controller.core.growth.asking import Asking
 from webhook.controller.core.growth.placeholders import placeholder_of
 from webhook.controller.core.growth.provisioning import request_of
 from webhook.controller.core.identities import PodKey, UnitId
-from webhook.controller.core.objects import NodeInfo, PodInfo, unreadable
+from webhook.controller.core.nodes import NodeInfo
+from webhook.controller.core.pods import PodInfo, unreadable
 from webhook.controller.core.records import Opener
 from webhook.devices.claims import ClaimKind
 from webhook.devices.kinds import DeviceKind
@@ -248,6 +249,6 @@ class Cache:
             unit = UnitId.of_gang(gang)
             if unit in waiting:
                 continue
-            if all(m.expected_size is None for m in membership.members[unit].values()):
+            if all(m.marks.expected_size is None for m in membership.members[unit].values()):
                 waiting[unit] = pod
         return waiting

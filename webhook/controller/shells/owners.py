@@ -13,7 +13,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.controller.core.gangs import SizeAnswer
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.conventions.base import Joins, OwnerAddress, SamePriority, SizeUnknown
 from webhook.kuberaw import json_of
 from webhook.operators.registry import owner_sized
@@ -40,9 +40,9 @@ class OwnerSizes:
         return found
 
     async def _size(self, pod: PodInfo, joins: Joins) -> SizeAnswer:
-        convention = owner_sized(pod.source or "")
+        convention = owner_sized(pod.marks.source or "")
         if convention is None:
-            return SizeUnknown(f"gang source {pod.source!r} states no owner to look up")
+            return SizeUnknown(f"gang source {pod.marks.source!r} states no owner to look up")
         where = convention.owner(pod.labels, pod.owners)
         if isinstance(where, SizeUnknown):
             return where

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.records import Record, Seal
 from webhook.keys import GATE, PLACEMENT_ANNOTATION
 from webhook.patchops import PatchOp, escape
@@ -58,7 +58,7 @@ def ungate_patch(pod: PodInfo, record: Record,
     if record.slice_key and (slice_domain := record.slice_of(pod.name)) is not None:
         pins[record.slice_key] = slice_domain
     pins.update(record.model_labels)
-    if pins and not pod.node_selector:
+    if pins and not pod.constraints.node_selector:
         ops.append({"op": "add", "path": "/spec/nodeSelector", "value": pins})
     else:
         ops.extend({"op": "add", "path": f"/spec/nodeSelector/{escape(key)}", "value": value}
@@ -77,9 +77,9 @@ def _fence_off(pod: PodInfo, nodes: tuple[str, ...]) -> list[PatchOp]:
     since the apiserver takes one value per `metadata.name` requirement. A gated pod's
     required affinity may be narrowed this way, never widened."""
     off = [{"key": "metadata.name", "operator": "NotIn", "values": [n]} for n in nodes]
-    if pod.affinity_terms:
+    if pod.constraints.affinity_terms:
         ops: list[PatchOp] = []
-        for i, term in enumerate(pod.affinity_terms):
+        for i, term in enumerate(pod.constraints.affinity_terms):
             if not term.get("matchExpressions") and not term.get("matchFields"):
                 continue  # matches no node, and the apiserver lets it gain nothing
             fields = f"{_REQUIRED}/nodeSelectorTerms/{i}/matchFields"
@@ -89,9 +89,9 @@ def _fence_off(pod: PodInfo, nodes: tuple[str, ...]) -> list[PatchOp]:
                 ops.append({"op": "add", "path": fields, "value": off})
         return ops
     required: dict[str, Any] = {"nodeSelectorTerms": [{"matchFields": off}]}
-    if pod.affinity_terms is not None or pod.affinity_depth == 2:
+    if pod.constraints.affinity_terms is not None or pod.constraints.affinity_depth == 2:
         return [{"op": "add", "path": _REQUIRED, "value": required}]
     node_affinity = {"requiredDuringSchedulingIgnoredDuringExecution": required}
-    if pod.affinity_depth == 1:
+    if pod.constraints.affinity_depth == 1:
         return [{"op": "add", "path": "/spec/affinity/nodeAffinity", "value": node_affinity}]
     return [{"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": node_affinity}}]

@@ -14,7 +14,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from webhook.controller.core.growth.asking import CapacitySettings, Growth, events_of
 from webhook.controller.core.growth.placeholders import manifest, too_small
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.nodes import NodeInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.shells.applying import Applier
 from webhook.controller.shells.metrics import ControllerMetrics
 from webhook.keys import SYSTEM_NAMESPACE
@@ -72,5 +73,5 @@ class Placeholding:
 
 
 def _avoid(nodes: list[NodeInfo], pods: tuple[PodInfo, ...]) -> list[str]:
-    key = pods[0].topology_key if pods else None
+    key = pods[0].marks.topology_key if pods else None
     return too_small(nodes, key, pods) if key else []

@@ -19,7 +19,7 @@ from webhook.controller.core.growth.asking import Asking, CapacitySettings, Grow
 from webhook.controller.core.growth.placeholders import digest, too_small
 from webhook.controller.core.growth.provisioning import consuming, objects, request_name
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.objects import NodeInfo
+from webhook.controller.core.nodes import NodeInfo
 from webhook.controller.shells.applying import Applier
 from webhook.controller.shells.metrics import ControllerMetrics
 from webhook.keys import PLACEHOLDER_LABEL
@@ -58,7 +58,7 @@ class Provisioning:
         await asyncio.gather(*(self._delete(r.unit) for r in ended))
         nodes = list(nodes) if growth.make else []
         for request in growth.make:
-            key = request.pods[0].topology_key
+            key = request.pods[0].marks.topology_key
             avoid = too_small(nodes, key, request.pods) if key else []
             for obj in objects(request.unit, request.pods, provisioning_class, avoid):
                 await self._create(obj)

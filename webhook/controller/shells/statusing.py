@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.controller.core.objects import NodeInfo
+from webhook.controller.core.nodes import NodeInfo
 from webhook.controller.core.records import Unverified
 from webhook.controller.core.reporting import report
 from webhook.controller.shells.cache import Cache

@@ -14,7 +14,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.controller.core.health import Health
-from webhook.controller.core.objects import NodeInfo
+from webhook.controller.core.nodes import NodeInfo
 from webhook.controller.core.preemption.budgets import Pdb
 from webhook.controller.core.queues.accounting import Accounts
 from webhook.controller.shells.cache import Cache

@@ -12,8 +12,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.core.cluster.filters import eligible, signature
-from webhook.controller.core.objects import NodeInfo, PodInfo, Resources
+from webhook.controller.core.cluster.filters import eligible
+from webhook.controller.core.nodes import NodeInfo
+from webhook.controller.core.pods import PodInfo
+from webhook.controller.core.resources import Resources
 
 Count = Callable[[Resources], GpuEquivalents]
 Signature = tuple[Any, ...]
@@ -241,7 +243,7 @@ class Capacity:
     def eligible_nodes(self, pod: PodInfo) -> list[str]:
         """Nodes the pod may use at all; cached per scheduling signature, since the pods
         of a gang, and of many gangs, mostly share one, until a node changes."""
-        sig = signature(pod)
+        sig = pod.constraints.signature
         found = self._eligible.get(sig)
         if found is None:
             found = [n for n, info in self.nodes.items() if eligible(pod, info)]
@@ -249,7 +251,7 @@ class Capacity:
         return found
 
     def eligible_set(self, pod: PodInfo) -> frozenset[str]:
-        sig = signature(pod)
+        sig = pod.constraints.signature
         found = self._eligible_sets.get(sig)
         if found is None:
             found = self._eligible_sets[sig] = frozenset(self.eligible_nodes(pod))
@@ -264,7 +266,7 @@ class Capacity:
 
     def domains(self, pod: PodInfo, topology_key: str) -> dict[str, list[str]]:
         """The pod's eligible nodes by their value of the topology label."""
-        key = (signature(pod), topology_key)
+        key = (pod.constraints.signature, topology_key)
         found = self._domains.get(key)
         if found is None and topology_key == EVERYWHERE:
             found = self._domains[key] = {EVERYWHERE: self.eligible_nodes(pod)}
@@ -282,7 +284,7 @@ class Capacity:
         """The free GPUs of each domain over the pod's eligible nodes, kept current as
         pods come and go (a round copies what it reads: summing every node per round was
         most of a round in a simulation of thousands of nodes)."""
-        key = (signature(pod), topology_key)
+        key = (pod.constraints.signature, topology_key)
         found = self._domain_rooms.get(key)
         if found is None:
             free_gpu = self.free_gpu
@@ -304,7 +306,7 @@ class Capacity:
 
     def free_index(self, pod: PodInfo) -> FreeIndex:
         """The pod's eligible nodes by free GPUs, kept as pods bind and go."""
-        sig = signature(pod)
+        sig = pod.constraints.signature
         found = self._indexes.get(sig)
         if found is None:
             found = self._indexes[sig] = FreeIndex(self.eligible_nodes(pod), self.free_gpu)
@@ -326,7 +328,7 @@ class Capacity:
         """What the pod's eligible nodes have, used or not, per domain of the topology
         label (all of them as one, without a label): the GPUs of each domain's nodes and
         of its largest node, most GPUs first. No wait can get a gang more."""
-        key = (signature(pod), topology_key)
+        key = (pod.constraints.signature, topology_key)
         found = self._capacities.get(key)
         if found is None:
             nodes, gpus = self.nodes, self.gpus

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.controller.core.identities import PodKey
-from webhook.controller.core.objects import Resources
+from webhook.controller.core.resources import Resources
 from webhook.devices.claims import Ask, ClaimKind, asks_of, claim_spec, demand, named
 from webhook.devices.kinds import DeviceKind
 from webhook.devices.slices import counts, node_of, pool_of

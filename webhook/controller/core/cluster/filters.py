@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.nodes import NodeInfo
+from webhook.controller.core.pods import PodInfo
 
 _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
@@ -59,19 +60,15 @@ def _term(term: Mapping[str, Any], node: NodeInfo) -> bool:
 def eligible(pod: PodInfo, node: NodeInfo) -> bool:
     if not node.ready or node.unschedulable:
         return False
-    if any(node.allocatable.get(k, 0) <= 0 for k in pod.devices):
+    where = pod.constraints
+    if any(node.allocatable.get(k, 0) <= 0 for k in where.devices):
         return False
-    if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
+    if any(node.labels.get(k) != v for k, v in where.node_selector.items()):
         return False
-    if pod.affinity_terms is not None and not any(_term(t, node) for t in pod.affinity_terms):
+    if where.affinity_terms is not None and not any(_term(t, node) for t in where.affinity_terms):
         return False
-    return all(taint.get("effect") not in _BLOCKING_EFFECTS or _tolerated(taint, pod.tolerations)
+    return all(taint.get("effect") not in _BLOCKING_EFFECTS or _tolerated(taint, where.tolerations)
                for taint in node.taints)
-
-
-def signature(pod: PodInfo) -> tuple[Any, ...]:
-    """Pods with the same signature are eligible for the same nodes."""
-    return pod.signature
 
 
 def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:

@@ -11,7 +11,7 @@ from collections import Counter
 
 from webhook.controller.core.gangs import Gang, gang_of, membership
 from webhook.controller.core.identities import PodKey, UnitId
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 
 
 class Membership:
@@ -30,7 +30,7 @@ class Membership:
         # of members, who runs to teach a run time) current from these, not from a pass
         # over every gang.
         self._changed: set[UnitId] = set()
-        # Active pods carrying records the controller did not write (`PodInfo.distrusted`).
+        # Active pods carrying records the controller did not write (`Recorded.distrusted`).
         self.distrusted: set[PodKey] = set()
         self._gangs: dict[UnitId, Gang] = {}
 
@@ -44,7 +44,7 @@ class Membership:
                 self.gated.add(key)
             if pod.gated or not pod.node_name:
                 self._pending[unit] += 1
-        if pod.distrusted and pod.active:
+        if pod.recorded.distrusted and pod.active:
             self.distrusted.add(key)
         self._count(pod, 1)
 

@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.cluster.occupancy import Occupancy
-from webhook.controller.core.objects import NodeInfo, Resources
+from webhook.controller.core.nodes import NodeInfo
+from webhook.controller.core.resources import Resources
 from webhook.policy.gpumodels import GpuModel, model_of
 
 Count = Callable[[Resources], GpuEquivalents]

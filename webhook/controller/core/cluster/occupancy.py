@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.identities import PodKey
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.costs import Costs, Holder
 
 

@@ -18,10 +18,10 @@ from typing import Any
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.cluster.capacity import FreeIndex, Room, fits, with_pod_slot
-from webhook.controller.core.cluster.filters import signature
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.gangs import Gang
-from webhook.controller.core.objects import PodInfo, Resources
+from webhook.controller.core.pods import PodInfo
+from webhook.controller.core.resources import Resources
 
 __all__ = ["FreeIndex", "Room", "Snapshot", "fits", "with_pod_slot"]
 
@@ -82,7 +82,7 @@ class Snapshot:
     def domain_rooms(self, pod: PodInfo, topology_key: str) -> dict[str, Room]:
         """The free GPUs of each domain, over the pod's eligible nodes; kept current by
         `take`."""
-        key = (signature(pod), topology_key)
+        key = (pod.constraints.signature, topology_key)
         found = self._domain_rooms.get(key)
         if found is None:
             found = self._domain_rooms[key] = {
@@ -98,7 +98,7 @@ class Snapshot:
     def free_index(self, pod: PodInfo) -> FreeIndex:
         """The pod's eligible nodes by free GPUs; kept current by `take`. The tracked
         cluster's, kept between rounds, copied with what this round took."""
-        sig = signature(pod)
+        sig = pod.constraints.signature
         found = self._indexes.get(sig)
         if found is None:
             found = self._indexes[sig] = self.capacity.free_index(pod).copy()
@@ -114,7 +114,7 @@ class Snapshot:
     def ranked(self, pod: PodInfo, topology_key: str) -> list[tuple[GpuEquivalents, str]]:
         """(free GPUs, domain), fewest free first: gangs that fit nowhere, one after the
         other, sort the domains once."""
-        key = (signature(pod), topology_key)
+        key = (pod.constraints.signature, topology_key)
         found = self._ranked.get(key)
         if found is None:
             found = self._ranked[key] = sorted(

@@ -24,7 +24,8 @@ from webhook.controller.core.cluster.membership import Membership
 from webhook.controller.core.cluster.models import Models
 from webhook.controller.core.cluster.occupancy import Occupancy
 from webhook.controller.core.identities import PodKey
-from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.controller.core.nodes import NodeInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.policy.gpumodels import GpuModel
 
 
@@ -84,7 +85,7 @@ class Tracked:
     def _recorded_names(self, pod: PodInfo, sign: int) -> bool:
         """Count the accelerators `pod` records; whether what counts as one changed."""
         changed = False
-        for name in pod.accelerators:
+        for name in pod.marks.accelerators:
             self._recorded[name] += sign
             changed |= (name not in self.accelerators.names) if sign > 0 \
                 else not self._recorded[name]
@@ -110,10 +111,10 @@ class Tracked:
                 self.models.bind(key.namespace, node, gpus)
             self._touched(node)
         self.membership.put(pod)
-        if pod.active and pod.placement is not None and \
-                (until := pod.placement.backfilled_until) is not None:
+        if pod.active and pod.recorded.placement is not None and \
+                (until := pod.recorded.placement.backfilled_until) is not None:
             self.backfilled[key] = until
-        if pod.single and pod.placement is not None:
+        if pod.marks.single and pod.recorded.placement is not None:
             self._singles_changed.add(key)
         if new_names:
             self._recount()
@@ -141,7 +142,7 @@ class Tracked:
             self._touched(node)
         self.membership.forget(pod)
         self.backfilled.pop(pod.key, None)
-        if pod.single and pod.placement is not None:
+        if pod.marks.single and pod.recorded.placement is not None:
             self._singles_changed.add(pod.key)
         if gone_names:
             self._recount()

@@ -16,7 +16,7 @@ from typing import Literal
 
 from webhook.controller.core.actions import Action, Admit, Event, Wait
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.quotas import Quotas
 
 Ending = Literal["provisioned", "withdrawn", "failed", "expired"]

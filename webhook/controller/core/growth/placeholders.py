@@ -16,7 +16,8 @@ from typing import Any
 
 from webhook.controller.core.growth.asking import Asking
 from webhook.controller.core.identities import UnitId, UnitKind
-from webhook.controller.core.objects import NodeInfo, PodInfo, timestamp
+from webhook.controller.core.nodes import NodeInfo
+from webhook.controller.core.pods import PodInfo, timestamp
 from webhook.devices.kinds import PREFIX as DRA_PREFIX
 from webhook.keys import (
     PLACEHOLDER_FOR_ANNOTATION,
@@ -86,18 +87,18 @@ def stand_in(unit: UnitId, pod: PodInfo, avoid: Sequence[str] = ()) -> dict[str,
     # Extended resources are requested at their limit, as the apiserver requires.
     limits = {k: v for k, v in requests.items() if "/" in k}
     affinity: dict[str, Any] = {}
-    terms: Sequence[Mapping[str, Any]] = pod.affinity_terms or ()
-    if pod.topology_key and avoid:
-        terms = _keeping_out(terms, pod.topology_key, avoid)
+    terms: Sequence[Mapping[str, Any]] = pod.constraints.affinity_terms or ()
+    if pod.marks.topology_key and avoid:
+        terms = _keeping_out(terms, pod.marks.topology_key, avoid)
     if terms:
         affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": list(terms)}}
-    if pod.topology_key:
+    if pod.marks.topology_key:
         # All in one domain, as the gang must (or should) be: the autoscaler then adds
         # nodes the gang can share.
         affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{
             "labelSelector": {"matchLabels": {PLACEHOLDER_LABEL: tag}},
-            "topologyKey": pod.topology_key}]}
+            "topologyKey": pod.marks.topology_key}]}
     spec: dict[str, Any] = {
         "priorityClassName": PLACEHOLDER_PRIORITY_CLASS,
         "terminationGracePeriodSeconds": 0,
@@ -109,10 +110,10 @@ def stand_in(unit: UnitId, pod: PodInfo, avoid: Sequence[str] = ()) -> dict[str,
             "resources": {"requests": requests, **({"limits": limits} if limits else {})},
             "securityContext": {"allowPrivilegeEscalation": False,
                                 "capabilities": {"drop": ["ALL"]}}}],
-        "tolerations": list(pod.tolerations),
+        "tolerations": list(pod.constraints.tolerations),
     }
-    if pod.node_selector:
-        spec["nodeSelector"] = dict(pod.node_selector)
+    if pod.constraints.node_selector:
+        spec["nodeSelector"] = dict(pod.constraints.node_selector)
     if affinity:
         spec["affinity"] = affinity
     return spec

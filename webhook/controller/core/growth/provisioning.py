@@ -13,7 +13,7 @@ from typing import Any
 from webhook.controller.core.growth.asking import Asking
 from webhook.controller.core.growth.placeholders import asking_of, digest, stand_in
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.keys import PLACEHOLDER_FOR_ANNOTATION, PLACEHOLDER_LABEL
 from webhook.operators.clusterautoscaler.keys import (
     BOOKING_EXPIRED,

@@ -1,3 +1,4 @@
-"""Where a unit goes: a whole gang in one domain, slices in theirs (`fitting`), and the
-room reserved for the head of the queue with what may borrow it until the head could
-start (`backfill`, on run times stated or learned: `runtimes`)."""
+"""Where a unit goes: a whole gang in one domain (`fitting`), its pods packed onto that
+domain's nodes and slices into theirs (`packing`), and the room reserved for the head of
+the queue with what may borrow it until the head could start (`backfill`, on run times
+stated or learned: `runtimes`)."""

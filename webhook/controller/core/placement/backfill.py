@@ -28,8 +28,8 @@ from typing import NamedTuple
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.cluster.snapshot import Snapshot
-from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.placement.runtimes import Runtimes
+from webhook.controller.core.pods import PodInfo
 
 # A pod running on a kept node: when it is expected to end (None: unknown), its node, and
 # the GPUs it frees there.

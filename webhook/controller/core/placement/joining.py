@@ -9,8 +9,9 @@ from collections.abc import Collection, Sequence
 
 from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.gangs import Gang
-from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.placement.fitting import NoFit, Plan, fit, place_in
+from webhook.controller.core.placement.fitting import NoFit, fit
+from webhook.controller.core.placement.packing import Plan, place_in
+from webhook.controller.core.pods import PodInfo
 
 
 def domain_nodes(snap: Snapshot, pod: PodInfo, key: str | None,
@@ -27,9 +28,9 @@ def _joiner_slices(gang: Gang, pods: Sequence[PodInfo]) -> dict[str, str]:
     placed = {name: domain for r in gang.records for name, domain in r.slices}
     if not placed:
         return {}
-    where = {p.slice_index: placed[p.name] for p in gang.members
-             if p.name in placed and p.slice_index is not None}
-    return {p.name: where[p.slice_index] for p in pods if p.slice_index in where}
+    where = {p.marks.slice_index: placed[p.name] for p in gang.members
+             if p.name in placed and p.marks.slice_index is not None}
+    return {p.name: where[p.marks.slice_index] for p in pods if p.marks.slice_index in where}
 
 
 def fit_joiners(gang: Gang, pods: Sequence[PodInfo], snap: Snapshot, avoid: Collection[str]
@@ -39,13 +40,13 @@ def fit_joiners(gang: Gang, pods: Sequence[PodInfo], snap: Snapshot, avoid: Coll
     key, domain = gang.home()
     anchor = pods[0]
     if key is None or domain is None:
-        return fit(pods, snap, anchor.topology_key, anchor.topology_mode,
-                   level=anchor.topology_key or "topology", avoid=avoid), None
+        return fit(pods, snap, anchor.marks.topology_key, anchor.marks.topology_mode,
+                   level=anchor.marks.topology_key or "topology", avoid=avoid), None
     nodes = [n for n in domain_nodes(snap, anchor, key, domain) if n not in avoid]
-    placed = place_in(pods, snap, nodes, anchor.slice_key, _joiner_slices(gang, pods))
+    placed = place_in(pods, snap, nodes, anchor.marks.slice_key, _joiner_slices(gang, pods))
     if placed is not None:
         return Plan(domain, placed.assignments, placed.slices), key
-    if anchor.topology_mode == "preferred" and not anchor.slice_key:
+    if anchor.marks.topology_mode == "preferred" and not anchor.marks.slice_key:
         anywhere = [n for n in snap.eligible_nodes(anchor) if n not in avoid]
         placed = place_in(pods, snap, anywhere)
         if placed is not None:

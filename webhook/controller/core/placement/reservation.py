@@ -22,9 +22,10 @@ from typing import Literal
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.gangs import Gang
 from webhook.controller.core.identities import UnitId
-from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.placement.backfill import Backfill, spare
-from webhook.controller.core.placement.fitting import NoFit, Plan
+from webhook.controller.core.placement.fitting import NoFit
+from webhook.controller.core.placement.packing import Plan
+from webhook.controller.core.pods import PodInfo
 
 Order = Literal["strict", "backfill"]
 
@@ -73,7 +74,7 @@ class Reservation:
             found = self.backfill.start(self._members, self._free)
             if found is not None:
                 self._start = found.at
-                if not any(p.slice_key for p in self._members):
+                if not any(p.marks.slice_key for p in self._members):
                     gpus = self.backfill.snap.gpus
                     self._spare = spare(found.room, [gpus(p.requests) for p in self._members])
             self._judged = True

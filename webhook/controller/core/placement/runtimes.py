@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.records import dump_memory, load_memory
 from webhook.keys import CLASS_LABEL
 
@@ -62,7 +62,7 @@ class Runtimes:
     def expected(self, pods: Sequence[PodInfo]) -> float | None:
         """How long `pods` (one unit) are expected to run: the longest any states, else
         what their namespace and class learned."""
-        stated = [p.runtime for p in pods if p.runtime is not None]
+        stated = [p.marks.runtime for p in pods if p.marks.runtime is not None]
         if stated:
             return max(stated)
         return self.estimate(key_of(pods[0])) if pods else None

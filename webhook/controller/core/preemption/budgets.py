@@ -11,7 +11,7 @@ from typing import Any
 from webhook.controller.core.cluster.filters import selects
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.identities import PodKey
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.actions import Victim
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.identities import PodKey, UnitId
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.budgets import Budget
 from webhook.controller.core.preemption.criteria import (
     PreemptionSettings,
@@ -50,7 +50,7 @@ def above_minimum(cluster: Tracked, gang: UnitId) -> frozenset[PodKey]:
     holding GPUs, those created after the first `minimum` (so the last to come go first).
     Empty for a gang that runs whole."""
     members = cluster.membership.members.get(gang)
-    records = [p.placement for p in (members or {}).values() if p.placement is not None]
+    records = [r for p in (members or {}).values() if (r := p.recorded.placement) is not None]
     minimum = min(records, key=lambda r: r.at).minimum if records else None
     if members is None or minimum is None:
         return frozenset()

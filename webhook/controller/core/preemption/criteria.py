@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.actions import Victim
-from webhook.controller.core.objects import PodInfo
+from webhook.controller.core.pods import PodInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +67,7 @@ def work_lost(gpus: GpuEquivalents, saved: float, now: float) -> float:
 def overran(pods: Sequence[PodInfo], now: float) -> float | None:
     """When the unit of `pods` was backfilled to end, if it is past it now: its first
     record (its admission; joiners' later records promise nothing) says."""
-    records = [p.placement for p in pods if p.placement is not None]
+    records = [p.recorded.placement for p in pods if p.recorded.placement is not None]
     if not records:
         return None
     until = min(records, key=lambda r: r.at).backfilled_until

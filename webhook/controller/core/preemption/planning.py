@@ -21,15 +21,14 @@ wins (`criteria.set_cost`).
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.actions import Victim
 from webhook.controller.core.cluster.capacity import Room, with_pod_slot
-from webhook.controller.core.cluster.filters import signature
 from webhook.controller.core.cluster.snapshot import Snapshot
-from webhook.controller.core.objects import PodInfo
-from webhook.controller.core.placement.fitting import Plan, place_in, take_plan
+from webhook.controller.core.placement.packing import Plan, place_in, take_plan
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.candidates import Candidates
 from webhook.controller.core.preemption.criteria import cost, outranks, set_cost
 from webhook.controller.core.preemption.ranking import EXACT_DOMAINS, Rankings, Usable
@@ -46,6 +45,22 @@ class Choice:
     @property
     def lost(self) -> float:
         return sum(v.lost for v in self.victims)
+
+
+@dataclass(slots=True)
+class _Trial:
+    """Victims tried in one domain. On a fork of the snapshot: whatever is tried leaves the
+    round as it was."""
+
+    snap: Snapshot
+    nodes: Sequence[str]
+    here: frozenset[str]
+    # Free GPUs on the domain's nodes, kept as victims come and go: looking at every node
+    # afresh per victim made planning quadratic on a domain of thousands.
+    room: Room
+    # What the victims tried so far give back to each queue, and take from each budget.
+    released: dict[str, GpuEquivalents] = field(default_factory=dict)
+    spent: dict[str, int] = field(default_factory=dict)
 
 
 class Preemptor:
@@ -96,40 +111,37 @@ class Preemptor:
             return unit._replace(cause="reclaim")
         return None
 
-    def _fits(self, trial: Snapshot, members: Sequence[PodInfo], nodes: Sequence[str],
-              queue: str, need: GpuEquivalents, room: Room,
-              released: Mapping[str, GpuEquivalents]) -> Plan | None:
-        """Where the gang goes on `nodes` of the `trial`, whose free GPUs `room` keeps, or
-        None."""
-        if room.total < need or self.ledger.admissible(queue, need, released) is not None:
+    def _fits(self, t: _Trial, members: Sequence[PodInfo], queue: str, need: GpuEquivalents
+              ) -> Plan | None:
+        """Where the gang goes on the trial's nodes, or None."""
+        if t.room.total < need or self.ledger.admissible(queue, need, t.released) is not None:
             return None
-        if not room.could_pack(self._sizes(members)):
+        if not t.room.could_pack(self._sizes(members)):
             return None
-        return place_in(members, trial, nodes)
+        return place_in(members, t.snap, t.nodes)
 
     def _sizes(self, members: Sequence[PodInfo]) -> list[GpuEquivalents]:
         return sorted((self.snap.gpus(p.requests) for p in members), reverse=True)
 
     def _in_domain(self, members: Sequence[PodInfo], usable: Usable, queue: str,
                    need: GpuEquivalents, head: bool) -> tuple[list[Victim], Plan] | None:
+        nodes = usable.nodes
+        t = _Trial(self.snap.fork(), nodes, frozenset(nodes),
+                   Room(self.snap.free_gpu[n] for n in nodes))
+        found = self._gather(t, members, usable, queue, need, head)
+        return None if found is None else self._trim(t, members, queue, need, *found)
+
+    def _gather(self, t: _Trial, members: Sequence[PodInfo], usable: Usable, queue: str,
+                need: GpuEquivalents, head: bool) -> tuple[list[Victim], Plan] | None:
+        """Units taken cheapest first, until the gang fits: them and the plan, or None."""
         anchor = members[0]
         spec = self.ledger.quotas.spec(queue)
         reclaiming = self.ledger.used.get(queue, 0) + need <= spec.nominal
         keys = [k for k in self.rankings.ranking(usable).order if k not in self.rankings.taken]
-        nodes = usable.nodes
         chosen: list[Victim] = []
-        released: dict[str, GpuEquivalents] = {}
-        spent: dict[str, int] = {}
-        plan: Plan | None = None
-        # Free GPUs on the domain's nodes, kept as victims come and go: looking at every
-        # node afresh per victim made planning quadratic on a domain of thousands.
-        here = frozenset(nodes)
-        room = Room(self.snap.free_gpu[n] for n in nodes)
-        # The victims are tried on a fork: whatever is tried leaves the round as it was.
-        trial = self.snap.fork()
         for k in keys:
             unit = self._allowed(self.units.get(k), queue, anchor.priority,
-                                 anchor.may_preempt, reclaiming, released, head)
+                                 anchor.may_preempt, reclaiming, t.released, head)
             if unit is None:
                 continue
             # An elastic gang whose pods above its minimum were taken one by one, now
@@ -137,62 +149,65 @@ class Preemptor:
             inside = {p.key for p in unit.pods}
             subsumed = [c for c in chosen if all(p.key in inside for p in c.pods)]
             for c in subsumed:
-                self._give_back(trial, c, released, spent, room, here)
-            if not self._budgets_allow(unit, spent):
+                self._give_back(t, c)
+            if not self._budgets_allow(unit, t.spent):
                 for c in subsumed:
-                    self._take(trial, c, released, spent, room, here)
+                    self._take(t, c)
                 continue
             if subsumed:
                 gone = {id(c) for c in subsumed}
                 chosen = [c for c in chosen if id(c) not in gone]
             chosen.append(unit)
-            self._take(trial, unit, released, spent, room, here)
-            plan = self._fits(trial, members, nodes, queue, need, room, released)
+            self._take(t, unit)
+            plan = self._fits(t, members, queue, need)
             if plan is not None:
-                break
-        if plan is None:
-            return None
-        # A unit with no pod where the plan puts a member can go back without placing
-        # the gang again: the plan still holds, and only the quota is asked again. The
-        # plan is then made once more, at the end, as placing the gang after each unit
-        # would have left it.
+                return chosen, plan
+        return None
+
+    def _trim(self, t: _Trial, members: Sequence[PodInfo], queue: str, need: GpuEquivalents,
+              chosen: list[Victim], plan: Plan) -> tuple[list[Victim], Plan]:
+        """Every victim the gang does not need given back, the most expensive first.
+
+        A unit with no pod where the plan puts a member can go back without placing the
+        gang again: the plan still holds, and only the quota is asked again. The plan is
+        then made once more, at the end, as placing the gang after each unit would have
+        left it."""
         used = set(plan.assignments.values())
         stale = False
         for unit in sorted(chosen, key=cost, reverse=True):
-            self._give_back(trial, unit, released, spent, room, here)
+            self._give_back(t, unit)
             if used.isdisjoint(p.node_name for p in unit.pods) and \
-                    self.ledger.admissible(queue, need, released) is None:
+                    self.ledger.admissible(queue, need, t.released) is None:
                 stale = True
-            elif (trimmed := self._fits(trial, members, nodes, queue, need, room,
-                                        released)) is not None:
+            elif (trimmed := self._fits(t, members, queue, need)) is not None:
                 plan, used, stale = trimmed, set(trimmed.assignments.values()), False
             else:
-                self._take(trial, unit, released, spent, room, here)
+                self._take(t, unit)
                 continue
             # By identity: equal units compare pod by pod, field by field.
             chosen = [c for c in chosen if c is not unit]
         if stale:
-            plan = self._fits(trial, members, nodes, queue, need, room, released)
-            assert plan is not None  # the last plan still holds
+            found = self._fits(t, members, queue, need)
+            assert found is not None  # the last plan still holds
+            plan = found
         return chosen, plan
 
     def _budgets_allow(self, unit: Victim, spent: Mapping[str, int]) -> bool:
         return all(spent.get(b.name, 0) + sum(1 for p in unit.pods if p.key in b.pods)
                    <= self.allowance[b.name] for b in self.budgets)
 
-    def _take(self, trial: Snapshot, unit: Victim, released: dict[str, GpuEquivalents],
-              spent: dict[str, int], room: Room, here: Collection[str]) -> None:
-        self._free(trial, unit, room=room, here=here)
-        released[unit.queue] = released.get(unit.queue, 0) + unit.gpus
+    def _take(self, t: _Trial, unit: Victim) -> None:
+        self._free(t.snap, unit, room=t.room, here=t.here)
+        t.released[unit.queue] = t.released.get(unit.queue, 0) + unit.gpus
         for b in self.budgets:
-            spent[b.name] = spent.get(b.name, 0) + sum(1 for p in unit.pods if p.key in b.pods)
+            t.spent[b.name] = t.spent.get(b.name, 0) + sum(1 for p in unit.pods
+                                                           if p.key in b.pods)
 
-    def _give_back(self, trial: Snapshot, unit: Victim, released: dict[str, GpuEquivalents],
-                   spent: dict[str, int], room: Room, here: Collection[str]) -> None:
-        self._free(trial, unit, sign=1, room=room, here=here)
-        released[unit.queue] -= unit.gpus
+    def _give_back(self, t: _Trial, unit: Victim) -> None:
+        self._free(t.snap, unit, sign=1, room=t.room, here=t.here)
+        t.released[unit.queue] -= unit.gpus
         for b in self.budgets:
-            spent[b.name] -= sum(1 for p in unit.pods if p.key in b.pods)
+            t.spent[b.name] -= sum(1 for p in unit.pods if p.key in b.pods)
 
     def plan(self, members: Sequence[PodInfo], queue: str, avoid: frozenset[str] | set[str],
              head: bool = False) -> Choice | None:
@@ -204,9 +219,9 @@ class Preemptor:
             queue).nominal
         if not anchor.may_preempt and not reclaiming:
             return None  # it may take nothing by priority, and reclaims nothing
-        key = anchor.topology_key if anchor.topology_mode == "required" else None
+        key = anchor.marks.topology_key if anchor.marks.topology_mode == "required" else None
         everywhere = {None: self.snap.eligible_nodes(anchor)}
-        sig = signature(anchor)
+        sig = anchor.constraints.signature
         shape = len(members), min(self._sizes(members))
         domains = {name: Rankings.without((sig, key, name), nodes, avoid) for name, nodes in
                    (self.snap.domains(anchor, key) if key else everywhere).items()}

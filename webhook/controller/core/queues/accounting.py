@@ -131,8 +131,9 @@ class Accounts:
         # keeps its own record.
         for key in cluster.changed_singles():
             pod, unit = pods.get(key), UnitId.of_pod(key)
-            if pod is not None and pod.active and pod.node_name and pod.placement is not None:
-                self._running.setdefault(unit, (key_of(pod), pod.placement.at))
+            record = pod.recorded.placement if pod is not None else None
+            if pod is not None and pod.active and pod.node_name and record is not None:
+                self._running.setdefault(unit, (key_of(pod), record.at))
                 continue
             ran = self._running.pop(unit, None)
             if ran is not None and learn and pod is not None and pod.succeeded:

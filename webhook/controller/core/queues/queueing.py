@@ -12,8 +12,8 @@ from webhook.controller.core.actions import Preempt, Victim, Wait
 from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.gangs import Gang
 from webhook.controller.core.identities import PodKey, UnitId
-from webhook.controller.core.objects import PodInfo
 from webhook.controller.core.placement.runtimes import Runtimes
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.budgets import Budget
 from webhook.controller.core.preemption.candidates import (
     Candidates,

@@ -1,5 +1,6 @@
-"""What the controller counts for a pod and reads from a node: the scheduler's rules for
-requests (limits as requests, init containers, sidecars, overhead) on raw JSON."""
+"""What the controller reads from a pod and a node: the scheduler's rules for requests
+(limits as requests, init containers, sidecars, overhead) on raw JSON, and a pod's parts
+(the webhook's marks, where it may go, what the controller recorded)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,20 @@ from typing import Any
 
 import pytest
 
-from tests.builders import GPU
-from webhook.controller.core.objects import NodeInfo, PodInfo, pod_requests
-from webhook.keys import GANG_LABEL, GATE, LEGACY_GANG_LABEL
+from tests.builders import GPU, SEAL, raw_member
+from webhook.controller.core.constraints import UNCONSTRAINED
+from webhook.controller.core.marks import UNMARKED
+from webhook.controller.core.nodes import NodeInfo
+from webhook.controller.core.pods import NOTHING_RECORDED, PodInfo
+from webhook.controller.core.resources import pod_requests
+from webhook.keys import (
+    GANG_EXPECTED_SIZE_ANNOTATION,
+    GANG_LABEL,
+    GATE,
+    LEGACY_GANG_LABEL,
+    SLICE_EXPECTED_SIZE_ANNOTATION,
+    SLICE_INDEX_ANNOTATION,
+)
 
 
 def c(requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,
@@ -65,7 +77,7 @@ def test_pod_view_of_a_pod_outside_any_gang_keeps_only_capacity() -> None:
     assert info.node_name == "n1"
     assert info.active
     assert info.labels == {}
-    assert info.node_selector == {}
+    assert info.constraints.node_selector == {}
     assert info.requests == {"cpu": 1000}
 
 
@@ -76,7 +88,7 @@ def test_a_gang_is_read_by_its_label_and_by_the_label_earlier_versions_wrote(lab
                                        "labels": {label: "train"}},
                           "spec": {"schedulingGates": [{"name": GATE}],
                                    "containers": [c({GPU: "8"})]}})
-    assert info.gang == "train"
+    assert info.marks.gang == "train"
     assert info.gated
 
 
@@ -122,4 +134,25 @@ def test_an_eviction_of_airlocks_under_way_is_read_from_the_pods_condition(
                                    "reason": "PreemptionByScheduler", "message": message}]}}
     if deleting:
         raw["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
-    assert PodInfo.parse(raw).evicted_for == expected
+    assert PodInfo.parse(raw).recorded.evicted_for == expected
+
+
+def test_a_pod_airlock_does_not_decide_shares_its_empty_parts() -> None:
+    """Most of a large cluster's pods: one value of each part for all of them."""
+    info = PodInfo.parse({"metadata": {"name": "web", "namespace": "a",
+                                       "annotations": {"note": "x"}},
+                          "spec": {"tolerations": [{"operator": "Exists"}],
+                                   "containers": [c({GPU: "1"})]}}, SEAL)
+    assert info.marks is UNMARKED
+    assert info.constraints is UNCONSTRAINED
+    assert info.recorded is NOTHING_RECORDED
+
+
+def test_the_first_mark_out_of_bounds_is_the_one_a_gang_is_told() -> None:
+    info = PodInfo.parse(raw_member("g", 0, size=2, marks={
+        SLICE_EXPECTED_SIZE_ANNOTATION: "0", SLICE_INDEX_ANNOTATION: "-1",
+        GANG_EXPECTED_SIZE_ANNOTATION: "9" * 50}), SEAL)
+    assert info.invalid is not None
+    assert GANG_EXPECTED_SIZE_ANNOTATION in info.invalid
+    assert (info.marks.expected_size, info.marks.slice_size, info.marks.slice_index) == \
+        (None, None, None)

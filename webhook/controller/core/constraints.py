@@ -1,0 +1,96 @@
+"""Where a pod may go: the nodes it selects, the taints it tolerates, the devices a node
+must have for it, the GPU models it may run on."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.accelerators import extended
+from webhook.controller.core.resources import Resources, requested
+from webhook.keys import GPU_MODELS_ANNOTATION
+
+Signature = tuple[Any, ...]
+_NONE: Mapping[str, str] = {}
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+@functools.lru_cache(maxsize=256)
+def _extended(names: tuple[str, ...]) -> tuple[str, ...]:
+    # One shared tuple per distinct set of requests: gangs' pods mostly ask alike.
+    return tuple(sorted(k for k in names if extended(k)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _interned(sig: Signature) -> Signature:
+    # One tuple for every pod alike: most pods of a cluster share a handful.
+    return sig
+
+
+@dataclass(frozen=True, slots=True)
+class Constraints:
+    node_selector: Mapping[str, str]
+    # The terms of its required node affinity, one of which a node must match; None
+    # where it requires none.
+    affinity_terms: tuple[Mapping[str, Any], ...] | None
+    tolerations: tuple[Mapping[str, Any], ...]
+    # The extended resources the pod requests: a node without one of them is no place for
+    # it, however many other accelerators it has free.
+    devices: tuple[str, ...]
+    # How much of `spec.affinity.nodeAffinity` the pod has where it has no required terms
+    # (0: no affinity, 1: affinity, 2: its nodeAffinity too): where the ungate patch adds
+    # the requirement that fences it off room reserved for others.
+    affinity_depth: int = 0
+    # The GPU models it names (`gpu-airlock.io/gpu-models`), most wanted first.
+    gpu_models: tuple[str, ...] = ()
+    # Pods with the same signature may use the same nodes. A field, not a property: rounds
+    # group every pod they weigh by it.
+    signature: Signature = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "signature", _interned((
+            tuple(sorted(self.node_selector.items())), repr(self.affinity_terms),
+            repr(self.tolerations), self.devices)))
+
+    @classmethod
+    def read(cls, spec: Mapping[str, Any], annotations: Mapping[str, str],
+             requests: Resources) -> Constraints:
+        """The constraints in a pod's spec and annotations, for a pod that asks for
+        `requests`."""
+        affinity = spec.get("affinity")
+        node_affinity = (affinity or {}).get("nodeAffinity")
+        required = (node_affinity or {}).get(_REQUIRED)
+        return cls(node_selector=spec.get("nodeSelector") or _NONE,
+                   affinity_terms=tuple(required.get("nodeSelectorTerms") or ())
+                   if required else None,
+                   tolerations=tuple(spec.get("tolerations") or ()),
+                   devices=_extended(requested(requests)),
+                   affinity_depth=0 if required is not None else
+                   _depth(affinity, node_affinity),
+                   gpu_models=_models(annotations.get(GPU_MODELS_ANNOTATION)))
+
+    def requesting(self, requests: Resources) -> Constraints:
+        """The same constraints on a pod that now asks for `requests`."""
+        return dataclasses.replace(self, devices=_extended(requested(requests)))
+
+
+def _depth(affinity: Any, node_affinity: Any) -> int:
+    return 2 if node_affinity is not None else 1 if affinity is not None else 0
+
+
+def _models(text: Any) -> tuple[str, ...]:
+    """The models a pod names, bounded: a model name is a label value's length at most,
+    and no cluster has dozens of models."""
+    if not isinstance(text, str):
+        return ()
+    names = (n.strip() for n in text[:1024].split(",", 16)[:16])
+    return tuple(dict.fromkeys(n for n in names if n and len(n) <= 63))
+
+
+# What the controller keeps of where a pod it does not decide may go: nothing, since such
+# a pod only counts for capacity. One value for all of them, most of a large cluster.
+UNCONSTRAINED = Constraints(node_selector=_NONE, affinity_terms=None, tolerations=(),
+                            devices=())

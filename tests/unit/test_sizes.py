@@ -6,14 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.paths import ROOT
 
 LIMIT = 400
 COVERED = ("webhook", "bench")
-# Modules let run over the limit, each to at most its length when let, so none grows.
-ALLOWED: dict[str, int] = {}
 
 
 def _lines(path: Path) -> int:
@@ -27,15 +23,5 @@ def _modules() -> dict[str, int]:
 
 def test_no_module_runs_over_the_limit() -> None:
     over = [f"{name}: {lines} lines" for name, lines in _modules().items()
-            if lines > ALLOWED.get(name, LIMIT)]
-    assert over == [], (f"over {LIMIT} lines (or an allowed module grown past its "
-                        f"allowance); split each where its parts come apart: {over}")
-
-
-@pytest.mark.parametrize("name", sorted(ALLOWED))
-def test_every_allowance_is_still_needed(name: str) -> None:
-    path = ROOT / name
-    assert path.is_file(), f"{name} is gone: remove its allowance from ALLOWED"
-    lines = _lines(path)
-    assert lines > LIMIT, (f"{name} is down to {lines} lines, within the limit: remove its "
-                           f"allowance from ALLOWED")
+            if lines > LIMIT]
+    assert over == [], f"over {LIMIT} lines; split each where its parts come apart: {over}"

@@ -22,6 +22,7 @@ from tests.builders import (
 from webhook.controller.core.actions import Action, Admit
 from webhook.controller.core.configuring import quotas_of
 from webhook.controller.core.records import Record
+from webhook.controller.core.reporting import report
 from webhook.controller.core.rounds import Rounds
 from webhook.controller.shells.patches import ungate_patch
 from webhook.keys import GPU_MODELS_ANNOTATION
@@ -126,3 +127,15 @@ def test_the_record_keeps_the_model_and_the_ungate_pins_each_member_to_it() -> N
     assert Record.of(record.body()) == record
     assert {"op": "add", "path": "/spec/nodeSelector", "value": dict(pins)} in \
         ungate_patch(member("g", 0, size=1), record)
+
+
+def test_status_shows_each_queues_quota_and_use_of_each_model() -> None:
+    policy = _policy({"model": "h100", "nominal": 8}, {"model": "a100", "nominal": 16})
+    busy = running("busy", ["h100-n0", "h100-n1"], ns="team-a")
+    found = report(policy, tracked(models_cluster(h100=2, a100=1), busy, policy.counted()),
+                   [], NOW, {})
+    assert [(m.queue, m.model, m.nominal, m.used, m.borrowed) for m in found.models] == [
+        ("team-a", "h100", 8, 16, 8), ("team-a", "a100", 16, 0, 0)]
+    assert found.as_json()["models"][0] == {"queue": "team-a", "model": "h100", "nominal": 8,
+                                            "used": 16, "borrowed": 8}
+    assert "team-a           h100            8    16         8" in found.text()

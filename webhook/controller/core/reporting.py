@@ -1,9 +1,9 @@
 """What `airlock status` shows, from a listing of the cluster and the policy: the queues
-(nominal, used, borrowed, share of use now), the waiting gangs in admission order with
-why each waits (the controller's own decision core, run as a dry run), the gangs running
-on room backfilled from the head of the queue (until when, and whether they overran it),
-and the recent preemptions (the controller's `Preempting` events). Pure; `statusing`
-lists and prints.
+(nominal, used, borrowed, share of use now; and per GPU model, where policy names models),
+the waiting gangs in admission order with why each waits (the controller's own decision
+core, run as a dry run), the gangs running on room backfilled from the head of the queue
+(until when, and whether they overran it), and the recent preemptions (the controller's
+`Preempting` events). Pure; `statusing` lists and prints.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from webhook.controller.core.gangs import membership
 from webhook.controller.core.growth.asking import Asking
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.queues.accounting import FAIR_SHARE_KEY
+from webhook.controller.core.queues.modelquotas import ModelUsage, model_usage
 from webhook.controller.core.queues.quotas import Quotas, holding
 from webhook.controller.core.reasons import WaitReason
 from webhook.controller.core.rounds import Rounds
@@ -94,19 +95,25 @@ class Report:
     preemptions: tuple[PreemptionLine, ...]
     capacity: tuple[CapacityLine, ...] = ()
     backfilled: tuple[BackfillLine, ...] = ()
+    models: tuple[ModelUsage, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {"queues": [dataclasses.asdict(q) for q in self.queues],
                 "waiting": [dataclasses.asdict(g) for g in self.waiting],
                 "preemptions": [dataclasses.asdict(p) for p in self.preemptions],
                 "capacityRequests": [dataclasses.asdict(c) for c in self.capacity],
-                "backfilled": [dataclasses.asdict(b) for b in self.backfilled]}
+                "backfilled": [dataclasses.asdict(b) for b in self.backfilled],
+                "models": [dataclasses.asdict(m) for m in self.models]}
 
     def text(self) -> str:
         lines = ["QUEUE            NOMINAL  USED  BORROWED  WEIGHT  FAIR SHARE (GPU-h)"]
         lines += [f"{q.name:<16} {q.nominal:>7g}  {q.used:>4g}  {q.borrowed:>8g}  {q.weight:>6g}  "
                   f"{'-' if q.share is None else f'{q.share / 3600:.1f}':>18}"
                   for q in self.queues]
+        if self.models:
+            lines += ["", "QUEUE            MODEL     NOMINAL  USED  BORROWED"]
+            lines += [f"{m.queue:<16} {m.model:<8} {m.nominal:>8g}  {m.used:>4g}  "
+                      f"{m.borrowed:>8g}" for m in self.models]
         lines += ["", "WAITING (admission order)"]
         lines += [f"{g.gang}  queue {g.queue}, priority {g.priority}, {g.pods} pods, "
                   f"{g.gpus:g} GPUs: {g.why}" for g in self.waiting] or ["(none)"]
@@ -177,7 +184,7 @@ def report(policy: Policy, cluster: Tracked, events: Iterable[Mapping[str, Any]]
     return Report(queues, tuple(waiting), tuple(told.values())[:RECENT],
                   (*_requests("placeholders", placeholders, waiting, now),
                    *_requests("provisioningRequest", requests, waiting, now)),
-                  _backfilled(cluster, quotas, now))
+                  _backfilled(cluster, quotas, now), tuple(model_usage(policy, cluster)))
 
 
 def _backfilled(cluster: Tracked, quotas: Quotas, now: float) -> tuple[BackfillLine, ...]:

@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from webhook.controller.core.actions import Victim
 from webhook.controller.core.queues.accounting import QueueSample
+from webhook.controller.core.queues.modelquotas import ModelUsage
 from webhook.controller.core.reasons import WAIT_REASONS, WaitReason
 
 
@@ -48,6 +49,15 @@ class ControllerMetrics:
         self.queue_borrowed = Gauge("airlock_queue_gpus_borrowed",
                                     "GPU-equivalents a queue uses beyond its nominal.",
                                     ["queue"], registry=self.registry)
+        self.model_used = Gauge("airlock_queue_model_gpus_used",
+                                "GPUs of one model a queue's pods hold.", ["queue", "model"],
+                                registry=self.registry)
+        self.model_nominal = Gauge("airlock_queue_model_gpus_nominal",
+                                   "GPUs of one model guaranteed to a queue.",
+                                   ["queue", "model"], registry=self.registry)
+        self.model_borrowed = Gauge("airlock_queue_model_gpus_borrowed",
+                                    "GPUs of one model a queue uses beyond its nominal of it.",
+                                    ["queue", "model"], registry=self.registry)
         self.queue_share = Gauge(
             "airlock_queue_fair_share",
             "A queue's decayed usage (GPU-seconds) divided by its weight; lower goes first.",
@@ -95,6 +105,12 @@ class ControllerMetrics:
             self.queue_nominal.labels(q.name).set(float(q.nominal))
             self.queue_borrowed.labels(q.name).set(float(q.borrowed))
             self.queue_share.labels(q.name).set(q.share)
+
+    def models(self, usage: Iterable[ModelUsage]) -> None:
+        for m in usage:
+            self.model_used.labels(m.queue, m.model).set(m.used)
+            self.model_nominal.labels(m.queue, m.model).set(m.nominal)
+            self.model_borrowed.labels(m.queue, m.model).set(m.borrowed)
 
     def preempted(self, victim: Victim) -> None:
         self.preemptions.labels(victim.cause).inc()

@@ -35,6 +35,7 @@ from webhook.controller.core.gangs import SizeAnswer
 from webhook.controller.core.growth.asking import awaiting, grow
 from webhook.controller.core.health import Health
 from webhook.controller.core.identities import UnitId
+from webhook.controller.core.queues.modelquotas import model_usage
 from webhook.controller.core.reasons import WaitReason
 from webhook.controller.core.records import Seal
 from webhook.controller.core.rounds import Rounds
@@ -204,8 +205,9 @@ class Controller:
             return
         self.sampled = now
         cluster = self._cluster()
-        queues = self.accounts.sample(self._policy(), cluster, now)
-        self.metrics.queues(queues)
+        policy = self._policy()
+        self.metrics.queues(self.accounts.sample(policy, cluster, now))
+        self.metrics.models(model_usage(policy, cluster))
         await self.remember()
 
     async def remember(self) -> None:

@@ -10,12 +10,24 @@ from dataclasses import dataclass
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.cluster.models import Models
-from webhook.controller.core.queues.quotas import Ledger, QueueSpec, Quotas
+from webhook.controller.core.cluster.tracking import Tracked
+from webhook.controller.core.queues.quotas import Ledger, QueueSpec, Quotas, holding
 from webhook.policy.model import Policy
 
 # The nodes of no model, where a queue with no quotas per model may go last.
 NO_MODEL = None
 Model = str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelUsage:
+    """A queue's quota and use of one GPU model: for metrics and `airlock status`."""
+
+    queue: str
+    model: str
+    nominal: float
+    used: float
+    borrowed: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +65,23 @@ def model_quotas_of(policy: Policy) -> ModelQuotas | None:
                         if q.models}, (*names, NO_MODEL),
                        frozenset(q.name for q in policy.queues if q.fungibility == "BorrowFirst"),
                        quotas)
+
+
+def model_usage(policy: Policy, cluster: Tracked) -> list[ModelUsage]:
+    """Each queue's quota and use of each model it has a quota of or uses."""
+    settings = model_quotas_of(policy)
+    if settings is None:
+        return []
+    cluster.sort_models(policy.gpu_models)
+    found = []
+    for model, quotas in settings.quotas.items():
+        used = holding(quotas, cluster.models.held.get(model, {}))
+        for name, spec in sorted(quotas.specs.items()):
+            if spec.nominal or used.get(name, 0):
+                held = float(used.get(name, 0))
+                found.append(ModelUsage(name, model, float(spec.nominal), held,
+                                        max(held - spec.nominal, 0.0)))
+    return found
 
 
 class ModelLedgers:

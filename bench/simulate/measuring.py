@@ -5,6 +5,7 @@ controller's decide() took, for each scheduler.
 
     .venv/bin/python -m bench.simulate [--jobs 10000] [--nodes 5000]
         [--scheduler airlock|stock|both] [--runtime-scale 4]
+        [--scoring LeastAllocated|MostAllocated] [--pin nodes|domain]
 
 The trace is the generator's, seeded: training gangs up to 128 pods, run times 4x the
 generator's medians, which asks for about 95% of the cluster's GPU-hours over the day.
@@ -19,8 +20,10 @@ import resource
 import time
 from pathlib import Path
 
+from webhook.controller.core.deciding import DecideOptions
+from webhook.controller.core.placement.pins import PIN_MODES
 from webhook.policy.loading import load_policy
-from webhook.simulation.clusters import Shape
+from webhook.simulation.clusters import SCORINGS, Shape
 from webhook.simulation.generating import Mix, generate
 from webhook.simulation.simulating import SCHEDULERS, Scheduler, simulate
 
@@ -38,6 +41,9 @@ def main() -> int:
                    help="multiply the generator's median run times (4: ~95%% of the "
                         "cluster's GPU-hours asked for over the day)")
     p.add_argument("--scheduler", choices=(*SCHEDULERS, "both"), default="both")
+    p.add_argument("--scoring", choices=SCORINGS, default=Shape().scoring,
+                   help="kube-scheduler's NodeResourcesFit scoring in the model")
+    p.add_argument("--pin", choices=PIN_MODES, default="nodes", help="the controller's --pin")
     args = p.parse_args()
     base = Mix()
     mix = Mix(jobs=args.jobs, seconds=args.hours * 3600, seed=args.seed, max_pods=128,
@@ -47,12 +53,13 @@ def main() -> int:
     print(f"trace: {len(jobs)} jobs, {sum(j.pods for j in jobs)} pods, generated in "
           f"{time.perf_counter() - started:.1f} s")
     policy = load_policy(ROOT / "policies")
-    shape = Shape(args.nodes, 8, args.nodes_per_domain)
+    shape = Shape(args.nodes, 8, args.nodes_per_domain, scoring=args.scoring)
+    options = DecideOptions(pin=args.pin)
     schedulers: tuple[Scheduler, ...] = SCHEDULERS if args.scheduler == "both" \
         else (args.scheduler,)
     for scheduler in schedulers:
         started, cpu = time.perf_counter(), time.process_time()
-        run = simulate(jobs, policy, shape, scheduler)
+        run = simulate(jobs, policy, shape, scheduler, options)
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         s = run.summary()
         print(f"{scheduler}: {seconds:.1f} s wall ({cpu:.1f} s CPU), {run.stats.events} "

@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 
 from webhook.controller.core.deciding import DecideOptions
+from webhook.controller.core.placement.pins import PIN_MODES
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.simulation.clusters import SCORINGS, Shape
 from webhook.simulation.reporting import render
@@ -40,6 +41,9 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
                              "kube-scheduler alone; both: side by side")
     parser.add_argument("--order", choices=("strict", "backfill"), default="backfill",
                         help="the controller's --order")
+    parser.add_argument("--pin", choices=PIN_MODES, default="nodes",
+                        help="the controller's --pin: each pod let go pinned to its planned "
+                             "node, or only to its domain")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
     parser.add_argument("--plot", type=Path, default=None, metavar="DIR",
                         help="write gpus.png, waits.png and queue.png here")
@@ -69,7 +73,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         else (args.scheduler,)
     shape = Shape(args.nodes, args.gpus_per_node, args.nodes_per_domain,
                   scoring=args.scoring)
-    options = DecideOptions(order=args.order)
+    options = DecideOptions(order=args.order, pin=args.pin)
     runs: list[Run] = []
     for directory in dirs:
         try:

@@ -5,7 +5,8 @@ Events are jobs submitted and jobs finished; after the events of each instant:
    arrival, preempting lower-priority pods where the class may (`clusters`);
 2. `airlock` only, and only when something changed since the last time (gated pods came,
    or capacity was freed): the controller's own `decide()` runs over the gated pods and
-   the nodes with room; the pods it admits lose their gate, pinned to the domain it chose,
+   the nodes with room; the pods it admits lose their gate, pinned to the node it
+   planned for each (`--pin nodes`) or only to the domain it chose (`--pin domain`),
    and the scheduler binds them.
 
 A job runs once every pod of it is bound, for `runtime` seconds, then its pods finish and
@@ -32,13 +33,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, assert_never
 
-from webhook.controller.core.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
+from webhook.controller.core.actions import (
+    Admit,
+    Finish,
+    Ignore,
+    Preempt,
+    Replan,
+    Requeue,
+    Wait,
+)
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.deciding import DecideOptions
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.rounds import Rounds
 from webhook.policy.model import Policy
-from webhook.simulation.clusters import Cluster, Pin, PodKey, Resident, Shape
+from webhook.simulation.clusters import HOSTNAME, Cluster, Pin, PodKey, Resident, Shape
 from webhook.simulation.marking import Marked, Marker, Rejected
 from webhook.simulation.pacing import Pace
 from webhook.simulation.timelines import Timeline, summarize
@@ -324,10 +333,11 @@ class Simulation:
                         if isinstance(action, Admit) and info.key == action.anchor.key:
                             kept = dataclasses.replace(pod.info.recorded, placement=record)
                             pod.info = dataclasses.replace(pod.info, recorded=kept)
-                        # A slice's domain lies inside the gang's: pinning it is enough.
-                        sliced = record.slice_of(info.name)
-                        pod.pin = (record.slice_key, sliced) \
-                            if record.slice_key and sliced else pin
+                        # A slice's domain lies inside the gang's, and a node inside
+                        # both: pinning the narrowest is enough.
+                        planned, sliced = record.node_of(info.name), record.slice_of(info.name)
+                        pod.pin = (HOSTNAME, planned) if planned is not None else \
+                            (record.slice_key, sliced) if record.slice_key and sliced else pin
                         pod.off = off
                         node = self.cluster.pick(pod.job.timeline.gpus, pod.pin, off)
                         if node is None:
@@ -346,8 +356,8 @@ class Simulation:
                     preempted = True
                 case Requeue():
                     self._evict([p.key for p in action.pods if p.key in self._bound], now)
-                case Wait() | Ignore():
-                    pass
+                case Wait() | Ignore() | Replan():
+                    pass  # a pod let go is tracked again only once bound: none is replanned
                 case _:
                     assert_never(action)
         return preempted

@@ -15,7 +15,7 @@ from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.reasons import WaitReason, lead
 from webhook.controller.core.records import PreemptionRecord, Record
 
-EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "Requeued",
+EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "Requeued", "Replanned",
                       "RecordIgnored", "CapacityRequested", "CapacityProvisioned",
                       "CapacityExpired", "CapacityFailed", WaitReason]
 EventType = Literal["Normal", "Warning"]
@@ -124,6 +124,19 @@ class Requeue:
 
 
 @dataclass(frozen=True, slots=True)
+class Replan:
+    """Evict `pod`, let go pinned to `node`, which can no longer take it before it is
+    bound: its gate cannot be put back, nor its pin changed, so it goes, and the owner
+    that makes it again has the new pod decided afresh. Only for a pod Airlock pinned
+    (`placement.pins`)."""
+
+    unit: UnitId
+    pod: PodInfo
+    node: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
 class Ignore:
     """A record the controller does not act on: one it cannot prove it wrote, or a
     recorded victim the checks of a fresh plan now keep. Nothing is written; its event
@@ -134,7 +147,7 @@ class Ignore:
     message: str
 
 
-Action = Admit | Finish | Wait | Preempt | Requeue | Ignore
+Action = Admit | Finish | Wait | Preempt | Requeue | Replan | Ignore
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +233,11 @@ def events_of(action: Action) -> tuple[Event, ...]:
                           f"Requeued: the gang has {action.present} of its {action.size} "
                           f"members, for {action.short_for:.0f}s; the rest is evicted so it "
                           f"starts again whole"),)
+        case Replan():
+            return (Event((action.pod,), "Warning", "Replanned",
+                          f"Replanned: node {action.node}, where Airlock pinned it, "
+                          f"{action.why}, and it is not bound yet; evicted so that its "
+                          f"owner makes it again and it is placed afresh"),)
         case _:
             assert_never(action)
 

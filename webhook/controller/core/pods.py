@@ -94,6 +94,11 @@ def _evicted_for(status: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _owned(owners: Any) -> bool:
+    return isinstance(owners, list) and any(
+        isinstance(o, Mapping) and o.get("controller") is True for o in owners)
+
+
 def _checkpoint(text: str | None) -> float | None:
     """A checkpoint time a pod states, or None when it states none we can read: a bad
     value costs the pod its protection (its work counts from its start), never a crash."""
@@ -142,6 +147,9 @@ class PodInfo:
     recorded: Recorded
     # Finished its work: a gang member that is gone this way is not lost.
     succeeded: bool = False
+    # A controller owns it (an owner reference with `controller: true`: a Job, an
+    # operator's job, a ReplicaSet), which makes it again when it is deleted.
+    owned: bool = False
     # What the pod's DRA claims ask for, by the resource each mapped DeviceClass counts
     # as: part of `requests`, kept apart so a claim that changes can be counted anew.
     claimed: Resources | None = None
@@ -216,6 +224,7 @@ class PodInfo:
             # matches them against PodDisruptionBudget selectors.
             labels=labels if decided or any("/" in k for k in requests) else _NONE,
             owners=tuple(meta.get("ownerReferences") or ()) if marks.in_gang else (),
+            owned=_owned(meta.get("ownerReferences")),
             annotated=bool(annotations), marks=marks,
             constraints=Constraints.read(spec, annotations, requests) if decided
             else UNCONSTRAINED,

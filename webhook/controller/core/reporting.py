@@ -14,7 +14,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
-from webhook.controller.core.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
+from webhook.controller.core.actions import (
+    Admit,
+    Finish,
+    Ignore,
+    Preempt,
+    Replan,
+    Requeue,
+    Wait,
+)
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.configuring import quotas_of
 from webhook.controller.core.gangs import membership
@@ -164,7 +172,7 @@ def report(policy: Policy, cluster: Tracked, events: Iterable[Mapping[str, Any]]
                 members = action.preemptor
             case Admit():
                 reason, why, members = "Admissible", "about to be admitted", action.ungate
-            case Finish() | Requeue() | Ignore():
+            case Finish() | Requeue() | Replan() | Ignore():
                 continue
             case _:
                 assert_never(action)

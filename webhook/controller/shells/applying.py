@@ -26,6 +26,7 @@ from webhook.controller.core.actions import (
     Finish,
     Ignore,
     Preempt,
+    Replan,
     Requeue,
     Wait,
     events_of,
@@ -138,6 +139,12 @@ class Applier:
                 case Requeue():
                     (told,) = events_of(action)
                     await self._evict_all(action.pods, {p.key: told for p in action.pods})
+                case Replan():
+                    (told,) = events_of(action)
+                    # Not marked: the eviction's own DisruptionTarget says it was
+                    # evicted, and it was never preempted.
+                    await self._evict(action.pod, told, datetime.datetime.now(datetime.UTC),
+                                      mark=False)
                 case Wait() | Ignore():
                     pass  # nothing to write: its event says why
                 case _:
@@ -208,7 +215,8 @@ class Applier:
         now = datetime.datetime.now(datetime.UTC)
         await self._each(pods, lambda pod: self._evict(pod, told[pod.key], now))
 
-    async def _evict(self, pod: PodInfo, told: Event, now: datetime.datetime) -> None:
+    async def _evict(self, pod: PodInfo, told: Event, now: datetime.datetime,
+                     mark: bool = True) -> None:
         """Evicted, then told and marked with why, at once: not behind the round with the
         other events, so a controller killed right after still leaves it explained; and
         not before, since the apiserver may refuse (a PodDisruptionBudget), and then the
@@ -226,7 +234,7 @@ class Applier:
                 return
             raise
         await asyncio.gather(self._tell_eviction(pod, told.type, told.reason, told.message),
-                             self._mark(pod, told.message, now))
+                             *([self._mark(pod, told.message, now)] if mark else []))
 
     async def _tell_eviction(self, pod: PodInfo, kind: EventType, reason: EventReason,
                              message: str) -> None:

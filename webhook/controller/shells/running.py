@@ -28,6 +28,7 @@ from webhook.controller.core.deciding import (
     Finish,
     Ignore,
     Preempt,
+    Replan,
     Requeue,
     Wait,
 )
@@ -233,6 +234,8 @@ class Controller:
                         self.metrics.preempted(victim)
                 case Requeue():
                     self.metrics.requeued.inc()
+                case Replan():
+                    self.metrics.replanned.inc()
                 case Ignore():
                     ignored += 1
                 case Finish():
@@ -275,7 +278,8 @@ class Controller:
 async def _main(args: argparse.Namespace, policies: PolicyStore) -> int:
     api = await connect(args.kubeconfig)
     options = DecideOptions(order=args.order, reservation_timeout=args.reservation_timeout,
-                      incomplete_warning_after=args.incomplete_warning_after)
+                            incomplete_warning_after=args.incomplete_warning_after,
+                            pin=args.pin)
     fence = Fence(None if args.no_leader_election else RENEW_DEADLINE_SECONDS)
     seal = await load_seal(client.CoreV1Api(api), args.namespace)
     controller = Controller(api, options, args.identity, policies, seal,

@@ -68,7 +68,7 @@ def main() -> int:
               f"completed {s['completed']}/{s['jobs']}, wait p50 {s['wait']['p50']} s, "
               f"p99 {s['wait']['p99']} s, utilization {s['utilization']:.1%}, "
               f"partial-gang GPU-h {s['partialGangGpuSeconds'] / 3600:.0f}, "
-              f"preemptions {s['preemptions']}")
+              f"preemptions {s['preemptions']} ({s['lostGpuSeconds'] / 3600:.0f} GPU-h lost)")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS: {peak:.0f} MiB")
     return 0

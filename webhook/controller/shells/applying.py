@@ -141,8 +141,8 @@ class Applier:
                     await self._evict_all(action.pods, {p.key: told for p in action.pods})
                 case Replan():
                     (told,) = events_of(action)
-                    # Not marked: the eviction's own DisruptionTarget says it was
-                    # evicted, and it was never preempted.
+                    # Not marked as preempted, which it was not: the eviction's own
+                    # DisruptionTarget condition stands.
                     await self._evict(action.pod, told, datetime.datetime.now(datetime.UTC),
                                       mark=False)
                 case Wait() | Ignore():
@@ -217,10 +217,10 @@ class Applier:
 
     async def _evict(self, pod: PodInfo, told: Event, now: datetime.datetime,
                      mark: bool = True) -> None:
-        """Evicted, then told and marked with why, at once: not behind the round with the
-        other events, so a controller killed right after still leaves it explained; and
-        not before, since the apiserver may refuse (a PodDisruptionBudget), and then the
-        next round tries again."""
+        """Evicted, then told and (with `mark`) marked with why, at once: not behind the
+        round with the other events, so a controller killed right after still leaves it
+        explained; and not before, since the apiserver may refuse (a PodDisruptionBudget),
+        and then the next round tries again."""
         try:
             async with self.limit:
                 self.fence.check()

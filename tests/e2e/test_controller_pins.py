@@ -2,11 +2,13 @@
 default `LeastAllocated` scoring, which spreads small pods over the emptiest nodes): each
 pod Airlock lets go is pinned to the node its gang's plan gave it, and lands there; a pod
 whose planned node goes NotReady before it is bound is re-planned, made again by its Job
-and placed on a node that takes it."""
+and placed on a node that takes it; and a controller killed half-way through a lift
+leaves the next leader the nodes to pin the rest to."""
 
 from __future__ import annotations
 
 import json
+import signal
 import uuid
 from typing import Any
 
@@ -71,6 +73,36 @@ async def test_a_gang_of_small_pods_lands_exactly_on_its_planned_nodes(
             "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
         assert term["matchFields"] == [{"key": "metadata.name", "operator": "In",
                                         "values": [plan[p["metadata"]["name"]]]}]
+
+
+async def test_pins_survive_a_controller_killed_half_way_through_a_lift(
+        api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
+    """The next leader lifts the members still gated onto the nodes the record names."""
+    slow = controllers.start("--patch-pause", "1.0")
+    await client.BatchV1Api(api).create_namespaced_job(namespace, body=job(
+        "crash", "crash", 4, 4, 2))
+
+    async def half_way() -> bool:
+        pods = await pods_of(api, namespace, "crash")
+        return len(pods) == 4 and bool(await planned(api, namespace, "crash")) and \
+            0 < sum(not gated(p) for p in pods) < 4
+
+    await until(half_way, within=60)
+    slow.process.send_signal(signal.SIGKILL)
+    slow.process.wait()
+    assert 0 < sum(gated(p) for p in await pods_of(api, namespace, "crash")) < 4, \
+        "the kill must land half-way"
+    plan = await planned(api, namespace, "crash")
+    controllers.start()
+
+    async def bound() -> bool:
+        pods = await pods_of(api, namespace, "crash")
+        return len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods)
+
+    await until(bound, within=60)
+    assert {p["metadata"]["name"]: p["spec"]["nodeName"]
+            for p in await pods_of(api, namespace, "crash")} == plan
+    assert any(m.startswith("Resumed:") for m in await events(api, namespace, "crash"))
 
 
 def pool_nodes(pool: str) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ re-planned (evicted, made again by its owner, decided afresh)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jsonpatch
@@ -321,3 +322,12 @@ def test_pins_keep_a_gang_admitted_beside_small_pods_whole(
     shape = Shape(nodes=3, gpus_per_node=8, nodes_per_domain=3, scoring=scoring)
     run = simulate(jobs, policy, shape, "airlock", DecideOptions(pin=pin))
     assert run.summary()["partialGangGpuSeconds"] == partial
+
+
+def test_a_pod_let_go_pinned_and_not_bound_keeps_rounds_coming() -> None:
+    """With nothing gated, a round is still due while its node may fail it."""
+    _, pods = _lifted(_raws((8,)))
+    cluster = tracked(NODES, pods)
+    assert cluster.membership.pinned == {pods[0].key}
+    cluster.put_pod(dataclasses.replace(pods[0], node_name="a-n0"))
+    assert cluster.membership.pinned == set()

@@ -136,10 +136,12 @@ class Controller:
 
     async def round(self) -> None:
         # A gang short of members is decided too, gated pods or not: it may be due for
-        # its requeue (`sample` notices it short when nothing is gated); and a record
-        # the controller did not write is told of.
+        # its requeue (`sample` notices it short when nothing is gated); a record the
+        # controller did not write is told of; and a pod let go pinned to a node, not
+        # bound yet, is re-planned if that node fails it.
+        membership = self.cache.cluster.membership
         if not self.cache.gated and not self.accounts.short_since and \
-                not self.cache.cluster.membership.distrusted and \
+                not membership.distrusted and not membership.pinned and \
                 not self.cache.placeholders and not self.cache.requests:
             self.metrics.waiting(())
             return

@@ -252,7 +252,7 @@ def test_a_pod_whose_node_filled_up_is_replanned_once_its_room_is_no_longer_held
                              SEAL)
     assert _replans(NODES, [*pods, squatter], NOW + 60) == {}
     (why,) = _replans(NODES, [*pods, squatter], NOW + 121).values()
-    assert "has no room left for it" in why
+    assert "is too full of pods bound there to take it" in why
 
 
 # --- the applier ------------------------------------------------------------------------

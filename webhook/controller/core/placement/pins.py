@@ -99,6 +99,6 @@ def stranded(pod: PodInfo, pinned_at: Mapping[tuple[str, str], float], snap: Sna
         return node, "no longer takes it (its taints or labels changed)"
     if now - at >= timeout and \
             not fits(snap.capacity.free[node], with_pod_slot(pod.requests)):
-        return node, f"has no room left for it by the pods bound there, and its room " \
-            f"is no longer held for it ({timeout:.0f}s after it was let go)"
+        return node, f"is too full of pods bound there to take it, and its room there " \
+            f"is held no longer ({timeout:.0f}s after it was let go)"
     return None

@@ -139,3 +139,18 @@ def test_status_shows_each_queues_quota_and_use_of_each_model() -> None:
     assert found.as_json()["models"][0] == {"queue": "team-a", "model": "h100", "nominal": 8,
                                             "used": 16, "borrowed": 8}
     assert "team-a           h100            8    16         8" in found.text()
+    # The policy's L4s are on no node: a label mistyped, or a pool not there yet.
+    assert found.as_json()["modelsWithoutNodes"] == ["l4"]
+    assert "GPU model l4: no node has its labels" in found.text()
+
+
+def test_a_gang_whose_pods_name_different_models_is_told_and_not_placed() -> None:
+    policy = _policy({"model": "h100", "nominal": 16}, {"model": "a100", "nominal": 16})
+    mixed = [member("mixed", i, size=2, ns="team-a",
+                    marks={GPU_MODELS_ANNOTATION: model}) for i, model in enumerate(
+                        ("h100", "a100"))]
+    actions = _round(policy, mixed)
+    assert not _models(actions)
+    assert waits(actions)["mixed"].endswith(
+        "its pods name different GPU models: mixed-0 (h100), mixed-1 (a100); a gang runs on "
+        "one model, so give every pod the same gpu-airlock.io/gpu-models")

@@ -8,13 +8,16 @@ from typing import Any
 
 from tests.builders import (
     GPU_MODELS,
+    HOUR,
     NOW,
     PRODUCT,
+    TRAINING,
     gang,
     make_policy,
     member,
     model_node,
     models_cluster,
+    preempts,
     running,
     tracked,
     waits,
@@ -154,3 +157,17 @@ def test_a_gang_whose_pods_name_different_models_is_told_and_not_placed() -> Non
     assert waits(actions)["mixed"].endswith(
         "its pods name different GPU models: mixed-0 (h100), mixed-1 (a100); a gang runs on "
         "one model, so give every pod the same gpu-airlock.io/gpu-models")
+
+
+def test_a_gang_that_preempts_evicts_only_work_on_its_model() -> None:
+    # Both models full of scavengers; the A100's are the cheaper victims (run for less),
+    # but the gang may use only H100s.
+    policy = _policy({"model": "h100", "nominal": 16})
+    scavengers = running("old", ["h100-n0"], ran=4 * HOUR) + \
+        running("young", ["a100-n0"], ran=HOUR)
+    rounds = Rounds()
+    rounds.accounts.list_pdbs([])  # no budget stands in the way
+    cluster = tracked(models_cluster(h100=1, a100=1),
+                      scavengers + gang("urgent", 1, ns="team-a", priority=TRAINING))
+    (preempt,) = preempts(rounds.run(policy, cluster, NOW))
+    assert [str(v.unit) for v in preempt.victims] == ["gang ml/old"]

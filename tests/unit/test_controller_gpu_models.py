@@ -6,22 +6,27 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.builders import (
     GPU_MODELS,
     HOUR,
     NOW,
     PRODUCT,
+    PRODUCTS,
     TRAINING,
     gang,
     make_policy,
     member,
     model_node,
     models_cluster,
+    pod,
     preempts,
     running,
     tracked,
     waits,
 )
+from webhook.admission.explaining import explain_pod
 from webhook.controller.core.actions import Action, Admit
 from webhook.controller.core.configuring import quotas_of
 from webhook.controller.core.records import Record
@@ -171,3 +176,24 @@ def test_a_gang_that_preempts_evicts_only_work_on_its_model() -> None:
                       scavengers + gang("urgent", 1, ns="team-a", priority=TRAINING))
     (preempt,) = preempts(rounds.run(policy, cluster, NOW))
     assert [str(v.unit) for v in preempt.victims] == ["gang ml/old"]
+
+
+@pytest.mark.parametrize(("namespace", "named", "selector", "expected"), [
+    # Its queue's order.
+    ("team-a", None, {}, ["h100", "a100"]),
+    # Those it names, in its order, that the queue allows.
+    ("team-a", "l4,a100,h100", {}, ["a100", "h100"]),
+    # Its node selector on the model label leaves one.
+    ("team-a", None, {PRODUCT: PRODUCTS["a100"]}, ["a100"]),
+    ("team-a", "h100", {PRODUCT: PRODUCTS["a100"]}, []),
+    # A namespace in no queue may use every model.
+    ("elsewhere", None, {}, ["h100", "a100", "l4"]),
+])
+def test_explain_says_which_models_a_pod_may_get(namespace: str, named: str | None,
+                                                  selector: dict[str, str],
+                                                  expected: list[str]) -> None:
+    policy = _policy({"model": "h100", "nominal": 8}, {"model": "a100", "nominal": 16})
+    b = pod(namespace=namespace).gpus(1).owner("Job", "j").set("nodeSelector", selector)
+    if named is not None:
+        b.annotation(GPU_MODELS_ANNOTATION, named)
+    assert explain_pod(b.build(), policy, {})["gpuModels"] == expected

@@ -74,6 +74,19 @@ def unknown_models(text: str, models: Sequence[GpuModel]) -> str | None:
     return None
 
 
+def models_for(models: Sequence[GpuModel], order: Sequence[str] | None, named: Sequence[str],
+               node_selector: Mapping[str, str]) -> tuple[str, ...]:
+    """The models a pod may get, in the order they are tried: its queue's `order` (None:
+    every model), narrowed to those it `named` (in its order) and to those whose labels
+    its node selector does not contradict."""
+    allowed = tuple(m.name for m in models) if order is None else tuple(order)
+    if named:
+        allowed = tuple(n for n in named if n in allowed)
+    labels = {m.name: m.node_labels for m in models}
+    return tuple(m for m in allowed if all(
+        node_selector.get(k, v) == v for k, v in labels.get(m, {}).items()))
+
+
 def model_problems(models: Sequence[GpuModel]) -> Iterator[tuple[int, Loc, str]]:
     """Two models one node could be. Each as (index, path inside the model, message), for
     the merger's `file:line`."""

@@ -85,6 +85,7 @@ def test_the_uniform_flags_are_one_pool_labelled_as_before() -> None:
     (("--pools", "l4=2x1", "--nodes", "4"), "--pools describes every GPU node: drop --nodes"),
     (("--pools", "l4=2x1", "--gpus-per-node", "4", "--nodes-per-domain", "2"),
      "drop --gpus-per-node, --nodes-per-domain"),
+    (("--nodes", "0"), "--domains-per-block: pool 1 (gpu) count: Input should be greater than"),
 ])
 def test_up_refuses_flags_that_contradict_each_other_before_building_anything(
         argv: tuple[str, ...], said: str, tmp_path: Path,

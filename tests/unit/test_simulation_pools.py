@@ -106,9 +106,15 @@ def test_simulate_takes_a_cluster_spec_and_shows_its_pools(tmp_path: Path) -> No
     assert out["completed"] == 1
 
 
-def test_simulate_refuses_a_cluster_beside_the_uniform_flags(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("argv", "said"), [
+    (("--cluster", "l4=2x1", "--nodes", "4"), "--cluster describes every node: drop --nodes"),
+    (("--nodes", "0"), "pool 1 (node) count: Input should be greater than or equal to 1"),
+    (("--gpus-per-node", "32"), "gpusPerNode: Input should be less than or equal to 16"),
+])
+def test_simulate_refuses_flags_that_make_no_cluster(argv: tuple[str, ...], said: str,
+                                                     tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
     trace.write_text(job("serve", 1, 1, L4).to_json() + "\n")
-    done = airlock("simulate", "--trace", str(trace), "--cluster", "l4=2x1", "--nodes", "4")
+    done = airlock("simulate", "--trace", str(trace), *argv)
     assert done.returncode == 2
-    assert "--cluster describes every node: drop --nodes" in done.stderr
+    assert said in done.stderr

@@ -19,7 +19,7 @@ from webhook.kuberaw import json_of
 from webhook.operators.kubernetes.keys import NOT_READY_TAINT
 from webhook.pools import BLOCK_LABEL as BLOCK_LABEL
 from webhook.pools import CLIQUE_LABEL as CLIQUE_LABEL
-from webhook.pools import COUNT_LABEL, PRODUCT_LABEL, Pool, layout
+from webhook.pools import COUNT_LABEL, PRODUCT_LABEL, Pool, layout, validated
 from webhook.pools import HOST_LABEL as HOST_LABEL
 from webhook.sandbox import devices
 
@@ -50,11 +50,12 @@ class Shape:
     pools: tuple[Pool, ...] = ()
 
     def node_pools(self, name: str = POOL) -> tuple[Pool, ...]:
-        """The pools, or the one the uniform fields describe, `name`d."""
-        return self.pools or (Pool.model_validate({
+        """The pools, or the one the uniform fields describe, `name`d; PoolError for
+        fields no pool may have."""
+        return self.pools or validated({"pools": [{
             "name": name, "product": self.product, "count": self.nodes,
             "gpusPerNode": self.gpus_per_node, "nodesPerDomain": self.nodes_per_domain,
-            "domainsPerBlock": self.domains_per_block}),)
+            "domainsPerBlock": self.domains_per_block}]}, UNIFORM_FLAGS)
 
     @property
     def node_count(self) -> int:
@@ -65,7 +66,7 @@ class Shape:
         dra = ", as DRA devices" if self.dra else ""
         if self.pools:
             pools = "; ".join(p.said() for p in self.pools)
-            return f"{self.node_count} fake GPU nodes{dra} ({pools})"
+            return f"{sum(p.count for p in self.pools)} fake GPU nodes{dra} ({pools})"
         return f"{self.nodes} fake GPU nodes ({self.gpus_per_node} GPUs each{dra})"
 
 
@@ -73,6 +74,9 @@ class Shape:
 # three single-node pods can take a node in at most three of them, so there is always a
 # whole domain for its 4-node gang.
 UNIFORM = {"nodes": 16, "gpus_per_node": 8, "nodes_per_domain": 4, "domains_per_block": 2}
+# Where a bad value of theirs comes from, as a pool's error names it.
+UNIFORM_FLAGS = ("the pool of --nodes (count), --gpus-per-node, --nodes-per-domain and "
+                 "--domains-per-block")
 
 
 def shape_of(args: argparse.Namespace) -> Shape:
@@ -84,8 +88,10 @@ def shape_of(args: argparse.Namespace) -> Shape:
     if args.dra and args.mig:
         raise ValueError("--dra publishes whole GPUs only; MIG nodes (--mig) advertise "
                          "their slices as extended resources, so the two do not mix")
-    return Shape(**uniform, mig=args.mig, mig_nodes=args.mig_nodes if args.mig else 0,
-                 dra=args.dra, pools=args.pools)
+    shape = Shape(**uniform, mig=args.mig, mig_nodes=args.mig_nodes if args.mig else 0,
+                  dra=args.dra, pools=args.pools)
+    shape.node_pools()
+    return shape
 
 
 def node_manifest(name: str, gpus: int, labels: dict[str, str], product: str,

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from webhook.controller.core.objects import NodeInfo
-from webhook.pools import BLOCK_LABEL, HOST_LABEL, Placed, Pool, layout
+from webhook.pools import BLOCK_LABEL, HOST_LABEL, Placed, Pool, layout, validated
 
 HOSTNAME = HOST_LABEL
 MAX_PODS = 110
@@ -53,11 +53,13 @@ class Shape:
     pools: tuple[Pool, ...] = ()
 
     def node_pools(self) -> tuple[Pool, ...]:
-        """The pools, or the uniform one, its nodes named node-00000, ..."""
-        return self.pools or (Pool.model_validate({
+        """The pools, or the uniform one, its nodes named node-00000, ...; PoolError for
+        fields no pool may have."""
+        return self.pools or validated({"pools": [{
             "name": "node", "model": "h100", "count": self.nodes,
             "gpusPerNode": self.gpus_per_node, "nodesPerDomain": self.nodes_per_domain,
-            "domainsPerBlock": self.domains_per_block}),)
+            "domainsPerBlock": self.domains_per_block}]},
+            "the pool of --nodes (count), --gpus-per-node and --nodes-per-domain")
 
     @property
     def capacity(self) -> int:

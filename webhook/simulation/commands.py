@@ -53,21 +53,24 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
 _UNIFORM = ("nodes", "gpus_per_node", "nodes_per_domain")
 
 
-def _positive(args: argparse.Namespace) -> str | None:
+def _shape(args: argparse.Namespace) -> Shape:
+    """The cluster the flags describe; ValueError for flags that cannot make one."""
     defaults = Shape()
     given = [f"--{flag.replace('_', '-')}" for flag in _UNIFORM
              if getattr(args, flag) != getattr(defaults, flag)]
     if args.cluster and given:
-        return f"--cluster describes every node: drop {', '.join(given)}"
-    for flag in _UNIFORM:
-        if getattr(args, flag) < 1:
-            return f"--{flag.replace('_', '-')} must be at least 1"
-    return None
+        raise ValueError(f"--cluster describes every node: drop {', '.join(given)}")
+    shape = Shape(args.nodes, args.gpus_per_node, args.nodes_per_domain,
+                  scoring=args.scoring, pools=args.cluster)
+    shape.node_pools()
+    return shape
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    if (problem := _positive(args)) is not None:
-        print(problem, file=sys.stderr)
+    try:
+        shape = _shape(args)
+    except ValueError as e:
+        print(e, file=sys.stderr)
         return 2
     if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
         print("--plot needs matplotlib: pip install 'gpu-airlock[simulate]'", file=sys.stderr)
@@ -80,8 +83,6 @@ def run_simulate(args: argparse.Namespace) -> int:
     dirs: list[Path] = [args.policies] + ([args.compare] if args.compare else [])
     schedulers: tuple[Scheduler, ...] = SCHEDULERS if args.scheduler == "both" \
         else (args.scheduler,)
-    shape = Shape(args.nodes, args.gpus_per_node, args.nodes_per_domain,
-                  scoring=args.scoring, pools=args.cluster)
     options = DecideOptions(order=args.order)
     runs: list[Run] = []
     for directory in dirs:

@@ -17,7 +17,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.builders import dra_pod
+from tests.builders import dra_pod, pod
 from tests.commands import run_airlock
 from tests.kube import (
     all_bound,
@@ -204,3 +204,36 @@ def test_pools_of_two_models_label_their_nodes_and_devices_apart(state_dir: Path
     # The real scheduler reads the product label: the pod that selects an L4 gets one.
     assert server["node"].startswith("l4-")
     assert [(r["pool"], r["device"]) for r in server["devices"]] == [(server["node"], "gpu-0")]
+
+
+async def _grown(kubeconfig: Path) -> list[dict[str, str]]:
+    """The labels of the nodes Karpenter launched for two pods that each select an L4's
+    only GPU, where one L4 node stands (in a namespace Airlock leaves alone)."""
+    async with await from_kubeconfig(kubeconfig) as api:
+        core = client.CoreV1Api(api)
+        async with fresh_namespaces(api, "e2e-pools") as make:
+            ns = await make({IGNORE_NAMESPACE_LABEL: "true"})
+            for name in ("server-0", "server-1"):
+                await core.create_namespaced_pod(ns, pod(name, ns).gpus(1).set(
+                    "nodeSelector", {PRODUCT_LABEL: L4}).set("tolerations", [
+                        {"key": "nvidia.com/gpu", "operator": "Exists",
+                         "effect": "NoSchedule"}]).build())
+            await until(lambda: all_bound(api, ns, "server-", 2), within=180)
+            nodes = (await (await core.list_node(_preload_content=False)).json())["items"]
+            return [n["metadata"]["labels"] for n in nodes
+                    if "karpenter.sh/nodepool" in n["metadata"]["labels"]]
+
+
+def test_karpenter_grows_only_the_pool_a_pod_selects(state_dir: Path) -> None:
+    up = sandbox("up", "--pools", "h100=1x8,l4=1x1", "--autoscaler", "karpenter",
+                 "--state-dir", str(state_dir))
+    assert up.returncode == 0, up.stderr[-3000:]
+    assert "NodePool h100 launches h100-8x-h100 nodes, NodePool l4 launches l4-1x-l4 nodes" \
+        in up.stderr
+    kubeconfig = Path(json.loads((state_dir / "state.json").read_text())["kubeconfig"])
+    grown = asyncio.run(_grown(kubeconfig))
+    assert grown, "no node launched"
+    for labels in grown:  # one, unless Karpenter saw both pods pending at once
+        assert (labels["karpenter.sh/nodepool"], labels["node.kubernetes.io/instance-type"],
+                labels[PRODUCT_LABEL], labels[COUNT_LABEL]) == ("l4", "l4-1x-l4", L4, "1")
+        assert CLIQUE_LABEL not in labels

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from webhook.controller.core.objects import NodeInfo
 from webhook.pools import BLOCK_LABEL, HOST_LABEL, Placed, Pool, layout, validated
 
-HOSTNAME = HOST_LABEL
 MAX_PODS = 110
 PodKey = tuple[str, str]
 # A topology domain: (node label, value).
@@ -81,7 +80,7 @@ def _labels(node: Placed, name: str, keys: Iterable[str]) -> dict[str, str]:
     the host level, its block, else its domain (none in a pool without NVLink)."""
     labels = node.pool.node_labels()
     for key in keys:
-        if key == HOSTNAME:
+        if key == HOST_LABEL:
             labels[key] = name
         elif node.domain is not None:
             labels[key] = f"block-{node.block:04d}" if key == BLOCK_LABEL \
@@ -109,7 +108,7 @@ class Cluster:
         self.index = {n: i for i, n in enumerate(self.names)}
         self.gpus = [n.pool.gpus_per_node for n in placed]
         self.most = max(self.gpus)
-        keys = {HOSTNAME, *topology_labels}
+        keys = {HOST_LABEL, *topology_labels}
         self.labels: list[dict[str, str]] = [
             _labels(node, name, keys) for node, name in zip(placed, self.names, strict=True)]
         # Every label's nodes: the topology domains, and the pools' models a pod selects.

@@ -104,6 +104,9 @@ def test_simulate_takes_a_cluster_spec_and_shows_its_pools(tmp_path: Path) -> No
         {"name": "h100", "product": H100, "count": 2, "gpusPerNode": 8, "nodesPerDomain": 2},
         {"name": "l4", "product": L4, "count": 2, "gpusPerNode": 1, "nodesPerDomain": None}]}
     assert out["completed"] == 1
+    text = airlock("simulate", "--trace", str(trace), "--cluster", "h100=2x8/2,l4=2x1")
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith("cluster: 4 nodes (18 GPUs) in pools h100 2x8/2, l4 2x1;")
 
 
 @pytest.mark.parametrize(("argv", "said"), [

@@ -96,3 +96,18 @@ def test_taints_and_tolerations(taint: dict[str, Any], tolerations: list[dict[st
 @pytest.mark.parametrize("bad", [{"ready": "False"}, {"unschedulable": True}])
 def test_not_ready_and_cordoned_nodes_take_nothing(bad: dict[str, Any]) -> None:
     assert not eligible(member("g", 0), node("n", None, **bad))
+
+
+@pytest.mark.parametrize(("tolerations", "allowed"), [
+    ([{"operator": "Exists"}], True),
+    ([{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}], True),
+    ([{"operator": "Exists", "effect": "NoSchedule"}], True),
+    ([{"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
+       "effect": "NoExecute"}], False),
+])
+def test_a_cordoned_node_takes_a_pod_that_tolerates_the_cordon(
+        tolerations: list[dict[str, Any]], allowed: bool) -> None:
+    """As the scheduler's NodeUnschedulable filter: the node need not carry the taint."""
+    pod = member("g", 0, tolerations=tolerations)
+    assert eligible(pod, node("n", None, unschedulable=True)) is allowed
+    assert not eligible(pod, node("n", None, unschedulable=True, ready="False"))

@@ -1,6 +1,7 @@
 """Whether a pod may go to a node at all, as the scheduler's filters decide it: taints
-and tolerations, nodeSelector, required node affinity, unready or cordoned nodes, and
-nodes that offer none of an extended resource (an accelerator) the pod requests."""
+and tolerations, nodeSelector, required node affinity, cordoned nodes, and nodes that
+offer none of an extended resource (an accelerator) the pod requests. And one the
+scheduler does not have: nothing goes to a NotReady node, whatever it tolerates."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.controller.core.objects import NodeInfo, PodInfo
+from webhook.operators.kubernetes.keys import UNSCHEDULABLE_TAINT
 
 _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+# The scheduler's NodeUnschedulable filter lets onto a cordoned node a pod that tolerates
+# this taint (as a DaemonSet's pods do), whether the node carries it yet or not.
+_CORDON = {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
 
 
 def _tolerated(taint: Mapping[str, Any], tolerations: tuple[Mapping[str, Any], ...]) -> bool:
@@ -57,7 +62,9 @@ def _term(term: Mapping[str, Any], node: NodeInfo) -> bool:
 
 
 def eligible(pod: PodInfo, node: NodeInfo) -> bool:
-    if not node.ready or node.unschedulable:
+    if not node.ready:
+        return False
+    if node.unschedulable and not _tolerated(_CORDON, pod.tolerations):
         return False
     if any(node.allocatable.get(k, 0) <= 0 for k in pod.devices):
         return False

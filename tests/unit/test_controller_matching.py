@@ -9,7 +9,8 @@ import pytest
 from tests.builders import member, node
 from webhook.controller.core.cluster.filters import eligible
 
-LABELS = {"gpu": "h100", "zone": "z1", "generation": "9"}
+LABELS = {"gpu": "h100", "zone": "z1", "generation": "9", "padded": "1_0",
+          "big": "9223372036854775808"}
 
 
 def affinity(*exprs: dict[str, Any], fields: list[dict[str, Any]] | None = None
@@ -40,6 +41,12 @@ def expr(key: str, op: str, *values: str) -> dict[str, Any]:
     (expr("generation", "Lt", "10"), True),
     (expr("generation", "Lt", "9"), False),
     (expr("gpu", "Gt", "1"), False),          # not a number: no match
+    # What Go's strconv.ParseInt reads, and not what else Python's int() takes.
+    (expr("generation", "Gt", "08"), True),
+    (expr("generation", "Lt", "1_0"), False),
+    (expr("generation", "Lt", "99999999999999999999"), False),
+    (expr("padded", "Gt", "1"), False),
+    (expr("big", "Gt", "1"), False),
     (expr("missing", "Lt", "1"), False),
     (expr("gpu", "Bogus", "h100"), False),
 ])

@@ -126,6 +126,17 @@ class PodBuilder:
         res.setdefault("requests", {}).update({"cpu": cpu, "memory": memory})
         return self
 
+    def resources(self, requests: dict[str, str] | None = None,
+                  limits: dict[str, str] | None = None) -> PodBuilder:
+        """Any resources on the first container; one with a limit and no request is
+        requested at the limit (the apiserver's defaulting)."""
+        res = self.spec["containers"][0].setdefault("resources", {})
+        if requests:
+            res.setdefault("requests", {}).update(requests)
+        if limits:
+            res.setdefault("limits", {}).update(limits)
+        return self
+
     def image(self, image: str) -> PodBuilder:
         self.spec["containers"][0]["image"] = image
         return self

@@ -128,6 +128,17 @@ class PodBuilder:
         res.setdefault("requests", {}).update({"cpu": cpu, "memory": memory})
         return self
 
+    def resources(self, requests: dict[str, str] | None = None,
+                  limits: dict[str, str] | None = None) -> PodBuilder:
+        """Any resources on the first container; one with a limit and no request is
+        requested at the limit (the apiserver's defaulting)."""
+        res = self.spec["containers"][0].setdefault("resources", {})
+        if requests:
+            res.setdefault("requests", {}).update(requests)
+        if limits:
+            res.setdefault("limits", {}).update(limits)
+        return self
+
     def image(self, image: str) -> PodBuilder:
         self.spec["containers"][0]["image"] = image
         return self
@@ -573,6 +584,18 @@ def claiming(builder: PodBuilder, template: str | None = None, claim: str | None
     return builder
 
 
+def dra_pod(name: str, template: str, **spec: Any) -> dict[str, Any]:
+    """A plain pod, no extended resource: its devices come from its claim alone. It
+    tolerates the GPU taint itself (Airlock, which would, steps aside where it runs)."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "main", "image": "ghcr.io/acme/trainer:1.0",
+                                     "resources": {"claims": [{"name": "devices"}]}}],
+                     "resourceClaims": [{"name": "devices",
+                                         "resourceClaimTemplateName": template}],
+                     "tolerations": [{"key": GPU, "operator": "Exists",
+                                      "effect": "NoSchedule"}], **spec}}
+
+
 def dra_slice(node: str, gpus: int = 8, migs: int = 0, driver: str = "gpu.nvidia.com",
               generation: int = 1, name: str | None = None) -> dict[str, Any]:
     """A ResourceSlice of a node's GPUs (and MIG devices), as NVIDIA's driver writes one."""
@@ -586,3 +609,11 @@ def dra_slice(node: str, gpus: int = 8, migs: int = 0, driver: str = "gpu.nvidia
             "spec": {"driver": driver, "nodeName": node, "devices": devices,
                      "pool": {"name": node, "generation": generation,
                               "resourceSliceCount": 1}}}
+
+
+def pool_entry(name: str = "h100", without: tuple[str, ...] = (), **fields: Any
+               ) -> dict[str, Any]:
+    """A pool as a pools file writes it: two H100 nodes of 8 GPUs, unless `fields` (in the
+    file's spelling: gpusPerNode, nodesPerDomain, ...) say otherwise; no field `without`."""
+    entry = {"name": name, "model": "h100", "count": 2, "gpusPerNode": 8, **fields}
+    return {k: v for k, v in entry.items() if k not in without}

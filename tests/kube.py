@@ -22,8 +22,9 @@ import aiohttp
 import pytest
 import yaml
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.builders import GPU, claim_template, gang_pod
+from tests.builders import GPU, claim_template, gang_pod, iso
 from webhook.keys import GATE
 from webhook.sandbox import wiring
 from webhook.sandbox.controlplane import ControlPlane
@@ -71,6 +72,48 @@ async def fresh_namespaces(api: client.ApiClient, prefix: str = "e2e"
             # replace the pods deleted next.
             await core.delete_namespace(name)
             await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+
+
+@contextlib.asynccontextmanager
+async def not_ready_nodes(api: client.ApiClient, nodes: list[dict[str, Any]],
+                          beat: float = 10.0) -> AsyncIterator[None]:
+    """Nodes whose kubelet reports them as their manifests' conditions say (NotReady),
+    for a test, deleted after. KWOK leaves them alone (they lack its annotation), and a
+    heartbeat every `beat` seconds keeps the conditions fresh: past the node monitor's
+    grace period (50 s on the harness's plane) the node lifecycle controller would make
+    them Unknown and swap their not-ready taints for unreachable ones mid-test."""
+    core = client.CoreV1Api(api)
+    since = iso(time.time())
+
+    def conditions(node: dict[str, Any]) -> list[dict[str, Any]]:
+        now = iso(time.time())
+        return [{**c, "lastHeartbeatTime": now, "lastTransitionTime": since}
+                for c in node["status"]["conditions"]]
+
+    await asyncio.gather(*(core.create_node(body={
+        **node, "status": {**node["status"], "conditions": conditions(node)}})
+        for node in nodes))
+
+    async def heartbeats() -> None:
+        while True:
+            await asyncio.sleep(beat)
+            await asyncio.gather(*(core.patch_node_status(
+                n["metadata"]["name"], {"status": {"conditions": conditions(n)}})
+                for n in nodes))
+
+    beating = asyncio.create_task(heartbeats())
+    try:
+        yield
+    finally:
+        beating.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beating
+        for node in nodes:
+            try:
+                await core.delete_node(node["metadata"]["name"])
+            except ApiException as e:
+                if e.status != 404:
+                    raise
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from kubernetes_asyncio import client
 from bench.common import load, pct, policies_with, sandbox
 from tests.builders import gang_pod, policy_yaml
 from webhook.sandbox import wiring
-from webhook.sandbox.autoscaling import NODE_POOL
 from webhook.sandbox.clients import from_kubeconfig
+from webhook.sandbox.nodes import POOL
 
 GPU = "nvidia.com/gpu"
 CAPACITY = policy_yaml("capacity", {"capacity": {"mode": "placeholders"}})
@@ -44,7 +44,7 @@ async def _gangs(kubeconfig: Path, gangs: int, size: int, grow: bool) -> list[fl
         if grow:
             # Room for every gang: the sandbox's NodePool stops at 64 GPUs.
             await client.CustomObjectsApi(api).patch_cluster_custom_object(
-                "karpenter.sh", "v1", "nodepools", NODE_POOL,
+                "karpenter.sh", "v1", "nodepools", POOL,
                 {"spec": {"limits": {GPU: str(8 * size * (gangs + 1))}}},
                 _content_type="application/merge-patch+json")
         await wiring.create_namespace(api, "bench")

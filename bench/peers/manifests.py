@@ -41,7 +41,7 @@ from webhook.operators.kueue.keys import REQUIRED_TOPOLOGY as KUEUE_REQUIRED
 from webhook.operators.kueue.keys import SLICE_REQUIRED_TOPOLOGY as KUEUE_SLICE_TOPOLOGY
 from webhook.operators.kueue.keys import SLICE_SIZE as KUEUE_SLICE_SIZE
 from webhook.policy.model import Policy
-from webhook.sandbox.devices import PRODUCT_LABEL
+from webhook.pools import PRODUCT_LABEL
 from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL, GPU, HOST_LABEL, Shape
 from webhook.simulation.traces import Job, airlock_annotations
 

@@ -25,7 +25,8 @@ from webhook.controller.core.placement.pins import PIN_MODES
 from webhook.policy.loading import load_policy
 from webhook.simulation.clusters import SCORINGS, Shape
 from webhook.simulation.generating import Mix, generate
-from webhook.simulation.simulating import SCHEDULERS, Scheduler, simulate
+from webhook.simulation.runs import SCHEDULERS, Scheduler
+from webhook.simulation.simulating import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 

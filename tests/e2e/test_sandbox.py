@@ -11,16 +11,30 @@ import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from tests.builders import dra_pod, pod
 from tests.commands import run_airlock
-from tests.kube import all_bound, create_gang, pods_of, until
-from webhook.keys import PLACEMENT_ANNOTATION
+from tests.kube import (
+    all_bound,
+    allocated,
+    claims_of,
+    create_gang,
+    create_template,
+    fresh_namespaces,
+    pods_of,
+    read_pod,
+    until,
+)
+from webhook.keys import IGNORE_NAMESPACE_LABEL, PLACEMENT_ANNOTATION
+from webhook.pools import CLIQUE_LABEL, COUNT_LABEL, MEMORY_LABEL, PRODUCT_LABEL
 from webhook.sandbox.binaries import Binaries
 from webhook.sandbox.clients import from_kubeconfig
+from webhook.sandbox.devices import CHANNEL_DRIVER, GPU_CLASS, GPU_DRIVER
 from webhook.sandbox.launching import alive
 
 
@@ -137,3 +151,89 @@ def test_restart_starts_each_part_again_in_place_with_its_state(state_dir: Path)
     unknown = sandbox("restart", "karpenter", "--state-dir", str(state_dir))
     assert unknown.returncode == 2
     assert "invalid choice" in unknown.stderr
+
+
+H100, L4 = "NVIDIA-H100-80GB-HBM3", "NVIDIA-L4"
+
+
+async def _mixed(kubeconfig: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                            dict[str, Any]]:
+    """The nodes, the ResourceSlices, and a pod that selects an L4 by its product label
+    and claims one GPU, once it runs (in a namespace Airlock leaves alone)."""
+    async with await from_kubeconfig(kubeconfig) as api:
+        nodes = (await (await client.CoreV1Api(api).list_node(
+            _preload_content=False)).json())["items"]
+        slices = (await (await client.ResourceV1Api(api).list_resource_slice(
+            _preload_content=False)).json())["items"]
+        async with fresh_namespaces(api, "e2e-pools") as make:
+            ns = await make({IGNORE_NAMESPACE_LABEL: "true"})
+            await create_template(api, ns, "one-gpu", GPU_CLASS, 1)
+            await client.CoreV1Api(api).create_namespaced_pod(ns, dra_pod(
+                "server", "one-gpu", nodeSelector={PRODUCT_LABEL: L4}))
+
+            async def runs() -> bool:
+                pod = await read_pod(api, ns, "server")
+                return bool((pod.get("status") or {}).get("phase") == "Running")
+            await until(runs, within=60)
+            pod = await read_pod(api, ns, "server")
+            devices = allocated((await claims_of(api, ns, pod))[0], pod)
+        return nodes, slices, {"node": pod["spec"]["nodeName"], "devices": devices}
+
+
+def test_pools_of_two_models_label_their_nodes_and_devices_apart(state_dir: Path) -> None:
+    up = sandbox("up", "--pools", "h100=2x8,l4=2x1", "--dra", "--state-dir", str(state_dir))
+    assert up.returncode == 0, up.stderr[-3000:]
+    assert "4 fake GPU nodes, as DRA devices (h100: 2 x 8 NVIDIA-H100-80GB-HBM3, NVLink " \
+        "domains of 4; l4: 2 x 1 NVIDIA-L4)" in up.stderr
+    kubeconfig = Path(json.loads((state_dir / "state.json").read_text())["kubeconfig"])
+    nodes, slices, server = asyncio.run(_mixed(kubeconfig))
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes}
+    assert {name: (got[PRODUCT_LABEL], got[COUNT_LABEL], got[MEMORY_LABEL],
+                   got.get(CLIQUE_LABEL)) for name, got in labels.items()} == {
+        "h100-0000": (H100, "8", "81559", "clique-0"),
+        "h100-0001": (H100, "8", "81559", "clique-0"),
+        "l4-0000": (L4, "1", "23034", None), "l4-0001": (L4, "1", "23034", None)}
+    products = {(s["spec"]["driver"], s["spec"]["nodeName"]):
+                [d["attributes"].get("productName", {}).get("string")
+                 for d in s["spec"]["devices"]] for s in slices}
+    assert products == {
+        **{(GPU_DRIVER, n): ["NVIDIA H100 80GB HBM3"] * 8 for n in ("h100-0000", "h100-0001")},
+        **{(GPU_DRIVER, n): ["NVIDIA L4"] for n in ("l4-0000", "l4-0001")},
+        # IMEX channels only on the nodes with NVLink between them.
+        **{(CHANNEL_DRIVER, n): [None] for n in ("h100-0000", "h100-0001")}}
+    # The real scheduler reads the product label: the pod that selects an L4 gets one.
+    assert server["node"].startswith("l4-")
+    assert [(r["pool"], r["device"]) for r in server["devices"]] == [(server["node"], "gpu-0")]
+
+
+async def _grown(kubeconfig: Path) -> list[dict[str, str]]:
+    """The labels of the nodes Karpenter launched for two pods that each select an L4's
+    only GPU, where one L4 node stands (in a namespace Airlock leaves alone)."""
+    async with await from_kubeconfig(kubeconfig) as api:
+        core = client.CoreV1Api(api)
+        async with fresh_namespaces(api, "e2e-pools") as make:
+            ns = await make({IGNORE_NAMESPACE_LABEL: "true"})
+            for name in ("server-0", "server-1"):
+                await core.create_namespaced_pod(ns, pod(name, ns).gpus(1).set(
+                    "nodeSelector", {PRODUCT_LABEL: L4}).set("tolerations", [
+                        {"key": "nvidia.com/gpu", "operator": "Exists",
+                         "effect": "NoSchedule"}]).build())
+            await until(lambda: all_bound(api, ns, "server-", 2), within=180)
+            nodes = (await (await core.list_node(_preload_content=False)).json())["items"]
+            return [n["metadata"]["labels"] for n in nodes
+                    if "karpenter.sh/nodepool" in n["metadata"]["labels"]]
+
+
+def test_karpenter_grows_only_the_pool_a_pod_selects(state_dir: Path) -> None:
+    up = sandbox("up", "--pools", "h100=1x8,l4=1x1", "--autoscaler", "karpenter",
+                 "--state-dir", str(state_dir))
+    assert up.returncode == 0, up.stderr[-3000:]
+    assert "NodePool h100 launches h100-8x-h100 nodes, NodePool l4 launches l4-1x-l4 nodes" \
+        in up.stderr
+    kubeconfig = Path(json.loads((state_dir / "state.json").read_text())["kubeconfig"])
+    grown = asyncio.run(_grown(kubeconfig))
+    assert grown, "no node launched"
+    for labels in grown:  # one, unless Karpenter saw both pods pending at once
+        assert (labels["karpenter.sh/nodepool"], labels["node.kubernetes.io/instance-type"],
+                labels[PRODUCT_LABEL], labels[COUNT_LABEL]) == ("l4", "l4-1x-l4", L4, "1")
+        assert CLIQUE_LABEL not in labels

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from tests.builders import dra_pod
 from tests.kube import (
     DRA_NODES,
     GPUS_PER_NODE,
@@ -50,14 +51,7 @@ async def items(listing: Any) -> list[dict[str, Any]]:
 
 
 async def create_pod(api: client.ApiClient, ns: str, name: str, template: str) -> None:
-    """A plain pod, no extended resource: its devices come from its claim alone. It
-    tolerates the GPU taint itself (Airlock, which would, steps aside here)."""
-    await client.CoreV1Api(api).create_namespaced_pod(ns, {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"containers": [{"name": "main", "image": "ghcr.io/acme/trainer:1.0",
-                                 "resources": {"claims": [{"name": "devices"}]}}],
-                 "resourceClaims": [{"name": "devices", "resourceClaimTemplateName": template}],
-                 "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]}})
+    await client.CoreV1Api(api).create_namespaced_pod(ns, dra_pod(name, template))
 
 
 async def running(api: client.ApiClient, ns: str, name: str) -> dict[str, Any]:

@@ -6,19 +6,27 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.builders import (
     GPU_MODELS,
+    HOUR,
     NOW,
     PRODUCT,
+    PRODUCTS,
+    TRAINING,
     gang,
     make_policy,
     member,
     model_node,
     models_cluster,
+    pod,
+    preempts,
     running,
     tracked,
     waits,
 )
+from webhook.admission.explaining import explain_pod
 from webhook.controller.core.actions import Action, Admit
 from webhook.controller.core.configuring import quotas_of
 from webhook.controller.core.records import Record
@@ -139,3 +147,53 @@ def test_status_shows_each_queues_quota_and_use_of_each_model() -> None:
     assert found.as_json()["models"][0] == {"queue": "team-a", "model": "h100", "nominal": 8,
                                             "used": 16, "borrowed": 8}
     assert "team-a           h100            8    16         8" in found.text()
+    # The policy's L4s are on no node: a label mistyped, or a pool not there yet.
+    assert found.as_json()["modelsWithoutNodes"] == ["l4"]
+    assert "GPU model l4: no node has its labels" in found.text()
+
+
+def test_a_gang_whose_pods_name_different_models_is_told_and_not_placed() -> None:
+    policy = _policy({"model": "h100", "nominal": 16}, {"model": "a100", "nominal": 16})
+    mixed = [member("mixed", i, size=2, ns="team-a",
+                    marks={GPU_MODELS_ANNOTATION: model}) for i, model in enumerate(
+                        ("h100", "a100"))]
+    actions = _round(policy, mixed)
+    assert not _models(actions)
+    assert waits(actions)["mixed"].endswith(
+        "its pods name different GPU models: mixed-0 (h100), mixed-1 (a100); a gang runs on "
+        "one model, so give every pod the same gpu-airlock.io/gpu-models")
+
+
+def test_a_gang_that_preempts_evicts_only_work_on_its_model() -> None:
+    # Both models full of scavengers; the A100's are the cheaper victims (run for less),
+    # but the gang may use only H100s.
+    policy = _policy({"model": "h100", "nominal": 16})
+    scavengers = running("old", ["h100-n0"], ran=4 * HOUR) + \
+        running("young", ["a100-n0"], ran=HOUR)
+    rounds = Rounds()
+    rounds.accounts.list_pdbs([])  # no budget stands in the way
+    cluster = tracked(models_cluster(h100=1, a100=1),
+                      scavengers + gang("urgent", 1, ns="team-a", priority=TRAINING))
+    (preempt,) = preempts(rounds.run(policy, cluster, NOW))
+    assert [str(v.unit) for v in preempt.victims] == ["gang ml/old"]
+
+
+@pytest.mark.parametrize(("namespace", "named", "selector", "expected"), [
+    # Its queue's order.
+    ("team-a", None, {}, ["h100", "a100"]),
+    # Those it names, in its order, that the queue allows.
+    ("team-a", "l4,a100,h100", {}, ["a100", "h100"]),
+    # Its node selector on the model label leaves one.
+    ("team-a", None, {PRODUCT: PRODUCTS["a100"]}, ["a100"]),
+    ("team-a", "h100", {PRODUCT: PRODUCTS["a100"]}, []),
+    # A namespace in no queue may use every model.
+    ("elsewhere", None, {}, ["h100", "a100", "l4"]),
+])
+def test_explain_says_which_models_a_pod_may_get(namespace: str, named: str | None,
+                                                  selector: dict[str, str],
+                                                  expected: list[str]) -> None:
+    policy = _policy({"model": "h100", "nominal": 8}, {"model": "a100", "nominal": 16})
+    b = pod(namespace=namespace).gpus(1).owner("Job", "j").set("nodeSelector", selector)
+    if named is not None:
+        b.annotation(GPU_MODELS_ANNOTATION, named)
+    assert explain_pod(b.build(), policy, {})["gpuModels"] == expected

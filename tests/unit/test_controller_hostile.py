@@ -136,6 +136,8 @@ def test_a_replacement_restores_a_running_gang_whatever_its_queue_uses_now() -> 
 @pytest.mark.parametrize(("hostile", "says"), [
     ({"cpu": "100000"}, "requests more than any eligible node offers: cpu 100000000"),
     ({"memory": "64Ti"}, "memory 70368744177664 (the most any has:"),
+    # The nodes report none: the scheduler's NodeResourcesFit counts that as 0.
+    ({"ephemeral-storage": "1Gi"}, "ephemeral-storage 1073741824 (the most any has: 0)"),
     ({"nodeSelector": {"example.com/nowhere": "true"}}, "no node is eligible"),
 ])
 def test_a_gang_that_can_never_fit_for_any_reason_keeps_no_room_from_the_next(

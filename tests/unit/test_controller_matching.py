@@ -9,7 +9,8 @@ import pytest
 from tests.builders import member, node
 from webhook.controller.core.cluster.filters import eligible
 
-LABELS = {"gpu": "h100", "zone": "z1", "generation": "9"}
+LABELS = {"gpu": "h100", "zone": "z1", "generation": "9", "padded": "1_0",
+          "big": "9223372036854775808"}
 
 
 def affinity(*exprs: dict[str, Any], fields: list[dict[str, Any]] | None = None
@@ -40,6 +41,12 @@ def expr(key: str, op: str, *values: str) -> dict[str, Any]:
     (expr("generation", "Lt", "10"), True),
     (expr("generation", "Lt", "9"), False),
     (expr("gpu", "Gt", "1"), False),          # not a number: no match
+    # What Go's strconv.ParseInt reads, and not what else Python's int() takes.
+    (expr("generation", "Gt", "08"), True),
+    (expr("generation", "Lt", "1_0"), False),
+    (expr("generation", "Lt", "99999999999999999999"), False),
+    (expr("padded", "Gt", "1"), False),
+    (expr("big", "Gt", "1"), False),
     (expr("missing", "Lt", "1"), False),
     (expr("gpu", "Bogus", "h100"), False),
 ])
@@ -96,3 +103,18 @@ def test_taints_and_tolerations(taint: dict[str, Any], tolerations: list[dict[st
 @pytest.mark.parametrize("bad", [{"ready": "False"}, {"unschedulable": True}])
 def test_not_ready_and_cordoned_nodes_take_nothing(bad: dict[str, Any]) -> None:
     assert not eligible(member("g", 0), node("n", None, **bad))
+
+
+@pytest.mark.parametrize(("tolerations", "allowed"), [
+    ([{"operator": "Exists"}], True),
+    ([{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}], True),
+    ([{"operator": "Exists", "effect": "NoSchedule"}], True),
+    ([{"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
+       "effect": "NoExecute"}], False),
+])
+def test_a_cordoned_node_takes_a_pod_that_tolerates_the_cordon(
+        tolerations: list[dict[str, Any]], allowed: bool) -> None:
+    """As the scheduler's NodeUnschedulable filter: the node need not carry the taint."""
+    pod = member("g", 0, tolerations=tolerations)
+    assert eligible(pod, node("n", None, unschedulable=True)) is allowed
+    assert not eligible(pod, node("n", None, unschedulable=True, ready="False"))

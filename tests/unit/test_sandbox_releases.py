@@ -144,7 +144,12 @@ def test_the_device_classes_select_with_the_drivers_own_expressions() -> None:
 @pytest.mark.parametrize(("label", "name", "arch", "memory"), [
     ("NVIDIA-H100-80GB-HBM3", "NVIDIA H100 80GB HBM3", "Hopper", "80Gi"),
     ("NVIDIA-A100-SXM4-40GB", "NVIDIA A100 SXM4 40GB", "Ampere", "40Gi"),
-    ("NVIDIA-GB200", "NVIDIA GB200", "Blackwell", "80Gi"),
+    # No size in the label: its family's, as GPU feature discovery's memory label has it.
+    ("NVIDIA-GB200", "NVIDIA GB200", "Blackwell", "183359Mi"),
+    ("NVIDIA-L4", "NVIDIA L4", "Ada Lovelace", "23034Mi"),
+    ("NVIDIA-L40S", "NVIDIA L40S", "Ada Lovelace", "46068Mi"),
+    # A family the catalogue does not know: Hopper's traits and 80Gi.
+    ("NVIDIA-Tesla-T4", "NVIDIA Tesla T4", "Hopper", "80Gi"),
 ])
 def test_a_gpu_is_described_by_the_nodes_product_label(label: str, name: str, arch: str,
                                                        memory: str) -> None:

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import CLIQUE, make_policy, pod
+from tests.builders import CLIQUE, GPU_MODELS, make_policy, pod
 from webhook.admission.validating import places_pods, validate_create, validate_update
 from webhook.keys import (
     CLASS_LABEL,
@@ -12,6 +12,7 @@ from webhook.keys import (
     GANG_NAME_LABEL,
     GANG_SIZE_ANNOTATION,
     GATE,
+    GPU_MODELS_ANNOTATION,
     QUEUED_ANNOTATION,
 )
 from webhook.pods import PodView
@@ -164,3 +165,29 @@ def test_who_may_name_a_pods_node(username: str, groups: tuple[str, ...],
     view = PodView.parse(pod().gpus(1).owner("Job", "j").set("nodeName", "gpu-1").build())
     verdict = validate_create(view, classify(view, restricted), restricted, places)
     assert verdict.allowed == places
+
+
+@pytest.mark.parametrize(("named", "denial"), [
+    ("h100, a100", None),
+    ("a100", None),
+    ("h200,a100", "annotation gpu-airlock.io/gpu-models names 'h200', which the policy does "
+                  "not define; the models on offer: h100, a100, l4"),
+    (" , ", "annotation gpu-airlock.io/gpu-models names no model, which the policy does not "
+            "define; the models on offer: h100, a100, l4"),
+    ("h100," * 20, "annotation gpu-airlock.io/gpu-models names more than 16 models or 1024 "
+                   "characters"),
+    ("x" * 5000, "annotation gpu-airlock.io/gpu-models names more than 16 models or 1024 "
+                 "characters"),
+])
+def test_a_pod_may_name_only_the_gpu_models_policy_defines(named: str,
+                                                            denial: str | None) -> None:
+    policy = make_policy(gpu_models=GPU_MODELS)
+    asking = pod().gpus(1).owner("Job", "j").annotation(GPU_MODELS_ANNOTATION, named).build()
+    assert create(asking, policy)[0] == denial
+
+
+def test_where_policy_defines_no_models_a_pod_that_names_one_is_told_so() -> None:
+    asking = pod().gpus(1).owner("Job", "j").annotation(GPU_MODELS_ANNOTATION, "h100").build()
+    assert create(asking, make_policy())[0] == (
+        "annotation gpu-airlock.io/gpu-models names 'h100', which the policy does not "
+        "define; the models on offer: none")

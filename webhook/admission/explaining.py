@@ -29,13 +29,15 @@ from webhook.admission.claiming import ClaimKey, Claims, claimed, entry, kind_of
 from webhook.admission.prioritizing import value_of
 from webhook.admission.reviews import Request
 from webhook.devices.claims import Ask, claims_gpus
-from webhook.keys import IGNORE_NAMESPACE_LABEL, QUEUED_ANNOTATION
+from webhook.keys import GPU_MODELS_ANNOTATION, IGNORE_NAMESPACE_LABEL, QUEUED_ANNOTATION
 from webhook.operators.registry import EXPANSIONS, supported
 from webhook.operators.sizing import owner_size
 from webhook.pods import PodShapeError, PodView
 from webhook.policy.classifying import classify
+from webhook.policy.gpumodels import models_for, named_models
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.policy.model import Policy
+from webhook.policy.queues import queue_named
 from webhook.workloads.documents import Document, parse_documents
 from webhook.workloads.expansions import Context, Expansion
 from webhook.workloads.kinds import NO_PODS, group_kind
@@ -80,6 +82,7 @@ def explain_pod(obj: Mapping[str, Any], policy: Policy, namespace_labels: Mappin
         # DRA devices its claims ask for, by DeviceClass.
         "devices": {c: n for c, k in policy.device_kinds.items()
                     if (n := (pod.devices or {}).get(k.resource))},
+        "gpuModels": _models(pod, policy) if decision.in_scope else None,
     }
     if namespace_labels.get(IGNORE_NAMESPACE_LABEL) == "true":
         # The webhook's namespaceSelector keeps such pods from reaching Airlock at all.
@@ -110,6 +113,20 @@ def explain_pod(obj: Mapping[str, Any], policy: Policy, namespace_labels: Mappin
     return result
 
 
+def _models(pod: PodView, policy: Policy) -> list[str] | None:
+    """The GPU models the pod may get, in the order its queue tries them; None where
+    policy names no models."""
+    if not policy.gpu_models:
+        return None
+    queues = {q.name: q for q in policy.queues}
+    queue = queues.get(queue_named(pod.namespace, ((q.name, q.namespaces)
+                                                   for q in policy.queues)) or "")
+    order = [m.model for m in queue.models] if queue is not None and queue.models else None
+    return list(models_for(policy.gpu_models, order,
+                           named_models(pod.annotations.get(GPU_MODELS_ANNOTATION)),
+                           pod.node_selector))
+
+
 def _joins(policy: Policy, claims: Claims) -> Callable[[Any], bool]:
     """Whether a pod template's pods join their gang: they request an accelerator, or
     claim GPUs through the DRA claims and templates in the files."""
@@ -132,6 +149,8 @@ def _text(r: Mapping[str, Any], indent: str = "") -> str:
         f"  priority: {r['priorityClassName'] or '-'} ({r['priority']})",
         f"  patch:    {len(r['patch'])} operation(s)",
     ]
+    if r.get("gpuModels") is not None:
+        lines.insert(3, f"  models:   {', '.join(r['gpuModels']) or 'none it may run on'}")
     if r["devices"]:
         claimed = ", ".join(f"{n} x {c}" for c, n in r["devices"].items())
         lines.insert(3, f"  devices:  {claimed} (DRA claims)")

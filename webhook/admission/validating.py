@@ -14,11 +14,13 @@ from webhook.keys import (
     GANG_NAME_LABEL,
     GATE,
     GPU_FRACTION_ANNOTATION,
+    GPU_MODELS_ANNOTATION,
     LEGACY_GANG_LABEL,
     QUEUED_ANNOTATION,
 )
 from webhook.pods import PodView
 from webhook.policy.classifying import Decision
+from webhook.policy.gpumodels import unknown_models
 from webhook.policy.model import Policy
 from webhook.values import Refused, devices, shown
 
@@ -94,6 +96,12 @@ def _priority_problem(pod: PodView, decision: Decision, policy: Policy) -> str |
             f"{escalation}; remove it, and the pod gets class {decision.class_}'s {wanted}")
 
 
+def _model_problem(pod: PodView, policy: Policy) -> str | None:
+    text = pod.annotations.get(GPU_MODELS_ANNOTATION)
+    why = None if text is None else unknown_models(text, policy.gpu_models)
+    return None if why is None else f"annotation {GPU_MODELS_ANNOTATION} {why}"
+
+
 def _forged_record(pod: PodView) -> str | None:
     for where, keys in (("annotation", pod.annotations), ("label", pod.labels)):
         for key in CONTROLLER_KEYS:
@@ -129,7 +137,8 @@ def validate_create(pod: PodView, decision: Decision, policy: Policy,
     if not decision.in_scope:
         return Verdict()
     problem = _class_problem(pod, decision, policy) or _priority_problem(pod, decision, policy) \
-        or _node_problem(pod, places) or _accelerator_problem(pod, policy)
+        or _node_problem(pod, places) or _accelerator_problem(pod, policy) \
+        or _model_problem(pod, policy)
     if problem is None and slicing.asks(pod):
         problem = slicing.problem(pod, decision.class_, policy)
     gang = decision.gang

@@ -11,6 +11,19 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # A DNS-label-like name: PriorityClasses, rules, topology levels.
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+# A Kubernetes label key: an optional DNS-subdomain prefix and `/`, then a name.
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*"
+                        r"[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def is_label_key(text: str) -> bool:
+    prefix, _, name = text.rpartition("/")
+    return bool(_LABEL_KEY.match(text)) and len(name) <= 63 and len(prefix) <= 253
+
+
+def is_label_value(text: str) -> bool:
+    return len(text) <= 63 and bool(_LABEL_VALUE.match(text))
 
 
 class Strict(BaseModel):

@@ -16,6 +16,7 @@ from pydantic import Field, field_validator
 
 from webhook.policy.fields import NAME, Strict
 from webhook.policy.sources import Loc
+from webhook.values import shown
 
 
 class GpuModel(Strict):
@@ -43,6 +44,47 @@ class GpuModel(Strict):
 def model_of(models: Sequence[GpuModel], labels: Mapping[str, str]) -> str | None:
     """The first model whose labels a node has, or None."""
     return next((m.name for m in models if m.selects(labels)), None)
+
+
+# Past these, a pod's list of models is not read further: a model name is a label value's
+# length at most, and no cluster has dozens of models.
+MAX_NAMED = 16
+MAX_TEXT = 1024
+
+
+def named_models(text: object) -> tuple[str, ...]:
+    """The models a pod names (`gpu-airlock.io/gpu-models: h100, a100`), most wanted
+    first, read within bounds."""
+    if not isinstance(text, str):
+        return ()
+    names = (n.strip() for n in text[:MAX_TEXT].split(",", MAX_NAMED)[:MAX_NAMED])
+    return tuple(dict.fromkeys(n for n in names if n and len(n) <= 63))
+
+
+def unknown_models(text: str, models: Sequence[GpuModel]) -> str | None:
+    """Why a pod's list of models cannot be followed, or None."""
+    if len(text) > MAX_TEXT or text.count(",") >= MAX_NAMED:
+        return f"names more than {MAX_NAMED} models or {MAX_TEXT} characters"
+    offered = [m.name for m in models]
+    named = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in named if n not in offered]
+    if not named or unknown:
+        return (f"names {', '.join(shown(n) for n in unknown) or 'no model'}, which the "
+                f"policy does not define; the models on offer: {', '.join(offered) or 'none'}")
+    return None
+
+
+def models_for(models: Sequence[GpuModel], order: Sequence[str] | None, named: Sequence[str],
+               node_selector: Mapping[str, str]) -> tuple[str, ...]:
+    """The models a pod may get, in the order they are tried: its queue's `order` (None:
+    every model), narrowed to those it `named` (in its order) and to those whose labels
+    its node selector does not contradict."""
+    allowed = tuple(m.name for m in models) if order is None else tuple(order)
+    if named:
+        allowed = tuple(n for n in named if n in allowed)
+    labels = {m.name: m.node_labels for m in models}
+    return tuple(m for m in allowed if all(
+        node_selector.get(k, v) == v for k, v in labels.get(m, {}).items()))
 
 
 def model_problems(models: Sequence[GpuModel]) -> Iterator[tuple[int, Loc, str]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fnmatch
 import functools
-import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Annotated, Any, Literal, TypeVar, cast
@@ -33,7 +32,7 @@ from webhook.policy.classes import (
     TopologyPlacement,
 )
 from webhook.policy.devices import DeviceClassMapping, device_class_problems
-from webhook.policy.fields import NAME, Toleration
+from webhook.policy.fields import NAME, Toleration, is_label_key
 from webhook.policy.fields import Strict as _Strict
 from webhook.policy.gpumodels import GpuModel, model_problems
 from webhook.policy.grants import Grant, grant_problems
@@ -41,11 +40,6 @@ from webhook.policy.queues import FairShareSpec, PreemptionSpec, Queue, model_qu
 from webhook.policy.rules import Match, Rule
 from webhook.policy.slices import GpuSlices, Slice
 from webhook.policy.sources import Loc
-
-# A Kubernetes label key: an optional DNS-subdomain prefix and `/`, then a name.
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*"
-                        r"[A-Za-z0-9])?$")
-
 
 T = TypeVar("T")
 
@@ -64,8 +58,7 @@ class TopologyLevel(_Strict):
     @field_validator("node_label")
     @classmethod
     def _label_key(cls, v: str) -> str:
-        prefix, _, name = v.rpartition("/")
-        if not _LABEL_KEY.match(v) or len(name) > 63 or len(prefix) > 253:
+        if not is_label_key(v):
             raise ValueError(f"{v!r} is not a valid node label key")
         return v
 

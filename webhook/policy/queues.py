@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
@@ -42,6 +42,13 @@ class ModelQuota(_Strict):
     lending_limit: Count | None = Field(
         None, alias="lendingLimit", description="How many of its nominal devices of the "
         "model other queues may borrow while it is idle. Absent: all of them.")
+
+
+def queue_named(namespace: str, queues: Iterable[tuple[str, Sequence[str]]]) -> str | None:
+    """The first of `queues` (name, namespace globs) that takes `namespace`: where globs
+    overlap, the first queue wins."""
+    return next((name for name, globs in queues
+                 if any(fnmatch.fnmatchcase(namespace, g) for g in globs)), None)
 
 
 def seconds(duration: str) -> float:

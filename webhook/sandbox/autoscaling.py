@@ -1,13 +1,16 @@
 """The sandbox's autoscaler (`sandbox up --autoscaler karpenter`): the real Karpenter,
-its kwok provider, deciding what to launch and what to consolidate; a NodePool of the
-8-GPU instance type (operators.GPU_INSTANCE_TYPE) whose nodes carry the sandbox's GPU
-taint, product labels and topology labels (all in one NVLink domain of their own), and
-the KWOKNodeClass it names. The nodes it launches are KWOK's, as the static ones are."""
+its kwok provider, deciding what to launch and what to consolidate; per node pool an
+instance type of its size and a NodePool of it whose nodes carry the sandbox's GPU taint,
+the pool's labels and, for a pool with NVLink, topology labels (all in one NVLink domain of
+the pool's own); and the KWOKNodeClass they name. The nodes it launches are KWOK's, as
+the static ones are."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,34 +20,66 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.certificates import Authority
 from webhook.operators.clusterautoscaler.keys import GROUP, PLURAL, VERSION
+from webhook.pools import Pool
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.gobuilding import GoModule, Progress, cache_root
 from webhook.sandbox.manifests import module_source
 from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL, GPU, Shape
 from webhook.sandbox.operating import RunningCommand, install_crds, start_operators
-from webhook.sandbox.operators import GPU_INSTANCE_TYPE, KARPENTER
+from webhook.sandbox.operators import KARPENTER
 
-NODE_POOL = "gpu"
-# The domain every node Karpenter launches is in: one NVLink domain and block of its own.
-CLIQUE = "karpenter-clique-0"
+
+def instance_type(pool: Pool) -> str:
+    """`gpu-8x-h100`: the pool's name, its GPUs a node, and its model where known."""
+    return f"{pool.name}-{pool.gpus_per_node}x" + (f"-{pool.gpu.key}" if pool.gpu else "")
+
+
+def instance_types(shape: Shape) -> str:
+    """Karpenter's kwok provider's file (its format: kwok/cloudprovider/helpers.go): a
+    machine of each pool's size, offered on demand in one zone."""
+    return json.dumps([{
+        "name": instance_type(pool), "architecture": "amd64", "operatingSystems": ["linux"],
+        "resources": {"cpu": pool.cpu, "memory": pool.memory, "pods": "110",
+                      GPU: str(pool.gpus_per_node), "ephemeral-storage": "1Ti"},
+        "offerings": [{"Price": round(12.29 * pool.gpus_per_node, 2), "Available": True,
+                       "Requirements": [
+                           {"key": "karpenter.sh/capacity-type", "operator": "In",
+                            "values": ["on-demand"]},
+                           {"key": "topology.kubernetes.io/zone", "operator": "In",
+                            "values": ["zone-a"]}]}]} for pool in shape.node_pools()])
+
+
+def launches(shape: Shape) -> str:
+    return ", ".join(f"NodePool {p.name} launches {instance_type(p)} nodes"
+                     for p in shape.node_pools())
 
 
 def karpenter_objects(shape: Shape, gpu_limit: int = 64,
                       consolidate_after: str = "10s") -> list[dict[str, Any]]:
-    """The NodePool and its KWOKNodeClass: up to `gpu_limit` GPUs launched, empty or
-    underused nodes consolidated after `consolidate_after`."""
-    labels = {CLIQUE_LABEL: CLIQUE, BLOCK_LABEL: "karpenter-block-0",
-              "nvidia.com/gpu.product": shape.product,
-              "nvidia.com/gpu.count": str(shape.gpus_per_node)}
-    pool = {
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": NODE_POOL},
+    """A NodePool per pool and the KWOKNodeClass they name: up to `gpu_limit` GPUs
+    launched a pool, empty or underused nodes consolidated after `consolidate_after`.
+    The nodes a pool with NVLink launches share a domain and block of their own
+    (`karpenter-clique-0` for the first such pool)."""
+    node_class = {"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
+                  "metadata": {"name": "default"}}
+    linked = [p for p in shape.node_pools() if p.nodes_per_domain is not None]
+    return [node_class, *(_node_pool(
+        p, {CLIQUE_LABEL: f"karpenter-clique-{linked.index(p)}",
+            BLOCK_LABEL: f"karpenter-block-{linked.index(p)}"} if p in linked else {},
+        gpu_limit, consolidate_after) for p in shape.node_pools())]
+
+
+def _node_pool(pool: Pool, topology: dict[str, str], gpu_limit: int,
+               consolidate_after: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": pool.name},
         "spec": {
             "template": {
-                "metadata": {"labels": labels},
+                "metadata": {"labels": pool.node_labels() | topology},
                 "spec": {
                     "requirements": [
                         {"key": "node.kubernetes.io/instance-type", "operator": "In",
-                         "values": [GPU_INSTANCE_TYPE]},
+                         "values": [instance_type(pool)]},
                         {"key": "karpenter.sh/capacity-type", "operator": "In",
                          "values": ["on-demand"]}],
                     "taints": [{"key": GPU, "value": "present", "effect": "NoSchedule"}],
@@ -54,9 +89,6 @@ def karpenter_objects(shape: Shape, gpu_limit: int = 64,
             "limits": {GPU: str(gpu_limit)},
             "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized",
                            "consolidateAfter": consolidate_after}}}
-    node_class = {"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
-                  "metadata": {"name": "default"}}
-    return [node_class, pool]
 
 
 async def apply_karpenter_objects(api: client.ApiClient,
@@ -76,7 +108,8 @@ async def apply_karpenter_objects(api: client.ApiClient,
 def start_karpenter(workdir: Path, kubeconfig: Path, ca: Authority, shape: Shape,
                     progress: Progress, detached: bool = False) -> list[RunningCommand]:
     """Karpenter started against the plane, and what it may launch applied."""
-    running = start_operators([KARPENTER], workdir, kubeconfig, ca, progress, detached)
+    karpenter = dataclasses.replace(KARPENTER, config=instance_types(shape))
+    running = start_operators([karpenter], workdir, kubeconfig, ca, progress, detached)
 
     async def apply() -> None:
         async with await from_kubeconfig(kubeconfig) as api:

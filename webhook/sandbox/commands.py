@@ -16,7 +16,7 @@ from typing import Any
 
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.sandbox import wiring
-from webhook.sandbox.autoscaling import NODE_POOL, start_karpenter
+from webhook.sandbox.autoscaling import launches, start_karpenter
 from webhook.sandbox.binaries import (
     Binaries,
     Release,
@@ -39,12 +39,12 @@ from webhook.sandbox.nodes import (
     Shape,
     create_nodes,
     lease_seconds,
+    shape_of,
     topology,
 )
 from webhook.sandbox.operating import build_operators, start_operators
 from webhook.sandbox.operators import (
     AUTOSCALERS,
-    GPU_INSTANCE_TYPE,
     KARPENTER,
     TRAINING_OPERATOR,
     Operator,
@@ -118,7 +118,7 @@ def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
     process in `state` as soon as it runs, so `down` can stop whatever started even if a
     later step fails."""
     plane = ControlPlane(binaries, workdir=state_dir, detached=True,
-                         node_lease_seconds=lease_seconds(args.nodes)).start()
+                         node_lease_seconds=lease_seconds(shape.node_count)).start()
     state.update(kubeconfig=str(plane.admin_kubeconfig), apiserver=plane.url)
     for c in plane.components:
         _record(state, c.name, c.process.pid, c.log, c.argv, c.ready)
@@ -151,7 +151,7 @@ def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
                                   _progress, detached=True):
             _record(state, op.name, op.process.pid, op.log)
         _write_state(state_dir, state)
-        print(f"karpenter ready: NodePool {NODE_POOL} launches {GPU_INSTANCE_TYPE} nodes "
+        print(f"karpenter ready: {launches(shape)} "
               "for Unschedulable pods (Airlock asks with placeholders once the policy's "
               "capacity.mode is placeholders: docs/autoscaling.md)", file=sys.stderr)
     return plane, hook, times
@@ -159,8 +159,7 @@ def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
 
 def _say_up(shape: Shape, times: NodeTimes, hook: Webhook, state_dir: Path) -> None:
     mig = ", ".join(f"{p}={n}" for p, n in shape.mig)
-    dra = ", as DRA devices" if shape.dra else ""
-    print(f"{shape.nodes} fake GPU nodes ({shape.gpus_per_node} GPUs each{dra})"
+    print(f"{shape.said()}"
           f"{f' and {shape.mig_nodes} MIG nodes ({mig} each)' if mig else ''} schedulable "
           f"in {times.schedulable:.1f}s (created {times.created:.1f}s, all Ready under KWOK "
           f"{times.ready:.1f}s), webhook at {hook.url}, controller running; logs in "
@@ -179,13 +178,10 @@ def up(args: argparse.Namespace) -> int:
         _stop(previous)  # a half-dead sandbox: stop what is left of it, then start afresh
     if state_dir.exists():
         shutil.rmtree(state_dir)
-    shape = Shape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
-                  nodes_per_domain=args.nodes_per_domain,
-                  domains_per_block=args.domains_per_block, mig=args.mig,
-                  mig_nodes=args.mig_nodes if args.mig else 0, dra=args.dra)
-    if shape.dra and shape.mig:
-        print("error: --dra publishes whole GPUs only; MIG nodes (--mig) advertise their "
-              "slices as extended resources, so the two do not mix", file=sys.stderr)
+    try:
+        shape = shape_of(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     try:
         load_policy(args.policies)

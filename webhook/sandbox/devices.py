@@ -19,6 +19,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.kuberaw import json_of
+from webhook.pools import BY_KEY, CLIQUE_LABEL, COUNT_LABEL, PRODUCT_LABEL, family
 
 GPU_DRIVER = "gpu.nvidia.com"
 CHANNEL_DRIVER = "compute-domain.nvidia.com"
@@ -28,9 +29,6 @@ CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
 # The standard attribute for the PCIe root complex (k8s.io/dynamic-resource-allocation's
 # deviceattribute), which the driver adds so a claim can keep devices under one root.
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
-# GPU feature discovery's labels, which a fake node carries too.
-PRODUCT_LABEL = "nvidia.com/gpu.product"
-COUNT_LABEL = "nvidia.com/gpu.count"
 # What the driver reports besides a GPU's model: fixed, as on a fleet kept on one driver.
 DRIVER_VERSION = "570.133.20"
 CUDA_DRIVER_VERSION = "12.8.0"
@@ -49,22 +47,17 @@ class Model:
     memory: str
 
 
-# By a word of GPU feature discovery's product label, newest first ("GB200" before "B200").
-_FAMILIES = (("GB200", "Blackwell", "10.0.0"), ("B200", "Blackwell", "10.0.0"),
-             ("H200", "Hopper", "9.0.0"), ("H100", "Hopper", "9.0.0"),
-             ("A100", "Ampere", "8.0.0"), ("L40S", "Ada Lovelace", "8.9.0"))
-
-
 def model(product_label: str) -> Model:
     """The model behind GFD's label (`NVIDIA-H100-80GB-HBM3`: NVML's `NVIDIA H100 80GB
-    HBM3`, Hopper, 9.0, 80Gi). Its memory is the label's; a label without one (`NVIDIA-
-    B200`) gets 80Gi, and an unknown family Hopper's traits."""
-    label = product_label or "NVIDIA-H100-80GB-HBM3"
-    arch, capability = next(((a, c) for word, a, c in _FAMILIES if word in label.upper()),
-                            ("Hopper", "9.0.0"))
+    HBM3`, Hopper, 9.0, 80Gi). Its memory is the label's; a label without one (`NVIDIA-L4`)
+    gets its family's, an unknown family Hopper's traits and 80Gi."""
+    label = product_label or BY_KEY["h100"].product
+    gpu = family(label)
     size = re.search(r"(\d+)GB", label.upper())
-    return Model(product_name=label.replace("-", " "), architecture=arch,
-                 compute_capability=capability, memory=f"{size.group(1) if size else 80}Gi")
+    memory = f"{size.group(1)}Gi" if size else f"{gpu.memory_mib}Mi" if gpu else "80Gi"
+    traits = gpu or BY_KEY["h100"]
+    return Model(product_name=label.replace("-", " "), architecture=traits.architecture,
+                 compute_capability=traits.compute_capability, memory=memory)
 
 
 def device_classes() -> list[dict[str, Any]]:
@@ -121,14 +114,16 @@ def _slice(node: dict[str, Any], driver: str, devices: list[dict[str, Any]]
 
 def resource_slices(node: dict[str, Any]) -> list[dict[str, Any]]:
     """The slices of a node the API returned (its uid set): as many whole GPUs of its
-    product as its labels say, and the compute-domain plugin's first IMEX channel."""
+    product as its labels say, and, on a node in an NVLink domain, the compute-domain
+    plugin's first IMEX channel (the driver runs that plugin only where IMEX is: nodes GPU
+    feature discovery gives a clique label; an L4 node has none)."""
     name = node["metadata"]["name"]
     labels = node["metadata"].get("labels") or {}
     gpu, gpus = model(labels.get(PRODUCT_LABEL, "")), int(labels.get(COUNT_LABEL, "0"))
     channel = {"name": "channel-0", "attributes": {"type": {"string": "channel"},
                                                    "id": {"int": 0}}}
     return [_slice(node, GPU_DRIVER, [gpu_device(name, i, gpu) for i in range(gpus)]),
-            _slice(node, CHANNEL_DRIVER, [channel])]
+            *([_slice(node, CHANNEL_DRIVER, [channel])] if CLIQUE_LABEL in labels else [])]
 
 
 async def create_device_classes(api: client.ApiClient) -> None:

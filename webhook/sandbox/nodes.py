@@ -5,6 +5,7 @@ the not-ready taint once KWOK reports the node Ready."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import re
 import time
@@ -16,12 +17,15 @@ from kubernetes_asyncio import client
 
 from webhook.kuberaw import json_of
 from webhook.operators.kubernetes.keys import NOT_READY_TAINT
+from webhook.pools import BLOCK_LABEL as BLOCK_LABEL
+from webhook.pools import CLIQUE_LABEL as CLIQUE_LABEL
+from webhook.pools import COUNT_LABEL, PRODUCT_LABEL, Pool, layout, validated
+from webhook.pools import HOST_LABEL as HOST_LABEL
 from webhook.sandbox import devices
 
-CLIQUE_LABEL = "nvidia.com/gpu.clique"
-BLOCK_LABEL = "cloud.google.com/gce-topology-block"
-HOST_LABEL = "kubernetes.io/hostname"
 GPU = "nvidia.com/gpu"
+# The uniform cluster's one pool, and so its nodes' names (gpu-0000, ...) and NodePool's.
+POOL = "gpu"
 # The annotation KWOK's docs use for the nodes it fakes; the sandbox runs KWOK with
 # --manage-nodes-with-annotation-selector on it, so nodes of a real kubelet stay alone.
 KWOK_NODE = ("kwok.x-k8s.io/node", "fake")
@@ -29,7 +33,8 @@ KWOK_NODE = ("kwok.x-k8s.io/node", "fake")
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """blocks x domains (NVLink cliques) per block x nodes per domain, GPUs per node."""
+    """blocks x domains (NVLink cliques) per block x nodes per domain, GPUs per node; or
+    `pools` of nodes of other models and sizes, in place of those."""
 
     nodes: int = 8
     gpus_per_node: int = 8
@@ -42,13 +47,59 @@ class Shape:
     mig_nodes: int = 2
     # The GPUs only as DRA devices (webhook.sandbox.devices), not as nvidia.com/gpu.
     dra: bool = False
+    pools: tuple[Pool, ...] = ()
+
+    def node_pools(self, name: str = POOL) -> tuple[Pool, ...]:
+        """The pools, or the one the uniform fields describe, `name`d; PoolError for
+        fields no pool may have."""
+        return self.pools or validated({"pools": [{
+            "name": name, "product": self.product, "count": self.nodes,
+            "gpusPerNode": self.gpus_per_node, "nodesPerDomain": self.nodes_per_domain,
+            "domainsPerBlock": self.domains_per_block}]}, UNIFORM_FLAGS)
+
+    @property
+    def node_count(self) -> int:
+        return sum(p.count for p in self.node_pools()) + (self.mig_nodes if self.mig else 0)
+
+    def said(self) -> str:
+        """What `sandbox up` tells of the GPU nodes."""
+        dra = ", as DRA devices" if self.dra else ""
+        if self.pools:
+            pools = "; ".join(p.said() for p in self.pools)
+            return f"{sum(p.count for p in self.pools)} fake GPU nodes{dra} ({pools})"
+        return f"{self.nodes} fake GPU nodes ({self.gpus_per_node} GPUs each{dra})"
+
+
+# The uniform cluster's flags and defaults. Four NVLink domains by default: the demo's
+# three single-node pods can take a node in at most three of them, so there is always a
+# whole domain for its 4-node gang.
+UNIFORM = {"nodes": 16, "gpus_per_node": 8, "nodes_per_domain": 4, "domains_per_block": 2}
+# Where a bad value of theirs comes from, as a pool's error names it.
+UNIFORM_FLAGS = ("the pool of --nodes (count), --gpus-per-node, --nodes-per-domain and "
+                 "--domains-per-block")
+
+
+def shape_of(args: argparse.Namespace) -> Shape:
+    """The nodes `up` makes; ValueError for flags that contradict each other."""
+    uniform = {k: getattr(args, k) for k in UNIFORM}
+    if args.pools and uniform != UNIFORM:
+        flags = [f"--{k.replace('_', '-')}" for k in UNIFORM if uniform[k] != UNIFORM[k]]
+        raise ValueError(f"--pools describes every GPU node: drop {', '.join(flags)}")
+    if args.dra and args.mig:
+        raise ValueError("--dra publishes whole GPUs only; MIG nodes (--mig) advertise "
+                         "their slices as extended resources, so the two do not mix")
+    shape = Shape(**uniform, mig=args.mig, mig_nodes=args.mig_nodes if args.mig else 0,
+                  dra=args.dra, pools=args.pools)
+    shape.node_pools()
+    return shape
 
 
 def node_manifest(name: str, gpus: int, labels: dict[str, str], product: str,
-                  taint: bool, dra: bool = False) -> dict[str, Any]:
+                  taint: bool, dra: bool = False, cpu: str = "96", memory: str = "1024Gi"
+                  ) -> dict[str, Any]:
     """A node as a kubelet registers it. With `dra` its GPUs are not an extended resource:
     a node whose GPUs NVIDIA's DRA driver publishes runs no device plugin."""
-    resources = {"cpu": "96", "memory": "1024Gi", "pods": "110",
+    resources = {"cpu": cpu, "memory": memory, "pods": "110",
                  **({} if dra else {GPU: str(gpus)})}
     return {
         "apiVersion": "v1", "kind": "Node",
@@ -57,7 +108,7 @@ def node_manifest(name: str, gpus: int, labels: dict[str, str], product: str,
         "metadata": {"name": name, "annotations": dict([KWOK_NODE]), "labels": {
             HOST_LABEL: name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
             "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
-            devices.PRODUCT_LABEL: product, devices.COUNT_LABEL: str(gpus), **labels}},
+            PRODUCT_LABEL: product, COUNT_LABEL: str(gpus), **labels}},
         "spec": {"taints": [{"key": GPU, "value": "present", "effect": "NoSchedule"}]
                  if taint else []},
         # A node may be created with its status, as a kubelet registers; KWOK's
@@ -66,14 +117,17 @@ def node_manifest(name: str, gpus: int, labels: dict[str, str], product: str,
     }
 
 
-def topology(shape: Shape, prefix: str = "gpu") -> list[dict[str, Any]]:
+def topology(shape: Shape, prefix: str = POOL) -> list[dict[str, Any]]:
+    """The nodes of every pool (the uniform one named `prefix`), pool after pool."""
     nodes = []
-    for i in range(shape.nodes):
-        domain = i // shape.nodes_per_domain
-        block = domain // shape.domains_per_block
-        labels = {CLIQUE_LABEL: f"clique-{domain}", BLOCK_LABEL: f"block-{block}"}
-        nodes.append(node_manifest(f"{prefix}-{i:04d}", shape.gpus_per_node, labels,
-                                   shape.product, shape.taint_gpus, shape.dra))
+    for node in layout(shape.node_pools(prefix)):
+        pool = node.pool
+        labels = pool.node_labels()
+        if node.domain is not None:
+            labels |= {CLIQUE_LABEL: f"clique-{node.domain}", BLOCK_LABEL: f"block-{node.block}"}
+        nodes.append(node_manifest(f"{pool.name}-{node.index:04d}", pool.gpus_per_node,
+                                   labels, pool.product, shape.taint_gpus, shape.dra,
+                                   pool.cpu, pool.memory))
     if shape.mig:
         nodes += [mig_node(f"mig-{i:04d}", shape.mig, shape.product, shape.taint_gpus)
                   for i in range(shape.mig_nodes)]

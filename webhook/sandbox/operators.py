@@ -186,18 +186,6 @@ CERT_MANAGER = Operator(
 OPERATORS: dict[str, Operator] = {op.name: op for op in (
     JOBSET, LWS, TRAINING_OPERATOR, KUBERAY, CERT_MANAGER)}
 
-# The instance types the sandbox's Karpenter may launch: 8-GPU machines as the fake nodes
-# are, offered on demand in one zone (its file format: kwok/cloudprovider/helpers.go).
-GPU_INSTANCE_TYPE = "gpu-8x-h100"
-_INSTANCE_TYPES = """\
-[{"name": "gpu-8x-h100", "architecture": "amd64", "operatingSystems": ["linux"],
-  "resources": {"cpu": "96", "memory": "1024Gi", "pods": "110", "nvidia.com/gpu": "8",
-                "ephemeral-storage": "1Ti"},
-  "offerings": [{"Price": 98.32, "Available": true, "Requirements": [
-    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-    {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]}]}]}]
-"""
-
 # Not one of OPERATORS (`--operators all` runs them next to every test): it grows and
 # shrinks the cluster, so only `sandbox up --autoscaler karpenter` starts it.
 KARPENTER = Operator(
@@ -215,7 +203,8 @@ KARPENTER = Operator(
     crds=(*(f"pkg/apis/crds/karpenter.sh_{kind}.yaml"
             for kind in ("nodepools", "nodeclaims", "nodeoverlays")),
           "kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml"),
-    config=_INSTANCE_TYPES,
+    # Its instance types, one a node pool: autoscaling.instance_types writes them.
+    config=None,
 )
 AUTOSCALERS: dict[str, Operator] = {KARPENTER.name: KARPENTER}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from webhook.pools import pools_argument
 from webhook.sandbox.binaries import (
     DEFAULT_RELEASE,
     KUBERNETES_ENV,
@@ -13,7 +14,7 @@ from webhook.sandbox.binaries import (
     UnknownRelease,
     kubernetes_release,
 )
-from webhook.sandbox.nodes import mig_profiles
+from webhook.sandbox.nodes import UNIFORM, mig_profiles
 from webhook.sandbox.operators import (
     AUTOSCALERS,
     OPERATORS,
@@ -53,14 +54,18 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="where the sandbox keeps its files (default: "
                              "~/.cache/airlock/sandbox)")
-    # Four NVLink domains by default: the demo's three single-node pods can take a node
-    # in at most three of them, so there is always a whole domain for its 4-node gang.
-    parser.add_argument("--nodes", type=int, default=16, help="fake GPU nodes")
-    parser.add_argument("--gpus-per-node", type=int, default=8)
-    parser.add_argument("--nodes-per-domain", type=int, default=4,
+    parser.add_argument("--nodes", type=int, default=UNIFORM["nodes"], help="fake GPU nodes")
+    parser.add_argument("--gpus-per-node", type=int, default=UNIFORM["gpus_per_node"])
+    parser.add_argument("--nodes-per-domain", type=int, default=UNIFORM["nodes_per_domain"],
                         help="nodes per NVLink domain (nvidia.com/gpu.clique)")
-    parser.add_argument("--domains-per-block", type=int, default=2,
+    parser.add_argument("--domains-per-block", type=int,
+                        default=UNIFORM["domains_per_block"],
                         help="NVLink domains per block (cloud.google.com/gce-topology-block)")
+    parser.add_argument("--pools", type=pools_argument, default=(), metavar="SPEC|FILE",
+                        help="node pools in place of the uniform flags above: "
+                             "MODEL=NODESxGPUS[/NODES_PER_DOMAIN],... (e.g. "
+                             "h100=8x8/4,l4=4x1; models: b200, h200, h100, a100, l40s, l4) "
+                             "or a YAML/JSON file of pools (docs/sandbox.md)")
     parser.add_argument("--mig", type=_mig, default=(), metavar="PROFILE=COUNT,...",
                         help="also make --mig-nodes MIG nodes (mixed strategy), each "
                              "advertising these slices, e.g. 1g.10gb=7 or 3g.40gb=2,1g.10gb=1")

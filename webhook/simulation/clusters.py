@@ -22,25 +22,26 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from webhook.controller.core.nodes import NodeInfo
+from webhook.pools import BLOCK_LABEL, HOST_LABEL, Placed, Pool, layout, validated
 
-HOSTNAME = "kubernetes.io/hostname"
 MAX_PODS = 110
 PodKey = tuple[str, str]
 # A topology domain: (node label, value).
 Pin = tuple[str, str]
+# A pod's nodeSelector, sorted: the labels a node must carry.
+Selector = tuple[Pin, ...]
 
 
 # kube-scheduler's NodeResourcesFit scoring strategies the model knows, its default first.
 SCORINGS = ("LeastAllocated", "MostAllocated")
 
 
-# The level whose domains are whole NVLink domains side by side (GKE's block label, as the
-# sandbox labels its nodes): a block is `domains_per_block` domains.
-BLOCK_LABEL = "cloud.google.com/gce-topology-block"
-
-
 @dataclass(frozen=True, slots=True)
 class Shape:
+    """`nodes` of `gpus_per_node` in domains of `nodes_per_domain` (blocks of
+    `domains_per_block` domains side by side, as the sandbox labels them with GKE's block
+    label); or `pools` of nodes of other models and sizes in place of those."""
+
     nodes: int = 16
     gpus_per_node: int = 8
     nodes_per_domain: int = 4
@@ -48,14 +49,43 @@ class Shape:
     # kube-scheduler's NodeResourcesFit scoring: `LeastAllocated` (its default: the
     # emptiest node) or `MostAllocated` (bin-packing).
     scoring: str = "LeastAllocated"
+    pools: tuple[Pool, ...] = ()
+
+    def node_pools(self) -> tuple[Pool, ...]:
+        """The pools, or the uniform one, its nodes named node-00000, ...; PoolError for
+        fields no pool may have."""
+        return self.pools or validated({"pools": [{
+            "name": "node", "model": "h100", "count": self.nodes,
+            "gpusPerNode": self.gpus_per_node, "nodesPerDomain": self.nodes_per_domain,
+            "domainsPerBlock": self.domains_per_block}]},
+            "the pool of --nodes (count), --gpus-per-node and --nodes-per-domain")
 
     @property
     def capacity(self) -> int:
-        return self.nodes * self.gpus_per_node
+        return sum(p.gpus for p in self.node_pools())
 
-    @property
-    def domain_capacity(self) -> int:
-        return min(self.nodes_per_domain, self.nodes) * self.gpus_per_node
+    def described(self) -> dict[str, object]:
+        """The cluster in a run's figures."""
+        if not self.pools:
+            return {"nodes": self.nodes, "gpusPerNode": self.gpus_per_node,
+                    "nodesPerDomain": self.nodes_per_domain, "gpus": self.capacity}
+        return {"nodes": sum(p.count for p in self.pools), "gpus": self.capacity,
+                "pools": [{"name": p.name, "product": p.product, "count": p.count,
+                           "gpusPerNode": p.gpus_per_node,
+                           "nodesPerDomain": p.nodes_per_domain} for p in self.pools]}
+
+
+def _labels(node: Placed, name: str, keys: Iterable[str]) -> dict[str, str]:
+    """The pool's labels, and every topology level's that the node is in: its own name for
+    the host level, its block, else its domain (none in a pool without NVLink)."""
+    labels = node.pool.node_labels()
+    for key in keys:
+        if key == HOST_LABEL:
+            labels[key] = name
+        elif node.domain is not None:
+            labels[key] = f"block-{node.block:04d}" if key == BLOCK_LABEL \
+                else f"domain-{node.domain:04d}"
+    return labels
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,43 +103,52 @@ class Cluster:
                  priorities: Iterable[int]) -> None:
         self.shape = shape
         self.resource = resource
-        g = shape.gpus_per_node
-        self.names = [f"node-{i:05d}" for i in range(shape.nodes)]
+        placed = list(layout(shape.node_pools()))
+        self.names = [f"{n.pool.name}-{n.index:05d}" for n in placed]
         self.index = {n: i for i, n in enumerate(self.names)}
-        per = max(shape.nodes_per_domain, 1)
-        per_block = per * max(shape.domains_per_block, 1)
-
-        def label(key: str, i: int, name: str) -> str:
-            if key == HOSTNAME:
-                return name
-            if key == BLOCK_LABEL:
-                return f"block-{i // per_block:04d}"
-            return f"domain-{i // per:04d}"
-
-        # Every topology level's label: the node's name for the host level, its block,
-        # else its domain (`nodes_per_domain` nodes each).
+        self.gpus = [n.pool.gpus_per_node for n in placed]
+        self.most = max(self.gpus)
+        keys = {HOST_LABEL, *topology_labels}
         self.labels: list[dict[str, str]] = [
-            {key: label(key, i, name) for key in {HOSTNAME, *topology_labels}}
-            for i, name in enumerate(self.names)]
+            _labels(node, name, keys) for node, name in zip(placed, self.names, strict=True)]
+        # Every label's nodes: the topology domains, and the pools' models a pod selects.
         self.domains: dict[Pin, list[int]] = {}
         for i, labels in enumerate(self.labels):
             for key, value in labels.items():
                 self.domains.setdefault((key, value), []).append(i)
-        self.free = [g] * shape.nodes
+        self._matching: dict[tuple[Pin | None, Selector], list[int]] = {}
+        self._largest: dict[tuple[str, Selector], int] = {}
+        self.free = list(self.gpus)
         self.residents: list[dict[PodKey, Resident]] = [{} for _ in self.names]
-        # Nodes by free GPUs (0..g), in node order: the bin-packing pick is a lookup.
-        self.by_free: list[dict[int, None]] = [{} for _ in range(g + 1)]
-        self.by_free[g] = dict.fromkeys(range(shape.nodes))
+        # Nodes by free GPUs (0..most), in node order: the bin-packing pick is a lookup.
+        self.by_free = self._buckets(self.free)
         # The same buckets as heaps of node numbers (with stale entries, skipped), so a
         # tie goes to the first node in node order, as the controller's fit breaks it.
-        self._first: list[list[int]] = [[] for _ in range(g + 1)]
-        self._first[g] = list(range(shape.nodes))
+        # Filled in node order, each list is a heap already.
+        self._first: list[list[int]] = [list(bucket) for bucket in self.by_free]
         # room[l][i]: node i's free GPUs plus those of its pods at priority <= levels[l];
         # by_room[l][n]: the nodes with room n at level l.
         self.levels = sorted(set(priorities))
-        self.room = [[g] * shape.nodes for _ in self.levels]
-        self.by_room = [[{} if n < g else dict.fromkeys(range(shape.nodes))
-                         for n in range(g + 1)] for _ in self.levels]
+        self.room = [list(self.gpus) for _ in self.levels]
+        self.by_room = [self._buckets(room) for room in self.room]
+
+    def _buckets(self, values: list[int]) -> list[dict[int, None]]:
+        buckets: list[dict[int, None]] = [{} for _ in range(self.most + 1)]
+        for i, value in enumerate(values):
+            buckets[value][i] = None
+        return buckets
+
+    def matching(self, pin: Pin | None, selector: Selector = ()) -> list[int]:
+        """The nodes, in node order, in the domain `pin` and carrying every label of
+        `selector` (a pod's nodeSelector); one of the two at least."""
+        key = (pin, selector)
+        found = self._matching.get(key)
+        if found is None:
+            wanted = [*([pin] if pin else []), *selector]
+            first, *rest = [self.domains.get(w, []) for w in wanted]
+            others = [set(r) for r in rest]
+            found = self._matching[key] = [i for i in first if all(i in o for o in others)]
+        return found
 
     @staticmethod
     def _rebucket(buckets: list[dict[int, None]], values: list[int], i: int,
@@ -135,18 +174,23 @@ class Cluster:
     def release(self, i: int, key: PodKey) -> None:
         self._change(i, self.residents[i].pop(key), +1)
 
-    def largest(self, key: str) -> int:
-        """The GPUs of the largest domain of the level labelled `key`."""
-        return max((len(nodes) for (k, _), nodes in self.domains.items() if k == key),
-                   default=0) * self.shape.gpus_per_node
+    def largest(self, key: str, selector: Selector = ()) -> int:
+        """The GPUs of the largest domain of the level labelled `key`, on the nodes
+        `selector` selects."""
+        found = self._largest.get((key, selector))
+        if found is None:
+            found = self._largest[(key, selector)] = max(
+                (sum(self.gpus[i] for i in self.matching(domain, selector))
+                 for domain in self.domains if domain[0] == key), default=0)
+        return found
 
-    def pick(self, gpus: int, pin: Pin | None, off: frozenset[int] = frozenset()
-             ) -> int | None:
+    def pick(self, gpus: int, pin: Pin | None, off: frozenset[int] = frozenset(),
+             selector: Selector = ()) -> int | None:
         """The node the scheduler binds a pod of `gpus` to, or None; never one of `off`
-        (the nodes its affinity excludes)."""
+        (the nodes its affinity excludes), always one `selector` selects."""
         packing = self.shape.scoring == "MostAllocated"
-        if pin is None:
-            g = self.shape.gpus_per_node
+        if pin is None and not selector:
+            g = self.most
             for free in (range(gpus, g + 1) if packing else range(g, gpus - 1, -1)):
                 bucket, first = self.by_free[free], self._first[free]
                 if off:
@@ -160,7 +204,7 @@ class Cluster:
                     return first[0]
             return None
         best: int | None = None
-        for i in self.domains.get(pin, ()):  # in node order
+        for i in self.matching(pin, selector):  # in node order
             if self.free[i] < gpus or i in off:
                 continue
             if best is None or (self.free[i] < self.free[best] if packing
@@ -169,21 +213,22 @@ class Cluster:
         return best
 
     def victims(self, gpus: int, priority: int, pin: Pin | None,
-                off: frozenset[int] = frozenset()) -> tuple[int, list[PodKey]] | None:
+                off: frozenset[int] = frozenset(), selector: Selector = ()
+                ) -> tuple[int, list[PodKey]] | None:
         """Where a pod of `gpus` at `priority` gets room by evicting lower-priority pods,
         and which; None when no node (but those `off`) can make room. The node: the lowest
         highest-victim priority, then the least room (the fewest GPUs freed beyond the
         need)."""
-        g = self.shape.gpus_per_node
+        g = self.most
         for level, top in enumerate(self.levels):
             if top >= priority:
                 break
-            if pin is None:
+            if pin is None and not selector:
                 node = next((i for n in range(gpus, g + 1) for i in self.by_room[level][n]
                              if i not in off), None)
             else:
                 room = self.room[level]
-                fitting = [i for i in self.domains.get(pin, ())
+                fitting = [i for i in self.matching(pin, selector)
                            if room[i] >= gpus and i not in off]
                 node = min(fitting, key=lambda i: room[i]) if fitting else None
             if node is not None:
@@ -208,7 +253,6 @@ class Cluster:
         """Every node as the controller sees it, with all its capacity allocatable (the
         pods running on it are tracked beside it)."""
         return [NodeInfo(name=name, labels=labels, taints=(),
-                         allocatable={self.resource: self.shape.gpus_per_node,
-                                      "pods": MAX_PODS},
+                         allocatable={self.resource: gpus, "pods": MAX_PODS},
                          ready=True, unschedulable=False)
-                for name, labels in zip(self.names, self.labels, strict=True)]
+                for name, labels, gpus in zip(self.names, self.labels, self.gpus, strict=True)]

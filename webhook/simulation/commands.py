@@ -13,9 +13,11 @@ import orjson
 from webhook.controller.core.deciding import DecideOptions
 from webhook.controller.core.placement.pins import PIN_MODES
 from webhook.policy.loading import PolicyError, load_policy
+from webhook.pools import pools_argument
 from webhook.simulation.clusters import SCORINGS, Shape
 from webhook.simulation.reporting import render
-from webhook.simulation.simulating import SCHEDULERS, Run, Scheduler, simulate
+from webhook.simulation.runs import SCHEDULERS, Run, Scheduler
+from webhook.simulation.simulating import simulate
 from webhook.simulation.traces import TraceError, read_trace
 
 
@@ -33,6 +35,10 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus-per-node", type=int, default=shape.gpus_per_node)
     parser.add_argument("--nodes-per-domain", type=int, default=shape.nodes_per_domain,
                         help="nodes sharing each topology domain (e.g. an NVLink clique)")
+    parser.add_argument("--cluster", type=pools_argument, default=(), metavar="SPEC|FILE",
+                        help="node pools in place of the three flags above: "
+                             "MODEL=NODESxGPUS[/NODES_PER_DOMAIN],... (e.g. h100=16x8/4,l4=8x1) "
+                             "or a YAML/JSON file of pools (docs/simulate.md)")
     parser.add_argument("--scoring", choices=SCORINGS, default=shape.scoring,
                         help="kube-scheduler's NodeResourcesFit scoring: LeastAllocated (its "
                              "default, the emptiest node) or MostAllocated (bin-packing)")
@@ -49,16 +55,27 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write gpus.png, waits.png and queue.png here")
 
 
-def _positive(args: argparse.Namespace) -> str | None:
-    for flag in ("nodes", "gpus_per_node", "nodes_per_domain"):
-        if getattr(args, flag) < 1:
-            return f"--{flag.replace('_', '-')} must be at least 1"
-    return None
+_UNIFORM = ("nodes", "gpus_per_node", "nodes_per_domain")
+
+
+def _shape(args: argparse.Namespace) -> Shape:
+    """The cluster the flags describe; ValueError for flags that cannot make one."""
+    defaults = Shape()
+    given = [f"--{flag.replace('_', '-')}" for flag in _UNIFORM
+             if getattr(args, flag) != getattr(defaults, flag)]
+    if args.cluster and given:
+        raise ValueError(f"--cluster describes every node: drop {', '.join(given)}")
+    shape = Shape(args.nodes, args.gpus_per_node, args.nodes_per_domain,
+                  scoring=args.scoring, pools=args.cluster)
+    shape.node_pools()
+    return shape
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    if (problem := _positive(args)) is not None:
-        print(problem, file=sys.stderr)
+    try:
+        shape = _shape(args)
+    except ValueError as e:
+        print(e, file=sys.stderr)
         return 2
     if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
         print("--plot needs matplotlib: pip install 'gpu-airlock[simulate]'", file=sys.stderr)
@@ -71,8 +88,6 @@ def run_simulate(args: argparse.Namespace) -> int:
     dirs: list[Path] = [args.policies] + ([args.compare] if args.compare else [])
     schedulers: tuple[Scheduler, ...] = SCHEDULERS if args.scheduler == "both" \
         else (args.scheduler,)
-    shape = Shape(args.nodes, args.gpus_per_node, args.nodes_per_domain,
-                  scoring=args.scoring)
     options = DecideOptions(order=args.order, pin=args.pin)
     runs: list[Run] = []
     for directory in dirs:

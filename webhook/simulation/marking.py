@@ -56,7 +56,9 @@ def _written(job: Job, resource: str) -> dict[str, Any]:
             "metadata": {"name": f"{job.name}-0", "namespace": job.namespace,
                          "labels": labels, "annotations": airlock_annotations(job)},
             "spec": {"containers": [{"name": "main", "image": "simulated/job",
-                                     "resources": {"requests": gpus, "limits": gpus}}]}}
+                                     "resources": {"requests": gpus, "limits": gpus}}],
+                     **({"nodeSelector": dict(job.node_selector)} if job.node_selector
+                        else {})}}
 
 
 def _request(obj: dict[str, Any], namespace: str) -> Request:
@@ -100,12 +102,13 @@ class Marker:
         self.policy = policy.model_copy(update={"grants": (
             *policy.grants, *(Grant.model_validate({"class": c, "namespaces": ("*",)})
                               for c in CLASSES))})
-        self._singles: dict[tuple[str, str, int, float | None], Marked | Rejected] = {}
+        self._singles: dict[tuple[str, str, int, float | None, tuple[tuple[str, str], ...]],
+                            Marked | Rejected] = {}
 
     def __call__(self, job: Job) -> Marked | Rejected:
         if job.pods > 1:
             return mark(job, self.policy)
-        key = (job.namespace, job.cls, job.gpus, job.expected_runtime)
+        key = (job.namespace, job.cls, job.gpus, job.expected_runtime, job.node_selector)
         found = self._singles.get(key)
         if found is None:
             found = self._singles[key] = mark(job, self.policy)

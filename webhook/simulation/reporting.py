@@ -3,7 +3,7 @@ schedulers, or a policy and its proposed change) compare line by line."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 Summary = dict[str, Any]
@@ -59,12 +59,19 @@ def _group_rows(runs: Sequence[Summary], group: str) -> list[list[str]]:
     return rows
 
 
+def _cluster(described: Mapping[str, Any]) -> str:
+    if "pools" not in described:
+        return (f"{described['nodes']} nodes x {described['gpusPerNode']} GPUs "
+                f"({described['gpus']} GPUs), {described['nodesPerDomain']} nodes per domain")
+    pools = ", ".join(f"{p['name']} {p['count']}x{p['gpusPerNode']}"
+                      + (f"/{p['nodesPerDomain']}" if p["nodesPerDomain"] else "")
+                      for p in described["pools"])
+    return f"{described['nodes']} nodes ({described['gpus']} GPUs) in pools {pools}"
+
+
 def render(runs: Sequence[Summary]) -> str:
-    first = runs[0]["cluster"]
-    lines = [f"cluster: {first['nodes']} nodes x {first['gpusPerNode']} GPUs "
-             f"({first['gpus']} GPUs), {first['nodesPerDomain']} nodes per domain; "
-             f"makespan " + ", ".join(f"{s['label']} {_seconds(s['makespan'])}" for s in runs),
-             ""]
+    lines = [f"cluster: {_cluster(runs[0]['cluster'])}; makespan "
+             + ", ".join(f"{s['label']} {_seconds(s['makespan'])}" for s in runs), ""]
     rows = [[label] + [show(s) for s in runs] for label, show in _ROWS]
     rows += [["per class"] + [""] * len(runs), *_group_rows(runs, "classes"),
              ["per namespace"] + [""] * len(runs), *_group_rows(runs, "namespaces")]

@@ -31,7 +31,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, assert_never
+from typing import assert_never
 
 from webhook.controller.core.actions import (
     Admit,
@@ -47,14 +47,14 @@ from webhook.controller.core.deciding import DecideOptions
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.rounds import Rounds
 from webhook.policy.model import Policy
-from webhook.simulation.clusters import HOSTNAME, Cluster, Pin, PodKey, Resident, Shape
+from webhook.pools import HOST_LABEL
+from webhook.simulation.clusters import Cluster, Pin, PodKey, Resident, Selector, Shape
 from webhook.simulation.marking import Marked, Marker, Rejected
 from webhook.simulation.pacing import Pace
-from webhook.simulation.timelines import Timeline, summarize
+from webhook.simulation.runs import Run, Scheduler, Stats
+from webhook.simulation.timelines import Timeline
 from webhook.simulation.traces import Job
 
-Scheduler = Literal["airlock", "stock"]
-SCHEDULERS: tuple[Scheduler, ...] = ("airlock", "stock")
 _FINISH, _SUBMIT = 0, 1
 # Passes of the scheduler in one instant: each pass after the first follows evictions.
 _MAX_PASSES = 8
@@ -89,44 +89,24 @@ class _Pod:
     gone: bool = False
 
 
-# Pods the scheduler places alike, in one FIFO: (priority, GPUs, may preempt, pin, off).
-_Kind = tuple[int, int, bool, Pin | None, frozenset[int]]
-
-
-@dataclass(slots=True)
-class Stats:
-    decide_calls: int = 0
-    decide_seconds: float = 0.0
-    events: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    label: str
-    scheduler: Scheduler
-    shape: Shape
-    timelines: list[Timeline]
-    end: float
-    stats: Stats
-
-    def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"scheduler": self.scheduler, "label": self.label,
-                               "cluster": {"nodes": self.shape.nodes,
-                                           "gpusPerNode": self.shape.gpus_per_node,
-                                           "nodesPerDomain": self.shape.nodes_per_domain,
-                                           "gpus": self.shape.capacity}}
-        out.update(summarize(self.timelines, self.shape.capacity))
-        return out
+# Pods the scheduler places alike, in one FIFO: (priority, GPUs, may preempt, pin, off,
+# nodeSelector).
+_Kind = tuple[int, int, bool, Pin | None, frozenset[int], Selector]
 
 
 def _never_runnable(job: Job, marked: Marked, cluster: Cluster, scheduler: Scheduler) -> bool:
-    shape = cluster.shape
+    """Larger than every node, or than the cluster, or than every domain where it needs
+    one: counting only the nodes its nodeSelector selects."""
+    selector = job.node_selector
+    nodes = cluster.matching(None, selector) if selector else range(len(cluster.names))
     least = job.least * job.gpus
-    if job.gpus > shape.gpus_per_node or least > shape.capacity:
+    if job.gpus > max((cluster.gpus[i] for i in nodes), default=0) or \
+            least > sum(cluster.gpus[i] for i in nodes):
         return True
     key = marked.template.marks.topology_key
     return scheduler == "airlock" and job.pods > 1 and key is not None and \
-        marked.template.marks.topology_mode == "required" and least > cluster.largest(key)
+        marked.template.marks.topology_mode == "required" and \
+        least > cluster.largest(key, selector)
 
 
 class Simulation:
@@ -188,7 +168,8 @@ class Simulation:
 
     def _enqueue(self, pod: _Pod) -> None:
         preempts = pod.job.marked.preempts
-        kind = (pod.info.priority, pod.job.timeline.gpus, preempts, pod.pin, pod.off)
+        kind = (pod.info.priority, pod.job.timeline.gpus, preempts, pod.pin, pod.off,
+                pod.job.marked.job.node_selector)
         self.pending.setdefault(kind, deque()).append(pod)
 
     def _bind(self, pod: _Pod, node: int, now: float) -> None:
@@ -276,15 +257,15 @@ class Simulation:
         heapq.heapify(heads)
         while heads:
             _, _, kind = heapq.heappop(heads)
-            priority, gpus, preempts, pin, off = kind
+            priority, gpus, preempts, pin, off, selector = kind
             queue = self.pending[kind]
             while queue and queue[0].gone:
                 queue.popleft()
             if not queue:
                 continue
-            node = self.cluster.pick(gpus, pin, off)
+            node = self.cluster.pick(gpus, pin, off, selector)
             if node is None and preempts:
-                found = self.cluster.victims(gpus, priority, pin, off)
+                found = self.cluster.victims(gpus, priority, pin, off, selector)
                 if found is not None:
                     node, keys = found
                     self._evict(keys, now)
@@ -336,10 +317,11 @@ class Simulation:
                         # A slice's domain lies inside the gang's, and a node inside
                         # both: pinning the narrowest is enough.
                         planned, sliced = record.node_of(info.name), record.slice_of(info.name)
-                        pod.pin = (HOSTNAME, planned) if planned is not None else \
+                        pod.pin = (HOST_LABEL, planned) if planned is not None else \
                             (record.slice_key, sliced) if record.slice_key and sliced else pin
                         pod.off = off
-                        node = self.cluster.pick(pod.job.timeline.gpus, pod.pin, off)
+                        node = self.cluster.pick(pod.job.timeline.gpus, pod.pin, off,
+                                                 pod.job.marked.job.node_selector)
                         if node is None:
                             self._enqueue(pod)
                         else:

@@ -12,7 +12,9 @@ its pods run); `gpus` is per pod. Optional, as a user would write them on the po
 - `sliceTopology` and `sliceSize`: each group of `sliceSize` pods needs one domain of that
   level (`gpu-airlock.io/slice-required-topology`, `gpu-airlock.io/slice-size`);
 - `expectedRuntime`: the seconds its author expects it to run
-  (`gpu-airlock.io/expected-runtime`), which backfill plans with.
+  (`gpu-airlock.io/expected-runtime`), which backfill plans with;
+- `nodeSelector`: the labels its pods' nodes must carry (`spec.nodeSelector`), e.g. a GPU
+  model's `{"nvidia.com/gpu.product": "NVIDIA-L4"}`.
 
 Blank lines and lines starting with `#` are skipped.
 A line that is not such an object fails with `file:line: message`, so a trace exported by
@@ -38,12 +40,14 @@ from webhook.keys import (
     SLICE_SIZE_ANNOTATION,
     ClassName,
 )
+from webhook.policy.fields import is_label_key, is_label_value
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # Room for the pod index the simulation appends (`-<i>`, `-r<n>` on restarts).
 _NAME_MAX = 50
 _FIELDS = ("name", "submit", "namespace", "class", "pods", "gpus", "runtime")
-_OPTIONAL = ("minPods", "requiredTopology", "sliceTopology", "sliceSize", "expectedRuntime")
+_OPTIONAL = ("minPods", "requiredTopology", "sliceTopology", "sliceSize", "expectedRuntime",
+             "nodeSelector")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +64,8 @@ class Job:
     slice_topology: str | None = None
     slice_size: int | None = None
     expected_runtime: float | None = None
+    # Sorted (label, value) pairs, so jobs that select alike compare equal.
+    node_selector: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -85,6 +91,8 @@ class Job:
                     "expectedRuntime": None if self.expected_runtime is None
                     else _number(self.expected_runtime)}
         raw.update((k, v) for k, v in optional.items() if v is not None)
+        if self.node_selector:
+            raw["nodeSelector"] = dict(self.node_selector)
         return json.dumps(raw)
 
 
@@ -167,7 +175,16 @@ def parse_job(text: str) -> Job:
                slice_topology=_level(raw, "sliceTopology"),
                slice_size=_count(raw, "sliceSize") if "sliceSize" in raw else None,
                expected_runtime=_seconds(raw, "expectedRuntime", positive=True)
-               if "expectedRuntime" in raw else None)
+               if "expectedRuntime" in raw else None,
+               node_selector=_selector(raw["nodeSelector"]) if "nodeSelector" in raw else ())
+
+
+def _selector(value: object) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and is_label_key(k) and isinstance(v, str) and is_label_value(v)
+            for k, v in value.items()):
+        raise ValueError(f"nodeSelector must map label keys to label values, not {value!r}")
+    return tuple(sorted(value.items()))
 
 
 def _level(raw: dict[str, Any], key: str) -> str | None:

@@ -12,6 +12,7 @@ from typing import Any
 from webhook.accelerators import extended
 from webhook.controller.core.resources import Resources, requested
 from webhook.keys import GPU_MODELS_ANNOTATION
+from webhook.policy.gpumodels import named_models
 
 Signature = tuple[Any, ...]
 _NONE: Mapping[str, str] = {}
@@ -74,7 +75,7 @@ class Constraints:
                    devices=_extended(requested(requests)),
                    affinity_depth=0 if required is not None else
                    _depth(affinity, node_affinity),
-                   gpu_models=_models(annotations.get(GPU_MODELS_ANNOTATION)),
+                   gpu_models=named_models(annotations.get(GPU_MODELS_ANNOTATION)),
                    pinned=_pinned(terms))
 
     def requesting(self, requests: Resources) -> Constraints:
@@ -99,15 +100,6 @@ def _pinned(terms: tuple[Mapping[str, Any], ...] | None) -> str | None:
             return None
         named |= here
     return next(iter(named)) if len(named) == 1 else None
-
-
-def _models(text: Any) -> tuple[str, ...]:
-    """The models a pod names, bounded: a model name is a label value's length at most,
-    and no cluster has dozens of models."""
-    if not isinstance(text, str):
-        return ()
-    names = (n.strip() for n in text[:1024].split(",", 16)[:16])
-    return tuple(dict.fromkeys(n for n in names if n and len(n) <= 63))
 
 
 # What the controller keeps of where a pod it does not decide may go: nothing, since such

@@ -104,6 +104,8 @@ class Report:
     capacity: tuple[CapacityLine, ...] = ()
     backfilled: tuple[BackfillLine, ...] = ()
     models: tuple[ModelUsage, ...] = ()
+    # GPU models policy names that no node has the labels of: most likely a typo.
+    unmatched: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {"queues": [dataclasses.asdict(q) for q in self.queues],
@@ -111,7 +113,8 @@ class Report:
                 "preemptions": [dataclasses.asdict(p) for p in self.preemptions],
                 "capacityRequests": [dataclasses.asdict(c) for c in self.capacity],
                 "backfilled": [dataclasses.asdict(b) for b in self.backfilled],
-                "models": [dataclasses.asdict(m) for m in self.models]}
+                "models": [dataclasses.asdict(m) for m in self.models],
+                "modelsWithoutNodes": list(self.unmatched)}
 
     def text(self) -> str:
         lines = ["QUEUE            NOMINAL  USED  BORROWED  WEIGHT  FAIR SHARE (GPU-h)"]
@@ -122,6 +125,7 @@ class Report:
             lines += ["", "QUEUE            MODEL     NOMINAL  USED  BORROWED"]
             lines += [f"{m.queue:<16} {m.model:<8} {m.nominal:>8g}  {m.used:>4g}  "
                       f"{m.borrowed:>8g}" for m in self.models]
+        lines += [f"GPU model {m}: no node has its labels" for m in self.unmatched]
         lines += ["", "WAITING (admission order)"]
         lines += [f"{g.gang}  queue {g.queue}, priority {g.priority}, {g.pods} pods, "
                   f"{g.gpus:g} GPUs: {g.why}" for g in self.waiting] or ["(none)"]
@@ -192,7 +196,8 @@ def report(policy: Policy, cluster: Tracked, events: Iterable[Mapping[str, Any]]
     return Report(queues, tuple(waiting), tuple(told.values())[:RECENT],
                   (*_requests("placeholders", placeholders, waiting, now),
                    *_requests("provisioningRequest", requests, waiting, now)),
-                  _backfilled(cluster, quotas, now), tuple(model_usage(policy, cluster)))
+                  _backfilled(cluster, quotas, now), tuple(model_usage(policy, cluster)),
+                  tuple(m.name for m in policy.gpu_models if not cluster.models.nodes.get(m.name)))
 
 
 def _backfilled(cluster: Tracked, quotas: Quotas, now: float) -> tuple[BackfillLine, ...]:

@@ -141,6 +141,13 @@ def _on_models(r: Round, u: Unit, reserved: str | None) -> Verdict:
     over quota; else it waits for the first model with room."""
     anchor, gang = u.anchor, u.gang
     named = anchor.constraints.gpu_models
+    apart = [p for p in u.members if p.constraints.gpu_models != named]
+    if apart:
+        # The webhook sees one pod at a time: only here do the gang's pods meet.
+        return Wait(gang.id, tuple(u.members), "Invalid",
+                    f"its pods name different GPU models: {_models_named(anchor)}, "
+                    f"{_models_named(apart[0])}; a gang runs on one model, so give every pod "
+                    f"the same gpu-airlock.io/gpu-models", warning=True)
     order = r.queues.model_order(gang, named)
     if not order:
         return Wait(gang.id, tuple(u.members), "NeverFits",
@@ -175,6 +182,10 @@ def _on_models(r: Round, u: Unit, reserved: str | None) -> Verdict:
         return _choose(u, over[0], over[1])
     # A model where waiting helps before one where it never would.
     return _choose(u, min(waits, key=lambda c: isinstance(c[2], NoFit) and c[2].never))
+
+
+def _models_named(pod: PodInfo) -> str:
+    return f"{pod.name} ({', '.join(pod.constraints.gpu_models) or 'any'})"
 
 
 def _choose(u: Unit, choice: Choice, over: str | None = None) -> Verdict:

@@ -121,17 +121,10 @@ def with_pod_slot(requests: Resources) -> Resources:
 
 
 def fits(free: Resources, requests: Resources) -> bool:
-    for k, v in requests.items():
-        have = free.get(k)
-        # A resource the node does not report at all is not one it can run out of
-        # (ephemeral storage on nodes that don't say), unless it is extended.
-        if have is None:
-            if "/" in k and v > 0:
-                return False
-            continue
-        if have < v:
-            return False
-    return True
+    # A resource the node does not report, it has none of: the scheduler's
+    # NodeResourcesFit refuses a pod asking for ephemeral storage on a node that reports
+    # none, as it refuses one asking for a GPU there.
+    return all(v <= 0 or free.get(k, 0) >= v for k, v in requests.items())
 
 
 def _minus(allocatable: Resources, used: Resources | None) -> Resources:

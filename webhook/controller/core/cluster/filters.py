@@ -1,16 +1,23 @@
 """Whether a pod may go to a node at all, as the scheduler's filters decide it: taints
-and tolerations, nodeSelector, required node affinity, unready or cordoned nodes, and
-nodes that offer none of an extended resource (an accelerator) the pod requests."""
+and tolerations, nodeSelector, required node affinity, cordoned nodes, and nodes that
+offer none of an extended resource (an accelerator) the pod requests. And one the
+scheduler does not have: nothing goes to a NotReady node, whatever it tolerates."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from webhook.controller.core.nodes import NodeInfo
 from webhook.controller.core.pods import PodInfo
+from webhook.operators.kubernetes.keys import UNSCHEDULABLE_TAINT
 
 _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+# The scheduler's NodeUnschedulable filter lets onto a cordoned node a pod that tolerates
+# this taint (as a DaemonSet's pods do), whether the node carries it yet or not.
+_CORDON = {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 
 def _tolerated(taint: Mapping[str, Any], tolerations: tuple[Mapping[str, Any], ...]) -> bool:
@@ -38,13 +45,22 @@ def _requirement(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
         return present
     if op == "DoesNotExist":
         return not present
-    if op in ("Gt", "Lt") and present and values:
-        try:
-            have, bound = int(labels[key]), int(values[0])
-        except ValueError:
+    if op in ("Gt", "Lt") and present and len(values) == 1:
+        have, bound = _int64(labels[key]), _int64(values[0])
+        if have is None or bound is None:
             return False
         return have > bound if op == "Gt" else have < bound
     return False
+
+
+def _int64(text: Any) -> int | None:
+    """A label value or a bound as Go's strconv.ParseInt(text, 10, 64) reads it for Gt and
+    Lt, None where it fails (and the scheduler's term matches no node). Python's int()
+    would also take "5_0", spaces, other scripts' digits and numbers of any size."""
+    if not isinstance(text, str) or not _DECIMAL.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
 
 
 def _term(term: Mapping[str, Any], node: NodeInfo) -> bool:
@@ -58,9 +74,11 @@ def _term(term: Mapping[str, Any], node: NodeInfo) -> bool:
 
 
 def eligible(pod: PodInfo, node: NodeInfo) -> bool:
-    if not node.ready or node.unschedulable:
+    if not node.ready:
         return False
     where = pod.constraints
+    if node.unschedulable and not _tolerated(_CORDON, where.tolerations):
+        return False
     if any(node.allocatable.get(k, 0) <= 0 for k in where.devices):
         return False
     if any(node.labels.get(k) != v for k, v in where.node_selector.items()):

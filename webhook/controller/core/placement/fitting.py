@@ -43,12 +43,10 @@ def _unholdable(pods: Sequence[PodInfo], snap: Snapshot) -> NoFit | None:
         if snap.could_hold(pod):
             continue
         eligible = snap.eligible_nodes(pod)
-        # What a node does not report it cannot run out of, unless it is extended.
-        limited = [k for k in sorted(pod.requests)
-                   if "/" in k or any(k in nodes[n].allocatable for n in eligible)]
+        asked = [k for k in sorted(pod.requests) if pod.requests[k] > 0]
         most = {k: max((nodes[n].allocatable.get(k, 0) for n in eligible), default=0)
-                for k in limited}
-        over = [f"{k} {pod.requests[k]} (the most any has: {most[k]})" for k in limited
+                for k in asked}
+        over = [f"{k} {pod.requests[k]} (the most any has: {most[k]})" for k in asked
                 if pod.requests[k] > most[k]]
         what = ", ".join(over) if over else "all it requests at once"
         return NoFit(f"pod {pod.name} requests more than any eligible node offers: {what}; "

@@ -10,11 +10,11 @@ A namespace in no queue is in `default`, which has no guarantee and only borrows
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from webhook.accelerators import GpuEquivalents
+from webhook.policy.queues import queue_named
 
 DEFAULT_QUEUE = "default"
 
@@ -52,9 +52,8 @@ class Quotas:
     def queue_of(self, namespace: str) -> str:
         found = self._by_namespace.get(namespace)
         if found is None:
-            found = next((q.name for q in self.queues
-                          if any(fnmatch.fnmatchcase(namespace, g) for g in q.namespaces)),
-                         DEFAULT_QUEUE)
+            found = queue_named(namespace, ((q.name, q.namespaces) for q in self.queues)) \
+                or DEFAULT_QUEUE
             self._by_namespace[namespace] = found
         return found
 

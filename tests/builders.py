@@ -41,6 +41,7 @@ from webhook.keys import (
     GANG_SIZE_ANNOTATION,
     GATE,
     PLACEMENT_ANNOTATION,
+    PREEMPTION_ANNOTATION,
     QUEUED_ANNOTATION,
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
@@ -617,3 +618,12 @@ def pool_entry(name: str = "h100", without: tuple[str, ...] = (), **fields: Any
     file's spelling: gpusPerNode, nodesPerDomain, ...) say otherwise; no field `without`."""
     entry = {"name": name, "model": "h100", "count": 2, "gpusPerNode": 8, **fields}
     return {k: v for k, v in entry.items() if k not in without}
+
+
+def preempting(n: int, record: PreemptionRecord, name: str = "train", ns: str = "ml"
+               ) -> list[PodInfo]:
+    """A training gang of `n` waiting, its anchor carrying the recorded preemption."""
+    raws = [raw_member(name, i, 8, n, priority=TRAINING, ns=ns) for i in range(n)]
+    raws[0]["metadata"]["annotations"][PREEMPTION_ANNOTATION] = SEAL.dumps(
+        record, raws[0]["metadata"]["uid"])
+    return [PodInfo.parse(r, SEAL) for r in raws]

@@ -97,6 +97,13 @@ PLACEMENT_ANNOTATION: Final = "gpu-airlock.io/placement"
 # A preemption decided for the gang whose anchor pod carries it (JSON): the victims and
 # the domain held for it, so a new leader finishes it rather than deciding afresh.
 PREEMPTION_ANNOTATION: Final = "gpu-airlock.io/preemption"
+# A preemption's notice on a victim (RFC 3339): it is evicted at this deadline, or as soon
+# as it states a checkpoint (CHECKPOINTED_AT_ANNOTATION) made after the notice, or exits.
+# A job reads it through a downward API volume. Set by the controller only when the
+# policy gives victims time to checkpoint (`preemption.checkpointGrace`).
+PREEMPTION_NOTICE_ANNOTATION: Final = "gpu-airlock.io/preemption-notice"
+# The pod condition that tells the same (its message says what to do).
+PREEMPTION_NOTICE_CONDITION: Final = "gpu-airlock.io/PreemptionNotice"
 # What only the controller writes, after a pod is created: a pod created with one is
 # refused, by the webhook and by the apiserver (the records are sealed besides).
 CONTROLLER_KEYS: Final = frozenset({PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION})

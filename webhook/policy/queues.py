@@ -121,6 +121,12 @@ class PreemptionSpec(_Strict):
         "10m", alias="staleGangGracePeriod", description="How long a running gang that lost "
         "members (a node lost, an eviction) waits for replacements to rejoin before the "
         "rest is evicted, so it starts again whole instead of holding GPUs it cannot use.")
+    checkpoint_grace: Duration = Field(
+        "0s", alias="checkpointGrace", description="How long a victim has to save its work "
+        "before it is evicted: it is told first (the annotation "
+        "gpu-airlock.io/preemption-notice, a pod condition, an event), and evicted as soon "
+        "as it states a checkpoint made since (gpu-airlock.io/checkpointed-at) or exits, "
+        "or at this deadline. The preemptor's room is held meanwhile. `0s` evicts at once.")
 
 
 def _literal(pattern: str) -> bool:

@@ -55,7 +55,8 @@ from webhook.simulation.runs import Run, Scheduler, Stats
 from webhook.simulation.timelines import Timeline
 from webhook.simulation.traces import Job
 
-_FINISH, _SUBMIT = 0, 1
+# A wake-up: a round at a time the controller named (a preemption notice's deadline).
+_FINISH, _SUBMIT, _WAKE = 0, 1, 2
 # Passes of the scheduler in one instant: each pass after the first follows evictions.
 _MAX_PASSES = 8
 _DEFAULTS = DecideOptions()
@@ -335,7 +336,10 @@ class Simulation:
                     self.tracked.put_pod(anchor.info)
                     self._evict([p.key for v in action.victims for p in v.pods
                                  if p.key in self._bound], now)
-                    preempted = True
+                    # Simulated victims never answer a notice: they go at its deadline.
+                    if action.notice_until is not None:
+                        self._push(action.notice_until, _WAKE, anchor.job, 0)
+                    preempted = preempted or bool(action.victims)
                 case Requeue():
                     self._evict([p.key for p in action.pods if p.key in self._bound], now)
                 case Wait() | Ignore() | Replan():
@@ -355,6 +359,8 @@ class Simulation:
                 self.stats.events += 1
                 if kind == _SUBMIT:
                     self._create(job, now)
+                elif kind == _WAKE:
+                    self.changed = True
                 elif job.attempt == attempt and job.pace is not None and \
                         job.pace.ends == now:
                     self._succeed(job, now)

@@ -15,7 +15,8 @@ from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.reasons import WaitReason, lead
 from webhook.controller.core.records import PreemptionRecord, Record
 
-EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "Requeued", "Replanned",
+EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "PreemptionNotice",
+                      "Requeued", "Replanned",
                       "RecordIgnored", "CapacityRequested", "CapacityProvisioned",
                       "CapacityExpired", "CapacityFailed", WaitReason]
 EventType = Literal["Normal", "Warning"]
@@ -94,8 +95,9 @@ class Victim(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Preempt:
     """Record `record` on the preemptor's `anchor`, then evict every victim pod (a
-    `DisruptionTarget` condition, then delete). The preemptor stays gated: it is
-    admitted in a later round, into the room held for it."""
+    `DisruptionTarget` condition, then delete) and tell the `noticed` ones to checkpoint
+    by `notice_until` (`preemption.notices`). The preemptor stays gated: it is admitted in
+    a later round, into the room held for it."""
 
     unit: UnitId
     anchor: PodInfo
@@ -104,6 +106,8 @@ class Preempt:
     victims: tuple[Victim, ...]
     priority: int
     queue: str
+    noticed: tuple[Victim, ...] = ()
+    notice_until: float | None = None
 
     @property
     def gpu_hours(self) -> float:
@@ -170,6 +174,11 @@ def _lifted(verb: str, action: Admit | Finish, note: str = "") -> str:
 RECLAIMED = "its queue borrowed GPUs their owner now reclaims"
 
 
+def rfc3339(at: float) -> str:
+    """A time as the preemption notice states it."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+
+
 def _clock(at: float) -> str:
     return time.strftime("%H:%M UTC", time.gmtime(at))
 
@@ -205,10 +214,21 @@ def _preempted(action: Preempt) -> tuple[Event, ...]:
                   f"(priority {action.priority}, queue {action.queue}) in {where}, losing "
                   f"{v.lost / 3600:.1f} GPU-hours")
             for v in action.victims]
+    if action.noticed and action.notice_until is not None:
+        until = rfc3339(action.notice_until)
+        told.extend(Event(v.pods, "Warning", "PreemptionNotice",
+                          f"PreemptionNotice: {_cause(v, action.unit, action.record.at)}; "
+                          f"save your work and set gpu-airlock.io/checkpointed-at (or exit): "
+                          f"evicted then, or at {until}, to make room for {action.unit} in "
+                          f"{where}") for v in action.noticed)
     names = ", ".join(str(v.unit) for v in action.victims)
+    doing = [f"evicting {names}"] if action.victims else []
+    if action.noticed and action.notice_until is not None:
+        doing.append(f"told {', '.join(str(v.unit) for v in action.noticed)} to checkpoint "
+                     f"by {rfc3339(action.notice_until)}")
+    lost = f", losing {action.gpu_hours:.1f} GPU-hours" if action.victims else ""
     told.append(Event(action.preemptor, "Normal", "Preempting",
-                      f"Preempting: evicting {names} to make room in {where}, losing "
-                      f"{action.gpu_hours:.1f} GPU-hours"))
+                      f"Preempting: {'; '.join(doing)} to make room in {where}{lost}"))
     return tuple(told)
 
 

@@ -95,7 +95,9 @@ def _decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float
         if gang.waiting:
             waiting.append(gang)
     r = Round(snap, queues, looked_up, now, options)
-    holds = {h.unit: h for h in queues.holds(waiting, options.reservation_timeout)}
+    # Victims told to checkpoint first have until the grace is over: the room waits.
+    holds = {h.unit: h for h in queues.holds(
+        waiting, options.reservation_timeout + state.preemption.checkpoint_grace)}
     for held in holds.values():
         r.held.update(held.nodes)
     for gang in waiting:

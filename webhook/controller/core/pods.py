@@ -25,6 +25,7 @@ from webhook.keys import (
     PLACEHOLDER_LABEL,
     PLACEMENT_ANNOTATION,
     PREEMPTION_ANNOTATION,
+    PREEMPTION_NOTICE_ANNOTATION,
     SYSTEM_NAMESPACE,
 )
 from webhook.values import instant
@@ -57,13 +58,17 @@ class Recorded:
     # condition Airlock wrote on it (`Preempted: ...`, `Requeued: ...`). A leader killed
     # between the eviction and its Event leaves the pod saying why; the next one tells.
     evicted_for: str | None = None
+    # A victim told to checkpoint: the deadline its notice states (`preemption.notices`).
+    notice: float | None = None
 
     @classmethod
     def read(cls, annotations: Mapping[str, str], uid: str, created: float,
              seal: Opener | None, evicted_for: str | None) -> Recorded:
         """The records on the pod with `uid` made at `created` that `seal` opens (with no
         seal, none does), and those it does not."""
-        if evicted_for is None and all(key not in annotations for _, key in _RECORDS):
+        noticed = annotations.get(PREEMPTION_NOTICE_ANNOTATION)
+        if evicted_for is None and noticed is None and \
+                all(key not in annotations for _, key in _RECORDS):
             return NOTHING_RECORDED
         opened = [_open(seal, kind, annotations.get(key), uid, created)
                   for kind, key in _RECORDS]
@@ -71,7 +76,7 @@ class Recorded:
                    preemption=next((r for r in opened if isinstance(r, PreemptionRecord)),
                                    None),
                    distrusted=tuple(r for r in opened if isinstance(r, Untrusted)),
-                   evicted_for=evicted_for)
+                   evicted_for=evicted_for, notice=_deadline(noticed))
 
 
 NOTHING_RECORDED = Recorded()
@@ -97,6 +102,12 @@ def _evicted_for(status: Mapping[str, Any]) -> str | None:
 def _owned(owners: Any) -> bool:
     return isinstance(owners, list) and any(
         isinstance(o, Mapping) and o.get("controller") is True for o in owners)
+
+
+def _deadline(text: str | None) -> float | None:
+    """The deadline of a notice the controller wrote; None for none it can read."""
+    found = instant(PREEMPTION_NOTICE_ANNOTATION, text) if text else None
+    return found if isinstance(found, float) else None
 
 
 def _checkpoint(text: str | None) -> float | None:

@@ -22,6 +22,7 @@ from webhook.controller.core.actions import (
     Replan,
     Requeue,
     Wait,
+    rfc3339,
 )
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.configuring import quotas_of
@@ -170,9 +171,12 @@ def report(policy: Policy, cluster: Tracked, events: Iterable[Mapping[str, Any]]
             case Wait():
                 reason, why, members = action.reason, action.message, action.pods
             case Preempt():
+                going = ", ".join(str(v.unit) for v in (*action.victims, *action.noticed))
                 reason, why = "Preempting", (
-                    f"would preempt {', '.join(str(v.unit) for v in action.victims)} "
-                    f"(after the policy's delay)")
+                    f"would preempt {going} (after the policy's delay)" if not
+                    action.noticed or action.notice_until is None else
+                    f"preempting {going}: told to checkpoint by "
+                    f"{rfc3339(action.notice_until)}, evicted then or once they answer")
                 members = action.preemptor
             case Admit():
                 reason, why, members = "Admissible", "about to be admitted", action.ungate

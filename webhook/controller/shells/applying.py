@@ -31,6 +31,7 @@ from webhook.controller.core.actions import (
     Wait,
     events_of,
     retold,
+    rfc3339,
 )
 from webhook.controller.core.identities import PodKey
 from webhook.controller.core.pods import PodInfo
@@ -39,10 +40,11 @@ from webhook.controller.shells.leading import Fence, NotLeading
 from webhook.controller.shells.patches import (
     annotation_patch,
     disruption_patch,
+    notice_condition,
     record_patch,
     ungate_patch,
 )
-from webhook.keys import PREEMPTION_ANNOTATION
+from webhook.keys import PREEMPTION_ANNOTATION, PREEMPTION_NOTICE_ANNOTATION
 from webhook.kuberaw import json_of
 
 log = logging.getLogger("airlock.controller")
@@ -203,12 +205,34 @@ class Applier:
                 "application/json-patch+json")
             if self.pause:
                 await asyncio.sleep(self.pause)
-        told = {p.key: e for e in events_of(preempt) if e.reason == "Preempted"
-                for p in e.pods}
-        await self._evict_all([p for v in preempt.victims for p in v.pods], told)
+        told = {p.key: e for e in events_of(preempt)
+                if e.reason in ("Preempted", "PreemptionNotice") for p in e.pods}
+        await asyncio.gather(self._evict_all([p for v in preempt.victims for p in v.pods], told),
+                             self._notify(preempt, told))
         log.info("preempted", extra={"gang": str(preempt.unit),
                                      "domain": preempt.record.domain,
                                      "victims": [str(v.unit) for v in preempt.victims]})
+
+    async def _notify(self, preempt: Preempt, told: Mapping[PodKey, Event]) -> None:
+        """Tell each victim given time to checkpoint, once: the deadline on the pod, where
+        the job reads it (a downward API volume), and a condition saying what to do."""
+        until = preempt.notice_until
+        if until is None:
+            return
+        now = datetime.datetime.now(datetime.UTC)
+
+        async def one(pod: PodInfo) -> None:
+            if pod.recorded.notice is not None and abs(pod.recorded.notice - until) < 1:
+                return
+            try:
+                await self._patch(pod, annotation_patch(
+                    pod, PREEMPTION_NOTICE_ANNOTATION, rfc3339(until)),
+                    "application/json-patch+json")
+                await self._status(pod, notice_condition(told[pod.key].message, now))
+            except ApiException as e:
+                if e.status != 404:  # gone before it could be told: nothing to evict
+                    raise
+        await self._each([p for v in preempt.noticed for p in v.pods], one)
 
     async def _evict_all(self, pods: Sequence[PodInfo],
                          told: Mapping[PodKey, Event]) -> None:
@@ -268,15 +292,18 @@ class Applier:
 
     async def _mark(self, pod: PodInfo, message: str, now: datetime.datetime) -> None:
         try:
-            async with self.limit:
-                self.fence.check()
-                await json_of(await self.core.patch_namespaced_pod_status(
-                    pod.name, pod.namespace, body=disruption_patch(message, now),
-                    _content_type="application/strategic-merge-patch+json",
-                    _preload_content=False))
+            await self._status(pod, disruption_patch(message, now))
         except ApiException as e:
             if e.status != 404:  # gone before it could be marked: the event says why
                 raise
+
+    async def _status(self, pod: PodInfo, body: dict[str, Any]) -> None:
+        async with self.limit:
+            self.fence.check()
+            await json_of(await self.core.patch_namespaced_pod_status(
+                pod.name, pod.namespace, body=body,
+                _content_type="application/strategic-merge-patch+json",
+                _preload_content=False))
 
     async def _ungate(self, pods: tuple[PodInfo, ...], record: Record,
                       annotations: tuple[tuple[str, str], ...] = ()) -> None:

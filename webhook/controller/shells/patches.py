@@ -10,7 +10,7 @@ from typing import Any
 
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.records import Record, Seal
-from webhook.keys import GATE, PLACEMENT_ANNOTATION
+from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_NOTICE_CONDITION
 from webhook.patchops import PatchOp, escape
 
 
@@ -34,6 +34,15 @@ def disruption_patch(message: str, now: datetime.datetime) -> dict[str, Any]:
     preempt more for a pod nominated to its node."""
     return {"status": {"conditions": [{
         "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+        "message": message[:1024],
+        "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}]}}
+
+
+def notice_condition(message: str, now: datetime.datetime) -> dict[str, Any]:
+    """The condition that tells a victim, and people, that it is to be preempted and by
+    when it may save its work (`preemption.notices`)."""
+    return {"status": {"conditions": [{
+        "type": PREEMPTION_NOTICE_CONDITION, "status": "True", "reason": "CheckpointRequested",
         "message": message[:1024],
         "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}]}}
 

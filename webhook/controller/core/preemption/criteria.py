@@ -46,6 +46,9 @@ class PreemptionSettings:
     requeue_backoff: float = 120.0
     # A running gang short of members this long has the rest evicted (`mending`).
     stale_grace: float = 600.0
+    # A victim is told first and evicted once it answers (a checkpoint since) or this
+    # long after (`notices`); 0 evicts at once.
+    checkpoint_grace: float = 0.0
 
 
 def old_enough(started: float, young: float) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import os
 import ssl
 import subprocess
@@ -381,3 +382,14 @@ def allocated(claim: Mapping[str, Any], pod: Mapping[str, Any]) -> list[dict[str
     assert [r["uid"] for r in status.get("reservedFor") or []] == [pod["metadata"]["uid"]]
     results: list[dict[str, Any]] = status["allocation"]["devices"]["results"]
     return results
+
+
+async def running_since(api: client.ApiClient, pod: dict[str, object], hours: float) -> None:
+    """Say, as a kubelet would, that `pod` has been running for `hours`."""
+    meta = pod["metadata"]
+    assert isinstance(meta, dict)
+    started = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=hours)
+    await client.CoreV1Api(api).patch_namespaced_pod_status(
+        meta["name"], meta["namespace"],
+        body={"status": {"phase": "Running",
+                         "startTime": started.strftime("%Y-%m-%dT%H:%M:%SZ")}})

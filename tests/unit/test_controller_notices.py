@@ -25,7 +25,6 @@ from tests.builders import (
 )
 from webhook.controller.core.actions import Preempt, Victim, events_of
 from webhook.controller.core.deciding import QueueState, decide
-from webhook.controller.core.identities import UnitId
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.core.preemption.notices import due
@@ -36,24 +35,29 @@ GRACE = 600.0
 TOLD = QueueState(preemption=PreemptionSettings(checkpoint_grace=GRACE))
 
 
-def _victim(name: str, checkpointed: float | None) -> Victim:
-    """A victim of one running pod, `checkpointed` seconds before NOW if given."""
-    (pod,) = running(name, ["a-n0"], checkpointed=checkpointed)
-    return Victim((pod,), UnitId.of_gang(pod.gang_id) if pod.gang_id else unit(name),
-                  "default", 0, 8.0, 0.0, pod.started)
+def _victim(*checkpointed: float | None) -> Victim:
+    """A victim gang of a pod per value, each checkpointed that many seconds before NOW
+    (None: never)."""
+    pods = [pod for i, ago in enumerate(checkpointed)
+            for pod in running("s", [f"a-n{i}"], checkpointed=ago)]
+    return Victim(tuple(pods), unit("s"), "default", 0, 8.0 * len(pods), 0.0, NOW - HOUR)
 
 
 @pytest.mark.parametrize(("grace", "told_ago", "checkpointed", "goes"), [
-    (0.0, 0.0, None, True),  # no handshake: evicted at once
-    (GRACE, 10.0, None, False),  # told, silent, before the deadline: waits
-    (GRACE, 10.0, 5.0, True),  # answered: a checkpoint since the notice
-    (GRACE, 10.0, 30.0, False),  # a checkpoint from before the notice is no answer
-    (GRACE, GRACE, None, True),  # silent until the deadline: evicted then
-    (GRACE, GRACE + 60, 3 * HOUR, True),  # long past it
+    (0.0, 0.0, (None,), True),  # no handshake: evicted at once
+    (GRACE, 10.0, (None,), False),  # told, silent, before the deadline: waits
+    (GRACE, 10.0, (5.0,), True),  # answered: a checkpoint since the notice
+    (GRACE, 9.5, (10.0,), True),  # in the notice's second: RFC 3339 to the second
+    (GRACE, 10.0, (30.0,), False),  # a checkpoint from before the notice is no answer
+    (GRACE, 10.0, (5.0, None), False),  # one pod of two saved: the other would lose all
+    (GRACE, 10.0, (5.0, 1.0), True),  # both
+    (GRACE, GRACE, (None,), True),  # silent until the deadline: evicted then
+    (GRACE, GRACE + 60, (3 * HOUR,), True),  # long past it
 ])
 def test_a_victim_goes_once_it_answers_or_at_the_deadline(
-        grace: float, told_ago: float, checkpointed: float | None, goes: bool) -> None:
-    victim = _victim("s", checkpointed)
+        grace: float, told_ago: float, checkpointed: tuple[float | None, ...],
+        goes: bool) -> None:
+    victim = _victim(*checkpointed)
     going, told = due([victim], NOW - told_ago, grace, NOW)
     assert (going, told) == (((victim,), ()) if goes else ((), (victim,)))
 

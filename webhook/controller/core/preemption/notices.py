@@ -2,14 +2,15 @@
 first and given until a deadline to save their work.
 
 With `checkpointGrace` in policy, a victim is told (`notice`) when the preemption is
-decided, at the record's time. It goes as soon as it answers, by stating a checkpoint made
-since then (any of its pods: a gang's checkpoint is usually written by one rank), or when
-the deadline passes; one that exits is gone by itself. The preemptor's room is held all
-the while, so nothing else takes what the victims will free.
+decided, at the record's time. It goes as soon as it answers, each of its pods stating a
+checkpoint made since then, or when the deadline passes; one that exits is gone by
+itself. The preemptor's room is held all the while, so nothing else takes what the
+victims will free.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from webhook.controller.core.actions import Victim
@@ -21,9 +22,11 @@ def deadline(noticed_at: float, grace: float) -> float:
 
 
 def answered(victim: Victim, noticed_at: float) -> bool:
-    """Whether the victim has stated a checkpoint made since its notice."""
-    return any(p.checkpointed is not None and p.checkpointed >= noticed_at
-               for p in victim.pods)
+    """Whether every pod of the victim has stated a checkpoint made since its notice (in
+    the notice's second or after: RFC 3339 times are often stated to the second). Every
+    pod, as the work lost is counted pod by pod: one that has not saved would lose it."""
+    since = math.floor(noticed_at)
+    return all(p.checkpointed is not None and p.checkpointed >= since for p in victim.pods)
 
 
 def due(victims: Sequence[Victim], noticed_at: float, grace: float, now: float

@@ -40,7 +40,7 @@ def _victim(*checkpointed: float | None) -> Victim:
     (None: never)."""
     pods = [pod for i, ago in enumerate(checkpointed)
             for pod in running("s", [f"a-n{i}"], checkpointed=ago)]
-    return Victim(tuple(pods), unit("s"), "default", 0, 8.0 * len(pods), 0.0, NOW - HOUR)
+    return Victim(tuple(pods), unit("s"), "default", 0, 8 * len(pods), 0.0, NOW - HOUR)
 
 
 @pytest.mark.parametrize(("grace", "told_ago", "checkpointed", "goes"), [

@@ -108,6 +108,8 @@ class Preempt:
     queue: str
     noticed: tuple[Victim, ...] = ()
     notice_until: float | None = None
+    # Why in this domain, or spread, for a gang that prefers one domain.
+    note: str = ""
 
     @property
     def gpu_hours(self) -> float:
@@ -227,8 +229,9 @@ def _preempted(action: Preempt) -> tuple[Event, ...]:
         doing.append(f"told {', '.join(str(v.unit) for v in action.noticed)} to checkpoint "
                      f"by {rfc3339(action.notice_until)}")
     lost = f", losing {action.gpu_hours:.1f} GPU-hours" if action.victims else ""
+    why = f" ({action.note})" if action.note else ""
     told.append(Event(action.preemptor, "Normal", "Preempting",
-                      f"Preempting: {'; '.join(doing)} to make room in {where}{lost}"))
+                      f"Preempting: {'; '.join(doing)} to make room in {where}{lost}{why}"))
     return tuple(told)
 
 

@@ -283,7 +283,7 @@ class Queueing:
             state = self.state
             self._preemptor = Preemptor(self.snap, self.ledger, Candidates(
                 self.cluster, state.quotas, self.now, state.preemption, state.budgets,
-                state.spared, state.deleted))
+                state.spared, state.deleted), state.preemption.preferred_premium)
         queue = self.queue_of(gang)
         choice = self._preemptor.plan(members, queue, avoid, head)
         if choice is None:
@@ -296,5 +296,5 @@ class Queueing:
                                   self.now, tuple(p.uid for p in pods))
         anchor = min(members, key=lambda p: p.name)
         return self._told(Preempt(gang.id, anchor, record, tuple(members), choice.victims,
-                                  gang.priority, queue))
+                                  gang.priority, queue, note=choice.note))
 

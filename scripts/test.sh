@@ -26,6 +26,17 @@ echo "== policy lint"; .venv/bin/airlock lint policies
 if [ "$fast" = true ]; then
   echo "== unit tests"; exec .venv/bin/pytest -q -ra tests/unit "$@"
 fi
+echo "== chromium and chromedriver (the dashboard's browser test)"
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "the dashboard's browser test needs Debian's chromium and chromium-driver:" \
+         "run as root on Debian, or apt-get install -y chromium chromium-driver first" >&2
+    exit 1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver || {
+    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver; } || {
+    echo "could not install chromium and chromium-driver with apt-get" >&2; exit 1; }
+fi
 echo "== Kubernetes binaries, KWOK, the operators, Karpenter, Helm and the benches' peers"
 .venv/bin/python -m webhook.sandbox.building --operators all --autoscaler karpenter --helm
 # Kubernetes' own gangs (PodGroups) are tested on 1.37 whatever release the suite runs.

@@ -204,8 +204,12 @@ async def test_the_dashboard_shows_what_status_shows(
     assert len(cells) >= 32
     assert cells[0].get_attribute("title").endswith(f"{namespace}/run, training")
 
-    height = browser.execute_script("return document.documentElement.scrollHeight")
-    browser.set_window_size(1400, int(height) + 40)
+    # The whole page, no more: the window as tall as what it shows.
+    bottom = browser.execute_script(
+        "return document.querySelector('main').getBoundingClientRect().bottom")
+    browser.set_window_size(1400, 1400)
+    inner = browser.execute_script("return window.innerHeight")
+    browser.set_window_size(1400, 1400 - int(inner) + int(bottom) + 24)
     shot = tmp_path / "dashboard.png"
     assert browser.save_screenshot(str(shot))
     _keep(shot)

@@ -85,12 +85,12 @@ class Recent:
         return self._body
 
 
-def _denied_page(verdict: Verdict) -> web.StreamResponse:
+def denied_page(verdict: Verdict) -> web.StreamResponse:
     page = asset("denied.html").replace("{reason}", html.escape(verdict.reason))
     return web.Response(status=403, text=page, content_type="text/html", headers=HEADERS)
 
 
-def _denied_json(verdict: Verdict) -> web.StreamResponse:
+def denied_json(verdict: Verdict) -> web.StreamResponse:
     return web.Response(status=403, content_type="application/json", headers=HEADERS,
                         text=json.dumps({"status": 403, "reason": verdict.reason}))
 
@@ -112,7 +112,7 @@ def add_dashboard(served: web.Application, state: State, reviewer: Reviewer | No
             return web.Response(text=asset(name), content_type=kind, headers=HEADERS)
         return handler
 
-    served.router.add_get(PATH, guarded(page, reviewer, _denied_page, COOKIE))
-    served.router.add_get(f"{PATH}/state", guarded(polled, reviewer, _denied_json, COOKIE))
+    served.router.add_get(PATH, guarded(page, reviewer, denied_page, COOKIE))
+    served.router.add_get(f"{PATH}/state", guarded(polled, reviewer, denied_json, COOKIE))
     for name, kind in ASSETS.items():
         served.router.add_get(f"{PATH}/{name}", static(name, kind))

@@ -1,0 +1,69 @@
+"""The dashboard's serving side, without a cluster: what a refused caller gets (a 403 and
+the reason, escaped, never data), and the state computed at most every few seconds
+whoever polls."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from tests.builders import Clock
+from webhook.controller.shells.dashboarding import (
+    ASSETS,
+    FRESH_FOR,
+    HEADERS,
+    Recent,
+    asset,
+    denied_json,
+    denied_page,
+)
+from webhook.metricsauth.verdicts import Verdict
+
+REFUSED = Verdict(403, 'Forbidden: user "<b>mallory</b>" may not get /dashboard')
+
+
+@pytest.mark.parametrize("refuse", [denied_page, denied_json])
+def test_a_refusal_is_a_403_with_the_reason_and_no_data(refuse: Any) -> None:
+    response = refuse(Verdict(401, "Unauthorized: /dashboard needs a bearer token"))
+    assert isinstance(response, web.Response)
+    assert response.status == 403
+    assert "/dashboard needs a bearer token" in (response.text or "")
+    assert response.headers["Content-Security-Policy"] == HEADERS["Content-Security-Policy"]
+
+
+def test_the_page_escapes_the_reason() -> None:
+    text = denied_page(REFUSED).text or ""
+    assert "&lt;b&gt;mallory&lt;/b&gt;" in text
+    assert "<b>" not in text
+    assert json.loads(denied_json(REFUSED).text or "") == {"status": 403,
+                                                           "reason": REFUSED.reason}
+
+
+def test_the_state_is_computed_at_most_every_few_seconds() -> None:
+    clock, computed = Clock(100.0), []
+
+    def compute() -> dict[str, Any]:
+        computed.append(clock.now)
+        return {"n": len(computed)}
+
+    recent = Recent(compute, clock)
+    assert json.loads(recent.body()) == {"n": 1}
+    clock.now += FRESH_FOR / 2
+    assert json.loads(recent.body()) == {"n": 1}
+    clock.now += FRESH_FOR
+    assert json.loads(recent.body()) == {"n": 2}
+    assert computed == [100.0, 100.0 + 1.5 * FRESH_FOR]
+
+
+@pytest.mark.parametrize("name", ["index.html", "denied.html", *ASSETS])
+def test_the_page_ships_in_the_package(name: str) -> None:
+    text = asset(name)
+    assert text.strip()
+    if name.endswith(".html"):
+        # Nothing inline and nothing from elsewhere: the CSP allows only the origin.
+        assert "<script>" not in text
+        assert "style=" not in text
+        assert "http" not in text.replace("http-equiv", "")

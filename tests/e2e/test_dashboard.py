@@ -16,7 +16,7 @@ import asyncio
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from tests.kube import (
     prerequisite_missing,
     scrape,
     until,
+    url_reader,
 )
 from tests.paths import ROOT
 from webhook.sandbox.clients import service_account_token
@@ -75,27 +76,6 @@ def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         driver.quit()
 
 
-async def _viewer(api: client.ApiClient, namespace: str) -> str:
-    """A token of a ServiceAccount bound to airlock-dashboard-viewer, once the
-    apiserver's authorizer allows it (verdicts are kept a minute)."""
-    await client.CoreV1Api(api).create_namespaced_service_account(
-        namespace, body={"metadata": {"name": "viewer"}})
-    await client.RbacAuthorizationV1Api(api).create_cluster_role_binding(body={
-        "metadata": {"name": f"e2e-dashboard-viewer-{namespace}"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": VIEWER_ROLE},
-        "subjects": [{"kind": "ServiceAccount", "name": "viewer", "namespace": namespace}]})
-
-    async def allowed() -> bool:
-        review = await client.AuthorizationV1Api(api).create_subject_access_review(body={
-            "spec": {"user": f"system:serviceaccount:{namespace}:viewer",
-                     "nonResourceAttributes": {"path": "/dashboard", "verb": "get"}}})
-        return bool(review.status.allowed)
-
-    await until(allowed)
-    return await service_account_token(api, namespace, "viewer")
-
-
 async def _status(plane: ControlPlane, policies: Path) -> dict[str, Any]:
     shown = await asyncio.create_subprocess_exec(
         *airlock_command("status", "--kubeconfig", str(plane.admin_kubeconfig),
@@ -129,15 +109,23 @@ def _keep(shot: Path) -> None:
         print(f"dashboard screenshot kept: {shutil.copy(shot, Path(where) / shot.name)}")
 
 
+@pytest.fixture
+async def viewer(api: client.ApiClient, namespace: str) -> AsyncIterator[str]:
+    """A token of a ServiceAccount bound to airlock-dashboard-viewer."""
+    await client.CoreV1Api(api).create_namespaced_service_account(
+        namespace, body={"metadata": {"name": "viewer"}})
+    async with url_reader(api, namespace, "viewer", VIEWER_ROLE, "/dashboard"):
+        yield await service_account_token(api, namespace, "viewer")
+
+
 async def test_the_dashboard_shows_what_status_shows(
         api: client.ApiClient, namespace: str, controllers: Controllers, scrapers: Scrapers,
-        control_plane: ControlPlane, session_policies: Path, browser: Any,
+        viewer: str, control_plane: ControlPlane, session_policies: Path, browser: Any,
         tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     base = metrics_url(controllers.start())
-    page, state = f"{base}/dashboard", f"{base}/dashboard/state"
     # A training gang fills one NVLink domain, a scavenger pod sits in the other: the
     # next training gang of a whole domain waits, first in its queue.
     await create_gang(api, namespace, "run", 4, cls="training")
@@ -145,7 +133,7 @@ async def test_the_dashboard_shows_what_status_shows(
     await create_gang(api, namespace, "filler", 1, cls="scavenger")
     await until(lambda: all_bound(api, namespace, "filler", 1), within=60)
     await create_gang(api, namespace, "wait", 4, cls="training")
-    viewer = await _viewer(api, namespace)
+    page, state = f"{base}/dashboard", f"{base}/dashboard/state"
 
     # Without a token, or with one whose user may not get /dashboard: 403, no data.
     for token in (None, "not-a-token", scrapers.stranger, scrapers.reader):

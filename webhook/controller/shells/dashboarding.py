@@ -85,12 +85,12 @@ class Recent:
         return self._body
 
 
-def denied_page(verdict: Verdict) -> web.StreamResponse:
+def denied_page(verdict: Verdict) -> web.Response:
     page = asset("denied.html").replace("{reason}", html.escape(verdict.reason))
     return web.Response(status=403, text=page, content_type="text/html", headers=HEADERS)
 
 
-def denied_json(verdict: Verdict) -> web.StreamResponse:
+def denied_json(verdict: Verdict) -> web.Response:
     return web.Response(status=403, content_type="application/json", headers=HEADERS,
                         text=json.dumps({"status": 403, "reason": verdict.reason}))
 

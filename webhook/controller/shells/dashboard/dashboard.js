@@ -9,6 +9,14 @@ const LETTER = { training: "T", inference: "I", scavenger: "S" };
 const STROKES = ["#1d4ed8", "#9a3412", "#3f6212", "#6b21a8", "#111111", "#0e7490"];
 const DASHES = ["", "6 3", "2 3", "8 3 2 3", "1 2", "10 4"];
 
+// The tables' columns (the waiting gangs' depend on what the controller reports).
+const COLUMNS = {
+  queues: ["Queue", "Nominal", "Used", "Borrowed", "Weight", "Fair share (GPU-h)"],
+  running: ["Gang", "Queue", "Class", "Pods", "GPUs", "Domain", "Started", "Expected end"],
+  backfilled: ["Gang", "Queue", "Until", "Overran"],
+  capacity: ["Gang", "Mode", "Pods", "GPUs", "State", "Age (s)"],
+};
+
 const history = new Map();  // queue -> [[time, share]]
 let paused = false;
 
@@ -22,6 +30,11 @@ function el(tag, attrs = {}, ...children) {
 function cell(value, numeric = false) {
   const text = value === null || value === undefined ? "unknown" : String(value);
   return el("td", numeric ? { class: "num" } : {}, text);
+}
+
+function head(id, names) {
+  document.querySelector(`#${id} thead tr`).replaceChildren(
+    ...names.map(h => el("th", { scope: "col" }, h)));
 }
 
 function fill(id, rows, empty) {
@@ -82,8 +95,7 @@ function drawWaiting(waiting) {
   const extra = [["predictedStart", "Predicted start"], ["predictionBlocker", "Blocker"]]
     .filter(([key]) => waiting.some(w => key in w));
   const heads = ["Gang", "Queue", "Priority", "Pods", "GPUs", "Reason", ...extra.map(e => e[1]), "Why"];
-  document.querySelector("#waiting thead tr").replaceChildren(
-    ...heads.map(h => el("th", { scope: "col" }, h)));
+  head("waiting", heads);
   fill("waiting", waiting.map(w => el("tr", {}, el("th", { scope: "row" }, w.gang),
     cell(w.queue), cell(w.priority, true), cell(w.pods, true), cell(w.gpus, true),
     cell(w.reason), ...extra.map(([key]) => cell(w[key])), cell(w.why))), "(none)");
@@ -124,9 +136,9 @@ function drawMap(map) {
         title: gpuTitle(c, j), role: "img", "aria-label": gpuTitle(c, j),
       }, c.pod ? (LETTER[c.cls] || "?") : "")));
       const state = [n.ready ? "" : "not ready", n.cordoned ? "cordoned" : ""].filter(Boolean);
-      const head = el("th", { scope: "row", tabindex: "0" }, n.name);
-      if (n.reserved) head.append(" ", el("span", { class: "kept" }, "kept"));
-      return el("tr", n.reserved ? { class: "reserved" } : {}, head, gpus,
+      const rowHead = el("th", { scope: "row", tabindex: "0" }, n.name);
+      if (n.reserved) rowHead.append(" ", el("span", { class: "kept" }, "kept"));
+      return el("tr", n.reserved ? { class: "reserved" } : {}, rowHead, gpus,
         cell(`${n.free} of ${n.gpus}`), cell(held(n.cells)), cell(state.join(", ") || "ready"));
     });
     const table = el("table", { "aria-labelledby": `group-${i}` },
@@ -184,6 +196,7 @@ function start() {
     });
     return;
   }
+  for (const [id, names] of Object.entries(COLUMNS)) head(id, names);
   const pause = document.getElementById("pause");
   pause.addEventListener("click", () => {
     paused = !paused;

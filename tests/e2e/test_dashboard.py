@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from kubernetes_asyncio import client
+from prometheus_client import CollectorRegistry
 
-from tests.builders import CLIQUE
+from tests.builders import CLIQUE, NOW, blocks, gang, running, shipped_policy, tracked, unit
 from tests.commands import airlock_command
 from tests.kube import (
     Controllers,
@@ -38,8 +40,14 @@ from tests.kube import (
     url_reader,
 )
 from tests.paths import ROOT
+from webhook.controller.core.configuring import quotas_of
+from webhook.controller.core.health import Health
+from webhook.controller.core.mapping import cluster_map
+from webhook.controller.core.reporting import report
+from webhook.controller.shells.serving import app
 from webhook.sandbox.clients import service_account_token
 from webhook.sandbox.controlplane import ControlPlane
+from webhook.sandbox.launching import free_port
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -201,3 +209,59 @@ async def test_the_dashboard_shows_what_status_shows(
     shot = tmp_path / "dashboard.png"
     assert browser.save_screenshot(str(shot))
     _keep(shot)
+
+
+def _predicted_state() -> dict[str, Any]:
+    """A state as the controller computes it (a gang running, two waiting), its waiting
+    gangs carrying the predictions the controller may report: one known, one not."""
+    nodes = blocks(1, domains=2, nodes=2)
+    pods = [*running("train", ["b0d0-n0", "b0d0-n1"]), *gang("big", 3), *gang("next", 2)]
+    policy = shipped_policy()
+    cluster = tracked(nodes, pods)
+    found = report(policy, cluster, (), NOW, {}).as_json()
+    first, second = found["waiting"][:2]
+    first |= {"predictedStart": "2030-01-01T00:00:00Z", "predictionBlocker": "ml/train"}
+    second |= {"predictedStart": None, "predictionBlocker": None}
+    drawn = cluster_map(cluster, policy.topology_levels, (unit("big"), "b0d1"),
+                        quotas_of(policy, cluster.accelerators).queue_of)
+    return {"at": "2030-01-01T00:00:00Z", **found, "clusterMap": drawn.as_json()}
+
+
+async def test_the_page_shows_predictions_when_the_controller_reports_them(
+        browser: Any) -> None:
+    """No cluster: the controller's port as `serving.app` makes it, with no reviewer
+    (`--metrics-auth none`) and a state made by the same builders. The waiting table
+    grows its prediction columns ("unknown" for a null), and the page is keyboard
+    navigable: the skip link first, then to the map."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    state = _predicted_state()
+    runner = web.AppRunner(app(CollectorRegistry(), Health(), None, (lambda: state, None)))
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        await asyncio.to_thread(browser.get, f"http://127.0.0.1:{port}/dashboard")
+        await asyncio.to_thread(WebDriverWait(browser, 20).until, lambda d: len(
+            d.find_elements(By.CSS_SELECTOR, "#waiting tbody tr th")) >= 2)
+        heads = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "#waiting thead th")]
+        assert heads == ["Gang", "Queue", "Priority", "Pods", "GPUs", "Reason",
+                         "Predicted start", "Blocker", "Why"]
+        rows = _rows(browser, "waiting")
+        assert [(r[0], r[6], r[7]) for r in rows[:2]] == [
+            (state["waiting"][0]["gang"], "2030-01-01T00:00:00Z", "ml/train"),
+            (state["waiting"][1]["gang"], "unknown", "unknown")]
+        kept = browser.find_elements(By.CSS_SELECTOR, "tr.reserved th")
+        assert [k.text.split()[0] for k in kept] == ["b0d1-n0", "b0d1-n1"]
+        assert all(k.text.endswith("kept") for k in kept)
+        # The keyboard: the skip link comes first and takes focus to the map.
+        body = browser.find_element(By.TAG_NAME, "body")
+        body.send_keys(Keys.TAB)
+        focused = browser.switch_to.active_element
+        assert focused.text == "Skip to the cluster map"
+        focused.send_keys(Keys.ENTER)
+        assert browser.switch_to.active_element.get_attribute("id") == "map"
+    finally:
+        await runner.cleanup()

@@ -14,8 +14,8 @@ from tests.builders import Clock
 from webhook.controller.shells.dashboarding import (
     ASSETS,
     FRESH_FOR,
-    REST_PER_COMPUTE,
     HEADERS,
+    REST_PER_COMPUTE,
     Recent,
     asset,
     denied_json,
@@ -60,7 +60,7 @@ def test_the_state_is_computed_at_most_every_few_seconds() -> None:
 
 
 def test_a_state_slow_to_compute_is_served_longer() -> None:
-    """REST_PER_COMPUTE times as long as it took: the page takes a tenth of the controller at most."""
+    """REST_PER_COMPUTE times as long as it took: a tenth of the controller at most."""
     clock = Clock(0.0)
 
     def compute() -> dict[str, Any]:

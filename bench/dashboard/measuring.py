@@ -54,7 +54,7 @@ def measure(nodes: int, waiting: int, turns: int) -> None:
     times, sizes, encode = [], [], []
     for _ in range(turns):
         started = time.process_time()
-        state = state_of(policy, cache, rounds.accounts, policy.counted(), time.time())
+        state = state_of(policy, cache, rounds.accounts, policy.counted(), time.time())()
         computed = time.process_time()
         body = json.dumps(state, separators=(",", ":")).encode()
         times.append(time.process_time() - started)

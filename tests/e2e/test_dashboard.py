@@ -95,10 +95,19 @@ async def _status(plane: ControlPlane, policies: Path) -> dict[str, Any]:
     return found
 
 
-def _rows(driver: Any, table: str) -> list[list[str]]:
-    from selenium.webdriver.common.by import By
-    return [[c.text for c in row.find_elements(By.CSS_SELECTOR, "th, td")]
-            for row in driver.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr")]
+# The page redraws every few seconds: what a test reads of it is read in one script, which
+# no redraw can come in the middle of.
+CELLS = "[...r.querySelectorAll('th, td')].map(c => c.innerText.trim())"
+ROWS = f"""return [...document.querySelectorAll(arguments[0])].map(r => {CELLS})"""
+GROUPS = f"""return [...document.querySelectorAll('#groups section')].map(g => ({{
+  title: g.querySelector('h3').innerText,
+  rows: [...g.querySelectorAll('tbody tr')].map(r => {CELLS}),
+  training: [...g.querySelectorAll('span.gpu.training')].map(c => c.title)}}))"""
+
+
+def _rows(driver: Any, table: str, rows: str = "tbody tr") -> list[list[str]]:
+    found: list[list[str]] = driver.execute_script(ROWS, f"#{table} {rows}")
+    return found
 
 
 def _titled(title: str) -> Any:
@@ -159,7 +168,7 @@ async def test_the_dashboard_shows_what_status_shows(
     for token, title in ((scrapers.stranger, "Airlock: 403 Forbidden"), (viewer, "Airlock")):
         browser.find_element(By.ID, "token").send_keys(token)
         browser.find_element(By.CSS_SELECTOR, "#token-form button").click()
-        WebDriverWait(browser, 20).until(_titled(title))
+        WebDriverWait(browser, 60).until(_titled(title))
     assert 'may not get /dashboard' not in browser.page_source
 
     mine = f"{namespace}/"
@@ -167,18 +176,25 @@ async def test_the_dashboard_shows_what_status_shows(
     def waiting_on_page() -> list[list[str]]:
         return [r for r in _rows(browser, "waiting") if r[0].startswith(mine)]
 
+    # What each said last: (waiting gangs, queues).
+    seen: dict[str, tuple[set[tuple[str, ...]], set[tuple[str, ...]]]] = {}
+
     async def agree() -> bool:
         """The page's waiting gangs and queues are those of `airlock status`."""
         shown = await _status(control_plane, session_policies)
-        on_page = {(r[0], r[1], r[5]) for r in waiting_on_page()}
-        told = {(w["gang"], w["queue"], w["reason"]) for w in shown["waiting"]
-                if w["gang"].startswith(mine)}
-        queues = {tuple(r[:5]) for r in _rows(browser, "queues")}
-        listed = {(q["name"], *(f"{q[k]:g}" for k in ("nominal", "used", "borrowed",
-                                                      "weight"))) for q in shown["queues"]}
-        return bool(told) and on_page == told and queues == listed
+        seen["page"] = ({(r[0], r[1], r[5]) for r in waiting_on_page()},
+                        {tuple(r[:5]) for r in _rows(browser, "queues")})
+        seen["status"] = ({(w["gang"], w["queue"], w["reason"]) for w in shown["waiting"]
+                           if w["gang"].startswith(mine)},
+                          {(q["name"], *(f"{q[k]:g}" for k in ("nominal", "used", "borrowed",
+                                                               "weight")))
+                           for q in shown["queues"]})
+        return bool(seen["status"][0]) and seen["page"] == seen["status"]
 
-    await until(agree, within=60)
+    try:
+        await until(agree, within=90)
+    except AssertionError:
+        raise AssertionError(f"the page and `airlock status` disagree: {seen}") from None
     (waiting,) = waiting_on_page()
     assert waiting[0] == f"{namespace}/wait"
 
@@ -189,16 +205,12 @@ async def test_the_dashboard_shows_what_status_shows(
     (clique,) = {labels[n][CLIQUE] for n in cliques}
     (running,) = [r for r in _rows(browser, "running") if r[0] == f"{namespace}/run"]
     assert (running[2], running[5]) == ("training", f"nvlink {clique}")
-    groups = browser.find_elements(By.CSS_SELECTOR, "#groups section")
-    (group,) = [g for g in groups if f"nvlink {clique}:" in
-                g.find_element(By.TAG_NAME, "h3").text]
-    held = {r[0]: r[3] for r in (
-        [c.text for c in row.find_elements(By.CSS_SELECTOR, "th, td")]
-        for row in group.find_elements(By.CSS_SELECTOR, "tbody tr"))}
+    (group,) = [g for g in browser.execute_script(GROUPS)
+                if f"nvlink {clique}:" in g["title"]]
+    held = {r[0]: r[3] for r in group["rows"]}
     assert {held[n] for n in cliques} == {f"{namespace}/run (training): 8 GPUs"}
-    cells = group.find_elements(By.CSS_SELECTOR, "span.gpu.training")
-    assert len(cells) >= 32
-    assert cells[0].get_attribute("title").endswith(f"{namespace}/run, training")
+    assert len(group["training"]) >= 32
+    assert group["training"][0].endswith(f"{namespace}/run, training")
 
     # The whole page, no more: the window as tall as what it shows.
     bottom = browser.execute_script(
@@ -238,7 +250,7 @@ async def test_the_page_shows_predictions_when_the_controller_reports_them(
     from selenium.webdriver.support.ui import WebDriverWait
 
     state = _predicted_state()
-    runner = web.AppRunner(app(CollectorRegistry(), Health(), None, (lambda: state, None)))
+    runner = web.AppRunner(app(CollectorRegistry(), Health(), None, (lambda: lambda: state, None)))
     await runner.setup()
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
@@ -246,16 +258,15 @@ async def test_the_page_shows_predictions_when_the_controller_reports_them(
         await asyncio.to_thread(browser.get, f"http://127.0.0.1:{port}/dashboard")
         await asyncio.to_thread(WebDriverWait(browser, 20).until, lambda d: len(
             d.find_elements(By.CSS_SELECTOR, "#waiting tbody tr th")) >= 2)
-        heads = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "#waiting thead th")]
+        (heads,) = _rows(browser, "waiting", "thead tr")
         assert heads == ["Gang", "Queue", "Priority", "Pods", "GPUs", "Reason",
                          "Predicted start", "Blocker", "Why"]
         rows = _rows(browser, "waiting")
         assert [(r[0], r[6], r[7]) for r in rows[:2]] == [
             (state["waiting"][0]["gang"], "2030-01-01T00:00:00Z", "ml/train"),
             (state["waiting"][1]["gang"], "unknown", "unknown")]
-        kept = browser.find_elements(By.CSS_SELECTOR, "tr.reserved th")
-        assert [k.text.split()[0] for k in kept] == ["b0d1-n0", "b0d1-n1"]
-        assert all(k.text.endswith("kept") for k in kept)
+        kept = [r[0] for r in _rows(browser, "groups", "tr.reserved")]
+        assert kept == ["b0d1-n0 kept", "b0d1-n1 kept"]
         # The keyboard: the skip link comes first and takes focus to the map.
         body = browser.find_element(By.TAG_NAME, "body")
         body.send_keys(Keys.TAB)

@@ -4,7 +4,9 @@ whoever polls."""
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -43,36 +45,38 @@ def test_the_page_escapes_the_reason() -> None:
                                                            "reason": REFUSED.reason}
 
 
-def test_the_state_is_computed_at_most_every_few_seconds() -> None:
+async def test_the_state_is_computed_at_most_every_few_seconds() -> None:
     clock, computed = Clock(100.0), []
 
-    def compute() -> dict[str, Any]:
+    def take() -> Callable[[], dict[str, Any]]:
         computed.append(clock.now)
-        return {"n": len(computed)}
+        return functools.partial(dict, n=len(computed))
 
-    recent = Recent(compute, clock)
-    assert json.loads(recent.body()) == {"n": 1}
+    recent = Recent(take, clock)
+    assert json.loads(await recent.body()) == {"n": 1}
     clock.now += FRESH_FOR / 2
-    assert json.loads(recent.body()) == {"n": 1}
+    assert json.loads(await recent.body()) == {"n": 1}
     clock.now += FRESH_FOR
-    assert json.loads(recent.body()) == {"n": 2}
+    assert json.loads(await recent.body()) == {"n": 2}
     assert computed == [100.0, 100.0 + 1.5 * FRESH_FOR]
 
 
-def test_a_state_slow_to_compute_is_served_longer() -> None:
+async def test_a_state_slow_to_compute_is_served_longer() -> None:
     """REST_PER_COMPUTE times as long as it took: a tenth of the controller at most."""
     clock = Clock(0.0)
 
-    def compute() -> dict[str, Any]:
-        clock.now += 1.0  # a large cluster: a second to compute
-        return {"at": clock.now}
+    def take() -> Callable[[], dict[str, Any]]:
+        def compute() -> dict[str, Any]:
+            clock.now += 1.0  # a large cluster: a second to compute
+            return {"at": clock.now}
+        return compute
 
-    recent = Recent(compute, clock)
-    assert json.loads(recent.body()) == {"at": 1.0}
+    recent = Recent(take, clock)
+    assert json.loads(await recent.body()) == {"at": 1.0}
     clock.now += REST_PER_COMPUTE - 1.0
-    assert json.loads(recent.body()) == {"at": 1.0}
+    assert json.loads(await recent.body()) == {"at": 1.0}
     clock.now += 1.0
-    assert json.loads(recent.body()) == {"at": REST_PER_COMPUTE + 2.0}
+    assert json.loads(await recent.body()) == {"at": REST_PER_COMPUTE + 2.0}
 
 
 @pytest.mark.parametrize("name", ["index.html", "denied.html", *ASSETS])

@@ -8,10 +8,12 @@ Every refusal is a 403 (the page says why): a browser answers no Bearer challeng
 The JSON is what `airlock status -o json` says (`reporting.report`, over a copy of the
 controller's live cache: a report's dry run must not consume what the cache tells the
 controller's own accounts), plus the cluster map (`mapping.cluster_map`). It is computed
-at most every few seconds, whoever polls."""
+in a thread, at most every few seconds, whoever polls."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import html
 import json
 import time
@@ -24,7 +26,11 @@ from aiohttp import web
 from webhook.accelerators import Accelerators
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.configuring import quotas_of
+from webhook.controller.core.growth.asking import Asking
+from webhook.controller.core.identities import UnitId
 from webhook.controller.core.mapping import cluster_map, timestamp
+from webhook.controller.core.nodes import NodeInfo
+from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.accounting import Accounts
 from webhook.controller.core.reporting import report
 from webhook.controller.shells.cache import Cache
@@ -53,7 +59,9 @@ HEADERS = {
 }
 ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
 
-State = Callable[[], dict[str, Any]]
+# Takes what a state is computed from (in the event loop, cheap: copies of the cache's
+# lists), and returns the computation, run in a thread so the watches and rounds go on.
+State = Callable[[], Callable[[], dict[str, Any]]]
 
 
 def asset(name: str) -> str:
@@ -61,34 +69,51 @@ def asset(name: str) -> str:
 
 
 def state_of(policy: Policy, cache: Cache, accounts: Accounts, accelerators: Accelerators,
-             now: float) -> dict[str, Any]:
+             now: float) -> Callable[[], dict[str, Any]]:
     """What `airlock status -o json` says of the cluster the cache holds (without recent
-    preemptions: the controller watches no events), and the cluster map."""
-    cluster = Tracked.of(cache.nodes.values(), cache.pods.values(), accelerators)
-    found = report(policy, cluster, (), now, accounts.memory(), cache.placeholders.values(),
-                   cache.requests.values())
+    preemptions: the controller watches no events), and the cluster map: computed from
+    copies of what the cache and the accounts hold now, which nothing changes after."""
+    return functools.partial(
+        _state, policy, list(cache.nodes.values()), list(cache.pods.values()), accelerators,
+        accounts.memory(), accounts.reservation, list(cache.placeholders.values()),
+        list(cache.requests.values()), now)
+
+
+def _state(policy: Policy, nodes: list[NodeInfo], pods: list[PodInfo],
+           accelerators: Accelerators, memory: dict[str, str],
+           reservation: tuple[UnitId, str] | None, placeholders: list[Asking],
+           requests: list[Asking], now: float) -> dict[str, Any]:
+    cluster = Tracked.of(nodes, pods, accelerators)
+    found = report(policy, cluster, (), now, memory, placeholders, requests)
     queues = quotas_of(policy, cluster.accelerators)
-    drawn = cluster_map(cluster, policy.topology_levels, accounts.reservation,
-                        queues.queue_of)
+    drawn = cluster_map(cluster, policy.topology_levels, reservation, queues.queue_of)
     return {"at": timestamp(now), **found.as_json(), "clusterMap": drawn.as_json()}
 
 
 class Recent:
     """The last state computed, served again while it is fresh."""
 
-    def __init__(self, compute: State, clock: Callable[[], float] = time.monotonic) -> None:
-        self.compute, self.clock = compute, clock
+    def __init__(self, take: State, clock: Callable[[], float] = time.monotonic) -> None:
+        self.take, self.clock = take, clock
         self._body: bytes = b""
         self._at = float("-inf")
         self._fresh_for = FRESH_FOR
+        # Polls that come while a state is computed wait for it.
+        self._computing = asyncio.Lock()
 
-    def body(self) -> bytes:
-        if self.clock() - self._at >= self._fresh_for:
-            began = self.clock()
-            self._body = json.dumps(self.compute(), separators=(",", ":")).encode()
-            self._at = self.clock()
-            self._fresh_for = max(FRESH_FOR, REST_PER_COMPUTE * (self._at - began))
+    async def body(self) -> bytes:
+        async with self._computing:
+            if self.clock() - self._at >= self._fresh_for:
+                began = self.clock()
+                compute = self.take()
+                self._body = await asyncio.to_thread(_encoded, compute)
+                self._at = self.clock()
+                self._fresh_for = max(FRESH_FOR, REST_PER_COMPUTE * (self._at - began))
         return self._body
+
+
+def _encoded(compute: Callable[[], dict[str, Any]]) -> bytes:
+    return json.dumps(compute(), separators=(",", ":")).encode()
 
 
 def denied_page(verdict: Verdict) -> web.Response:
@@ -110,7 +135,7 @@ def add_dashboard(served: web.Application, state: State, reviewer: Reviewer | No
                             headers=HEADERS)
 
     async def polled(_: web.BaseRequest) -> web.Response:
-        return web.Response(body=recent.body(), content_type="application/json",
+        return web.Response(body=await recent.body(), content_type="application/json",
                             headers=HEADERS)
 
     def static(name: str, kind: str) -> Callable[[web.BaseRequest], Any]:

@@ -11,6 +11,7 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, assert_never
 
@@ -201,8 +202,8 @@ class Controller:
         assert policy is not None  # the controller does not start without one
         return policy
 
-    def dashboard_state(self) -> dict[str, Any]:
-        """What the dashboard shows now (`dashboarding`)."""
+    def dashboard_state(self) -> Callable[[], dict[str, Any]]:
+        """What the dashboard shows now, to compute (`dashboarding`)."""
         return state_of(self._policy(), self.cache, self.accounts, self.accelerators(),
                         time.time())
 

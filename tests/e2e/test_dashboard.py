@@ -54,6 +54,10 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--window-size=1400,2600")
 VIEWER_ROLE = "airlock-dashboard-viewer"
+# A waiting gang's keys in `airlock status -o json`, and the page's columns for them
+# (predictions only once the controller makes them).
+WAITING = (("gang", "Gang"), ("queue", "Queue"), ("reason", "Reason"),
+           ("predictedStart", "Predicted start"), ("predictionBlocker", "Blocker"))
 
 
 @pytest.fixture
@@ -173,30 +177,36 @@ async def test_the_dashboard_shows_what_status_shows(
 
     mine = f"{namespace}/"
 
-    def waiting_on_page() -> list[list[str]]:
-        return [r for r in _rows(browser, "waiting") if r[0].startswith(mine)]
+    def waiting_on_page() -> list[dict[str, str]]:
+        (heads,) = _rows(browser, "waiting", "thead tr")
+        return [dict(zip(heads, r, strict=True)) for r in _rows(browser, "waiting")
+                if r[0].startswith(mine)]
 
     # What each said last: (waiting gangs, queues).
     seen: dict[str, tuple[set[tuple[str, ...]], set[tuple[str, ...]]]] = {}
 
     async def agree() -> bool:
-        """The page's waiting gangs and queues are those of `airlock status`."""
+        """The page's waiting gangs (their reasons, and predictions when the controller
+        makes them) and queues are those of `airlock status`."""
         shown = await _status(control_plane, session_policies)
-        seen["page"] = ({(r[0], r[1], r[5]) for r in waiting_on_page()},
+        told = [w for w in shown["waiting"] if w["gang"].startswith(mine)]
+        columns = [(key, head) for key, head in WAITING if any(key in w for w in told)]
+        seen["page"] = ({tuple(r.get(head, "") for _, head in columns)
+                         for r in waiting_on_page()},
                         {tuple(r[:5]) for r in _rows(browser, "queues")})
-        seen["status"] = ({(w["gang"], w["queue"], w["reason"]) for w in shown["waiting"]
-                           if w["gang"].startswith(mine)},
+        seen["status"] = ({tuple("unknown" if w.get(key) is None else str(w[key])
+                                 for key, _ in columns) for w in told},
                           {(q["name"], *(f"{q[k]:g}" for k in ("nominal", "used", "borrowed",
                                                                "weight")))
                            for q in shown["queues"]})
-        return bool(seen["status"][0]) and seen["page"] == seen["status"]
+        return bool(told) and seen["page"] == seen["status"]
 
     try:
         await until(agree, within=90)
     except AssertionError:
         raise AssertionError(f"the page and `airlock status` disagree: {seen}") from None
     (waiting,) = waiting_on_page()
-    assert waiting[0] == f"{namespace}/wait"
+    assert waiting["Gang"] == f"{namespace}/wait"
 
     # The running gang, in its NVLink domain: in the running table and on the map.
     cliques = {p["spec"]["nodeName"] for p in await pods_of(api, namespace, "run")}

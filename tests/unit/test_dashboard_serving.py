@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
 
 from tests.builders import Clock
 from webhook.controller.shells.dashboarding import (
@@ -19,6 +20,7 @@ from webhook.controller.shells.dashboarding import (
     HEADERS,
     REST_PER_COMPUTE,
     Recent,
+    add_dashboard,
     asset,
     denied_json,
     denied_page,
@@ -88,3 +90,19 @@ def test_the_page_ships_in_the_package(name: str) -> None:
         assert "<script>" not in text
         assert "style=" not in text
         assert "http" not in text.replace("http-equiv", "")
+
+
+async def test_a_state_that_fails_is_a_503_the_page_shows() -> None:
+    def take() -> Callable[[], dict[str, Any]]:
+        def compute() -> dict[str, Any]:
+            raise KeyError("ml/train-0")
+        return compute
+
+    served = web.Application()
+    add_dashboard(served, take, None)
+    request = make_mocked_request("GET", "/dashboard/state", app=served)
+    handler = (await served.router.resolve(request)).handler
+    response = await handler(request)
+    assert isinstance(response, web.Response)
+    assert (response.status, json.loads(response.text or "")) == (
+        503, {"status": 503, "reason": "KeyError: 'ml/train-0'"})

@@ -16,6 +16,7 @@ import asyncio
 import functools
 import html
 import json
+import logging
 import time
 from collections.abc import Callable
 from importlib import resources
@@ -38,6 +39,8 @@ from webhook.metricsauth.guarding import guarded
 from webhook.metricsauth.reviewing import Reviewer
 from webhook.metricsauth.verdicts import Verdict
 from webhook.policy.model import Policy
+
+log = logging.getLogger("airlock.controller")
 
 PATH = "/dashboard"
 # Where the page's form keeps the token it was given (the browser's session only).
@@ -135,8 +138,14 @@ def add_dashboard(served: web.Application, state: State, reviewer: Reviewer | No
                             headers=HEADERS)
 
     async def polled(_: web.BaseRequest) -> web.Response:
-        return web.Response(body=await recent.body(), content_type="application/json",
-                            headers=HEADERS)
+        try:
+            body = await recent.body()
+        except Exception as e:  # the page says so and polls again; the controller goes on
+            log.exception("dashboard state failed")
+            return web.Response(status=503, content_type="application/json", headers=HEADERS,
+                                text=json.dumps({"status": 503, "reason": f"{type(e).__name__}: "
+                                                 f"{str(e)[:200]}"}))
+        return web.Response(body=body, content_type="application/json", headers=HEADERS)
 
     def static(name: str, kind: str) -> Callable[[web.BaseRequest], Any]:
         async def handler(_: web.BaseRequest) -> web.Response:

@@ -99,6 +99,8 @@ GROUPINGS = [
     ("host never groups", {"host": "kubernetes.io/hostname"}, ()),
     ("fewest domains first", {"nvlink": CLIQUE, "block": BLOCK}, ("block", "nvlink")),
     ("ties by name", {"zeta": BLOCK, "alpha": BLOCK}, ("alpha", "zeta")),
+    ("a level no node has groups nothing", {"nvlink": CLIQUE, "rack": "example.com/rack"},
+     ("nvlink",)),
 ]
 
 

@@ -104,12 +104,14 @@ def timestamp(at: float) -> str:
 
 def grouping(levels: Mapping[str, str], labels: Iterable[Mapping[str, str]]
              ) -> tuple[tuple[str, str], ...]:
-    """The (level, node label) pairs nodes are grouped by: every level but the host,
-    the one with the fewest domains first (a block holds NVLink domains), ties by name."""
+    """The (level, node label) pairs nodes are grouped by: every level some node has but
+    the host, the one with the fewest domains first (a block holds NVLink domains), ties
+    by name."""
     seen = list(labels)
-    kept = [(name, label) for name, label in levels.items() if label != HOST_LABEL]
-    return tuple(sorted(kept, key=lambda nl: (
-        len({node.get(nl[1]) for node in seen if nl[1] in node}), nl[0])))
+    domains = {name: {node[label] for node in seen if label in node}
+               for name, label in levels.items() if label != HOST_LABEL}
+    return tuple(sorted(((name, levels[name]) for name, found in domains.items() if found),
+                        key=lambda nl: (len(domains[nl[0]]), nl[0])))
 
 
 def _held(pod: PodInfo) -> tuple[str | None, str | None]:

@@ -140,6 +140,34 @@ class Scrapers:
     stranger: str
 
 
+@contextlib.asynccontextmanager
+async def url_reader(api: client.ApiClient, namespace: str, account: str, role: str,
+                     path: str) -> AsyncIterator[None]:
+    """The ServiceAccount `account` of `namespace` bound to the ClusterRole `role` (which
+    grants `get` on the non-resource URL `path`) once the apiserver allows it: verdicts
+    are reviewed and kept a minute, so a first request must not meet the binding before
+    the apiserver's authorizer does. The binding is removed after."""
+    rbac = client.RbacAuthorizationV1Api(api)
+    binding = f"e2e-{role}-{namespace}-{account}"
+    await rbac.create_cluster_role_binding(body={
+        "metadata": {"name": binding},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
+
+    async def allowed() -> bool:
+        review = await client.AuthorizationV1Api(api).create_subject_access_review(body={
+            "spec": {"user": f"system:serviceaccount:{namespace}:{account}",
+                     "nonResourceAttributes": {"path": path, "verb": "get"}}})
+        return bool(review.status.allowed)
+
+    try:
+        await until(allowed)
+        yield
+    finally:
+        await rbac.delete_cluster_role_binding(binding)
+
+
 def progress(line: str) -> None:
     """A build's or an operator's progress, shown as it comes (with `pytest -s`)."""
     print(line, flush=True)

@@ -11,6 +11,7 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, assert_never
 
@@ -42,6 +43,7 @@ from webhook.controller.core.records import Seal
 from webhook.controller.core.rounds import Rounds
 from webhook.controller.shells.applying import WRITES_IN_FLIGHT, Applier
 from webhook.controller.shells.cache import Cache
+from webhook.controller.shells.dashboarding import state_of
 from webhook.controller.shells.leading import (
     LEASE_SECONDS,
     RENEW_DEADLINE_SECONDS,
@@ -200,6 +202,11 @@ class Controller:
         assert policy is not None  # the controller does not start without one
         return policy
 
+    def dashboard_state(self) -> Callable[[], dict[str, Any]]:
+        """What the dashboard shows now, to compute (`dashboarding`)."""
+        return state_of(self._policy(), self.cache, self.accounts, self.accelerators(),
+                        time.time())
+
     async def sample(self) -> None:
         """Fair share, queue metrics and short gangs move with time, gated pods or not;
         they are kept in the cluster for the next leader."""
@@ -287,7 +294,8 @@ async def _main(args: argparse.Namespace, policies: PolicyStore) -> int:
     controller = Controller(api, options, args.identity, policies, seal,
                             pause=args.patch_pause, fence=fence, namespace=args.namespace)
     reloading = asyncio.create_task(policies.watch(POLICY_RELOAD_INTERVAL))
-    runner = await serve(args, controller.metrics.registry, controller.health, api)
+    runner = await serve(args, controller.metrics.registry, controller.health, api,
+                         controller.dashboard_state)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

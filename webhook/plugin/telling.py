@@ -34,8 +34,8 @@ TO_START: Final[Mapping[str, str]] = {
     "NoRoom": "GPUs freeing on nodes it may use (running work ending), or more nodes",
     "NoDomainFits": "one topology domain with room for all of it: work there ending, more "
                     "nodes, or a looser topology (preferred-topology)",
-    "NeverFits": "a change to the gang: it is larger than any domain or set of nodes it may "
-                 "use, even empty; make it smaller or loosen its topology",
+    "NeverFits": "more nodes than the cluster has (the message says what it needs), or a "
+                 "smaller gang or a looser topology",
     "OverQuota": "its queue's use falling (its running gangs ending), or a larger nominal "
                  "quota or borrowing limit",
     "AwaitingVictims": "the gangs it preempted being gone; the room is held for it",

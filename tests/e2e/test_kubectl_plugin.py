@@ -15,13 +15,11 @@ from pathlib import Path
 
 import pytest
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import pod
 from tests.kube import create_gang, until
-from webhook.keys import SYSTEM_NAMESPACE
-from webhook.plugin.reaching import POLICY_CONFIGMAP
-from webhook.policy.loading import policy_files
+from webhook.keys import POLICY_CONFIGMAP, SYSTEM_NAMESPACE
+from webhook.sandbox import wiring
 from webhook.sandbox.binaries import Binaries
 from webhook.sandbox.controlplane import ControlPlane
 
@@ -58,18 +56,12 @@ def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
 @pytest.fixture
 async def cluster_policy(api: client.ApiClient, session_policies: Path
                          ) -> AsyncIterator[None]:
-    """The policy in the ConfigMap deploy/ makes of policies/, as on a real install."""
-    core = client.CoreV1Api(api)
-    body = {"metadata": {"name": POLICY_CONFIGMAP},
-            "data": {f.name: f.read_text() for f in policy_files(session_policies)}}
-    try:
-        await core.create_namespaced_config_map(SYSTEM_NAMESPACE, body=body)
-    except ApiException as e:
-        if e.status != 409:
-            raise
-        await core.replace_namespaced_config_map(POLICY_CONFIGMAP, SYSTEM_NAMESPACE, body=body)
+    """The policy in the ConfigMap deploy/ makes of policies/, as on a real install (and
+    as `airlock sandbox up` makes it)."""
+    await wiring.publish_policy(api, session_policies)
     yield
-    await core.delete_namespaced_config_map(POLICY_CONFIGMAP, SYSTEM_NAMESPACE)
+    await client.CoreV1Api(api).delete_namespaced_config_map(POLICY_CONFIGMAP,
+                                                             SYSTEM_NAMESPACE)
 
 
 async def _gated(api: client.ApiClient, namespace: str, count: int) -> bool:
@@ -165,8 +157,8 @@ async def test_why_says_which_pods_airlock_does_not_govern_and_why(
     assert f"pod {namespace}/nobody not found" in one_line_error(missing)
 
 
-@pytest.mark.usefixtures("airlock", "cluster_policy")
-def test_an_unreachable_apiserver_or_a_user_without_rights_get_one_line(
+@pytest.mark.usefixtures("airlock")
+def test_an_unreachable_apiserver_a_user_without_rights_or_no_airlock_get_one_line(
         control_plane: ControlPlane, tmp_path: Path) -> None:
     nowhere = tmp_path / "nowhere.kubeconfig"
     nowhere.write_text(control_plane.admin_kubeconfig.read_text().replace(
@@ -180,4 +172,8 @@ def test_an_unreachable_apiserver_or_a_user_without_rights_get_one_line(
     error = one_line_error(plugin("status", kubeconfig=stranger))
     assert error.startswith("kubectl airlock: forbidden: "), error
     assert "stranger" in error
+
+    # A cluster without Airlock's policy ConfigMap: Airlock is not installed there.
+    error = one_line_error(plugin("queues", kubeconfig=control_plane.admin_kubeconfig))
+    assert f"no ConfigMap {SYSTEM_NAMESPACE}/{POLICY_CONFIGMAP} (is Airlock installed?" in error
 

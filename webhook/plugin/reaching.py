@@ -21,14 +21,11 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 
 from webhook import kubeclient
-from webhook.keys import SYSTEM_NAMESPACE
+from webhook.keys import POLICY_CONFIGMAP, SYSTEM_NAMESPACE
 from webhook.kuberaw import json_of
 from webhook.policy.loading import load_policy
 from webhook.policy.model import Policy
 from webhook.policy.sources import PolicyError
-
-# Built by deploy/ (policies/kustomization.yaml) and by the Helm chart alike.
-POLICY_CONFIGMAP = "airlock-policies"
 
 
 class Failure(Exception):

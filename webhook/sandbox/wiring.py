@@ -15,7 +15,13 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.keys import PLACEHOLDER_PRIORITY, PLACEHOLDER_PRIORITY_CLASS, SYSTEM_NAMESPACE
+from webhook.keys import (
+    PLACEHOLDER_PRIORITY,
+    PLACEHOLDER_PRIORITY_CLASS,
+    POLICY_CONFIGMAP,
+    SYSTEM_NAMESPACE,
+)
+from webhook.policy.loading import policy_files
 from webhook.policy.model import Policy
 from webhook.sandbox.pki import write_kubeconfig
 
@@ -103,6 +109,21 @@ async def apply_priority_classes(api: client.ApiClient,
 
 async def create_priority_classes(api: client.ApiClient, policy: Policy) -> None:
     await apply_priority_classes(api, priority_classes(policy))
+
+
+async def publish_policy(api: client.ApiClient, policies: Path) -> None:
+    """The policy files the sandbox runs in the ConfigMap an installed Airlock mounts
+    them from (made, or replaced), so `kubectl airlock` reads them as on any cluster."""
+    await create_namespace(api, SYSTEM_NAMESPACE)
+    core = client.CoreV1Api(api)
+    body = {"metadata": {"name": POLICY_CONFIGMAP},
+            "data": {f.name: f.read_text() for f in policy_files(policies)}}
+    try:
+        await core.create_namespaced_config_map(SYSTEM_NAMESPACE, body=body)
+    except ApiException as e:
+        if e.status != 409:
+            raise
+        await core.replace_namespaced_config_map(POLICY_CONFIGMAP, SYSTEM_NAMESPACE, body=body)
 
 
 async def create_namespace(api: client.ApiClient, name: str,

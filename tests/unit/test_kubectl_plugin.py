@@ -4,15 +4,19 @@ table, and the one line an error becomes."""
 
 from __future__ import annotations
 
+import re
+import tomllib
 from pathlib import Path
 from typing import Any, get_args
 
 import aiohttp
 import pytest
+import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import pod
+from tests.paths import ROOT
 from webhook.controller.core.reasons import WAIT_REASONS
 from webhook.controller.core.reporting import LineReason
 from webhook.operators.jobset.keys import JOBSET_LABEL, REPLICATED_JOB_LABEL
@@ -265,3 +269,19 @@ def test_a_bad_cluster_policy_names_the_configmap() -> None:
     assert str(raised.value).startswith(
         "the policy in ConfigMap airlock-system/airlock-policies is not valid: "
         "ConfigMap airlock-system/airlock-policies: 00-scope.yaml")
+
+
+# --- installation ---------------------------------------------------------------------------
+
+def test_the_package_installs_the_plugin_and_the_krew_manifest_names_its_version() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["scripts"]["kubectl-airlock"] == "webhook.plugin.commands:main"
+    manifest = yaml.safe_load((ROOT / "deploy" / "krew" / "airlock.yaml").read_text())
+    assert manifest["apiVersion"] == "krew.googlecontainertools.github.com/v1alpha2"
+    assert (manifest["kind"], manifest["metadata"]["name"]) == ("Plugin", "airlock")
+    version = f"v{project['version']}"
+    assert manifest["spec"]["version"] == version
+    for platform in manifest["spec"]["platforms"]:
+        assert f"/{version}/kubectl-airlock_{version}_" in platform["uri"]
+        assert platform["bin"] == "kubectl-airlock"
+        assert re.fullmatch("[0-9a-f]{64}", platform["sha256"])

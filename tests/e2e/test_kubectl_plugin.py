@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 
 from tests.builders import pod
-from tests.kube import create_gang, until
+from tests.commands import run_airlock
+from tests.kube import create_gang, documents, until
+from tests.paths import ROOT, WORKLOAD_EXAMPLES
 from webhook.keys import POLICY_CONFIGMAP, SYSTEM_NAMESPACE
 from webhook.sandbox import wiring
 from webhook.sandbox.binaries import Binaries
@@ -112,6 +116,19 @@ async def test_status_queues_and_why_of_a_gang_that_never_fits(
     helped = through_kubectl(binaries, "airlock", "--help")
     assert helped.stdout.startswith("usage: kubectl airlock"), helped.stderr
 
+
+@pytest.mark.usefixtures("airlock", "cluster_policy")
+def test_explain_runs_under_the_clusters_policy(control_plane: ControlPlane,
+                                                 session_policies: Path) -> None:
+    example = str(WORKLOAD_EXAMPLES / "pytorchjob.yaml")
+    told = plugin("explain", "-f", example, "-o", "json",
+                  kubeconfig=control_plane.admin_kubeconfig)
+    assert told.returncode == 0, told.stderr
+    local = run_airlock("explain", "-f", example, "--policies", str(session_policies),
+                        "-o", "json")
+    assert told.stdout == local.stdout
+    assert told.stdout
+
 @pytest.mark.usefixtures("airlock", "cluster_policy")
 async def test_why_of_a_deployment_finds_its_pods_through_its_replicaset(
         api: client.ApiClient, namespace: str, control_plane: ControlPlane) -> None:
@@ -176,4 +193,49 @@ def test_an_unreachable_apiserver_a_user_without_rights_or_no_airlock_get_one_li
     # A cluster without Airlock's policy ConfigMap: Airlock is not installed there.
     error = one_line_error(plugin("queues", kubeconfig=control_plane.admin_kubeconfig))
     assert f"no ConfigMap {SYSTEM_NAMESPACE}/{POLICY_CONFIGMAP} (is Airlock installed?" in error
+
+
+def _viewer_rbac() -> list[dict[str, Any]]:
+    """The ClusterRole and Role docs/kubectl-plugin.md gives the plugin's readers."""
+    page = (ROOT / "docs" / "kubectl-plugin.md").read_text()
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", page, re.DOTALL)
+                if "name: airlock-viewer" in b]
+    return documents(block)
+
+
+@pytest.mark.usefixtures("airlock", "cluster_policy")
+async def test_the_rights_the_docs_grant_are_enough(
+        api: client.ApiClient, namespace: str, control_plane: ControlPlane) -> None:
+    rbac = client.RbacAuthorizationV1Api(api)
+    subject = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "viewer"}]
+    for doc in _viewer_rbac():
+        ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": doc["kind"],
+               "name": doc["metadata"]["name"]}
+        binding = {"metadata": dict(doc["metadata"]), "roleRef": ref, "subjects": subject}
+        if doc["kind"] == "ClusterRole":
+            await rbac.create_cluster_role(body=doc)
+            await rbac.create_cluster_role_binding(body=binding)
+        else:
+            await rbac.create_namespaced_role(SYSTEM_NAMESPACE, body=doc)
+            await rbac.create_namespaced_role_binding(SYSTEM_NAMESPACE, body=binding)
+    try:
+        await create_gang(api, namespace, "seen", TOO_BIG)
+        await until(lambda: _gated(api, namespace, TOO_BIG), within=30)
+        viewer = control_plane.kubeconfig_for("viewer")
+
+        async def reads() -> bool:
+            # Back once the apiserver's authorizer has the new objects.
+            return plugin("queues", kubeconfig=viewer).returncode == 0
+
+        await until(reads, within=30)
+        for command in (("status",), ("why", "seen-0", "-n", namespace)):
+            done = plugin(*command, kubeconfig=viewer)
+            assert done.returncode == 0, done.stderr
+            assert done.stderr == ""
+        assert "Reason:   NeverFits" in done.stdout
+    finally:
+        await rbac.delete_cluster_role_binding("airlock-viewer")
+        await rbac.delete_cluster_role("airlock-viewer")
+        await rbac.delete_namespaced_role_binding("airlock-viewer", SYSTEM_NAMESPACE)
+        await rbac.delete_namespaced_role("airlock-viewer", SYSTEM_NAMESPACE)
 

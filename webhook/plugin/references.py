@@ -18,8 +18,6 @@ from webhook.pods import PodView
 # The short names kubectl knows for the kinds that have one.
 _SHORT = {"po": "Pod", "deploy": "Deployment", "rs": "ReplicaSet", "sts": "StatefulSet",
           "ds": "DaemonSet", "cj": "CronJob", "lws": "LeaderWorkerSet"}
-# Owners above a pod, walked no higher than this (a JobSet's Job's pod is two up).
-DEPTH = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +84,8 @@ def named_owner(pod: PodView) -> OwnerAddress | None:
     return found if isinstance(found, OwnerAddress) else None
 
 
+# Owners above a pod, walked no higher than this (a JobSet's Job's pod is two up).
+DEPTH = 4
 # An owner as a reference names it: its apiVersion, kind and name.
 OwnerKey = tuple[str, str, str]
 # The ownerReferences of each owner the walk read (one it could not read is absent).

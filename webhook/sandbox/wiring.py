@@ -7,7 +7,7 @@ import asyncio
 import base64
 import copy
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -118,12 +118,21 @@ async def publish_policy(api: client.ApiClient, policies: Path) -> None:
     core = client.CoreV1Api(api)
     body = {"metadata": {"name": POLICY_CONFIGMAP},
             "data": {f.name: f.read_text() for f in policy_files(policies)}}
+    await create_or_replace(
+        lambda: core.create_namespaced_config_map(SYSTEM_NAMESPACE, body=body),
+        lambda: core.replace_namespaced_config_map(POLICY_CONFIGMAP, SYSTEM_NAMESPACE,
+                                                   body=body))
+
+
+async def create_or_replace(create: Callable[[], Awaitable[Any]],
+                            replace: Callable[[], Awaitable[Any]]) -> None:
+    """Create an object; where one of its name is there, replace it."""
     try:
-        await core.create_namespaced_config_map(SYSTEM_NAMESPACE, body=body)
+        await create()
     except ApiException as e:
         if e.status != 409:
             raise
-        await core.replace_namespaced_config_map(POLICY_CONFIGMAP, SYSTEM_NAMESPACE, body=body)
+        await replace()
 
 
 async def create_namespace(api: client.ApiClient, name: str,

@@ -4,6 +4,7 @@ table, and the one line an error becomes."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tomllib
 from pathlib import Path
@@ -15,11 +16,14 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.builders import pod
+from tests.builders import POLICY_DEFAULT, member, pod, raw_member, shipped_policy
 from tests.paths import ROOT
+from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.reasons import WAIT_REASONS
 from webhook.controller.core.reporting import LineReason
+from webhook.keys import IGNORE_NAMESPACE_LABEL
 from webhook.operators.jobset.keys import JOBSET_LABEL, REPLICATED_JOB_LABEL
+from webhook.plugin.asking import facts
 from webhook.plugin.commands import build_parser
 from webhook.plugin.reaching import Failure, Target, failure, load, target, written
 from webhook.plugin.references import BadReference, Reference, belongs, parse_reference
@@ -197,6 +201,32 @@ def test_a_governed_pod_not_waiting_says_its_state() -> None:
     verdict = judge("pod ml/solo", [running], STATUS)
     assert verdict.text() == ("pod ml/solo\nGang:  pod solo\nPods:  1\n"
                               "State: not waiting: bound to node n1 (Running)\n")
+
+
+@pytest.mark.parametrize(("raw", "labels", "expected"), [
+    (raw_member("train", 0, size=4), {}, PodFacts(
+        "train-0", True, "", "ml/train",
+        "gated; the controller's dry run names no wait for it (see its events)")),
+    (pod("tool", "kube-system").gpus(1).build(), {}, PodFacts(
+        "tool", False, "namespace kube-system is excluded", None,
+        "not gated: kube-scheduler places it (see its events)")),
+    (pod("tool", "ml").gpus(1).build(), {IGNORE_NAMESPACE_LABEL: "true"}, PodFacts(
+        "tool", False, f"namespace ml is labelled {IGNORE_NAMESPACE_LABEL}=true", None,
+        "not gated: kube-scheduler places it (see its events)")),
+    (pod("notebook").build() | {"status": {"phase": "Succeeded"}}, {}, PodFacts(
+        "notebook", False, "requests no accelerator and has no explicit class", None,
+        "finished (Succeeded)")),
+    (pod("held").gpus(1).gate("kueue.x-k8s.io/admission").build(), {}, PodFacts(
+        "held", True, "", None,
+        "held by the scheduling gate kueue.x-k8s.io/admission: that system starts it, "
+        "not Airlock")),
+])
+def test_a_pods_facts_are_the_webhooks_classification_and_the_controllers_unit(
+        raw: dict[str, Any], labels: dict[str, str], expected: PodFacts) -> None:
+    cluster = Tracked.of([], [member("train", 0, size=4)], POLICY_DEFAULT)
+    found = facts(raw, raw["metadata"]["namespace"], shipped_policy(), labels, cluster)
+    # A governed pod's reason is whichever rule the shipped policy names: not compared.
+    assert (found if expected.why else dataclasses.replace(found, why="")) == expected
 
 
 # --- queues -------------------------------------------------------------------------------

@@ -116,10 +116,10 @@ def facts(raw: Mapping[str, Any], namespace: str, policy: Policy,
     tracked = cluster.pods.get(PodKey(namespace, view.name))
     unit = membership(tracked) if tracked else None
     shown = None if unit is None else (unit.path if unit.kind == "gang" else str(unit))
-    return PodFacts(view.name, governed, decision.reason, shown, _state(raw))
+    return PodFacts(view.name, governed, decision.reason, shown, _state(raw, decision.held))
 
 
-def _state(raw: Mapping[str, Any]) -> str:
+def _state(raw: Mapping[str, Any], held: str | None) -> str:
     spec, status = raw.get("spec") or {}, raw.get("status") or {}
     phase = status.get("phase") or "Pending"
     if phase in ("Succeeded", "Failed"):
@@ -128,4 +128,6 @@ def _state(raw: Mapping[str, Any]) -> str:
         return f"bound to node {spec['nodeName']} ({phase})"
     if any(g.get("name") == GATE for g in spec.get("schedulingGates") or []):
         return "gated; the controller's dry run names no wait for it (see its events)"
-    return "Airlock lifted its gate: kube-scheduler places it (see its events)"
+    if held:
+        return f"held by the scheduling gate {held}: that system starts it, not Airlock"
+    return "not gated: kube-scheduler places it (see its events)"

@@ -16,7 +16,7 @@ from webhook.controller.core.configuring import quotas_of
 from webhook.controller.shells.statusing import Survey, show, survey
 from webhook.plugin import asking, reaching
 from webhook.plugin.reaching import Failure, Target
-from webhook.plugin.references import BadReference, parse_reference
+from webhook.plugin.references import BadReference, Reference, parse_reference
 from webhook.plugin.tables import queue_rows, queues_json, queues_text
 from webhook.plugin.telling import judge
 from webhook.policy.model import Policy
@@ -28,15 +28,15 @@ T = TypeVar("T")
 
 async def run(args: argparse.Namespace) -> int:
     if args.command == "why":
+        # What is asked about is checked before anything is asked of the cluster.
         try:
-            parse_reference(args.target)
+            args.target = parse_reference(args.target)
         except BadReference as e:
             raise Failure(str(e)) from None
     target = await reaching.target(args.kubeconfig, args.context, args.namespace)
     if args.command == "explain":
         return await _explain(args, target)
-    found: int = await _asking(args, target, _COMMANDS[args.command])
-    return found
+    return await _asking(args, target, _COMMANDS[args.command])
 
 
 Command = Callable[[argparse.Namespace, client.ApiClient, Target], Awaitable[int]]
@@ -88,7 +88,7 @@ async def _queues(args: argparse.Namespace, api: client.ApiClient, _target: Targ
 
 
 async def _why(args: argparse.Namespace, api: client.ApiClient, target: Target) -> int:
-    ref = parse_reference(args.target)
+    ref: Reference = args.target
     namespace = target.namespace
     raw = await asking.pods_of(api, namespace, ref)
     labels = await asking.namespace_labels(api, namespace)

@@ -241,6 +241,16 @@ def test_queues_show_limits_and_what_waits() -> None:
     assert queues_text(unlimited, STATUS).splitlines()[1].split()[4] == "-"
 
 
+def test_queues_show_each_gpu_model_policy_names() -> None:
+    status = {**STATUS, "models": [{"queue": "team-a", "model": "h100", "nominal": 32,
+                                    "used": 40, "borrowed": 8}],
+              "modelsWithoutNodes": ["b200"]}
+    assert queues_text(queue_rows(status, {}), status).splitlines()[2:] == [
+        "", "QUEUE            MODEL     NOMINAL  USED  BORROWED",
+        "team-a           h100           32    40         8",
+        "GPU model b200: no node has its labels"]
+
+
 # --- errors, in one line ----------------------------------------------------------------
 
 def _target() -> Target:

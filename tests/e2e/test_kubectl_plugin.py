@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from tests.builders import pod
+from tests.builders import pod, template
 from tests.commands import run_airlock
-from tests.kube import create_gang, documents, until
+from tests.kube import Controllers, create_gang, documents, until
 from tests.paths import ROOT, WORKLOAD_EXAMPLES
 from webhook.keys import POLICY_CONFIGMAP, SYSTEM_NAMESPACE
 from webhook.sandbox import wiring
@@ -239,3 +239,29 @@ async def test_the_rights_the_docs_grant_are_enough(
         await rbac.delete_namespaced_role_binding("airlock-viewer", SYSTEM_NAMESPACE)
         await rbac.delete_namespaced_role("airlock-viewer", SYSTEM_NAMESPACE)
 
+
+
+@pytest.mark.usefixtures("airlock", "cluster_policy")
+async def test_why_of_a_gang_only_its_owner_sizes_tells_the_controllers_last_word(
+        api: client.ApiClient, namespace: str, control_plane: ControlPlane,
+        controllers: Controllers) -> None:
+    # An Indexed Job's gang is as large as the Job's parallelism: the controller reads
+    # it off the Job, the dry run does not, so `why` tells what the controller last said.
+    controllers.start()
+    worker = template(gpus=8)
+    worker["spec"]["restartPolicy"] = "Never"
+    await client.BatchV1Api(api).create_namespaced_job(namespace, body={
+        "metadata": {"name": "wide-job"},
+        "spec": {"parallelism": TOO_BIG, "completions": TOO_BIG, "completionMode": "Indexed",
+                 "template": worker}})
+    await until(lambda: _gated(api, namespace, TOO_BIG), within=60)
+
+    async def told() -> bool:
+        why = plugin("why", "job/wide-job", "-n", namespace,
+                     kubeconfig=control_plane.admin_kubeconfig)
+        return "Last event: NeverFits: " in why.stdout
+
+    await until(told, within=60)
+    why = plugin("why", "job/wide-job", "-n", namespace, kubeconfig=control_plane.admin_kubeconfig)
+    assert why.stdout.startswith(f"job {namespace}/wide-job\nGang:       {namespace}/wide-job\n"
+                                 f"Pods:       {TOO_BIG}\n"), why.stdout

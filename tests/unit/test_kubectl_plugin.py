@@ -200,13 +200,22 @@ def test_a_governed_pod_not_waiting_says_its_state() -> None:
     running = PodFacts("solo", True, "policy rule inference", None, "bound to node n1 (Running)")
     verdict = judge("pod ml/solo", [running], STATUS)
     assert verdict.text() == ("pod ml/solo\nGang:  pod solo\nPods:  1\n"
-                              "State: not waiting: bound to node n1 (Running)\n")
+                              "State: bound to node n1 (Running)\n")
+
+
+def test_a_gang_the_dry_run_does_not_list_tells_the_controllers_last_event() -> None:
+    gated = "gated; the controller's dry run names no wait for it"
+    pods = [PodFacts(f"job-{i}", True, "policy rule training", "ml/job", gated,
+                     "NeverFits: Waiting: 9/9 pods present" if i else None) for i in range(2)]
+    assert judge("job ml/job", pods, STATUS).text().splitlines() == [
+        "job ml/job", "Gang:       ml/job", "Pods:       2", f"State:      {gated}",
+        "Last event: NeverFits: Waiting: 9/9 pods present"]
 
 
 @pytest.mark.parametrize(("raw", "labels", "expected"), [
     (raw_member("train", 0, size=4), {}, PodFacts(
         "train-0", True, "", "ml/train",
-        "gated; the controller's dry run names no wait for it (see its events)")),
+        "gated; the controller's dry run names no wait for it")),
     (pod("tool", "kube-system").gpus(1).build(), {}, PodFacts(
         "tool", False, "namespace kube-system is excluded", None,
         "not gated: kube-scheduler places it (see its events)")),

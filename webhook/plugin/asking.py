@@ -16,6 +16,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.gangs import membership
 from webhook.controller.core.identities import PodKey
+from webhook.controller.shells.applying import EVENT_SOURCE
 from webhook.keys import GATE, RULE_ANNOTATION
 from webhook.kuberaw import json_of
 from webhook.plugin.reaching import Failure
@@ -105,9 +106,29 @@ async def namespace_labels(api: client.ApiClient, namespace: str) -> Mapping[str
     return dict((found.get("metadata") or {}).get("labels") or {})
 
 
+async def controller_events(api: client.ApiClient, namespace: str) -> dict[str, str]:
+    """The controller's latest event on each pod of the namespace, as "Reason: message";
+    none when the user may not list events."""
+    try:
+        listed = await json_of(await client.CoreV1Api(api).list_namespaced_event(
+            namespace, field_selector="involvedObject.kind=Pod", _preload_content=False))
+    except ApiException as e:
+        if e.status == 403:
+            return {}
+        raise
+    ours = [event for event in listed.get("items") or []
+            if (event.get("source") or {}).get("component") == EVENT_SOURCE]
+    latest: dict[str, str] = {}
+    for event in sorted(ours, key=lambda event: event.get("lastTimestamp") or ""):
+        latest[str((event.get("involvedObject") or {}).get("name"))] = \
+            f"{event.get('reason')}: {event.get('message')}"
+    return latest
+
+
 def facts(raw: Mapping[str, Any], namespace: str, policy: Policy,
-          labels: Mapping[str, str] | None, cluster: Tracked) -> PodFacts:
-    """A pod as `why` judges it."""
+          labels: Mapping[str, str] | None, cluster: Tracked,
+          told: Mapping[str, str] | None = None) -> PodFacts:
+    """A pod as `why` judges it; `told`: the controller's latest event on each pod."""
     view = PodView.parse(raw, namespace)
     decision = classify(view, policy, labels)
     # The webhook's marks say it governed the pod when it was made, whatever the policy
@@ -116,7 +137,8 @@ def facts(raw: Mapping[str, Any], namespace: str, policy: Policy,
     tracked = cluster.pods.get(PodKey(namespace, view.name))
     unit = membership(tracked) if tracked else None
     shown = None if unit is None else (unit.path if unit.kind == "gang" else str(unit))
-    return PodFacts(view.name, governed, decision.reason, shown, _state(raw, decision.held))
+    return PodFacts(view.name, governed, decision.reason, shown, _state(raw, decision.held),
+                    (told or {}).get(view.name))
 
 
 def _state(raw: Mapping[str, Any], held: str | None) -> str:
@@ -127,7 +149,7 @@ def _state(raw: Mapping[str, Any], held: str | None) -> str:
     if spec.get("nodeName"):
         return f"bound to node {spec['nodeName']} ({phase})"
     if any(g.get("name") == GATE for g in spec.get("schedulingGates") or []):
-        return "gated; the controller's dry run names no wait for it (see its events)"
+        return "gated; the controller's dry run names no wait for it"
     if held:
         return f"held by the scheduling gate {held}: that system starts it, not Airlock"
     return "not gated: kube-scheduler places it (see its events)"

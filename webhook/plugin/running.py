@@ -92,8 +92,9 @@ async def _why(args: argparse.Namespace, api: client.ApiClient, target: Target) 
     namespace = target.namespace
     raw = await asking.pods_of(api, namespace, ref)
     labels = await asking.namespace_labels(api, namespace)
+    told = await asking.controller_events(api, namespace)
     policy, found = await _survey(args, api)
-    pods = [asking.facts(p, namespace, policy, labels, found.cluster) for p in raw]
+    pods = [asking.facts(p, namespace, policy, labels, found.cluster, told) for p in raw]
     verdict = judge(ref.shown(namespace), pods, found.report.as_json())
     print(json.dumps(verdict.as_json(), indent=2) if args.output == "json"
           else verdict.text(), end="\n" if args.output == "json" else "")

@@ -59,6 +59,8 @@ class PodFacts:
     why: str
     unit: str | None
     state: str
+    # The controller's latest event on the pod ("Reason: message"), if the user may read it.
+    told: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +119,12 @@ def _state(gang: GangView) -> str:
 def _rows(gang: GangView) -> list[tuple[str, str]]:
     entry = gang.waiting
     if entry is None:
+        # Not in the dry run (a gang whose size only its owner states is sized by the
+        # controller alone): what the controller last told its pods says why.
+        told = next((p.told for p in gang.pods if p.told), None)
         return [("Gang", gang.gang), ("Pods", str(len(gang.pods))),
-                ("State", f"not waiting: {_state(gang)}")]
+                ("State", _state(gang)),
+                *([("Last event", told)] if told else [])]
     reason = str(entry.get("reason", ""))
     return [("Gang", f"{gang.gang} ({entry.get('pods')} pods, {entry.get('gpus', 0):g} GPUs, "
                      f"priority {entry.get('priority')})"),

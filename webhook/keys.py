@@ -13,6 +13,10 @@ GANG_NAME_LABEL: Final = "gpu-airlock.io/gang-name"
 GANG_SIZE_ANNOTATION: Final = "gpu-airlock.io/gang-size"
 IGNORE_NAMESPACE_LABEL: Final = "gpu-airlock.io/ignore"
 SYSTEM_NAMESPACE: Final = "airlock-system"
+# The ConfigMap there holding the policy files the webhook and the controller mount
+# (policies/kustomization.yaml, the Helm chart, `airlock sandbox up`); `kubectl airlock`
+# reads the policy the cluster runs from it.
+POLICY_CONFIGMAP: Final = "airlock-policies"
 CONTROLLER_IDENTITY: Final = "system:serviceaccount:airlock-system:airlock-controller"
 API_VERSION: Final = "gpu-airlock.io/v1alpha1"
 # When a pod last saved its work (RFC 3339): preempting it loses only what came after.

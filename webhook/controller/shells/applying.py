@@ -48,6 +48,8 @@ from webhook.keys import PREEMPTION_ANNOTATION, PREEMPTION_NOTICE_ANNOTATION
 from webhook.kuberaw import json_of
 
 log = logging.getLogger("airlock.controller")
+# The source component of the controller's events (`kubectl airlock why` reads them back).
+EVENT_SOURCE = "airlock-controller"
 
 Stored = Callable[[dict[str, Any]], None]
 # Messages remembered per pod, so none is told twice while others come and go.
@@ -344,7 +346,7 @@ class Applier:
             "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": pod.name,
                                "namespace": pod.namespace, "uid": pod.uid},
             "type": kind, "reason": reason, "message": message[:1024],
-            "source": {"component": "airlock-controller"},
+            "source": {"component": EVENT_SOURCE},
             "reportingComponent": "gpu-airlock.io/controller",
             "reportingInstance": self.identity or os.uname().nodename,
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,

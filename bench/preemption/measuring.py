@@ -9,6 +9,10 @@
 `--singles N` adds N waiting single pods of a class that queues (1-GPU scavenger pods,
 gated by the webhook), each a gang of one to the round.
 
+`--topology preferred` makes the waiting gangs prefer an NVLink domain instead of
+needing one: each plan then prices victims anywhere and in each domain, and frees one
+domain within the policy's premium (`preemption.preferredDomainPremium`).
+
 `--reclaim` plans the victims (2.) for gangs whose queue reclaims: the waiting gangs'
 namespace gets a queue with half the cluster's GPUs as its nominal, which the running
 pods' queue (nominal 0) has borrowed whole.
@@ -18,6 +22,7 @@ measures the neighbours as much as the code.
 
     .venv/bin/python -m bench.preemption [--nodes 5000] [--gangs 200] [--rounds 20]
         [--singles 0] [--first-plans 50] [--churn 100] [--reclaim]
+        [--topology required|preferred]
 
 With --sandbox, instead, on `airlock sandbox up` (KWOK ending deleted pods as a kubelet
 would): scavenger Jobs hold every GPU, then training gangs that must preempt are created
@@ -113,10 +118,11 @@ def full_cluster(node_count: int, rng: random.Random) -> tuple[list[NodeInfo], l
     return nodes, pods
 
 
-def waiting(count: int, rng: random.Random) -> list[PodInfo]:
+def waiting(count: int, rng: random.Random, mode: str = "required") -> list[PodInfo]:
     pods = []
     for g in range(count):
-        for raw in gang_pods(f"train{g}", rng.choice((2, 4, 8, 16)), 8, ns="train"):
+        for raw in gang_pods(f"train{g}", rng.choice((2, 4, 8, 16)), 8, ns="train",
+                             mode=mode):
             raw["spec"]["priority"] = TRAINING
             pods.append(PodInfo.parse(raw))
     return pods
@@ -239,6 +245,9 @@ def main() -> int:
     parser.add_argument("--churn", type=int, default=100,
                         help="running pods that end and start again before each round and "
                              "each first plan")
+    parser.add_argument("--topology", choices=("required", "preferred"), default="required",
+                        help="the waiting gangs' NVLink domain: a must, or a wish (then each "
+                             "plan also prices freeing one domain against spreading)")
     parser.add_argument("--sandbox", action="store_true",
                         help="instead: on the sandbox, time gangs that preempt to Running")
     parser.add_argument("--sandbox-nodes", type=int, default=32)
@@ -252,7 +261,7 @@ def main() -> int:
     args.gangs = args.gangs or 200
     rng = random.Random(5)
     nodes, running = full_cluster(args.nodes, rng)
-    gangs = waiting(args.gangs, rng)
+    gangs = waiting(args.gangs, rng, args.topology)
     pods = running + gangs + singles(args.singles)
     started = time.process_time()
     cluster = Tracked.of(nodes, pods, Accelerators.of(DEFAULT_ACCELERATORS))

@@ -350,10 +350,18 @@ def running(name: str, nodes: list[str], gpus: int = 8, ran: float = HOUR,
 
 
 def single(name: str, node: str, gpus: int = 1, ran: float = HOUR,
-           priority: int = SCAVENGER, ns: str = "ml", queued: bool = False) -> PodInfo:
-    """A running pod in no gang; `queued`: one the webhook queued and the controller let go."""
+           priority: int = SCAVENGER, ns: str = "ml", queued: bool = False,
+           owner: str | None = None, cls: str | None = None) -> PodInfo:
+    """A running pod in no gang; `queued`: one the webhook queued and the controller let go;
+    `owner`: the kind of its controller (a ReplicaSet named after it); `cls`: its class."""
     raw = raw_queued(name, gpus, ns=ns, priority=priority, gated=False) if queued else \
         pod(name, ns).gpus(gpus).set("priority", priority).build()
+    if owner is not None:
+        raw["metadata"]["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": owner, "name": f"{name}-owner",
+             "uid": f"uid-{name}-owner", "controller": True}]
+    if cls is not None:
+        raw["metadata"].setdefault("labels", {})[CLASS_LABEL] = cls
     return _running(raw, node, ran, None)
 
 

@@ -106,6 +106,23 @@ class FairShareSpec(_Strict):
         "low share.")
 
 
+class DefragmentationSpec(_Strict):
+    enabled: bool = Field(False, description="Whether the first in a queue, which would "
+                          "fit in the cluster's free GPUs but fits no domain of the level "
+                          "it requires, may have pods moved out of one domain to free it: "
+                          "a queued pod whose owner makes it again (a Deployment's or "
+                          "StatefulSet's replica, a Job's scavenger) or an elastic gang's "
+                          "pod above its minimum, through pods/eviction, where its "
+                          "PodDisruptionBudget allows. Airlock places the new pod elsewhere.")
+    moves_per_hour: Count = Field(10, alias="movesPerHour", description="Pods moved per "
+                                  "hour at most, cluster-wide.")
+    max_moved_share: float = Field(
+        0.5, gt=0, le=1, alias="maxMovedShare", description="No move for less gain: the GPUs "
+        "moved are at most this share of the GPUs the gang gets.")
+    protected_classes: list[str] = Field(
+        [], alias="protectedClasses", description="Classes whose pods are never moved.")
+
+
 class PreemptionSpec(_Strict):
     enabled: bool = Field(True, description="Whether a gang that cannot fit may evict "
                           "lower-priority work, and a queue below its nominal reclaim it.")
@@ -127,6 +144,10 @@ class PreemptionSpec(_Strict):
         "most this many times the work of the cheapest victims anywhere, and are of no "
         "higher priority; else the gang is spread. `1` takes a domain only when it costs "
         "no more.")
+    defragmentation: DefragmentationSpec = Field(
+        default_factory=DefragmentationSpec, description="Moving movable pods out of one "
+        "domain for the first in a queue when free GPUs add up but no domain holds it "
+        "(docs/controller.md, \"Targeted defragmentation\").")
     checkpoint_grace: Duration = Field(
         "0s", alias="checkpointGrace", description="How long a victim has to save its work "
         "before it is evicted: it is told first (the annotation "

@@ -20,9 +20,10 @@ EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "Preempt
                       "RecordIgnored", "CapacityRequested", "CapacityProvisioned",
                       "CapacityExpired", "CapacityFailed", WaitReason]
 EventType = Literal["Normal", "Warning"]
-# Why a victim may go: it has a lower priority, its queue gives back borrowed GPUs, or it
-# was backfilled onto the room reserved for the head of the queue and ran past its end.
-Cause = Literal["priority", "reclaim", "backfill"]
+# Why a victim may go: it has a lower priority, its queue gives back borrowed GPUs, it
+# was backfilled onto the room reserved for the head of the queue and ran past its end, or
+# it is moved out of a domain the head needs whole (and made again elsewhere).
+Cause = Literal["priority", "reclaim", "backfill", "move"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +189,10 @@ def _clock(at: float) -> str:
 def _cause(victim: Victim, preemptor: UnitId, now: float) -> str:
     if victim.cause == "reclaim":
         return RECLAIMED
+    if victim.cause == "move":
+        return (f"moved: the first in the queue, {preemptor}, needs one domain whole, and "
+                f"few GPUs moved free one; its owner makes it again, and Airlock places it "
+                f"outside that domain")
     if victim.cause == "backfill" and victim.overran is not None:
         return (f"it was backfilled onto the room reserved for the first in the queue until "
                 f"{_clock(victim.overran)}, and overran that by "

@@ -48,10 +48,13 @@ def _sum(limits: Iterable[int | None]) -> int | None:
 
 def preemption_of(policy: Policy) -> PreemptionSettings:
     spec = policy.preemption
+    moves = spec.defragmentation
     return PreemptionSettings(spec.enabled, seconds(spec.min_runtime), seconds(spec.delay),
                               seconds(spec.requeue_backoff),
                               seconds(spec.stale_gang_grace_period),
-                              seconds(spec.checkpoint_grace), spec.preferred_domain_premium)
+                              seconds(spec.checkpoint_grace), spec.preferred_domain_premium,
+                              moves.moves_per_hour if moves.enabled else 0,
+                              moves.max_moved_share, frozenset(moves.protected_classes))
 
 
 def fair_share_of(policy: Policy, current: FairShare | None, now: float) -> FairShare:

@@ -234,7 +234,10 @@ class PodInfo:
             # Pods asking for extended resources keep their labels too: preemption
             # matches them against PodDisruptionBudget selectors.
             labels=labels if decided or any("/" in k for k in requests) else _NONE,
-            owners=tuple(meta.get("ownerReferences") or ()) if marks.in_gang else (),
+            # A gang's, to find its size; a queued single's, to know if it is made again
+            # when moved (`moving`).
+            owners=tuple(meta.get("ownerReferences") or ())
+            if marks.in_gang or marks.single else (),
             owned=_owned(meta.get("ownerReferences")),
             annotated=bool(annotations), marks=marks,
             constraints=Constraints.read(spec, annotations, requests) if decided

@@ -12,7 +12,8 @@ status` all decide through these stages (`deciding`).
                model in its queue's order that has room (where policy names models)
     quota      whether its queue's quota and borrowing admit it
     shrink     an elastic gang that does not fit whole: the most of it that does
-    make_room  blocked: it preempts, where it may and victims exist
+    make_room  blocked: it preempts, where it may and victims exist; or, the head, has
+               a few pods moved out of one domain (defragmentation)
     reserve    blocked still: it waits, and the first such heads the queue
     admit      its plan taken in the snapshot and recorded: admitted
 """
@@ -223,12 +224,17 @@ def make_room(r: Round, u: Unit) -> Verdict:
                     may_grow=_grows(r, u))
     # A unit whose victims are going (`hold`) waits for them: the watch may not have told
     # of every deletion yet, and preempting again would evict more than it needs.
-    if u.started or u.hold is not None or not r.queues.may_preempt(gang, u.members):
+    if u.started or u.hold is not None:
         return None
     # Room reserved for the head is lent on a promise to end in time, never taken by
     # evicting what runs there; nor is room held for another preemptor.
-    preempt = r.queues.preempt(gang, u.members, r.reservation.nodes | r.held | u.model_off,
-                               head=r.reservation.head is None)
+    avoid, head = r.reservation.nodes | r.held | u.model_off, r.reservation.head is None
+    preempt = r.queues.preempt(gang, u.members, avoid, head=head) \
+        if r.queues.may_preempt(gang, u.members) else None
+    # The head that free GPUs would hold, were they in one domain: a few pods moved.
+    if preempt is None and head and u.over is None and isinstance(u.outcome, NoFit) and \
+            u.outcome.code == "NoDomainFits" and r.queues.may_move(gang, u.members):
+        preempt = r.queues.move(gang, u.members, avoid)
     if preempt is None:
         return None
     r.reservation.claim(gang, NoFit(""))  # strict order waits behind it

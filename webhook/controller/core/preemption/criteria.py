@@ -52,6 +52,11 @@ class PreemptionSettings:
     # A gang that prefers a domain gets one made free when that loses at most this many
     # times the work of the cheapest victims anywhere (`planning`).
     preferred_premium: float = 1.5
+    # Targeted defragmentation (`moving`): off, or pods moved per hour at most, the most
+    # GPUs moved per GPU the gang gets, and the classes never moved.
+    moves_per_hour: int = 0
+    max_moved_share: float = 0.5
+    protected: frozenset[str] = frozenset()
 
 
 def old_enough(started: float, young: float) -> bool:

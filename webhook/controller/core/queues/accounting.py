@@ -54,6 +54,9 @@ SHORT_SINCE_KEY = "shortSince"
 RUNTIMES_KEY = "runtimes"
 
 
+HOUR = 3600.0
+
+
 class Accounts:
     def __init__(self) -> None:
         self.fair_share: FairShare | None = None
@@ -69,6 +72,9 @@ class Accounts:
         # record, so its old time no longer counts anyway.)
         self.newly_short = False
         self.runtimes = Runtimes()
+        # When each pod moved in the last hour was (`moving`): the hour's budget. A new
+        # leader starts it afresh.
+        self.moved: list[float] = []
         # The head of the queue at the last round, and the domain reserved for it.
         self.reservation: tuple[UnitId, str] | None = None
         # Gangs and queued single pods Airlock admitted that run: their namespace and
@@ -101,11 +107,13 @@ class Accounts:
         budgets = budgets_of(self.pdbs.values(), cluster) if self.pdbs else ()
         self._shortfalls(cluster, now)
         cluster.sort_models(policy.gpu_models)
+        self.moved = [t for t in self.moved if now - t < HOUR]
         return QueueState(quotas, preemption, self.fair_share, budgets, dict(self.evicted),
                           policy.excluded_namespaces,
                           {g: s.since for g, s in self.short_since.items()}, deleted,
                           runtimes=self.runtimes, reservation=self.reservation,
-                          models=models)
+                          models=models,
+                          moves_left=max(preemption.moves_per_hour - len(self.moved), 0))
 
     def _shortfalls(self, cluster: Tracked, now: float) -> None:
         self._catch_up(cluster, now)
@@ -201,6 +209,8 @@ class Accounts:
                     for victim in action.victims:
                         if victim.unit.kind == "gang":
                             self.evicted[victim.unit] = now
+                        if victim.cause == "move":
+                            self.moved.append(now)
                 case Requeue():
                     self.evicted[action.unit] = now
                     self.short_since.pop(action.unit, None)

@@ -23,8 +23,9 @@ from webhook.controller.core.preemption.candidates import (
     unit_of,
 )
 from webhook.controller.core.preemption.criteria import PreemptionSettings, outranks
+from webhook.controller.core.preemption.moving import plan_moves
 from webhook.controller.core.preemption.notices import deadline, due
-from webhook.controller.core.preemption.planning import Preemptor
+from webhook.controller.core.preemption.planning import Choice, Preemptor
 from webhook.controller.core.queues.fairshare import FairShare
 from webhook.controller.core.queues.modelquotas import Model, ModelLedgers, ModelQuotas
 from webhook.controller.core.queues.order import queue_order
@@ -77,6 +78,8 @@ class QueueState:
     reservation: tuple[UnitId, str] | None = None
     # Quotas per GPU model, where policy names models.
     models: ModelQuotas | None = None
+    # Pods that may still be moved this hour (`moving`).
+    moves_left: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,10 +269,13 @@ class Queueing:
         return dataclasses.replace(preempt, victims=going, noticed=told,
                                    notice_until=deadline(at, grace) if told else None)
 
-    def may_preempt(self, gang: Gang, members: Sequence[PodInfo]) -> bool:
-        settings = self.state.preemption
+    def _waited(self, gang: Gang, members: Sequence[PodInfo]) -> bool:
+        """Whether the gang has waited whole for room the policy's delay."""
         complete = gang.completed if gang.whole(members) else max(p.created for p in members)
-        return settings.enabled and self.now - complete >= settings.delay
+        return self.now - complete >= self.state.preemption.delay
+
+    def may_preempt(self, gang: Gang, members: Sequence[PodInfo]) -> bool:
+        return self.state.preemption.enabled and self._waited(gang, members)
 
     def preempt(self, gang: Gang, members: Sequence[PodInfo], avoid: set[str] | frozenset[str],
                 head: bool = False) -> Preempt | None:
@@ -279,16 +285,55 @@ class Queueing:
         if self.plans >= PLANS_PER_ROUND:
             return None
         self.plans += 1
+        queue = self.queue_of(gang)
+        choice = self._planner().plan(members, queue, avoid, head)
+        if choice is None:
+            return None
+        return self._carried_out(gang, members, queue, choice)
+
+    def _planner(self) -> Preemptor:
         if self._preemptor is None:
             state = self.state
             self._preemptor = Preemptor(self.snap, self.ledger, Candidates(
                 self.cluster, state.quotas, self.now, state.preemption, state.budgets,
                 state.spared, state.deleted), state.preemption.preferred_premium)
-        queue = self.queue_of(gang)
-        choice = self._preemptor.plan(members, queue, avoid, head)
-        if choice is None:
+        return self._preemptor
+
+    def may_move(self, gang: Gang, members: Sequence[PodInfo]) -> bool:
+        moves = self.state.preemption.moves_per_hour > 0 and self.state.moves_left > 0
+        return moves and self._waited(gang, members)
+
+    def move(self, gang: Gang, members: Sequence[PodInfo], avoid: set[str] | frozenset[str]
+             ) -> Preempt | None:
+        """Pods moved out of one domain of the level the gang requires, which then holds
+        it (`moving`): only when the free GPUs it may use add up to what it needs."""
+        anchor = members[0]
+        key = anchor.marks.topology_key
+        if key is None or anchor.marks.topology_mode != "required":
             return None
-        self._preemptor.commit(choice, members, queue)
+        need = self.snap.need(members)
+        usable = [n for n in self.snap.eligible_nodes(anchor) if n not in avoid]
+        if self.snap.free_gpus(usable) < need or self.plans >= PLANS_PER_ROUND:
+            return None
+        self.plans += 1
+        domains = {name: [n for n in nodes if n not in avoid]
+                   for name, nodes in self.snap.domains(anchor, key).items()}
+        settings, planner = self.state.preemption, self._planner()
+        found = plan_moves(self.snap, members, domains, planner.units, self.state.budgets,
+                           settings.protected, settings.max_moved_share * need,
+                           self.state.moves_left)
+        if found is None:
+            return None
+        victims = tuple(v._replace(cause="move") for v in found.victims)
+        return self._carried_out(gang, members, self.queue_of(gang), Choice(
+            found.domain, key, victims, found.plan, note=(
+                f"moving {found.gpus:g} GPUs out of {key} domain {found.domain} frees it "
+                f"whole for {need:g}")))
+
+    def _carried_out(self, gang: Gang, members: Sequence[PodInfo], queue: str,
+                     choice: Choice) -> Preempt:
+        """The choice committed in the round's snapshot and ledger, and its action."""
+        self._planner().commit(choice, members, queue)
         pods = [p for v in choice.victims for p in v.pods]
         record = PreemptionRecord(choice.domain, choice.topology_key,
                                   tuple(str(p.key) for p in pods),

@@ -6,6 +6,7 @@ would cost less; the owners make them again, and Airlock places them elsewhere."
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -74,7 +75,7 @@ async def test_a_replica_and_a_scavenger_move_so_the_head_gets_one_domain(
                     template=_on([second[0]], "training", 4, restartPolicy="Never"))
     await batch.create_namespaced_job(namespace, body=keep)
     for prefix in ("web", "sweep", "keep"):
-        await until(lambda p=prefix: all_bound(api, namespace, p, 1), within=60)
+        await until(functools.partial(all_bound, api, namespace, prefix, 1), within=60)
     await batch.delete_namespaced_job("filler", namespace, propagation_policy="Foreground")
     await until(lambda: _gone(api, namespace, "filler"), within=60)
     before = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in await pods_of(api, namespace)}

@@ -87,8 +87,14 @@ def mark(job: Job, policy: Policy) -> Marked | Rejected:
     if priority_class is not None:
         spec["preemptionPolicy"] = priority_class.preemption_policy
     preempts = priority_class is None or priority_class.preemption_policy != "Never"
-    # Owned, as a Job's or an operator's pods are: deleted, they are made again.
-    return Marked(job, dataclasses.replace(PodInfo.parse(mutated), owned=True), preempts)
+    # Owned, as a Job's or an operator's pods are: deleted, they are made again; a single
+    # pod by its Job, which targeted defragmentation reads (`moving`).
+    info = PodInfo.parse(mutated)
+    owners = _JOB if info.marks.single else info.owners
+    return Marked(job, dataclasses.replace(info, owned=True, owners=owners), preempts)
+
+
+_JOB = ({"apiVersion": "batch/v1", "kind": "Job", "name": "simulated", "controller": True},)
 
 
 class Marker:

@@ -36,7 +36,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     return run_server(port=args.port, cert_dir=args.cert_dir, policies=policies,
                       host=args.host, drain_seconds=args.drain_seconds,
-                      auth=args.metrics_auth, kubeconfig=args.kubeconfig, dra=args.dra)
+                      auth=args.metrics_auth, kubeconfig=args.kubeconfig, dra=args.dra,
+                      priority_classes=args.priority_classes)
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -131,10 +132,17 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                             "resourceClaims is governed like one requesting them; `none`, "
                             "judge pods without their claims. Default: kubernetes in a pod "
                             "or with --kubeconfig, none otherwise")
+    serve.add_argument("--priority-classes", choices=MODES, default=None,
+                       help="read the cluster's PriorityClasses: `kubernetes`, watch them, "
+                            "so the webhook writes the priority a class it sets gives and "
+                            "the apiserver calls it once a pod; `none`, leave that to the "
+                            "apiserver, which then calls it again. Default: kubernetes in "
+                            "a pod or with --kubeconfig, none otherwise")
     serve.add_argument("--kubeconfig", type=Path, default=None,
-                       help="credentials for reviewing the tokens of /metrics scrapers and "
-                            "for watching DRA claims (default: in-cluster, then "
-                            "~/.kube/config); nothing else is asked of the apiserver")
+                       help="credentials for reviewing the tokens of /metrics scrapers, "
+                            "for watching DRA claims and PriorityClasses (default: "
+                            "in-cluster, then ~/.kube/config); nothing else is asked of "
+                            "the apiserver")
     serve.set_defaults(func=_serve)
 
 

@@ -32,11 +32,13 @@ class Gone(Exception):
 
 async def watch(kind: str, lister: Lister, parse: Parse, on_list: OnList, on_event: OnEvent,
                 ready: asyncio.Event | None = None, timeout_seconds: int = 300,
-                alive: Callable[[], None] | None = None) -> None:
+                alive: Callable[[], None] | None = None,
+                lost: Callable[[], None] | None = None) -> None:
     """Keep `on_list`/`on_event` in step with the cluster until cancelled. A list hands
     `on_list` everything at once, parsed, so a relist is swapped in whole. `alive` is
     told of each list that succeeded and each watch stream that ran to its timeout: a
-    watch that tells it nothing for long is stuck or failing (health.py)."""
+    watch that tells it nothing for long is stuck or failing (health.py). `lost` is told
+    each time the watch stops following the cluster, until `on_list` has everything again."""
     backoff = 0.5
     while True:
         try:
@@ -54,9 +56,13 @@ async def watch(kind: str, lister: Lister, parse: Parse, on_list: OnList, on_eve
                     alive()
         except Gone:
             log.info("watch expired; listing again", extra={"kind": kind})
+            if lost is not None:
+                lost()
         except asyncio.CancelledError:
             raise
         except Exception as e:  # any failure: back off, then list again
+            if lost is not None:
+                lost()
             log.warning("watch failed; retrying", extra={"kind": kind, "error": str(e),
                                                          "retry_in": backoff})
             await asyncio.sleep(backoff)

@@ -6,10 +6,11 @@ or broken, with the counts behind each verdict.
 - Restarted, under `Ignore` (as shipped): creation goes on, so every pod is stored; the
   pods created while it was down are stored without Airlock's marks, and each of them is
   counted, as one of the mutating webhook's fail-opens. There may be more fail-opens than
-  unmarked pods: the apiserver calls mutation a second time on each pod Airlock marked
-  (`reinvocationPolicy: IfNeeded`, once its own plugins changed the pod again, e.g. the
-  Priority plugin filling in `spec.priority`), and a second call that fails open leaves
-  the first call's marks.
+  unmarked pods: the apiserver calls mutation a second time on a pod Airlock marked
+  (`reinvocationPolicy: IfNeeded`) when its own plugins changed the pod again, e.g. the
+  Priority plugin filling in a `spec.priority` the webhook could not write (its
+  PriorityClass watch not listed yet: docs/admission.md, "One call per pod"), and a
+  second call that fails open leaves the first call's marks.
 - Restarted, under `Fail`: no GPU pod is stored without Airlock's marks; the creations
   refused meanwhile (the apiserver's rejections) are retried by the controllers, so every
   pod exists in the end.

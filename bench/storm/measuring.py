@@ -81,14 +81,22 @@ def _settings(args: argparse.Namespace) -> storming.Settings:
 
 
 def _storm(binaries: Binaries, settings: storming.Settings,
-           start: Callable[[Path], Webhook]) -> storming.Run:
+           start: Callable[[Path, ControlPlane], Webhook]) -> storming.Run:
     with tempfile.TemporaryDirectory() as tmp, ControlPlane(binaries) as plane:
-        hook = start(Path(tmp))
+        hook = start(Path(tmp), plane)
         try:
             return asyncio.run(storming.run(plane, hook, settings, _progress))
         finally:
             hook.running.process.kill()
             hook.running.process.wait()
+
+
+def _airlock(workdir: Path, plane: ControlPlane) -> Webhook:
+    """The webhook as a cluster runs it, reading the plane's PriorityClasses (so each pod
+    is mutated once: docs/admission.md, "One call per pod"), not its DRA claims (the storm
+    has none)."""
+    return start_webhook(workdir, POLICIES, extra=["--kubeconfig", str(plane.admin_kubeconfig),
+                                                   "--priority-classes", "kubernetes"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,13 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     binaries = ensure_binaries(_progress)
     load_before = os.getloadavg()[0]
     began = time.monotonic()
-    run = _storm(binaries, settings, lambda workdir: start_webhook(workdir, POLICIES))
+    run = _storm(binaries, settings, _airlock)
     load_after = os.getloadavg()[0]
     bare = None
     if args.baseline:
         _progress("the same storm, the bare endpoint in the webhook's place")
         bare = _storm(binaries, replace(settings, bare=True, restart=False),
-                      storming.start_bare)
+                      lambda workdir, _: storming.start_bare(workdir))
     _progress(f"{time.monotonic() - began:.0f} s in all")
     errors = Errors.between(run.after, run.before)
     promises = checking.promises(run, settings, errors)

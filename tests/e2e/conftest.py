@@ -232,7 +232,7 @@ def controller_kubeconfig(control_plane: ControlPlane, airlock: Webhook) -> Path
 @pytest.fixture(scope="session")
 def webhook_kubeconfig(control_plane: ControlPlane) -> Path:
     """Credentials of the webhook's own ServiceAccount, bound to deploy/'s RBAC: it may
-    review who scrapes its /metrics, and nothing else."""
+    review who scrapes its /metrics, and watch DRA claims and PriorityClasses."""
     async def make() -> Path:
         async with await from_kubeconfig(control_plane.admin_kubeconfig) as api:
             return await wiring.account_kubeconfig(

@@ -10,6 +10,7 @@ from typing import Any
 from webhook.admission import responses
 from webhook.admission.claiming import Claims, claimed
 from webhook.admission.mutating import mutate
+from webhook.admission.priorities import UNKNOWN, Priorities
 from webhook.admission.reviews import Outcome, Request, Response
 from webhook.admission.validating import places_pods, validate_create, validate_update
 from webhook.pods import PodShapeError, PodView
@@ -56,18 +57,20 @@ def _claimed(pod: PodView, claims: Claims | None, policy: Policy) -> PodView | R
     return pod if scope_exclusion(pod, policy, None) else responses.denied(looked, code=409)
 
 
-def _mutate(request: Request, policy: Policy, claims: Claims | None) -> Response:
+def _mutate(request: Request, policy: Policy, claims: Claims | None,
+            priorities: Priorities) -> Response:
     if request.operation != "CREATE":
         return responses.allowed()
     pod = _claimed(_pod(request.object, request.namespace, "object"), claims, policy)
     if isinstance(pod, Response):
         return pod._replace(outcome="unknown-claim")
     decision = classify(pod, policy)
-    mutation = mutate(pod, decision, policy, request.operation)
+    mutation = mutate(pod, decision, policy, request.operation, priorities)
     return responses.patched(mutation.patch, mutation.warnings, _outcome(decision))
 
 
-def _validate(request: Request, policy: Policy, claims: Claims | None) -> Response:
+def _validate(request: Request, policy: Policy, claims: Claims | None,
+              _: Priorities) -> Response:
     if request.operation == "CREATE":
         pod = _claimed(_pod(request.object, request.namespace, "object"), claims, policy)
         if isinstance(pod, Response):
@@ -85,7 +88,7 @@ def _validate(request: Request, policy: Policy, claims: Claims | None) -> Respon
     return responses.allowed(verdict.warnings)
 
 
-Handler = Callable[[Request, Policy, Claims | None], Response]
+Handler = Callable[[Request, Policy, Claims | None, Priorities], Response]
 MUTATE: Handler = _mutate
 VALIDATE: Handler = _validate
 
@@ -98,14 +101,15 @@ def _decides(handler: Handler, request: Request) -> bool:
 
 
 def handle(handler: Handler, request: Request, policy: Policy | None,
-           claims: Claims | None = None) -> Response:
+           claims: Claims | None = None, priorities: Priorities = UNKNOWN) -> Response:
     """`claims`: the DRA claims and templates the pod names, looked up beforehand; None
-    when claims are not read (`--dra none`, or a pod that names none)."""
+    when claims are not read (`--dra none`, or a pod that names none). `priorities`: the
+    cluster's PriorityClasses as far as the webhook's watch knows them."""
     if policy is None:
         return responses.allowed(
             (NO_POLICY,), "no-policy" if _decides(handler, request) else None)
     try:
-        return handler(request, policy, claims)
+        return handler(request, policy, claims, priorities)
     except (PodShapeError, NotAPod) as e:
         return responses.denied(
             str(e), "bad-object" if _decides(handler, request) else None, code=400)

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 from webhook.accelerators import to_record
 from webhook.admission import asking, prioritizing, slicing
 from webhook.admission.patches import PatchBuilder
+from webhook.admission.priorities import UNKNOWN, Priorities
 from webhook.conventions.base import label_value
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
@@ -125,18 +126,27 @@ def _record(b: PatchBuilder, pod: PodView, resources: frozenset[str], decision: 
             b.annotation(SLICE_INDEX_ANNOTATION, str(asks.slices.number))
 
 
-def _priority(b: PatchBuilder, pod: PodView, cls: ClassName, policy: Policy) -> list[str]:
+def _priority(b: PatchBuilder, pod: PodView, cls: ClassName, policy: Policy,
+              priorities: Priorities) -> list[str]:
     judged = prioritizing.judge(pod, cls, policy)
     if not judged.replace:
         return [judged.note] if judged.note else []
     wanted = policy.classes[cls].priority_class.name
-    # The Priority plugin has already resolved spec.priority from the old class; the
-    # apiserver rejects a new class name next to a stale value, so both go.
     b.spec_field("priorityClassName", wanted)
-    if pod.priority is not None:
-        b.remove_spec_field("priority")
-    if pod.has_preemption_policy:
-        b.remove_spec_field("preemptionPolicy")
+    # The Priority plugin has already resolved spec.priority from the old class, and
+    # rejects a new class name next to a stale value. Written as the PriorityClass object
+    # gives them, the plugin, run again after the webhooks, changes nothing, and the
+    # apiserver does not call the webhook again; unknown, both go and the plugin fills
+    # them in (docs/admission.md, "One call per pod").
+    given = priorities.get(wanted)
+    if given is not None:
+        b.spec_field("priority", given.value)
+        b.spec_field("preemptionPolicy", given.preemption)
+    else:
+        if pod.priority is not None:
+            b.remove_spec_field("priority")
+        if pod.has_preemption_policy:
+            b.remove_spec_field("preemptionPolicy")
     if judged.escalation is None:
         return []
     return [f"replaced priorityClassName {pod.priority_class_name} with {wanted}: "
@@ -250,8 +260,10 @@ def _marks_of_others(key: str) -> bool:
     return airlocks_own(key) and key not in CONTROLLER_KEYS
 
 
-def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> Mutation:
-    """The patch that gives the pod what its class needs; empty when out of scope."""
+def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str,
+           priorities: Priorities = UNKNOWN) -> Mutation:
+    """The patch that gives the pod what its class needs; empty when out of scope.
+    `priorities`: the cluster's PriorityClasses, as far as they are known."""
     if not decision.in_scope:
         return Mutation([])
     if decision.class_ is None:
@@ -266,7 +278,7 @@ def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str) -> 
     topology = _topology(pod, spec, policy, asks) if decision.gang is not None else None
     _record(b, pod, pod.resources if sliced is None else sliced.resources(pod.resources),
             decision, policy, gated, asks, topology)
-    warnings = _priority(b, pod, decision.class_, policy)
+    warnings = _priority(b, pod, decision.class_, policy, priorities)
     tolerations = spec.tolerations
     if sliced is not None:
         _slice(b, sliced, warnings)

@@ -28,6 +28,7 @@ from webhook.admission.certwatching import CertWatcher
 from webhook.admission.claiming import keys_of
 from webhook.admission.decoding import MAX_BODY, BadReview, decode
 from webhook.admission.metrics import Endpoint, WebhookMetrics
+from webhook.admission.priorities import UNKNOWN
 from webhook.admission.responses import complete
 from webhook.certificates import ensure_dev_certs
 from webhook.logs import setup_logging
@@ -38,6 +39,7 @@ from webhook.reach import NoCredentials, resolve
 
 if TYPE_CHECKING:  # the Kubernetes client is imported only where a cluster is asked
     from webhook.admission.claimwatching import ClaimCache
+    from webhook.admission.prioritywatching import PriorityCache
     from webhook.metricsauth.reviewing import Reviewer
 
 log = logging.getLogger("airlock.server")
@@ -70,6 +72,8 @@ class WebhookServer:
         self.scrapers: Reviewer | None = None
         # Where pods' DRA claims are looked up; None: they are not (`--dra none`).
         self.claims: ClaimCache | None = None
+        # The cluster's PriorityClasses; None: not read (`--priority-classes none`).
+        self.priorities: PriorityCache | None = None
         self.metrics = WebhookMetrics(
             certs.seconds_to_expiry, lambda: 1.0 if policies.policy is not None else 0.0)
 
@@ -119,7 +123,9 @@ class WebhookServer:
             claims = None
             if self.claims is not None and (keys := keys_of(review.object)):
                 claims = await self.claims.lookup(review.namespace, keys, deadline)
-            response = engine.handle(handler, review, self.policies.policy, claims)
+            response = engine.handle(handler, review, self.policies.policy, claims,
+                                     UNKNOWN if self.priorities is None else
+                                     self.priorities.known)
             body = complete(review.uid, response)
             seconds = time.perf_counter() - start
             metrics.answered(endpoint, response.allowed, response.outcome, seconds)
@@ -234,14 +240,21 @@ def build_server(cert_dir: Path, policies: Path,
 
 
 async def _serve(server: WebhookServer, host: str, port: int, drain_seconds: float,
-                 auth: Mode, dra: Mode, kubeconfig: Path | None) -> None:
+                 auth: Mode, reads: tuple[Mode, Mode], kubeconfig: Path | None) -> None:
+    """`reads`: whether DRA claims, and PriorityClasses, are read from the cluster."""
     server.scrapers = await open_reviewer(auth, kubeconfig)
-    watching = None
-    if dra == "kubernetes":
+    watching = []
+    if reads[0] == "kubernetes":
         from webhook.admission.claimwatching import open_claims
 
         server.claims = await open_claims(kubeconfig)
-        watching = asyncio.create_task(server.claims.run())
+        watching.append((asyncio.create_task(server.claims.run()), server.claims.api))
+    if reads[1] == "kubernetes":
+        from webhook.admission.prioritywatching import open_priorities
+
+        server.priorities = await open_priorities(kubeconfig)
+        watching.append((asyncio.create_task(server.priorities.run()),
+                         server.priorities.api))
     listening = await listen(server, host, port)
     log.info("serving", extra={"host": host, "port": port,
                                "policies": str(server.policies.directory)})
@@ -256,9 +269,9 @@ async def _serve(server: WebhookServer, host: str, port: int, drain_seconds: flo
     log.info("stopping: not ready, draining", extra={"seconds": drain_seconds})
     await asyncio.sleep(drain_seconds)
     await listening.close()
-    if watching is not None and server.claims is not None:
-        watching.cancel()
-        await server.claims.api.close()
+    for task, api in watching:
+        task.cancel()
+        await api.close()
     if server.scrapers is not None:
         await server.scrapers.close()
     log.info("stopped")
@@ -266,7 +279,8 @@ async def _serve(server: WebhookServer, host: str, port: int, drain_seconds: flo
 
 def run_server(port: int, cert_dir: Path | None, policies: Path, host: str = "0.0.0.0",
                drain_seconds: float = 5.0, auth: Mode | None = None,
-               kubeconfig: Path | None = None, dra: Mode | None = None) -> int:
+               kubeconfig: Path | None = None, dra: Mode | None = None,
+               priority_classes: Mode | None = None) -> int:
     setup_logging()
     if cert_dir is None:
         cert_dir = Path("certs")
@@ -286,8 +300,13 @@ def run_server(port: int, cert_dir: Path | None, policies: Path, host: str = "0.
     if claims == "none":
         log.warning("not reading DRA claims (--dra none): a pod that claims GPUs through "
                     "resourceClaims is judged without them")
+    priorities = resolve(priority_classes, kubeconfig)
+    if priorities == "none":
+        log.info("not reading PriorityClasses (--priority-classes none): a pod whose "
+                 "priorityClassName Airlock sets is mutated twice")
     try:
-        asyncio.run(_serve(server, host, port, drain_seconds, mode, claims, kubeconfig))
+        asyncio.run(_serve(server, host, port, drain_seconds, mode, (claims, priorities),
+                           kubeconfig))
     except NoCredentials as e:
         log.error("cannot start", extra={"error": str(e)})
         print(f"airlock serve: {e}", file=sys.stderr)

@@ -80,16 +80,20 @@ def start_webhook(workdir: Path, policies: Path, detached: bool = False,
     a flag given twice wins). It usually starts before the control plane it serves, so by
     default it has no credentials: /metrics is open and DRA claims are not read; said
     outright, since in a pod (a CI runner) the default would be to ask that pod's
-    cluster. `webhook_reading(kubeconfig)` gives it a plane to read claims from."""
+    cluster; nor PriorityClasses (a pod whose class Airlock sets is mutated twice).
+    `webhook_reading(kubeconfig)` gives it a plane to read both from."""
     return serve_tls(workdir, "webhook", "webhook",
                      ["serve", "--host", "127.0.0.1", "--policies", str(policies),
                       "--drain-seconds", "0", "--metrics-auth", "none", "--dra", "none",
+                      "--priority-classes", "none",
                       *(extra or [])], detached, timeout, port)
 
 
 def webhook_reading(kubeconfig: Path) -> list[str]:
-    """The flags that have the webhook read pods' DRA claims from a running plane."""
-    return ["--kubeconfig", str(kubeconfig), "--dra", "kubernetes"]
+    """The flags that have the webhook read pods' DRA claims and the PriorityClasses from
+    a running plane."""
+    return ["--kubeconfig", str(kubeconfig), "--dra", "kubernetes",
+            "--priority-classes", "kubernetes"]
 
 
 def start_controller(workdir: Path, kubeconfig: Path, policies: Path,

@@ -28,6 +28,7 @@ from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.actions import Victim
 from webhook.controller.core.cluster.capacity import Room, with_pod_slot
 from webhook.controller.core.cluster.snapshot import Snapshot
+from webhook.controller.core.identities import GangId
 from webhook.controller.core.placement.packing import Plan, place_in, take_plan
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.candidates import Candidates
@@ -149,6 +150,9 @@ class Preemptor:
         reclaiming = self.ledger.used.get(queue, 0) + need <= spec.nominal
         keys = [k for k in self.rankings.ranking(usable).order if k not in self.rankings.taken]
         chosen: list[Victim] = []
+        # Pods of a gang taken one by one (an elastic gang's above its minimum), by gang:
+        # looking through every unit chosen made a plan over thousands quadratic.
+        alone: dict[GangId | None, list[Victim]] = {}
         for k in keys:
             unit = self._allowed(self.units.get(k), queue, anchor.priority,
                                  anchor.may_preempt, reclaiming, t.released, head)
@@ -157,7 +161,9 @@ class Preemptor:
             # An elastic gang whose pods above its minimum were taken one by one, now
             # taken whole: the gang stands for them, and they are not freed twice.
             inside = {p.key for p in unit.pods}
-            subsumed = [c for c in chosen if all(p.key in inside for p in c.pods)]
+            subsumed = [c for c in alone.get(unit.pods[0].gang_id, ())
+                        if all(p.key in inside for p in c.pods)] if unit.unit.kind == "gang" \
+                else []
             for c in subsumed:
                 self._give_back(t, c)
             if not self._budgets_allow(unit, t.spent):
@@ -167,6 +173,8 @@ class Preemptor:
             if subsumed:
                 gone = {id(c) for c in subsumed}
                 chosen = [c for c in chosen if id(c) not in gone]
+            elif unit.unit.kind == "pod" and unit.pods[0].gang_id is not None:
+                alone.setdefault(unit.pods[0].gang_id, []).append(unit)
             chosen.append(unit)
             self._take(t, unit)
             plan = self._fits(t, members, queue, need)
@@ -184,6 +192,9 @@ class Preemptor:
         left it."""
         used = set(plan.assignments.values())
         stale = False
+        # By identity: equal units compare pod by pod, field by field. Dropped at the end:
+        # one list rebuilt per unit given back made a plan over thousands quadratic.
+        back: set[int] = set()
         for unit in sorted(chosen, key=cost, reverse=True):
             self._give_back(t, unit)
             if used.isdisjoint(p.node_name for p in unit.pods) and \
@@ -194,8 +205,8 @@ class Preemptor:
             else:
                 self._take(t, unit)
                 continue
-            # By identity: equal units compare pod by pod, field by field.
-            chosen = [c for c in chosen if c is not unit]
+            back.add(id(unit))
+        chosen = [c for c in chosen if id(c) not in back]
         if stale:
             found = self._fits(t, members, queue, need)
             assert found is not None  # the last plan still holds

@@ -13,6 +13,7 @@ from tests.builders import (
     NOW,
     cluster,
     gang,
+    iso,
     label,
     running,
     tracked,
@@ -25,6 +26,8 @@ from webhook.controller.core.nodes import NodeInfo
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.queueing import QueueState
 from webhook.controller.core.queues.quotas import QueueSpec, Quotas
+from webhook.controller.core.reporting import report
+from webhook.policy.model import Policy
 
 
 def _runs(pods: list[PodInfo], seconds: float | None) -> list[PodInfo]:
@@ -106,3 +109,23 @@ def test_steps_run_out_then_unknown_with_no_blocker() -> None:
     actions, r = decided(tracked(TWO, pods), {}, NOW)
     assert {label(u): p for u, p in forecast(r, actions, steps=0).items()} == \
         {"b": Prediction(None)}
+
+
+STATUS: dict[str, tuple[float | None, tuple[str | None, str | None], str]] = {
+    # the running gang's end (None: unknown) -> (predictedStart, predictionBlocker),
+    # what the STARTS column says
+    "known": (600, (iso(NOW + 600), None), f"starts {iso(NOW + 600)}"),
+    "unknown": (None, (None, "ml/a"), "starts unknown (ml/a has no known end)"),
+}
+
+
+@pytest.mark.parametrize(("end", "keys", "column"), STATUS.values(), ids=STATUS.keys())
+def test_status_shows_the_prediction(policy: Policy, end: float | None,
+                                     keys: tuple[str | None, str | None],
+                                     column: str) -> None:
+    pods = [*_ends_in("a", ["d0-n0", "d0-n1"], end), *gang("b", 2)]
+    found = report(policy, tracked(TWO, pods, policy.counted()), [], NOW, {})
+    line = found.as_json()["waiting"][0]
+    assert (line["gang"], line["predictedStart"], line["predictionBlocker"]) == ("ml/b", *keys)
+    assert "ml/b  queue default, priority 0, 2 pods, 16 GPUs: " in found.text()
+    assert found.text().split("ml/b  ")[1].split("\n")[0].endswith(f"; {column}")

@@ -17,7 +17,7 @@ from webhook.controller.core.records import PreemptionRecord, Record
 
 EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "Requeued",
                       "RecordIgnored", "CapacityRequested", "CapacityProvisioned",
-                      "CapacityExpired", "CapacityFailed", WaitReason]
+                      "CapacityExpired", "CapacityFailed", "PredictedStart", WaitReason]
 EventType = Literal["Normal", "Warning"]
 # Why a victim may go: it has a lower priority, its queue gives back borrowed GPUs, or it
 # was backfilled onto the room reserved for the head of the queue and ran past its end.

@@ -44,14 +44,20 @@ from webhook.controller.core.reasons import WaitReason
 from webhook.controller.core.round import Round
 from webhook.controller.core.stages import consider
 
-# Steps played forward at most: each is a pass of the waiting units through the stages.
-STEPS: Final = 48
-# Ends this close to the first of a step are taken in that step: thousands of pods that
-# end within seconds of each other are one step, not thousands.
+# Steps played forward at most: each is a pass of waiting units through the stages.
+STEPS: Final = 96
+# Units a step leaves waiting before it stops, first in the order first: those further
+# back rarely go before them (a backfill would), and a pass over thousands costs a round.
+WINDOW: Final = 200
+# A step takes the ends within this share of their distance from now of the first (and
+# at least `COALESCE` seconds): thousands of pods ending over hours are tens of steps, and
+# a start so predicted is late by at most that share of its wait.
+SPREAD: Final = 0.1
 COALESCE: Final = 15.0
-# Waits no end of another unit changes: the unit itself must change first.
+# Waits no end of another unit changes: the unit itself (or the cluster) must change.
 UNPREDICTABLE: Final[frozenset[WaitReason]] = frozenset(
-    {"Incomplete", "SizeUnknown", "Oversize", "Invalid", "Growing", "AwaitingVictims"})
+    {"Incomplete", "SizeUnknown", "Oversize", "Invalid", "Growing", "AwaitingVictims",
+     "NeverFits"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +103,12 @@ class _Ends:
         self._seq += 1
         heapq.heappush(self.heap, _End(at, self._seq, list(pods), queue, gpus))
 
-    def next(self) -> list[_End]:
-        """The ends of the next step: the soonest, and those within `COALESCE` of it."""
+    def next(self, now: float) -> list[_End]:
+        """The ends of the next step: the soonest, and those close after it."""
         first = heapq.heappop(self.heap)
         found = [first]
-        while self.heap and self.heap[0].at <= first.at + COALESCE:
+        last = first.at + max(COALESCE, (first.at - now) * SPREAD)
+        while self.heap and self.heap[0].at <= last:
             found.append(heapq.heappop(self.heap))
         return found
 
@@ -112,6 +119,7 @@ def forecast(r: Round, actions: Iterable[Action], steps: int = STEPS
     `actions`; `r` is left as it was."""
     cluster = r.snap.cluster
     waits = [a for a in actions if isinstance(a, Wait) and a.reason not in UNPREDICTABLE]
+    # In the order the round went: the forecast keeps it (fair share moves it little).
     pending = [g for a in waits if (g := cluster.membership.gang(a.unit)) is not None
                and not g.started]
     found: dict[UnitId, Prediction] = {w.unit: UNKNOWN for w in waits}
@@ -135,7 +143,7 @@ def forecast(r: Round, actions: Iterable[Action], steps: int = STEPS
     for _ in range(steps):
         if not pending or not ends.heap:
             break
-        step = ends.next()
+        step = ends.next(r.now)
         now = max(now, step[-1].at)
         for end in step:
             for node, pod in end.pods:
@@ -187,8 +195,14 @@ def _step(r: Round, queues: Queueing, ends: _Ends, pending: list[Gang], now: flo
     step.held = set(r.held)
     if (backfill := step.reservation.backfill) is not None:
         backfill.gone = ends.gone
-    still = []
-    for gang in queues.order(pending):
+    still: list[Gang] = []
+    # Nothing goes while less is free than the least any unit of the window needs.
+    need = queues.snap.unit_need
+    if _free(queues) < min(need(g, g.waiting) for g in pending[:WINDOW]):
+        return pending
+    for seen, gang in enumerate(pending):
+        if len(still) >= WINDOW:
+            return still + pending[seen:]
         try:
             said = consider(step, gang)
         except Exception:  # as the round's own error boundary: it stays unknown
@@ -201,6 +215,10 @@ def _step(r: Round, queues: Queueing, ends: _Ends, pending: list[Gang], now: flo
         _started(ends, queues, step.plans[gang.id].assignments, admit.ungate, gang.id, now,
                  queues.state.runtimes)
     return still
+
+
+def _free(queues: Queueing) -> GpuEquivalents:
+    return sum(max(f, 0) for f in queues.snap.free_gpu.values())
 
 
 def _blocked(r: Round, ends: _Ends, pending: Sequence[Gang]) -> dict[UnitId, Prediction]:

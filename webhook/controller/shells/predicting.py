@@ -1,0 +1,122 @@
+"""Predicted starts in the controller: the last round played forward (`forecasting`) at a
+bounded cadence, told where people look.
+
+- At most every `EVERY` seconds, right after a round (the forecast reads the tracked
+  cluster as that round saw it): a forecast costs many rounds' worth at thousands of
+  waiting gangs (docs/benchmarks.md), so it is not made every round.
+- A gang whose prediction moved by more than `MARGIN` (or between known and unknown)
+  since it was last told: the annotation `gpu-airlock.io/predicted-start` on its waiting
+  pods, and a `PredictedStart` event on its anchor. At most `WRITES` pods a forecast:
+  the rest are told at the next one.
+- When a gang is admitted: how far its first known prediction was from now, in the
+  histogram `airlock_prediction_error_seconds`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Final
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from webhook.controller.core.actions import Action, Admit, Event, Wait
+from webhook.controller.core.forecasting import Prediction
+from webhook.controller.core.identities import UnitId
+from webhook.controller.core.pods import PodInfo
+from webhook.controller.core.reporting import rfc3339
+from webhook.controller.core.rounds import Rounds
+from webhook.controller.shells.applying import Applier
+from webhook.controller.shells.leading import NotLeading
+from webhook.controller.shells.metrics import ControllerMetrics
+from webhook.controller.shells.patches import annotation_patch
+from webhook.keys import PREDICTED_START_ANNOTATION
+
+log = logging.getLogger("airlock.controller")
+
+# Seconds between forecasts at most.
+EVERY: Final = 30.0
+# A prediction that moved less than this is not told again.
+MARGIN: Final = 120.0
+# Pods annotated per forecast at most: the gates' writes come first.
+WRITES: Final = 100
+
+
+def annotation_value(p: Prediction) -> str:
+    """What the annotation says: the time, or `unknown` and who makes it so."""
+    if p.at is not None:
+        return rfc3339(p.at)
+    return "unknown" if p.blocker is None else f"unknown; blocked by {p.blocker.path}"
+
+
+def moved(told: Prediction | None, now: Prediction) -> bool:
+    """Whether `now` is worth telling after `told`."""
+    if told is None or (told.at is None) != (now.at is None):
+        return True
+    if told.at is None or now.at is None:
+        return told.blocker != now.blocker
+    return abs(told.at - now.at) > MARGIN
+
+
+class Predicting:
+    def __init__(self, applier: Applier, metrics: ControllerMetrics) -> None:
+        self.applier = applier
+        self.metrics = metrics
+        self.at = float("-inf")
+        # What each waiting gang was last told, and its first known prediction.
+        self.told: dict[UnitId, Prediction] = {}
+        self.first: dict[UnitId, float] = {}
+
+    def forecast(self, rounds: Rounds, actions: Sequence[Action], now: float
+                 ) -> list[tuple[UnitId, Prediction, tuple[PodInfo, ...]]]:
+        """After a round: the error of each admitted gang's prediction observed; when a
+        forecast is due, what to tell (gang, prediction, its waiting pods)."""
+        for action in actions:
+            if isinstance(action, Admit):
+                self.told.pop(action.unit, None)
+                first = self.first.pop(action.unit, None)
+                if first is not None:
+                    self.metrics.prediction_error.observe(abs(now - first))
+        if now - self.at < EVERY:
+            return []
+        self.at = now
+        started = time.perf_counter()
+        found = rounds.predict()
+        self.metrics.forecast_seconds.observe(time.perf_counter() - started)
+        waits = {a.unit: a.pods for a in actions if isinstance(a, Wait)}
+        self.told = {u: p for u, p in self.told.items() if u in waits}
+        self.first = {u: at for u, at in self.first.items() if u in waits}
+        tell = []
+        for unit, p in found.items():
+            if p.at is not None:
+                self.first.setdefault(unit, p.at)
+            if moved(self.told.get(unit), p) and unit in waits:
+                tell.append((unit, p, waits[unit]))
+        return tell
+
+    async def tell(self, tell: Sequence[tuple[UnitId, Prediction, tuple[PodInfo, ...]]]
+                   ) -> None:
+        """The annotation on each gang's waiting pods, and an event on its first: the
+        gangs first in the list first, up to `WRITES` pods."""
+        budget = WRITES
+        for unit, p, pods in tell:
+            if budget < len(pods):
+                break
+            budget -= len(pods)
+            value = annotation_value(p)
+            try:
+                for pod in pods:
+                    await self.applier.annotate(pod, annotation_patch(
+                        pod, PREDICTED_START_ANNOTATION, value))
+            except NotLeading:
+                return
+            except ApiException as e:
+                log.debug("prediction not written", extra={"gang": str(unit),
+                                                           "status": e.status})
+                continue
+            self.told[unit] = p
+            anchor = min(pods, key=lambda x: x.name)
+            self.applier.tell([Event((anchor,), "Normal", "PredictedStart",
+                                     f"expected to start {value}" if p.at is not None
+                                     else f"start {value}")])

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Iterable, Sequence
+from typing import Final, Protocol
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -27,11 +27,11 @@ from webhook.controller.core.identities import UnitId
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.reporting import rfc3339
 from webhook.controller.core.rounds import Rounds
-from webhook.controller.shells.applying import Applier
 from webhook.controller.shells.leading import NotLeading
 from webhook.controller.shells.metrics import ControllerMetrics
 from webhook.controller.shells.patches import annotation_patch
 from webhook.keys import PREDICTED_START_ANNOTATION
+from webhook.patchops import PatchOp
 
 log = logging.getLogger("airlock.controller")
 
@@ -41,6 +41,14 @@ EVERY: Final = 30.0
 MARGIN: Final = 120.0
 # Pods annotated per forecast at most: the gates' writes come first.
 WRITES: Final = 100
+
+
+class Writer(Protocol):
+    """What predictions are written through: the applier."""
+
+    async def annotate(self, pod: PodInfo, ops: list[PatchOp]) -> None: ...
+
+    def tell(self, events: Iterable[Event]) -> None: ...
 
 
 def annotation_value(p: Prediction) -> str:
@@ -60,7 +68,7 @@ def moved(told: Prediction | None, now: Prediction) -> bool:
 
 
 class Predicting:
-    def __init__(self, applier: Applier, metrics: ControllerMetrics) -> None:
+    def __init__(self, applier: Writer, metrics: ControllerMetrics) -> None:
         self.applier = applier
         self.metrics = metrics
         self.at = float("-inf")

@@ -95,7 +95,7 @@ def test_the_prediction_is_written_once_then_its_error_observed(policy: Policy) 
     # Within the cadence no forecast; past it, the same prediction is not told again.
     round_at(NOW + 1, _blocked(599))
     round_at(NOW + EVERY, _blocked(600 - EVERY))
-    assert len(written.patches) == 2 and len(written.events) == 1
+    assert (len(written.patches), len(written.events)) == (2, 1)
     # Admitted 50 s after its predicted start: that error is observed.
     round_at(NOW + 650, [p for p in _blocked(0) if p.marks.gang != "a"])
     error = metrics.registry.get_sample_value

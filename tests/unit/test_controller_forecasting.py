@@ -23,6 +23,7 @@ from tests.builders import (
 from webhook.controller.core.deciding import decided
 from webhook.controller.core.forecasting import Prediction, forecast
 from webhook.controller.core.nodes import NodeInfo
+from webhook.controller.core.placement.runtimes import Runtimes
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.queueing import QueueState
 from webhook.controller.core.queues.quotas import QueueSpec, Quotas
@@ -50,6 +51,7 @@ class Case:
     # unit label -> (seconds after NOW, or None), the blocker's label or None
     expected: dict[str, tuple[float | None, str | None]]
     quotas: Quotas = field(default_factory=Quotas)
+    runtimes: Runtimes = field(default_factory=Runtimes)
 
 
 TWO = cluster({"d0": 2})
@@ -78,6 +80,9 @@ CASES: dict[str, Case] = {
          *gang("b", 2, ns="team-a")],
         {"b": (1500, None)},
         Quotas([QueueSpec("team-a", ("team-a",), nominal=16, borrowing_limit=0)])),
+    "no run time stated: the median its namespace learned, not the longest": Case(
+        TWO, [*running("a", ["d0-n0", "d0-n1"], ran=60), *gang("b", 2)],
+        {"b": (240, None)}, runtimes=Runtimes({("ml", ""): (100, 200, 300, 400, 1000)})),
     "ends within seconds of each other are one step": Case(
         TWO, [*_ends_in("a", ["d0-n0"], 600), *_ends_in("z", ["d0-n1"], 605),
               *gang("b", 2)],
@@ -88,7 +93,7 @@ CASES: dict[str, Case] = {
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_predicted_start(case: Case) -> None:
     actions, r = decided(tracked(case.nodes, case.pods), {}, NOW,
-                         state=QueueState(quotas=case.quotas))
+                         state=QueueState(quotas=case.quotas, runtimes=case.runtimes))
     found = forecast(r, actions)
     said = {label(u): (None if p.at is None else p.at - NOW,
                        None if p.blocker is None else label(p.blocker))

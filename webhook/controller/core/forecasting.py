@@ -164,7 +164,7 @@ def _running(r: Round, queues: Queueing) -> _Ends:
         for h in holders:
             pod = cluster.pods[h.pod]
             unit = membership(pod) or UnitId.of_pod(pod.key)
-            runtime = None if pod.namespace in spared else runtimes.expected((pod,))
+            runtime = None if pod.namespace in spared else runtimes.typical((pod,))
             # As the head's shadow time counts it (`backfill`): not started, it starts
             # now at the soonest; past its end, it ends now at the soonest.
             at = None if runtime is None else max((pod.started or r.now) + runtime, r.now)
@@ -179,7 +179,7 @@ def _running(r: Round, queues: Queueing) -> _Ends:
 def _started(ends: _Ends, queues: Queueing, assignments: Mapping[PodKey, str],
              pods: Sequence[PodInfo], unit: UnitId, at: float, runtimes: Runtimes) -> None:
     """A unit admitted at `at` onto `assignments`: when it is expected to end."""
-    runtime = runtimes.expected(pods)
+    runtime = runtimes.typical(pods)
     each = {p.key: queues.snap.gpus(p.requests) for p in pods}
     placed = [(assignments[p.key], p) for p in pods if p.key in assignments]
     ends.add(None if runtime is None else at + runtime, unit, placed,

@@ -24,6 +24,7 @@ when a leader starts. Pure."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -66,6 +67,17 @@ class Runtimes:
         if stated:
             return max(stated)
         return self.estimate(key_of(pods[0])) if pods else None
+
+    def typical(self, pods: Sequence[PodInfo]) -> float | None:
+        """How long `pods` (one unit) typically run, for a forecast rather than a
+        promise: the longest any states, else the median their namespace and class
+        learned (`estimate`, the longest, keeps backfills safe; a forecast with it would
+        be late for most)."""
+        stated = [p.marks.runtime for p in pods if p.marks.runtime is not None]
+        if stated:
+            return max(stated)
+        runs = self.seen.get(key_of(pods[0]), ()) if pods else ()
+        return statistics.median(runs) if len(runs) >= LEAST else None
 
     def dumps(self) -> str:
         return dump_memory("runtimes", {"seen": [{"namespace": n, "class": c, "seconds": list(runs)}

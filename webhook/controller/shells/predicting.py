@@ -1,9 +1,10 @@
 """Predicted starts in the controller: the last round played forward (`forecasting`) at a
 bounded cadence, told where people look.
 
-- At most every `EVERY` seconds, right after a round (the forecast reads the tracked
-  cluster as that round saw it): a forecast costs many rounds' worth at thousands of
-  waiting gangs (docs/benchmarks.md), so it is not made every round.
+- Right after a round (the forecast reads the tracked cluster as that round saw it), at
+  most every `EVERY` seconds, or `SOON` when a gang waits that no forecast has seen: a
+  forecast costs many rounds' worth at thousands of waiting gangs (docs/benchmarks.md),
+  so it is not made every round.
 - A gang whose prediction moved by more than `MARGIN` (or between known and unknown)
   since it was last told: the annotation `gpu-airlock.io/predicted-start` on its waiting
   pods, and a `PredictedStart` event on its anchor. At most `WRITES` pods a forecast:
@@ -35,8 +36,9 @@ from webhook.patchops import PatchOp
 
 log = logging.getLogger("airlock.controller")
 
-# Seconds between forecasts at most.
+# Seconds between forecasts at most; at least, when a gang waits that none has seen.
 EVERY: Final = 30.0
+SOON: Final = 5.0
 # A prediction that moved less than this is not told again.
 MARGIN: Final = 120.0
 # Pods annotated per forecast at most: the gates' writes come first.
@@ -75,6 +77,8 @@ class Predicting:
         # What each waiting gang was last told, and its first known prediction.
         self.told: dict[UnitId, Prediction] = {}
         self.first: dict[UnitId, float] = {}
+        # The gangs waiting at the last forecast.
+        self.seen: set[UnitId] = set()
 
     def forecast(self, rounds: Rounds, actions: Sequence[Action], now: float
                  ) -> list[tuple[UnitId, Prediction, tuple[PodInfo, ...]]]:
@@ -86,13 +90,15 @@ class Predicting:
                 first = self.first.pop(action.unit, None)
                 if first is not None:
                     self.metrics.prediction_error.observe(abs(now - first))
-        if now - self.at < EVERY:
+        waits = {a.unit: a.pods for a in actions if isinstance(a, Wait)}
+        fresh = not waits.keys() <= self.seen
+        if now - self.at < (SOON if fresh else EVERY):
             return []
         self.at = now
+        self.seen = set(waits)
         started = time.perf_counter()
         found = rounds.predict()
         self.metrics.forecast_seconds.observe(time.perf_counter() - started)
-        waits = {a.unit: a.pods for a in actions if isinstance(a, Wait)}
         self.told = {u: p for u, p in self.told.items() if u in waits}
         self.first = {u: at for u, at in self.first.items() if u in waits}
         tell = []

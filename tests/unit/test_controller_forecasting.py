@@ -83,6 +83,12 @@ CASES: dict[str, Case] = {
     "no run time stated: the median its namespace learned, not the longest": Case(
         TWO, [*running("a", ["d0-n0", "d0-n1"], ran=60), *gang("b", 2)],
         {"b": (240, None)}, runtimes=Runtimes({("ml", ""): (100, 200, 300, 400, 1000)})),
+    "past the learned median: the median of the runs that lasted longer": Case(
+        TWO, [*running("a", ["d0-n0", "d0-n1"], ran=350), *gang("b", 2)],
+        {"b": (350, None)}, runtimes=Runtimes({("ml", ""): (100, 200, 300, 400, 1000)})),
+    "past every learned run: it ends now at the soonest": Case(
+        TWO, [*running("a", ["d0-n0", "d0-n1"], ran=2000), *gang("b", 2)],
+        {"b": (0, None)}, runtimes=Runtimes({("ml", ""): (100, 200, 300, 400, 1000)})),
     "ends within seconds of each other are one step": Case(
         TWO, [*_ends_in("a", ["d0-n0"], 600), *_ends_in("z", ["d0-n1"], 605),
               *gang("b", 2)],

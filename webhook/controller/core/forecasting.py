@@ -164,7 +164,8 @@ def _running(r: Round, queues: Queueing) -> _Ends:
         for h in holders:
             pod = cluster.pods[h.pod]
             unit = membership(pod) or UnitId.of_pod(pod.key)
-            runtime = None if pod.namespace in spared else runtimes.typical((pod,))
+            ran = r.now - pod.started if pod.started else 0.0
+            runtime = None if pod.namespace in spared else runtimes.typical((pod,), ran)
             # As the head's shadow time counts it (`backfill`): not started, it starts
             # now at the soonest; past its end, it ends now at the soonest.
             at = None if runtime is None else max((pod.started or r.now) + runtime, r.now)

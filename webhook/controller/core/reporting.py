@@ -198,7 +198,8 @@ def report(policy: Policy, cluster: Tracked, events: Iterable[Mapping[str, Any]]
                 continue
             case _:
                 assert_never(action)
-        said = Prediction(now) if isinstance(action, Admit) else \
+        # About to be admitted, or to preempt (its victims' termination aside): now.
+        said = Prediction(now) if isinstance(action, Admit | Preempt) else \
             predicted.get(action.unit, UNKNOWN)
         waiting.append(GangLine(_gang_name(action.unit), quotas.queue_of(action.unit.namespace),
                                 max(p.priority for p in members), len(members),

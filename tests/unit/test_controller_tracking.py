@@ -182,9 +182,9 @@ def test_the_ranked_domains_stay_in_order_as_room_is_taken_and_given_back() -> N
     t = tracked(cluster({"a": 2, "b": 2, "c": 2}))
     snap = Snapshot(t)
     assert snap.ranked(PODS[0], CLIQUE) == [(16, "a"), (16, "b"), (16, "c")]
-    for node, gpus in (("a-n0", 8), ("b-n1", 4), ("c-n0", 8), ("c-n1", 8), ("a-n0", -8),
+    for name, gpus in (("a-n0", 8), ("b-n1", 4), ("c-n0", 8), ("c-n1", 8), ("a-n0", -8),
                        ("b-n0", 2)):
-        snap.take(node, {GPU: gpus})
+        snap.take(name, {GPU: gpus})
         kept = list(snap.ranked(PODS[0], CLIQUE))
         assert kept == sorted((f, d) for d, f in snap.domain_free(PODS[0], CLIQUE).items())
     assert kept == [(0, "c"), (10, "b"), (16, "a")]

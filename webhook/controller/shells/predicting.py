@@ -15,6 +15,7 @@ bounded cadence, told where people look.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -112,25 +113,28 @@ class Predicting:
     async def tell(self, tell: Sequence[tuple[UnitId, Prediction, tuple[PodInfo, ...]]]
                    ) -> None:
         """The annotation on each gang's waiting pods, and an event on its first: the
-        gangs first in the list first, up to `WRITES` pods."""
-        budget = WRITES
+        gangs first in the list first, up to `WRITES` pods, side by side (the applier
+        bounds the writes in flight)."""
+        budget, chosen = WRITES, []
         for unit, p, pods in tell:
             if budget < len(pods):
                 break
             budget -= len(pods)
-            value = annotation_value(p)
-            try:
-                for pod in pods:
-                    await self.applier.annotate(pod, annotation_patch(
-                        pod, PREDICTED_START_ANNOTATION, value))
-            except NotLeading:
-                return
-            except ApiException as e:
-                log.debug("prediction not written", extra={"gang": str(unit),
-                                                           "status": e.status})
-                continue
-            self.told[unit] = p
-            anchor = min(pods, key=lambda x: x.name)
-            self.applier.tell([Event((anchor,), "Normal", "PredictedStart",
-                                     f"expected to start {value}" if p.at is not None
-                                     else f"start {value}")])
+            chosen.append((unit, p, pods))
+        await asyncio.gather(*(self._one(*c) for c in chosen))
+
+    async def _one(self, unit: UnitId, p: Prediction, pods: tuple[PodInfo, ...]) -> None:
+        value = annotation_value(p)
+        try:
+            await asyncio.gather(*(self.applier.annotate(pod, annotation_patch(
+                pod, PREDICTED_START_ANNOTATION, value)) for pod in pods))
+        except NotLeading:
+            return
+        except ApiException as e:
+            log.debug("prediction not written", extra={"gang": str(unit), "status": e.status})
+            return
+        self.told[unit] = p
+        anchor = min(pods, key=lambda x: x.name)
+        self.applier.tell([Event((anchor,), "Normal", "PredictedStart",
+                                 f"expected to start {value}" if p.at is not None
+                                 else f"start {value}")])

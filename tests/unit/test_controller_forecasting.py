@@ -62,6 +62,11 @@ CASES: dict[str, Case] = {
     "a blocker of unknown end: unknown, and it is named": Case(
         TWO, [*_ends_in("a", ["d0-n0", "d0-n1"], None), *gang("b", 2)],
         {"b": (None, "a")}),
+    "of two blockers of unknown end, the one holding most of its room is named": Case(
+        cluster({"d0": 2, "d1": 2}),
+        [*_ends_in("small", ["d1-n0"], None), *_ends_in("wide", ["d0-n0", "d0-n1"], None),
+         *_ends_in("soon", ["d1-n1"], 60), *gang("b", 2)],
+        {"b": (None, "wide")}),
     "queue order: the second starts when the first is expected to end": Case(
         TWO, [*_ends_in("a", ["d0-n0", "d0-n1"], 600), *_runs(gang("b", 2), 1200),
               *_runs(gang("c", 2, created=1), 300)],

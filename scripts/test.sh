@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up and run every check CI runs: lint, types, import layers, policy lint, unit,
 # server (real TLS) and end-to-end tests against a real control plane (built from the
-# official Go modules on first use and cached under ~/.cache/airlock).
+# official Go modules on first use and cached under ~/.cache/airlock), and the dashboard's
+# browser test in Debian's chromium (installed with apt-get when missing: run as root).
 #
 #   ./scripts/test.sh            everything, as CI runs it (extra arguments go to pytest)
 #   ./scripts/test.sh --fast     the inner loop: lint, types, layers and unit tests only,
@@ -25,6 +26,22 @@ echo "== import layers"; .venv/bin/lint-imports --no-cache
 echo "== policy lint"; .venv/bin/airlock lint policies
 if [ "$fast" = true ]; then
   echo "== unit tests"; exec .venv/bin/pytest -q -ra tests/unit "$@"
+fi
+echo "== chromium and chromedriver (the dashboard's browser test)"
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "the dashboard's browser test needs Debian's chromium and chromium-driver:" \
+         "run as root on Debian, or apt-get install -y chromium chromium-driver first" >&2
+    exit 1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver || {
+    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver; } || {
+    echo "could not install chromium and chromium-driver with apt-get" >&2; exit 1; }
+  if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+    echo "apt-get installed chromium and chromium-driver, but /usr/bin/chromium or" \
+         "/usr/bin/chromedriver is still missing" >&2
+    exit 1
+  fi
 fi
 echo "== Kubernetes binaries, KWOK, the operators, Karpenter, Helm and the benches' peers"
 .venv/bin/python -m webhook.sandbox.building --operators all --autoscaler karpenter --helm

@@ -12,6 +12,7 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
+import jsonpatch
 import yaml
 
 from tests.paths import POLICIES
@@ -28,6 +29,7 @@ from webhook.controller.core.preemption.criteria import PreemptionSettings
 from webhook.controller.core.preemption.planning import Preemptor
 from webhook.controller.core.queues.quotas import Ledger, Quotas
 from webhook.controller.core.records import PreemptionRecord, Record, Seal
+from webhook.controller.shells.patches import record_patch, ungate_patch
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CHECKPOINTED_AT_ANNOTATION,
@@ -39,6 +41,7 @@ from webhook.keys import (
     GANG_SIZE_ANNOTATION,
     GATE,
     PLACEMENT_ANNOTATION,
+    PREEMPTION_ANNOTATION,
     QUEUED_ANNOTATION,
     TOPOLOGY_KEY_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
@@ -220,10 +223,11 @@ def raw_member(gang: str, i: int, gpus: int = 8, size: int | None = None, *,
                created: int = 0, ns: str = "ml", node_name: str | None = None,
                placement: Record | None = None, name: str | None = None,
                resource: str = GPU, recorded: str | None = None,
-               marks: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+               marks: dict[str, str] | None = None, owned: bool = False,
+               **spec: Any) -> dict[str, Any]:
     """A gang member as the watch delivers it once the webhook has marked it; `recorded`
     is the accelerators annotation the webhook wrote, `marks` more annotations it wrote
-    (an elastic gang's minimum, a slice)."""
+    (an elastic gang's minimum, a slice); `owned`: made by a Job named after the gang."""
     b = (pod(name or f"{gang}-{i}", ns).gpus(gpus, resource).cpu("8", "16Gi")
          .set("tolerations", [{"key": "nvidia.com/gpu", "operator": "Exists"}])
          .marked(gang, size, mode, gated))
@@ -239,9 +243,19 @@ def raw_member(gang: str, i: int, gpus: int = 8, size: int | None = None, *,
         b.set("priority", priority)
     if node_name:
         b.set("nodeName", node_name)
+    if owned:
+        b.owner("Job", gang)
     for key, value in spec.items():
         b.set(key, value)
     return b.build()
+
+
+def let_go(raw: dict[str, Any], record: Record, anchor: bool = False) -> PodInfo:
+    """A gated pod as the applier leaves it, not bound yet: its gate lifted and the pod
+    pinned as `record` says, with the record itself on the `anchor`."""
+    info = PodInfo.parse(raw, SEAL)
+    ops = (record_patch(info, record, SEAL) if anchor else []) + ungate_patch(info, record)
+    return PodInfo.parse(jsonpatch.apply_patch(raw, ops), SEAL)
 
 
 def uid_of(namespace: str, name: str) -> str:
@@ -604,3 +618,12 @@ def pool_entry(name: str = "h100", without: tuple[str, ...] = (), **fields: Any
     file's spelling: gpusPerNode, nodesPerDomain, ...) say otherwise; no field `without`."""
     entry = {"name": name, "model": "h100", "count": 2, "gpusPerNode": 8, **fields}
     return {k: v for k, v in entry.items() if k not in without}
+
+
+def preempting(n: int, record: PreemptionRecord, name: str = "train", ns: str = "ml"
+               ) -> list[PodInfo]:
+    """A training gang of `n` waiting, its anchor carrying the recorded preemption."""
+    raws = [raw_member(name, i, 8, n, priority=TRAINING, ns=ns) for i in range(n)]
+    raws[0]["metadata"]["annotations"][PREEMPTION_ANNOTATION] = SEAL.dumps(
+        record, raws[0]["metadata"]["uid"])
+    return [PodInfo.parse(r, SEAL) for r in raws]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import os
 import ssl
 import subprocess
@@ -137,6 +138,34 @@ class Scrapers:
     namespace: str
     reader: str
     stranger: str
+
+
+@contextlib.asynccontextmanager
+async def url_reader(api: client.ApiClient, namespace: str, account: str, role: str,
+                     path: str) -> AsyncIterator[None]:
+    """The ServiceAccount `account` of `namespace` bound to the ClusterRole `role` (which
+    grants `get` on the non-resource URL `path`) once the apiserver allows it: verdicts
+    are reviewed and kept a minute, so a first request must not meet the binding before
+    the apiserver's authorizer does. The binding is removed after."""
+    rbac = client.RbacAuthorizationV1Api(api)
+    binding = f"e2e-{role}-{namespace}-{account}"
+    await rbac.create_cluster_role_binding(body={
+        "metadata": {"name": binding},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
+
+    async def allowed() -> bool:
+        review = await client.AuthorizationV1Api(api).create_subject_access_review(body={
+            "spec": {"user": f"system:serviceaccount:{namespace}:{account}",
+                     "nonResourceAttributes": {"path": path, "verb": "get"}}})
+        return bool(review.status.allowed)
+
+    try:
+        await until(allowed)
+        yield
+    finally:
+        await rbac.delete_cluster_role_binding(binding)
 
 
 def progress(line: str) -> None:
@@ -381,3 +410,14 @@ def allocated(claim: Mapping[str, Any], pod: Mapping[str, Any]) -> list[dict[str
     assert [r["uid"] for r in status.get("reservedFor") or []] == [pod["metadata"]["uid"]]
     results: list[dict[str, Any]] = status["allocation"]["devices"]["results"]
     return results
+
+
+async def running_since(api: client.ApiClient, pod: dict[str, object], hours: float) -> None:
+    """Say, as a kubelet would, that `pod` has been running for `hours`."""
+    meta = pod["metadata"]
+    assert isinstance(meta, dict)
+    started = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=hours)
+    await client.CoreV1Api(api).patch_namespaced_pod_status(
+        meta["name"], meta["namespace"],
+        body={"status": {"phase": "Running",
+                         "startTime": started.strftime("%Y-%m-%dT%H:%M:%SZ")}})

@@ -13,6 +13,10 @@ GANG_NAME_LABEL: Final = "gpu-airlock.io/gang-name"
 GANG_SIZE_ANNOTATION: Final = "gpu-airlock.io/gang-size"
 IGNORE_NAMESPACE_LABEL: Final = "gpu-airlock.io/ignore"
 SYSTEM_NAMESPACE: Final = "airlock-system"
+# The ConfigMap there holding the policy files the webhook and the controller mount
+# (policies/kustomization.yaml, the Helm chart, `airlock sandbox up`); `kubectl airlock`
+# reads the policy the cluster runs from it.
+POLICY_CONFIGMAP: Final = "airlock-policies"
 CONTROLLER_IDENTITY: Final = "system:serviceaccount:airlock-system:airlock-controller"
 API_VERSION: Final = "gpu-airlock.io/v1alpha1"
 # When a pod last saved its work (RFC 3339): preempting it loses only what came after.
@@ -101,6 +105,13 @@ PREEMPTION_ANNOTATION: Final = "gpu-airlock.io/preemption"
 # unknown end makes it so), on its anchor pod: the controller's forecast
 # (docs/predictions.md). Not a record: nothing is decided from it.
 PREDICTED_START_ANNOTATION: Final = "gpu-airlock.io/predicted-start"
+# A preemption's notice on a victim (RFC 3339): it is evicted at this deadline, or as soon
+# as it states a checkpoint (CHECKPOINTED_AT_ANNOTATION) made after the notice, or exits.
+# A job reads it through a downward API volume. Set by the controller only when the
+# policy gives victims time to checkpoint (`preemption.checkpointGrace`).
+PREEMPTION_NOTICE_ANNOTATION: Final = "gpu-airlock.io/preemption-notice"
+# The pod condition that tells the same (its message says what to do).
+PREEMPTION_NOTICE_CONDITION: Final = "gpu-airlock.io/PreemptionNotice"
 # What only the controller writes, after a pod is created: a pod created with one is
 # refused, by the webhook and by the apiserver (the records are sealed besides).
 CONTROLLER_KEYS: Final = frozenset({PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION,

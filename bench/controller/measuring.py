@@ -71,9 +71,11 @@ GPU = "nvidia.com/gpu"
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
 
 
-def gang_pods(name: str, size: int, gpus: int, ns: str = "bench") -> list[dict[str, Any]]:
-    """A gang's members as the webhook leaves them (gated, size and domain recorded)."""
-    return [raw_member(name, i, gpus, size, ns=ns) for i in range(size)]
+def gang_pods(name: str, size: int, gpus: int, ns: str = "bench", mode: str = "required"
+              ) -> list[dict[str, Any]]:
+    """A gang's members as the webhook leaves them (gated, size and domain recorded, the
+    domain a must or, with `mode` "preferred", a wish)."""
+    return [raw_member(name, i, gpus, size, ns=ns, mode=mode) for i in range(size)]
 
 
 def ready_nodes(node_count: int) -> list[NodeInfo]:

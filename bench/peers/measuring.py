@@ -38,7 +38,8 @@ from webhook.sandbox.nodes import Shape
 from webhook.sandbox.operating import build_operators
 from webhook.sandbox.operators import Operator, OperatorError
 from webhook.simulation import clusters
-from webhook.simulation.simulating import Run, Stats, simulate
+from webhook.simulation.runs import Run, Stats
+from webhook.simulation.simulating import simulate
 from webhook.simulation.timelines import summarize
 from webhook.simulation.traces import TraceError, read_trace
 

@@ -25,7 +25,7 @@ from webhook.policy.queues import seconds
 # Each timed setting (as a policy file names it) -> the Policy's field, and its durations.
 TIMERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "preemption": ("preemption", ("minRuntime", "delay", "requeueBackoff",
-                                  "staleGangGracePeriod")),
+                                  "staleGangGracePeriod", "checkpointGrace")),
     "fairShare": ("fair_share", ("halfLife", "entryCharge")),
 }
 TIMERS_FILE = "99-timers-at-speed.yaml"

@@ -9,6 +9,10 @@
 `--singles N` adds N waiting single pods of a class that queues (1-GPU scavenger pods,
 gated by the webhook), each a gang of one to the round.
 
+`--topology preferred` makes the waiting gangs prefer an NVLink domain instead of
+needing one: each plan then prices victims anywhere and in each domain, and frees one
+domain within the policy's premium (`preemption.preferredDomainPremium`).
+
 `--predictions` also times the forecast after each round (`forecasting`: every waiting
 gang's predicted start), with every pod stating a run time (running ones end within the
 next 1-6 hours, waiting gangs run 1-4 hours), so the forecast plays many ends forward.
@@ -21,7 +25,8 @@ Times are the process's CPU time, not wall time: on a shared machine the wall cl
 measures the neighbours as much as the code.
 
     .venv/bin/python -m bench.preemption [--nodes 5000] [--gangs 200] [--rounds 20]
-        [--singles 0] [--first-plans 50] [--churn 100] [--reclaim] [--predictions]
+        [--singles 0] [--first-plans 50] [--churn 100] [--reclaim]
+        [--topology required|preferred] [--predictions]
 
 With --sandbox, instead, on `airlock sandbox up` (KWOK ending deleted pods as a kubelet
 would): scavenger Jobs hold every GPU, then training gangs that must preempt are created
@@ -121,10 +126,11 @@ def full_cluster(node_count: int, rng: random.Random) -> tuple[list[NodeInfo], l
     return nodes, pods
 
 
-def waiting(count: int, rng: random.Random) -> list[PodInfo]:
+def waiting(count: int, rng: random.Random, mode: str = "required") -> list[PodInfo]:
     pods = []
     for g in range(count):
-        for raw in gang_pods(f"train{g}", rng.choice((2, 4, 8, 16)), 8, ns="train"):
+        for raw in gang_pods(f"train{g}", rng.choice((2, 4, 8, 16)), 8, ns="train",
+                             mode=mode):
             raw["spec"]["priority"] = TRAINING
             pods.append(PodInfo.parse(raw))
     return pods
@@ -279,6 +285,9 @@ def main() -> int:
     parser.add_argument("--churn", type=int, default=100,
                         help="running pods that end and start again before each round and "
                              "each first plan")
+    parser.add_argument("--topology", choices=("required", "preferred"), default="required",
+                        help="the waiting gangs' NVLink domain: a must, or a wish (then each "
+                             "plan also prices freeing one domain against spreading)")
     parser.add_argument("--predictions", action="store_true",
                         help="also time the forecast of every waiting gang's start")
     parser.add_argument("--sandbox", action="store_true",
@@ -294,7 +303,7 @@ def main() -> int:
     args.gangs = args.gangs or 200
     rng = random.Random(5)
     nodes, running = full_cluster(args.nodes, rng)
-    gangs = waiting(args.gangs, rng)
+    gangs = waiting(args.gangs, rng, args.topology)
     if args.predictions:
         running = [_runs(p, (NOW - p.started) + rng.uniform(1, 6) * 3600) for p in running]
         gangs = _stated(gangs, rng)

@@ -5,6 +5,7 @@ controller's decide() took, for each scheduler.
 
     .venv/bin/python -m bench.simulate [--jobs 10000] [--nodes 5000]
         [--scheduler airlock|stock|both] [--runtime-scale 4]
+        [--scoring LeastAllocated|MostAllocated] [--pin nodes|domain]
 
 The trace is the generator's, seeded: training gangs up to 128 pods, run times 4x the
 generator's medians, which asks for about 95% of the cluster's GPU-hours over the day.
@@ -19,10 +20,13 @@ import resource
 import time
 from pathlib import Path
 
+from webhook.controller.core.deciding import DecideOptions
+from webhook.controller.core.placement.pins import PIN_MODES
 from webhook.policy.loading import load_policy
-from webhook.simulation.clusters import Shape
+from webhook.simulation.clusters import SCORINGS, Shape
 from webhook.simulation.generating import Mix, generate
-from webhook.simulation.simulating import SCHEDULERS, Scheduler, simulate
+from webhook.simulation.runs import SCHEDULERS, Scheduler
+from webhook.simulation.simulating import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,6 +42,9 @@ def main() -> int:
                    help="multiply the generator's median run times (4: ~95%% of the "
                         "cluster's GPU-hours asked for over the day)")
     p.add_argument("--scheduler", choices=(*SCHEDULERS, "both"), default="both")
+    p.add_argument("--scoring", choices=SCORINGS, default=Shape().scoring,
+                   help="kube-scheduler's NodeResourcesFit scoring in the model")
+    p.add_argument("--pin", choices=PIN_MODES, default="nodes", help="the controller's --pin")
     args = p.parse_args()
     base = Mix()
     mix = Mix(jobs=args.jobs, seconds=args.hours * 3600, seed=args.seed, max_pods=128,
@@ -47,12 +54,13 @@ def main() -> int:
     print(f"trace: {len(jobs)} jobs, {sum(j.pods for j in jobs)} pods, generated in "
           f"{time.perf_counter() - started:.1f} s")
     policy = load_policy(ROOT / "policies")
-    shape = Shape(args.nodes, 8, args.nodes_per_domain)
+    shape = Shape(args.nodes, 8, args.nodes_per_domain, scoring=args.scoring)
+    options = DecideOptions(pin=args.pin)
     schedulers: tuple[Scheduler, ...] = SCHEDULERS if args.scheduler == "both" \
         else (args.scheduler,)
     for scheduler in schedulers:
         started, cpu = time.perf_counter(), time.process_time()
-        run = simulate(jobs, policy, shape, scheduler)
+        run = simulate(jobs, policy, shape, scheduler, options)
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         s = run.summary()
         print(f"{scheduler}: {seconds:.1f} s wall ({cpu:.1f} s CPU), {run.stats.events} "
@@ -61,7 +69,7 @@ def main() -> int:
               f"completed {s['completed']}/{s['jobs']}, wait p50 {s['wait']['p50']} s, "
               f"p99 {s['wait']['p99']} s, utilization {s['utilization']:.1%}, "
               f"partial-gang GPU-h {s['partialGangGpuSeconds'] / 3600:.0f}, "
-              f"preemptions {s['preemptions']}")
+              f"preemptions {s['preemptions']} ({s['lostGpuSeconds'] / 3600:.0f} GPU-h lost)")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS: {peak:.0f} MiB")
     return 0

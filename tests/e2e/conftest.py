@@ -26,7 +26,7 @@ from tests.kube import (
     Scrapers,
     WiredPlane,
     fresh_namespaces,
-    until,
+    url_reader,
 )
 from tests.paths import POLICIES
 from webhook.policy.loading import load_policy, policy_files
@@ -251,26 +251,9 @@ async def scrapers(api: client.ApiClient, namespace: str,
     for name in ("reader", "stranger"):
         await core.create_namespaced_service_account(namespace,
                                                      body={"metadata": {"name": name}})
-    rbac = client.RbacAuthorizationV1Api(api)
-    binding = f"e2e-metrics-reader-{namespace}"
-    await rbac.create_cluster_role_binding(body={
-        "metadata": {"name": binding},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": "airlock-metrics-reader"},
-        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}]})
-
-    async def allowed() -> bool:
-        review = await client.AuthorizationV1Api(api).create_subject_access_review(body={
-            "spec": {"user": f"system:serviceaccount:{namespace}:reader",
-                     "nonResourceAttributes": {"path": "/metrics", "verb": "get"}}})
-        return bool(review.status.allowed)
-
-    # Reviewed verdicts are kept a minute: a first scrape must not meet the binding
-    # before the apiserver's authorizer does.
-    await until(allowed)
-    yield Scrapers(namespace, await service_account_token(api, namespace, "reader"),
-                   await service_account_token(api, namespace, "stranger"))
-    await rbac.delete_cluster_role_binding(binding)
+    async with url_reader(api, namespace, "reader", "airlock-metrics-reader", "/metrics"):
+        yield Scrapers(namespace, await service_account_token(api, namespace, "reader"),
+                       await service_account_token(api, namespace, "stranger"))
 
 
 @pytest.fixture

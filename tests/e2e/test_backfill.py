@@ -58,8 +58,10 @@ async def test_a_pod_admitted_beside_the_heads_room_is_kept_off_it_by_the_schedu
         api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
     """kube-scheduler knows nothing of the room reserved for the head: a queued pod Airlock
     admits elsewhere would land on any free node, the kept ones included (here two of
-    the three free nodes are kept). The ungate patch keeps it off them."""
-    controllers.start()
+    the three free nodes are kept). The ungate patch keeps it off them. Pinned to its
+    planned node (`--pin nodes`, the default), a Job's pod could not go there anyway:
+    the fence is for pods Airlock pins to no node, as under `--pin domain`."""
+    controllers.start("--pin", "domain")
     await create_gang(api, namespace, "three", 3)
     await until(lambda: all_bound(api, namespace, "three", 3))
     await create_gang(api, namespace, "two", 2)

@@ -28,6 +28,7 @@ from tests.kube import (
     events,
     gated,
     pods_of,
+    running_since,
     until,
 )
 from webhook.controller.core.queues.accounting import FAIR_SHARE_KEY
@@ -48,16 +49,6 @@ spec:
 """
 
 
-async def _running_since(api: client.ApiClient, pod: dict[str, object], hours: float) -> None:
-    meta = pod["metadata"]
-    assert isinstance(meta, dict)
-    started = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=hours)
-    await client.CoreV1Api(api).patch_namespaced_pod_status(
-        meta["name"], meta["namespace"],
-        body={"status": {"phase": "Running",
-                         "startTime": started.strftime("%Y-%m-%dT%H:%M:%SZ")}})
-
-
 async def test_a_training_gang_evicts_one_whole_scavenger_gang(
         api: client.ApiClient, namespace: str, controllers: Controllers,
         policy_file: PolicyFileFactory, control_plane: ControlPlane,
@@ -71,7 +62,7 @@ async def test_a_training_gang_evicts_one_whole_scavenger_gang(
 
     await until(lambda: all_bound(api, namespace, "", 8), within=60)
     for p in await pods_of(api, namespace):
-        await _running_since(api, p, 5 if p["metadata"]["name"].startswith("older") else 1)
+        await running_since(api, p, 5 if p["metadata"]["name"].startswith("older") else 1)
     newer_nodes = {p["spec"]["nodeName"] for p in await pods_of(api, namespace, "newer")}
     await create_gang(api, namespace, "train", 4, cls="training")
 
@@ -130,7 +121,7 @@ async def _fill(api: client.ApiClient, namespace: str, names: tuple[str, ...], c
         await until(functools.partial(all_bound, api, namespace, name, 4), within=60)
     for name in names:
         for p in await pods_of(api, namespace, name):
-            await _running_since(api, p, hours)
+            await running_since(api, p, hours)
 
 
 async def test_a_team_under_its_nominal_reclaims_a_whole_gang_from_a_borrower(

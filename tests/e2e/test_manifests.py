@@ -419,8 +419,10 @@ def test_metrics_rbac_reviews_scrapers_and_lets_them_read(rendered: dict[str, Do
     assert {s["namespace"] for s in binding["subjects"]} == {SYSTEM_NAMESPACE}
     assert one(docs, "ClusterRole", "airlock-metrics-reader")["rules"] == [
         {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert one(docs, "ClusterRole", "airlock-dashboard-viewer")["rules"] == [
+        {"nonResourceURLs": ["/dashboard"], "verbs": ["get"]}]
     assert not [b for b in find(docs, "ClusterRoleBinding") + find(docs, "RoleBinding")
-                if b["roleRef"]["name"] == "airlock-metrics-reader"]
+                if b["roleRef"]["name"] in ("airlock-metrics-reader", "airlock-dashboard-viewer")]
 
 
 # Every grant of Airlock's accounts, against docs/security.md: tests/unit/test_rbac.py

@@ -9,6 +9,7 @@ import contextlib
 import json
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,15 @@ def test_status_and_down_manage_what_up_started(state_dir: Path) -> None:
                          re.MULTILINE), status.stdout
     pids = [p["pid"] for p in processes]
     assert all(alive(p) for p in pids)
+    # `kubectl airlock` reads the policy the sandbox runs from its ConfigMap, as on any
+    # cluster that runs Airlock.
+    kubeconfig = re.search(r"^kubeconfig: (\S+)$", up.stdout, re.MULTILINE)
+    assert kubeconfig, up.stdout
+    queues = subprocess.run([str(Path(sys.executable).parent / "kubectl-airlock"), "queues",
+                             "-o", "json", "--kubeconfig", kubeconfig[1]],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert queues.returncode == 0, queues.stderr
+    assert [q["name"] for q in json.loads(queues.stdout)["queues"]] == ["default"]
 
     down = sandbox("down", "--state-dir", str(state_dir))
     assert down.returncode == 0

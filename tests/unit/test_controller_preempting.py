@@ -21,6 +21,7 @@ from tests.builders import (
     admitted,
     cluster,
     gang,
+    preempting,
     preemptor,
     preempts,
     raw_member,
@@ -48,7 +49,6 @@ from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.controller.core.queues.shortfalls import short
 from webhook.controller.core.records import PreemptionRecord
 from webhook.controller.shells.patches import disruption_patch
-from webhook.keys import PREEMPTION_ANNOTATION
 
 
 def victims(action: Preempt) -> set[str]:
@@ -202,22 +202,13 @@ def test_an_evicted_gang_backs_off_before_it_is_considered_again() -> None:
                            {}, NOW + 200, state=state)) == {"train": "a"}
 
 
-def _recorded(n: int, record: PreemptionRecord, name: str = "train", ns: str = "ml"
-              ) -> list[PodInfo]:
-    """A training gang, its anchor carrying a recorded preemption."""
-    raws = [raw_member(name, i, 8, n, priority=TRAINING, ns=ns) for i in range(n)]
-    raws[0]["metadata"]["annotations"][PREEMPTION_ANNOTATION] = SEAL.dumps(
-        record, raws[0]["metadata"]["uid"])
-    return [PodInfo.parse(r, SEAL) for r in raws]
-
-
 def test_a_recorded_preemption_is_finished_by_the_next_leader() -> None:
     nodes = cluster({"a": 2, "b": 2})
     busy = running("s", ["a-n0", "a-n1"])
     record = PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"),
                               ("a-n0", "a-n1"), NOW - 5,
                               (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
-    train = _recorded(2, record)
+    train = preempting(2, record)
     rival = gang("rival", 2, priority=TRAINING * 2)
     actions = decide(tracked(nodes, busy + train + rival), {}, NOW)
     (resume,) = preempts(actions)
@@ -232,7 +223,7 @@ def test_the_room_a_preemption_freed_is_held_for_the_preemptor() -> None:
     record = PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"),
                               ("a-n0", "a-n1"), NOW - 5,
                               (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
-    train = _recorded(2, record)
+    train = preempting(2, record)
     small = gang("small", 1, priority=TRAINING * 2)  # would fit, and goes first otherwise
     actions = decide(tracked(nodes, train + small), {}, NOW)
     assert admitted(actions) == {"train": "a"}
@@ -279,7 +270,7 @@ def test_a_preemptor_is_lifted_only_once_its_victims_are_gone(
                               (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
     # Would fit in the freed room, and goes first otherwise.
     rival = gang("rival", 1, priority=TRAINING * 2)
-    actions = decide(tracked(nodes, busy + _recorded(2, record) + rival), {}, NOW,
+    actions = decide(tracked(nodes, busy + preempting(2, record) + rival), {}, NOW,
                      state=QueueState(deleted=deleted))
     (mine,) = [a for a in actions if a.unit == unit("train")]
     assert type(mine) is outcome
@@ -307,7 +298,7 @@ def test_a_preemptor_waiting_for_its_victims_keeps_its_queues_quota() -> None:
     record = PreemptionRecord("x", CLIQUE, ("ml/s-0", "ml/s-1"),
                               ("x-n0", "x-n1"), NOW - 5,
                               (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
-    want = _recorded(2, record, "want", "a-ml")
+    want = preempting(2, record, "want", "a-ml")
     more = gang("more", 2, ns="a-ml", priority=TRAINING, created=30)
     state = QueueState(quotas)
     actions = decide(tracked(nodes, terminating + want + more), {}, NOW, state=state)
@@ -374,7 +365,7 @@ def test_a_resumed_preemption_gives_the_cause_the_deciding_leader_would_have(
     record = PreemptionRecord("x", CLIQUE, ("b-ml/big-0", "b-ml/big-1"),
                               ("x-n0", "x-n1"), NOW - 5,
                               (uid_of("b-ml", "big-0"), uid_of("b-ml", "big-1")))
-    want = _recorded(2, record, "want", "a-ml")
+    want = preempting(2, record, "want", "a-ml")
     (resume,) = preempts(decide(tracked(cluster({"x": 2}), busy + want), {}, NOW,
                                 state=QueueState(quotas)))
     assert [v.cause for v in resume.victims] == [cause]
@@ -487,7 +478,7 @@ def test_a_pod_recreated_under_a_victims_name_is_not_evicted_again() -> None:
     busy = running("s", ["a-n0", "a-n1"])
     record = PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"),
                               ("a-n0", "a-n1"), NOW - 5, ("old-uid-0", "old-uid-1"))
-    actions = decide(tracked(nodes, busy + _recorded(2, record)), {}, NOW)
+    actions = decide(tracked(nodes, busy + preempting(2, record)), {}, NOW)
     assert not preempts(actions)
 
 
@@ -551,8 +542,8 @@ def test_victims_this_controller_deleted_are_not_evicted_twice() -> None:
                               ("a-n0", "a-n1"), NOW - 1,
                               (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
     state = QueueState(deleted=frozenset(p.uid for p in busy))
-    assert not preempts(decide(tracked(nodes, busy + _recorded(2, record)), {}, NOW, state=state))
-    assert preempts(decide(tracked(nodes, busy + _recorded(2, record)), {}, NOW))
+    assert not preempts(decide(tracked(nodes, busy + preempting(2, record)), {}, NOW, state=state))
+    assert preempts(decide(tracked(nodes, busy + preempting(2, record)), {}, NOW))
 
 
 def test_a_preemptor_waits_for_its_victims_and_evicts_nobody_else() -> None:
@@ -566,10 +557,10 @@ def test_a_preemptor_waits_for_its_victims_and_evicts_nobody_else() -> None:
                               (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
     state = QueueState(deleted=frozenset(p.uid for p in busy),
                        preemption=PreemptionSettings(delay=0, min_runtime=0))
-    actions = decide(tracked(nodes, busy + others + _recorded(2, record)), {}, NOW, state=state)
+    actions = decide(tracked(nodes, busy + others + preempting(2, record)), {}, NOW, state=state)
     assert not preempts(actions)
     assert "train" in waits(actions)
     # Once the watch shows them gone, the gang goes into the room they left.
-    assert admitted(decide(tracked(nodes, others + _recorded(2, record)), {}, NOW, state=state)) \
+    assert admitted(decide(tracked(nodes, others + preempting(2, record)), {}, NOW, state=state)) \
         == {"train": "a"}
 

@@ -154,7 +154,10 @@ def test_the_image_wheel_holds_the_webhook_and_controller_without_sandbox_or_sim
     assert packages - shipped == set(LEFT_OUT)
     assert {"webhook/cli.py", "webhook/admission/serving.py",
             "webhook/controller/shells/running.py",
-            "webhook/policy/defaults/10-classes.yaml"} <= set(names)
+            "webhook/policy/defaults/10-classes.yaml",
+            # The dashboard's page, script and style.
+            *(f"webhook/controller/shells/dashboard/{f}" for f in (
+                "index.html", "denied.html", "dashboard.js", "dashboard.css"))} <= set(names)
 
 
 def run_unpacked(unpacked: Path, code: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -259,6 +259,30 @@ async def test_the_guard_answers_with_the_verdict(reviewer: Reviewer) -> None:
         assert ("WWW-Authenticate" in response.headers) == (status == 401)
 
 
+def forbidden(verdict: Verdict) -> web.StreamResponse:
+    return web.Response(status=403, text=f"page: {verdict.reason}")
+
+
+async def test_a_browser_may_send_its_token_in_a_cookie(reviewer: Reviewer) -> None:
+    """The dashboard's guard: the token from the header, else from the cookie; every
+    refusal answered as the caller says (the dashboard: a 403 page)."""
+    handler = guarded(metrics, reviewer, forbidden, cookie="airlock-dashboard-token")
+    cases = [({}, 403, "page: Unauthorized: /metrics needs a bearer token"),
+             ({"Cookie": "airlock-dashboard-token=prom"}, 200, "airlock_up 1\n"),
+             ({"Cookie": "airlock-dashboard-token=made-up"}, 403,
+              f"page: {NOT_AUTHENTICATED.reason}"),
+             ({"Cookie": "other-cookie=prom"}, 403,
+              "page: Unauthorized: /metrics needs a bearer token"),
+             # The header wins over the cookie.
+             ({"Cookie": "airlock-dashboard-token=prom", "Authorization": "Bearer other"},
+              403, 'page: Forbidden: user "system:serviceaccount:team-a:default" may not '
+                   "get /metrics")]
+    for headers, status, text in cases:
+        response = await handler(make_mocked_request("GET", "/dashboard", headers=headers))
+        assert isinstance(response, web.Response)
+        assert (response.status, response.text) == (status, text), headers
+
+
 async def test_without_a_reviewer_the_handler_is_left_alone() -> None:
     assert guarded(metrics, None) is metrics
 

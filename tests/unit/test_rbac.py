@@ -72,4 +72,4 @@ def test_nobody_is_bound_to_the_roles_people_bind() -> None:
     bound = {d["roleRef"]["name"] for d in _docs()
              if d["kind"] in ("ClusterRoleBinding", "RoleBinding")}
     assert not bound & {"airlock-metrics-reader", "airlock-namespace-opt-out",
-                        "airlock-gate-remover"}
+                        "airlock-gate-remover", "airlock-dashboard-viewer"}

@@ -13,7 +13,8 @@ from tests.commands import airlock
 from webhook.policy.model import Policy
 from webhook.pools import parse_spec
 from webhook.simulation.clusters import Cluster, PodKey, Resident, Shape
-from webhook.simulation.simulating import Scheduler, Simulation, simulate
+from webhook.simulation.runs import Scheduler
+from webhook.simulation.simulating import Simulation, simulate
 from webhook.simulation.traces import Job
 
 PRODUCT = "nvidia.com/gpu.product"

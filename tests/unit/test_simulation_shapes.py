@@ -12,7 +12,8 @@ import pytest
 from tests.builders import BLOCK, CLIQUE, make_policy
 from webhook.policy.model import Policy
 from webhook.simulation.clusters import Shape
-from webhook.simulation.simulating import Scheduler, simulate
+from webhook.simulation.runs import Scheduler
+from webhook.simulation.simulating import simulate
 from webhook.simulation.traces import Job
 
 TWO_NODES = Shape(nodes=2, gpus_per_node=8, nodes_per_domain=2)

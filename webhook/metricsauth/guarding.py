@@ -14,23 +14,36 @@ from webhook.reach import credentials
 
 if TYPE_CHECKING:
     from webhook.metricsauth.reviewing import Reviewer
+    from webhook.metricsauth.verdicts import Verdict
 
 Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+# What a caller the reviewer refused is answered.
+Refusal = Callable[["Verdict"], web.StreamResponse]
 
 
-def guarded(handler: Handler, reviewer: Reviewer | None) -> Handler:
-    """`handler`, answering only scrapers the reviewer allows; `handler` itself when
-    there is no reviewer (`--metrics-auth none`)."""
+def refusal(verdict: Verdict) -> web.StreamResponse:
+    """The status and the reason as text, a 401 with the Bearer challenge."""
+    headers = {hdrs.WWW_AUTHENTICATE: 'Bearer realm="airlock"'} \
+        if verdict.status == 401 else None
+    return web.Response(status=verdict.status, text=verdict.reason + "\n", headers=headers)
+
+
+def guarded(handler: Handler, reviewer: Reviewer | None, refuse: Refusal = refusal,
+            cookie: str | None = None) -> Handler:
+    """`handler`, answering only callers the reviewer allows; `handler` itself when
+    there is no reviewer (`--metrics-auth none`). With `cookie`, a request without an
+    `Authorization` header may carry its bearer token in that cookie (a browser's)."""
     if reviewer is None:
         return handler
 
     async def checked(request: web.BaseRequest) -> web.StreamResponse:
-        verdict = await reviewer.verdict(request.headers.get(hdrs.AUTHORIZATION))
+        authorization = request.headers.get(hdrs.AUTHORIZATION)
+        if authorization is None and cookie is not None and (
+                token := request.cookies.get(cookie)):
+            authorization = f"Bearer {token}"
+        verdict = await reviewer.verdict(authorization)
         if not verdict.allowed:
-            headers = {hdrs.WWW_AUTHENTICATE: 'Bearer realm="airlock"'} \
-                if verdict.status == 401 else None
-            return web.Response(status=verdict.status, text=verdict.reason + "\n",
-                                headers=headers)
+            return refuse(verdict)
         return await handler(request)
 
     return checked

@@ -13,12 +13,12 @@ from kubernetes_asyncio import client
 
 from webhook.metricsauth.caching import Verdicts
 from webhook.metricsauth.verdicts import (
-    NO_TOKEN,
     PATH,
     Verdict,
     access_review,
     access_verdict,
     bearer_token,
+    no_token,
     reviewed_user,
     token_review,
 )
@@ -56,7 +56,7 @@ class Reviewer:
     async def verdict(self, authorization: str | None) -> Verdict:
         token = bearer_token(authorization)
         if token is None:
-            return NO_TOKEN
+            return no_token(self.path)
         known = self.verdicts.get(token)
         if known is not None:
             return known
@@ -93,9 +93,10 @@ class Reviewer:
             await self._close()
 
 
-def reviewer_for(api: client.ApiClient, own: bool = False) -> Reviewer:
+def reviewer_for(api: client.ApiClient, own: bool = False, path: str = PATH) -> Reviewer:
     """A reviewer asking the apiserver of `api`, whose credentials may create
-    tokenreviews and subjectaccessreviews; with `own`, closing it closes `api`."""
+    tokenreviews and subjectaccessreviews, whether a caller may get `path`; with `own`,
+    closing it closes `api`."""
     authn, authz = client.AuthenticationV1Api(api), client.AuthorizationV1Api(api)
 
     async def ask_token(review: dict[str, Any]) -> dict[str, Any]:
@@ -108,4 +109,4 @@ def reviewer_for(api: client.ApiClient, own: bool = False) -> Reviewer:
             await authz.create_subject_access_review(body=review))
         return answer
 
-    return Reviewer(ask_token, ask_access, close=api.close if own else None)
+    return Reviewer(ask_token, ask_access, path=path, close=api.close if own else None)

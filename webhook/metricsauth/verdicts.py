@@ -27,7 +27,13 @@ class Verdict:
 
 
 ALLOWED = Verdict(200)
-NO_TOKEN = Verdict(401, "Unauthorized: /metrics needs a bearer token")
+
+
+def no_token(path: str = PATH) -> Verdict:
+    return Verdict(401, f"Unauthorized: {path} needs a bearer token")
+
+
+NO_TOKEN = no_token()
 NOT_AUTHENTICATED = Verdict(401, "Unauthorized: the token was not authenticated")
 
 

@@ -121,6 +121,18 @@ class PreemptionSpec(_Strict):
         "10m", alias="staleGangGracePeriod", description="How long a running gang that lost "
         "members (a node lost, an eviction) waits for replacements to rejoin before the "
         "rest is evicted, so it starts again whole instead of holding GPUs it cannot use.")
+    preferred_domain_premium: float = Field(
+        1.5, ge=1.0, alias="preferredDomainPremium", description="For a gang whose topology "
+        "is `preferred`: room is made in one domain of that level when its victims lose at "
+        "most this many times the work of the cheapest victims anywhere, and are of no "
+        "higher priority; else the gang is spread. `1` takes a domain only when it costs "
+        "no more.")
+    checkpoint_grace: Duration = Field(
+        "0s", alias="checkpointGrace", description="How long a victim has to save its work "
+        "before it is evicted: it is told first (the annotation "
+        "gpu-airlock.io/preemption-notice, a pod condition, an event), and evicted as soon "
+        "as it states a checkpoint made since (gpu-airlock.io/checkpointed-at) or exits, "
+        "or at this deadline. The preemptor's room is held meanwhile. `0s` evicts at once.")
 
 
 def _literal(pattern: str) -> bool:

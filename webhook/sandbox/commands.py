@@ -82,6 +82,7 @@ async def _wire(plane: ControlPlane, hook_url: str, ca: bytes, shape: Shape,
                 policies: Path) -> tuple[Path, NodeTimes]:
     async with await from_kubeconfig(plane.admin_kubeconfig) as api:
         await wiring.create_priority_classes(api, load_policy(policies))
+        await wiring.publish_policy(api, policies)
         times = await create_nodes(api, topology(shape), dra=shape.dra)
         await wiring.apply_webhook_configurations(api, wiring.webhook_configurations(hook_url, ca))
         await wiring.apply_admission_policies(api)

@@ -132,12 +132,9 @@ async def _give_rotator_its_secret(core: client.CoreV1Api, ns: str,
         await core.create_namespace(body={"metadata": {"name": ns}})
     body = {"metadata": {"name": ROTATOR_SECRET},
             "data": {k: base64.b64encode(v).decode() for k, v in secret.items()}}
-    try:
-        await core.create_namespaced_secret(ns, body=body)
-    except ApiException as e:
-        if e.status != 409:
-            raise
-        await core.replace_namespaced_secret(ROTATOR_SECRET, ns, body=body)
+    await wiring.create_or_replace(
+        lambda: core.create_namespaced_secret(ns, body=body),
+        lambda: core.replace_namespaced_secret(ROTATOR_SECRET, ns, body=body))
 
 
 async def _apply(api: client.ApiClient, prepared: list[_Prepared]) -> None:

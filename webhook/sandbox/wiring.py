@@ -7,7 +7,7 @@ import asyncio
 import base64
 import copy
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,13 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.keys import PLACEHOLDER_PRIORITY, PLACEHOLDER_PRIORITY_CLASS, SYSTEM_NAMESPACE
+from webhook.keys import (
+    PLACEHOLDER_PRIORITY,
+    PLACEHOLDER_PRIORITY_CLASS,
+    POLICY_CONFIGMAP,
+    SYSTEM_NAMESPACE,
+)
+from webhook.policy.loading import policy_files
 from webhook.policy.model import Policy
 from webhook.sandbox.pki import write_kubeconfig
 
@@ -103,6 +109,30 @@ async def apply_priority_classes(api: client.ApiClient,
 
 async def create_priority_classes(api: client.ApiClient, policy: Policy) -> None:
     await apply_priority_classes(api, priority_classes(policy))
+
+
+async def publish_policy(api: client.ApiClient, policies: Path) -> None:
+    """The policy files the sandbox runs in the ConfigMap an installed Airlock mounts
+    them from (made, or replaced), so `kubectl airlock` reads them as on any cluster."""
+    await create_namespace(api, SYSTEM_NAMESPACE)
+    core = client.CoreV1Api(api)
+    body = {"metadata": {"name": POLICY_CONFIGMAP},
+            "data": {f.name: f.read_text() for f in policy_files(policies)}}
+    await create_or_replace(
+        lambda: core.create_namespaced_config_map(SYSTEM_NAMESPACE, body=body),
+        lambda: core.replace_namespaced_config_map(POLICY_CONFIGMAP, SYSTEM_NAMESPACE,
+                                                   body=body))
+
+
+async def create_or_replace(create: Callable[[], Awaitable[Any]],
+                            replace: Callable[[], Awaitable[Any]]) -> None:
+    """Create an object; where one of its name is there, replace it."""
+    try:
+        await create()
+    except ApiException as e:
+        if e.status != 409:
+            raise
+        await replace()
 
 
 async def create_namespace(api: client.ApiClient, name: str,

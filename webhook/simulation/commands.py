@@ -11,11 +11,13 @@ from pathlib import Path
 import orjson
 
 from webhook.controller.core.deciding import DecideOptions
+from webhook.controller.core.placement.pins import PIN_MODES
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.pools import pools_argument
 from webhook.simulation.clusters import SCORINGS, Shape
 from webhook.simulation.reporting import render
-from webhook.simulation.simulating import SCHEDULERS, Run, Scheduler, simulate
+from webhook.simulation.runs import SCHEDULERS, Run, Scheduler
+from webhook.simulation.simulating import simulate
 from webhook.simulation.traces import TraceError, read_trace
 
 
@@ -45,6 +47,9 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
                              "kube-scheduler alone; both: side by side")
     parser.add_argument("--order", choices=("strict", "backfill"), default="backfill",
                         help="the controller's --order")
+    parser.add_argument("--pin", choices=PIN_MODES, default="nodes",
+                        help="the controller's --pin: each pod let go pinned to its planned "
+                             "node, or only to its domain")
     parser.add_argument("--predictions", action="store_true",
                         help="record each gang's first known predicted start and report "
                              "how far its real start was (docs/predictions.md)")
@@ -86,7 +91,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     dirs: list[Path] = [args.policies] + ([args.compare] if args.compare else [])
     schedulers: tuple[Scheduler, ...] = SCHEDULERS if args.scheduler == "both" \
         else (args.scheduler,)
-    options = DecideOptions(order=args.order)
+    options = DecideOptions(order=args.order, pin=args.pin)
     runs: list[Run] = []
     for directory in dirs:
         try:

@@ -88,7 +88,8 @@ def mark(job: Job, policy: Policy) -> Marked | Rejected:
     if priority_class is not None:
         spec["preemptionPolicy"] = priority_class.preemption_policy
     preempts = priority_class is None or priority_class.preemption_policy != "Never"
-    return Marked(job, PodInfo.parse(mutated), preempts)
+    # Owned, as a Job's or an operator's pods are: deleted, they are made again.
+    return Marked(job, dataclasses.replace(PodInfo.parse(mutated), owned=True), preempts)
 
 
 class Marker:

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from webhook.simulation.simulating import Run
+from webhook.simulation.runs import Run
 from webhook.simulation.timelines import (
     PARTIAL,
     gpus_in_use,

@@ -5,7 +5,8 @@ Events are jobs submitted and jobs finished; after the events of each instant:
    arrival, preempting lower-priority pods where the class may (`clusters`);
 2. `airlock` only, and only when something changed since the last time (gated pods came,
    or capacity was freed): the controller's own `decide()` runs over the gated pods and
-   the nodes with room; the pods it admits lose their gate, pinned to the domain it chose,
+   the nodes with room; the pods it admits lose their gate, pinned to the node it
+   planned for each (`--pin nodes`) or only to the domain it chose (`--pin domain`),
    and the scheduler binds them.
 
 A job runs once every pod of it is bound, for `runtime` seconds, then its pods finish and
@@ -30,24 +31,33 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, assert_never
+from typing import assert_never
 
-from webhook.controller.core.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
+from webhook.controller.core.actions import (
+    Admit,
+    Finish,
+    Ignore,
+    Preempt,
+    Replan,
+    Requeue,
+    Wait,
+)
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.deciding import DecideOptions
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.rounds import Rounds
 from webhook.policy.model import Policy
+from webhook.pools import HOST_LABEL
 from webhook.simulation.clusters import Cluster, Pin, PodKey, Resident, Selector, Shape
-from webhook.simulation.forecasts import Forecasts, accuracy
+from webhook.simulation.forecasts import Forecasts
 from webhook.simulation.marking import Marked, Marker, Rejected, never_runnable
 from webhook.simulation.pacing import Pace
-from webhook.simulation.timelines import Timeline, summarize
+from webhook.simulation.runs import Run, Scheduler, Stats
+from webhook.simulation.timelines import Timeline
 from webhook.simulation.traces import Job
 
-Scheduler = Literal["airlock", "stock"]
-SCHEDULERS: tuple[Scheduler, ...] = ("airlock", "stock")
-_FINISH, _SUBMIT = 0, 1
+# A wake-up: a round at a time the controller named (a preemption notice's deadline).
+_FINISH, _SUBMIT, _WAKE = 0, 1, 2
 # Passes of the scheduler in one instant: each pass after the first follows evictions.
 _MAX_PASSES = 8
 _DEFAULTS = DecideOptions()
@@ -86,31 +96,6 @@ class _Pod:
 _Kind = tuple[int, int, bool, Pin | None, frozenset[int], Selector]
 
 
-@dataclass(slots=True)
-class Stats:
-    decide_calls: int = 0
-    decide_seconds: float = 0.0
-    events: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    label: str
-    scheduler: Scheduler
-    shape: Shape
-    timelines: list[Timeline]
-    end: float
-    stats: Stats
-    # Whether each gang's predicted start was recorded (`forecasts`).
-    predicted: bool = False
-
-    def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"scheduler": self.scheduler, "label": self.label,
-                               "cluster": self.shape.described()}
-        out.update(summarize(self.timelines, self.shape.capacity))
-        if self.predicted:
-            out["predictions"] = accuracy(self.timelines)
-        return out
 
 
 class Simulation:
@@ -324,10 +309,11 @@ class Simulation:
                         if isinstance(action, Admit) and info.key == action.anchor.key:
                             kept = dataclasses.replace(pod.info.recorded, placement=record)
                             pod.info = dataclasses.replace(pod.info, recorded=kept)
-                        # A slice's domain lies inside the gang's: pinning it is enough.
-                        sliced = record.slice_of(info.name)
-                        pod.pin = (record.slice_key, sliced) \
-                            if record.slice_key and sliced else pin
+                        # A slice's domain lies inside the gang's, and a node inside
+                        # both: pinning the narrowest is enough.
+                        planned, sliced = record.node_of(info.name), record.slice_of(info.name)
+                        pod.pin = (HOST_LABEL, planned) if planned is not None else \
+                            (record.slice_key, sliced) if record.slice_key and sliced else pin
                         pod.off = off
                         node = self.cluster.pick(pod.job.timeline.gpus, pod.pin, off,
                                                  pod.job.marked.job.node_selector)
@@ -344,11 +330,14 @@ class Simulation:
                     self.tracked.put_pod(anchor.info)
                     self._evict([p.key for v in action.victims for p in v.pods
                                  if p.key in self._bound], now)
-                    preempted = True
+                    # Simulated victims never answer a notice: they go at its deadline.
+                    if action.notice_until is not None:
+                        self._push(action.notice_until, _WAKE, anchor.job, 0)
+                    preempted = preempted or bool(action.victims)
                 case Requeue():
                     self._evict([p.key for p in action.pods if p.key in self._bound], now)
-                case Wait() | Ignore():
-                    pass
+                case Wait() | Ignore() | Replan():
+                    pass  # a pod let go is tracked again only once bound: none is replanned
                 case _:
                     assert_never(action)
         return preempted
@@ -364,6 +353,8 @@ class Simulation:
                 self.stats.events += 1
                 if kind == _SUBMIT:
                     self._create(job, now)
+                elif kind == _WAKE:
+                    self.changed = True
                 elif job.attempt == attempt and job.pace is not None and \
                         job.pace.ends == now:
                     self._succeed(job, now)

@@ -15,7 +15,8 @@ from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.reasons import WaitReason, lead
 from webhook.controller.core.records import PreemptionRecord, Record
 
-EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "Requeued",
+EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "PreemptionNotice",
+                      "Requeued", "Replanned",
                       "RecordIgnored", "CapacityRequested", "CapacityProvisioned",
                       "CapacityExpired", "CapacityFailed", "PredictedStart", WaitReason]
 EventType = Literal["Normal", "Warning"]
@@ -94,8 +95,9 @@ class Victim(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Preempt:
     """Record `record` on the preemptor's `anchor`, then evict every victim pod (a
-    `DisruptionTarget` condition, then delete). The preemptor stays gated: it is
-    admitted in a later round, into the room held for it."""
+    `DisruptionTarget` condition, then delete) and tell the `noticed` ones to checkpoint
+    by `notice_until` (`preemption.notices`). The preemptor stays gated: it is admitted in
+    a later round, into the room held for it."""
 
     unit: UnitId
     anchor: PodInfo
@@ -104,6 +106,10 @@ class Preempt:
     victims: tuple[Victim, ...]
     priority: int
     queue: str
+    noticed: tuple[Victim, ...] = ()
+    notice_until: float | None = None
+    # Why in this domain, or spread, for a gang that prefers one domain.
+    note: str = ""
 
     @property
     def gpu_hours(self) -> float:
@@ -124,6 +130,19 @@ class Requeue:
 
 
 @dataclass(frozen=True, slots=True)
+class Replan:
+    """Evict `pod`, let go pinned to `node`, which can no longer take it before it is
+    bound: its gate cannot be put back, nor its pin changed, so it goes, and the owner
+    that makes it again has the new pod decided afresh. Only for a pod Airlock pinned
+    (`placement.pins`)."""
+
+    unit: UnitId
+    pod: PodInfo
+    node: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
 class Ignore:
     """A record the controller does not act on: one it cannot prove it wrote, or a
     recorded victim the checks of a fresh plan now keep. Nothing is written; its event
@@ -134,7 +153,7 @@ class Ignore:
     message: str
 
 
-Action = Admit | Finish | Wait | Preempt | Requeue | Ignore
+Action = Admit | Finish | Wait | Preempt | Requeue | Replan | Ignore
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +174,11 @@ def _lifted(verb: str, action: Admit | Finish, note: str = "") -> str:
 
 # Why a victim is evicted when its queue's lender takes its GPUs back, as its event says.
 RECLAIMED = "its queue borrowed GPUs their owner now reclaims"
+
+
+def rfc3339(at: float) -> str:
+    """A time as the preemption notice and the predicted start state it (RFC 3339, UTC)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
 
 
 def _clock(at: float) -> str:
@@ -192,10 +216,22 @@ def _preempted(action: Preempt) -> tuple[Event, ...]:
                   f"(priority {action.priority}, queue {action.queue}) in {where}, losing "
                   f"{v.lost / 3600:.1f} GPU-hours")
             for v in action.victims]
+    if action.noticed and action.notice_until is not None:
+        until = rfc3339(action.notice_until)
+        told.extend(Event(v.pods, "Warning", "PreemptionNotice",
+                          f"PreemptionNotice: {_cause(v, action.unit, action.record.at)}; "
+                          f"save your work and set gpu-airlock.io/checkpointed-at (or exit): "
+                          f"evicted then, or at {until}, to make room for {action.unit} in "
+                          f"{where}") for v in action.noticed)
     names = ", ".join(str(v.unit) for v in action.victims)
+    doing = [f"evicting {names}"] if action.victims else []
+    if action.noticed and action.notice_until is not None:
+        doing.append(f"told {', '.join(str(v.unit) for v in action.noticed)} to checkpoint "
+                     f"by {rfc3339(action.notice_until)}")
+    lost = f", losing {action.gpu_hours:.1f} GPU-hours" if action.victims else ""
+    why = f" ({action.note})" if action.note else ""
     told.append(Event(action.preemptor, "Normal", "Preempting",
-                      f"Preempting: evicting {names} to make room in {where}, losing "
-                      f"{action.gpu_hours:.1f} GPU-hours"))
+                      f"Preempting: {'; '.join(doing)} to make room in {where}{lost}{why}"))
     return tuple(told)
 
 
@@ -220,6 +256,11 @@ def events_of(action: Action) -> tuple[Event, ...]:
                           f"Requeued: the gang has {action.present} of its {action.size} "
                           f"members, for {action.short_for:.0f}s; the rest is evicted so it "
                           f"starts again whole"),)
+        case Replan():
+            return (Event((action.pod,), "Warning", "Replanned",
+                          f"Replanned: node {action.node}, where Airlock pinned it, "
+                          f"{action.why}, and it is not bound yet; evicted so that its "
+                          f"owner makes it again and it is placed afresh"),)
         case _:
             assert_never(action)
 

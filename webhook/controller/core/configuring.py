@@ -50,7 +50,8 @@ def preemption_of(policy: Policy) -> PreemptionSettings:
     spec = policy.preemption
     return PreemptionSettings(spec.enabled, seconds(spec.min_runtime), seconds(spec.delay),
                               seconds(spec.requeue_backoff),
-                              seconds(spec.stale_gang_grace_period))
+                              seconds(spec.stale_gang_grace_period),
+                              seconds(spec.checkpoint_grace), spec.preferred_domain_premium)
 
 
 def fair_share_of(policy: Policy, current: FairShare | None, now: float) -> FairShare:

@@ -47,6 +47,10 @@ class Constraints:
     affinity_depth: int = 0
     # The GPU models it names (`gpu-airlock.io/gpu-models`), most wanted first.
     gpu_models: tuple[str, ...] = ()
+    # The one node its required node affinity allows by name (`matchFields`
+    # `metadata.name In [node]` in every term that matches anything): how Airlock pins a
+    # pod to its planned node at ungate, and how a pod may name its node itself.
+    pinned: str | None = None
     # Pods with the same signature may use the same nodes. A field, not a property: rounds
     # group every pod they weigh by it.
     signature: Signature = field(init=False, compare=False, repr=False)
@@ -64,14 +68,15 @@ class Constraints:
         affinity = spec.get("affinity")
         node_affinity = (affinity or {}).get("nodeAffinity")
         required = (node_affinity or {}).get(_REQUIRED)
+        terms = tuple(required.get("nodeSelectorTerms") or ()) if required else None
         return cls(node_selector=spec.get("nodeSelector") or _NONE,
-                   affinity_terms=tuple(required.get("nodeSelectorTerms") or ())
-                   if required else None,
+                   affinity_terms=terms,
                    tolerations=tuple(spec.get("tolerations") or ()),
                    devices=_extended(requested(requests)),
                    affinity_depth=0 if required is not None else
                    _depth(affinity, node_affinity),
-                   gpu_models=named_models(annotations.get(GPU_MODELS_ANNOTATION)))
+                   gpu_models=named_models(annotations.get(GPU_MODELS_ANNOTATION)),
+                   pinned=_pinned(terms))
 
     def requesting(self, requests: Resources) -> Constraints:
         """The same constraints on a pod that now asks for `requests`."""
@@ -80,6 +85,21 @@ class Constraints:
 
 def _depth(affinity: Any, node_affinity: Any) -> int:
     return 2 if node_affinity is not None else 1 if affinity is not None else 0
+
+
+def _pinned(terms: tuple[Mapping[str, Any], ...] | None) -> str | None:
+    """The one node `terms` allow by name, if they allow only one."""
+    named: set[str] = set()
+    for term in terms or ():
+        if not term.get("matchExpressions") and not term.get("matchFields"):
+            continue  # matches no node
+        here = {str(values[0]) for f in term.get("matchFields") or ()
+                if f.get("key") == "metadata.name" and f.get("operator") == "In"
+                and isinstance(values := f.get("values"), list) and len(values) == 1}
+        if len(here) != 1:
+            return None
+        named |= here
+    return next(iter(named)) if len(named) == 1 else None
 
 
 # What the controller keeps of where a pod it does not decide may go: nothing, since such

@@ -7,7 +7,9 @@ A round, in order:
 3. a unit with a pod Airlock cannot follow is set aside (`Invalid`);
 4. room promised earlier is taken first: pods let go but not bound yet (until the
    reservation times out), and members a recorded decision names but that are still
-   gated (a controller that died half-way through a lift), finished in their domain;
+   gated (a controller that died half-way through a lift), finished on their recorded
+   nodes, or in their domain; pods pinned to a node that can no longer take them are
+   re-planned;
 5. units that preempted go next, into the room held for them once their victims are
    gone;
 6. every other unit with waiting members, in queue order, through the stages
@@ -18,6 +20,7 @@ Each unit is decided behind its own error boundary: one that raises is set aside
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -28,6 +31,7 @@ from webhook.controller.core.actions import (
     Finish,
     Ignore,
     Preempt,
+    Replan,
     Requeue,
     Wait,
 )
@@ -37,6 +41,7 @@ from webhook.controller.core.gangs import Gang, SizeAnswer, membership
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.placement.joining import domain_nodes
 from webhook.controller.core.placement.packing import place_in, take_plan
+from webhook.controller.core.placement.pins import hold_pinned, pin_times, stranded
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.queueing import Hold, Queueing, QueueState
 from webhook.controller.core.queues.shortfalls import short
@@ -46,7 +51,7 @@ from webhook.controller.core.stages import consider
 
 # Actions are re-exported: callers decide and read what came out from one module.
 __all__ = ["Action", "Admit", "DecideOptions", "Finish", "Ignore", "Preempt", "QueueState",
-           "Record", "Requeue", "Tracked", "Wait", "decide", "decided"]
+           "Record", "Replan", "Requeue", "Tracked", "Wait", "decide", "decided"]
 
 
 def decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float,
@@ -97,7 +102,9 @@ def _decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float
         if gang.waiting:
             waiting.append(gang)
     r = Round(snap, queues, looked_up, now, options)
-    holds = {h.unit: h for h in queues.holds(waiting, options.reservation_timeout)}
+    # Victims told to checkpoint first have until the grace is over: the room waits.
+    holds = {h.unit: h for h in queues.holds(
+        waiting, options.reservation_timeout + state.preemption.checkpoint_grace)}
     for held in holds.values():
         r.held.update(held.nodes)
     for gang in waiting:
@@ -128,33 +135,54 @@ def _invalid(gang: Gang, bad: PodInfo) -> Wait:
 
 
 def _take(pods: Sequence[PodInfo], record: Record, snap: Snapshot, queues: Queueing,
-          gang: Gang) -> None:
+          gang: Gang) -> tuple[tuple[str, str], ...]:
     """The room a recorded decision promised `pods`, taken in the snapshot and charged
-    to the gang's queue (not as a new admission)."""
+    to the gang's queue (not as a new admission): on the nodes they are pinned to where
+    those still take them, the rest in the recorded domain. The pods held on their
+    nodes, (name, node)."""
     if not pods:
-        return
-    candidates = domain_nodes(snap, pods[0], record.topology_key, record.domain)
-    plan = place_in(pods, snap, candidates, record.slice_key, dict(record.slices))
-    if plan:
-        take_plan(plan, pods, snap)
-        queues.admitted(gang, pods, charge=False)
+        return ()
+    held, rest = hold_pinned(pods, record, snap)
+    on_nodes = {name for name, _ in held}
+    taken = [p for p in pods if p.name in on_nodes]
+    if rest:
+        candidates = domain_nodes(snap, rest[0], record.topology_key, record.domain)
+        plan = place_in(rest, snap, candidates, record.slice_key, dict(record.slices))
+        if plan:
+            take_plan(plan, rest, snap)
+            taken.extend(rest)
+    if taken:
+        queues.admitted(gang, taken, charge=False)
+    return held
 
 
 def _take_promised(gang: Gang, snap: Snapshot, queues: Queueing, now: float,
                    options: DecideOptions) -> list[Action]:
     """Room promised to the gang before: members let go but not bound yet (while the
     reservation lasts), and members a record names but that are still gated, which are
-    then finished."""
+    then finished, on their recorded nodes where those still take them. Members let go
+    pinned to a node that can no longer take them are re-planned instead."""
+    found: list[Action] = []
+    replanned: set[str] = set()
+    pinned_at = pin_times(gang.records) if gang.unbound else {}
+    for pod in gang.unbound:
+        if (failed := stranded(pod, pinned_at, snap, now,
+                               options.reservation_timeout)) is not None:
+            found.append(Replan(gang.id, pod, *failed))
+            replanned.add(pod.name)
     for record in gang.records:
         if now - record.at < options.reservation_timeout:
-            _take([p for p in gang.unbound if p.name in record.members], record, snap,
-                  queues, gang)
+            _take([p for p in gang.unbound if p.name in record.members
+                   and p.name not in replanned], record, snap, queues, gang)
     promised = gang.promised
     if not promised:
-        return []
+        return found
     record = next(r for r in gang.records if promised[0].name in r.members)
-    _take(promised, record, snap, queues, gang)
-    return [Finish(gang.id, record, tuple(promised), snap.need(promised))]
+    held = _take(promised, record, snap, queues, gang)
+    # Pinned where the recorded node still takes them; the rest to the domain alone.
+    found.append(Finish(gang.id, dataclasses.replace(record, nodes=held), tuple(promised),
+                        snap.need(promised)))
+    return found
 
 
 def _resume(r: Round, gang: Gang, hold: Hold) -> list[Action]:

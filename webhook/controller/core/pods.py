@@ -25,6 +25,7 @@ from webhook.keys import (
     PLACEHOLDER_LABEL,
     PLACEMENT_ANNOTATION,
     PREEMPTION_ANNOTATION,
+    PREEMPTION_NOTICE_ANNOTATION,
     SYSTEM_NAMESPACE,
 )
 from webhook.values import instant
@@ -57,13 +58,17 @@ class Recorded:
     # condition Airlock wrote on it (`Preempted: ...`, `Requeued: ...`). A leader killed
     # between the eviction and its Event leaves the pod saying why; the next one tells.
     evicted_for: str | None = None
+    # A victim told to checkpoint: the deadline its notice states (`preemption.notices`).
+    notice: float | None = None
 
     @classmethod
     def read(cls, annotations: Mapping[str, str], uid: str, created: float,
              seal: Opener | None, evicted_for: str | None) -> Recorded:
         """The records on the pod with `uid` made at `created` that `seal` opens (with no
         seal, none does), and those it does not."""
-        if evicted_for is None and all(key not in annotations for _, key in _RECORDS):
+        noticed = annotations.get(PREEMPTION_NOTICE_ANNOTATION)
+        if evicted_for is None and noticed is None and \
+                all(key not in annotations for _, key in _RECORDS):
             return NOTHING_RECORDED
         opened = [_open(seal, kind, annotations.get(key), uid, created)
                   for kind, key in _RECORDS]
@@ -71,7 +76,7 @@ class Recorded:
                    preemption=next((r for r in opened if isinstance(r, PreemptionRecord)),
                                    None),
                    distrusted=tuple(r for r in opened if isinstance(r, Untrusted)),
-                   evicted_for=evicted_for)
+                   evicted_for=evicted_for, notice=_deadline(noticed))
 
 
 NOTHING_RECORDED = Recorded()
@@ -92,6 +97,17 @@ def _evicted_for(status: Mapping[str, Any]) -> str | None:
             message = str(condition.get("message") or "")
             return message if message.startswith(_EVICTED_FOR) else None
     return None
+
+
+def _owned(owners: Any) -> bool:
+    return isinstance(owners, list) and any(
+        isinstance(o, Mapping) and o.get("controller") is True for o in owners)
+
+
+def _deadline(text: str | None) -> float | None:
+    """The deadline of a notice the controller wrote; None for none it can read."""
+    found = instant(PREEMPTION_NOTICE_ANNOTATION, text) if text else None
+    return found if isinstance(found, float) else None
 
 
 def _checkpoint(text: str | None) -> float | None:
@@ -142,6 +158,9 @@ class PodInfo:
     recorded: Recorded
     # Finished its work: a gang member that is gone this way is not lost.
     succeeded: bool = False
+    # A controller owns it (an owner reference with `controller: true`: a Job, an
+    # operator's job, a ReplicaSet), which makes it again when it is deleted.
+    owned: bool = False
     # What the pod's DRA claims ask for, by the resource each mapped DeviceClass counts
     # as: part of `requests`, kept apart so a claim that changes can be counted anew.
     claimed: Resources | None = None
@@ -216,6 +235,7 @@ class PodInfo:
             # matches them against PodDisruptionBudget selectors.
             labels=labels if decided or any("/" in k for k in requests) else _NONE,
             owners=tuple(meta.get("ownerReferences") or ()) if marks.in_gang else (),
+            owned=_owned(meta.get("ownerReferences")),
             annotated=bool(annotations), marks=marks,
             constraints=Constraints.read(spec, annotations, requests) if decided
             else UNCONSTRAINED,

@@ -10,12 +10,20 @@ core, run as a dry run) and when each is expected to start (that round played fo
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
-from webhook.controller.core.actions import Admit, Finish, Ignore, Preempt, Requeue, Wait
+from webhook.controller.core.actions import (
+    Admit,
+    Finish,
+    Ignore,
+    Preempt,
+    Replan,
+    Requeue,
+    Wait,
+    rfc3339,
+)
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.configuring import quotas_of
 from webhook.controller.core.forecasting import UNKNOWN, Prediction
@@ -151,11 +159,6 @@ class Report:
         return "\n".join(lines) + "\n"
 
 
-def rfc3339(at: float) -> str:
-    """A Unix time as the API writes times (RFC 3339, seconds, UTC)."""
-    return datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _gang_name(unit: UnitId) -> str:
     """`ns/name` for a gang; a queued single pod says it is one."""
     return str(unit) if unit.kind == "pod" else unit.path
@@ -188,13 +191,16 @@ def report(policy: Policy, cluster: Tracked, events: Iterable[Mapping[str, Any]]
             case Wait():
                 reason, why, members = action.reason, action.message, action.pods
             case Preempt():
+                going = ", ".join(str(v.unit) for v in (*action.victims, *action.noticed))
                 reason, why = "Preempting", (
-                    f"would preempt {', '.join(str(v.unit) for v in action.victims)} "
-                    f"(after the policy's delay)")
+                    f"would preempt {going} (after the policy's delay)" if not
+                    action.noticed or action.notice_until is None else
+                    f"preempting {going}: told to checkpoint by "
+                    f"{rfc3339(action.notice_until)}, evicted then or once they answer")
                 members = action.preemptor
             case Admit():
                 reason, why, members = "Admissible", "about to be admitted", action.ungate
-            case Finish() | Requeue() | Ignore():
+            case Finish() | Requeue() | Replan() | Ignore():
                 continue
             case _:
                 assert_never(action)

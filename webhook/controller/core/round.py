@@ -14,6 +14,7 @@ from webhook.controller.core.identities import UnitId
 from webhook.controller.core.placement.backfill import Backfill
 from webhook.controller.core.placement.fitting import NoFit
 from webhook.controller.core.placement.packing import Plan
+from webhook.controller.core.placement.pins import PinMode
 from webhook.controller.core.placement.reservation import Order, Reservation
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.modelquotas import NO_MODEL, Model
@@ -27,6 +28,8 @@ class DecideOptions:
     reservation_timeout: float = 120.0
     # How long a gang may be incomplete before its wait is a warning.
     incomplete_warning_after: float = 300.0
+    # What a pod let go is pinned to: its planned node, or only its domain (`pins`).
+    pin: PinMode = "nodes"
 
 
 DEFAULTS: Final = DecideOptions()

@@ -35,6 +35,7 @@ from webhook.controller.core.members import (
 from webhook.controller.core.placement.fitting import NoFit, fit
 from webhook.controller.core.placement.joining import fit_joiners
 from webhook.controller.core.placement.packing import Plan, take_plan
+from webhook.controller.core.placement.pins import planned_nodes
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.modelquotas import Model
 from webhook.controller.core.queues.queueing import Hold, Queueing
@@ -264,7 +265,8 @@ def admit(r: Round, u: Unit) -> Verdict:
                     backfilled_until=r.reservation.borrowed_until(plan, u.until),
                     fenced_off=_fenced_off(u.off_limits - u.model_off, plan, r.snap, anchor,
                                            u.key),
-                    model=u.model, model_labels=r.pins(u.model))
+                    model=u.model, model_labels=r.pins(u.model),
+                    nodes=planned_nodes(plan, u.members) if r.options.pin == "nodes" else ())
     # A preemptor's pods are nominated to their nodes, where the victims may still be
     # terminating: kube-scheduler then waits for them instead of preempting more.
     nominate = tuple(sorted((name, node) for (_, name), node in plan.assignments.items())) \

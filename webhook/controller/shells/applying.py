@@ -26,10 +26,12 @@ from webhook.controller.core.actions import (
     Finish,
     Ignore,
     Preempt,
+    Replan,
     Requeue,
     Wait,
     events_of,
     retold,
+    rfc3339,
 )
 from webhook.controller.core.identities import PodKey
 from webhook.controller.core.pods import PodInfo
@@ -38,14 +40,17 @@ from webhook.controller.shells.leading import Fence, NotLeading
 from webhook.controller.shells.patches import (
     annotation_patch,
     disruption_patch,
+    notice_condition,
     record_patch,
     ungate_patch,
 )
-from webhook.keys import PREEMPTION_ANNOTATION
+from webhook.keys import PREEMPTION_ANNOTATION, PREEMPTION_NOTICE_ANNOTATION
 from webhook.kuberaw import json_of
 from webhook.patchops import PatchOp
 
 log = logging.getLogger("airlock.controller")
+# The source component of the controller's events (`kubectl airlock why` reads them back).
+EVENT_SOURCE = "airlock-controller"
 
 Stored = Callable[[dict[str, Any]], None]
 # Messages remembered per pod, so none is told twice while others come and go.
@@ -139,6 +144,12 @@ class Applier:
                 case Requeue():
                     (told,) = events_of(action)
                     await self._evict_all(action.pods, {p.key: told for p in action.pods})
+                case Replan():
+                    (told,) = events_of(action)
+                    # Not marked as preempted, which it was not: the eviction's own
+                    # DisruptionTarget condition stands.
+                    await self._evict(action.pod, told, datetime.datetime.now(datetime.UTC),
+                                      mark=False)
                 case Wait() | Ignore():
                     pass  # nothing to write: its event says why
                 case _:
@@ -202,23 +213,46 @@ class Applier:
                 "application/json-patch+json")
             if self.pause:
                 await asyncio.sleep(self.pause)
-        told = {p.key: e for e in events_of(preempt) if e.reason == "Preempted"
-                for p in e.pods}
-        await self._evict_all([p for v in preempt.victims for p in v.pods], told)
+        told = {p.key: e for e in events_of(preempt)
+                if e.reason in ("Preempted", "PreemptionNotice") for p in e.pods}
+        await asyncio.gather(self._evict_all([p for v in preempt.victims for p in v.pods], told),
+                             self._notify(preempt, told))
         log.info("preempted", extra={"gang": str(preempt.unit),
                                      "domain": preempt.record.domain,
                                      "victims": [str(v.unit) for v in preempt.victims]})
+
+    async def _notify(self, preempt: Preempt, told: Mapping[PodKey, Event]) -> None:
+        """Tell each victim given time to checkpoint, once: the deadline on the pod, where
+        the job reads it (a downward API volume), and a condition saying what to do."""
+        until = preempt.notice_until
+        if until is None:
+            return
+        now = datetime.datetime.now(datetime.UTC)
+
+        async def one(pod: PodInfo) -> None:
+            if pod.recorded.notice is not None and abs(pod.recorded.notice - until) < 1:
+                return
+            try:
+                await self._patch(pod, annotation_patch(
+                    pod, PREEMPTION_NOTICE_ANNOTATION, rfc3339(until)),
+                    "application/json-patch+json")
+                await self._status(pod, notice_condition(told[pod.key].message, now))
+            except ApiException as e:
+                if e.status != 404:  # gone before it could be told: nothing to evict
+                    raise
+        await self._each([p for v in preempt.noticed for p in v.pods], one)
 
     async def _evict_all(self, pods: Sequence[PodInfo],
                          told: Mapping[PodKey, Event]) -> None:
         now = datetime.datetime.now(datetime.UTC)
         await self._each(pods, lambda pod: self._evict(pod, told[pod.key], now))
 
-    async def _evict(self, pod: PodInfo, told: Event, now: datetime.datetime) -> None:
-        """Evicted, then told and marked with why, at once: not behind the round with the
-        other events, so a controller killed right after still leaves it explained; and
-        not before, since the apiserver may refuse (a PodDisruptionBudget), and then the
-        next round tries again."""
+    async def _evict(self, pod: PodInfo, told: Event, now: datetime.datetime,
+                     mark: bool = True) -> None:
+        """Evicted, then told and (with `mark`) marked with why, at once: not behind the
+        round with the other events, so a controller killed right after still leaves it
+        explained; and not before, since the apiserver may refuse (a PodDisruptionBudget),
+        and then the next round tries again."""
         try:
             async with self.limit:
                 self.fence.check()
@@ -232,7 +266,7 @@ class Applier:
                 return
             raise
         await asyncio.gather(self._tell_eviction(pod, told.type, told.reason, told.message),
-                             self._mark(pod, told.message, now))
+                             *([self._mark(pod, told.message, now)] if mark else []))
 
     async def _tell_eviction(self, pod: PodInfo, kind: EventType, reason: EventReason,
                              message: str) -> None:
@@ -266,15 +300,18 @@ class Applier:
 
     async def _mark(self, pod: PodInfo, message: str, now: datetime.datetime) -> None:
         try:
-            async with self.limit:
-                self.fence.check()
-                await json_of(await self.core.patch_namespaced_pod_status(
-                    pod.name, pod.namespace, body=disruption_patch(message, now),
-                    _content_type="application/strategic-merge-patch+json",
-                    _preload_content=False))
+            await self._status(pod, disruption_patch(message, now))
         except ApiException as e:
             if e.status != 404:  # gone before it could be marked: the event says why
                 raise
+
+    async def _status(self, pod: PodInfo, body: dict[str, Any]) -> None:
+        async with self.limit:
+            self.fence.check()
+            await json_of(await self.core.patch_namespaced_pod_status(
+                pod.name, pod.namespace, body=body,
+                _content_type="application/strategic-merge-patch+json",
+                _preload_content=False))
 
     async def _ungate(self, pods: tuple[PodInfo, ...], record: Record,
                       annotations: tuple[tuple[str, str], ...] = ()) -> None:
@@ -315,7 +352,7 @@ class Applier:
             "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": pod.name,
                                "namespace": pod.namespace, "uid": pod.uid},
             "type": kind, "reason": reason, "message": message[:1024],
-            "source": {"component": "airlock-controller"},
+            "source": {"component": EVENT_SOURCE},
             "reportingComponent": "gpu-airlock.io/controller",
             "reportingInstance": self.identity or os.uname().nodename,
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,

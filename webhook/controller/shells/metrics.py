@@ -77,6 +77,10 @@ class ControllerMetrics:
         self.requeued = Counter(
             "airlock_gangs_requeued", "Running gangs short of members past the grace "
             "period, whose rest was evicted to start again whole.", registry=self.registry)
+        self.replanned = Counter(
+            "airlock_pods_replanned", "Pods let go pinned to a node that could no longer "
+            "take them before they were bound, evicted to be made again and placed "
+            "afresh.", registry=self.registry)
         self.records_ignored = Gauge(
             "airlock_records_ignored",
             "Records the last round did not act on: written on a pod by someone other than "

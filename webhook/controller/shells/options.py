@@ -7,6 +7,7 @@ import os
 import socket
 from pathlib import Path
 
+from webhook.controller.core.placement.pins import PIN_MODES
 from webhook.metricsauth.options import add_metrics_auth_argument
 
 
@@ -34,6 +35,9 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
                              "gangs may start if they leave the head's domain alone")
     parser.add_argument("--reservation-timeout", type=float, default=120.0,
                         help="seconds an ungated but unbound pod keeps its capacity reserved")
+    parser.add_argument("--pin", choices=PIN_MODES, default="nodes",
+                        help="nodes: pin each pod let go to the node its gang's plan gave it; "
+                             "domain: only to its domain, kube-scheduler choosing the node")
     parser.add_argument("--incomplete-warning-after", type=float, default=300.0,
                         help="seconds before a gang with missing members gets a Warning event")
     parser.add_argument("--patch-pause", type=float, default=0.0, help=argparse.SUPPRESS)

@@ -1,6 +1,7 @@
 """What the applier writes onto pods, built without I/O so that tests check them as data:
 the sealed record on the anchor, the gate lifted with the pod pinned to its domain and
-kept off fenced nodes, and the condition a victim keeps once evicted."""
+its planned node (or kept off fenced nodes), and the condition a victim keeps once
+evicted."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.records import Record, Seal
-from webhook.keys import GATE, PLACEMENT_ANNOTATION
+from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_NOTICE_CONDITION
 from webhook.patchops import PatchOp, escape
 
 
@@ -37,12 +38,22 @@ def disruption_patch(message: str, now: datetime.datetime) -> dict[str, Any]:
         "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}]}}
 
 
+def notice_condition(message: str, now: datetime.datetime) -> dict[str, Any]:
+    """The condition that tells a victim, and people, that it is to be preempted and by
+    when it may save its work (`preemption.notices`)."""
+    return {"status": {"conditions": [{
+        "type": PREEMPTION_NOTICE_CONDITION, "status": "True", "reason": "CheckpointRequested",
+        "message": message[:1024],
+        "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}]}}
+
+
 def ungate_patch(pod: PodInfo, record: Record,
                  annotations: tuple[tuple[str, str], ...] = ()) -> list[PatchOp]:
     """Remove Airlock's gate and pin the pod to the recorded domain, to its slice's domain
-    for a sliced gang, to its GPU model's nodes, and off the nodes the record keeps it off
-    (writing `annotations` too), in one JSON Patch. The `test` makes it fail, not
-    misfire, if the gates moved since we read the pod."""
+    for a sliced gang, to its GPU model's nodes, and to the node the record plans for it
+    (else off the nodes the record keeps it off), writing `annotations` too, in one JSON
+    Patch. The `test` makes it fail, not misfire, if the gates moved since we read the
+    pod."""
     index = pod.gate_index
     ops: list[PatchOp] = [
         {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GATE},
@@ -63,20 +74,30 @@ def ungate_patch(pod: PodInfo, record: Record,
     else:
         ops.extend({"op": "add", "path": f"/spec/nodeSelector/{escape(key)}", "value": value}
                    for key, value in pins.items())
-    if record.fenced_off:
-        ops.extend(_fence_off(pod, record.fenced_off))
+    if (node := record.node_of(pod.name)) is not None:
+        # The node by its name, as the DaemonSet controller pins its pods for
+        # kube-scheduler: not by the `kubernetes.io/hostname` label, which need not be
+        # the node's name (a kubelet's --hostname-override), and which a pod's own
+        # nodeSelector may hold (such a pod is not pinned: `placement.pins`). The
+        # scheduler's NodeAffinity pre-filter then looks at that node alone. It is
+        # narrower than any fence, since the plan kept the node off them.
+        ops.extend(_narrow(pod, [{"key": "metadata.name", "operator": "In",
+                                  "values": [node]}]))
+    elif record.fenced_off:
+        # One requirement per node: the apiserver takes one value per `metadata.name`
+        # requirement.
+        ops.extend(_narrow(pod, [{"key": "metadata.name", "operator": "NotIn", "values": [n]}
+                                 for n in record.fenced_off]))
     return ops
 
 
 _REQUIRED = "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution"
 
 
-def _fence_off(pod: PodInfo, nodes: tuple[str, ...]) -> list[PatchOp]:
-    """A required node affinity that keeps the pod off `nodes`: added to each of its
-    terms (they are ORed, so each must), or as the one term. One requirement per node,
-    since the apiserver takes one value per `metadata.name` requirement. A gated pod's
-    required affinity may be narrowed this way, never widened."""
-    off = [{"key": "metadata.name", "operator": "NotIn", "values": [n]} for n in nodes]
+def _narrow(pod: PodInfo, requirements: list[dict[str, Any]]) -> list[PatchOp]:
+    """A required node affinity that holds the pod to `requirements` (on `metadata.name`):
+    added to each of its terms (they are ORed, so each must), or as the one term. A
+    gated pod's required affinity may be narrowed this way, never widened."""
     if pod.constraints.affinity_terms:
         ops: list[PatchOp] = []
         for i, term in enumerate(pod.constraints.affinity_terms):
@@ -84,11 +105,12 @@ def _fence_off(pod: PodInfo, nodes: tuple[str, ...]) -> list[PatchOp]:
                 continue  # matches no node, and the apiserver lets it gain nothing
             fields = f"{_REQUIRED}/nodeSelectorTerms/{i}/matchFields"
             if term.get("matchFields"):
-                ops.extend({"op": "add", "path": f"{fields}/-", "value": o} for o in off)
+                ops.extend({"op": "add", "path": f"{fields}/-", "value": r}
+                           for r in requirements)
             else:
-                ops.append({"op": "add", "path": fields, "value": off})
+                ops.append({"op": "add", "path": fields, "value": requirements})
         return ops
-    required: dict[str, Any] = {"nodeSelectorTerms": [{"matchFields": off}]}
+    required: dict[str, Any] = {"nodeSelectorTerms": [{"matchFields": requirements}]}
     if pod.constraints.affinity_terms is not None or pod.constraints.affinity_depth == 2:
         return [{"op": "add", "path": _REQUIRED, "value": required}]
     node_affinity = {"requiredDuringSchedulingIgnoredDuringExecution": required}

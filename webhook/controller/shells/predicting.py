@@ -23,11 +23,10 @@ from typing import Final, Protocol
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from webhook.controller.core.actions import Action, Admit, Event, Wait
+from webhook.controller.core.actions import Action, Admit, Event, Wait, rfc3339
 from webhook.controller.core.forecasting import Prediction
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.pods import PodInfo
-from webhook.controller.core.reporting import rfc3339
 from webhook.controller.core.rounds import Rounds
 from webhook.controller.shells.leading import NotLeading
 from webhook.controller.shells.metrics import ControllerMetrics

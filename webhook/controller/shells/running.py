@@ -11,6 +11,7 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, assert_never
 
@@ -28,6 +29,7 @@ from webhook.controller.core.deciding import (
     Finish,
     Ignore,
     Preempt,
+    Replan,
     Requeue,
     Wait,
 )
@@ -41,6 +43,7 @@ from webhook.controller.core.records import Seal
 from webhook.controller.core.rounds import Rounds
 from webhook.controller.shells.applying import WRITES_IN_FLIGHT, Applier
 from webhook.controller.shells.cache import Cache
+from webhook.controller.shells.dashboarding import state_of
 from webhook.controller.shells.leading import (
     LEASE_SECONDS,
     RENEW_DEADLINE_SECONDS,
@@ -137,10 +140,12 @@ class Controller:
 
     async def round(self) -> None:
         # A gang short of members is decided too, gated pods or not: it may be due for
-        # its requeue (`sample` notices it short when nothing is gated); and a record
-        # the controller did not write is told of.
+        # its requeue (`sample` notices it short when nothing is gated); a record the
+        # controller did not write is told of; and a pod let go pinned to a node, not
+        # bound yet, is re-planned if that node fails it.
+        membership = self.cache.cluster.membership
         if not self.cache.gated and not self.accounts.short_since and \
-                not self.cache.cluster.membership.distrusted and \
+                not membership.distrusted and not membership.pinned and \
                 not self.cache.placeholders and not self.cache.requests:
             self.metrics.waiting(())
             return
@@ -202,6 +207,11 @@ class Controller:
         assert policy is not None  # the controller does not start without one
         return policy
 
+    def dashboard_state(self) -> Callable[[], dict[str, Any]]:
+        """What the dashboard shows now, to compute (`dashboarding`)."""
+        return state_of(self._policy(), self.cache, self.accounts, self.accelerators(),
+                        time.time())
+
     async def sample(self) -> None:
         """Fair share, queue metrics and short gangs move with time, gated pods or not;
         they are kept in the cluster for the next leader."""
@@ -238,6 +248,8 @@ class Controller:
                         self.metrics.preempted(victim)
                 case Requeue():
                     self.metrics.requeued.inc()
+                case Replan():
+                    self.metrics.replanned.inc()
                 case Ignore():
                     ignored += 1
                 case Finish():
@@ -280,13 +292,15 @@ class Controller:
 async def _main(args: argparse.Namespace, policies: PolicyStore) -> int:
     api = await connect(args.kubeconfig)
     options = DecideOptions(order=args.order, reservation_timeout=args.reservation_timeout,
-                      incomplete_warning_after=args.incomplete_warning_after)
+                            incomplete_warning_after=args.incomplete_warning_after,
+                            pin=args.pin)
     fence = Fence(None if args.no_leader_election else RENEW_DEADLINE_SECONDS)
     seal = await load_seal(client.CoreV1Api(api), args.namespace)
     controller = Controller(api, options, args.identity, policies, seal,
                             pause=args.patch_pause, fence=fence, namespace=args.namespace)
     reloading = asyncio.create_task(policies.watch(POLICY_RELOAD_INTERVAL))
-    runner = await serve(args, controller.metrics.registry, controller.health, api)
+    runner = await serve(args, controller.metrics.registry, controller.health, api,
+                         controller.dashboard_state)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

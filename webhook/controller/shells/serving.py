@@ -1,5 +1,6 @@
 """The controller's own HTTPS port: `/metrics` for Prometheus, behind the scraper's
-TokenReview and SubjectAccessReview (webhook/metricsauth), and `/healthz` for the
+TokenReview and SubjectAccessReview (webhook/metricsauth), the read-only dashboard
+behind the same reviews for its own URL (dashboarding.py), and `/healthz` for the
 kubelet, open (probes carry no token), answering 503 with the reasons when the watches or
 the decision loop have gone stale (health.py)."""
 
@@ -17,6 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from webhook.certificates import CERT_FILE, KEY_FILE, make_certs
 from webhook.controller.core.health import Health
+from webhook.controller.shells import dashboarding
 from webhook.metricsauth.guarding import guarded
 from webhook.metricsauth.reviewing import Reviewer, reviewer_for
 from webhook.reach import resolve
@@ -48,8 +50,10 @@ def tls_context(cert_dir: Path | None, hosts: tuple[str, ...]) -> ssl.SSLContext
     return context
 
 
-def app(registry: CollectorRegistry, health: Health,
-        reviewer: Reviewer | None) -> web.Application:
+def app(registry: CollectorRegistry, health: Health, reviewer: Reviewer | None,
+        dashboard: tuple[dashboarding.State, Reviewer | None] | None = None
+        ) -> web.Application:
+    """`dashboard`: what the page shows, and who may see it."""
     async def metrics(_: web.BaseRequest) -> web.Response:
         return web.Response(body=generate_latest(registry),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -63,13 +67,16 @@ def app(registry: CollectorRegistry, health: Health,
     served = web.Application()
     served.router.add_get("/metrics", guarded(metrics, reviewer))
     served.router.add_get("/healthz", healthz)
+    if dashboard is not None:
+        dashboarding.add_dashboard(served, *dashboard)
     return served
 
 
 async def serve(args: argparse.Namespace, registry: CollectorRegistry, health: Health,
-                api: client.ApiClient) -> web.AppRunner | None:
+                api: client.ApiClient, state: dashboarding.State | None = None
+                ) -> web.AppRunner | None:
     """Listen on `--metrics-port` (0: not at all); reviews go through the controller's
-    own client."""
+    own client. With `state`, the dashboard too."""
     if not args.metrics_port:
         return None
     mode = resolve(args.metrics_auth, args.kubeconfig)
@@ -77,7 +84,9 @@ async def serve(args: argparse.Namespace, registry: CollectorRegistry, health: H
     if reviewer is None:
         log.warning("serving /metrics to anyone who reaches the port (--metrics-auth none)")
     context = tls_context(args.metrics_cert_dir, service_hosts(args.namespace))
-    runner = web.AppRunner(app(registry, health, reviewer), access_log=None)
+    viewers = reviewer_for(api, path=dashboarding.PATH) if reviewer is not None else None
+    served = app(registry, health, reviewer, None if state is None else (state, viewers))
+    runner = web.AppRunner(served, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "0.0.0.0", args.metrics_port, ssl_context=context).start()
     return runner

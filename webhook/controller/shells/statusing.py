@@ -1,5 +1,5 @@
 """`airlock status`: list the cluster once (kubeconfig or in-cluster), read the policy,
-print `reporting`'s report."""
+print `reporting`'s report. `kubectl airlock` (webhook/plugin) surveys the same way."""
 
 from __future__ import annotations
 
@@ -8,15 +8,17 @@ import functools
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.nodes import NodeInfo
 from webhook.controller.core.records import Unverified
-from webhook.controller.core.reporting import report
+from webhook.controller.core.reporting import Report, report
 from webhook.controller.shells.cache import Cache
 from webhook.controller.shells.remembering import recall
 from webhook.controller.shells.running import connect
@@ -25,6 +27,7 @@ from webhook.keys import SYSTEM_NAMESPACE
 from webhook.kuberaw import json_of
 from webhook.operators.clusterautoscaler import keys as provisioning_api
 from webhook.policy.loading import PolicyError, load_policy
+from webhook.policy.model import Policy
 
 
 async def _items(call: Any, **kwargs: Any) -> list[dict[str, Any]]:
@@ -66,19 +69,23 @@ async def _requests(api: client.ApiClient) -> list[dict[str, Any]]:
         raise
 
 
-async def _status(kubeconfig: Path | None, policies: Path, output: str) -> int:
-    try:
-        policy = load_policy(policies)
-    except PolicyError as e:
-        print(f"airlock status: the policy in {policies} is not valid:\n{e}", file=sys.stderr)
-        return 1
+@dataclass(frozen=True, slots=True)
+class Survey:
+    """The cluster as listed once, and what `airlock status` reports of it."""
+
+    report: Report
+    cluster: Tracked
+
+
+async def survey(api: client.ApiClient, policy: Policy, patience: float = 60.0) -> Survey:
+    """List the cluster once and report on it as the controller would decide now.
+    `patience`: how long to ask again for what the leader kept, while it is unreadable."""
     cache = Cache(policy.counted(), Unverified(), policy.device_kinds)
-    async with await connect(kubeconfig) as api:
-        core = client.CoreV1Api(api)
-        pods, nodes, events, kept, devices, requests = await asyncio.gather(
-            _items(core.list_pod_for_all_namespaces), _items(core.list_node),
-            _items(core.list_event_for_all_namespaces, field_selector="reason=Preempting"),
-            recall(core, SYSTEM_NAMESPACE), _devices(api), _requests(api))
+    core = client.CoreV1Api(api)
+    pods, nodes, events, kept, devices, requests = await asyncio.gather(
+        _items(core.list_pod_for_all_namespaces), _items(core.list_node),
+        _items(core.list_event_for_all_namespaces, field_selector="reason=Preempting"),
+        recall(core, SYSTEM_NAMESPACE, within=patience), _devices(api), _requests(api))
     # The controller's own way in: DRA devices first, so pods' claims count at once.
     slices, templates, claims = devices
     cache.list_nodes([NodeInfo.parse(n) for n in nodes])
@@ -91,10 +98,26 @@ async def _status(kubeconfig: Path | None, policies: Path, output: str) -> int:
     cache.list_requests([cache.parse_request(r) for r in requests])
     found = report(policy, cache.cluster, events, time.time(), kept,
                    cache.placeholders.values(), cache.requests.values())
+    return Survey(found, cache.cluster)
+
+
+def show(found: Report, output: str) -> None:
+    """The report as `airlock status` prints it: its table, or `-o json`."""
     if output == "json":
         print(json.dumps(found.as_json(), indent=2))
     else:
         print(found.text(), end="")
+
+
+async def _status(kubeconfig: Path | None, policies: Path, output: str) -> int:
+    try:
+        policy = load_policy(policies)
+    except PolicyError as e:
+        print(f"airlock status: the policy in {policies} is not valid:\n{e}", file=sys.stderr)
+        return 1
+    async with await connect(kubeconfig) as api:
+        found = await survey(api, policy)
+    show(found.report, output)
     return 0
 
 

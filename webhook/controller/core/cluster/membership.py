@@ -22,6 +22,9 @@ class Membership:
         self.deleting: Counter[UnitId] = Counter()
         # Members that still carry Airlock's gate.
         self.gated: set[PodKey] = set()
+        # Members let go pinned to one node and not bound yet: a round is due for them
+        # while nothing is gated too, since their node may fail them (`placement.pins`).
+        self.pinned: set[PodKey] = set()
         # Per unit, its members gated or let go but not bound yet: what a round decides
         # for, or holds room for. The rest run, and a round need not look at them.
         self._pending: Counter[UnitId] = Counter()
@@ -42,6 +45,8 @@ class Membership:
             self._gangs.pop(unit, None)
             if pod.gated:
                 self.gated.add(key)
+            elif not pod.node_name and pod.constraints.pinned is not None:
+                self.pinned.add(key)
             if pod.gated or not pod.node_name:
                 self._pending[unit] += 1
         if pod.recorded.distrusted and pod.active:
@@ -59,6 +64,7 @@ class Membership:
             if not members:
                 del self.members[unit]
             self.gated.discard(key)
+            self.pinned.discard(key)
             if pod.gated or not pod.node_name:
                 self._drop(self._pending, unit)
         self._count(pod, -1)

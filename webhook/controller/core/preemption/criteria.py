@@ -46,6 +46,12 @@ class PreemptionSettings:
     requeue_backoff: float = 120.0
     # A running gang short of members this long has the rest evicted (`mending`).
     stale_grace: float = 600.0
+    # A victim is told first and evicted once it answers (a checkpoint since) or this
+    # long after (`notices`); 0 evicts at once.
+    checkpoint_grace: float = 0.0
+    # A gang that prefers a domain gets one made free when that loses at most this many
+    # times the work of the cheapest victims anywhere (`planning`).
+    preferred_premium: float = 1.5
 
 
 def old_enough(started: float, young: float) -> bool:
@@ -99,3 +105,12 @@ def set_cost(victims: Sequence[Victim]) -> tuple[int, float, float, int]:
     them, the work they lose, the oldest start, and how many they are."""
     return (max(_rank(v) for v in victims), sum(v.lost for v in victims),
             -min(v.started for v in victims), len(victims))
+
+
+def whole_domain_worth(whole: Sequence[Victim], spread: Sequence[Victim],
+                       premium: float) -> bool:
+    """Whether freeing one domain for a gang that prefers one is worth it over the
+    cheapest set anywhere: never at a higher priority, and for at most `premium` times
+    the work that set would lose."""
+    return set_cost(whole)[0] <= set_cost(spread)[0] and \
+        sum(v.lost for v in whole) <= premium * sum(v.lost for v in spread)

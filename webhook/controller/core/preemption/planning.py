@@ -20,6 +20,7 @@ wins (`criteria.set_cost`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -30,7 +31,12 @@ from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.placement.packing import Plan, place_in, take_plan
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.candidates import Candidates
-from webhook.controller.core.preemption.criteria import cost, outranks, set_cost
+from webhook.controller.core.preemption.criteria import (
+    cost,
+    outranks,
+    set_cost,
+    whole_domain_worth,
+)
 from webhook.controller.core.preemption.ranking import EXACT_DOMAINS, Rankings, Usable
 from webhook.controller.core.queues.quotas import Ledger
 
@@ -41,6 +47,8 @@ class Choice:
     topology_key: str | None
     victims: tuple[Victim, ...]
     plan: Plan
+    # Why this domain, or none, for a gang that prefers one (its events say).
+    note: str = ""
 
     @property
     def lost(self) -> float:
@@ -68,8 +76,10 @@ class Preemptor:
     ledger and the budgets, so later gangs in the round neither reuse those victims nor
     take the room they free."""
 
-    def __init__(self, snap: Snapshot, ledger: Ledger, units: Candidates) -> None:
+    def __init__(self, snap: Snapshot, ledger: Ledger, units: Candidates,
+                 premium: float = 1.5) -> None:
         self.snap = snap
+        self.premium = premium
         self.gpus_of = units.cluster.occupancy.gpus_of
         self.ledger = ledger
         self.units = units
@@ -220,15 +230,10 @@ class Preemptor:
         if not anchor.may_preempt and not reclaiming:
             return None  # it may take nothing by priority, and reclaims nothing
         key = anchor.marks.topology_key if anchor.marks.topology_mode == "required" else None
-        everywhere = {None: self.snap.eligible_nodes(anchor)}
-        sig = anchor.constraints.signature
         shape = len(members), min(self._sizes(members))
-        domains = {name: Rankings.without((sig, key, name), nodes, avoid) for name, nodes in
-                   (self.snap.domains(anchor, key) if key else everywhere).items()}
-        # Nodes where backfills that overran run: the glances below count by priority,
+        # Nodes where backfills that overran run: the glance below counts by priority,
         # and such a unit goes first whatever its priority.
-        overran = self.units.overran_nodes
-        late = overran if head else frozenset()
+        late = self.units.overran_nodes if head else frozenset()
         if not reclaiming and not late:
             # Before any unit is built: could room be made at all, below its priority,
             # in one look? Most rounds that look for victims find none.
@@ -236,6 +241,33 @@ class Preemptor:
             if smallest > 0 and self.units.cluster.room_below(anchor.priority,
                                                               smallest) < count:
                 return None
+        best = self._cheapest(members, queue, need, head, key, avoid, reclaiming)
+        preferred = anchor.marks.topology_key \
+            if anchor.marks.topology_mode == "preferred" else None
+        if best is None or preferred is None:
+            return best
+        # A gang that prefers one domain: room made in one costs more than room made
+        # anywhere, and is worth it up to the premium (never at a higher priority).
+        whole = self._cheapest(members, queue, need, head, preferred, avoid, reclaiming)
+        if whole is None:
+            return dataclasses.replace(best, note=f"no {preferred} domain could be freed for "
+                                       f"it; spread over several")
+        if not whole_domain_worth(whole.victims, best.victims, self.premium):
+            return dataclasses.replace(best, note=_compared(whole, best, preferred, False))
+        return dataclasses.replace(whole, note=_compared(whole, best, preferred, True))
+
+    def _cheapest(self, members: Sequence[PodInfo], queue: str, need: GpuEquivalents,
+                  head: bool, key: str | None, avoid: frozenset[str] | set[str],
+                  reclaiming: bool) -> Choice | None:
+        """The cheapest victims in one domain of level `key` (None: anywhere)."""
+        anchor = members[0]
+        everywhere = {None: self.snap.eligible_nodes(anchor)}
+        sig = anchor.constraints.signature
+        shape = len(members), min(self._sizes(members))
+        domains = {name: Rankings.without((sig, key, name), nodes, avoid) for name, nodes in
+                   (self.snap.domains(anchor, key) if key else everywhere).items()}
+        overran = self.units.overran_nodes
+        late = overran if head else frozenset()
 
         def estimate(usable: Usable) -> tuple[int, float] | None:
             # Below its priority, could the pods pack on the nodes, node by node, among
@@ -268,3 +300,11 @@ class Preemptor:
                 self.allowance[b.name] -= sum(1 for p in victim.pods if p.key in b.pods)
         take_plan(choice.plan, members, self.snap)
         self.ledger.add(queue, self.snap.need(members))
+
+
+def _compared(whole: Choice, spread: Choice, level: str, took: bool) -> str:
+    """Why a gang that prefers a domain got one, or did not, in its event."""
+    costs = (f"{whole.lost / 3600:.1f} GPU-hours lost in {level} domain {whole.domain} "
+             f"against {spread.lost / 3600:.1f} spread")
+    return (f"its preferred {level} domain {whole.domain}: {costs}, within the premium"
+            if took else f"spread: {costs} is more than the premium allows")

@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from webhook.accelerators import Accelerators, GpuEquivalents
-from webhook.controller.core.actions import Action, Admit, Finish, Ignore, Preempt, Requeue, Wait
+from webhook.controller.core.actions import (
+    Action,
+    Admit,
+    Finish,
+    Ignore,
+    Preempt,
+    Replan,
+    Requeue,
+    Wait,
+)
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.configuring import fair_share_of, preemption_of, quotas_of
 from webhook.controller.core.identities import UnitId
@@ -198,7 +207,7 @@ class Accounts:
                 case Wait():
                     if action.reserves is not None:
                         self.reservation = (action.unit, action.reserves)
-                case Finish() | Ignore():
+                case Finish() | Replan() | Ignore():
                     pass
                 case _:
                     assert_never(action)

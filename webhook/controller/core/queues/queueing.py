@@ -5,6 +5,7 @@ until it is admitted. Pure; `deciding` calls it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ from webhook.controller.core.preemption.candidates import (
     unit_of,
 )
 from webhook.controller.core.preemption.criteria import PreemptionSettings, outranks
+from webhook.controller.core.preemption.notices import deadline, due
 from webhook.controller.core.preemption.planning import Preemptor
 from webhook.controller.core.queues.fairshare import FairShare
 from webhook.controller.core.queues.modelquotas import Model, ModelLedgers, ModelQuotas
@@ -254,8 +256,15 @@ class Queueing:
         """Evict what a recorded preemption left running and may still go, for the same
         cause as the leader that decided it would have said."""
         anchor = min(gang.members, key=lambda p: p.name)
-        return Preempt(gang.id, anchor, hold.record, tuple(gang.waiting), hold.remaining,
-                       gang.priority, self.queue_of(gang))
+        return self._told(Preempt(gang.id, anchor, hold.record, tuple(gang.waiting),
+                                  hold.remaining, gang.priority, self.queue_of(gang)))
+
+    def _told(self, preempt: Preempt) -> Preempt:
+        """The victims split into those evicted now and those told to checkpoint first."""
+        grace, at = self.state.preemption.checkpoint_grace, preempt.record.at
+        going, told = due(preempt.victims, at, grace, self.now)
+        return dataclasses.replace(preempt, victims=going, noticed=told,
+                                   notice_until=deadline(at, grace) if told else None)
 
     def may_preempt(self, gang: Gang, members: Sequence[PodInfo]) -> bool:
         settings = self.state.preemption
@@ -274,7 +283,7 @@ class Queueing:
             state = self.state
             self._preemptor = Preemptor(self.snap, self.ledger, Candidates(
                 self.cluster, state.quotas, self.now, state.preemption, state.budgets,
-                state.spared, state.deleted))
+                state.spared, state.deleted), state.preemption.preferred_premium)
         queue = self.queue_of(gang)
         choice = self._preemptor.plan(members, queue, avoid, head)
         if choice is None:
@@ -286,6 +295,6 @@ class Queueing:
                                   tuple(sorted(set(choice.plan.assignments.values()))),
                                   self.now, tuple(p.uid for p in pods))
         anchor = min(members, key=lambda p: p.name)
-        return Preempt(gang.id, anchor, record, tuple(members), choice.victims,
-                       gang.priority, queue)
+        return self._told(Preempt(gang.id, anchor, record, tuple(members), choice.victims,
+                                  gang.priority, queue, note=choice.note))
 

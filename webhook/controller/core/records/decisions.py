@@ -37,6 +37,11 @@ class Record:
     # The GPU model it was admitted on, and the node labels that pin it there.
     model: str | None = None
     model_labels: tuple[tuple[str, str], ...] = ()
+    # The node each member was planned on, for the members pinned there at ungate (none
+    # under `--pin domain`, nor for a pod that names its own node or has no owner to make
+    # it again): a new leader finishing the lift pins them to the same nodes, and only
+    # pods a record pins are re-planned when their node fails them.
+    nodes: tuple[tuple[str, str], ...] = ()
 
     kind: ClassVar[Literal["placement"]] = "placement"
 
@@ -57,6 +62,8 @@ class Record:
         if self.model is not None:
             body["model"] = self.model
             body["modelLabels"] = dict(self.model_labels)
+        if self.nodes:
+            body["nodes"] = dict(self.nodes)
         return body
 
     @classmethod
@@ -66,6 +73,7 @@ class Record:
         until = raw.get("backfilledUntil")
         minimum = raw.get("minimum")
         labels = raw.get("modelLabels") or {}
+        nodes = raw.get("nodes") or {}
         return cls(_optional(raw.get("domain")), _optional(raw.get("topologyKey")),
                    tuple(str(m) for m in raw["members"]), float(raw["at"]),
                    size if isinstance(size, int) else None,
@@ -76,11 +84,16 @@ class Record:
                    # `keptOff`: what an earlier version named it.
                    tuple(str(n) for n in raw.get("fencedOff") or raw.get("keptOff") or ()),
                    _optional(raw.get("model")),
-                   tuple(sorted((str(k), str(v)) for k, v in dict(labels).items())))
+                   tuple(sorted((str(k), str(v)) for k, v in dict(labels).items())),
+                   tuple(sorted((str(k), str(v)) for k, v in dict(nodes).items())))
 
     def slice_of(self, member: str) -> str | None:
         """The slice domain the record pins `member` to, if any."""
         return dict(self.slices).get(member)
+
+    def node_of(self, member: str) -> str | None:
+        """The node the record pins `member` to, if any."""
+        return dict(self.nodes).get(member)
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,6 +101,10 @@ PLACEMENT_ANNOTATION: Final = "gpu-airlock.io/placement"
 # A preemption decided for the gang whose anchor pod carries it (JSON): the victims and
 # the domain held for it, so a new leader finishes it rather than deciding afresh.
 PREEMPTION_ANNOTATION: Final = "gpu-airlock.io/preemption"
+# When a waiting gang is expected to start (RFC 3339 UTC, or `unknown` and the gang whose
+# unknown end makes it so), on its anchor pod: the controller's forecast
+# (docs/predictions.md). Not a record: nothing is decided from it.
+PREDICTED_START_ANNOTATION: Final = "gpu-airlock.io/predicted-start"
 # A preemption's notice on a victim (RFC 3339): it is evicted at this deadline, or as soon
 # as it states a checkpoint (CHECKPOINTED_AT_ANNOTATION) made after the notice, or exits.
 # A job reads it through a downward API volume. Set by the controller only when the
@@ -110,7 +114,8 @@ PREEMPTION_NOTICE_ANNOTATION: Final = "gpu-airlock.io/preemption-notice"
 PREEMPTION_NOTICE_CONDITION: Final = "gpu-airlock.io/PreemptionNotice"
 # What only the controller writes, after a pod is created: a pod created with one is
 # refused, by the webhook and by the apiserver (the records are sealed besides).
-CONTROLLER_KEYS: Final = frozenset({PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION})
+CONTROLLER_KEYS: Final = frozenset({PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION,
+                                    PREDICTED_START_ANNOTATION})
 
 DEFAULT_SCHEDULER: Final = "default-scheduler"
 

@@ -13,6 +13,10 @@ gated by the webhook), each a gang of one to the round.
 needing one: each plan then prices victims anywhere and in each domain, and frees one
 domain within the policy's premium (`preemption.preferredDomainPremium`).
 
+`--predictions` also times the forecast after each round (`forecasting`: every waiting
+gang's predicted start), with every pod stating a run time (running ones end within the
+next 1-6 hours, waiting gangs run 1-4 hours), so the forecast plays many ends forward.
+
 `--reclaim` plans the victims (2.) for gangs whose queue reclaims: the waiting gangs'
 namespace gets a queue with half the cluster's GPUs as its nominal, which the running
 pods' queue (nominal 0) has borrowed whole.
@@ -22,7 +26,7 @@ measures the neighbours as much as the code.
 
     .venv/bin/python -m bench.preemption [--nodes 5000] [--gangs 200] [--rounds 20]
         [--singles 0] [--first-plans 50] [--churn 100] [--reclaim]
-        [--topology required|preferred]
+        [--topology required|preferred] [--predictions]
 
 With --sandbox, instead, on `airlock sandbox up` (KWOK ending deleted pods as a kubelet
 would): scavenger Jobs hold every GPU, then training gangs that must preempt are created
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import json
 import random
@@ -45,6 +50,7 @@ import statistics
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +78,9 @@ from tests.builders import (
 )
 from webhook.accelerators import Accelerators
 from webhook.controller.core.cluster.tracking import Tracked
-from webhook.controller.core.deciding import QueueState, decide
+from webhook.controller.core.deciding import QueueState, decide, decided
+from webhook.controller.core.forecasting import STEPS as FORECAST_STEPS
+from webhook.controller.core.forecasting import forecast
 from webhook.controller.core.nodes import NodeInfo
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.criteria import PreemptionSettings
@@ -126,6 +134,38 @@ def waiting(count: int, rng: random.Random, mode: str = "required") -> list[PodI
             raw["spec"]["priority"] = TRAINING
             pods.append(PodInfo.parse(raw))
     return pods
+
+
+def _runs(pod: PodInfo, seconds: float) -> PodInfo:
+    return dataclasses.replace(pod, marks=dataclasses.replace(pod.marks, runtime=seconds))
+
+
+def _stated(pods: list[PodInfo], rng: random.Random) -> list[PodInfo]:
+    """Each gang's pods stating one run time of 1-4 hours."""
+    by_gang: dict[str | None, float] = {}
+    return [_runs(p, by_gang.setdefault(p.marks.gang, rng.uniform(1, 4) * 3600))
+            for p in pods]
+
+
+def _forecasts(cluster: Tracked, state: QueueState, rounds: int,
+               churn: Callable[[], None]) -> None:
+    """Rounds, each followed by its forecast: the two timed apart."""
+    decided_ms, forecast_ms, known, total = [], [], 0, 0
+    for _ in range(rounds):
+        churn()
+        started = time.process_time()
+        actions, r = decided(cluster, {}, NOW, state=state)
+        decided_ms.append((time.process_time() - started) * 1000)
+        started = time.process_time()
+        found = forecast(r, actions)
+        forecast_ms.append((time.process_time() - started) * 1000)
+        known, total = sum(1 for p in found.values() if p.at is not None), len(found)
+    both = [a + b for a, b in zip(decided_ms, forecast_ms, strict=True)]
+    print(f"with predictions: the round p50 {statistics.median(decided_ms):.1f} ms, p99 "
+          f"{pct(decided_ms, 0.99):.1f} ms; its forecast p50 "
+          f"{statistics.median(forecast_ms):.1f} ms, p99 {pct(forecast_ms, 0.99):.1f} ms; "
+          f"both p99 {pct(both, 0.99):.1f} ms ({known:,} of {total:,} waiting units with a "
+          f"known start, at most {FORECAST_STEPS} steps)")
 
 
 def singles(count: int) -> list[PodInfo]:
@@ -248,6 +288,8 @@ def main() -> int:
     parser.add_argument("--topology", choices=("required", "preferred"), default="required",
                         help="the waiting gangs' NVLink domain: a must, or a wish (then each "
                              "plan also prices freeing one domain against spreading)")
+    parser.add_argument("--predictions", action="store_true",
+                        help="also time the forecast of every waiting gang's start")
     parser.add_argument("--sandbox", action="store_true",
                         help="instead: on the sandbox, time gangs that preempt to Running")
     parser.add_argument("--sandbox-nodes", type=int, default=32)
@@ -262,6 +304,9 @@ def main() -> int:
     rng = random.Random(5)
     nodes, running = full_cluster(args.nodes, rng)
     gangs = waiting(args.gangs, rng, args.topology)
+    if args.predictions:
+        running = [_runs(p, (NOW - p.started) + rng.uniform(1, 6) * 3600) for p in running]
+        gangs = _stated(gangs, rng)
     pods = running + gangs + singles(args.singles)
     started = time.process_time()
     cluster = Tracked.of(nodes, pods, Accelerators.of(DEFAULT_ACCELERATORS))
@@ -298,6 +343,9 @@ def main() -> int:
           f"round p50 {statistics.median(times):.1f} ms, p99 {pct(times, 0.99):.1f} ms, "
           f"max {max(times):.1f} ms ({preempted} preemptions per round, {args.rounds} "
           f"rounds, {args.churn} pods changed before each)")
+
+    if args.predictions:
+        _forecasts(cluster, state, args.rounds, churn)
 
     # The waiting gangs' namespace and the running pods' (see `waiting` and `_pod`).
     quotas = Quotas((QueueSpec("train", ("train",), nominal=len(nodes) * 8 // 2),

@@ -40,6 +40,7 @@ from webhook.keys import (
     GPU_FRACTION_ANNOTATION,
     IGNORE_NAMESPACE_LABEL,
     PLACEMENT_ANNOTATION,
+    PREDICTED_START_ANNOTATION,
     PREEMPTION_ANNOTATION,
 )
 from webhook.sandbox import wiring
@@ -140,7 +141,8 @@ async def _forgeries_move_nothing(api: client.ApiClient, mallory: tuple[str, cli
                                   serving: dict[str, Any]) -> None:
     ns, as_mallory = mallory
     core = client.CoreV1Api(as_mallory)
-    records = _forged(serving, "m")
+    # Her records, and a prediction that her gang starts at once.
+    records = {**_forged(serving, "m"), PREDICTED_START_ANNOTATION: "2000-01-01T00:00:00Z"}
     # On a new pod: refused.
     for key, value in records.items():
         body = gang_pod("m", 0, 2, annotations={key: value})

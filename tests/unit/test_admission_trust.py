@@ -17,6 +17,7 @@ from webhook.keys import (
     GANG_EXPECTED_SIZE_ANNOTATION,
     GANG_LABEL,
     PLACEMENT_ANNOTATION,
+    PREDICTED_START_ANNOTATION,
     PREEMPTION_ANNOTATION,
     QUEUED_ANNOTATION,
     RULE_ANNOTATION,
@@ -71,7 +72,8 @@ def _own(obj: dict[str, Any]) -> dict[str, str]:
             if airlocks_own(k)}
 
 
-@pytest.mark.parametrize("key", [PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION])
+@pytest.mark.parametrize("key", [PLACEMENT_ANNOTATION, PREEMPTION_ANNOTATION,
+                                 PREDICTED_START_ANNOTATION])
 @pytest.mark.parametrize("builder", [pod().gpus(8).label("training.kubeflow.org/job-name", "j"),
                                      pod().cpu()])  # in scope or not
 def test_a_pod_created_with_a_controller_record_is_refused(builder: Any, key: str) -> None:

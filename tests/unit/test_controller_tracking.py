@@ -176,3 +176,15 @@ def test_counting_slices_recorded_on_pods_of_an_older_policy() -> None:
     assert t.capacity.free_gpu["n-0"] == 0
     t.drop_pod(recorded.key)
     assert NEURON not in t.accelerators.names
+
+
+def test_the_ranked_domains_stay_in_order_as_room_is_taken_and_given_back() -> None:
+    t = tracked(cluster({"a": 2, "b": 2, "c": 2}))
+    snap = Snapshot(t)
+    assert snap.ranked(PODS[0], CLIQUE) == [(16, "a"), (16, "b"), (16, "c")]
+    for name, gpus in (("a-n0", 8), ("b-n1", 4), ("c-n0", 8), ("c-n1", 8), ("a-n0", -8),
+                       ("b-n0", 2)):
+        snap.take(name, {GPU: gpus})
+        kept = list(snap.ranked(PODS[0], CLIQUE))
+        assert kept == sorted((f, d) for d, f in snap.domain_free(PODS[0], CLIQUE).items())
+    assert kept == [(0, "c"), (10, "b"), (16, "a")]

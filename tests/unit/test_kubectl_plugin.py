@@ -180,6 +180,18 @@ def test_the_json_carries_the_status_entry_whole() -> None:
     assert shown["toStart"] == TO_START["NoRoom"]
 
 
+@pytest.mark.parametrize(("keys", "said"), [
+    ({"predictedStart": "2026-11-29T06:00:00Z", "predictionBlocker": None},
+     "Starts:   2026-11-29T06:00:00Z"),
+    ({"predictedStart": None, "predictionBlocker": "ml/wall"},
+     "Starts:   unknown (ml/wall runs with no known end)"),
+    ({"predictedStart": None, "predictionBlocker": None}, "Starts:   unknown"),
+])
+def test_the_text_says_the_predicted_start(keys: dict[str, str | None], said: str) -> None:
+    status = {**STATUS, "waiting": [{**_wait("ml/head", "NoRoom"), **keys}]}
+    assert said in judge("x", [_facts("p", "ml/head")], status).text()
+
+
 def test_pods_not_governed_say_why() -> None:
     excluded = _facts("tool", None, governed=False, why="namespace kube-system is excluded")
     verdict = judge("pod kube-system/tool", [excluded], STATUS)

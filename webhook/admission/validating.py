@@ -107,8 +107,8 @@ def _forged_record(pod: PodView) -> str | None:
         for key in CONTROLLER_KEYS:
             if key in keys:
                 return (f"{where} {key} is written only by the Airlock controller, on pods it "
-                        f"has admitted or that preempt; remove it from the pod (or from its "
-                        f"workload's pod template)")
+                        f"has admitted, that preempt or that wait; remove it from the pod (or "
+                        f"from its workload's pod template)")
     return None
 
 

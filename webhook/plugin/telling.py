@@ -131,8 +131,18 @@ def _rows(gang: GangView) -> list[tuple[str, str]]:
             ("Queue", str(entry.get("queue", ""))),
             ("Reason", f"{reason}: {MEANINGS.get(reason, '')}"),
             ("Message", str(entry.get("why", ""))),
+            *([("Starts", _predicted(entry))] if "predictedStart" in entry else []),
             ("Blockers", "; ".join(gang.blockers) or "none named"),
             ("To start", gang.to_start or "")]
+
+
+def _predicted(entry: Mapping[str, Any]) -> str:
+    """The report's predicted start: the time, or unknown and the gang that makes it so
+    (docs/predictions.md)."""
+    if entry.get("predictedStart"):
+        return str(entry["predictedStart"])
+    blocker = entry.get("predictionBlocker")
+    return f"unknown ({blocker} runs with no known end)" if blocker else "unknown"
 
 
 def blockers(entry: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[str, ...]:

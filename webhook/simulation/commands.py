@@ -50,6 +50,9 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pin", choices=PIN_MODES, default="nodes",
                         help="the controller's --pin: each pod let go pinned to its planned "
                              "node, or only to its domain")
+    parser.add_argument("--predictions", action="store_true",
+                        help="record each gang's first known predicted start and report "
+                             "how far its real start was (docs/predictions.md)")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
     parser.add_argument("--plot", type=Path, default=None, metavar="DIR",
                         help="write gpus.png, waits.png and queue.png here")
@@ -98,7 +101,8 @@ def run_simulate(args: argparse.Namespace) -> int:
             return 1
         for scheduler in schedulers:
             label = scheduler if len(dirs) == 1 else f"{scheduler} {directory}"
-            runs.append(simulate(jobs, policy, shape, scheduler, options, label))
+            runs.append(simulate(jobs, policy, shape, scheduler, options, label,
+                                 args.predictions and scheduler == "airlock"))
     summaries = [r.summary() for r in runs]
     if args.output == "json":
         body = summaries[0] if len(runs) == 1 else {"runs": {s["label"]: s for s in summaries}}

@@ -18,6 +18,7 @@ from webhook.admission.reviews import Request
 from webhook.controller.core.pods import PodInfo
 from webhook.keys import CLASS_LABEL, CLASSES, GANG_NAME_LABEL
 from webhook.policy.model import Grant, Policy
+from webhook.simulation.clusters import Cluster
 from webhook.simulation.traces import Job, airlock_annotations
 
 _USER = "airlock-simulate"
@@ -119,3 +120,18 @@ class Marker:
         if found is None:
             found = self._singles[key] = mark(job, self.policy)
         return dataclasses.replace(found, job=job)
+
+
+def never_runnable(job: Job, marked: Marked, cluster: Cluster, gated: bool) -> bool:
+    """Larger than every node, or than the cluster, or than every domain where it needs
+    one: counting only the nodes its nodeSelector selects."""
+    selector = job.node_selector
+    nodes = cluster.matching(None, selector) if selector else range(len(cluster.names))
+    least = job.least * job.gpus
+    if job.gpus > max((cluster.gpus[i] for i in nodes), default=0) or \
+            least > sum(cluster.gpus[i] for i in nodes):
+        return True
+    key = marked.template.marks.topology_key
+    return gated and job.pods > 1 and key is not None and \
+        marked.template.marks.topology_mode == "required" and \
+        least > cluster.largest(key, selector)

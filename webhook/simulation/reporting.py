@@ -38,6 +38,18 @@ _ROWS: tuple[tuple[str, Callable[[Summary], str]], ...] = (
 )
 
 
+_PREDICTIONS: tuple[tuple[str, Callable[[Summary], str]], ...] = (
+    ("gangs that waited > 5m", lambda s: str(s["waitedLong"])),
+    ("  with a known prediction", lambda s: str(s["predicted"])),
+    ("  first said unknown", lambda s: str(s["unknownFirst"])),
+    ("  median prediction error", lambda s: _seconds(s["medianErrorSeconds"])),
+    ("  ... as a share of the wait", lambda s: "-" if s["medianErrorShareOfWait"] is None
+     else f"{s['medianErrorShareOfWait']:.0%}"),
+    ("  within ±25% (or ±60s)", lambda s: "-" if s["withinShare"] is None
+     else f"{s['withinShare']:.0%}"),
+)
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     line = "  ".join
@@ -73,6 +85,8 @@ def render(runs: Sequence[Summary]) -> str:
     lines = [f"cluster: {_cluster(runs[0]['cluster'])}; makespan "
              + ", ".join(f"{s['label']} {_seconds(s['makespan'])}" for s in runs), ""]
     rows = [[label] + [show(s) for s in runs] for label, show in _ROWS]
+    rows += [[label] + [show(s["predictions"]) if "predictions" in s else "-" for s in runs]
+             for label, show in _PREDICTIONS if any("predictions" in s for s in runs)]
     rows += [["per class"] + [""] * len(runs), *_group_rows(runs, "classes"),
              ["per namespace"] + [""] * len(runs), *_group_rows(runs, "namespaces")]
     lines += _table([""] + [s["label"] for s in runs], rows)

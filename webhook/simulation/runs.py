@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from webhook.simulation.clusters import Shape
+from webhook.simulation.forecasts import accuracy
 from webhook.simulation.timelines import Timeline, summarize
 
 Scheduler = Literal["airlock", "stock"]
@@ -27,9 +28,13 @@ class Run:
     timelines: list[Timeline]
     end: float
     stats: Stats
+    # Whether each gang's predicted start was recorded (`forecasts`).
+    predicted: bool = False
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"scheduler": self.scheduler, "label": self.label,
                                "cluster": self.shape.described()}
         out.update(summarize(self.timelines, self.shape.capacity))
+        if self.predicted:
+            out["predictions"] = accuracy(self.timelines)
         return out

@@ -49,7 +49,8 @@ from webhook.controller.core.rounds import Rounds
 from webhook.policy.model import Policy
 from webhook.pools import HOST_LABEL
 from webhook.simulation.clusters import Cluster, Pin, PodKey, Resident, Selector, Shape
-from webhook.simulation.marking import Marked, Marker, Rejected
+from webhook.simulation.forecasts import Forecasts
+from webhook.simulation.marking import Marked, Marker, Rejected, never_runnable
 from webhook.simulation.pacing import Pace
 from webhook.simulation.runs import Run, Scheduler, Stats
 from webhook.simulation.timelines import Timeline
@@ -95,25 +96,14 @@ class _Pod:
 _Kind = tuple[int, int, bool, Pin | None, frozenset[int], Selector]
 
 
-def _never_runnable(job: Job, marked: Marked, cluster: Cluster, scheduler: Scheduler) -> bool:
-    """Larger than every node, or than the cluster, or than every domain where it needs
-    one: counting only the nodes its nodeSelector selects."""
-    selector = job.node_selector
-    nodes = cluster.matching(None, selector) if selector else range(len(cluster.names))
-    least = job.least * job.gpus
-    if job.gpus > max((cluster.gpus[i] for i in nodes), default=0) or \
-            least > sum(cluster.gpus[i] for i in nodes):
-        return True
-    key = marked.template.marks.topology_key
-    return scheduler == "airlock" and job.pods > 1 and key is not None and \
-        marked.template.marks.topology_mode == "required" and \
-        least > cluster.largest(key, selector)
 
 
 class Simulation:
     def __init__(self, jobs: Sequence[Job], policy: Policy, shape: Shape,
-                 scheduler: Scheduler, options: DecideOptions = _DEFAULTS) -> None:
+                 scheduler: Scheduler, options: DecideOptions = _DEFAULTS,
+                 predictions: bool = False) -> None:
         self.shape, self.scheduler, self.options = shape, scheduler, options
+        self.forecasts = Forecasts() if predictions else None
         self.policy = policy
         # The controller's rounds, with the queues' memory between them (fair share,
         # evictions) as the leader keeps it; no PodDisruptionBudgets in a simulated cluster.
@@ -144,7 +134,8 @@ class Simulation:
             if isinstance(marked, Rejected):
                 timeline.never_runnable = True
                 continue
-            timeline.never_runnable = _never_runnable(job, marked, self.cluster, scheduler)
+            timeline.never_runnable = never_runnable(job, marked, self.cluster,
+                                                     scheduler == "airlock")
             self._push(job.submit, _SUBMIT, _Job(marked, timeline), 0)
 
     def _next(self) -> int:
@@ -294,6 +285,9 @@ class Simulation:
             self.tracked.drop_pod(info.key)
         self._finished.clear()
         actions = self.rounds.run(self.policy, self.tracked, now)
+        if self.forecasts is not None:  # before the cluster changes
+            self.forecasts.seen(self.rounds, actions, now,
+                                lambda p: self.gated[p.key].job.timeline)
         self.stats.decide_calls += 1
         self.stats.decide_seconds += time.perf_counter() - started
         for action in actions:
@@ -379,9 +373,12 @@ class Simulation:
         # GPUs to the end.
         for pod in self._bound.values():
             pod.job.timeline.holds.append((pod.bound, now, pod.job.timeline.gpus))
-        return Run(label, self.scheduler, self.shape, self.timelines, now, self.stats)
+        return Run(label, self.scheduler, self.shape, self.timelines, now, self.stats,
+                   self.forecasts is not None)
 
 
 def simulate(jobs: Sequence[Job], policy: Policy, shape: Shape, scheduler: Scheduler,
-             options: DecideOptions = _DEFAULTS, label: str | None = None) -> Run:
-    return Simulation(jobs, policy, shape, scheduler, options).run(label or scheduler)
+             options: DecideOptions = _DEFAULTS, label: str | None = None,
+             predictions: bool = False) -> Run:
+    return Simulation(jobs, policy, shape, scheduler, options, predictions).run(
+        label or scheduler)

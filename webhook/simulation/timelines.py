@@ -47,6 +47,10 @@ class Timeline:
     # Admissions onto the head's reserved room (backfill).
     backfilled: int = 0
     never_runnable: bool = False
+    # Its first known predicted start, and whether its first forecast said unknown
+    # (`forecasts`, with --predictions).
+    predicted: float | None = None
+    unknown_first: bool = False
 
     @property
     def started(self) -> float | None:

@@ -18,7 +18,7 @@ from webhook.controller.core.records import PreemptionRecord, Record
 EventReason = Literal["Admitted", "Resumed", "Preempted", "Preempting", "PreemptionNotice",
                       "Requeued", "Replanned",
                       "RecordIgnored", "CapacityRequested", "CapacityProvisioned",
-                      "CapacityExpired", "CapacityFailed", WaitReason]
+                      "CapacityExpired", "CapacityFailed", "PredictedStart", WaitReason]
 EventType = Literal["Normal", "Warning"]
 # Why a victim may go: it has a lower priority, its queue gives back borrowed GPUs, it
 # was backfilled onto the room reserved for the head of the queue and ran past its end, or
@@ -178,7 +178,7 @@ RECLAIMED = "its queue borrowed GPUs their owner now reclaims"
 
 
 def rfc3339(at: float) -> str:
-    """A time as the preemption notice states it."""
+    """A time as the preemption notice and the predicted start state it (RFC 3339, UTC)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
 
 

@@ -51,7 +51,7 @@ from webhook.controller.core.stages import consider
 
 # Actions are re-exported: callers decide and read what came out from one module.
 __all__ = ["Action", "Admit", "DecideOptions", "Finish", "Ignore", "Preempt", "QueueState",
-           "Record", "Replan", "Requeue", "Tracked", "Wait", "decide"]
+           "Record", "Replan", "Requeue", "Tracked", "Wait", "decide", "decided"]
 
 
 def decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float,
@@ -60,6 +60,13 @@ def decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float,
     """The actions of one round over the tracked cluster, which it leaves as it was.
     `state` brings the queues (none given: every namespace shares the `default` queue,
     with preemption by priority only)."""
+    return decided(cluster, looked_up, now, options, state)[0]
+
+
+def decided(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float,
+            options: DecideOptions = DEFAULTS,
+            state: QueueState | None = None) -> tuple[list[Action], Round]:
+    """`decide`, and the round as it ended: what a forecast plays forward from."""
     # No cyclic collection inside a round: what a round makes is freed by reference
     # counting as it ends, and a collection in the middle walks its whole working set.
     # Measured (`python -m bench.preemption`, 5,000 nodes, 50,000 pods, 2026-11-25): round
@@ -74,7 +81,7 @@ def decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float,
 
 
 def _decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float,
-            options: DecideOptions, state: QueueState) -> list[Action]:
+            options: DecideOptions, state: QueueState) -> tuple[list[Action], Round]:
     snap = Snapshot(cluster)
     queues = Queueing(state, snap, now)
     actions: list[Action] = list(_distrusted(cluster))
@@ -105,7 +112,7 @@ def _decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float
             actions.extend(_guarded(gang, partial(_resume, r, gang, hold)))
     for gang in queues.order(g for g in waiting if g.id not in holds):
         actions.extend(_guarded(gang, partial(consider, r, gang)))
-    return actions
+    return actions, r
 
 
 def _guarded(gang: Gang, step: Callable[[], list[Action]]) -> list[Action]:

@@ -1,7 +1,8 @@
 """What `airlock status` shows, from a listing of the cluster and the policy: the queues
 (nominal, used, borrowed, share of use now; and per GPU model, where policy names models),
 the waiting gangs in admission order with why each waits (the controller's own decision
-core, run as a dry run), the gangs running on room backfilled from the head of the queue
+core, run as a dry run) and when each is expected to start (that round played forward:
+`forecasting`), the gangs running on room backfilled from the head of the queue
 (until when, and whether they overran it), and the recent preemptions (the controller's
 `Preempting` events). Pure; `statusing` lists and prints.
 """
@@ -9,7 +10,6 @@ core, run as a dry run), the gangs running on room backfilled from the head of t
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, assert_never
@@ -26,6 +26,7 @@ from webhook.controller.core.actions import (
 )
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.configuring import quotas_of
+from webhook.controller.core.forecasting import UNKNOWN, Prediction
 from webhook.controller.core.gangs import membership
 from webhook.controller.core.growth.asking import Asking
 from webhook.controller.core.identities import UnitId
@@ -65,6 +66,22 @@ class GangLine:
     gpus: float
     reason: LineReason
     why: str
+    # RFC 3339 UTC, None when unknown; then the gang ("ns/name") whose unknown end is why.
+    predicted_start: str | None = None
+    blocker: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        del out["predicted_start"], out["blocker"]
+        return {**out, "predictedStart": self.predicted_start,
+                "predictionBlocker": self.blocker}
+
+    @property
+    def start(self) -> str:
+        """The STARTS column: the time, or unknown and why."""
+        if self.predicted_start is not None:
+            return self.predicted_start
+        return f"unknown ({self.blocker} has no known end)" if self.blocker else "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +127,7 @@ class Report:
 
     def as_json(self) -> dict[str, Any]:
         return {"queues": [dataclasses.asdict(q) for q in self.queues],
-                "waiting": [dataclasses.asdict(g) for g in self.waiting],
+                "waiting": [g.as_json() for g in self.waiting],
                 "preemptions": [dataclasses.asdict(p) for p in self.preemptions],
                 "capacityRequests": [dataclasses.asdict(c) for c in self.capacity],
                 "backfilled": [dataclasses.asdict(b) for b in self.backfilled],
@@ -129,7 +146,8 @@ class Report:
         lines += [f"GPU model {m}: no node has its labels" for m in self.unmatched]
         lines += ["", "WAITING (admission order)"]
         lines += [f"{g.gang}  queue {g.queue}, priority {g.priority}, {g.pods} pods, "
-                  f"{g.gpus:g} GPUs: {g.why}" for g in self.waiting] or ["(none)"]
+                  f"{g.gpus:g} GPUs: {g.why}; starts {g.start}" for g in self.waiting] \
+            or ["(none)"]
         lines += ["", "BACKFILLED (onto room reserved for the first in the queue)"]
         lines += [f"{b.gang}  queue {b.queue}: expected to end {b.until}"
                   f"{', overran' if b.overran else ''}" for b in self.backfilled] or ["(none)"]
@@ -166,7 +184,9 @@ def report(policy: Policy, cluster: Tracked, events: Iterable[Mapping[str, Any]]
     # what would be admitted now is about to go; everything else says why it waits.
     waiting: list[GangLine] = []
     reason: LineReason
-    for action in rounds.preview(policy, cluster, now):
+    actions = rounds.preview(policy, cluster, now)
+    predicted = rounds.predict()
+    for action in actions:
         match action:
             case Wait():
                 reason, why, members = action.reason, action.message, action.pods
@@ -184,10 +204,14 @@ def report(policy: Policy, cluster: Tracked, events: Iterable[Mapping[str, Any]]
                 continue
             case _:
                 assert_never(action)
+        # About to be admitted, or to preempt (its victims' termination aside): now.
+        said = Prediction(now) if isinstance(action, Admit | Preempt) else \
+            predicted.get(action.unit, UNKNOWN)
         waiting.append(GangLine(_gang_name(action.unit), quotas.queue_of(action.unit.namespace),
                                 max(p.priority for p in members), len(members),
                                 float(sum(accelerators.count(p.requests) for p in members)),
-                                reason, why))
+                                reason, why, None if said.at is None else rfc3339(said.at),
+                                None if said.blocker is None else _gang_name(said.blocker)))
     # One `Preempting` event per preemptor pod: one line per preemption.
     told: dict[str, PreemptionLine] = {}
     for e in sorted(events, key=lambda e: e.get("lastTimestamp") or "", reverse=True):
@@ -209,9 +233,8 @@ def _backfilled(cluster: Tracked, quotas: Quotas, now: float) -> tuple[BackfillL
     for key, until in sorted(cluster.backfilled.items()):
         pod = cluster.pods[key]
         unit = membership(pod) or UnitId.of_pod(key)
-        at = datetime.datetime.fromtimestamp(until, datetime.UTC)
         lines.append(BackfillLine(_gang_name(unit), quotas.queue_of(key.namespace),
-                                  at.strftime("%Y-%m-%dT%H:%M:%SZ"), now > until))
+                                  rfc3339(until), now > until))
     return tuple(lines)
 
 

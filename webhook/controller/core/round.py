@@ -59,6 +59,9 @@ class Round:
         # thousands of units may wait.
         self.no_room: dict[tuple[Any, ...], NoFit] = {}
         self._outside: dict[Model, frozenset[str]] = {}
+        # The plans of the units admitted, where their pods go: a forecast gives their
+        # room back when they are expected to end (`forecasting`).
+        self.plans: dict[UnitId, Plan] = {}
 
     def outside(self, model: Model) -> frozenset[str]:
         """The nodes that are not of GPU `model` (of NO_MODEL: those of any model)."""

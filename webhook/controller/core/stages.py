@@ -261,6 +261,7 @@ def admit(r: Round, u: Unit) -> Verdict:
     plan, gang, anchor = u.outcome, u.gang, u.anchor
     assert isinstance(plan, Plan)  # not blocked: the stages before would have said
     take_plan(plan, u.members, r.snap)
+    r.plans[gang.id] = plan
     r.queues.admitted(gang, u.members, model=u.model)
     names = tuple(sorted(p.name for p in u.members))
     record = Record(plan.domain, u.key if plan.domain else None, names, r.now, u.size,

@@ -46,6 +46,7 @@ from webhook.controller.shells.patches import (
 )
 from webhook.keys import PREEMPTION_ANNOTATION, PREEMPTION_NOTICE_ANNOTATION
 from webhook.kuberaw import json_of
+from webhook.patchops import PatchOp
 
 log = logging.getLogger("airlock.controller")
 # The source component of the controller's events (`kubectl airlock why` reads them back).
@@ -170,6 +171,11 @@ class Applier:
             self.stored(await json_of(await self.core.patch_namespaced_pod(
                 pod.name, pod.namespace, body=body, _content_type=content_type,
                 _preload_content=False)))
+
+    async def annotate(self, pod: PodInfo, ops: list[PatchOp]) -> None:
+        """A JSON Patch of what the controller says on a pod, not a decision (the
+        predicted start, `predicting`)."""
+        await self._patch(pod, ops, "application/json-patch+json")
 
     async def _record(self, admit: Admit) -> None:
         anchor = admit.anchor

@@ -31,6 +31,17 @@ class ControllerMetrics:
             "airlock_fit_duration_seconds", "Time to decide one round (snapshot and fit).",
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
             registry=self.registry)
+        self.prediction_error = Histogram(
+            "airlock_prediction_error_seconds",
+            "How far a gang's admission was from its first known predicted start "
+            "(docs/predictions.md).",
+            buckets=(30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200),
+            registry=self.registry)
+        self.forecast_seconds = Histogram(
+            "airlock_forecast_duration_seconds",
+            "Time to play the last round forward for every waiting gang's predicted start.",
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=self.registry)
         self.preemptions = Counter(
             "airlock_preemptions", "Victims evicted (a whole gang or a single pod counts "
             "one), by cause: priority, reclaim, or backfill (a backfill that overran).",

@@ -54,6 +54,7 @@ from webhook.controller.shells.leading import (
 from webhook.controller.shells.metrics import ControllerMetrics
 from webhook.controller.shells.owners import OwnerSizes
 from webhook.controller.shells.placeholding import Placeholding
+from webhook.controller.shells.predicting import Predicting
 from webhook.controller.shells.provisioning import Provisioning, open_units
 from webhook.controller.shells.remembering import recall, store
 from webhook.controller.shells.sealing import load_seal
@@ -105,6 +106,7 @@ class Controller:
         self.health = Health()
         self.rounds = Rounds(options)
         self.accounts = self.rounds.accounts
+        self.predicting = Predicting(self.applier, self.metrics)
         self.watches = Watches(api, self.cache, self.accounts, self.health)
         self.rounds_run = 0
         self.deciding_seconds = 0.0
@@ -156,10 +158,13 @@ class Controller:
                                        *self.cache.requests.values()]))
         self.deciding_seconds = time.perf_counter() - started
         self.metrics.fit_seconds.observe(self.deciding_seconds)
+        # Before anything awaits: the forecast reads the cluster as the round saw it.
+        predicted = self.predicting.forecast(self.rounds, actions, now)
         if self.accounts.newly_short and now - self.remembered_at >= REMEMBER_AT_MOST_EVERY:
             await self.remember()
         actions = await self._grow(actions, now)
         await self.applier.apply(actions)
+        await self.predicting.tell(predicted)
         self.rounds_run += 1
         if self.rounds_run % 500 == 0:
             self.applier.forget_all_but(self.cache.pods.keys())

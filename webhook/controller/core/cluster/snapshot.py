@@ -12,12 +12,19 @@ takes from it."""
 
 from __future__ import annotations
 
+import bisect
 import copy
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.core.cluster.capacity import FreeIndex, Room, fits, with_pod_slot
+from webhook.controller.core.cluster.capacity import (
+    EVERYWHERE,
+    FreeIndex,
+    Room,
+    fits,
+    with_pod_slot,
+)
 from webhook.controller.core.cluster.tracking import Tracked
 from webhook.controller.core.gangs import Gang
 from webhook.controller.core.pods import PodInfo
@@ -49,6 +56,7 @@ class Snapshot:
         self.could_hold = capacity.could_hold
         self._domain_rooms: dict[tuple[Any, ...], dict[str, Room]] = {}
         self._ranked: dict[tuple[Any, ...], list[tuple[GpuEquivalents, str]]] = {}
+        self._ranked_free: dict[tuple[Any, ...], dict[str, GpuEquivalents]] = {}
         self._indexes: dict[Any, FreeIndex] = {}
 
     def fork(self) -> Snapshot:
@@ -58,6 +66,7 @@ class Snapshot:
         fork.free, fork.free_gpu = dict(self.free), dict(self.free_gpu)
         fork._own, fork._changed = set(), set(self._changed)
         fork._domain_rooms, fork._ranked, fork._indexes = {}, {}, {}
+        fork._ranked_free = {}
         return fork
 
     def take(self, node: str, requests: Resources) -> None:
@@ -77,7 +86,25 @@ class Snapshot:
         # over every node, per gang; and none while nothing is taken.
         if max(before, 0) != max(after, 0):
             self.capacity.domain_rooms_moved(self._domain_rooms, node, before, after)
-            self._ranked.clear()
+            if self._ranked:
+                self._rerank(node)
+
+    def _rerank(self, node: str) -> None:
+        """The domains ranked, kept in order as `node`'s domain's room moved: one entry
+        moved, not a sort of every domain per gang admitted (a forecast admits
+        thousands)."""
+        labels = self.capacity.nodes[node].labels
+        for key, ranked in self._ranked.items():
+            value = labels.get(key[1]) if key[1] != EVERYWHERE else EVERYWHERE
+            room = None if value is None else self._domain_rooms[key].get(value)
+            if room is None or value is None:
+                continue
+            known = self._ranked_free[key]
+            old = known[value]
+            if old != room.total:
+                del ranked[bisect.bisect_left(ranked, (old, value))]
+                bisect.insort(ranked, (room.total, value))
+                known[value] = room.total
 
     def domain_rooms(self, pod: PodInfo, topology_key: str) -> dict[str, Room]:
         """The free GPUs of each domain, over the pod's eligible nodes; kept current by
@@ -117,8 +144,8 @@ class Snapshot:
         key = (pod.constraints.signature, topology_key)
         found = self._ranked.get(key)
         if found is None:
-            found = self._ranked[key] = sorted(
-                (free, name) for name, free in self.domain_free(pod, topology_key).items())
+            free = self._ranked_free[key] = self.domain_free(pod, topology_key)
+            found = self._ranked[key] = sorted((f, name) for name, f in free.items())
         return found
 
     def need(self, pods: Iterable[PodInfo]) -> GpuEquivalents:

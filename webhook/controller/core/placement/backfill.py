@@ -23,11 +23,12 @@ first victim when the head is ready (`criteria`). Pure, the clock passed in."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.cluster.snapshot import Snapshot
+from webhook.controller.core.identities import PodKey
 from webhook.controller.core.placement.runtimes import Runtimes
 from webhook.controller.core.pods import PodInfo
 
@@ -100,6 +101,8 @@ class Backfill:
         # Namespaces out of Airlock's scope: the webhook never saw their pods, so what
         # they carry under Airlock's keys is nobody's word but their creator's.
         self.spared = spared
+        # Pods a forecast has seen end (`forecasting`): their room is free already.
+        self.gone: Collection[PodKey] = frozenset()
 
     def until(self, pods: Sequence[PodInfo], stretch: float = 1.0) -> float | None:
         """When `pods`, admitted now, are expected to end, their run time `stretch`ed
@@ -128,7 +131,7 @@ class Backfill:
         cluster = snap.cluster
         holding, pods = cluster.occupancy.holders, cluster.pods
         ends = [(self._end(pods[h.pod]), node, h.gpus)
-                for node in free for h in holding.get(node, ())]
+                for node in free for h in holding.get(node, ()) if h.pod not in self.gone]
         sizes = [snap.gpus(p.requests) for p in members]
         return shadow(snap.need(members), (len(sizes), min(sizes, default=0)), free, ends,
                       self.now)

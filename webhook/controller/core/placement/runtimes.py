@@ -24,6 +24,7 @@ when a leader starts. Pure."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -66,6 +67,21 @@ class Runtimes:
         if stated:
             return max(stated)
         return self.estimate(key_of(pods[0])) if pods else None
+
+    def typical(self, pods: Sequence[PodInfo], ran: float = 0.0) -> float | None:
+        """How long `pods` (one unit), which ran `ran` seconds so far, typically run in
+        all, for a forecast rather than a promise: the longest any states, else the
+        median of the runs their namespace and class learned that lasted longer than
+        that (`estimate`, the longest, keeps backfills safe; a forecast with it would be
+        late for most), or `ran` when none did."""
+        stated = [p.marks.runtime for p in pods if p.marks.runtime is not None]
+        if stated:
+            return max(stated)
+        runs = self.seen.get(key_of(pods[0]), ()) if pods else ()
+        if len(runs) < LEAST:
+            return None
+        longer = [r for r in runs if r > ran]
+        return statistics.median(longer) if longer else ran
 
     def dumps(self) -> str:
         return dump_memory("runtimes", {"seen": [{"namespace": n, "class": c, "seconds": list(runs)}

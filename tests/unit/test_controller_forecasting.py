@@ -1,0 +1,147 @@
+"""The predicted start of waiting units: a round played forward over the expected ends of
+what runs, through the round's own stages (order, quotas, the head's reservation), and
+"unknown, blocked by X" where an end cannot be known."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests.builders import (
+    HOUR,
+    NOW,
+    cluster,
+    gang,
+    iso,
+    label,
+    running,
+    tracked,
+    unit,
+    with_marks,
+)
+from webhook.controller.core.deciding import decided
+from webhook.controller.core.forecasting import Prediction, forecast
+from webhook.controller.core.nodes import NodeInfo
+from webhook.controller.core.placement.runtimes import Runtimes
+from webhook.controller.core.pods import PodInfo
+from webhook.controller.core.queues.queueing import QueueState
+from webhook.controller.core.queues.quotas import QueueSpec, Quotas
+from webhook.controller.core.reporting import report
+from webhook.policy.model import Policy
+
+
+def _runs(pods: list[PodInfo], seconds: float | None) -> list[PodInfo]:
+    """`pods` stating an expected run time of `seconds` (None: stating none)."""
+    return [with_marks(p, runtime=seconds) for p in pods]
+
+
+def _ends_in(name: str, nodes: list[str], seconds: float | None, ns: str = "ml",
+             ran: float = HOUR) -> list[PodInfo]:
+    """A gang running on `nodes` for `ran` seconds, expected to end `seconds` from NOW
+    (None: its end is unknown)."""
+    return _runs(running(name, nodes, ns=ns, ran=ran), None if seconds is None
+                 else ran + seconds)
+
+
+@dataclass
+class Case:
+    nodes: list[NodeInfo]
+    pods: list[PodInfo]
+    # unit label -> (seconds after NOW, or None), the blocker's label or None
+    expected: dict[str, tuple[float | None, str | None]]
+    quotas: Quotas = field(default_factory=Quotas)
+    runtimes: Runtimes = field(default_factory=Runtimes)
+
+
+TWO = cluster({"d0": 2})
+CASES: dict[str, Case] = {
+    "room frees at the blocker's end": Case(
+        TWO, [*_ends_in("a", ["d0-n0", "d0-n1"], 600), *gang("b", 2)],
+        {"b": (600, None)}),
+    "a blocker of unknown end: unknown, and it is named": Case(
+        TWO, [*_ends_in("a", ["d0-n0", "d0-n1"], None), *gang("b", 2)],
+        {"b": (None, "a")}),
+    "of two blockers of unknown end, the one holding most of its room is named": Case(
+        cluster({"d0": 2, "d1": 2}),
+        [*_ends_in("small", ["d1-n0"], None), *_ends_in("wide", ["d0-n0", "d0-n1"], None),
+         *_ends_in("soon", ["d1-n1"], 60), *gang("b", 2)],
+        {"b": (None, "wide")}),
+    "queue order: the second starts when the first is expected to end": Case(
+        TWO, [*_ends_in("a", ["d0-n0", "d0-n1"], 600), *_runs(gang("b", 2), 1200),
+              *_runs(gang("c", 2, created=1), 300)],
+        {"b": (600, None), "c": (1800, None)}),
+    "the first of unknown run time blocks the one behind it": Case(
+        TWO, [*_ends_in("a", ["d0-n0", "d0-n1"], 600), *gang("b", 2),
+              *gang("c", 2, created=1)],
+        {"b": (600, None), "c": (None, "b")}),
+    "two ends, each frees a node: the later decides": Case(
+        TWO, [*_ends_in("a", ["d0-n0"], 300), *_ends_in("z", ["d0-n1"], 900),
+              *gang("b", 2)],
+        {"b": (900, None)}),
+    "over quota with room free: it waits for its own queue's gang to end": Case(
+        cluster({"d0": 2, "d1": 2}),
+        [*_ends_in("a", ["d0-n0", "d0-n1"], 1500, ns="team-a"),
+         *gang("b", 2, ns="team-a")],
+        {"b": (1500, None)},
+        Quotas([QueueSpec("team-a", ("team-a",), nominal=16, borrowing_limit=0)])),
+    "no run time stated: the median its namespace learned, not the longest": Case(
+        TWO, [*running("a", ["d0-n0", "d0-n1"], ran=60), *gang("b", 2)],
+        {"b": (240, None)}, runtimes=Runtimes({("ml", ""): (100, 200, 300, 400, 1000)})),
+    "past the learned median: the median of the runs that lasted longer": Case(
+        TWO, [*running("a", ["d0-n0", "d0-n1"], ran=350), *gang("b", 2)],
+        {"b": (350, None)}, runtimes=Runtimes({("ml", ""): (100, 200, 300, 400, 1000)})),
+    "past every learned run: it ends now at the soonest": Case(
+        TWO, [*running("a", ["d0-n0", "d0-n1"], ran=2000), *gang("b", 2)],
+        {"b": (0, None)}, runtimes=Runtimes({("ml", ""): (100, 200, 300, 400, 1000)})),
+    "ends within seconds of each other are one step": Case(
+        TWO, [*_ends_in("a", ["d0-n0"], 600), *_ends_in("z", ["d0-n1"], 605),
+              *gang("b", 2)],
+        {"b": (605, None)}),
+}
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_predicted_start(case: Case) -> None:
+    actions, r = decided(tracked(case.nodes, case.pods), {}, NOW,
+                         state=QueueState(quotas=case.quotas, runtimes=case.runtimes))
+    found = forecast(r, actions)
+    said = {label(u): (None if p.at is None else p.at - NOW,
+                       None if p.blocker is None else label(p.blocker))
+            for u, p in found.items()}
+    assert said == case.expected
+
+
+def test_the_round_is_left_as_it_was() -> None:
+    pods = [*_ends_in("a", ["d0-n0", "d0-n1"], 600), *_runs(gang("b", 2), 60)]
+    actions, r = decided(tracked(TWO, pods), {}, NOW)
+    before = dict(r.snap.free_gpu), dict(r.queues.ledger.used)
+    assert forecast(r, actions) == {unit("b"): Prediction(NOW + 600)}
+    assert (dict(r.snap.free_gpu), dict(r.queues.ledger.used)) == before
+
+
+def test_steps_run_out_then_unknown_with_no_blocker() -> None:
+    pods = [*_ends_in("a", ["d0-n0", "d0-n1"], 600), *gang("b", 2)]
+    actions, r = decided(tracked(TWO, pods), {}, NOW)
+    assert {label(u): p for u, p in forecast(r, actions, steps=0).items()} == \
+        {"b": Prediction(None)}
+
+
+STATUS: dict[str, tuple[float | None, tuple[str | None, str | None], str]] = {
+    # the running gang's end (None: unknown) -> (predictedStart, predictionBlocker),
+    # what the STARTS column says
+    "known": (600, (iso(NOW + 600), None), f"starts {iso(NOW + 600)}"),
+    "unknown": (None, (None, "ml/a"), "starts unknown (ml/a has no known end)"),
+}
+
+
+@pytest.mark.parametrize(("end", "keys", "column"), STATUS.values(), ids=STATUS.keys())
+def test_status_shows_the_prediction(policy: Policy, end: float | None,
+                                     keys: tuple[str | None, str | None],
+                                     column: str) -> None:
+    pods = [*_ends_in("a", ["d0-n0", "d0-n1"], end), *gang("b", 2)]
+    found = report(policy, tracked(TWO, pods, policy.counted()), [], NOW, {})
+    line = found.as_json()["waiting"][0]
+    assert (line["gang"], line["predictedStart"], line["predictionBlocker"]) == ("ml/b", *keys)
+    assert "ml/b  queue default, priority 0, 2 pods, 16 GPUs: " in found.text()
+    assert found.text().split("ml/b  ")[1].split("\n")[0].endswith(f"; {column}")

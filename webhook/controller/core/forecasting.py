@@ -1,0 +1,248 @@
+"""When each waiting unit is expected to start: the round played forward over the expected
+ends of what runs.
+
+A round ends with units waiting. The forecast takes a fork of its snapshot and its
+queues' usage, and steps through time: at each next expected end (of a pod that runs, a
+unit the round admitted, or one the forecast itself started), what ends gives its room
+and its queue's usage back, and the waiting units go through the same stages as in a
+round (`stages`), in queue order, at that time: the order, quotas and borrowing, the
+head's reservation and backfill are the round's own rules. A unit admitted at a step is
+predicted to start then, and is expected to end its run time later (`runtimes`: stated,
+`activeDeadlineSeconds`, or learned per namespace and class).
+
+Honest about what it cannot know: a unit that still waits once every known end has
+passed, while something of unknown end (no run time stated, none learned) holds room it
+could use, is predicted "unknown", blocked by the unit of unknown end that holds most
+GPUs on the nodes it may use. A unit still waiting when the steps run out, or with
+nothing left to end, is unknown with no blocker.
+
+Where it is wrong (docs/predictions.md): preemption is left out (a unit that would
+preempt is predicted to wait for room to free); run times are estimates (a learned one
+is the longest of the window, so ends come late rather than early); units that are not
+here yet, capacity requests and GPU-model quotas are not played forward; the head's
+shadow time sees only what ran when the forecast began. Pure, the clock passed in.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from webhook.accelerators import GpuEquivalents
+from webhook.controller.core.actions import Action, Admit, Wait
+from webhook.controller.core.cluster.capacity import with_pod_slot
+from webhook.controller.core.gangs import Gang, membership
+from webhook.controller.core.identities import PodKey, UnitId
+from webhook.controller.core.placement.runtimes import Runtimes
+from webhook.controller.core.pods import PodInfo
+from webhook.controller.core.queues.queueing import Queueing
+from webhook.controller.core.reasons import WaitReason
+from webhook.controller.core.round import Round
+from webhook.controller.core.stages import consider
+
+# Steps played forward at most: each is a pass of waiting units through the stages.
+STEPS: Final = 96
+# Units a step leaves waiting before it stops, first in the order first: those further
+# back rarely go before them (a backfill would), and a pass over thousands costs a round.
+WINDOW: Final = 200
+# A step takes the ends within this share of their distance from now of the first (and
+# at least `COALESCE` seconds): thousands of pods ending over hours are tens of steps, and
+# a start so predicted is late by at most that share of its wait.
+SPREAD: Final = 0.1
+COALESCE: Final = 15.0
+# Waits no end of another unit changes: the unit itself (or the cluster) must change.
+UNPREDICTABLE: Final[frozenset[WaitReason]] = frozenset(
+    {"Incomplete", "SizeUnknown", "Oversize", "Invalid", "Growing", "AwaitingVictims",
+     "NeverFits"})
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """When a unit is expected to start (seconds since the epoch), or None when that
+    cannot be known; then `blocker`, when one unit's unknown end is why."""
+
+    at: float | None
+    blocker: UnitId | None = None
+
+
+UNKNOWN: Final = Prediction(None)
+
+
+@dataclass(order=True, slots=True)
+class _End:
+    """What is expected to end at `at`: room on nodes, and usage of a queue."""
+
+    at: float
+    seq: int
+    pods: list[tuple[str, PodInfo]] = field(compare=False)
+    queue: str = field(compare=False)
+    gpus: GpuEquivalents = field(compare=False)
+
+
+class _Ends:
+    """The expected ends still to come, soonest first, and what holds room for a time
+    nobody knows (unit -> node -> GPUs)."""
+
+    def __init__(self) -> None:
+        self.heap: list[_End] = []
+        self.unknown: dict[UnitId, dict[str, GpuEquivalents]] = {}
+        self.gone: set[PodKey] = set()
+        self._seq = 0
+
+    def add(self, at: float | None, unit: UnitId, pods: Sequence[tuple[str, PodInfo]],
+            queue: str, gpus: GpuEquivalents, each: Mapping[PodKey, GpuEquivalents]) -> None:
+        if at is None:
+            held = self.unknown.setdefault(unit, {})
+            for node, pod in pods:
+                held[node] = held.get(node, 0) + each.get(pod.key, 0)
+            return
+        self._seq += 1
+        heapq.heappush(self.heap, _End(at, self._seq, list(pods), queue, gpus))
+
+    def next(self, now: float) -> list[_End]:
+        """The ends of the next step: the soonest, and those close after it."""
+        first = heapq.heappop(self.heap)
+        found = [first]
+        last = first.at + max(COALESCE, (first.at - now) * SPREAD)
+        while self.heap and self.heap[0].at <= last:
+            found.append(heapq.heappop(self.heap))
+        return found
+
+
+def forecast(r: Round, actions: Iterable[Action], steps: int = STEPS
+             ) -> dict[UnitId, Prediction]:
+    """The predicted start of every unit that waits after round `r`, which decided
+    `actions`; `r` is left as it was."""
+    cluster = r.snap.cluster
+    waits = [a for a in actions if isinstance(a, Wait) and a.reason not in UNPREDICTABLE]
+    # In the order the round went: the forecast keeps it (fair share moves it little).
+    pending = [g for a in waits if (g := cluster.membership.gang(a.unit)) is not None
+               and not g.started]
+    found: dict[UnitId, Prediction] = {w.unit: UNKNOWN for w in waits}
+    if not pending:
+        return found
+    state = r.queues.state
+    # No preemption: who would be evicted, and when, is not for a forecast to guess.
+    state = dataclasses.replace(state, preemption=dataclasses.replace(
+        state.preemption, enabled=False))
+    snap = r.snap.fork()
+    queues = Queueing(state, snap, r.now)
+    queues.ledger.used = dict(r.queues.ledger.used)
+    queues.charges = dict(r.queues.charges)
+    queues.models = copy.deepcopy(r.queues.models)
+    ends = _running(r, queues)
+    for action in actions:
+        if isinstance(action, Admit) and action.unit in r.plans:
+            _started(ends, queues, r.plans[action.unit].assignments, action.ungate,
+                     action.unit, r.now, state.runtimes)
+    now = r.now
+    for _ in range(steps):
+        if not pending or not ends.heap:
+            break
+        step = ends.next(r.now)
+        now = max(now, step[-1].at)
+        for end in step:
+            for node, pod in end.pods:
+                snap.take(node, {k: -v for k, v in with_pod_slot(pod.requests).items()})
+                ends.gone.add(pod.key)
+            queues.ledger.add(end.queue, -end.gpus)
+        pending = _step(r, queues, ends, pending, now, found)
+    return found | _blocked(r, ends, pending)
+
+
+def _running(r: Round, queues: Queueing) -> _Ends:
+    """The expected end of every pod that holds GPUs, one end per unit and time."""
+    cluster = r.snap.cluster
+    runtimes, spared = queues.state.runtimes, queues.state.spared
+    gpus_of, quotas = cluster.occupancy.gpus_of, queues.state.quotas
+    by_end: dict[tuple[float | None, UnitId], list[tuple[str, PodInfo]]] = {}
+    for node, holders in cluster.occupancy.holders.items():
+        for h in holders:
+            pod = cluster.pods[h.pod]
+            unit = membership(pod) or UnitId.of_pod(pod.key)
+            ran = r.now - pod.started if pod.started else 0.0
+            runtime = None if pod.namespace in spared else runtimes.typical((pod,), ran)
+            # As the head's shadow time counts it (`backfill`): not started, it starts
+            # now at the soonest; past its end, it ends now at the soonest.
+            at = None if runtime is None else max((pod.started or r.now) + runtime, r.now)
+            by_end.setdefault((at, unit), []).append((node, pod))
+    ends = _Ends()
+    for (at, unit), pods in by_end.items():
+        ends.add(at, unit, pods, quotas.queue_of(unit.namespace),
+                 sum(gpus_of.get(p.key, 0) for _, p in pods), gpus_of)
+    return ends
+
+
+def _started(ends: _Ends, queues: Queueing, assignments: Mapping[PodKey, str],
+             pods: Sequence[PodInfo], unit: UnitId, at: float, runtimes: Runtimes) -> None:
+    """A unit admitted at `at` onto `assignments`: when it is expected to end."""
+    runtime = runtimes.typical(pods)
+    each = {p.key: queues.snap.gpus(p.requests) for p in pods}
+    placed = [(assignments[p.key], p) for p in pods if p.key in assignments]
+    ends.add(None if runtime is None else at + runtime, unit, placed,
+             queues.state.quotas.queue_of(unit.namespace), sum(each.values()), each)
+
+
+def _step(r: Round, queues: Queueing, ends: _Ends, pending: list[Gang], now: float,
+          found: dict[UnitId, Prediction]) -> list[Gang]:
+    """The waiting units at `now`, in queue order, through the round's stages: those
+    admitted are predicted to start now; the others wait on."""
+    queues.now = now
+    step = Round(queues.snap, queues, r.sizes, now, r.options)
+    step.held = set(r.held)
+    if (backfill := step.reservation.backfill) is not None:
+        backfill.gone = ends.gone
+    still: list[Gang] = []
+    # Nothing goes while less is free than the least any unit of the window needs.
+    need = queues.snap.unit_need
+    if _free(queues) < min(need(g, g.waiting) for g in pending[:WINDOW]):
+        return pending
+    for seen, gang in enumerate(pending):
+        if len(still) >= WINDOW:
+            return still + pending[seen:]
+        try:
+            said = consider(step, gang)
+        except Exception:  # as the round's own error boundary: it stays unknown
+            continue
+        admit = next((a for a in said if isinstance(a, Admit)), None)
+        if admit is None or gang.id not in step.plans:
+            still.append(gang)
+            continue
+        found[gang.id] = Prediction(now)
+        _started(ends, queues, step.plans[gang.id].assignments, admit.ungate, gang.id, now,
+                 queues.state.runtimes)
+    return still
+
+
+def _free(queues: Queueing) -> GpuEquivalents:
+    return sum(max(f, 0) for f in queues.snap.free_gpu.values())
+
+
+def _blocked(r: Round, ends: _Ends, pending: Sequence[Gang]) -> dict[UnitId, Prediction]:
+    """The units still waiting: unknown, each blocked by the unit of unknown end that
+    holds most GPUs on the nodes it may use (none when nothing of unknown end does)."""
+    if not ends.unknown or ends.heap:
+        # Steps ran out while ends were still to come: beyond the forecast.
+        return {}
+    on_node: dict[str, list[tuple[UnitId, GpuEquivalents]]] = {}
+    for unit, held in ends.unknown.items():
+        for node, gpus in held.items():
+            on_node.setdefault(node, []).append((unit, gpus))
+    by_kind: dict[object, UnitId | None] = {}
+    found = {}
+    for gang in pending:
+        anchor = gang.waiting[0] if gang.waiting else gang.members[0]
+        sig = anchor.constraints.signature
+        if sig not in by_kind:
+            held_by: dict[UnitId, GpuEquivalents] = {}
+            for node in r.snap.eligible_set(anchor):
+                for unit, gpus in on_node.get(node, ()):
+                    held_by[unit] = held_by.get(unit, 0) + gpus
+            by_kind[sig] = min(held_by, key=lambda u: (-held_by[u], str(u))) \
+                if held_by else None
+        found[gang.id] = Prediction(None, by_kind[sig])
+    return found

@@ -1,15 +1,16 @@
 """Predicted starts on the real control plane: a gated gang is told when it will start
 (the annotation gpu-airlock.io/predicted-start, a PredictedStart event, `airlock status
--o json`), from the stated run time of the gang whose room it waits for; that gang ends
-then, and the waiting one starts within the margin. The cluster: 8 nodes of 8 GPUs in two
-NVLink domains of 4. No kubelet runs the pods: the test marks them Running, and ends the
-blocker by deleting its pods at its stated end."""
+-o json`, `kubectl airlock why`), from the stated run time of the gang whose room it
+waits for; that gang ends then, and the waiting one starts within the margin. The
+cluster: 8 nodes of 8 GPUs in two NVLink domains of 4. No kubelet runs the pods: the test
+marks them Running, and ends the blocker by deleting its pods at its stated end."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -87,6 +88,16 @@ async def test_a_gated_gang_starts_when_predicted(
     (line,) = [w for w in json.loads(out)["waiting"] if w["gang"] == f"{namespace}/next"]
     assert (line["predictedStart"], line["predictionBlocker"]) == (value, None)
     assert all(gated(p) for p in await pods_of(api, namespace, "next"))
+    # `kubectl airlock why`, as the person whose job waits would ask.
+    asked = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "kubectl-airlock"), "why", "next-0",
+        "-n", namespace, "--kubeconfig", str(kubeconfig), "--policies",
+        str(session_policies), stdout=asyncio.subprocess.PIPE)
+    said, _ = await asyncio.wait_for(asked.communicate(), 60)
+    assert asked.returncode == 0
+    lines = dict(line.split(None, 1) for line in said.decode().splitlines() if line.strip())
+    assert lines["Reason"].startswith(line["reason"])
+    assert lines["Starts"].strip() == value
 
     # The blocker ends at its stated end; the waiting gang starts then.
     await asyncio.sleep(max(end - time.time(), 0))

@@ -95,9 +95,9 @@ async def test_a_gated_gang_starts_when_predicted(
         str(session_policies), stdout=asyncio.subprocess.PIPE)
     said, _ = await asyncio.wait_for(asked.communicate(), 60)
     assert asked.returncode == 0
-    told = dict(row.split(":", 1) for row in said.decode().splitlines()[1:] if ":" in row)
-    assert told["Reason"].strip().startswith(line["reason"])
-    assert told["Starts"].strip() == value
+    rows = dict(row.split(":", 1) for row in said.decode().splitlines()[1:] if ":" in row)
+    assert rows["Reason"].strip().startswith(line["reason"])
+    assert rows["Starts"].strip() == value
 
     # The blocker ends at its stated end; the waiting gang starts then.
     await asyncio.sleep(max(end - time.time(), 0))

@@ -47,9 +47,15 @@ def _condition(pod: dict[str, Any]) -> dict[str, Any] | None:
                  if c["type"] == PREEMPTION_NOTICE_CONDITION), None)
 
 
-async def _told(api: client.ApiClient, namespace: str) -> float:
-    """Fill the cluster with two scavenger gangs (`newer` the cheaper victim), let a
-    training gang preempt, and wait for `newer`'s notice: its deadline."""
+async def _told(api: client.ApiClient, namespaces: NamespaceFactory,
+                controllers: Controllers, policy_file: PolicyFileFactory, grace: str
+                ) -> tuple[str, float]:
+    """With `grace` to checkpoint, fill the cluster with two scavenger gangs (`newer` the
+    cheaper victim), let a training gang preempt, and wait for `newer`'s notice: the
+    namespace, and the notice's deadline."""
+    namespace = await namespaces()
+    policy_file("90-notices.yaml", _policy(grace))
+    controllers.start()
     for name in ("older", "newer"):
         await create_gang(api, namespace, name, 4, cls="scavenger")
     await until(lambda: all_bound(api, namespace, "", 8), within=60)
@@ -77,7 +83,8 @@ async def _told(api: client.ApiClient, namespace: str) -> float:
     # The other gang is never told: one gang is enough.
     assert not any(PREEMPTION_NOTICE_ANNOTATION in (p["metadata"].get("annotations") or {})
                    for p in await pods_of(api, namespace, "older"))
-    return datetime.datetime.fromisoformat(deadline.replace("Z", "+00:00")).timestamp()
+    return namespace, datetime.datetime.fromisoformat(
+        deadline.replace("Z", "+00:00")).timestamp()
 
 
 async def _evicted(api: client.ApiClient, namespace: str) -> bool:
@@ -95,10 +102,7 @@ def _lost(told: list[str]) -> set[float]:
 async def test_a_victim_that_answers_is_evicted_at_once_and_loses_little(
         api: client.ApiClient, namespaces: NamespaceFactory, controllers: Controllers,
         policy_file: PolicyFileFactory) -> None:
-    namespace = await namespaces()
-    policy_file("90-notices.yaml", _policy("10m"))
-    controllers.start()
-    deadline = await _told(api, namespace)
+    namespace, deadline = await _told(api, namespaces, controllers, policy_file, "10m")
     assert deadline - time.time() > 500
     # The job saves its work and says so, on each of its pods.
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -117,10 +121,7 @@ async def test_a_victim_that_answers_is_evicted_at_once_and_loses_little(
 async def test_a_silent_victim_is_evicted_at_the_deadline_and_loses_all_it_did(
         api: client.ApiClient, namespaces: NamespaceFactory, controllers: Controllers,
         policy_file: PolicyFileFactory) -> None:
-    namespace = await namespaces()
-    policy_file("90-notices.yaml", _policy("20s"))
-    controllers.start()
-    deadline = await _told(api, namespace)
+    namespace, deadline = await _told(api, namespaces, controllers, policy_file, "20s")
     await until(lambda: _evicted(api, namespace), within=60)
     # Not before the deadline (the annotation's second, rounded down), soon after it.
     assert time.time() >= deadline - 1

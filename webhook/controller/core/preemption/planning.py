@@ -223,6 +223,7 @@ class Preemptor:
         everywhere = {None: self.snap.eligible_nodes(anchor)}
         sig = anchor.constraints.signature
         shape = len(members), min(self._sizes(members))
+        avoid = frozenset(avoid)  # once, not once per domain (`Rankings.without`)
         domains = {name: Rankings.without((sig, key, name), nodes, avoid) for name, nodes in
                    (self.snap.domains(anchor, key) if key else everywhere).items()}
         # Nodes where backfills that overran run: the glances below count by priority,

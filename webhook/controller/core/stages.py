@@ -10,7 +10,7 @@ status` all decide through these stages (`deciding`).
     borrow     the head's reservation: what it may not use, or may borrow until it ends
     place      a plan, or why none (NoRoom, NoDomainFits, NeverFits), on the first GPU
                model in its queue's order that has room (where policy names models)
-    quota      whether its queue's quota and borrowing admit it
+    quota      whether its queue's quota and borrowing admit it (a unit that fits)
     shrink     an elastic gang that does not fit whole: the most of it that does
     make_room  blocked: it preempts, where it may and victims exist
     reserve    blocked still: it waits, and the first such heads the queue

@@ -150,6 +150,30 @@ class Gang:
         return found
 
     @functools.cached_property
+    def stated_runtime(self) -> float | None:
+        """The longest run time a member states (`Runtimes.expected`), if any does."""
+        return max((r for p in self.members if (r := p.marks.runtime) is not None),
+                   default=None)
+
+    @functools.cached_property
+    def _sizes(self) -> dict[Accelerators, tuple[GpuEquivalents, ...]]:
+        return {}
+
+    def sizes(self, accelerators: Accelerators) -> tuple[GpuEquivalents, ...]:
+        """GPUs each member requests, most first."""
+        found = self._sizes.get(accelerators)
+        if found is None:
+            count = accelerators.count
+            found = self._sizes[accelerators] = tuple(sorted(
+                (count(p.requests) for p in self.members), reverse=True))
+        return found
+
+    @functools.cached_property
+    def distinct(self) -> tuple[PodInfo, ...]:
+        """One member of each `fit` (the last): members alike fit alike."""
+        return tuple({p.fit: p for p in self.members}.values())
+
+    @functools.cached_property
     def _stated(self) -> frozenset[int]:
         return frozenset(n for p in self.members if (n := p.marks.expected_size) is not None)
 

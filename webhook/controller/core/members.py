@@ -69,8 +69,9 @@ def new_members(gang: Gang, size: int, least: int, now: float, warn_after: float
         return None, [Wait(gang.id, gang.members, "Incomplete",
                            f"{present}/{size} pods present{start}"
                            f"{_outlook(gang, size, snap)}", warning=late)]
+    extras = gang.members[size:]
     return Take(list(gang.members[:size]), least), _oversize(
-        gang, gang.members[size:], f"{present} pods for a gang of {size}")
+        gang, extras, f"{present} pods for a gang of {size}") if extras else []
 
 
 def joiners(gang: Gang, size: int, least: int, now: float, warn_after: float

@@ -10,7 +10,7 @@ status` all decide through these stages (`deciding`).
     borrow     the head's reservation: what it may not use, or may borrow until it ends
     place      a plan, or why none (NoRoom, NoDomainFits, NeverFits), on the first GPU
                model in its queue's order that has room (where policy names models)
-    quota      whether its queue's quota and borrowing admit it
+    quota      whether its queue's quota and borrowing admit it (a unit that fits)
     shrink     an elastic gang that does not fit whole: the most of it that does
     make_room  blocked: it preempts, where it may and victims exist; or, the head, has
                a few pods moved out of one domain (defragmentation)
@@ -92,8 +92,8 @@ def borrow(r: Round, u: Unit) -> Verdict:
     # An elastic gang may run with its minimum, and then longer: as long as the work of
     # its whole size takes at the pace of its minimum.
     stretch = 1.0 if u.minimum is None else u.size / u.least
-    reserved, u.until = r.reservation.off_limits(u.members, stretch)
-    u.off_limits = reserved if u.hold is not None else reserved | r.held
+    reserved, u.until = r.reservation.off_limits(u.members, stretch, u.gang)
+    u.off_limits = reserved if u.hold is not None or not r.held else reserved | r.held
     if not u.started and u.hold is None:
         anchor, gang = u.anchor, u.gang
         u.alike = (anchor.marks.topology_key, anchor.marks.topology_mode, bool(reserved),
@@ -120,13 +120,17 @@ def place(r: Round, u: Unit) -> Verdict:
     u.fresh = known is None
     u.outcome = known or fit(u.members, r.snap, u.key, anchor.marks.topology_mode,
                              level=u.key or "topology", avoid=u.off_limits,
-                             reserved=reserved)
+                             reserved=reserved, gang=gang)
     if u.alike is not None and isinstance(u.outcome, NoFit):
         r.no_room[u.alike] = u.outcome
     return None
 
 
 def quota(r: Round, u: Unit) -> Verdict:
+    if isinstance(u.outcome, NoFit):
+        # Blocked already: the stages after read no quota of a unit that does not fit
+        # (a smaller elastic gang asks its own), and most of a deep queue does not.
+        return None
     u.over = u.over_model or _over_quota(r.queues, u.gang, u.members, u.exempt)
     if u.over is None and u.started and u.model is not None:
         u.over = r.queues.model_quota(u.gang, u.members[u.exempt:], u.model)[1]
@@ -163,7 +167,7 @@ def _on_models(r: Round, u: Unit, reserved: str | None) -> Verdict:
         known = r.no_room.get(alike) if alike is not None else None
         outcome = known or fit(u.members, r.snap, u.key, anchor.marks.topology_mode,
                                level=u.key or "topology", avoid=u.off_limits | off,
-                               reserved=reserved)
+                               reserved=reserved, gang=gang)
         choice = (model, off, outcome, known is None)
         if isinstance(outcome, NoFit):
             if alike is not None:

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.cluster.snapshot import Snapshot
+from webhook.controller.core.gangs import Gang
 from webhook.controller.core.identities import PodKey
 from webhook.controller.core.placement.runtimes import Runtimes
 from webhook.controller.core.pods import PodInfo
@@ -104,13 +105,16 @@ class Backfill:
         # Pods a forecast has seen end (`forecasting`): their room is free already.
         self.gone: Collection[PodKey] = frozenset()
 
-    def until(self, pods: Sequence[PodInfo], stretch: float = 1.0) -> float | None:
-        """When `pods`, admitted now, are expected to end, their run time `stretch`ed
-        (an elastic gang that may run with a part of its pods runs longer); None when
-        nobody knows."""
+    def until(self, pods: Sequence[PodInfo], stretch: float = 1.0, gang: Gang | None = None
+              ) -> float | None:
+        """When `pods` (of `gang`, if given), admitted now, are expected to end, their run
+        time `stretch`ed (an elastic gang that may run with a part of its pods runs
+        longer); None when nobody knows."""
         if not pods:
             return None
-        runtime = self.runtimes.expected(pods)
+        # All of a gang: what its members state is kept with it.
+        runtime = self.runtimes.expected_of(gang.stated_runtime, pods[0]) \
+            if gang is not None and gang.whole(pods) else self.runtimes.expected(pods)
         return None if runtime is None else self.now + runtime * stretch
 
     def _end(self, pod: PodInfo) -> float | None:

@@ -13,10 +13,12 @@ import bisect
 import heapq
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.cluster.capacity import EVERYWHERE
 from webhook.controller.core.cluster.snapshot import Snapshot
+from webhook.controller.core.gangs import Gang
 from webhook.controller.core.placement.packing import Plan, anywhere, arrange, usable
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.reasons import WaitReason
@@ -35,11 +37,31 @@ class NoFit:
     best_domain: str | None = None
 
 
-def _unholdable(pods: Sequence[PodInfo], snap: Snapshot) -> NoFit | None:
+class _Asked(NamedTuple):
+    """What the pods ask together: GPUs in all, each pod's (most first), and one pod of
+    each `fit` (the last)."""
+
+    need: GpuEquivalents
+    sizes: Sequence[GpuEquivalents]
+    distinct: Sequence[PodInfo]
+
+
+def _asked(pods: Sequence[PodInfo], snap: Snapshot, gang: Gang | None) -> _Asked:
+    """What the pods ask; of all of `gang`, kept with it: a round fits a hundred-pod
+    gang that waits without counting its pods again."""
+    if gang is not None and gang.whole(pods):
+        return _Asked(gang.need(snap.accelerators), gang.sizes(snap.accelerators),
+                      gang.distinct)
+    gpus = snap.gpus
+    return _Asked(snap.need(pods), sorted((gpus(p.requests) for p in pods), reverse=True),
+                  tuple({p.fit: p for p in pods}.values()))
+
+
+def _unholdable(distinct: Sequence[PodInfo], snap: Snapshot) -> NoFit | None:
     """A pod that no eligible node could hold even empty, counting every resource it
     requests: `cpu: 100000` fits nowhere however many GPUs are free."""
     nodes = snap.nodes
-    for pod in {p.fit: p for p in pods}.values():
+    for pod in distinct:
         if snap.could_hold(pod):
             continue
         eligible = snap.eligible_nodes(pod)
@@ -55,13 +77,13 @@ def _unholdable(pods: Sequence[PodInfo], snap: Snapshot) -> NoFit | None:
     return None
 
 
-def _never(pods: Sequence[PodInfo], need: GpuEquivalents, snap: Snapshot,
+def _never(pods: Sequence[PodInfo], asked: _Asked, snap: Snapshot,
            topology_key: str | None, level: str) -> NoFit | None:
     """Why the gang could not fit even were its eligible nodes empty (in one domain of
     `topology_key` when given); None when it could."""
-    if (unholdable := _unholdable(pods, snap)) is not None:
+    if (unholdable := _unholdable(asked.distinct, snap)) is not None:
         return unholdable
-    largest_pod = max(snap.gpus(p.requests) for p in pods)
+    need, largest_pod = asked.need, asked.sizes[0]
     capacities = snap.capacities(pods[0], topology_key)  # most GPUs first
     for total, largest in capacities:
         if total < need:
@@ -98,10 +120,11 @@ def _nowhere(pods: Sequence[PodInfo], need: GpuEquivalents, snap: Snapshot,
     return None
 
 
-def _no_room(pods: Sequence[PodInfo], need: GpuEquivalents, snap: Snapshot, level: str,
+def _no_room(pods: Sequence[PodInfo], asked: _Asked, snap: Snapshot, level: str,
              avoid: Collection[str]) -> NoFit:
     """Why a gang without a topology does not fit now."""
-    never = _never(pods, need, snap, None, level)
+    need = asked.need
+    never = _never(pods, asked, snap, None, level)
     if never is not None:
         return never
     # Were it the head, it would reserve the nodes with the most free GPUs, one per pod:
@@ -112,17 +135,17 @@ def _no_room(pods: Sequence[PodInfo], need: GpuEquivalents, snap: Snapshot, leve
                  tuple(closest))
 
 
-def _no_domain_room(pods: Sequence[PodInfo], need: GpuEquivalents, snap: Snapshot,
+def _no_domain_room(pods: Sequence[PodInfo], asked: _Asked, snap: Snapshot,
                     topology_key: str, mode: str | None, level: str, avoid: Collection[str],
                     reserved: str | None) -> NoFit:
     """Why a gang with a topology fits in no domain now, and the domain it would take
     first: the one with the most free GPUs, or `reserved` while that could hold it."""
-    anchor = pods[0]
+    anchor, need = pods[0], asked.need
     domains = snap.domains(anchor, topology_key)
     if not domains:
         return NoFit(f"needs {need} GPUs in one {level} domain, and no eligible node has the "
                      f"label {topology_key}", code="NoDomainFits")
-    never = _never(pods, need, snap, topology_key if mode == "required" else None, level)
+    never = _never(pods, asked, snap, topology_key if mode == "required" else None, level)
     if never is not None:
         return never
     ranked = snap.ranked(anchor, topology_key)
@@ -139,25 +162,26 @@ def _no_domain_room(pods: Sequence[PodInfo], need: GpuEquivalents, snap: Snapsho
 
 def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
         mode: str | None, level: str = "topology", avoid: Collection[str] = (),
-        reserved: str | None = None) -> Plan | NoFit:
+        reserved: str | None = None, gang: Gang | None = None) -> Plan | NoFit:
     """A plan for the whole gang, or the reason it does not fit. `avoid` holds nodes off
     limits (reserved for the head of the queue, held for a preemptor). A gang that does
     not fit would take first the domain with the most free GPUs, or `reserved`, the one
     reserved for it before, while that could hold it: a head whose reservation moved to
-    wherever happened to have most free would never see one drain."""
-    need = snap.need(pods)
+    wherever happened to have most free would never see one drain. `pods` may be all of
+    `gang`, whose counts are kept with it."""
+    asked = _asked(pods, snap, gang)
+    need, sizes = asked.need, asked.sizes
     nowhere = _nowhere(pods, need, snap, avoid)
     if nowhere is not None:
         return nowhere
     anchor = pods[0]
-    sizes = sorted((snap.gpus(p.requests) for p in pods), reverse=True)
     # Packing looks at every eligible node: first, in a look at the few amounts free,
     # could the pods pack at all? In a full cluster mostly not.
     packs = snap.domain_rooms(anchor, EVERYWHERE)[EVERYWHERE].could_pack(sizes)
     if not topology_key:
         arranged = anywhere(pods, snap, avoid) if packs else None
         return Plan(None, *arranged) if arranged is not None else \
-            _no_room(pods, need, snap, level, avoid)
+            _no_room(pods, asked, snap, level, avoid)
     domains = snap.domains(anchor, topology_key)
     # Tightest first; a gang in a busy cluster mostly fits nowhere, and then only the
     # domain with the most free GPUs is looked at closer.
@@ -174,4 +198,4 @@ def fit(pods: Sequence[PodInfo], snap: Snapshot, topology_key: str | None,
     arranged = anywhere(pods, snap, avoid) if mode != "required" and packs else None
     if arranged is not None:
         return Plan(None, *arranged)
-    return _no_domain_room(pods, need, snap, topology_key, mode, level, avoid, reserved)
+    return _no_domain_room(pods, asked, snap, topology_key, mode, level, avoid, reserved)

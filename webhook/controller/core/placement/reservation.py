@@ -49,6 +49,8 @@ class Reservation:
         # Reserved nodes the head would not need even at its start (EASY's second rule).
         self._spare: frozenset[str] = frozenset()
         self._judged = False
+        # The reserved nodes but the spare ones, once judged: asked by every unit behind.
+        self._kept: set[str] | None = None
 
     def behind(self) -> str | None:
         """Why the next gang may not even try (strict order behind a head), or None."""
@@ -62,6 +64,7 @@ class Reservation:
         if self.head is None:
             self.head = gang.id
             self.nodes.update(outcome.best_domain_nodes)
+            self._kept = None
             if self.backfill is not None and self.nodes:
                 free = self.backfill.snap.free_gpu
                 self._members = members or gang.waiting
@@ -80,18 +83,23 @@ class Reservation:
             self._judged = True
         return self._start
 
-    def off_limits(self, pods: Sequence[PodInfo], stretch: float = 1.0
-                   ) -> tuple[set[str], float | None]:
+    def off_limits(self, pods: Sequence[PodInfo], stretch: float = 1.0,
+                   gang: Gang | None = None) -> tuple[set[str], float | None]:
         """The nodes `pods`, of a unit behind the head, may not use: the reserved ones but
         those the head would not need even at its start (EASY's second rule); and when
         they may borrow all of it, since they are expected to end before it starts (their
-        run time `stretch`ed: `Backfill.until`), that end."""
-        if not self.nodes or self.backfill is None:
+        run time `stretch`ed: `Backfill.until`), that end. The set returned is shared:
+        not to be changed."""
+        if not self.nodes:
+            return set(), None  # a head that claims later fills `nodes`
+        if self.backfill is None:
             return self.nodes, None
-        until = self.backfill.until(pods, stretch)
+        until = self.backfill.until(pods, stretch, gang)
         start = self.start()
         if until is None or start is None or until > start:
-            return self.nodes - self._spare, None
+            if self._kept is None:
+                self._kept = self.nodes - self._spare
+            return self._kept, None
         return set(), until
 
     def borrowed_until(self, plan: Plan, until: float | None) -> float | None:

@@ -63,10 +63,15 @@ class Runtimes:
     def expected(self, pods: Sequence[PodInfo]) -> float | None:
         """How long `pods` (one unit) are expected to run: the longest any states, else
         what their namespace and class learned."""
-        stated = [p.marks.runtime for p in pods if p.marks.runtime is not None]
-        if stated:
-            return max(stated)
-        return self.estimate(key_of(pods[0])) if pods else None
+        if not pods:
+            return None
+        return self.expected_of(max((r for p in pods if (r := p.marks.runtime) is not None),
+                                    default=None), pods[0])
+
+    def expected_of(self, stated: float | None, first: PodInfo) -> float | None:
+        """`expected` of a unit whose pods state at most `stated` (None: none states
+        one), its first pod `first`."""
+        return stated if stated is not None else self.estimate(key_of(first))
 
     def typical(self, pods: Sequence[PodInfo], ran: float = 0.0) -> float | None:
         """How long `pods` (one unit), which ran `ran` seconds so far, typically run in

@@ -242,6 +242,7 @@ class Preemptor:
             return None  # it may take nothing by priority, and reclaims nothing
         key = anchor.marks.topology_key if anchor.marks.topology_mode == "required" else None
         shape = len(members), min(self._sizes(members))
+        avoid = frozenset(avoid)  # once, not once per domain (`Rankings.without`)
         # Nodes where backfills that overran run: the glance below counts by priority,
         # and such a unit goes first whatever its priority.
         late = self.units.overran_nodes if head else frozenset()

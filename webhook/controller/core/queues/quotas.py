@@ -74,7 +74,10 @@ def holding(quotas: Quotas, by_namespace: Mapping[str, GpuEquivalents]
 
 
 class Ledger:
-    """Usage per queue for one round, kept current as the round admits and preempts."""
+    """Usage per queue for one round, kept current as the round admits and preempts.
+
+    `used` changes only through `add`. What `admissible` answered is kept until then:
+    thousands of waiting units of a few queues ask it alike, twice each, every round."""
 
     def __init__(self, quotas: Quotas, by_namespace: Mapping[str, GpuEquivalents],
                  capacity: GpuEquivalents) -> None:
@@ -83,9 +86,11 @@ class Ledger:
         guaranteed = sum(q.nominal for q in quotas.specs.values())
         self.pool = max(capacity - guaranteed, 0) + sum(q.lendable
                                                         for q in quotas.specs.values())
+        self._answers: dict[tuple[str, GpuEquivalents, bool], str | None] = {}
 
     def add(self, queue: str, amount: GpuEquivalents) -> None:
         self.used[queue] = self.used.get(queue, 0) + amount
+        self._answers.clear()
 
     def borrowed(self, queue: str) -> GpuEquivalents:
         return max(self.used.get(queue, 0) - self.quotas.spec(queue).nominal, 0)
@@ -103,7 +108,17 @@ class Ledger:
         queue are freed); else why not. Without `pooled`, borrowing is bounded by the
         queue's own limit alone, not by what today's nodes leave idle: what a grown
         cluster would admit."""
-        released = released or {}
+        if released:
+            return self._admissible(queue, amount, released, pooled)
+        key = (queue, amount, pooled)
+        try:
+            return self._answers[key]
+        except KeyError:
+            found = self._answers[key] = self._admissible(queue, amount, {}, pooled)
+            return found
+
+    def _admissible(self, queue: str, amount: GpuEquivalents,
+                    released: Mapping[str, GpuEquivalents], pooled: bool) -> str | None:
         spec = self.quotas.spec(queue)
         used = self.used.get(queue, 0) - released.get(queue, 0)
         after = used + amount

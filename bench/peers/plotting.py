@@ -1,0 +1,51 @@
+"""`spread.png`: the figures a comparison is read by, one pane each (utilization, p99
+wait, training's mean wait, GPU-hours lost to preemption), a point per system at its
+median over the replays, with an error bar from the lowest run to the highest.
+matplotlib with the Agg backend, as `webhook.simulation.plotting`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+
+from bench.peers.aggregating import Figures
+
+# (figure, pane title, scale from the figure to what the axis shows)
+PANES: tuple[tuple[str, str, Callable[[float], float]], ...] = (
+    ("utilization", "utilization, %", lambda v: 100 * v),
+    ("wait.p99", "wait p99, s", lambda v: v),
+    ("classes.training.wait.mean", "training wait mean, s", lambda v: v),
+    ("lostGpuSeconds", "GPU-hours lost to preemption", lambda v: v / 3600),
+)
+
+
+def plot_spread(columns: Mapping[str, Figures], runs: int, out: Path) -> Path:
+    """Write spread.png into `out`: each system of `columns` (its figures over `runs`
+    replays at most), medians with min-max bars."""
+    out.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, len(PANES), figsize=(4.0 * len(PANES), 3.5),
+                             layout="constrained", squeeze=False)
+    fig.suptitle(f"Median and spread (min-max) over {runs} replay{'s' * (runs > 1)}")
+    names = list(columns)
+    for ax, (key, title, scale) in zip(axes.flat, PANES, strict=True):
+        for x, name in enumerate(names):
+            s = columns[name].get(key)
+            if s is None or s.median is None or s.low is None or s.high is None:
+                continue
+            m = scale(s.median)
+            ax.errorbar([x], [m], yerr=[[m - scale(s.low)], [scale(s.high) - m]], fmt="o",
+                        capsize=6)
+        ax.set_title(title, fontsize="medium")
+        ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize="small")
+        ax.set_xlim(-0.5, len(names) - 0.5)
+        ax.set_ylim(bottom=0)
+    path = out / "spread.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -49,6 +49,7 @@ from bench.peers.reporting import gap, markdown
 from bench.peers.timers import airlock_timers
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.policy.model import Policy
+from webhook.pools import pools_argument
 from webhook.sandbox.nodes import Shape
 from webhook.sandbox.operating import build_operators
 from webhook.sandbox.operators import Operator, OperatorError
@@ -108,6 +109,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=16)
     p.add_argument("--gpus-per-node", type=int, default=8)
     p.add_argument("--nodes-per-domain", type=int, default=4)
+    p.add_argument("--pools", type=pools_argument, default=(), metavar="SPEC|FILE",
+                   help="a mixed-model cluster in place of the three flags above, as "
+                        "`airlock sandbox up --pools` takes it (h100=8x8/4,a100=8x8,l4=4x1, "
+                        "or a file); not for Kueue, which would need a ResourceFlavor per "
+                        "model")
     p.add_argument("--policies", type=Path, default=Path("policies"))
     p.add_argument("--stall", type=float, default=30.0,
                    help="real seconds with nothing moving, every job submitted and none "
@@ -212,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
         return _build(args.build)
     if args.trace is None:
         p.error("--trace is required (or --build NAMES)")
+    if args.pools and "kueue" in args.systems:
+        p.error("--pools: not for kueue (one ResourceFlavor per model is not written); "
+                "name the other systems with --systems")
     try:
         members = family.members(args.trace)
         policy = load_policy(args.policies)
@@ -219,8 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         print(e, file=sys.stderr)
         return 1
     shape = Shape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
-                  nodes_per_domain=args.nodes_per_domain)
-    sim_shape = clusters.Shape(args.nodes, args.gpus_per_node, args.nodes_per_domain)
+                  nodes_per_domain=args.nodes_per_domain, pools=args.pools)
+    sim_shape = clusters.Shape(args.nodes, args.gpus_per_node, args.nodes_per_domain,
+                               pools=args.pools)
     options = Options(shape=shape, speed=args.speed, policies=args.policies,
                       stall=args.stall, timeout=args.timeout, logs=args.out / "logs")
     replays = _replay_all(args, members, policy, options, sim_shape)
@@ -235,8 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs > 1 or len(members) > 1:
         body.update({"runs": args.runs, "traces": [m.label for m in members]})
     body.update({
-        "cluster": {"nodes": args.nodes, "gpusPerNode": args.gpus_per_node,
-                    "nodesPerDomain": args.nodes_per_domain},
+        "cluster": {"pools": [pool.model_dump(by_alias=True, mode="json")
+                              for pool in args.pools]} if args.pools else {
+            "nodes": args.nodes, "gpusPerNode": args.gpus_per_node,
+            "nodesPerDomain": args.nodes_per_domain},
         "systems": {name: system_json(s) for name, s in replays.summaries.items()},
         "simulation": simulation,
         "timers": {"airlock": airlock_timers(policy, args.speed), **peer_timers(args.speed)}})

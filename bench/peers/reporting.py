@@ -79,8 +79,10 @@ def markdown(systems: Mapping[str, Sequence[Summary]],
               for label, show in _ROWS]
     most = max((len(runs) for runs in systems.values()), default=1)
     if most > 1:
-        lines.append(f"\nEach figure: the median of {most} replays per system, and their "
-                     "spread (min-max) where they differ.")
+        sims = "" if not simulated or len(simulated) in (1, most) else \
+            f" (`airlock simulate`: {len(simulated)}, one per trace)"
+        lines.append(f"\nEach figure: the median of {most} replays per system{sims}, and "
+                     "their spread (min-max) where they differ.")
     for name, runs in systems.items():
         failed = [s for s in runs if "error" in s]
         # A build's error ends with the Go tool's own lines: the table keeps the first.

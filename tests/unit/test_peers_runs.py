@@ -148,7 +148,7 @@ def replayed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
             raise RuntimeError("kueue: the probe gang did not run")
         calls.append((system, jobs[0].name))
         shape = clusters.Shape(options.shape.nodes, options.shape.gpus_per_node,
-                               options.shape.nodes_per_domain)
+                               options.shape.nodes_per_domain, pools=options.shape.pools)
         run = simulate(jobs, policy, shape, "airlock" if system == "airlock" else "stock")
         late = 10.0 * len(calls)
         return Outcome(system, run.timelines, run.end + late, 1.0, "settled")
@@ -221,3 +221,25 @@ def test_runs_are_a_whole_number_from_one(runs: str, capsys: pytest.CaptureFixtu
     with pytest.raises(SystemExit):
         main(["--trace", str(TINY), "--runs", runs])
     assert "a whole number of runs, 1 or more" in capsys.readouterr().err
+
+
+def test_a_mixed_model_cluster_reaches_the_sandbox_and_the_simulation(
+        replayed: list[tuple[str, str]], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--trace", str(TINY), "--systems", "stock,airlock", "--pools",
+                 "h100=3x8/3,l4=2x1", "--out", str(tmp_path), "-o", "json"]) == 0
+    assert [s for s, _ in replayed] == ["stock", "airlock"]
+    body = json.loads(capsys.readouterr().out)
+    assert [(p["name"], p["product"], p["count"], p["gpusPerNode"])
+            for p in body["cluster"]["pools"]] == [
+        ("h100", "NVIDIA-H100-80GB-HBM3", 3, 8), ("l4", "NVIDIA-L4", 2, 1)]
+    # 26 GPUs: gang-a (3 x 8) fits the H100s, and every job completes.
+    assert body["systems"]["airlock"]["completed"] == 4
+    assert body["simulation"]["airlock"]["completed"] == 4
+
+
+def test_a_mixed_model_cluster_is_refused_for_kueue(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--trace", str(TINY), "--pools", "h100=2x8,l4=2x1"])
+    assert "--pools: not for kueue" in capsys.readouterr().err

@@ -92,12 +92,13 @@ def test_the_table_shows_medians_and_the_spread_where_runs_differ() -> None:
     table = markdown({"airlock": airlock, "stock": stuck,
                       "kueue": [{"error": "BuildError: no Go\ngo: lines"}] * 3}, [run_summary()])
     assert table.splitlines()[0] == "| | airlock | stock | airlock simulate |"
-    assert "| utilization | 65.0% (62.6%-70.4%) | 50.0% | 50.0% |" in table
-    assert "| wait p50 / p99 | 10 / 300 (250-348) s | 10 / 30 s | 10 / 30 s |" in table
-    assert "| training wait mean | 50 (40-58) s | 600 s | 600 s |" in table
-    assert "| GPU-hours lost to preemption | 1.00 (0.00-2.00) | 0.00 | 0.00 |" in table
-    assert "| jobs completed | 2 / 2 | 1 (0-2) / 2, 1 (0-2) stuck | 2 / 2 |" in table
-    assert "| inference wait p50 / p99 | - | - | - |" in table
+    assert set(table.splitlines()) >= {
+        "| utilization | 65.0% (62.6%-70.4%) | 50.0% | 50.0% |",
+        "| wait p50 / p99 | 10 / 300 (250-348) s | 10 / 30 s | 10 / 30 s |",
+        "| training wait mean | 50 (40-58) s | 600 s | 600 s |",
+        "| GPU-hours lost to preemption | 1.00 (0.00-2.00) | 0.00 | 0.00 |",
+        "| jobs completed | 2 / 2 | 1 (0-2) / 2, 1 (0-2) stuck | 2 / 2 |",
+        "| inference wait p50 / p99 | - | - | - |"}
     assert "the median of 3 replays per system" in table
     assert "**kueue** did not run: BuildError: no Go\n" in table
     partly = markdown({"kueue": [run_summary(), {"error": "RuntimeError: probe"}]}, None)

@@ -169,6 +169,7 @@ class _Replays:
 
     summaries: dict[str, list[Summary]] = field(default_factory=dict)
     first: dict[str, list[tuple[int, Outcome, Summary]]] = field(default_factory=dict)
+    family: str | None = None  # the first trace's label, when there are several
 
     def shown(self) -> list[tuple[str, Outcome]]:
         """Per system, the first trace's run nearest its median utilization."""
@@ -178,7 +179,8 @@ class _Replays:
             if picked is not None:
                 run, outcome, _ = outcomes[picked]
                 many = len(self.summaries[system]) > 1
-                out.append((f"{system} (run {run})" if many else system, outcome))
+                which = ([f"run {run}"] if many else []) + ([self.family] if self.family else [])
+                out.append((f"{system} ({', '.join(which)})" if which else system, outcome))
         return out
 
 
@@ -186,7 +188,8 @@ def _replay_all(args: argparse.Namespace, members: list[Member], policy: Policy,
                 options: Options, sim_shape: clusters.Shape) -> _Replays:
     """Run 1 of every trace under every system, then run 2, ...: interleaved, so that a
     slow drift of the machine hits every system alike."""
-    replays = _Replays({s: [] for s in args.systems})
+    replays = _Replays({s: [] for s in args.systems},
+                       family=members[0].label if len(members) > 1 else None)
     many = args.runs > 1 or len(members) > 1
     for run in range(1, args.runs + 1):
         for i, m in enumerate(members):
@@ -257,9 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "peers.md").write_text(table)
     (args.out / "peers.json").write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2))
     written = _plot(replays.shown(), simulated[0], sim_shape, args.out)
-    columns = {name: spread(s) for name, s in replays.summaries.items() if ran(s)}
-    written.append(plot_spread({**columns, "airlock simulate": spread(sims)},
-                               max(len(s) for s in replays.summaries.values()), args.out))
+    written.append(plot_spread({**replays.summaries, "airlock simulate": sims}, args.out))
     _progress(f"wrote {args.out / 'peers.md'}, {args.out / 'peers.json'}, "
               f"{', '.join(p.name for p in written)}")
     if args.output == "json":

@@ -50,7 +50,7 @@ def plot_spread(columns: Mapping[str, Sequence[Summary]], out: Path) -> Path:
         ax.set_xticks(range(len(shown)), list(shown), rotation=30, ha="right",
                       fontsize="small")
         ax.set_xlim(-0.5, len(shown) - 0.5)
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.08)  # room above the highest bar's cap
     path = out / "spread.png"
     fig.savefig(path, dpi=100)
     plt.close(fig)

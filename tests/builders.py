@@ -635,3 +635,19 @@ def preempting(n: int, record: PreemptionRecord, name: str = "train", ns: str = 
     raws[0]["metadata"]["annotations"][PREEMPTION_ANNOTATION] = SEAL.dumps(
         record, raws[0]["metadata"]["uid"])
     return [PodInfo.parse(r, SEAL) for r in raws]
+
+
+def run_summary(utilization: float = 0.5, p99: float | None = 30.0,
+                training_mean: float | None = 600.0, **fields: Any) -> dict[str, Any]:
+    """One replay's figures as bench.peers writes them (the keys of `airlock simulate -o
+    json`): two jobs done, a training class; `fields` replace top-level keys."""
+    def figures(mean: float | None) -> dict[str, Any]:
+        return {"jobs": 2, "completed": 2, "neverRunnable": 0, "stuck": 0,
+                "wait": {"p50": 10.0, "p99": p99, "mean": mean}, "utilization": utilization,
+                "gpuSeconds": 1000, "partialGangGpuSeconds": 0, "preemptions": 0,
+                "backfilled": 0, "lostGpuSeconds": 0}
+
+    return {"ended": "settled", "setupSeconds": 10.0, **figures(training_mean),
+            "makespan": 100.0, "neverRunnableJobs": [],
+            "namespaces": {"ml": figures(training_mean)},
+            "classes": {"training": figures(training_mean)}, **fields}

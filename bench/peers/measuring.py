@@ -1,16 +1,25 @@
-"""`python -m bench.peers --trace FILE [-o json]`: one trace on the sandbox under the
-stock scheduler, coscheduling, Kueue and Airlock, one after another, each on a fresh
-control plane with the same fake GPU nodes; then `airlock simulate` on the same trace,
-and how far it is from the real Airlock run.
+"""`python -m bench.peers --trace FILE [--runs N] [-o json]`: one trace on the sandbox
+under the stock scheduler, coscheduling, Kueue and Airlock, one after another, each on a
+fresh control plane with the same fake GPU nodes; then `airlock simulate` on the same
+trace, and how far it is from the real Airlock run.
 
 Each system's own timers (Airlock's preemption and fair-share durations, coscheduling's
 Permit wait, Kueue's waitForPodsReady timeout and backoff) are divided by the speed too,
 so the replay compares policies, not clocks; `timers` in the JSON says what each got.
 
+`--runs N` replays the trace N times per system, interleaved (run 1 of every system,
+then run 2 of every system, ...) so a slow drift of the machine hits every system alike;
+`--trace family:SEEDS` replays a seeded family of traces (`bench.peers.family`), every
+member in every run. A system replayed more than once reports each figure's median and
+spread (`bench.peers.aggregating`).
+
 Prints `{"systems": {"stock": {...}, "coscheduling": {...}, "kueue": {...},
 "airlock": {...}}, "simulation": {...}, "timers": {...}}` with `-o json` (the keys of
 `airlock simulate`; a system that could not be built or started is `{"error": "..."}`),
-a table otherwise; writes the table (peers.md), the JSON (peers.json) and the plots into `--out`.
+a table otherwise; writes the table (peers.md), the JSON (peers.json) and the plots into
+`--out`. With more than one replay a system's object is `{"figures": {"utilization":
+{"median", "min", "max", "runs"}, "wait.p99": {...}, ...}, "runs": [{...one run's keys,
+"run": 1, "trace": "..."}, ...]}`, and the top level says `"runs": N` and `"traces"`.
 
 `python -m bench.peers --build kueue,coscheduling` only builds (or reuses) the peers from
 their Go modules and runs no trace: the test command's build step, for
@@ -23,17 +32,24 @@ import argparse
 import sys
 import traceback
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from bench.peers import family
+from bench.peers.aggregating import Summary, median_run, medians, ran, spread, system_json
+from bench.peers.family import Member
 from bench.peers.manifests import SYSTEMS, System
 from bench.peers.peers import PEERS, peer_timers
+from bench.peers.plotting import plot_spread
 from bench.peers.replaying import Options, Outcome, replay
 from bench.peers.reporting import gap, markdown
 from bench.peers.timers import airlock_timers
 from webhook.policy.loading import PolicyError, load_policy
+from webhook.policy.model import Policy
+from webhook.pools import pools_argument
 from webhook.sandbox.nodes import Shape
 from webhook.sandbox.operating import build_operators
 from webhook.sandbox.operators import Operator, OperatorError
@@ -41,7 +57,7 @@ from webhook.simulation import clusters
 from webhook.simulation.runs import Run, Stats
 from webhook.simulation.simulating import simulate
 from webhook.simulation.timelines import summarize
-from webhook.simulation.traces import TraceError, read_trace
+from webhook.simulation.traces import TraceError
 
 
 def _systems(spec: str) -> list[System]:
@@ -61,10 +77,25 @@ def _peers(spec: str) -> list[Operator]:
     return [PEERS[n] for n in names]
 
 
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of runs, 1 or more")
+    return n
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--trace", type=Path, help="the trace to replay (required unless --build)")
+    p.add_argument("--trace", help="the trace to replay (required unless --build): a file, "
+                                   "or family:SEEDS (family:11-15: a trace per seed of the "
+                                   "generator, with contended.jsonl's flags)")
+    p.add_argument("--runs", type=_positive, default=1,
+                   help="replays of the trace per system, interleaved across systems; "
+                        "each figure is then reported as its median and spread (default 1)")
     p.add_argument("--build", type=_peers, metavar="NAMES",
                    help="only build (or reuse) these peers from their Go modules "
                         f"(comma-separated: {', '.join(PEERS)}) and run no trace")
@@ -78,6 +109,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=16)
     p.add_argument("--gpus-per-node", type=int, default=8)
     p.add_argument("--nodes-per-domain", type=int, default=4)
+    p.add_argument("--pools", type=pools_argument, default=(), metavar="SPEC|FILE",
+                   help="a mixed-model cluster in place of the three flags above, as "
+                        "`airlock sandbox up --pools` takes it (h100=8x8/4,a100=8x8,l4=4x1, "
+                        "or a file); not for Kueue, which would need a ResourceFlavor per "
+                        "model")
     p.add_argument("--policies", type=Path, default=Path("policies"))
     p.add_argument("--stall", type=float, default=30.0,
                    help="real seconds with nothing moving, every job submitted and none "
@@ -101,15 +137,15 @@ def _summary(outcome: Outcome, sim_shape: clusters.Shape) -> dict[str, Any]:
     return out
 
 
-def _plot(outcomes: Sequence[Outcome], simulated: Run | None, shape: clusters.Shape,
-          out: Path) -> list[Path]:
+def _plot(shown: Sequence[tuple[str, Outcome]], simulated: Run | None,
+          shape: clusters.Shape, out: Path) -> list[Path]:
     from webhook.simulation.plotting import plot
 
     # The plots read a run's label, shape, timelines and end; the real runs are given
     # as such (scheduler: the nearest of simulate's two models, never shown).
-    runs = [Run(label=o.system, scheduler="airlock" if o.system == "airlock" else "stock",
+    runs = [Run(label=label, scheduler="airlock" if o.system == "airlock" else "stock",
                 shape=shape, timelines=o.timelines, end=o.end, stats=Stats())
-            for o in outcomes]
+            for label, o in shown]
     if simulated is not None:
         runs.append(simulated)
     return plot(runs, out)
@@ -126,6 +162,58 @@ def _build(peers: list[Operator]) -> int:
     return 0
 
 
+@dataclass(slots=True)
+class _Replays:
+    """Every replay of the comparison, in the order run: per system its summaries, and
+    the outcomes of the first trace's runs (the plots show one of them)."""
+
+    summaries: dict[str, list[Summary]] = field(default_factory=dict)
+    first: dict[str, list[tuple[int, Outcome, Summary]]] = field(default_factory=dict)
+    family: str | None = None  # the first trace's label, when there are several
+
+    def shown(self) -> list[tuple[str, Outcome]]:
+        """Per system, the first trace's run nearest its median utilization."""
+        out = []
+        for system, outcomes in self.first.items():
+            picked = median_run([summary for _, _, summary in outcomes])
+            if picked is not None:
+                run, outcome, _ = outcomes[picked]
+                many = len(self.summaries[system]) > 1
+                which = ([f"run {run}"] if many else []) + ([self.family] if self.family else [])
+                out.append((f"{system} ({', '.join(which)})" if which else system, outcome))
+        return out
+
+
+def _replay_all(args: argparse.Namespace, members: list[Member], policy: Policy,
+                options: Options, sim_shape: clusters.Shape) -> _Replays:
+    """Run 1 of every trace under every system, then run 2, ...: interleaved, so that a
+    slow drift of the machine hits every system alike."""
+    replays = _Replays({s: [] for s in args.systems},
+                       family=members[0].label if len(members) > 1 else None)
+    many = args.runs > 1 or len(members) > 1
+    for run in range(1, args.runs + 1):
+        for i, m in enumerate(members):
+            for system in args.systems:
+                here = options if not many else replace(
+                    options, logs=args.out / "logs" / f"run-{run}-{i + 1}")
+                if many:
+                    _progress(f"== run {run} of {args.runs}, {m.label}: {system}")
+                try:
+                    outcome = replay(system, m.jobs, policy, here, _progress)
+                except Exception as e:  # a peer that cannot be built or started: the rest run
+                    _progress(f"{system} failed: {e}\n{traceback.format_exc(limit=3)}")
+                    summary: Summary = {"error": f"{type(e).__name__}: {e}"}
+                else:
+                    summary = _summary(outcome, sim_shape)
+                    _progress(f"{system}: {outcome.ended}; {orjson.dumps(summary).decode()}")
+                    if i == 0:
+                        replays.first.setdefault(system, []).append((run, outcome, summary))
+                if many:
+                    summary.update({"run": run, "trace": m.label})
+                replays.summaries[system].append(summary)
+    return replays
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
@@ -133,46 +221,46 @@ def main(argv: list[str] | None = None) -> int:
         return _build(args.build)
     if args.trace is None:
         p.error("--trace is required (or --build NAMES)")
+    if args.pools and "kueue" in args.systems:
+        p.error("--pools: not for kueue (one ResourceFlavor per model is not written); "
+                "name the other systems with --systems")
     try:
-        jobs = read_trace(args.trace)
+        members = family.members(args.trace)
         policy = load_policy(args.policies)
     except (TraceError, PolicyError) as e:
         print(e, file=sys.stderr)
         return 1
     shape = Shape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
-                  nodes_per_domain=args.nodes_per_domain)
-    sim_shape = clusters.Shape(args.nodes, args.gpus_per_node, args.nodes_per_domain)
+                  nodes_per_domain=args.nodes_per_domain, pools=args.pools)
+    sim_shape = clusters.Shape(args.nodes, args.gpus_per_node, args.nodes_per_domain,
+                               pools=args.pools)
     options = Options(shape=shape, speed=args.speed, policies=args.policies,
                       stall=args.stall, timeout=args.timeout, logs=args.out / "logs")
-    systems: dict[str, dict[str, Any]] = {}
-    outcomes: list[Outcome] = []
-    for system in args.systems:
-        try:
-            outcome = replay(system, jobs, policy, options, _progress)
-        except Exception as e:  # a peer that cannot be built or started: the rest run
-            _progress(f"{system} failed: {e}\n{traceback.format_exc(limit=3)}")
-            systems[system] = {"error": f"{type(e).__name__}: {e}"}
-            continue
-        outcomes.append(outcome)
-        systems[system] = _summary(outcome, sim_shape)
-        _progress(f"{system}: {outcome.ended}; {orjson.dumps(systems[system]).decode()}")
-    simulated = simulate(jobs, policy, sim_shape, "airlock", label="airlock simulate")
-    sim_summary = summarize(simulated.timelines, sim_shape.capacity)
-    simulation: dict[str, Any] = {"airlock": sim_summary}
-    real = systems.get("airlock")
-    if real is not None and "error" not in real:
-        simulation["gap"] = gap(real, sim_summary)
-    body = {"trace": str(args.trace), "speed": args.speed,
-            "cluster": {"nodes": args.nodes, "gpusPerNode": args.gpus_per_node,
-                        "nodesPerDomain": args.nodes_per_domain},
-            "systems": systems, "simulation": simulation,
-            "timers": {"airlock": airlock_timers(policy, args.speed),
-                       **peer_timers(args.speed)}}
+    replays = _replay_all(args, members, policy, options, sim_shape)
+    simulated = [simulate(m.jobs, policy, sim_shape, "airlock", label="airlock simulate")
+                 for m in members]
+    sims = [summarize(s.timelines, sim_shape.capacity) for s in simulated]
+    simulation: dict[str, Any] = {"airlock": system_json(sims)}
+    real = replays.summaries.get("airlock", [])
+    if ran(real):
+        simulation["gap"] = gap(medians(spread(real)), medians(spread(sims)))
+    body: dict[str, Any] = {"trace": args.trace, "speed": args.speed}
+    if args.runs > 1 or len(members) > 1:
+        body.update({"runs": args.runs, "traces": [m.label for m in members]})
+    body.update({
+        "cluster": {"pools": [pool.model_dump(by_alias=True, mode="json")
+                              for pool in args.pools]} if args.pools else {
+            "nodes": args.nodes, "gpusPerNode": args.gpus_per_node,
+            "nodesPerDomain": args.nodes_per_domain},
+        "systems": {name: system_json(s) for name, s in replays.summaries.items()},
+        "simulation": simulation,
+        "timers": {"airlock": airlock_timers(policy, args.speed), **peer_timers(args.speed)}})
     args.out.mkdir(parents=True, exist_ok=True)
-    table = markdown(systems, sim_summary)
+    table = markdown(replays.summaries, sims)
     (args.out / "peers.md").write_text(table)
     (args.out / "peers.json").write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2))
-    written = _plot(outcomes, simulated, sim_shape, args.out)
+    written = _plot(replays.shown(), simulated[0], sim_shape, args.out)
+    written.append(plot_spread({**replays.summaries, "airlock simulate": sims}, args.out))
     _progress(f"wrote {args.out / 'peers.md'}, {args.out / 'peers.json'}, "
               f"{', '.join(p.name for p in written)}")
     if args.output == "json":
@@ -180,5 +268,5 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(table)
         if "gap" in simulation:
-            print(f"simulate - real (airlock): {simulation['gap']}")
+            print(f"simulate - real (airlock, medians): {simulation['gap']}")
     return 0

@@ -99,8 +99,9 @@ def replay(system: System, jobs: Sequence[Job], policy: Policy, options: Options
         setup = time.monotonic() - started
         progress(f"{system}: sandbox up in {setup:.0f}s; replaying {len(jobs)} jobs at "
                  f"{options.speed:g}x")
-        recorder = Recorder(jobs, options.shape.gpus_per_node,
-                            options.shape.nodes * options.shape.gpus_per_node, options.speed)
+        pools = options.shape.node_pools()
+        recorder = Recorder(jobs, max(p.gpus_per_node for p in pools),
+                            sum(p.count * p.gpus_per_node for p in pools), options.speed)
         end, ended = asyncio.run(_Replay(system, jobs, policy, recorder, options,
                                          plane.admin_kubeconfig, progress).run())
         return Outcome(system, recorder.timelines(end), end * options.speed, setup, ended)

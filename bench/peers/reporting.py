@@ -1,63 +1,96 @@
 """The comparison as a person reads it: a markdown table, one column per system (and the
-simulation of Airlock beside them), and how far the simulation is from the real run."""
+simulation of Airlock beside them), and how far the simulation is from the real run.
+
+A system replayed more than once (`--runs N`, a trace family) shows each figure as its
+median over the replays, and their spread (min-max) where they differ
+(`bench.peers.aggregating`); once, its figures as they were."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from bench.peers.aggregating import Figures, Spread, ran, spread
+
 Summary = dict[str, Any]
+Show = Callable[[float], str]
 
 
-def _s(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f} s"
+def _n(value: float) -> str:
+    return f"{value:,.0f}"
 
 
-def _waits(wait: Summary | None) -> str:
-    if not wait:
+def _cell(figures: Figures, key: str, show: Show = _n) -> str:
+    """The median, and (min-max) where the runs differ; `-` where no run has it."""
+    s = figures.get(key) or Spread(None, None, None, 0)
+    if s.median is None or s.low is None or s.high is None:
         return "-"
-    return f"{_s(wait['p50']).removesuffix(' s')} / {_s(wait['p99'])}"
+    if s.low == s.high:
+        return show(s.median)
+    return f"{show(s.median)} ({show(s.low)}-{show(s.high)})"
 
 
-def _jobs(s: Summary) -> str:
-    out = f"{s['completed']} / {s['jobs']}"
-    left = [f"{s[key]} {word}" for key, word in (("stuck", "stuck"),
-                                                  ("neverRunnable", "never runnable"))
-            if s[key]]
+def _seconds(*keys: str) -> Callable[[Figures], str]:
+    def show(f: Figures) -> str:
+        cells = [_cell(f, k) for k in keys]
+        if set(cells) == {"-"}:
+            return "-"
+        return " / ".join(cells) + ("" if cells[-1] == "-" else " s")
+    return show
+
+
+def _jobs(f: Figures) -> str:
+    out = f"{_cell(f, 'completed')} / {_cell(f, 'jobs')}"
+    left = [f"{_cell(f, key)} {word}" for key, word in (("stuck", "stuck"),
+                                                         ("neverRunnable", "never runnable"))
+            if (f.get(key) or Spread(0, 0, 0, 0)).high]
     return ", ".join([out, *left])
 
 
-def _class_wait(cls: str) -> Callable[[Summary], str]:
-    return lambda s: _waits((s.get("classes") or {}).get(cls, {}).get("wait"))
+def _hours(key: str) -> Callable[[Figures], str]:
+    return lambda f: _cell(f, key, lambda v: f"{v / 3600:,.2f}")
 
 
-_ROWS: tuple[tuple[str, Callable[[Summary], str]], ...] = (
+_ROWS: tuple[tuple[str, Callable[[Figures], str]], ...] = (
     ("jobs completed", _jobs),
-    ("makespan", lambda s: _s(s["makespan"])),
-    ("wait p50 / p99", lambda s: _waits(s["wait"])),
-    *((f"{cls} wait p50 / p99", _class_wait(cls))
+    ("makespan", _seconds("makespan")),
+    ("wait p50 / p99", _seconds("wait.p50", "wait.p99")),
+    *((f"{cls} wait p50 / p99", _seconds(f"classes.{cls}.wait.p50", f"classes.{cls}.wait.p99"))
       for cls in ("inference", "training", "scavenger")),
-    ("utilization", lambda s: f"{s['utilization']:.1%}"),
-    ("partial-gang GPU-hours", lambda s: f"{s['partialGangGpuSeconds'] / 3600:,.2f}"),
-    ("preemptions (GPU-hours lost)",
-     lambda s: f"{s['preemptions']} ({s['lostGpuSeconds'] / 3600:,.2f})"),
+    ("training wait mean", _seconds("classes.training.wait.mean")),
+    ("utilization", lambda f: _cell(f, "utilization", lambda v: f"{v:.1%}")),
+    ("partial-gang GPU-hours", _hours("partialGangGpuSeconds")),
+    ("preemptions", lambda f: _cell(f, "preemptions")),
+    ("GPU-hours lost to preemption", _hours("lostGpuSeconds")),
 )
 
 
-def markdown(systems: Mapping[str, Summary], simulated: Summary | None) -> str:
-    """One table, a column per system (waits in trace seconds, per class too); a system
-    that failed shows its error under it instead."""
-    ran = {name: s for name, s in systems.items() if "error" not in s}
-    columns = dict(ran)
-    if simulated is not None:
-        columns["airlock simulate"] = simulated
+def markdown(systems: Mapping[str, Sequence[Summary]],
+             simulated: Sequence[Summary] | None) -> str:
+    """One table, a column per system (waits in trace seconds, per class too), each given
+    its runs' summaries; a system none of whose runs ran shows its error under it
+    instead, and a run that failed among others is counted under the table."""
+    columns = {name: spread(runs) for name, runs in systems.items() if ran(runs)}
+    if simulated:
+        columns["airlock simulate"] = spread(simulated)
     lines = ["| | " + " | ".join(columns) + " |",
              "|---|" + "---:|" * len(columns)]
-    lines += [f"| {label} | " + " | ".join(show(s) for s in columns.values()) + " |"
+    lines += [f"| {label} | " + " | ".join(show(f) for f in columns.values()) + " |"
               for label, show in _ROWS]
-    # A build's error ends with the Go tool's own lines: the table keeps the first.
-    lines += [f"\n**{name}** did not run: {s['error'].splitlines()[0]}"
-              for name, s in systems.items() if "error" in s]
+    most = max((len(runs) for runs in systems.values()), default=1)
+    if most > 1:
+        sims = "" if not simulated or len(simulated) in (1, most) else \
+            f" (`airlock simulate`: {len(simulated)}, one per trace)"
+        lines.append(f"\nEach figure: the median of {most} replays per system{sims}, and "
+                     "their spread (min-max) where they differ.")
+    for name, runs in systems.items():
+        failed = [s for s in runs if "error" in s]
+        # A build's error ends with the Go tool's own lines: the table keeps the first.
+        if failed and len(failed) == len(runs):
+            lines.append(f"\n**{name}** did not run: {failed[0]['error'].splitlines()[0]}")
+        elif failed:
+            lines.append(f"\n**{name}**: {len(failed)} of {len(runs)} replays did not run "
+                         f"(first: {failed[0]['error'].splitlines()[0]})")
     return "\n".join(lines) + "\n"
 
 

@@ -1,6 +1,7 @@
 """The peers on the real sandbox. `python -m bench.peers` end to end on a tiny trace (two
 gangs that cannot both fit, two single pods; 4 nodes x 8 GPUs at 50x speed): the stock
-scheduler and Airlock always, and each peer in its own test. Then coscheduling's own
+scheduler and Airlock always, twice each (`--runs 2`: the figures' median and spread),
+and each peer once in its own test (a single run's JSON). Then coscheduling's own
 promise, on its real scheduler and controller: a PodGroup is bound whole or not at all.
 
 Peers this file requires: Kueue v0.17.0 and coscheduling (scheduler-plugins v0.34.7),
@@ -41,12 +42,13 @@ KEYS = {"jobs", "completed", "makespan", "wait", "utilization", "partialGangGpuS
         "preemptions"}
 
 
-def bench_peers(systems: str, out: Path) -> dict[str, Any]:
+def bench_peers(systems: str, out: Path, runs: int = 1) -> dict[str, Any]:
+    replays = runs * len(systems.split(","))
     run = subprocess.run(
         [sys.executable, "-m", "bench.peers", "--trace", str(TINY), "--systems", systems,
          "--nodes", "4", "--speed", "50", "--stall", "5", "--timeout", "60",
-         "--out", str(out), "-o", "json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=170, check=False)
+         "--runs", str(runs), "--out", str(out), "-o", "json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=50 + 85 * replays, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     body: dict[str, Any] = json.loads(run.stdout)
     return body
@@ -55,17 +57,29 @@ def bench_peers(systems: str, out: Path) -> dict[str, Any]:
 @pytest.mark.usefixtures("binaries")
 def test_stock_and_airlock_run_the_trace_and_airlock_never_half_places_a_gang(
         tmp_path: Path) -> None:
-    body = bench_peers("stock,airlock", tmp_path)
+    body = bench_peers("stock,airlock", tmp_path, runs=2)
     assert set(body["systems"]) == {"stock", "airlock"}
-    for summary in body["systems"].values():
-        assert "error" not in summary
-        assert summary.keys() >= KEYS
-        assert summary["wait"].keys() >= {"p50", "p99"}
-    airlock = body["systems"]["airlock"]
-    assert airlock["completed"] == airlock["jobs"] == 4
-    assert airlock["partialGangGpuSeconds"] == 0
+    assert body["runs"] == 2
+    for system in body["systems"].values():
+        assert "error" not in system
+        assert [r["run"] for r in system["runs"]] == [1, 2]
+        for summary in system["runs"]:
+            assert "error" not in summary
+            assert summary.keys() >= KEYS
+            assert summary["wait"].keys() >= {"p50", "p99"}
+        figures = system["figures"]
+        assert figures["utilization"]["runs"] == 2
+        assert figures["utilization"]["min"] <= figures["utilization"]["median"] <= \
+            figures["utilization"]["max"]
+    for airlock in body["systems"]["airlock"]["runs"]:
+        assert airlock["completed"] == airlock["jobs"] == 4
+        assert airlock["partialGangGpuSeconds"] == 0
     assert body["simulation"]["gap"].keys() == {"waitP50", "waitP99", "utilization"}
-    assert {p.name for p in tmp_path.iterdir()} >= {"peers.md", "peers.json", "gpus.png"}
+    assert "the median of 2 replays" in (tmp_path / "peers.md").read_text()
+    assert {p.name for p in tmp_path.iterdir()} >= {"peers.md", "peers.json", "gpus.png",
+                                                    "spread.png"}
+    # One run's logs per run, none overwritten.
+    assert {p.name for p in (tmp_path / "logs").iterdir()} == {"run-1-1", "run-2-1"}
 
 
 def require_built(peer: str) -> None:
@@ -81,7 +95,9 @@ def require_built(peer: str) -> None:
 @pytest.mark.parametrize("peer", ["coscheduling", "kueue"])
 def test_a_peer_runs_the_trace(peer: str, tmp_path: Path) -> None:
     require_built(peer)
-    summary = bench_peers(peer, tmp_path)["systems"][peer]
+    body = bench_peers(peer, tmp_path)
+    assert "runs" not in body  # one run: a single run's JSON
+    summary = body["systems"][peer]
     assert "error" not in summary, summary
     assert summary.keys() >= KEYS
     assert summary["completed"] == summary["jobs"] == 4

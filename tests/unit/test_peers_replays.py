@@ -419,12 +419,14 @@ def test_the_report_shows_each_system_and_names_the_one_that_failed(
         summary: dict[str, Any]) -> None:
     stuck = {**summary, "completed": 1, "stuck": 1,
              "classes": {"training": {"wait": {"p50": 1200.0, "p99": 3000.0}}}}
-    table = markdown({"stock": stuck, "kueue": {"error": "BuildError: no Go"}}, summary)
+    table = markdown({"stock": [stuck], "kueue": [{"error": "BuildError: no Go"}]},
+                     [summary])
     assert table.splitlines()[0] == "| | stock | airlock simulate |"
     assert "| jobs completed | 1 / 2, 1 stuck | 2 / 2 |" in table
     assert "| wait p50 / p99 | 10 / 30 s | 10 / 30 s |" in table
     assert "| training wait p50 / p99 | 1,200 / 3,000 s | - |" in table
-    assert "| preemptions (GPU-hours lost) | 0 (0.00) | 0 (0.00) |" in table
+    assert "| preemptions | 0 | 0 |" in table
+    assert "| GPU-hours lost to preemption | 0.00 | 0.00 |" in table
     assert "**kueue** did not run: BuildError: no Go" in table
     simulated = {**summary, "wait": {"p50": 4.0, "p99": 40.0}, "utilization": 0.55}
     assert gap(summary, simulated) == {"waitP50": -6.0, "waitP99": 10.0,

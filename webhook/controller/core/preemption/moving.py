@@ -21,12 +21,13 @@ from dataclasses import dataclass
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.actions import Victim
-from webhook.controller.core.cluster.capacity import with_pod_slot
 from webhook.controller.core.cluster.snapshot import Snapshot
+from webhook.controller.core.identities import PodKey
 from webhook.controller.core.placement.packing import Plan, place_in
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.budgets import Budget
 from webhook.controller.core.preemption.candidates import Candidates
+from webhook.controller.core.preemption.planning import release
 from webhook.keys import CLASS_LABEL
 
 # Owners that make a pod again once it is evicted.
@@ -93,38 +94,33 @@ def _in_domain(snap: Snapshot, members: Sequence[PodInfo], name: str, nodes: Seq
     # first among those; within a node, the smallest pods, then the youngest.
     order = sorted(on_node, key=lambda n: (kept.get(n, 0), sum(v.gpus for v in on_node[n]), n))
     allowance = {b.name: b.allowed for b in budgets}
+    gpus_of = cluster.occupancy.gpus_of
     chosen: list[Victim] = []
+    moved: GpuEquivalents = 0
     for node in order:
         for victim in sorted(on_node[node], key=lambda v: (v.gpus, -v.started)):
             spent = {b.name: sum(1 for p in victim.pods if p.key in b.pods) for b in budgets}
-            if len(chosen) >= left or sum(v.gpus for v in chosen) + victim.gpus > most or \
+            if len(chosen) >= left or moved + victim.gpus > most or \
                     any(allowance[k] < n for k, n in spent.items() if n):
                 continue
             for k, n in spent.items():
                 allowance[k] -= n
-            _free(fork, victim, -1)
+            release(fork, victim, gpus_of)
             chosen.append(victim)
+            moved += victim.gpus
             if (plan := place_in(members, fork, nodes)) is not None:
-                return _trimmed(fork, members, name, nodes, chosen, plan)
+                return _trimmed(fork, members, name, nodes, chosen, plan, gpus_of)
     return None
 
 
 def _trimmed(fork: Snapshot, members: Sequence[PodInfo], name: str, nodes: Sequence[str],
-             chosen: list[Victim], plan: Plan) -> Moves:
+             chosen: list[Victim], plan: Plan, gpus_of: Collection[PodKey]) -> Moves:
     """Every pod the gang does not need given back, the largest first."""
     for victim in sorted(chosen, key=lambda v: -v.gpus):
-        _free(fork, victim, 1)
+        release(fork, victim, gpus_of, sign=1)
         if (smaller := place_in(members, fork, nodes)) is not None:
             plan = smaller
             chosen = [v for v in chosen if v is not victim]
         else:
-            _free(fork, victim, -1)
+            release(fork, victim, gpus_of)
     return Moves(name, tuple(chosen), Plan(name, plan.assignments))
-
-
-def _free(snap: Snapshot, victim: Victim, sign: int) -> None:
-    """Free (`sign` -1) or take back (1) what the victim's pods hold on their nodes."""
-    for pod in victim.pods:
-        if pod.node_name in snap.free:
-            snap.take(pod.node_name, {k: sign * v for k, v in
-                                      with_pod_slot(pod.requests).items()})

@@ -28,7 +28,7 @@ from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.actions import Victim
 from webhook.controller.core.cluster.capacity import Room, with_pod_slot
 from webhook.controller.core.cluster.snapshot import Snapshot
-from webhook.controller.core.identities import GangId
+from webhook.controller.core.identities import GangId, PodKey
 from webhook.controller.core.placement.packing import Plan, place_in, take_plan
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.candidates import Candidates
@@ -40,6 +40,20 @@ from webhook.controller.core.preemption.criteria import (
 )
 from webhook.controller.core.preemption.ranking import EXACT_DOMAINS, Rankings, Usable
 from webhook.controller.core.queues.quotas import Ledger
+
+
+def release(snap: Snapshot, unit: Victim, gpus_of: Collection[PodKey], sign: int = -1,
+            room: Room | None = None, here: Collection[str] = ()) -> None:
+    """Free in `snap` (or, with `sign` 1, take back) what the unit's pods that hold GPUs
+    (`gpus_of`) hold, and in the `room` of the nodes `here` being tried."""
+    free_gpu = snap.free_gpu
+    for pod in unit.pods:
+        node = pod.node_name
+        if pod.key in gpus_of and node in snap.free:
+            before = free_gpu[node]
+            snap.take(node, {k: sign * v for k, v in with_pod_slot(pod.requests).items()})
+            if room is not None and node in here:
+                room.moved(before, free_gpu[node])
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,16 +104,7 @@ class Preemptor:
 
     def _free(self, snap: Snapshot, unit: Victim, sign: int = -1, room: Room | None = None,
               here: Collection[str] = ()) -> None:
-        """Free in `snap` (or, with `sign` 1, take back) what the unit's pods hold, and
-        in the `room` of the nodes `here` being tried."""
-        free_gpu = snap.free_gpu
-        for pod in unit.pods:
-            node = pod.node_name
-            if pod.key in self.gpus_of and node in snap.free:
-                before = free_gpu[node]
-                snap.take(node, {k: sign * v for k, v in with_pod_slot(pod.requests).items()})
-                if room is not None and node in here:
-                    room.moved(before, free_gpu[node])
+        release(snap, unit, self.gpus_of, sign, room, here)
 
     def _allowed(self, unit: Victim | None, queue: str, priority: int, may_preempt: bool,
                  reclaiming: bool, released: Mapping[str, GpuEquivalents], head: bool

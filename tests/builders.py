@@ -351,9 +351,11 @@ def running(name: str, nodes: list[str], gpus: int = 8, ran: float = HOUR,
 
 def single(name: str, node: str, gpus: int = 1, ran: float = HOUR,
            priority: int = SCAVENGER, ns: str = "ml", queued: bool = False,
-           owner: str | None = None, cls: str | None = None) -> PodInfo:
+           owner: str | None = None, cls: str | None = None,
+           priority_class: str | None = None) -> PodInfo:
     """A running pod in no gang; `queued`: one the webhook queued and the controller let go;
-    `owner`: the kind of its controller (a ReplicaSet named after it); `cls`: its class."""
+    `owner`: the kind of its controller (a ReplicaSet named after it); `cls`: its class
+    label; `priority_class`: its PriorityClass's name."""
     raw = raw_queued(name, gpus, ns=ns, priority=priority, gated=False) if queued else \
         pod(name, ns).gpus(gpus).set("priority", priority).build()
     if owner is not None:
@@ -362,6 +364,8 @@ def single(name: str, node: str, gpus: int = 1, ran: float = HOUR,
              "uid": f"uid-{name}-owner", "controller": True}]
     if cls is not None:
         raw["metadata"].setdefault("labels", {})[CLASS_LABEL] = cls
+    if priority_class is not None:
+        raw["spec"]["priorityClassName"] = priority_class
     return _running(raw, node, ran, None)
 
 

@@ -14,6 +14,7 @@ from tests.builders import (
     TRAINING,
     cluster,
     gang,
+    make_policy,
     member,
     preempts,
     running,
@@ -22,11 +23,16 @@ from tests.builders import (
     waits,
 )
 from webhook.controller.core.actions import events_of
+from webhook.controller.core.configuring import preemption_of
 from webhook.controller.core.deciding import QueueState, decide
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.criteria import PreemptionSettings
+from webhook.policy.queues import PreemptionSpec
 
 MOVES = PreemptionSettings(enabled=False, moves_per_hour=10)
+PROTECTS_INFERENCE = PreemptionSettings(
+    enabled=False, moves_per_hour=10,
+    protected_priority_classes=frozenset({"airlock-inference"}))
 
 
 def _replica(name: str, node: str, gpus: int = 4, **kw: Any) -> PodInfo:
@@ -72,10 +78,9 @@ def test_the_domain_that_moves_least_is_chosen() -> None:
      "off"),
     # The hour's budget is spent.
     ([_replica("web", "a-n0"), *_blocked("b-n0")], MOVES, 0, "budget"),
-    # A protected class.
-    ([_replica("web", "a-n0", cls="inference"), *_blocked("b-n0")],
-     PreemptionSettings(enabled=False, moves_per_hour=10,
-                        protected=frozenset({"inference"})), 10, "protected"),
+    # A protected class, told by its PriorityClass.
+    ([_replica("web", "a-n0", priority_class="airlock-inference"), *_blocked("b-n0")],
+     PROTECTS_INFERENCE, 10, "protected"),
     # A pod nobody makes again (no owner) would be lost, not moved.
     ([single("bare", "a-n0", 4, queued=True), *_blocked("b-n0")], MOVES, 10, "no owner"),
     # Too little gain: 12 GPUs moved for 16 at a share of 0.5 (18 free in all).
@@ -89,6 +94,22 @@ def test_nothing_moves(busy: list[PodInfo], settings: PreemptionSettings, left: 
     actions = _decide(busy, settings, left)
     assert preempts(actions) == [], why
     assert "train" in waits(actions)
+
+
+def test_a_class_label_written_on_a_running_pod_does_not_protect_it() -> None:
+    # Once a pod runs, its labels are its own to change; its PriorityClass is not.
+    busy = [_replica("web", "a-n0", cls="inference", priority_class="airlock-scavenger"),
+            *_blocked("b-n0")]
+    (move,) = preempts(_decide(busy, PROTECTS_INFERENCE))
+    assert [v.unit.name for v in move.victims] == ["web"]
+
+
+def test_policy_protects_a_class_by_its_priority_class() -> None:
+    policy = make_policy(preemption=PreemptionSpec.model_validate(
+        {"defragmentation": {"enabled": True, "protectedClasses": ["inference"]}}))
+    settings = preemption_of(policy)
+    assert settings.protected_priority_classes == frozenset(
+        {policy.classes["inference"].priority_class.name})
 
 
 def test_an_elastic_gangs_pod_above_its_minimum_moves_and_its_gang_stays() -> None:

@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
+from webhook.keys import ClassName
 from webhook.policy.fields import Strict as _Strict
 from webhook.policy.sources import Loc
 
@@ -119,8 +120,10 @@ class DefragmentationSpec(_Strict):
     max_moved_share: float = Field(
         0.5, gt=0, le=1, alias="maxMovedShare", description="No move for less gain: the GPUs "
         "moved are at most this share of the GPUs the gang gets.")
-    protected_classes: list[str] = Field(
-        [], alias="protectedClasses", description="Classes whose pods are never moved.")
+    protected_classes: list[ClassName] = Field(
+        [], alias="protectedClasses", description="Classes whose pods are never moved (told "
+        "by the pod's PriorityClass, which the pod cannot change once created, not by its "
+        "class label).")
 
 
 class PreemptionSpec(_Strict):

@@ -54,7 +54,9 @@ def preemption_of(policy: Policy) -> PreemptionSettings:
                               seconds(spec.stale_gang_grace_period),
                               seconds(spec.checkpoint_grace), spec.preferred_domain_premium,
                               moves.moves_per_hour if moves.enabled else 0,
-                              moves.max_moved_share, frozenset(moves.protected_classes))
+                              moves.max_moved_share,
+                              frozenset(policy.classes[c].priority_class.name
+                                        for c in moves.protected_classes))
 
 
 def fair_share_of(policy: Policy, current: FairShare | None, now: float) -> FairShare:

@@ -143,6 +143,10 @@ class PodInfo:
     gated: bool
     gate_index: int | None
     priority: int
+    # Its PriorityClass's name: fixed at creation, unlike its labels, and given by policy
+    # (validation denies a class's PriorityClass to a pod of another class), so what
+    # trusts a pod's class reads this.
+    priority_class: str | None
     # Whether its priority class may preempt.
     may_preempt: bool
     requests: Resources
@@ -227,6 +231,7 @@ class PodInfo:
             deleting=deleting, succeeded=status.get("phase") == "Succeeded",
             gated=GATE in gates, gate_index=gates.index(GATE) if GATE in gates else None,
             priority=spec.get("priority") or 0,
+            priority_class=spec.get("priorityClassName") or None,
             may_preempt=spec.get("preemptionPolicy") != "Never",
             requests=requests, claimed=claimed or None,
             created=created, started=timestamp(status.get("startTime")),
@@ -270,7 +275,8 @@ def unreadable(raw: Mapping[str, Any], reason: str) -> PodInfo:
         namespace=text(meta.get("namespace")), name=text(meta.get("name")),
         uid=text(meta.get("uid")), node_name=text(spec.get("nodeName")) or None,
         terminal=False, deleting=meta.get("deletionTimestamp") is not None, gated=gated,
-        gate_index=None, priority=0, may_preempt=True, requests=requests, created=0.0,
+        gate_index=None, priority=0, priority_class=None, may_preempt=True, requests=requests,
+        created=0.0,
         started=0.0, checkpointed=None, labels=_NONE, owners=(), annotated=False,
         marks=Marks(gang=gang), constraints=UNCONSTRAINED,
         recorded=NOTHING_RECORDED, invalid=f"the pod cannot be read: {reason}")

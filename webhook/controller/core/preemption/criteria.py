@@ -53,10 +53,11 @@ class PreemptionSettings:
     # times the work of the cheapest victims anywhere (`planning`).
     preferred_premium: float = 1.5
     # Targeted defragmentation (`moving`): off, or pods moved per hour at most, the most
-    # GPUs moved per GPU the gang gets, and the classes never moved.
+    # GPUs moved per GPU the gang gets, and the PriorityClasses of the classes never moved
+    # (a pod's class label is the pod's to change once it runs; its PriorityClass is not).
     moves_per_hour: int = 0
     max_moved_share: float = 0.5
-    protected: frozenset[str] = frozenset()
+    protected_priority_classes: frozenset[str] = frozenset()
 
 
 def old_enough(started: float, young: float) -> bool:

@@ -28,7 +28,6 @@ from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.budgets import Budget
 from webhook.controller.core.preemption.candidates import Candidates
 from webhook.controller.core.preemption.planning import release
-from webhook.keys import CLASS_LABEL
 
 # Owners that make a pod again once it is evicted.
 REMADE_BY = frozenset({"ReplicaSet", "StatefulSet", "Job"})
@@ -48,11 +47,12 @@ class Moves:
 
 
 def movable(victim: Victim, protected: Collection[str]) -> bool:
-    """Whether the unit is one pod whose replacement Airlock places again."""
+    """Whether the unit is one pod whose replacement Airlock places again, of no
+    `protected` PriorityClass."""
     if victim.unit.kind != "pod" or len(victim.pods) != 1:
         return False
     (pod,) = victim.pods
-    if pod.labels.get(CLASS_LABEL) in protected:
+    if pod.priority_class in protected:
         return False
     if pod.gang_id is not None:  # a pod of its own: above its elastic gang's minimum
         return True

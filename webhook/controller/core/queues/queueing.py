@@ -320,7 +320,7 @@ class Queueing:
                    for name, nodes in self.snap.domains(anchor, key).items()}
         settings, planner = self.state.preemption, self._planner()
         found = plan_moves(self.snap, members, domains, planner.units, self.state.budgets,
-                           settings.protected, settings.max_moved_share * need,
+                           settings.protected_priority_classes, settings.max_moved_share * need,
                            self.state.moves_left)
         if found is None:
             return None

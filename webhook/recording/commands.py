@@ -111,8 +111,13 @@ async def _watched(kubeconfig: Path | None, context: str | None, policy: Policy,
         tasks = [asyncio.create_task(watch("nodes", core.list_node, NodeInfo.parse,
                                            nodes_listed, node_changed, nodes_ready))]
         await nodes_ready.wait()
+        pods_ready = asyncio.Event()
         tasks.append(asyncio.create_task(watch("pods", core.list_pod_for_all_namespaces,
-                                               PodInfo.parse, pods_listed, pod_changed)))
+                                               PodInfo.parse, pods_listed, pod_changed,
+                                               pods_ready)))
+        await pods_ready.wait()
+        print(f"recording the GPU pods of {configuration.host} for {seconds:g} s",
+              file=sys.stderr, flush=True)
         await asyncio.sleep(seconds)
         for task in tasks:
             task.cancel()

@@ -96,9 +96,9 @@ def trace_lines(runs: Iterable[Run], until: float) -> Iterator[str]:
     start = ordered[0].submitted if ordered else 0.0
     taken: set[tuple[str, str]] = set()
     for run in ordered:
-        submit = max(round(run.submitted - start), 0)
+        submit = float(max(round(run.submitted - start), 0))
         said = f"{run.unit.path} ({run.cls}, {run.pods} x {run.gpus:g} GPUs, " \
-            f"submitted at {submit} s)"
+            f"submitted at {submit:g} s)"
         if run.cls not in get_args(ClassName):
             yield f"# not replayable: {said}: class {run.cls!r} is not one the simulation " \
                 "knows\n"
@@ -110,7 +110,8 @@ def trace_lines(runs: Iterable[Run], until: float) -> Iterator[str]:
         end = until if run.ended is None else run.ended
         job = Job(name=_name(run.unit, taken), submit=submit,
                   namespace=run.unit.namespace, cls=cast(ClassName, run.cls), pods=run.pods,
-                  gpus=max(math.ceil(run.gpus), 1), runtime=max(round(end - run.started), 1))
+                  gpus=max(math.ceil(run.gpus), 1),
+                  runtime=float(max(round(end - run.started), 1)))
         raw = json.loads(job.to_json())
         if run.model:
             raw["gpuModels"] = [run.model]

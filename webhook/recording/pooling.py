@@ -41,6 +41,13 @@ def _whole(value: int | float | object) -> int:
     return int(value) if isinstance(value, int | float) and value >= 1 else 0
 
 
+def _nvlink(product: str) -> bool:
+    """Whether the product's cliques are NVLink domains: a model the catalogue knows has
+    NVLink or not whatever a node says (a clique label on an L4 links nothing)."""
+    known = family(product)
+    return known is None or known.nvlink
+
+
 def _name(product: str, taken: set[str]) -> str:
     known = family(product)
     base = (known.key if known else _NOT_NAME.sub("-", product.lower()).strip("-"))
@@ -78,7 +85,8 @@ def pools_of_nodes(nodes: Iterable[NodeInfo], source: str,
     taken: set[str] = set()
     raw = [{"name": _name(g.product, taken), "product": g.product, "count": g.count,
             "gpusPerNode": g.gpus,
-            "nodesPerDomain": max(g.cliques.values()) if g.cliques else None,
+            "nodesPerDomain": max(g.cliques.values()) if g.cliques and _nvlink(g.product)
+            else None,
             "domainsPerBlock": max((len(c) for c in g.blocks.values()), default=1),
             "labels": g.labels}
            for g in _groups(nodes, resource)]

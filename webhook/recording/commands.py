@@ -66,55 +66,61 @@ def _lines(path: Path) -> Iterator[str]:
             yield line
 
 
-async def _watched(kubeconfig: Path | None, context: str | None, policy: Policy,
-                   seconds: float) -> tuple[list[LifeEvent], float]:
-    """The lifecycle events of what the cluster's pods do for `seconds`, and when the
-    watching ended."""
-    configuration = await kubeclient.load_configuration(kubeconfig, context)
-    counted, models = policy.counted(), policy.gpu_models
-    nodes: dict[str, NodeInfo] = {}
+class _Following:
+    """The pods and nodes as the watches tell them, the pods fed to a lifecycle, its
+    events kept."""
 
-    def model(name: str) -> str | None:
-        labels = nodes[name].labels if name in nodes else {}
-        return gpu_model(model_of(models, labels), labels)
+    def __init__(self, policy: Policy) -> None:
+        self.models = policy.gpu_models
+        self.nodes: dict[str, NodeInfo] = {}
+        self.lifecycle = Lifecycle(policy.counted().count, self.model)
+        self.events: list[LifeEvent] = []
 
-    lifecycle = Lifecycle(counted.count, model)
-    events: list[LifeEvent] = []
+    def model(self, name: str) -> str | None:
+        labels = self.nodes[name].labels if name in self.nodes else {}
+        return gpu_model(model_of(self.models, labels), labels)
 
-    def pods_listed(listed: list[PodInfo]) -> None:
+    def pods_listed(self, listed: list[PodInfo]) -> None:
         keys = {p.key for p in listed}
-        for key in [k for k in lifecycle.followed() if k not in keys]:
-            events.extend(lifecycle.drop(key, time.time()))
+        for key in [k for k in self.lifecycle.followed() if k not in keys]:
+            self.events.extend(self.lifecycle.drop(key, time.time()))
         for pod in listed:
-            events.extend(lifecycle.put(pod, time.time()))
+            self.events.extend(self.lifecycle.put(pod, time.time()))
 
-    def pod_changed(kind: str, obj: dict[str, Any]) -> None:
+    def pod_changed(self, kind: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
-        events.extend(lifecycle.drop(PodKey(meta.get("namespace", ""), meta.get("name", "")),
-                                     time.time()) if kind == "DELETED"
-                      else lifecycle.put(PodInfo.parse(obj), time.time()))
+        key = PodKey(meta.get("namespace", ""), meta.get("name", ""))
+        self.events.extend(self.lifecycle.drop(key, time.time()) if kind == "DELETED"
+                           else self.lifecycle.put(PodInfo.parse(obj), time.time()))
 
-    def nodes_listed(listed: list[NodeInfo]) -> None:
-        nodes.clear()
-        nodes.update((n.name, n) for n in listed)
+    def nodes_listed(self, listed: list[NodeInfo]) -> None:
+        self.nodes = {n.name: n for n in listed}
 
-    def node_changed(kind: str, obj: dict[str, Any]) -> None:
+    def node_changed(self, kind: str, obj: dict[str, Any]) -> None:
         node = NodeInfo.parse(obj)
         if kind == "DELETED":
-            nodes.pop(node.name, None)
+            self.nodes.pop(node.name, None)
         else:
-            nodes[node.name] = node
+            self.nodes[node.name] = node
 
+
+async def _watched(kubeconfig: Path | None, context: str | None, policy: Policy,
+                   seconds: float) -> tuple[list[LifeEvent], float]:
+    """The lifecycle events of what the cluster's pods do for `seconds` from when they
+    are listed, and when the watching ended."""
+    configuration = await kubeclient.load_configuration(kubeconfig, context)
+    following = _Following(policy)
     async with kubeclient.api_client(configuration) as api:
         core = client.CoreV1Api(api)
-        nodes_ready = asyncio.Event()
+        nodes_ready, pods_ready = asyncio.Event(), asyncio.Event()
         tasks = [asyncio.create_task(watch("nodes", core.list_node, NodeInfo.parse,
-                                           nodes_listed, node_changed, nodes_ready))]
+                                           following.nodes_listed, following.node_changed,
+                                           nodes_ready))]
+        # Nodes first: a pod running when listed is of its node's model.
         await nodes_ready.wait()
-        pods_ready = asyncio.Event()
-        tasks.append(asyncio.create_task(watch("pods", core.list_pod_for_all_namespaces,
-                                               PodInfo.parse, pods_listed, pod_changed,
-                                               pods_ready)))
+        tasks.append(asyncio.create_task(watch(
+            "pods", core.list_pod_for_all_namespaces, PodInfo.parse, following.pods_listed,
+            following.pod_changed, pods_ready)))
         await pods_ready.wait()
         print(f"recording the GPU pods of {configuration.host} for {seconds:g} s",
               file=sys.stderr, flush=True)
@@ -122,7 +128,7 @@ async def _watched(kubeconfig: Path | None, context: str | None, policy: Policy,
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    return events, time.time()
+    return following.events, time.time()
 
 
 def _write(lines: Iterator[str], out: TextIO) -> int:

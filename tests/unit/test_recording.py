@@ -7,18 +7,21 @@ from __future__ import annotations
 import io
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.builders import NOW, POLICY_DEFAULT, iso, model_node, node, raw_member
+from tests.builders import NOW, POLICY_DEFAULT, SEAL, iso, model_node, node, raw_member
+from tests.commands import airlock
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.lifecycle import LIFECYCLE_LOGGER, Lifecycle, LifeEvent
 from webhook.controller.core.nodes import NodeInfo
 from webhook.controller.core.pods import PodInfo
+from webhook.controller.shells.cache import Cache
 from webhook.keys import CLASS_LABEL
 from webhook.logs import JsonFormatter
-from webhook.pools import CLIQUE_LABEL, PRODUCT_LABEL
+from webhook.pools import CLIQUE_LABEL, PRODUCT_LABEL, PoolError
 from webhook.recording.folding import RecordError, fold, parse_log, trace_lines
 from webhook.recording.pooling import pools_of_nodes
 from webhook.simulation.traces import parse_job
@@ -190,3 +193,43 @@ def test_nodes_alike_make_one_pool_with_their_domains_and_blocks() -> None:
 
 def vars_of(info: NodeInfo) -> dict[str, Any]:
     return {f: getattr(info, f) for f in info.__dataclass_fields__}
+
+
+def _raw(i: int, **status: Any) -> dict[str, Any]:
+    raw = raw_member("train", i, 4, 2, gated=False, node_name=f"h100-{i}")
+    raw["metadata"]["labels"][CLASS_LABEL] = "training"
+    raw["status"] = status
+    return raw
+
+
+def test_only_the_leader_logs_each_event_once(caplog: pytest.LogCaptureFixture) -> None:
+    cache = Cache(POLICY_DEFAULT, SEAL)
+    cache.list_nodes([NodeInfo(**{**vars_of(node(f"h100-{i}", "clique-0")),
+                                  "labels": {PRODUCT_LABEL: "NVIDIA-H100-80GB-HBM3"}})
+                      for i in range(2)])
+    caplog.set_level(logging.INFO, logger=LIFECYCLE_LOGGER)
+    cache.stored(_raw(0, phase="Running", startTime=iso(NOW)))
+    cache.telling = True  # the replica took the lead
+    cache.stored(_raw(1, phase="Running", startTime=iso(NOW + 1)))
+    for i in range(2):
+        cache.stored(_raw(i, phase="Succeeded", startTime=iso(NOW + i)))
+    logged = [(r.getMessage(), r.__dict__["model"], r.__dict__.get("startTime"))
+              for r in caplog.records if r.name == LIFECYCLE_LOGGER]
+    assert logged == [("started", "h100", NOW + 1), ("ended", "h100", NOW + 1)]
+
+
+def test_record_says_where_a_log_is_wrong(tmp_path: Path) -> None:
+    log = tmp_path / "controller.log"
+    log.write_text(_logged([_event("started", NOW)]) +
+                   '{"logger": "airlock.lifecycle", "event": "started", "unitKind": "pod"}\n')
+    done = airlock("record", "--from-log", str(log))
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.endswith(f"{log}:4: namespace must be text of 1 to 253 characters, "
+                                "not 'None'\n"), done.stderr
+
+
+def test_a_cluster_without_gpus_makes_no_pools() -> None:
+    with pytest.raises(PoolError) as raised:
+        pools_of_nodes([node("cpu-0", None, gpus=0)], "the nodes of kubeconfig")
+    assert str(raised.value) == "the nodes of kubeconfig: no node has allocatable " \
+        "nvidia.com/gpu: no pool to simulate"

@@ -14,7 +14,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from webhook.controller.core.nodes import NodeInfo
-from webhook.pools import BLOCK_LABEL, CLIQUE_LABEL, PRODUCT_LABEL, Pool, family, validated
+from webhook.pools import (
+    BLOCK_LABEL,
+    CLIQUE_LABEL,
+    PRODUCT_LABEL,
+    Pool,
+    PoolError,
+    family,
+    validated,
+)
 
 # GKE names its accelerators by this label, where GPU feature discovery does not run.
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
@@ -82,6 +90,9 @@ def pools_of_nodes(nodes: Iterable[NodeInfo], source: str,
                    resource: str = "nvidia.com/gpu") -> tuple[Pool, ...]:
     """The nodes' pools; PoolError naming `source` for a cluster that makes none (no node
     with GPUs) or nodes a pool cannot describe."""
+    groups = _groups(nodes, resource)
+    if not groups:
+        raise PoolError(f"{source}: no node has allocatable {resource}: no pool to simulate")
     taken: set[str] = set()
     raw = [{"name": _name(g.product, taken), "product": g.product, "count": g.count,
             "gpusPerNode": g.gpus,
@@ -89,5 +100,5 @@ def pools_of_nodes(nodes: Iterable[NodeInfo], source: str,
             else None,
             "domainsPerBlock": max((len(c) for c in g.blocks.values()), default=1),
             "labels": g.labels}
-           for g in _groups(nodes, resource)]
+           for g in groups]
     return validated({"pools": raw}, source)

@@ -233,3 +233,21 @@ def test_a_cluster_without_gpus_makes_no_pools() -> None:
         pools_of_nodes([node("cpu-0", None, gpus=0)], "the nodes of kubeconfig")
     assert str(raised.value) == "the nodes of kubeconfig: no node has allocatable " \
         "nvidia.com/gpu: no pool to simulate"
+
+
+def test_what_the_simulation_cannot_replay_is_said_and_left_out() -> None:
+    long = UnitId("pod", "n" * 51, "a")
+    runs, until = fold([
+        LifeEvent("ended", long, "training", 1, 1, None, NOW, NOW + 9, NOW),
+        LifeEvent("ended", UnitId("pod", "ml", "b"), "batch", 1, 0.5, None, NOW, NOW + 9,
+                  NOW),
+        LifeEvent("ended", UnitId("pod", "ml", "c"), "scavenger", 1, 0.5, None, NOW, NOW + 9,
+                  NOW)])
+    lines = list(trace_lines(runs, until))
+    assert [line for line in lines if line.startswith("#")] == [
+        "# not replayable: ml/b (batch, 1 x 0.5 GPUs, submitted at 0 s): class 'batch' is "
+        "not one the simulation knows\n",
+        f"# not replayable: {long.path} (training, 1 x 1 GPUs, submitted at 0 s): a trace's "
+        "namespace has at most 50 characters\n"]
+    # Half a GPU asked for is a whole one replayed.
+    assert [parse_job(line).need for line in lines if not line.startswith("#")] == [1]

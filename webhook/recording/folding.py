@@ -99,9 +99,12 @@ def trace_lines(runs: Iterable[Run], until: float) -> Iterator[str]:
         submit = float(max(round(run.submitted - start), 0))
         said = f"{run.unit.path} ({run.cls}, {run.pods} x {run.gpus:g} GPUs, " \
             f"submitted at {submit:g} s)"
-        if run.cls not in get_args(ClassName):
-            yield f"# not replayable: {said}: class {run.cls!r} is not one the simulation " \
-                "knows\n"
+        why = f"class {run.cls!r} is not one the simulation knows" \
+            if run.cls not in get_args(ClassName) else \
+            f"a trace's namespace has at most {_NAME_MAX} characters" \
+            if len(run.unit.namespace) > _NAME_MAX else None
+        if why is not None:
+            yield f"# not replayable: {said}: {why}\n"
             continue
         if run.started is None:
             yield f"# never started while recorded: {said}\n"

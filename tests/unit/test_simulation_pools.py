@@ -150,3 +150,13 @@ def test_simulate_refuses_flags_that_make_no_cluster(argv: tuple[str, ...], said
     done = airlock("simulate", "--trace", str(trace), *argv)
     assert done.returncode == 2
     assert said in done.stderr
+
+
+def test_simulate_stops_at_the_line_of_a_typo_in_the_cluster_file(tmp_path: Path) -> None:
+    trace, cluster = tmp_path / "trace.jsonl", tmp_path / "cluster.yaml"
+    trace.write_text(job("serve", 1, 1, L4).to_json() + "\n")
+    cluster.write_text("pools:\n- name: serve\n  model: l4\n  count: 2\n  gpusPerNod: 1\n")
+    done = airlock("simulate", "--trace", str(trace), "--cluster", str(cluster))
+    assert done.returncode == 2
+    assert f"{cluster}:5: pool 1 (serve) gpusPerNod: unknown field; a pool has name," \
+        in done.stderr

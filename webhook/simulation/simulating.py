@@ -29,7 +29,7 @@ import dataclasses
 import heapq
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import assert_never
 
@@ -98,8 +98,6 @@ class _Pod:
 _Kind = tuple[int, int, bool, Pin | None, frozenset[int], Selector]
 
 
-
-
 class Simulation:
     def __init__(self, jobs: Sequence[Job], policy: Policy, shape: Shape,
                  scheduler: Scheduler, options: DecideOptions = _DEFAULTS,
@@ -127,6 +125,9 @@ class Simulation:
         self._bound: dict[PodKey, _Pod] = {}
         # Pods of gangs that succeeded since the last round, which it sees once.
         self._finished: list[PodInfo] = []
+        # Told of every pod bound, as a watch on pods would be: (its job, the job's
+        # attempt, the pod's name, the node's), so a run's placements can be checked.
+        self.on_bind: Callable[[Job, int, str, str], None] | None = None
         mark = Marker(policy)
         for job in jobs:
             timeline = Timeline(job.name, job.namespace, job.cls, job.pods, job.gpus,
@@ -178,6 +179,8 @@ class Simulation:
         self._bound[pod.info.key] = pod
         job.bound += 1
         trace = job.marked.job
+        if self.on_bind is not None:
+            self.on_bind(trace, job.attempt, pod.info.name, self.cluster.names[node])
         if job.pace is not None:
             self._paced(job, job.pace.rebound(now, job.bound))
         elif job.bound >= trace.least:

@@ -18,7 +18,7 @@ from webhook.simulation.clusters import SCORINGS, Shape
 from webhook.simulation.reporting import render
 from webhook.simulation.runs import SCHEDULERS, Run, Scheduler
 from webhook.simulation.simulating import simulate
-from webhook.simulation.traces import TraceError, read_trace
+from webhook.simulation.traces import TraceError, check_models, read_trace
 
 
 def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -103,6 +103,11 @@ def run_simulate(args: argparse.Namespace) -> int:
             policy = load_policy(directory)
         except PolicyError as e:
             print(f"policy in {directory} is invalid:\n{e}", file=sys.stderr)
+            return 1
+        try:
+            check_models(jobs, policy.gpu_models, str(args.trace))
+        except TraceError as e:
+            print(e, file=sys.stderr)
             return 1
         for scheduler in schedulers:
             label = scheduler if len(dirs) == 1 else f"{scheduler} {directory}"

@@ -87,6 +87,17 @@ def family(product: str) -> GpuModel | None:
     return next((m for m in MODELS if m.key.upper() in upper), None)
 
 
+_NOT_NAME = re.compile(r"[^a-z0-9-]+")
+
+
+def model_name(product: str) -> str:
+    """What a product label's GPUs are called where no policy names them: the catalogue's
+    key (`h100`), else the label made a name (`Tesla-T4`: `tesla-t4`), as a pool's name
+    and a trace's `gpuModels` name them."""
+    known = family(product)
+    return known.key if known else _NOT_NAME.sub("-", product.lower()).strip("-") or "gpu"
+
+
 class PoolError(ValueError):
     """What is wrong with a pools spec or file, every problem on a line of its own."""
 

@@ -8,21 +8,27 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
 
-from tests.builders import template
+from tests.builders import policy_yaml, template
 from tests.commands import airlock, airlock_command
 from tests.e2e.test_sandbox import sandbox, state_dir
 from tests.kube import fresh_namespaces, pods_of, until
-from tests.paths import ROOT
+from tests.paths import POLICIES, ROOT
 from webhook.keys import CLASS_LABEL
+from webhook.policy.loading import load_policy, policy_files
 from webhook.pools import PRODUCT_LABEL
+from webhook.recording.commands import live_pools
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.stages import DELAY
+from webhook.simulation.clusters import Shape
+from webhook.simulation.simulating import Simulation
+from webhook.simulation.traces import read_trace
 
 __all__ = ["state_dir"]  # the fixture, shared with the sandbox's own tests
 
@@ -69,11 +75,36 @@ def _jobs(trace: Path) -> dict[str, dict[str, Any]]:
             if line and not line.startswith("#")}
 
 
-def _replayed(trace: Path, kubeconfig: Path) -> dict[str, Any]:
+def _models_policy(tmp_path: Path) -> Path:
+    """policies/ and the sandbox's two models, named as the recording names them."""
+    directory = tmp_path / "policies"
+    directory.mkdir()
+    for f in policy_files(POLICIES):
+        shutil.copy(f, directory / f.name)
+    (directory / "90-models.yaml").write_text(policy_yaml("record-models", {"gpuModels": [
+        {"name": "h100", "nodeLabels": {PRODUCT_LABEL: H100}},
+        {"name": "a100", "nodeLabels": {PRODUCT_LABEL: A100}}]}))
+    return directory
+
+
+def _replayed(trace: Path, kubeconfig: Path, policies: Path) -> dict[str, Any]:
     done = airlock("simulate", "--trace", str(trace), "--cluster-from", str(kubeconfig),
-                   "-o", "json")
+                   "--policies", str(policies), "-o", "json")
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout))
+
+
+def _landed(trace: Path, kubeconfig: Path, policies: Path) -> dict[str, tuple[set[str], float]]:
+    """Each replayed job's nodes' pools and its run time, the simulation run in place."""
+    pools: dict[str, set[str]] = {}
+    simulation = Simulation(read_trace(trace), load_policy(policies),
+                            Shape(pools=live_pools(kubeconfig)), "airlock")
+    simulation.on_bind = lambda job, _attempt, _pod, node: pools.setdefault(
+        job.name.split("-")[0], set()).add(node.rsplit("-", 1)[0])
+    run = simulation.run("airlock")
+    return {t.name.split("-")[0]: (pools[t.name.split("-")[0]],
+                                   (t.completed or 0) - (t.started or 0))
+            for t in run.timelines}
 
 
 def test_record_watches_a_mixed_sandbox_and_simulate_replays_what_ran(
@@ -108,13 +139,17 @@ def test_record_watches_a_mixed_sandbox_and_simulate_replays_what_ran(
     assert jobs["serve"]["runtime"] >= WATCH_SECONDS - 30, jobs
     assert "# still running when the recording ended" in trace.read_text()
 
-    replay = _replayed(_without_models(trace, tmp_path), kubeconfig)
+    policies = _models_policy(tmp_path)
+    replay = _replayed(trace, kubeconfig, policies)
     assert [(p["name"], p["product"], p["count"], p["gpusPerNode"], p["nodesPerDomain"])
             for p in replay["cluster"]["pools"]] == [
         ("a100", A100, 2, 8, 2), ("h100", H100, 2, 8, 2)]
     assert (replay["jobs"], replay["completed"], replay["neverRunnable"]) == (3, 3, 0)
     assert replay["gpuSeconds"] == sum(j["pods"] * j["gpus"] * j["runtime"]
                                        for j in jobs.values())
+    # Each job replayed on the model it ran on, for as long as it ran.
+    assert _landed(trace, kubeconfig, policies) == {
+        name: ({j["gpuModels"][0]}, j["runtime"]) for name, j in jobs.items()}
 
     # The controller's own log of the same run: the same jobs, but for the one still
     # running, whose run so far ends at the log's last event.
@@ -128,13 +163,3 @@ def test_record_watches_a_mixed_sandbox_and_simulate_replays_what_ran(
         == {n: {k: v for k, v in j.items() if k != "runtime"} for n, j in jobs.items()}
     for name in ("train", "eval"):
         assert abs(from_log[name]["runtime"] - jobs[name]["runtime"]) <= 2, (from_log, jobs)
-
-
-def _without_models(trace: Path, tmp_path: Path) -> Path:
-    """The trace without `gpuModels`, until the simulation reads the field."""
-    bare = tmp_path / "bare.jsonl"
-    bare.write_text("".join(
-        line if line.startswith("#") or not line.strip()
-        else json.dumps({k: v for k, v in json.loads(line).items() if k != "gpuModels"}) + "\n"
-        for line in trace.read_text().splitlines(keepends=True)))
-    return bare

@@ -9,7 +9,6 @@ pool's."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -21,13 +20,13 @@ from webhook.pools import (
     Pool,
     PoolError,
     family,
+    model_name,
     validated,
 )
 
 # GKE names its accelerators by this label, where GPU feature discovery does not run.
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 _UNKNOWN = "unknown-gpu"
-_NOT_NAME = re.compile(r"[^a-z0-9-]+")
 _NAME_MAX = 34  # room for a `-<n>` that keeps two pools' names apart
 
 
@@ -57,9 +56,7 @@ def _nvlink(product: str) -> bool:
 
 
 def _name(product: str, taken: set[str]) -> str:
-    known = family(product)
-    base = (known.key if known else _NOT_NAME.sub("-", product.lower()).strip("-"))
-    base = base[:_NAME_MAX].strip("-") or "gpu"
+    base = model_name(product)[:_NAME_MAX].strip("-") or "gpu"
     name, n = base, 1
     while name in taken:
         n += 1

@@ -18,7 +18,7 @@ from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.resources import Resources
 from webhook.keys import CLASS_LABEL
-from webhook.pools import PRODUCT_LABEL, family
+from webhook.pools import PRODUCT_LABEL, model_name
 
 # The logger the controller writes the events under: what a log pipeline keeps, and what
 # `airlock record --from-log` reads.
@@ -31,15 +31,11 @@ _REASON_MAX = 200
 
 def gpu_model(policy_model: str | None, labels: Mapping[str, str]) -> str | None:
     """What a node's GPUs are called: the policy's model (`spec.gpuModels`) where it names
-    one, else the catalogue's (`h100`, `l4`) from GPU feature discovery's product label,
-    else that label itself."""
+    one, else the name of GPU feature discovery's product label (`model_name`)."""
     if policy_model is not None:
         return policy_model
     product = labels.get(PRODUCT_LABEL)
-    if not product:
-        return None
-    known = family(product)
-    return known.key if known else product
+    return model_name(product) if product else None
 
 
 @dataclass(frozen=True, slots=True)

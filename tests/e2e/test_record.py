@@ -1,5 +1,6 @@
 """`airlock record` on a sandbox of two GPU models: users' Jobs (an indexed Job's gang on
-H100s, a single pod on A100s, one still running at the end) run on the real control plane,
+H100s, a single pod on A100s, one still running at the end) and a JobSet's gang on A100s
+run on the real control plane and the real JobSet operator,
 a recording watches them, and `airlock simulate --cluster-from` replays the trace on the
 sandbox's own pools. The controller's lifecycle log of the same run makes the same
 trace."""
@@ -34,6 +35,7 @@ __all__ = ["state_dir"]  # the fixture, shared with the sandbox's own tests
 
 H100, A100 = "NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"
 WATCH_SECONDS = 75
+JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 
 
 def _job(name: str, pods: int, gpus: int, product: str, runtime: str) -> dict[str, Any]:
@@ -48,6 +50,16 @@ def _job(name: str, pods: int, gpus: int, product: str, runtime: str) -> dict[st
     return {"metadata": {"name": name}, "spec": spec}
 
 
+def _jobset(name: str, pods: int, gpus: int, product: str, runtime: str) -> dict[str, Any]:
+    """A JobSet of one replicated Job of `pods` workers: one gang."""
+    job = _job("workers", pods, gpus, product, runtime)
+    del job["metadata"]
+    return {"apiVersion": f"{JOBSET[0]}/{JOBSET[1]}", "kind": "JobSet",
+            "metadata": {"name": name},
+            "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1,
+                                         "template": job}]}}
+
+
 async def _run_jobs(kubeconfig: Path, recording: subprocess.Popen[str]) -> tuple[str, str]:
     """The three Jobs, in a fresh namespace kept until the recording ends (what it says,
     and the namespace)."""
@@ -58,11 +70,13 @@ async def _run_jobs(kubeconfig: Path, recording: subprocess.Popen[str]) -> tuple
         for job in (_job("train", 2, 8, H100, "20s"), _job("eval", 1, 4, A100, "10s"),
                     _job("serve", 1, 2, A100, "1h")):
             await batch.create_namespaced_job(ns, body=job)
+        await client.CustomObjectsApi(api).create_namespaced_custom_object(
+            JOBSET[0], JOBSET[1], ns, JOBSET[2], _jobset("pretrain", 2, 4, A100, "15s"))
 
         async def done() -> bool:
             phases = [(p.get("status") or {}).get("phase")
                       for p in await pods_of(api, ns, "")]
-            return phases.count("Succeeded") == 3
+            return phases.count("Succeeded") == 5
         await until(done, within=WATCH_SECONDS - 10)
         _, said = await asyncio.to_thread(recording.communicate, timeout=120)
         return ns, said
@@ -109,7 +123,8 @@ def _landed(trace: Path, kubeconfig: Path, policies: Path) -> dict[str, tuple[se
 
 def test_record_watches_a_mixed_sandbox_and_simulate_replays_what_ran(
         state_dir: Path, tmp_path: Path) -> None:
-    up = sandbox("up", "--pools", "h100=2x8/2,a100=2x8", "--state-dir", str(state_dir))
+    up = sandbox("up", "--pools", "h100=2x8/2,a100=2x8", "--operators", "jobset",
+                 "--state-dir", str(state_dir))
     assert up.returncode == 0, up.stderr[-3000:]
     state = json.loads((state_dir / "state.json").read_text())
     kubeconfig = Path(state["kubeconfig"])
@@ -125,16 +140,18 @@ def test_record_watches_a_mixed_sandbox_and_simulate_replays_what_ran(
     finally:
         recording.kill()
     assert recording.returncode == 0, said
-    assert "recorded 3 jobs" in said
+    assert "recorded 4 jobs" in said
 
     jobs = _jobs(trace)
     assert {name: (j["namespace"], j["class"], j["pods"], j["gpus"], j["gpuModels"])
             for name, j in jobs.items()} == {
         "train": (ns, "training", 2, 8, ["h100"]), "eval": (ns, "training", 1, 4, ["a100"]),
-        "serve": (ns, "training", 1, 2, ["a100"])}
+        "serve": (ns, "training", 1, 2, ["a100"]),
+        "pretrain": (ns, "training", 2, 4, ["a100"])}
     # KWOK runs each pod for its stated run time, to the second.
     assert 19 <= jobs["train"]["runtime"] <= 22, jobs
     assert 9 <= jobs["eval"]["runtime"] <= 12, jobs
+    assert 14 <= jobs["pretrain"]["runtime"] <= 17, jobs
     # The one still running when the recording ended: what it had run, said so.
     assert jobs["serve"]["runtime"] >= WATCH_SECONDS - 30, jobs
     assert "# still running when the recording ended" in trace.read_text()
@@ -144,7 +161,7 @@ def test_record_watches_a_mixed_sandbox_and_simulate_replays_what_ran(
     assert [(p["name"], p["product"], p["count"], p["gpusPerNode"], p["nodesPerDomain"])
             for p in replay["cluster"]["pools"]] == [
         ("a100", A100, 2, 8, 2), ("h100", H100, 2, 8, 2)]
-    assert (replay["jobs"], replay["completed"], replay["neverRunnable"]) == (3, 3, 0)
+    assert (replay["jobs"], replay["completed"], replay["neverRunnable"]) == (4, 4, 0)
     assert replay["gpuSeconds"] == sum(j["pods"] * j["gpus"] * j["runtime"]
                                        for j in jobs.values())
     # Each job replayed on the model it ran on, for as long as it ran.
@@ -161,5 +178,5 @@ def test_record_watches_a_mixed_sandbox_and_simulate_replays_what_ran(
     from_log = _jobs(logged)
     assert {n: {k: v for k, v in j.items() if k != "runtime"} for n, j in from_log.items()} \
         == {n: {k: v for k, v in j.items() if k != "runtime"} for n, j in jobs.items()}
-    for name in ("train", "eval"):
+    for name in ("train", "eval", "pretrain"):
         assert abs(from_log[name]["runtime"] - jobs[name]["runtime"]) <= 2, (from_log, jobs)

@@ -80,11 +80,26 @@ class _Unit:
     cls: str
     submitted: float
     pods: dict[str, PodInfo] = field(default_factory=dict)
+    # Its active pods, and those of them running; kept as pods change, so a pod's change
+    # costs the same in a gang of thousands.
+    active: int = 0
+    running: int = 0
     # The most pods it had active at once: its size, where no pod states one.
     most: int = 0
+    # The latest start of a pod of it: its own start, once all run.
+    latest: float = 0.0
     admitted: bool = False
     started: float | None = None
     model: str | None = None
+
+    def count(self, pod: PodInfo | None, sign: int) -> None:
+        if pod is None or not pod.active:
+            return
+        self.active += sign
+        if pod.started and not pod.gated:
+            self.running += sign
+            self.latest = max(self.latest, pod.started)
+        self.most = max(self.most, self.active)
 
 
 def unit_of(pod: PodInfo) -> UnitId:
@@ -121,6 +136,8 @@ class Lifecycle:
             unit = self.units[unit_id] = _Unit(cls=str(cls), submitted=pod.created)
         before = unit.pods.get(pod.name)
         unit.pods[pod.name] = pod
+        unit.count(before, -1)
+        unit.count(pod, 1)
         self._unit_of[pod.key] = unit_id
         unit.submitted = min(unit.submitted, pod.created or unit.submitted)
         return self._changed(unit_id, unit, before, pod, now)
@@ -131,7 +148,7 @@ class Lifecycle:
         if unit_id is None:
             return []
         unit = self.units[unit_id]
-        unit.pods.pop(key.name, None)
+        unit.count(unit.pods.pop(key.name, None), -1)
         events = self._changed(unit_id, unit, None, None, now)
         if not unit.pods:
             del self.units[unit_id]
@@ -139,8 +156,6 @@ class Lifecycle:
 
     def _changed(self, unit_id: UnitId, unit: _Unit, before: PodInfo | None,
                  pod: PodInfo | None, now: float) -> list[LifeEvent]:
-        active = [p for p in unit.pods.values() if p.active]
-        unit.most = max(unit.most, len(active))
         events: list[LifeEvent] = []
 
         def tell(event: EventName, at: float, reason: str | None = None) -> None:
@@ -155,13 +170,14 @@ class Lifecycle:
                 (unit.admitted or unit.started is not None):
             tell("preempted", now, evicted[:_REASON_MAX])
             unit.admitted, unit.started = False, None
-        if unit.started is None and active and len(active) >= _least(unit, active) and \
-                all(p.started and not p.gated for p in active):
-            unit.started = max(p.started for p in active)
+        if unit.started is None and unit.active and unit.running == unit.active and \
+                unit.active >= _least(unit, pod):
+            unit.started = unit.latest
             unit.model = next(filter(None, (self.model_of(p.node_name)
-                                            for p in active if p.node_name)), None)
+                                            for p in unit.pods.values()
+                                            if p.active and p.node_name)), None)
             tell("started", unit.started)
-        if unit.started is not None and not active:
+        if unit.started is not None and not unit.active:
             tell("ended", now, _outcome(unit))
             unit.admitted, unit.started = False, None
         return events
@@ -175,11 +191,11 @@ class Lifecycle:
                          started=unit.started, reason=reason)
 
 
-def _least(unit: _Unit, active: list[PodInfo]) -> int:
+def _least(unit: _Unit, pod: PodInfo | None) -> int:
     """The pods it runs with: an elastic gang's minimum, the size its pods state, else
     the most it had at once."""
-    marks = active[0].marks
-    return marks.min_size or marks.expected_size or unit.most
+    marks = pod.marks if pod is not None else None
+    return (marks and (marks.min_size or marks.expected_size)) or unit.most
 
 
 def _outcome(unit: _Unit) -> str:

@@ -93,7 +93,25 @@ def _simulate(args: argparse.Namespace) -> int:
     args.policies = _policies(args.policies)
     if args.policies is None:
         return 1
+    if args.cluster_from is not None:
+        from webhook.pools import PoolError
+        from webhook.recording.commands import live_pools
+
+        try:
+            args.cluster = live_pools(args.cluster_from)
+        except PoolError as e:
+            print(e, file=sys.stderr)
+            return 2
     return run_simulate(args)
+
+
+def _record(args: argparse.Namespace) -> int:
+    from webhook.recording.commands import run_record
+
+    args.policies = _policies(args.policies)
+    if args.policies is None:
+        return 1
+    return run_record(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -206,6 +224,9 @@ def _add_elsewhere(
     _add_optional(sub, "simulate", "replay a trace of jobs with a virtual clock: Airlock's "
                   "own decisions, or the stock scheduler", "webhook.simulation",
                   _simulate_options, _simulate)
+    _add_optional(sub, "record", "write a trace of a live cluster's GPU work, watched or "
+                  "from the controller's lifecycle log, that simulate replays",
+                  "webhook.recording", _record_options, _record)
 
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
@@ -221,6 +242,12 @@ def _simulate_options() -> AddArguments:
     from webhook.simulation.commands import add_simulate_arguments
 
     return add_simulate_arguments
+
+
+def _record_options() -> AddArguments:
+    from webhook.recording.commands import add_record_arguments
+
+    return add_record_arguments
 
 
 def _add_optional(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str,

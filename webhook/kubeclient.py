@@ -58,15 +58,16 @@ def in_cluster() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
 
 
-async def load_configuration(kubeconfig: Path | None) -> client.Configuration:
+async def load_configuration(kubeconfig: Path | None, context: str | None = None
+                             ) -> client.Configuration:
     """Credentials from `kubeconfig`, else the pod's service account, else
-    ~/.kube/config."""
+    ~/.kube/config; from its `context` where one is named, else its current one."""
     configuration = client.Configuration()
     if kubeconfig is not None:
-        await config.load_kube_config(config_file=str(kubeconfig),
+        await config.load_kube_config(config_file=str(kubeconfig), context=context,
                                       client_configuration=configuration)
-    elif in_cluster():
+    elif in_cluster() and context is None:
         config.load_incluster_config(client_configuration=configuration)
     else:
-        await config.load_kube_config(client_configuration=configuration)
+        await config.load_kube_config(context=context, client_configuration=configuration)
     return configuration

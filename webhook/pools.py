@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from webhook.policy.fields import NAME, Strict, is_label_key, is_label_value
+from webhook.policy.sources import Document, Loc, PolicyError, read_documents
 from webhook.quantities import parse_quantity
 
 # GPU feature discovery's labels, which the GPU operator puts on every GPU node.
@@ -85,6 +85,17 @@ def family(product: str) -> GpuModel | None:
     the A100; `NVIDIA-GB200`: the B200's Blackwell), or None."""
     upper = product.upper()
     return next((m for m in MODELS if m.key.upper() in upper), None)
+
+
+_NOT_NAME = re.compile(r"[^a-z0-9-]+")
+
+
+def model_name(product: str) -> str:
+    """What a product label's GPUs are called where no policy names them: the catalogue's
+    key (`h100`), else the label made a name (`Tesla-T4`: `tesla-t4`), as a pool's name
+    and a trace's `gpuModels` name them."""
+    known = family(product)
+    return known.key if known else _NOT_NAME.sub("-", product.lower()).strip("-") or "gpu"
 
 
 class PoolError(ValueError):
@@ -210,33 +221,44 @@ class _Cluster(Strict):
         return self
 
 
-def _problems(e: ValidationError, raw: Any) -> list[str]:
-    """Each error as `pool N (name) field: message`."""
+def _field_names() -> str:
+    return ", ".join(f.alias or name for name, f in Pool.model_fields.items())
+
+
+def _problems(e: ValidationError, raw: Any) -> Iterator[tuple[Loc, str]]:
+    """Each error's place in the file, and what it says: `pool N (name) field: message`."""
     pools = raw.get("pools") if isinstance(raw, dict) else None
-    lines = []
     for error in e.errors():
-        loc, message = list(error["loc"]), error["msg"].removeprefix("Value error, ")
-        where = ""
-        if loc[:1] == ["pools"] and len(loc) > 1 and isinstance(loc[1], int):
+        loc = tuple(error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = f"unknown field; a pool has {_field_names()}" if len(loc) > 2 \
+                else "unknown field; a cluster file has `pools:`"
+        where, rest = "", list(loc)
+        if loc[:1] == ("pools",) and len(loc) > 1 and isinstance(loc[1], int):
             i = loc[1]
             named = pools[i].get("name") if isinstance(pools, list) and i < len(pools) \
                 and isinstance(pools[i], dict) else None
             where = f"pool {i + 1}" + (f" ({named})" if isinstance(named, str) else "")
-            loc = loc[2:]
-        field = ".".join(map(str, loc))
-        lines.append(f"{' '.join(filter(None, (where, field)))}: {message}"
-                     if where or field else message)
-    return lines
+            rest = rest[2:]
+        field = ".".join(map(str, rest))
+        yield loc, (f"{' '.join(filter(None, (where, field)))}: {message}"
+                    if where or field else message)
 
 
-def validated(raw: Any, source: str) -> tuple[Pool, ...]:
-    """The pools of a spec or file already read; PoolError naming `source`."""
+def validated(raw: Any, source: str, document: Document | None = None) -> tuple[Pool, ...]:
+    """The pools of a spec or file already read; PoolError naming `source`, and the line
+    of each problem where the `document` read from a file knows it."""
     if not isinstance(raw, dict):
-        raise PoolError(f"{source}: a cluster is a mapping with `pools:`, a list of pools")
+        line = f":{document.start_line}" if document else ""
+        raise PoolError(f"{source}{line}: a cluster is a mapping with `pools:`, a list of "
+                        "pools")
     try:
         return _Cluster.model_validate(raw).pools
     except ValidationError as e:
-        raise PoolError("\n".join(f"{source}: {p}" for p in _problems(e, raw))) from None
+        raise PoolError("\n".join(
+            f"{document.where(loc) if document else source}: {problem}"
+            for loc, problem in _problems(e, raw))) from None
 
 
 _SPEC = re.compile(r"^([a-z0-9]+)=([0-9]{1,9})x([0-9]{1,9})(?:/([0-9]{1,9}))?$")
@@ -258,13 +280,17 @@ def parse_spec(text: str) -> tuple[Pool, ...]:
 
 
 def read_pools(path: Path) -> tuple[Pool, ...]:
+    """A cluster file's pools: one YAML (or JSON) document; PoolError as `file:line:
+    message`, every problem on a line of its own."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise PoolError(f"{path}: cannot read it: {e.strerror}") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise PoolError(f"{path}: not YAML or JSON: {e}") from None
-    return validated(raw, str(path))
+        documents = read_documents(path)
+    except PolicyError as e:
+        raise PoolError(str(e)) from None
+    if len(documents) != 1:
+        at = f":{documents[1].start_line}" if documents else ""
+        raise PoolError(f"{path}{at}: a cluster file holds one document, a mapping with "
+                        f"`pools:`; it has {len(documents)}")
+    return validated(documents[0].data, str(path), documents[0])
 
 
 def pools_of(text: str) -> tuple[Pool, ...]:

@@ -6,11 +6,13 @@ controller's decide() took, for each scheduler.
     .venv/bin/python -m bench.simulate [--jobs 10000] [--nodes 5000]
         [--scheduler airlock|stock|both] [--runtime-scale 4]
         [--scoring LeastAllocated|MostAllocated] [--pin nodes|domain]
+    .venv/bin/python -m bench.simulate --mixed [--no-baseline]
 
 The trace is the generator's, seeded: training gangs up to 128 pods, run times 4x the
 generator's medians, which asks for about 95% of the cluster's GPU-hours over the day.
 With `--nodes 3000` the same trace overloads the cluster (about 160%), and thousands of
-gangs wait at once (goal: <= 60 s too).
+gangs wait at once (goal: <= 60 s too). `--mixed` runs the day on a cluster of 12 GPU
+models instead, beside the uniform day (`mixed`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import resource
 import time
 from pathlib import Path
 
+from bench.simulate import mixed
 from webhook.controller.core.deciding import DecideOptions
 from webhook.controller.core.placement.pins import PIN_MODES
 from webhook.policy.loading import load_policy
@@ -45,7 +48,15 @@ def main() -> int:
     p.add_argument("--scoring", choices=SCORINGS, default=Shape().scoring,
                    help="kube-scheduler's NodeResourcesFit scoring in the model")
     p.add_argument("--pin", choices=PIN_MODES, default="nodes", help="the controller's --pin")
+    p.add_argument("--mixed", action="store_true",
+                   help="the day on bench/simulate/mixed-cluster.yaml (12 GPU models, a "
+                        "third of the jobs naming models), airlock only, checked for gangs "
+                        "straddling models and pods off their models (exit 1 if any)")
+    p.add_argument("--no-baseline", dest="baseline", action="store_false",
+                   help="with --mixed: skip the uniform day beside it")
     args = p.parse_args()
+    if args.mixed:
+        return mixed.main(args)
     base = Mix()
     mix = Mix(jobs=args.jobs, seconds=args.hours * 3600, seed=args.seed, max_pods=128,
               medians={c: m * args.runtime_scale for c, m in base.medians.items()})

@@ -24,7 +24,7 @@ from tests.paths import DOCKERFILE, ROOT
 from webhook.cli import build_parser
 
 # What the image leaves out, by .dockerignore.
-LEFT_OUT = ("webhook/sandbox", "webhook/simulation")
+LEFT_OUT = ("webhook/sandbox", "webhook/simulation", "webhook/recording")
 
 
 def ignore_patterns() -> list[str]:
@@ -192,7 +192,8 @@ def test_the_image_airlock_starts(unpacked: Path, args: list[str]) -> None:
 
 @pytest.mark.parametrize("args", [["sandbox", "up", "--demo"], ["sandbox", "status"],
                                   ["sandbox", "--help"], ["simulate", "--trace", "jobs.jsonl",
-                                                          "-o", "json"]])
+                                                          "-o", "json"],
+                                  ["record", "--for", "1h"]])
 def test_the_image_airlock_says_the_sandbox_and_simulation_are_not_installed(
         unpacked: Path, args: list[str]) -> None:
     done = run_unpacked(unpacked, AIRLOCK, *args)

@@ -97,7 +97,8 @@ def test_json_is_a_file_too_and_a_path_wins_over_a_spec(tmp_path: Path) -> None:
 # A file's pools, each a variation of pool_entry() -> what the error says
 BAD_FILES: list[tuple[str, Any, str]] = [
     ("a misspelt field", {"pools": [pool_entry(gpusPerNod=8)]},
-     "pool 1 (h100) gpusPerNod: Extra inputs are not permitted"),
+     "pool 1 (h100) gpusPerNod: unknown field; a pool has name, model, product, count, "
+     "gpusPerNode, nodesPerDomain"),
     ("neither model nor product", {"pools": [pool_entry(without=("model",))]},
      "pool 1 (h100): a pool names its model (b200, h200, h100, a100, l40s, l4) or its product"),
     ("no count", {"pools": [pool_entry(without=("count",))]},
@@ -123,7 +124,8 @@ BAD_FILES: list[tuple[str, Any, str]] = [
      "pool 2 (l4) count"),
     ("no pools", {"pools": []}, "no pools: a cluster has one at least"),
     ("a list, not a mapping", [pool_entry()], "a cluster is a mapping with `pools:`"),
-    ("a misspelt top-level key", {"pool": [pool_entry()]}, "pool: Extra inputs"),
+    ("a misspelt top-level key", {"pool": [pool_entry()]},
+     "pool: unknown field; a cluster file has `pools:`"),
 ]
 
 
@@ -137,14 +139,47 @@ def test_a_bad_file_says_where_and_what(raw: Any, said: str) -> None:
 
 
 def test_a_file_that_cannot_be_read_or_parsed_says_so(tmp_path: Path) -> None:
-    with pytest.raises(PoolError, match="cannot read it"):
+    with pytest.raises(PoolError, match=r"missing\.yaml: cannot read"):
         read_pools(tmp_path / "missing.yaml")
     broken = tmp_path / "broken.yaml"
     broken.write_text("pools: [\n")
-    with pytest.raises(PoolError, match="not YAML or JSON"):
+    with pytest.raises(PoolError, match=r"broken.yaml:2: invalid YAML"):
         read_pools(broken)
     with pytest.raises(PoolError, match="neither a file nor MODEL=NODESxGPUS"):
         pools_of(str(tmp_path / "nowhere.yaml"))
+
+
+CLUSTER_FILE = """\
+pools:
+- name: train
+  model: h100
+  count: 16
+  gpusPerNode: 8
+- name: serve
+  model: l4
+  count: 4
+  gpusPerNod: 1
+  nodesPerDomain: 2
+"""
+
+
+def test_a_cluster_file_names_the_line_of_each_typo(tmp_path: Path) -> None:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(CLUSTER_FILE)
+    with pytest.raises(PoolError) as e:
+        read_pools(path)
+    lines = str(e.value).splitlines()
+    assert lines[0] == f"{path}:6: pool 2 (serve) gpusPerNode: Field required"
+    assert lines[1].startswith(f"{path}:9: pool 2 (serve) gpusPerNod: unknown field;")
+    assert len(lines) == 2
+    path.write_text(CLUSTER_FILE.replace("gpusPerNod: 1\n  nodesPerDomain: 2",
+                                         "gpusPerNode: 1\n  count: 5"))
+    with pytest.raises(PoolError, match=r"cluster.yaml:10: duplicate key 'count' \(first at "
+                                        r"line 8\)"):
+        read_pools(path)
+    path.write_text(CLUSTER_FILE + "---\npools: []\n")
+    with pytest.raises(PoolError, match=r"cluster.yaml:12: a cluster file holds one document"):
+        read_pools(path)
 
 
 def test_the_largest_cluster_is_taken_and_one_node_more_is_not() -> None:

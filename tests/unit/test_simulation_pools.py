@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import GPU_MODELS, make_policy
 from tests.commands import airlock
+from webhook.controller.core.deciding import DecideOptions
+from webhook.controller.core.placement.pins import PIN_MODES, PinMode
 from webhook.policy.model import Policy
 from webhook.pools import parse_spec
 from webhook.simulation.clusters import Cluster, PodKey, Resident, Shape
@@ -31,9 +34,10 @@ def job(name: str, pods: int, gpus: int, product: str | None = None, submit: flo
 
 
 def products(jobs: list[Job], policy: Policy, scheduler: Scheduler,
-             monkeypatch: pytest.MonkeyPatch) -> dict[str, set[str]]:
+             monkeypatch: pytest.MonkeyPatch, options: DecideOptions | None = None
+             ) -> dict[str, set[str]]:
     """Each job's pods' node models, as the run bound them (a pod is `<job>-<i>`)."""
-    sim = Simulation(jobs, policy, MIXED, scheduler)
+    sim = Simulation(jobs, policy, MIXED, scheduler, options or DecideOptions())
     landed: dict[str, set[str]] = {}
     bind = sim.cluster.bind
 
@@ -55,6 +59,30 @@ def test_pods_that_select_a_model_land_only_on_its_nodes(
     landed = products(jobs, policy, scheduler, monkeypatch)
     assert landed == {"train": {H100}, "serve": {L4}, "solo": {H100},
                       "anywhere": {"NVIDIA-A100-SXM4-80GB"}}
+
+
+@pytest.mark.parametrize("pin", PIN_MODES)
+def test_jobs_that_name_gpu_models_land_whole_on_the_first_they_name_with_room(
+        pin: PinMode, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The A100s come first in node order: only the pods' gpu-models annotation, read by
+    # the controller and pinned at ungate, keeps `first` off them; `second` finds the
+    # H100s full and lands whole on its next model.
+    policy = make_policy(gpu_models=GPU_MODELS)
+    jobs = [job("first", 2, 8, gpu_models=("h100",)),
+            job("second", 2, 8, submit=1, gpu_models=("h100", "a100")),
+            job("small", 1, 1, cls="training", gpu_models=("l4", "h100"))]
+    landed = products(jobs, policy, "airlock", monkeypatch, DecideOptions(pin=pin))
+    assert landed == {"first": {H100}, "second": {"NVIDIA-A100-SXM4-80GB"}, "small": {L4}}
+
+
+def test_simulate_stops_at_the_line_of_a_model_the_policy_lacks(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(job("serve", 1, 1).to_json() + "\n"
+                     + job("train", 2, 8, gpu_models=("h200",)).to_json() + "\n")
+    done = airlock("simulate", "--trace", str(trace), "--cluster", "h100=2x8")
+    assert done.returncode == 1
+    assert done.stderr.strip() == (f"{trace}:2: job ml/train: gpuModels names 'h200', which "
+                                   f"the policy does not define; the models on offer: none")
 
 
 def test_pods_of_one_model_wait_for_its_nodes_while_others_are_free(policy: Policy) -> None:
@@ -122,3 +150,13 @@ def test_simulate_refuses_flags_that_make_no_cluster(argv: tuple[str, ...], said
     done = airlock("simulate", "--trace", str(trace), *argv)
     assert done.returncode == 2
     assert said in done.stderr
+
+
+def test_simulate_stops_at_the_line_of_a_typo_in_the_cluster_file(tmp_path: Path) -> None:
+    trace, cluster = tmp_path / "trace.jsonl", tmp_path / "cluster.yaml"
+    trace.write_text(job("serve", 1, 1, L4).to_json() + "\n")
+    cluster.write_text("pools:\n- name: serve\n  model: l4\n  count: 2\n  gpusPerNod: 1\n")
+    done = airlock("simulate", "--trace", str(trace), "--cluster", str(cluster))
+    assert done.returncode == 2
+    assert f"{cluster}:5: pool 1 (serve) gpusPerNod: unknown field; a pool has name," \
+        in done.stderr

@@ -6,8 +6,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import GPU_MODELS
+from webhook.keys import GPU_MODELS_ANNOTATION
 from webhook.simulation.generating import Mix, generate
-from webhook.simulation.traces import Job, TraceError, dump_trace, parse_trace, read_trace
+from webhook.simulation.traces import (
+    Job,
+    TraceError,
+    airlock_annotations,
+    check_models,
+    dump_trace,
+    parse_trace,
+    read_trace,
+)
 
 GOOD = ('{"name": "a", "submit": 5, "namespace": "ml", "class": "training", "pods": 2, '
         '"gpus": 8, "runtime": 60}')
@@ -36,6 +46,11 @@ def test_a_good_trace_in_submit_order_skipping_blanks_and_comments() -> None:
      "sliceTopology and sliceSize go together"),
     (GOOD.replace('"pods": 2', '"pods": 2, "expectedRuntime": 0'),
      "expectedRuntime must be a number of seconds, more than 0"),
+    (GOOD.replace('"pods": 2', '"pods": 2, "gpuModels": "h100"'), "gpuModels must be a list"),
+    (GOOD.replace('"pods": 2', '"pods": 2, "gpuModels": []'), "gpuModels must be a list"),
+    (GOOD.replace('"pods": 2', '"pods": 2, "gpuModels": ["H100"]'), "gpuModels must be a list"),
+    (GOOD.replace('"pods": 2', '"pods": 2, "gpuModels": ["l4", "l4"]'),
+     "gpuModels names a model twice"),
 ])
 def test_a_bad_line_fails_with_file_and_line(line: str, message: str) -> None:
     with pytest.raises(TraceError) as e:
@@ -100,3 +115,21 @@ def test_the_shapes_of_a_mix_leave_its_jobs_as_they_were_and_read_back() -> None
     assert all(j.runtime <= (j.expected_runtime or j.runtime) <= 1.5 * j.runtime + 1
                for j in shaped)
     assert parse_trace(dump_trace(shaped), "shaped.jsonl") == shaped
+
+
+def test_gpu_models_read_back_in_order_and_become_the_pods_annotation() -> None:
+    line = GOOD.replace('"pods": 2', '"pods": 2, "gpuModels": ["h100", "a100"]')
+    job, = parse_trace(["", line], "t")
+    assert (job.gpu_models, job.line) == (("h100", "a100"), 2)
+    assert parse_trace([job.to_json()], "t") == [job]
+    assert airlock_annotations(job)[GPU_MODELS_ANNOTATION] == "h100,a100"
+
+
+def test_a_job_naming_a_model_the_policy_lacks_fails_at_its_line() -> None:
+    jobs = parse_trace([GOOD, "# h200s", GOOD.replace('"a"', '"b"').replace(
+        '"pods": 2', '"pods": 2, "gpuModels": ["h100", "h200"]')], "t.jsonl")
+    check_models(jobs[:1], GPU_MODELS, "t.jsonl")
+    with pytest.raises(TraceError) as e:
+        check_models(jobs, GPU_MODELS, "t.jsonl")
+    assert str(e.value) == ("t.jsonl:3: job ml/b: gpuModels names 'h200', which the policy "
+                            "does not define; the models on offer: h100, a100, l4")

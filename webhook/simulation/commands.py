@@ -18,7 +18,7 @@ from webhook.simulation.clusters import SCORINGS, Shape
 from webhook.simulation.reporting import render
 from webhook.simulation.runs import SCHEDULERS, Run, Scheduler
 from webhook.simulation.simulating import simulate
-from webhook.simulation.traces import TraceError, read_trace
+from webhook.simulation.traces import TraceError, check_models, read_trace
 
 
 def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,10 +35,14 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus-per-node", type=int, default=shape.gpus_per_node)
     parser.add_argument("--nodes-per-domain", type=int, default=shape.nodes_per_domain,
                         help="nodes sharing each topology domain (e.g. an NVLink clique)")
-    parser.add_argument("--cluster", type=pools_argument, default=(), metavar="SPEC|FILE",
+    pools = parser.add_mutually_exclusive_group()
+    pools.add_argument("--cluster", type=pools_argument, default=(), metavar="SPEC|FILE",
                         help="node pools in place of the three flags above: "
                              "MODEL=NODESxGPUS[/NODES_PER_DOMAIN],... (e.g. h100=16x8/4,l4=8x1) "
                              "or a YAML/JSON file of pools (docs/simulate.md)")
+    pools.add_argument("--cluster-from", type=Path, default=None, metavar="KUBECONFIG",
+                        help="node pools read from a live cluster's nodes (their GPUs, "
+                             "product and NVLink labels), in place of --cluster")
     parser.add_argument("--scoring", choices=SCORINGS, default=shape.scoring,
                         help="kube-scheduler's NodeResourcesFit scoring: LeastAllocated (its "
                              "default, the emptiest node) or MostAllocated (bin-packing)")
@@ -67,7 +71,8 @@ def _shape(args: argparse.Namespace) -> Shape:
     given = [f"--{flag.replace('_', '-')}" for flag in _UNIFORM
              if getattr(args, flag) != getattr(defaults, flag)]
     if args.cluster and given:
-        raise ValueError(f"--cluster describes every node: drop {', '.join(given)}")
+        flag = "--cluster-from" if args.cluster_from else "--cluster"
+        raise ValueError(f"{flag} describes every node: drop {', '.join(given)}")
     shape = Shape(args.nodes, args.gpus_per_node, args.nodes_per_domain,
                   scoring=args.scoring, pools=args.cluster)
     shape.node_pools()
@@ -98,6 +103,11 @@ def run_simulate(args: argparse.Namespace) -> int:
             policy = load_policy(directory)
         except PolicyError as e:
             print(f"policy in {directory} is invalid:\n{e}", file=sys.stderr)
+            return 1
+        try:
+            check_models(jobs, policy.gpu_models, str(args.trace))
+        except TraceError as e:
+            print(e, file=sys.stderr)
             return 1
         for scheduler in schedulers:
             label = scheduler if len(dirs) == 1 else f"{scheduler} {directory}"

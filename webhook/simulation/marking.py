@@ -109,13 +109,14 @@ class Marker:
         self.policy = policy.model_copy(update={"grants": (
             *policy.grants, *(Grant.model_validate({"class": c, "namespaces": ("*",)})
                               for c in CLASSES))})
-        self._singles: dict[tuple[str, str, int, float | None, tuple[tuple[str, str], ...]],
-                            Marked | Rejected] = {}
+        self._singles: dict[tuple[str, str, int, float | None, tuple[tuple[str, str], ...],
+                                  tuple[str, ...]], Marked | Rejected] = {}
 
     def __call__(self, job: Job) -> Marked | Rejected:
         if job.pods > 1:
             return mark(job, self.policy)
-        key = (job.namespace, job.cls, job.gpus, job.expected_runtime, job.node_selector)
+        key = (job.namespace, job.cls, job.gpus, job.expected_runtime, job.node_selector,
+               job.gpu_models)
         found = self._singles.get(key)
         if found is None:
             found = self._singles[key] = mark(job, self.policy)

@@ -29,7 +29,7 @@ import dataclasses
 import heapq
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import assert_never
 
@@ -86,6 +86,8 @@ class _Pod:
     pin: Pin | None = None
     # Nodes its affinity keeps it off (the room Airlock reserved for others).
     off: frozenset[int] = frozenset()
+    # Its nodeSelector: the job's, and the labels of the model Airlock admitted it on.
+    selector: Selector = ()
     # Of a job that ended while this pod still waited (an elastic job's pod above its
     # minimum): the scheduler drops it when it comes to it.
     gone: bool = False
@@ -94,8 +96,6 @@ class _Pod:
 # Pods the scheduler places alike, in one FIFO: (priority, GPUs, may preempt, pin, off,
 # nodeSelector).
 _Kind = tuple[int, int, bool, Pin | None, frozenset[int], Selector]
-
-
 
 
 class Simulation:
@@ -125,6 +125,9 @@ class Simulation:
         self._bound: dict[PodKey, _Pod] = {}
         # Pods of gangs that succeeded since the last round, which it sees once.
         self._finished: list[PodInfo] = []
+        # Told of every pod bound, as a watch on pods would be: (its job, the job's
+        # attempt, the pod's name, the node's), so a run's placements can be checked.
+        self.on_bind: Callable[[Job, int, str, str], None] | None = None
         mark = Marker(policy)
         for job in jobs:
             timeline = Timeline(job.name, job.namespace, job.cls, job.pods, job.gpus,
@@ -148,7 +151,8 @@ class Simulation:
     # --- pods arriving, binding, leaving ------------------------------------------
 
     def _create(self, job: _Job, now: float) -> None:
-        job.pods = [_Pod(info, job, self._next())
+        selector = job.marked.job.node_selector
+        job.pods = [_Pod(info, job, self._next(), selector=selector)
                     for info in job.marked.pods(job.attempt, now)]
         for pod in job.pods:
             if self.scheduler == "airlock" and pod.info.gated:
@@ -161,7 +165,7 @@ class Simulation:
     def _enqueue(self, pod: _Pod) -> None:
         preempts = pod.job.marked.preempts
         kind = (pod.info.priority, pod.job.timeline.gpus, preempts, pod.pin, pod.off,
-                pod.job.marked.job.node_selector)
+                pod.selector)
         self.pending.setdefault(kind, deque()).append(pod)
 
     def _bind(self, pod: _Pod, node: int, now: float) -> None:
@@ -175,6 +179,8 @@ class Simulation:
         self._bound[pod.info.key] = pod
         job.bound += 1
         trace = job.marked.job
+        if self.on_bind is not None:
+            self.on_bind(trace, job.attempt, pod.info.name, self.cluster.names[node])
         if job.pace is not None:
             self._paced(job, job.pace.rebound(now, job.bound))
         elif job.bound >= trace.least:
@@ -293,34 +299,7 @@ class Simulation:
         for action in actions:
             match action:
                 case Admit() | Finish():
-                    record = action.record
-                    if isinstance(action, Admit) and record.backfilled_until is not None:
-                        self.gated[action.anchor.key].job.timeline.backfilled += 1
-                    pin = (record.topology_key, record.domain) \
-                        if record.topology_key and record.domain else None
-                    off = frozenset(self.cluster.index[n] for n in record.fenced_off)
-                    # The scheduler binds what is let go in the order it is let go,
-                    # gang after gang, as the applier ungates them.
-                    for info in sorted(action.ungate, key=lambda p: p.name):
-                        pod = self.gated.pop(info.key)
-                        # Let go: the watch would show it again once it is bound, the
-                        # record on its anchor.
-                        self.tracked.drop_pod(info.key)
-                        if isinstance(action, Admit) and info.key == action.anchor.key:
-                            kept = dataclasses.replace(pod.info.recorded, placement=record)
-                            pod.info = dataclasses.replace(pod.info, recorded=kept)
-                        # A slice's domain lies inside the gang's, and a node inside
-                        # both: pinning the narrowest is enough.
-                        planned, sliced = record.node_of(info.name), record.slice_of(info.name)
-                        pod.pin = (HOST_LABEL, planned) if planned is not None else \
-                            (record.slice_key, sliced) if record.slice_key and sliced else pin
-                        pod.off = off
-                        node = self.cluster.pick(pod.job.timeline.gpus, pod.pin, off,
-                                                 pod.job.marked.job.node_selector)
-                        if node is None:
-                            self._enqueue(pod)
-                        else:
-                            self._bind(pod, node, now)
+                    self._let_go(action, now)
                 case Preempt():
                     # The record on the preemptor's anchor keeps the room held for it;
                     # then the victims go, whole gangs, and it is admitted next round.
@@ -341,6 +320,39 @@ class Simulation:
                 case _:
                     assert_never(action)
         return preempted
+
+    def _let_go(self, action: Admit | Finish, now: float) -> None:
+        """The pods an admission lets go, ungated as the applier patches them: pinned to
+        the planned node (or slice, or domain), off the nodes kept for others, and kept
+        to the model's labels; the scheduler binds them in the order they are let go."""
+        record = action.record
+        if isinstance(action, Admit) and record.backfilled_until is not None:
+            self.gated[action.anchor.key].job.timeline.backfilled += 1
+        pin = (record.topology_key, record.domain) \
+            if record.topology_key and record.domain else None
+        off = frozenset(self.cluster.index[n] for n in record.fenced_off)
+        for info in sorted(action.ungate, key=lambda p: p.name):
+            pod = self.gated.pop(info.key)
+            # Let go: the watch would show it again once it is bound, the record on its
+            # anchor.
+            self.tracked.drop_pod(info.key)
+            if isinstance(action, Admit) and info.key == action.anchor.key:
+                kept = dataclasses.replace(pod.info.recorded, placement=record)
+                pod.info = dataclasses.replace(pod.info, recorded=kept)
+            # A slice's domain lies inside the gang's, and a node inside both: pinning
+            # the narrowest is enough.
+            planned, sliced = record.node_of(info.name), record.slice_of(info.name)
+            pod.pin = (HOST_LABEL, planned) if planned is not None else \
+                (record.slice_key, sliced) if record.slice_key and sliced else pin
+            pod.off = off
+            if record.model_labels:
+                pod.selector = tuple(sorted({**dict(pod.selector),
+                                             **dict(record.model_labels)}.items()))
+            node = self.cluster.pick(pod.job.timeline.gpus, pod.pin, off, pod.selector)
+            if node is None:
+                self._enqueue(pod)
+            else:
+                self._bind(pod, node, now)
 
     # --- the clock ------------------------------------------------------------------
 

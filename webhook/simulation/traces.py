@@ -14,7 +14,9 @@ its pods run); `gpus` is per pod. Optional, as a user would write them on the po
 - `expectedRuntime`: the seconds its author expects it to run
   (`gpu-airlock.io/expected-runtime`), which backfill plans with;
 - `nodeSelector`: the labels its pods' nodes must carry (`spec.nodeSelector`), e.g. a GPU
-  model's `{"nvidia.com/gpu.product": "NVIDIA-L4"}`.
+  model's `{"nvidia.com/gpu.product": "NVIDIA-L4"}`;
+- `gpuModels`: the GPU models of the policy it may run on, most wanted first
+  (`gpu-airlock.io/gpu-models`), e.g. `["h100", "a100"]`.
 
 Blank lines and lines starting with `#` are skipped.
 A line that is not such an object fails with `file:line: message`, so a trace exported by
@@ -23,11 +25,12 @@ hand or by a script is fixed where it is wrong.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
@@ -35,19 +38,22 @@ from webhook.keys import (
     EXPECTED_RUNTIME_ANNOTATION,
     GANG_MIN_SIZE_ANNOTATION,
     GANG_SIZE_ANNOTATION,
+    GPU_MODELS_ANNOTATION,
     REQUIRED_TOPOLOGY_ANNOTATION,
     SLICE_REQUIRED_TOPOLOGY_ANNOTATION,
     SLICE_SIZE_ANNOTATION,
     ClassName,
 )
-from webhook.policy.fields import is_label_key, is_label_value
+from webhook.policy.fields import NAME, is_label_key, is_label_value
+from webhook.policy.gpumodels import MAX_NAMED, GpuModel, unknown_models
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # Room for the pod index the simulation appends (`-<i>`, `-r<n>` on restarts).
 _NAME_MAX = 50
+_MODEL_MAX = 63
 _FIELDS = ("name", "submit", "namespace", "class", "pods", "gpus", "runtime")
 _OPTIONAL = ("minPods", "requiredTopology", "sliceTopology", "sliceSize", "expectedRuntime",
-             "nodeSelector")
+             "nodeSelector", "gpuModels")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +72,9 @@ class Job:
     expected_runtime: float | None = None
     # Sorted (label, value) pairs, so jobs that select alike compare equal.
     node_selector: tuple[tuple[str, str], ...] = ()
+    gpu_models: tuple[str, ...] = ()
+    # The trace's line it was read from (0: made in code), for messages about it.
+    line: int = field(default=0, compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -93,6 +102,8 @@ class Job:
         raw.update((k, v) for k, v in optional.items() if v is not None)
         if self.node_selector:
             raw["nodeSelector"] = dict(self.node_selector)
+        if self.gpu_models:
+            raw["gpuModels"] = list(self.gpu_models)
         return json.dumps(raw)
 
 
@@ -108,7 +119,8 @@ def airlock_annotations(job: Job, speed: float = 1.0) -> dict[str, str]:
               SLICE_REQUIRED_TOPOLOGY_ANNOTATION: job.slice_topology,
               SLICE_SIZE_ANNOTATION: job.slice_size,
               EXPECTED_RUNTIME_ANNOTATION: None if job.expected_runtime is None
-              else f"{math.ceil(job.expected_runtime / speed)}s"}
+              else f"{math.ceil(job.expected_runtime / speed)}s",
+              GPU_MODELS_ANNOTATION: ",".join(job.gpu_models) or None}
     return {key: str(value) for key, value in stated.items() if value is not None}
 
 
@@ -176,7 +188,18 @@ def parse_job(text: str) -> Job:
                slice_size=_count(raw, "sliceSize") if "sliceSize" in raw else None,
                expected_runtime=_seconds(raw, "expectedRuntime", positive=True)
                if "expectedRuntime" in raw else None,
-               node_selector=_selector(raw["nodeSelector"]) if "nodeSelector" in raw else ())
+               node_selector=_selector(raw["nodeSelector"]) if "nodeSelector" in raw else (),
+               gpu_models=_models(raw["gpuModels"]) if "gpuModels" in raw else ())
+
+
+def _models(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not 0 < len(value) <= MAX_NAMED or not all(
+            isinstance(n, str) and NAME.match(n) and len(n) <= _MODEL_MAX for n in value):
+        raise ValueError(f"gpuModels must be a list of 1 to {MAX_NAMED} model names "
+                         f"(e.g. [\"h100\", \"a100\"]), not {value!r}")
+    if len(set(value)) < len(value):
+        raise ValueError(f"gpuModels names a model twice: {value!r}")
+    return tuple(value)
 
 
 def _selector(value: object) -> tuple[tuple[str, str], ...]:
@@ -202,7 +225,7 @@ def parse_trace(lines: Iterable[str], source: str) -> list[Job]:
         if not text or text.startswith("#"):
             continue
         try:
-            job = parse_job(text)
+            job = dataclasses.replace(parse_job(text), line=number)
         except ValueError as e:
             raise TraceError(f"{source}:{number}: {e}") from None
         if job.key in seen:
@@ -212,6 +235,16 @@ def parse_trace(lines: Iterable[str], source: str) -> list[Job]:
         jobs.append(job)
     jobs.sort(key=lambda j: j.submit)
     return jobs
+
+
+def check_models(jobs: Iterable[Job], models: Sequence[GpuModel], source: str) -> None:
+    """TraceError (`file:line: message`) for the first job that names a model the policy
+    does not define, with the models on offer, as admission would deny its pods."""
+    for job in jobs:
+        why = unknown_models(",".join(job.gpu_models), models) if job.gpu_models else None
+        if why is not None:
+            raise TraceError(f"{source}:{job.line}: job {job.namespace}/{job.name}: "
+                             f"gpuModels {why}")
 
 
 def read_trace(path: Path) -> list[Job]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -21,9 +22,11 @@ from webhook.controller.core.growth.asking import Asking
 from webhook.controller.core.growth.placeholders import placeholder_of
 from webhook.controller.core.growth.provisioning import request_of
 from webhook.controller.core.identities import PodKey, UnitId
+from webhook.controller.core.lifecycle import Lifecycle, LifeEvent, gpu_model
 from webhook.controller.core.nodes import NodeInfo
 from webhook.controller.core.pods import PodInfo, unreadable
 from webhook.controller.core.records import Opener
+from webhook.controller.shells.lifecycling import tell
 from webhook.devices.claims import ClaimKind
 from webhook.devices.kinds import DeviceKind
 from webhook.keys import SYSTEM_NAMESPACE
@@ -56,6 +59,11 @@ class Cache:
         self.changed = asyncio.Event()
         # Pods the watch could not read, ever: what the metrics export.
         self.unreadable = 0
+        # Followed on every replica, so a new leader knows what runs; logged by the
+        # leader alone, so each event is logged once.
+        self.lifecycle = Lifecycle(lambda requests: self.cluster.accelerators.count(requests),
+                                   self._model_of)
+        self.telling = False
 
     @property
     def pods(self) -> dict[PodKey, PodInfo]:
@@ -70,6 +78,22 @@ class Cache:
         """Gang members and queued single pods that still carry Airlock's gate: with
         none, a round has nothing to decide, however much else in the cluster changes."""
         return self.cluster.membership.gated
+
+    def _model_of(self, node: str) -> str | None:
+        info = self.nodes.get(node)
+        return gpu_model(self.cluster.models.of_node.get(node), info.labels if info else {})
+
+    def _put(self, info: PodInfo) -> None:
+        self.cluster.put_pod(info)
+        self._tell(self.lifecycle.put(info, time.time()))
+
+    def _drop(self, key: PodKey) -> None:
+        self.cluster.drop_pod(key)
+        self._tell(self.lifecycle.drop(key, time.time()))
+
+    def _tell(self, events: list[LifeEvent]) -> None:
+        if self.telling:
+            tell(events)
 
     def parse_pod(self, obj: dict[str, Any]) -> tuple[PodInfo, int]:
         try:
@@ -126,7 +150,7 @@ class Cache:
             if info is not None:
                 again = info.with_claims(self.devices.claimed(key))
                 if again != info:
-                    self.cluster.put_pod(again)
+                    self._put(again)
         self.changed.set()
 
     def _flush(self) -> None:
@@ -185,10 +209,10 @@ class Cache:
     def list_pods(self, listed: list[tuple[PodInfo, int]]) -> None:
         listed_keys = {info.key for info, _ in listed}
         for key in [k for k in self.cluster.pods if k not in listed_keys]:
-            self.cluster.drop_pod(key)
+            self._drop(key)
             self._recount |= self.devices.pod_dropped(key)
         for info, _ in listed:
-            self.cluster.put_pod(info)
+            self._put(info)
         self.placeholders = {name: p for name, p in self.placeholders.items()
                              if PodKey(SYSTEM_NAMESPACE, name) in listed_keys}
         self._versions = {info.key: version for info, version in listed}
@@ -200,7 +224,7 @@ class Cache:
         if version and version < self._versions.get(info.key, 0):
             return
         self._versions[info.key] = version
-        self.cluster.put_pod(info)
+        self._put(info)
         self._flush()
         self.changed.set()
 
@@ -208,7 +232,7 @@ class Cache:
         if kind == "DELETED":
             meta = obj.get("metadata") or {}
             key = PodKey(meta.get("namespace", ""), meta.get("name", ""))
-            self.cluster.drop_pod(key)
+            self._drop(key)
             self._versions.pop(key, None)
             if key.namespace == SYSTEM_NAMESPACE:
                 self.placeholders.pop(key.name, None)

@@ -264,6 +264,7 @@ class Controller:
     async def lead(self) -> None:
         log.info("leading: deciding from now on")
         self.health.leading()
+        self.cache.telling = True
         await self.watches.synced.wait()
         self.accounts.carry_on(self._policy(),
                                await recall(client.CoreV1Api(self.api), self.namespace),

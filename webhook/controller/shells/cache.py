@@ -138,13 +138,17 @@ class Cache:
         return lambda obj: claim_entry(kind, obj)
 
     def list_claims(self, kind: ClaimKind) -> Callable[[list[ClaimEntry]], None]:
-        return lambda listed: self._claims_changed(self.devices.list_claims(kind, listed))
+        def listed(entries: list[ClaimEntry]) -> None:
+            self._claims_changed(self.devices.list_claims(kind, entries))
+            self._equip(self.devices.take_touched())
+        return listed
 
     def claim_event(self, kind: ClaimKind) -> Callable[[str, dict[str, Any]], None]:
         def event(change: str, obj: dict[str, Any]) -> None:
             entry = claim_entry(kind, obj)
             self._claims_changed(self.devices.drop_claim(entry) if change == "DELETED"
                                  else self.devices.put_claim(entry))
+            self._equip(self.devices.take_touched())
         return event
 
     def parse_slice(self, obj: dict[str, Any]) -> SliceEntry:

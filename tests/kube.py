@@ -29,6 +29,7 @@ from tests.builders import GPU, claim_template, gang_pod, iso
 from webhook.keys import GATE
 from webhook.sandbox import wiring
 from webhook.sandbox.controlplane import ControlPlane
+from webhook.sandbox.devices import CHANNEL_CLASS, GPU_CLASS
 from webhook.sandbox.nodes import Shape
 from webhook.sandbox.processes import AirlockProcess, start_controller
 from webhook.values import units
@@ -376,6 +377,20 @@ async def create_template(api: client.ApiClient, ns: str, name: str, device_clas
                           count: int = GPUS_PER_NODE) -> None:
     await client.ResourceV1Api(api).create_namespaced_resource_claim_template(
         ns, claim_template(name, device_class, count, ns))
+
+
+# A template of one node's GPUs, in each namespace `dra_namespace` makes.
+EIGHT = "node-of-gpus"
+
+
+async def dra_namespace(api: client.ApiClient) -> str:
+    """A fresh namespace of the DRA sandbox with a template of one node's GPUs (8 devices
+    of gpu.nvidia.com) and one of an IMEX channel."""
+    name = f"e2e-dra-{uuid.uuid4().hex[:8]}"
+    await wiring.create_namespace(api, name)
+    await create_template(api, name, EIGHT, GPU_CLASS)
+    await create_template(api, name, "channel", CHANNEL_CLASS, 1)
+    return name
 
 
 async def read_pod(api: client.ApiClient, ns: str, name: str) -> dict[str, Any]:

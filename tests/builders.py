@@ -623,11 +623,13 @@ def dra_slice(node: str, gpus: int = 8, migs: int = 0, driver: str = "gpu.nvidia
                               "resourceSliceCount": 1}}}
 
 
-def gpu_nic_slices(node: str, gpus: int = 8) -> list[dict[str, Any]]:
-    """A node's slices as the `--dra` sandbox publishes them: its GPUs, and an RDMA NIC
-    beside each, two GPUs and their two NICs under each PCIe root."""
+def gpu_nic_slices(node: str, gpus: int = 8, product: str = "NVIDIA-H100-80GB-HBM3"
+                   ) -> list[dict[str, Any]]:
+    """A node's slices as the `--dra` sandbox publishes them: its GPUs of the `product`
+    GPU feature discovery would label, and an RDMA NIC beside each, two GPUs and their two
+    NICs under each PCIe root."""
     return resource_slices({"metadata": {"name": node, "uid": f"uid-{node}", "labels": {
-        PRODUCT_LABEL: "NVIDIA-H100-80GB-HBM3", COUNT_LABEL: str(gpus)}}})
+        PRODUCT_LABEL: product, COUNT_LABEL: str(gpus)}}})
 
 
 def gpus_and_nics(name: str, count: int, aligned: bool = True, namespace: str = "ml"

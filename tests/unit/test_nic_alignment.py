@@ -1,6 +1,7 @@
 """GPUs kept beside their NICs under one PCIe root: the webhook pairs a claim's GPUs with
 its NICs (`webhook.devices.pairing`), and the controller counts a node's free pairs per
-root, not its free GPUs and NICs apart (`webhook.devices.alignment`)."""
+root, not its free GPUs and NICs apart (`webhook.devices.alignment`). And GPU models told
+apart by what the GPUs' DRA devices say."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from webhook.devices.alignment import free_pairs, paired_devices
 from webhook.devices.claims import asks_of, demand
 from webhook.devices.kinds import PCIE_ROOT, aligned_class, resource_of
 from webhook.devices.pairing import paired
+from webhook.policy.gpumodels import GpuModel, attributes_named
 from webhook.sandbox.devices import GPU_DRIVER, NIC_CLASS, NIC_DRIVER
 
 KINDS = shipped_policy().device_kinds
@@ -156,3 +158,22 @@ def test_a_gang_of_aligned_pods_waits_where_only_unaligned_devices_are_free() ->
     # The other claim's devices free: four pairs are free, and the pod is admitted.
     cache.claim_event("ResourceClaim")("DELETED", allocated_claim("other", []))
     assert [a for a in decide(cache.cluster, {}, 0.0) if isinstance(a, Admit)]
+
+
+def test_a_node_is_of_the_model_its_gpus_dra_attributes_name() -> None:
+    """`gpuModels[].deviceAttributes`: nodes that carry no model label are told apart by
+    what their GPUs' slices say (`productName`, NVIDIA's DRA driver's)."""
+    policy = shipped_policy()
+    models = (GpuModel.model_validate({"name": "h100", "deviceAttributes": {
+                  "productName": "NVIDIA H100 80GB HBM3"}}),
+              GpuModel.model_validate({"name": "a100", "deviceAttributes": {
+                  "gpu.nvidia.com/productName": "NVIDIA A100 SXM4 80GB"}}))
+    cache = Cache(policy.counted(), SEAL, policy.device_kinds)
+    assert cache.count_devices_as(policy.device_kinds, attributes_named(models))
+    cache.list_nodes([node("h-0", "a", gpus=0), node("a-0", "b", gpus=0),
+                      node("bare", "b", gpus=0)])
+    cache.cluster.sort_models(models)
+    cache.list_slices([cache.parse_slice(s) for s in (
+        *gpu_nic_slices("h-0"), *gpu_nic_slices("a-0", 4, "NVIDIA-A100-SXM4-80GB"))])
+    assert cache.cluster.models.of_node == {"h-0": "h100", "a-0": "a100"}
+    assert cache.cluster.models.total == {"h100": 8, "a100": 4}

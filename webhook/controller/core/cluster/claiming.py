@@ -18,7 +18,7 @@ when a claim, a template or a slice changes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.controller.core.identities import PodKey
@@ -33,7 +33,14 @@ from webhook.devices.alignment import (
 )
 from webhook.devices.claims import Ask, ClaimKind, asks_of, claim_spec, demand, named
 from webhook.devices.kinds import DeviceKind
-from webhook.devices.slices import counts, node_of, pool_of
+from webhook.devices.slices import (
+    DeviceAttributes,
+    counts,
+    gpu_attributes,
+    merged,
+    node_of,
+    pool_of,
+)
 
 # A claim or template: its namespace, kind and name.
 ClaimRef = tuple[str, ClaimKind, str]
@@ -46,6 +53,7 @@ class _Slice:
     generation: int
     offers: Resources
     paired: tuple[PairedDevice, ...] = ()
+    gpu_attributes: DeviceAttributes = field(default_factory=dict)
 
 
 SliceEntry = tuple[str, _Slice | None]
@@ -91,6 +99,9 @@ class DeviceIndex:
         self._holder: dict[DeviceId, ClaimRef] = {}
         self._pool_node: dict[tuple[str, str], str] = {}
         self.touched: set[str] = set()
+        # The device attributes GPU models are told apart by, and each node's GPUs' values.
+        self.wanted: frozenset[str] = frozenset()
+        self.attributes: dict[str, DeviceAttributes] = {}
 
     # --- claims and templates -------------------------------------------------------
     # Each arrives parsed (`claim_entry`): a listing of 50,000 claims is not held as JSON.
@@ -230,7 +241,8 @@ class DeviceIndex:
         driver, pool, generation = pool_of(obj)
         kinds = self.kinds.values()
         return name, _Slice(node, (driver, pool), generation, counts(obj, kinds),
-                            paired_devices(obj, kinds))
+                            paired_devices(obj, kinds),
+                            gpu_attributes(obj, kinds, self.wanted))
 
     def put_slice(self, entry: SliceEntry) -> str | None:
         """A slice seen; the node whose offer changed, if one did."""
@@ -256,14 +268,16 @@ class DeviceIndex:
 
     def list_slices(self, entries: Iterable[SliceEntry]) -> set[str]:
         """Every slice there is; the nodes whose offer changed."""
-        before = dict(self.supply)
+        before, attributes = dict(self.supply), dict(self.attributes)
         self._slices.clear()
         self._on_node.clear()
         self.supply.clear()
+        self.attributes.clear()
         for entry in entries:
             self.put_slice(entry)
-        return {n for n in before.keys() | self.supply.keys()
-                if before.get(n) != self.supply.get(n)}
+        return {n for n in before.keys() | self.supply.keys() | attributes.keys()
+                | self.attributes.keys() if before.get(n) != self.supply.get(n)
+                or attributes.get(n) != self.attributes.get(n)}
 
     def _recount(self, node: str) -> str | None:
         slices = [self._slices[n] for n in self._on_node.get(node, ())]
@@ -275,7 +289,13 @@ class DeviceIndex:
         for s in slices:
             for resource, count in s.offers.items():
                 offers[resource] = offers.get(resource, 0) + count
-        if offers == self.supply.get(node, {}):
+        attributes = merged(s.gpu_attributes for s in slices)
+        if attributes != self.attributes.get(node, {}):
+            if attributes:
+                self.attributes[node] = attributes
+            else:
+                self.attributes.pop(node, None)
+        elif offers == self.supply.get(node, {}):
             return None
         if offers:
             self.supply[node] = offers

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,11 +15,11 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from tests.builders import gang_pod, workload
-from tests.commands import airlock_command
 from tests.kube import (
     DRA_NODES,
     Controllers,
     WiredPlane,
+    airlock_status,
     all_bound,
     allocated,
     claims_of,
@@ -126,17 +125,6 @@ async def _scatter(api: client.ApiClient, spaces: list[str]) -> str:
     return ns
 
 
-async def _status(plane: WiredPlane, policies: Path) -> dict[str, Any]:
-    shown = await asyncio.create_subprocess_exec(
-        *airlock_command("status", "--kubeconfig", str(plane.plane.admin_kubeconfig),
-                         "--policies", str(policies), "-o", "json"),
-        stdout=asyncio.subprocess.PIPE)
-    out, _ = await asyncio.wait_for(shown.communicate(), 60)
-    assert shown.returncode == 0
-    status: dict[str, Any] = json.loads(out)
-    return status
-
-
 async def test_a_gang_waits_gated_where_only_unaligned_devices_are_free(
         dra_api: client.ApiClient, spaces: list[str], dra_controllers: Controllers,
         dra_sandbox: WiredPlane, session_policies: Path) -> None:
@@ -148,15 +136,19 @@ async def test_a_gang_waits_gated_where_only_unaligned_devices_are_free(
     for i in range(2):
         await core.create_namespaced_pod(ns, body=gang_pod("pairs", i, 2, templates=(PAIRS,)))
 
+    async def waiting() -> list[dict[str, Any]]:
+        status = await airlock_status(dra_sandbox.plane.admin_kubeconfig, session_policies)
+        return [g for g in status["waiting"] if g["gang"] == f"{ns}/pairs"]
+
     async def listed() -> bool:
-        status = await _status(dra_sandbox, session_policies)
-        return any(g["gang"] == f"{ns}/pairs" for g in status["waiting"])
+        return bool(await waiting())
 
     await until(listed, within=60)
-    (line,) = [g for g in (await _status(dra_sandbox, session_policies))["waiting"]
-               if g["gang"] == f"{ns}/pairs"]
-    print(f"airlock status: {line['reason']}: {line['why']}")
-    assert line["reason"] != "Admissible"
+    await asyncio.sleep(3)  # rounds go by; it stays
+    (line,) = await waiting()
+    # Why: no node has 4 free GPUs each beside a free NIC.
+    assert line["reason"] == "NeverFits"
+    assert f"{NIC_CLASS}+{GPU_CLASS}@{PCIE_ROOT} 4 (the most any has: 0)" in line["why"]
     # 4 GPUs and 4 NICs are free on every node, yet the gang stays gated, unbound.
     assert all(gated(p) and not p["spec"].get("nodeName")
                for p in await pods_of(dra_api, ns, "pairs-"))

@@ -17,7 +17,7 @@ from tests.builders import (
     raw_member,
     shipped_policy,
 )
-from webhook.admission.aligning import align
+from webhook.admission.aligning import align, as_admitted
 from webhook.admission.reviews import Request
 from webhook.controller.core.actions import Admit, Wait
 from webhook.controller.core.cluster.claiming import DeviceIndex, claim_entry
@@ -177,3 +177,11 @@ def test_a_node_is_of_the_model_its_gpus_dra_attributes_name() -> None:
         *gpu_nic_slices("h-0"), *gpu_nic_slices("a-0", 4, "NVIDIA-A100-SXM4-80GB"))])
     assert cache.cluster.models.of_node == {"h-0": "h100", "a-0": "a100"}
     assert cache.cluster.models.total == {"h100": 8, "a100": 4}
+
+
+def test_explain_reads_a_template_as_the_webhook_would_store_it() -> None:
+    written = gpus_and_nics("t", 2, aligned=False)
+    admitted = as_admitted(written, shipped_policy())
+    assert admitted["spec"]["spec"]["devices"] == gpus_and_nics("t", 2)["spec"]["spec"]["devices"]
+    assert written == gpus_and_nics("t", 2, aligned=False)  # the file's object, unchanged
+    assert as_admitted(claim_template("g"), shipped_policy()) == claim_template("g")

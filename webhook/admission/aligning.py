@@ -10,6 +10,7 @@ created is the one place the constraint can be added. Claims are immutable after
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,18 +23,39 @@ from webhook.policy.model import Policy
 _KINDS = {"ResourceClaim": "/spec/devices", "ResourceClaimTemplate": "/spec/spec/devices"}
 
 
-def align(request: Request, policy: Policy, *_: Any) -> Response:
-    """Pair the claim's devices; anything else passes unchanged."""
-    obj = request.object
+def _paired(obj: Any, policy: Policy) -> tuple[str, dict[str, Any] | None, list[str]]:
+    """Where the claim's devices are, and them paired (None: unchanged), with warnings."""
     kind = obj.get("kind") if isinstance(obj, Mapping) else None
-    if request.operation != "CREATE" or kind not in _KINDS \
-            or request.namespace in policy.excluded_namespaces:
-        return responses.allowed()
+    if kind not in _KINDS:
+        return "", None, []
     spec = obj.get("spec")
     if kind == "ResourceClaimTemplate":
         spec = spec.get("spec") if isinstance(spec, Mapping) else None
     devices, warnings = paired(spec, policy.device_kinds.values())
+    return _KINDS[kind], devices, warnings
+
+
+def align(request: Request, policy: Policy, *_: Any) -> Response:
+    """Pair the claim's devices; anything else passes unchanged."""
+    if request.operation != "CREATE" or request.namespace in policy.excluded_namespaces:
+        return responses.allowed()
+    path, devices, warnings = _paired(request.object, policy)
     if devices is None:
         return responses.allowed(tuple(warnings))
-    patch: list[PatchOp] = [{"op": "replace", "path": _KINDS[kind], "value": devices}]
+    patch: list[PatchOp] = [{"op": "replace", "path": path, "value": devices}]
     return Response(True, None, 200, tuple(patch), tuple(warnings))
+
+
+def as_admitted(obj: Any, policy: Policy) -> Any:
+    """A claim or template as the webhook would have it stored (for `airlock explain`,
+    which reads files, not the apiserver); anything else as it is."""
+    path, devices, _ = _paired(obj, policy)
+    if devices is None:
+        return obj
+    admitted = copy.deepcopy(obj)
+    *parents, last = path.strip("/").split("/")
+    node = admitted
+    for key in parents:
+        node = node[key]
+    node[last] = devices
+    return admitted

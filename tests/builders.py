@@ -30,6 +30,7 @@ from webhook.controller.core.preemption.planning import Preemptor
 from webhook.controller.core.queues.quotas import Ledger, Quotas
 from webhook.controller.core.records import PreemptionRecord, Record, Seal
 from webhook.controller.shells.patches import record_patch, ungate_patch
+from webhook.devices.pairing import paired
 from webhook.keys import (
     ACCELERATORS_ANNOTATION,
     CHECKPOINTED_AT_ANNOTATION,
@@ -50,6 +51,8 @@ from webhook.keys import (
 from webhook.policy.gpumodels import GpuModel
 from webhook.policy.loading import load_policy
 from webhook.policy.model import DEFAULT_ACCELERATORS, ClassSpec, Grant, Policy, Rule
+from webhook.pools import COUNT_LABEL, PRODUCT_LABEL
+from webhook.sandbox.devices import NIC_CLASS, resource_slices
 from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL
 
 # The NVLink domain label: the sandbox's nodes carry it, the shipped policy's `nvlink`
@@ -622,6 +625,44 @@ def dra_slice(node: str, gpus: int = 8, migs: int = 0, driver: str = "gpu.nvidia
             "spec": {"driver": driver, "nodeName": node, "devices": devices,
                      "pool": {"name": node, "generation": generation,
                               "resourceSliceCount": 1}}}
+
+
+def gpu_nic_slices(node: str, gpus: int = 8, product: str = "NVIDIA-H100-80GB-HBM3"
+                   ) -> list[dict[str, Any]]:
+    """A node's slices as the `--dra` sandbox publishes them: its GPUs of the `product`
+    GPU feature discovery would label, and an RDMA NIC beside each, two GPUs and their two
+    NICs under each PCIe root."""
+    return resource_slices({"metadata": {"name": node, "uid": f"uid-{node}", "labels": {
+        PRODUCT_LABEL: product, COUNT_LABEL: str(gpus)}}})
+
+
+def gpus_and_nics(name: str, count: int, aligned: bool = True, namespace: str = "ml"
+                  ) -> dict[str, Any]:
+    """A ResourceClaimTemplate asking for `count` GPUs and as many NICs; `aligned`: as the
+    webhook rewrites it under the shipped policy, each GPU paired with its NIC."""
+    template = claim_template(name, count=count, namespace=namespace)
+    devices = template["spec"]["spec"]["devices"]
+    devices["requests"] = [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count}},
+        {"name": "nic", "exactly": {"deviceClassName": NIC_CLASS, "count": count}}]
+    if aligned:
+        rewritten, _ = paired(template["spec"]["spec"],
+                              shipped_policy().device_kinds.values())
+        template["spec"]["spec"]["devices"] = rewritten
+    return template
+
+
+def allocated_claim(name: str, devices: Iterable[tuple[str, str, str]], *,
+                    template: dict[str, Any] | None = None, namespace: str = "ml"
+                    ) -> dict[str, Any]:
+    """A ResourceClaim (made from `template`, or asking for nothing of note) whose status
+    says the scheduler allocated it these devices (driver, pool, device)."""
+    spec = copy.deepcopy(template["spec"]["spec"]) if template else {"devices": {}}
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec,
+            "status": {"allocation": {"devices": {"results": [
+                {"request": "r", "driver": d, "pool": p, "device": n}
+                for d, p, n in devices]}}}}
 
 
 def pool_entry(name: str = "h100", without: tuple[str, ...] = (), **fields: Any

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import json
 import os
 import ssl
 import subprocess
@@ -26,9 +27,11 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.builders import GPU, claim_template, gang_pod, iso
+from tests.commands import airlock_command
 from webhook.keys import GATE
 from webhook.sandbox import wiring
 from webhook.sandbox.controlplane import ControlPlane
+from webhook.sandbox.devices import CHANNEL_CLASS, GPU_CLASS
 from webhook.sandbox.nodes import Shape
 from webhook.sandbox.processes import AirlockProcess, start_controller
 from webhook.values import units
@@ -376,6 +379,32 @@ async def create_template(api: client.ApiClient, ns: str, name: str, device_clas
                           count: int = GPUS_PER_NODE) -> None:
     await client.ResourceV1Api(api).create_namespaced_resource_claim_template(
         ns, claim_template(name, device_class, count, ns))
+
+
+async def airlock_status(kubeconfig: Path, policies: Path) -> dict[str, Any]:
+    """`airlock status -o json`, run as a person would run it."""
+    shown = await asyncio.create_subprocess_exec(
+        *airlock_command("status", "--kubeconfig", str(kubeconfig),
+                         "--policies", str(policies), "-o", "json"),
+        stdout=asyncio.subprocess.PIPE)
+    out, _ = await asyncio.wait_for(shown.communicate(), 60)
+    assert shown.returncode == 0
+    found: dict[str, Any] = json.loads(out)
+    return found
+
+
+# A template of one node's GPUs, in each namespace `dra_namespace` makes.
+EIGHT = "node-of-gpus"
+
+
+async def dra_namespace(api: client.ApiClient) -> str:
+    """A fresh namespace of the DRA sandbox with a template of one node's GPUs (8 devices
+    of gpu.nvidia.com) and one of an IMEX channel."""
+    name = f"e2e-dra-{uuid.uuid4().hex[:8]}"
+    await wiring.create_namespace(api, name)
+    await create_template(api, name, EIGHT, GPU_CLASS)
+    await create_template(api, name, "channel", CHANNEL_CLASS, 1)
+    return name
 
 
 async def read_pod(api: client.ApiClient, ns: str, name: str) -> dict[str, Any]:

@@ -145,11 +145,23 @@ _EXPLICIT_CLASS = f"(has(object.metadata.labels) && '{CLASS_LABEL}' in object.me
 # A pod may claim its GPUs through DRA: which claims are GPUs the webhook decides.
 _CLAIMS = "(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0)"
 
+# A claim (or a template's) with two requests or more: only such a claim can ask for
+# devices to keep together.
+_SEVERAL_REQUESTS = (
+    "(has(object.spec.devices) && has(object.spec.devices.requests) && "
+    "size(object.spec.devices.requests) > 1) || "
+    "(has(object.spec.spec) && has(object.spec.spec.devices) && "
+    "has(object.spec.spec.devices.requests) && size(object.spec.spec.devices.requests) > 1)")
+
 # The matchConditions of each webhook in deploy/base/webhook-configurations.yaml, exactly.
 MATCH_CONDITIONS: Final[dict[str, list[dict[str, str]]]] = {
     "mutate.gpu-airlock.io": [{
         "name": "extended-resource-claims-or-explicit-class",
         "expression": f"{_EXPLICIT_CLASS} || {_CLAIMS} || {_REQUESTS_EXTENDED}",
+    }],
+    "claims.gpu-airlock.io": [{
+        "name": "several-requests",
+        "expression": _SEVERAL_REQUESTS,
     }],
     "validate.gpu-airlock.io": [{
         "name": "extended-resource-claims-explicit-class-or-airlock-gated",

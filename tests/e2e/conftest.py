@@ -25,6 +25,7 @@ from tests.kube import (
     PolicyFileFactory,
     Scrapers,
     WiredPlane,
+    dra_namespace,
     fresh_namespaces,
     url_reader,
 )
@@ -134,6 +135,19 @@ def dra_sandbox(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory,
 async def dra_api(dra_sandbox: WiredPlane) -> AsyncIterator[client.ApiClient]:
     async with await from_kubeconfig(dra_sandbox.plane.admin_kubeconfig) as api_client:
         yield api_client
+
+
+@pytest.fixture
+async def spaces(dra_api: client.ApiClient) -> AsyncIterator[list[str]]:
+    """Fresh namespaces of the DRA sandbox (the first made at once; append more, with
+    `dra_namespace`); their pods go at once afterwards, so their claims free the devices
+    for the next test."""
+    made = [await dra_namespace(dra_api)]
+    yield made
+    core = client.CoreV1Api(dra_api)
+    for name in made:
+        await core.delete_namespace(name)
+        await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
 
 
 @pytest.fixture

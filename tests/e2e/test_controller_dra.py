@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,13 +18,13 @@ from kubernetes_asyncio import client
 from tests.builders import GPU, gang_pod, policy_yaml
 from tests.kube import (
     DRA_NODES,
+    EIGHT,
     Controllers,
     PolicyFileFactory,
     WiredPlane,
     all_bound,
     allocated,
     claims_of,
-    create_template,
     documents,
     events,
     gated,
@@ -41,39 +40,14 @@ from webhook.keys import (
     GANG_SOURCE_ANNOTATION,
     TOPOLOGY_MODE_ANNOTATION,
 )
-from webhook.sandbox import wiring
-from webhook.sandbox.devices import CHANNEL_CLASS, CHANNEL_DRIVER, GPU_CLASS, GPU_DRIVER
+from webhook.sandbox.devices import CHANNEL_DRIVER, GPU_DRIVER
 from webhook.sandbox.nodes import CLIQUE_LABEL
 from webhook.sandbox.operating import start_operators, stop
 from webhook.sandbox.operators import TRAINING_OPERATOR, OperatorError
 
-EIGHT = "node-of-gpus"
 # Young pods may be preempted, and at once: the test cannot wait minutes.
 PREEMPT_NOW = policy_yaml("preempt-now", {
     "preemption": {"minRuntime": "1s", "delay": "0", "requeueBackoff": "1m"}})
-
-
-async def _namespace(api: client.ApiClient) -> str:
-    """A fresh namespace with a template of one node's GPUs (8 devices of gpu.nvidia.com)
-    and one of an IMEX channel."""
-    name = f"e2e-dra-{uuid.uuid4().hex[:8]}"
-    await wiring.create_namespace(api, name)
-    await create_template(api, name, EIGHT, GPU_CLASS)
-    await create_template(api, name, "channel", CHANNEL_CLASS, 1)
-    return name
-
-
-@pytest.fixture
-async def spaces(dra_api: client.ApiClient) -> AsyncIterator[list[str]]:
-    """Fresh namespaces of the DRA sandbox (the first made at once; append more with
-    `_namespace`); their pods go at once afterwards, so their claims free the devices
-    for the next test."""
-    made = [await _namespace(dra_api)]
-    yield made
-    core = client.CoreV1Api(dra_api)
-    for name in made:
-        await core.delete_namespace(name)
-        await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
 
 
 async def create_dra_gang(api: client.ApiClient, ns: str, gang: str, size: int,

@@ -13,7 +13,6 @@ that directory (default `artifacts/` at the checkout's root under CI)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 from collections.abc import AsyncIterator, Iterator
@@ -26,10 +25,10 @@ from kubernetes_asyncio import client
 from prometheus_client import CollectorRegistry
 
 from tests.builders import CLIQUE, NOW, blocks, gang, running, shipped_policy, tracked, unit
-from tests.commands import airlock_command
 from tests.kube import (
     Controllers,
     Scrapers,
+    airlock_status,
     all_bound,
     create_gang,
     metrics_url,
@@ -86,17 +85,6 @@ def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
-
-
-async def _status(plane: ControlPlane, policies: Path) -> dict[str, Any]:
-    shown = await asyncio.create_subprocess_exec(
-        *airlock_command("status", "--kubeconfig", str(plane.admin_kubeconfig),
-                         "--policies", str(policies), "-o", "json"),
-        stdout=asyncio.subprocess.PIPE)
-    out, _ = await asyncio.wait_for(shown.communicate(), 60)
-    assert shown.returncode == 0
-    found: dict[str, Any] = json.loads(out)
-    return found
 
 
 # The page redraws every few seconds: what a test reads of it is read in one script, which
@@ -188,7 +176,7 @@ async def test_the_dashboard_shows_what_status_shows(
     async def agree() -> bool:
         """The page's waiting gangs (their reasons, and predictions when the controller
         makes them) and queues are those of `airlock status`."""
-        shown = await _status(control_plane, session_policies)
+        shown = await airlock_status(control_plane.admin_kubeconfig, session_policies)
         told = [w for w in shown["waiting"] if w["gang"].startswith(mine)]
         columns = [(key, head) for key, head in WAITING if any(key in w for w in told)]
         seen["page"] = ({tuple(r.get(head, "") for _, head in columns)

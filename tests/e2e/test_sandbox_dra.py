@@ -22,6 +22,7 @@ from tests.kube import (
     read_pod,
     until,
 )
+from webhook.devices.kinds import PCIE_ROOT
 from webhook.keys import IGNORE_NAMESPACE_LABEL
 from webhook.sandbox.devices import (
     CHANNEL_CLASS,
@@ -29,6 +30,8 @@ from webhook.sandbox.devices import (
     GPU_CLASS,
     GPU_DRIVER,
     MIG_CLASS,
+    NIC_CLASS,
+    NIC_DRIVER,
 )
 from webhook.sandbox.nodes import CLIQUE_LABEL, GPU
 
@@ -75,7 +78,7 @@ async def test_nodes_offer_their_gpus_only_as_dra_devices(dra_api: client.ApiCli
             node["spec"]["taints"]
     slices = await items(resource.list_resource_slice(_preload_content=False))
     by_driver = {(s["spec"]["driver"], s["spec"]["nodeName"]): s for s in slices}
-    assert len(slices) == len(by_driver) == 2 * NODES
+    assert len(slices) == len(by_driver) == 3 * NODES
     for node in (n["metadata"]["name"] for n in nodes):
         gpus = by_driver[(GPU_DRIVER, node)]["spec"]
         assert gpus["pool"] == {"name": node, "generation": 1, "resourceSliceCount": 1}
@@ -90,8 +93,13 @@ async def test_nodes_offer_their_gpus_only_as_dra_devices(dra_api: client.ApiCli
         channels = by_driver[(CHANNEL_DRIVER, node)]["spec"]["devices"]
         assert channels == [{"name": "channel-0", "attributes": {
             "type": {"string": "channel"}, "id": {"int": 0}}}]
+        # A NIC beside each GPU, under its PCIe root.
+        nics = by_driver[(NIC_DRIVER, node)]["spec"]["devices"]
+        assert [n["attributes"][PCIE_ROOT] for n in nics] == [
+            g["attributes"][PCIE_ROOT] for g in gpus["devices"]]
     classes = await items(resource.list_device_class(_preload_content=False))
-    assert {c["metadata"]["name"] for c in classes} == {GPU_CLASS, MIG_CLASS, CHANNEL_CLASS}
+    assert {c["metadata"]["name"] for c in classes} == {GPU_CLASS, MIG_CLASS, CHANNEL_CLASS,
+                                                        NIC_CLASS}
 
 
 async def test_eight_gpus_come_from_one_node_and_eight_more_from_another(

@@ -286,7 +286,10 @@ def test_lint_says_where_a_deployed_pre_filter_is_not_airlocks(
     deployed = tmp_path / "deployed.yaml"
     deployed.write_text(_configurations(edit))
     lines = deployed.read_text().splitlines()
-    where = [i for i, text in enumerate(lines, 1) if text.strip() == "matchConditions:"]
+    conditions = [i for i, text in enumerate(lines, 1) if text.strip() == "matchConditions:"]
+    # The lines of the edited (first) webhook's conditions in each configuration.
+    where = [next((i for i in conditions if i > k), 0)
+             for k, text in enumerate(lines, 1) if text.startswith("kind:")]
     code = main(["lint", str(POLICIES), "--webhook-configurations", str(deployed)])
     out = capsys.readouterr().out.splitlines()
     assert code == (1 if want else 0)

@@ -81,8 +81,15 @@ def test_a_node_is_the_first_model_whose_labels_it_has(tmp_path: Path) -> None:
                   "(nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3, spot=yes); give each "
                   "model a label value of its own"], id="labels that could meet"),
     pytest.param(({"gpuModels": [{"name": "h100"}]},),
-                 ["10-more.yaml:7: spec.gpuModels.0.nodeLabels: Field required"],
+                 ["10-more.yaml:7: spec.gpuModels.0: Value error, model h100 names neither "
+                  "nodeLabels nor deviceAttributes: nothing tells its nodes apart"],
                  id="no labels"),
+    pytest.param(({"gpuModels": [
+        {"name": "h100", "deviceAttributes": {"productName": "NVIDIA H100 80GB HBM3"}},
+        {"name": "h100-dra", "deviceAttributes": {"productName": "NVIDIA H100 80GB HBM3"}}]},),
+                 ["10-more.yaml:11: model h100-dra has the same nodeLabels and "
+                  "deviceAttributes as h100; give each model a label or attribute value of "
+                  "its own"], id="two models one device"),
     pytest.param(({"gpuModels": [{**H100, "name": "H100"}]},),
                  ["10-more.yaml:7: spec.gpuModels.0.name: Value error, 'H100': model names "
                   "are lowercase letters, digits, '-' and '.', got 'H100'"], id="bad name"),

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from webhook.devices.kinds import PCIE_ROOT
 from webhook.sandbox import commands
 from webhook.sandbox.binaries import (
     DEFAULT_RELEASE,
@@ -25,6 +27,8 @@ from webhook.sandbox.devices import (
     GPU_CLASS,
     GPU_DRIVER,
     MIG_CLASS,
+    NIC_CLASS,
+    NIC_DRIVER,
     device_classes,
     model,
     resource_slices,
@@ -105,11 +109,11 @@ def test_dra_nodes_keep_labels_and_taint_but_offer_no_extended_resource() -> Non
     assert dra[0]["spec"] == plain[0]["spec"]
 
 
-def test_each_node_publishes_its_gpus_and_an_imex_channel_in_pools_of_its_own() -> None:
+def test_each_node_publishes_its_gpus_nics_and_an_imex_channel_in_pools_of_its_own() -> None:
     node = topology(Shape(nodes=1, gpus_per_node=4, dra=True))[0]
     node["metadata"]["uid"] = "uid-0"
-    gpus, channels = resource_slices(node)
-    for made, driver in ((gpus, GPU_DRIVER), (channels, CHANNEL_DRIVER)):
+    gpus, nics, channels = resource_slices(node)
+    for made, driver in ((gpus, GPU_DRIVER), (nics, NIC_DRIVER), (channels, CHANNEL_DRIVER)):
         assert made["spec"]["driver"] == driver
         assert made["spec"]["nodeName"] == "gpu-0000"
         assert made["spec"]["pool"] == {"name": "gpu-0000", "generation": 1,
@@ -123,8 +127,14 @@ def test_each_node_publishes_its_gpus_and_an_imex_channel_in_pools_of_its_own() 
     assert attributes["driverVersion"]["version"].count(".") == 2
     assert len({d["attributes"]["pcieBusID"]["string"] for d in gpus["spec"]["devices"]}) == 4
     assert [d["name"] for d in channels["spec"]["devices"]] == ["channel-0"]
+    # A NIC beside each GPU, two of each under each of two PCIe roots.
+    def roots(made: dict[str, Any]) -> list[str]:
+        return [d["attributes"][PCIE_ROOT]["string"] for d in made["spec"]["devices"]]
+    assert roots(nics) == roots(gpus) == ["pci0000:10", "pci0000:10", "pci0000:20",
+                                          "pci0000:20"]
+    assert all(d["attributes"]["rdma"] == {"bool": True} for d in nics["spec"]["devices"])
     # The same node made again publishes the same GPUs.
-    assert resource_slices(node) == [gpus, channels]
+    assert resource_slices(node) == [gpus, nics, channels]
 
 
 def test_the_device_classes_select_with_the_drivers_own_expressions() -> None:
@@ -138,6 +148,7 @@ def test_the_device_classes_select_with_the_drivers_own_expressions() -> None:
         CHANNEL_CLASS: "device.driver == 'compute-domain.nvidia.com' && "
                        "device.attributes['compute-domain.nvidia.com'].type == 'channel' && "
                        "device.attributes['compute-domain.nvidia.com'].id == 0",
+        NIC_CLASS: "device.driver == 'dra.net' && device.attributes['dra.net'].rdma == true",
     }
 
 

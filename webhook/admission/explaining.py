@@ -25,6 +25,7 @@ import orjson
 import yaml
 
 from webhook.admission import engine
+from webhook.admission.aligning import as_admitted
 from webhook.admission.claiming import ClaimKey, Claims, claimed, entry, kind_of
 from webhook.admission.prioritizing import value_of
 from webhook.admission.reviews import Request
@@ -202,7 +203,7 @@ class _Run:
         self.claims: dict[str, dict[ClaimKey, tuple[Ask, ...]]] = {}
         for d in objs:
             kind = kind_of(d)
-            found = entry(d, kind) if kind is not None else None
+            found = entry(as_admitted(d, policy), kind) if kind is not None else None
             if found is not None:
                 self.claims.setdefault(found[0], {})[found[1]] = found[2]
 

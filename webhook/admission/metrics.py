@@ -22,7 +22,7 @@ from prometheus_client.metrics_core import (
 
 from webhook.admission.reviews import Outcome
 
-Endpoint = Literal["mutate", "validate"]
+Endpoint = Literal["mutate", "validate", "claims"]
 Result = Literal["allowed", "denied", "bad-request"]
 ENDPOINTS: tuple[Endpoint, ...] = get_args(Endpoint)
 RESULTS: tuple[Result, ...] = get_args(Result)

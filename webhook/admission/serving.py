@@ -23,7 +23,7 @@ from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from webhook.admission import engine
+from webhook.admission import aligning, engine
 from webhook.admission.certwatching import CertWatcher
 from webhook.admission.claiming import keys_of
 from webhook.admission.decoding import MAX_BODY, BadReview, decode
@@ -156,13 +156,14 @@ class WebhookServer:
         return {
             "/mutate": (_POST, self._reviewer("mutate", engine.MUTATE)),
             "/validate": (_POST, self._reviewer("validate", engine.VALIDATE)),
+            "/claims": (_POST, self._reviewer("claims", aligning.align)),
             "/healthz": (_GET, self.healthz),
             "/readyz": (_GET, self.readyz),
             "/metrics": (_GET, guarded(self.metrics_endpoint, self.scrapers)),
         }
 
     def http_server(self) -> web.Server:
-        """aiohttp's low-level server with a route per path: five fixed endpoints need no
+        """aiohttp's low-level server with a route per path: six fixed endpoints need no
         Application, router or middleware chain, which cost a review about 4% of its
         instructions (docs/benchmarks.md, "Admission")."""
         routes = self._routes()

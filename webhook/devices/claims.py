@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from webhook.devices.kinds import DeviceKind
+from webhook.devices.kinds import DeviceKind, aligned_class
 from webhook.values import MAX_DEVICES
 
 ClaimKind = Literal["ResourceClaim", "ResourceClaimTemplate"]
@@ -47,10 +47,12 @@ def _choice(request: Mapping[str, Any]) -> tuple[str, int | None] | None:
 
 
 def asks_of(spec: Any) -> tuple[Ask, ...]:
-    """The requests of a ResourceClaimSpec; nothing for what is not one."""
+    """The requests of a ResourceClaimSpec, then the sets its `matchAttribute`
+    constraints keep together (`_aligned`); nothing for what is not one."""
     devices = spec.get("devices") if isinstance(spec, Mapping) else None
     requests = devices.get("requests") if isinstance(devices, Mapping) else None
-    asks = []
+    asks: list[Ask] = []
+    by_name: dict[str, Ask] = {}
     for request in requests if isinstance(requests, list) else ():
         if not isinstance(request, Mapping):
             continue
@@ -63,7 +65,33 @@ def asks_of(spec: Any) -> tuple[Ask, ...]:
         choices = tuple(c for c in found if c is not None)
         if choices:
             asks.append(Ask(choices))
+            by_name[str(request.get("name", ""))] = asks[-1]
+    constraints = devices.get("constraints") if isinstance(devices, Mapping) else None
+    for constraint in constraints if isinstance(constraints, list) else ():
+        if (ask := _aligned(constraint, by_name)) is not None:
+            asks.append(ask)
     return tuple(asks)
+
+
+def _aligned(constraint: Any, by_name: Mapping[str, Ask]) -> Ask | None:
+    """A constraint keeping the devices of two classes under one attribute value, as an
+    ask of `aligned_class`: as many units as the fewer devices of either class. Only
+    requests of one class and a count (no `All`, no `firstAvailable`) count."""
+    attribute = constraint.get("matchAttribute") if isinstance(constraint, Mapping) else None
+    if not isinstance(attribute, str):
+        return None
+    names = constraint.get("requests")
+    chosen = [by_name.get(n) for n in names] if isinstance(names, list) and names \
+        else list(by_name.values())
+    counts: dict[str, int] = {}
+    for ask in chosen:
+        if ask is None or len(ask.choices) != 1 or ask.choices[0][1] is None:
+            return None
+        device_class, count = ask.choices[0]
+        counts[device_class] = counts.get(device_class, 0) + (count or 0)
+    if len(counts) != 2:
+        return None
+    return Ask(((aligned_class(attribute, counts), min(counts.values())),))
 
 
 def claim_spec(obj: Any, template: bool) -> Any:

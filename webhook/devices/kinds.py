@@ -8,7 +8,7 @@ first kind it matches."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -16,11 +16,21 @@ from typing import Final
 PREFIX: Final = "dra.gpu-airlock.io/"
 
 AttributeValue = str | int | bool
+# The standard attribute for a PCI device's PCIe root complex (Kubernetes' DRA helpers,
+# k8s.io/dynamic-resource-allocation/deviceattribute), which GPU and NIC drivers publish
+# so that a claim can keep devices under one root.
+PCIE_ROOT: Final = "resource.kubernetes.io/pcieRoot"
 
 
 def resource_of(device_class: str) -> str:
     """The resource the devices of `device_class` count as, on pods and on nodes."""
     return PREFIX + device_class
+
+
+def aligned_class(attribute: str, classes: Iterable[str]) -> str:
+    """The name a set of devices of several classes kept under one value of `attribute`
+    counts as, as if it were a class: one unit is one device of each (a GPU and its NIC)."""
+    return "+".join(sorted(classes)) + "@" + attribute
 
 
 def qualified(name: str, driver: str) -> str:
@@ -40,6 +50,9 @@ class DeviceKind:
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
     gpu: bool = True
     level: str | None = None
+    # For an aligned set (`aligned_class`), the classes kept together and the attribute
+    # they share, in that order; such a kind matches no device of its own.
+    pairs: tuple[str, str, str] | None = None
 
     @property
     def resource(self) -> str:
@@ -48,5 +61,5 @@ class DeviceKind:
     def matches(self, driver: str, attributes: Mapping[str, AttributeValue]) -> bool:
         """Whether a device the driver publishes, with these (qualified) attributes, is
         one of this class's."""
-        return driver == self.driver and all(
+        return self.pairs is None and driver == self.driver and all(
             attributes.get(name) == value for name, value in self.attributes.items())

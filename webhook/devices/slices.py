@@ -9,7 +9,7 @@ and a gang that needs them is left to the scheduler. Accepts `resource.k8s.io/v1
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from webhook.devices.kinds import AttributeValue, DeviceKind, qualified
@@ -68,4 +68,41 @@ def counts(slice_obj: Mapping[str, Any], kinds: Iterable[DeviceKind]) -> dict[st
         kind = next((k for k in kinds if k.matches(driver, attributes)), None)
         if kind is not None:
             found[kind.resource] = found.get(kind.resource, 0) + 1
+    return found
+
+
+# Attribute name -> the values GPU devices have for it.
+DeviceAttributes = Mapping[str, frozenset[AttributeValue]]
+
+
+def gpu_attributes(slice_obj: Mapping[str, Any], kinds: Iterable[DeviceKind],
+                   wanted: Collection[str]) -> dict[str, frozenset[AttributeValue]]:
+    """The values the slice's GPUs (devices of a kind counted as one) have for each
+    attribute `wanted`, by its qualified name and, for the driver's own, its bare name:
+    what tells a node's GPU model (`gpuModels[].deviceAttributes`)."""
+    if not wanted:
+        return {}
+    gpus = tuple(k for k in kinds if k.gpu)
+    driver = pool_of(slice_obj)[0]
+    devices = (slice_obj.get("spec") or {}).get("devices")
+    found: dict[str, set[AttributeValue]] = {}
+    for device in devices if isinstance(devices, list) else ():
+        if not isinstance(device, Mapping):
+            continue
+        attributes = attributes_of(device, driver)
+        if not any(k.matches(driver, attributes) for k in gpus):
+            continue
+        for name, value in attributes.items():
+            bare = name.removeprefix(f"{driver}/")
+            for key in {name, bare} & set(wanted):
+                found.setdefault(key, set()).add(value)
+    return {k: frozenset(v) for k, v in found.items()}
+
+
+def merged(parts: Iterable[DeviceAttributes]) -> dict[str, frozenset[AttributeValue]]:
+    """Attributes of several slices, as one node's."""
+    found: dict[str, frozenset[AttributeValue]] = {}
+    for part in parts:
+        for name, values in part.items():
+            found[name] = found.get(name, frozenset()) | values
     return found

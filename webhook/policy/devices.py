@@ -11,7 +11,13 @@ from fractions import Fraction
 
 from pydantic import Field, field_validator
 
-from webhook.devices.kinds import AttributeValue, DeviceKind, qualified
+from webhook.devices.kinds import (
+    PCIE_ROOT,
+    AttributeValue,
+    DeviceKind,
+    aligned_class,
+    qualified,
+)
 from webhook.policy.fields import Strict
 from webhook.policy.slices import Share
 from webhook.policy.sources import Loc
@@ -46,12 +52,31 @@ class DeviceClassMapping(Strict):
         "must share one domain of it (required, never only preferred). NVIDIA's "
         "ComputeDomain channels need the gang in one NVLink domain.")
 
-    @field_validator("name", "driver")
+    align_with: str | None = Field(
+        None, alias="alignWith", description="A GPU DeviceClass (mapped here, with an "
+        "accelerator) whose devices this class's (a NIC) are kept beside: in a claim that "
+        "asks for as many of each, the webhook pairs each GPU with a device of this class "
+        "under one value of `alignAttribute`, as claim constraints the scheduler enforces, "
+        "and the controller counts only nodes where that many such pairs are free.")
+    align_attribute: str = Field(
+        PCIE_ROOT, alias="alignAttribute", description="The attribute, with its domain, "
+        "paired devices share: by default the PCIe root complex "
+        "(`resource.kubernetes.io/pcieRoot`).")
+
+    @field_validator("name", "driver", "align_with")
     @classmethod
     def _subdomain(cls, v: str | None) -> str | None:
         if v is not None and (not _SUBDOMAIN.match(v) or len(v) > 253):
             raise ValueError(f"{v!r} is not a DNS subdomain (lowercase letters, digits, "
                              f"'-' and '.')")
+        return v
+
+    @field_validator("align_attribute")
+    @classmethod
+    def _qualified_attribute(cls, v: str) -> str:
+        if "/" not in v or not _ATTRIBUTE.match(v):
+            raise ValueError(f"{v!r} is not an attribute name with its domain "
+                             f"(e.g. {PCIE_ROOT})")
         return v
 
     @field_validator("attributes")
@@ -68,6 +93,14 @@ class DeviceClassMapping(Strict):
                           {qualified(k, driver): v for k, v in self.attributes.items()},
                           gpu=self.accelerator is not None, level=self.topology)
 
+    def aligned_kind(self) -> DeviceKind | None:
+        """The pairs of a GPU and one of this class's devices, as a kind of their own."""
+        if self.align_with is None:
+            return None
+        name = aligned_class(self.align_attribute, (self.align_with, self.name))
+        return DeviceKind(name, "", gpu=False,
+                          pairs=(self.align_with, self.name, self.align_attribute))
+
 
 def device_class_problems(mappings: tuple[DeviceClassMapping, ...], levels: Collection[str],
                           accelerators: Collection[str]) -> Iterator[tuple[int, Loc, str]]:
@@ -78,6 +111,12 @@ def device_class_problems(mappings: tuple[DeviceClassMapping, ...], levels: Coll
             yield i, ("accelerator",), (
                 f"device class {mapping.name}: accelerator {mapping.accelerator!r} is not one "
                 f"of scope.accelerators ({', '.join(accelerators)})")
+        if mapping.align_with is not None and not any(
+                other.name == mapping.align_with and other.accelerator is not None
+                for other in mappings):
+            yield i, ("alignWith",), (
+                f"device class {mapping.name}: alignWith {mapping.align_with!r} is not a "
+                f"device class mapped here as a GPU (with an accelerator)")
         if mapping.topology is not None and mapping.topology not in levels:
             yield i, ("topology",), (
                 f"device class {mapping.name}: topology {mapping.topology!r} is not one of the "

@@ -1,6 +1,7 @@
 """GPU models in policy: `spec.gpuModels` names the models a cluster mixes behind one
 resource name (H100, A100, L4 all ask for `nvidia.com/gpu`), by the node labels that tell
-them apart. A queue's quotas per model are `spec.queues[].models` (`queues`). See
+them apart, or the attributes of the DRA devices nodes publish (`productName`). A queue's
+quotas per model are `spec.queues[].models` (`queues`). See
 docs/gpu-models.md.
 
 "Model" is the word NVIDIA's GPU feature discovery and the DRA driver use
@@ -12,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from webhook.devices.kinds import AttributeValue
 from webhook.policy.fields import NAME, Strict
 from webhook.policy.sources import Loc
 from webhook.values import shown
@@ -25,10 +27,23 @@ class GpuModel(Strict):
     name: str = Field(description="What queues, pods (`gpu-airlock.io/gpu-models`), "
                       "status and metrics call it: `h100`, `a100`, `l4`.")
     node_labels: dict[Annotated[str, Field(min_length=1)], str] = Field(
-        alias="nodeLabels", min_length=1,
+        default_factory=dict, alias="nodeLabels",
         description="Labels every node of the model has, e.g. `{nvidia.com/gpu.product: "
         "NVIDIA-H100-80GB-HBM3}` as GPU feature discovery writes it. A pod of the model "
         "is pinned to them at ungate.")
+    device_attributes: dict[Annotated[str, Field(min_length=1)], AttributeValue] = Field(
+        default_factory=dict, alias="deviceAttributes",
+        description="Attributes of the DRA devices (of a DeviceClass mapped as a GPU) that "
+        "a node of the model publishes in its ResourceSlices, e.g. `{productName: NVIDIA "
+        "H100 80GB HBM3}` as NVIDIA's DRA driver writes it; a name without a domain is "
+        "the driver's own. With nodeLabels, a node of the model has both.")
+
+    @model_validator(mode="after")
+    def _told_apart(self) -> GpuModel:
+        if not self.node_labels and not self.device_attributes:
+            raise ValueError(f"model {self.name} names neither nodeLabels nor "
+                             f"deviceAttributes: nothing tells its nodes apart")
+        return self
 
     @field_validator("name")
     @classmethod
@@ -37,13 +52,23 @@ class GpuModel(Strict):
             raise ValueError(f"{v!r}: model names are lowercase letters, digits, '-' and '.'")
         return v
 
-    def selects(self, labels: Mapping[str, str]) -> bool:
-        return all(labels.get(k) == v for k, v in self.node_labels.items())
+    def selects(self, labels: Mapping[str, str],
+                devices: Mapping[str, frozenset[AttributeValue]] | None = None) -> bool:
+        """Whether a node of these labels is of the model; `devices`: the values each
+        attribute (by qualified name, and by bare name) has on some GPU device of it."""
+        return all(labels.get(k) == v for k, v in self.node_labels.items()) and all(
+            v in (devices or {}).get(k, ()) for k, v in self.device_attributes.items())
 
 
-def model_of(models: Sequence[GpuModel], labels: Mapping[str, str]) -> str | None:
-    """The first model whose labels a node has, or None."""
-    return next((m.name for m in models if m.selects(labels)), None)
+def model_of(models: Sequence[GpuModel], labels: Mapping[str, str],
+             devices: Mapping[str, frozenset[AttributeValue]] | None = None) -> str | None:
+    """The first model whose labels (and device attributes) a node has, or None."""
+    return next((m.name for m in models if m.selects(labels, devices)), None)
+
+
+def attributes_named(models: Sequence[GpuModel]) -> frozenset[str]:
+    """The device attributes models tell nodes apart by: all a node's devices need say."""
+    return frozenset(k for m in models for k in m.device_attributes)
 
 
 # Past these, a pod's list of models is not read further: a model name is a label value's
@@ -92,19 +117,33 @@ def model_problems(models: Sequence[GpuModel]) -> Iterator[tuple[int, Loc, str]]
     the merger's `file:line`."""
     for i, model in enumerate(models):
         for other in models[:i]:
-            if _overlap(other.node_labels, model.node_labels):
-                both = ("has the same nodeLabels as " + other.name
-                        if model.node_labels == other.node_labels else
-                        f"and {other.name} could both be one node "
-                        f"({_text({**other.node_labels, **model.node_labels})})")
-                yield i, ("nodeLabels",), (f"model {model.name} {both}; give each model a "
-                                           f"label value of its own")
+            if (clash := _clash(model, other)) is not None:
+                where = "nodeLabels" if model.node_labels else "deviceAttributes"
+                yield i, (where,), clash
 
 
-def _overlap(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
+def _clash(model: GpuModel, other: GpuModel) -> str | None:
+    """Why one node could be of both models, or None."""
+    if not (_overlap(other.node_labels, model.node_labels)
+            and _overlap(other.device_attributes, model.device_attributes)):
+        return None
+    what = "nodeLabels and deviceAttributes" if model.device_attributes or \
+        other.device_attributes else "nodeLabels"
+    value = "label or attribute value" if what != "nodeLabels" else "label value"
+    if (model.node_labels, model.device_attributes) == (other.node_labels,
+                                                         other.device_attributes):
+        both = f"has the same {what} as {other.name}"
+    else:
+        merged = {**other.node_labels, **model.node_labels, **other.device_attributes,
+                  **model.device_attributes}
+        both = f"and {other.name} could both be one node ({_text(merged)})"
+    return f"model {model.name} {both}; give each model a {value} of its own"
+
+
+def _overlap(a: Mapping[str, AttributeValue], b: Mapping[str, AttributeValue]) -> bool:
     """Whether one node could carry both label sets: they agree wherever both speak."""
     return all(b[k] == v for k, v in a.items() if k in b)
 
 
-def _text(labels: Mapping[str, str]) -> str:
+def _text(labels: Mapping[str, AttributeValue]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))

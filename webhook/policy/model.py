@@ -325,7 +325,11 @@ class Policy(_Strict):
     @functools.cached_property
     def device_kinds(self) -> dict[str, DeviceKind]:
         """The DeviceClasses policy maps, by name, in the order a device is matched."""
-        return {d.name: d.kind() for d in self.device_classes}
+        kinds = {d.name: d.kind() for d in self.device_classes}
+        for mapping in self.device_classes:
+            if (pairs := mapping.aligned_kind()) is not None:
+                kinds[pairs.device_class] = pairs
+        return kinds
 
     def counted(self) -> Accelerators:
         """What this policy counts as GPUs, and how much: its accelerators, slices and

@@ -1,6 +1,8 @@
 """What NVIDIA's DRA driver (k8s-dra-driver-gpu) would publish for a fake node, for
 `airlock sandbox up --dra`: its DeviceClasses, and per node a ResourceSlice of whole GPUs
-(driver gpu.nvidia.com) and one of IMEX channels (compute-domain.nvidia.com).
+(driver gpu.nvidia.com) and one of IMEX channels (compute-domain.nvidia.com). Beside
+them, what a NIC driver (dranet, driver dra.net) publishes: a node's RDMA NICs, one per
+GPU under the same PCIe root, as an HGX board wires them.
 
 A fake node has no kubelet and so no kubelet plugin to publish them; these slices stand
 in for that hardware as KWOK's nodes stand in for the machines. The names, attributes and
@@ -18,6 +20,7 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from webhook.devices.kinds import PCIE_ROOT
 from webhook.kuberaw import json_of
 from webhook.pools import BY_KEY, CLIQUE_LABEL, COUNT_LABEL, PRODUCT_LABEL, family
 
@@ -26,9 +29,8 @@ CHANNEL_DRIVER = "compute-domain.nvidia.com"
 GPU_CLASS = "gpu.nvidia.com"
 MIG_CLASS = "mig.nvidia.com"
 CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
-# The standard attribute for the PCIe root complex (k8s.io/dynamic-resource-allocation's
-# deviceattribute), which the driver adds so a claim can keep devices under one root.
-PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+NIC_DRIVER = "dra.net"
+NIC_CLASS = "dranet"
 # What the driver reports besides a GPU's model: fixed, as on a fleet kept on one driver.
 DRIVER_VERSION = "570.133.20"
 CUDA_DRIVER_VERSION = "12.8.0"
@@ -74,7 +76,25 @@ def device_classes() -> list[dict[str, Any]]:
     return [device_class(GPU_CLASS, typed(GPU_DRIVER, "gpu")),
             device_class(MIG_CLASS, typed(GPU_DRIVER, "mig")),
             device_class(CHANNEL_CLASS, typed(CHANNEL_DRIVER, "channel")
-                         + f" && device.attributes['{CHANNEL_DRIVER}'].id == 0")]
+                         + f" && device.attributes['{CHANNEL_DRIVER}'].id == 0"),
+            device_class(NIC_CLASS, f"device.driver == '{NIC_DRIVER}' && "
+                         f"device.attributes['{NIC_DRIVER}'].rdma == true")]
+
+
+def _root(index: int) -> str:
+    """An HGX board's layout: two GPUs, and their two NICs, behind each PCIe switch."""
+    return f"pci0000:{0x10 + 0x10 * (index // 2):02x}"
+
+
+def nic_device(index: int) -> dict[str, Any]:
+    """An RDMA NIC as dranet publishes one: its interface, PCI address and root."""
+    return {"name": f"pci-0000-{0x1a + 0x10 * index:02x}-00-0", "attributes": {
+        "rdma": {"bool": True},
+        "ifName": {"string": f"ib{index}"},
+        "pciVendor": {"string": "Mellanox Technologies"},
+        "resource.kubernetes.io/pciBusID": {"string": f"0000:{0x1a + 0x10 * index:02x}:00.0"},
+        PCIE_ROOT: {"string": _root(index)},
+    }}
 
 
 def gpu_device(node: str, index: int, gpu: Model) -> dict[str, Any]:
@@ -90,9 +110,8 @@ def gpu_device(node: str, index: int, gpu: Model) -> dict[str, Any]:
         "cudaComputeCapability": {"version": gpu.compute_capability},
         "driverVersion": {"version": DRIVER_VERSION},
         "cudaDriverVersion": {"version": CUDA_DRIVER_VERSION},
-        # An HGX board's layout: two GPUs behind each PCIe switch.
         "pcieBusID": {"string": f"0000:{0x18 + 0x10 * index:02x}:00.0"},
-        PCIE_ROOT: {"string": f"pci0000:{0x10 + 0x10 * (index // 2):02x}"},
+        PCIE_ROOT: {"string": _root(index)},
     }, "capacity": {"memory": {"value": gpu.memory}}}
 
 
@@ -114,15 +133,17 @@ def _slice(node: dict[str, Any], driver: str, devices: list[dict[str, Any]]
 
 def resource_slices(node: dict[str, Any]) -> list[dict[str, Any]]:
     """The slices of a node the API returned (its uid set): as many whole GPUs of its
-    product as its labels say, and, on a node in an NVLink domain, the compute-domain
-    plugin's first IMEX channel (the driver runs that plugin only where IMEX is: nodes GPU
-    feature discovery gives a clique label; an L4 node has none)."""
+    product as its labels say, an RDMA NIC beside each, and, on a node in an NVLink
+    domain, the compute-domain plugin's first IMEX channel (the driver runs that plugin
+    only where IMEX is: nodes GPU feature discovery gives a clique label; an L4 node has
+    none)."""
     name = node["metadata"]["name"]
     labels = node["metadata"].get("labels") or {}
     gpu, gpus = model(labels.get(PRODUCT_LABEL, "")), int(labels.get(COUNT_LABEL, "0"))
     channel = {"name": "channel-0", "attributes": {"type": {"string": "channel"},
                                                    "id": {"int": 0}}}
     return [_slice(node, GPU_DRIVER, [gpu_device(name, i, gpu) for i in range(gpus)]),
+            _slice(node, NIC_DRIVER, [nic_device(i) for i in range(gpus)]),
             *([_slice(node, CHANNEL_DRIVER, [channel])] if CLIQUE_LABEL in labels else [])]
 
 

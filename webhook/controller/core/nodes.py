@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.controller.core.resources import Resources, parse_resources
+from webhook.devices.slices import DeviceAttributes
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +18,8 @@ class NodeInfo:
     allocatable: Resources
     ready: bool
     unschedulable: bool
+    # What its GPUs' DRA devices say of them (`DeviceIndex.attributes`): its GPU model.
+    devices: DeviceAttributes = field(default_factory=dict)
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> NodeInfo:

@@ -162,13 +162,17 @@ class Cache:
         return lambda obj: claim_entry(kind, obj)
 
     def list_claims(self, kind: ClaimKind) -> Callable[[list[ClaimEntry]], None]:
-        return lambda listed: self._claims_changed(self.devices.list_claims(kind, listed))
+        def listed(entries: list[ClaimEntry]) -> None:
+            self._claims_changed(self.devices.list_claims(kind, entries))
+            self._equip(self.devices.take_touched())
+        return listed
 
     def claim_event(self, kind: ClaimKind) -> Callable[[str, dict[str, Any]], None]:
         def event(change: str, obj: dict[str, Any]) -> None:
             entry = claim_entry(kind, obj)
             self._claims_changed(self.devices.drop_claim(entry) if change == "DELETED"
                                  else self.devices.put_claim(entry))
+            self._equip(self.devices.take_touched())
         return event
 
     def parse_slice(self, obj: dict[str, Any]) -> SliceEntry:
@@ -194,16 +198,23 @@ class Cache:
 
     def _equipped(self, bare: NodeInfo) -> NodeInfo:
         offers = self.devices.supply.get(bare.name)
-        return dataclasses.replace(bare, allocatable={**bare.allocatable, **offers}) \
-            if offers else bare
+        attributes = self.devices.attributes.get(bare.name)
+        if not offers and not attributes:
+            return bare
+        return dataclasses.replace(bare, allocatable={**bare.allocatable, **(offers or {})},
+                                   devices=attributes or {})
 
-    def count_devices_as(self, kinds: Mapping[str, DeviceKind]) -> bool:
-        """Count DRA devices by the policy's current DeviceClasses; whether they changed
-        (then what slices offer must be listed again, by the new kinds)."""
-        if kinds == self.devices.kinds:
+    def count_devices_as(self, kinds: Mapping[str, DeviceKind],
+                         wanted: frozenset[str] = frozenset()) -> bool:
+        """Count DRA devices by the policy's current DeviceClasses, and read the GPU
+        attributes its models are told apart by (`wanted`); whether either changed (then
+        what slices offer must be listed again)."""
+        if kinds == self.devices.kinds and wanted == self.devices.wanted:
             return False
-        self.devices.kinds = kinds
-        self._claims_changed(self.devices.claiming())
+        self.devices.wanted = wanted
+        if kinds != self.devices.kinds:
+            self.devices.kinds = kinds
+            self._claims_changed(self.devices.claiming())
         return True
 
     def list_pods(self, listed: list[tuple[PodInfo, int]]) -> None:

@@ -65,6 +65,7 @@ from webhook.devices.claims import claims_gpus
 from webhook.keys import SYSTEM_NAMESPACE
 from webhook.kubewatch import passed_over
 from webhook.logs import setup_logging
+from webhook.policy.gpumodels import attributes_named
 from webhook.policy.model import Policy
 from webhook.policy.reloading import PolicyStore
 
@@ -198,7 +199,9 @@ class Controller:
         """The tracked cluster, counting what the current policy counts."""
         cluster = self.cache.cluster
         cluster.count_as(self.accelerators())
-        if self.cache.count_devices_as(self._policy().device_kinds):
+        policy = self._policy()
+        if self.cache.count_devices_as(policy.device_kinds,
+                                       attributes_named(policy.gpu_models)):
             self.watches.relist_slices()
         return cluster
 

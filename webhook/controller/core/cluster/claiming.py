@@ -10,20 +10,37 @@ when a claim, a template or a slice changes.
 - A claim or template not seen yet counts nothing until it is; the pods that name it are
   counted again then.
 - `All` counts the most devices of its class any node offers.
-- A node offers what its slices hold, each pool at its newest generation.
+- A node offers what its slices hold, each pool at its newest generation, and the pairs
+  of devices policy keeps aligned (a GPU and a NIC under one PCIe root) that are free
+  (`webhook.devices.alignment`): its claims' allocations say which devices are taken.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.controller.core.identities import PodKey
 from webhook.controller.core.resources import Resources
+from webhook.devices.alignment import (
+    DeviceId,
+    PairedDevice,
+    allocated,
+    free_pairs,
+    pair_kinds,
+    paired_devices,
+)
 from webhook.devices.claims import Ask, ClaimKind, asks_of, claim_spec, demand, named
 from webhook.devices.kinds import DeviceKind
-from webhook.devices.slices import counts, node_of, pool_of
+from webhook.devices.slices import (
+    DeviceAttributes,
+    counts,
+    gpu_attributes,
+    merged,
+    node_of,
+    pool_of,
+)
 
 # A claim or template: its namespace, kind and name.
 ClaimRef = tuple[str, ClaimKind, str]
@@ -35,6 +52,8 @@ class _Slice:
     pool: tuple[str, str]
     generation: int
     offers: Resources
+    paired: tuple[PairedDevice, ...] = ()
+    gpu_attributes: DeviceAttributes = field(default_factory=dict)
 
 
 SliceEntry = tuple[str, _Slice | None]
@@ -45,14 +64,17 @@ def _name(obj: Mapping[str, Any]) -> tuple[str, str]:
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
-ClaimEntry = tuple[ClaimRef, tuple[Ask, ...]]
+# A claim or template: what it asks for, and the devices allocated to it.
+ClaimEntry = tuple[ClaimRef, tuple[Ask, ...], tuple[DeviceId, ...]]
 
 
 def claim_entry(kind: ClaimKind, obj: Mapping[str, Any]) -> ClaimEntry:
-    """A claim or template as the index keeps it: what it asks for."""
+    """A claim or template as the index keeps it: what it asks for, and (a claim) the
+    devices the scheduler allocated to it."""
     namespace, name = _name(obj)
-    return (namespace, kind, name), asks_of(
-        claim_spec(obj, template=kind == "ResourceClaimTemplate"))
+    template = kind == "ResourceClaimTemplate"
+    return ((namespace, kind, name), asks_of(claim_spec(obj, template=template)),
+            () if template else allocated(obj))
 
 
 def refs_of(namespace: str, raw_pod: Mapping[str, Any]) -> tuple[ClaimRef, ...]:
@@ -71,32 +93,97 @@ class DeviceIndex:
         # What each node's slices offer; and the most any node offers, per resource.
         self.supply: dict[str, Resources] = {}
         self._most: dict[str, int] | None = None
+        # Devices allocated to each claim, the claim holding each, and the node of each
+        # (driver, pool); the nodes whose free pairs need counting again.
+        self._allocated: dict[ClaimRef, tuple[DeviceId, ...]] = {}
+        self._holder: dict[DeviceId, ClaimRef] = {}
+        self._pool_node: dict[tuple[str, str], str] = {}
+        self.touched: set[str] = set()
+        # The device attributes GPU models are told apart by, and each node's GPUs' values.
+        self.wanted: frozenset[str] = frozenset()
+        self.attributes: dict[str, DeviceAttributes] = {}
 
     # --- claims and templates -------------------------------------------------------
     # Each arrives parsed (`claim_entry`): a listing of 50,000 claims is not held as JSON.
 
     def put_claim(self, entry: ClaimEntry) -> set[PodKey]:
         """A claim or template seen; the pods to count again."""
-        ref, asks = entry
+        ref, asks, devices = entry
+        self._allocate(ref, devices)
         if self._asks.get(ref) == asks:
             return set()
         self._asks[ref] = asks
+        self._touch_allocated(ref)
         return set(self._users.get(ref, ()))
 
     def drop_claim(self, entry: ClaimEntry) -> set[PodKey]:
         ref = entry[0]
+        self._allocate(ref, ())
         return set(self._users.get(ref, ())) if self._asks.pop(ref, None) is not None \
             else set()
 
     def list_claims(self, kind: ClaimKind, entries: Iterable[ClaimEntry]) -> set[PodKey]:
         """Every claim (or template) there is; the pods to count again."""
+        entries = list(entries)
         before = {ref: asks for ref, asks in self._asks.items() if ref[1] == kind}
         for ref in before:
             del self._asks[ref]
-        self._asks.update(entries)
+        self._asks.update((ref, asks) for ref, asks, _ in entries)
+        listed = {ref: devices for ref, _, devices in entries}
+        for ref in [r for r in self._allocated if r[1] == kind and r not in listed]:
+            self._allocate(ref, ())
+        for ref, devices in listed.items():
+            self._allocate(ref, devices)
         changed = {ref for ref in before.keys() | {r for r in self._asks if r[1] == kind}
                    if before.get(ref) != self._asks.get(ref)}
+        for ref in changed:
+            self._touch_allocated(ref)
         return {pod for ref in changed for pod in self._users.get(ref, ())}
+
+    # --- allocations: what pairs are free (`webhook.devices.alignment`) -------------------
+
+    def _allocate(self, ref: ClaimRef, devices: tuple[DeviceId, ...]) -> None:
+        """Record the devices allocated to a claim; the nodes they are on are counted
+        again (`touched`) where pairs are counted at all."""
+        old = self._allocated.get(ref, ())
+        if old == devices:
+            return
+        for device in old:
+            self._holder.pop(device, None)
+        for device in devices:
+            self._holder[device] = ref
+        if devices:
+            self._allocated[ref] = devices
+        else:
+            self._allocated.pop(ref, None)
+        self._touch(old + devices)
+
+    def _touch_allocated(self, ref: ClaimRef) -> None:
+        """A claim's asks changed: whether it keeps pairs may have too."""
+        self._touch(self._allocated.get(ref, ()))
+
+    def _touch(self, devices: Iterable[DeviceId]) -> None:
+        if pair_kinds(self.kinds.values()):
+            self.touched |= {n for d in devices if (n := self._pool_node.get(d[:2]))}
+
+    def take_touched(self) -> set[str]:
+        """The nodes whose free pairs an allocation may have changed, counted again."""
+        nodes, self.touched = self.touched, set()
+        return {n for n in nodes if self._recount(n) is not None}
+
+    def _keeps_pairs(self, ref: ClaimRef) -> bool:
+        return any(choice in self.kinds and self.kinds[choice].pairs is not None
+                   for ask in self._asks.get(ref, ()) for choice, _ in ask.choices)
+
+    def _pairs_on(self, slices: Iterable[_Slice]) -> Resources:
+        """The node's free pairs, and those the claims that keep pairs hold (charged to
+        their pods, as every claimed device is)."""
+        devices = [d for s in slices for d in s.paired]
+        if not devices:
+            return {}
+        taken = {d[0] for d in devices if (ref := self._holder.get(d[0])) is not None
+                 and not self._keeps_pairs(ref)}
+        return free_pairs(devices, taken, self.kinds.values())
 
     # --- pods -----------------------------------------------------------------------------
 
@@ -152,7 +239,10 @@ class DeviceIndex:
         if node is None:
             return name, None
         driver, pool, generation = pool_of(obj)
-        return name, _Slice(node, (driver, pool), generation, counts(obj, self.kinds.values()))
+        kinds = self.kinds.values()
+        return name, _Slice(node, (driver, pool), generation, counts(obj, kinds),
+                            paired_devices(obj, kinds),
+                            gpu_attributes(obj, kinds, self.wanted))
 
     def put_slice(self, entry: SliceEntry) -> str | None:
         """A slice seen; the node whose offer changed, if one did."""
@@ -161,6 +251,7 @@ class DeviceIndex:
         if new is not None:
             self._slices[name] = new
             self._on_node.setdefault(new.node, set()).add(name)
+            self._pool_node[new.pool] = new.node
         if old is not None and (new is None or old.node != new.node):
             self._on_node[old.node].discard(name)
             self._recount(old.node)
@@ -177,26 +268,34 @@ class DeviceIndex:
 
     def list_slices(self, entries: Iterable[SliceEntry]) -> set[str]:
         """Every slice there is; the nodes whose offer changed."""
-        before = dict(self.supply)
+        before, attributes = dict(self.supply), dict(self.attributes)
         self._slices.clear()
         self._on_node.clear()
         self.supply.clear()
+        self.attributes.clear()
         for entry in entries:
             self.put_slice(entry)
-        return {n for n in before.keys() | self.supply.keys()
-                if before.get(n) != self.supply.get(n)}
+        return {n for n in before.keys() | self.supply.keys() | attributes.keys()
+                | self.attributes.keys() if before.get(n) != self.supply.get(n)
+                or attributes.get(n) != self.attributes.get(n)}
 
     def _recount(self, node: str) -> str | None:
         slices = [self._slices[n] for n in self._on_node.get(node, ())]
         newest: dict[tuple[str, str], int] = {}
         for s in slices:
             newest[s.pool] = max(s.generation, newest.get(s.pool, s.generation))
-        offers: Resources = {}
+        slices = [s for s in slices if s.generation == newest[s.pool]]
+        offers: Resources = self._pairs_on(slices)
         for s in slices:
-            if s.generation == newest[s.pool]:
-                for resource, count in s.offers.items():
-                    offers[resource] = offers.get(resource, 0) + count
-        if offers == self.supply.get(node, {}):
+            for resource, count in s.offers.items():
+                offers[resource] = offers.get(resource, 0) + count
+        attributes = merged(s.gpu_attributes for s in slices)
+        if attributes != self.attributes.get(node, {}):
+            if attributes:
+                self.attributes[node] = attributes
+            else:
+                self.attributes.pop(node, None)
+        elif offers == self.supply.get(node, {}):
             return None
         if offers:
             self.supply[node] = offers

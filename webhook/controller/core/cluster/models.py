@@ -54,7 +54,7 @@ class Models:
         if not self.models:
             return
         name = node.name
-        old, new = self.of_node.get(name), model_of(self.models, node.labels)
+        old, new = self.of_node.get(name), model_of(self.models, node.labels, node.devices)
         if old is not None:
             self.total[old] -= self._counted.pop(name, 0)
         if new is not None:

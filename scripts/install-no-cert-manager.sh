@@ -67,7 +67,8 @@ secretGenerator:
       disableNameSuffixHash: true
 patches:
   - target: {group: admissionregistration.k8s.io, kind: MutatingWebhookConfiguration, name: airlock}
-    patch: '[{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": "$bundle"}]'
+    patch: '[{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": "$bundle"},
+             {"op": "add", "path": "/webhooks/1/clientConfig/caBundle", "value": "$bundle"}]'
   - target: {group: admissionregistration.k8s.io, kind: ValidatingWebhookConfiguration, name: airlock}
     patch: '[{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": "$bundle"}]'
 YAML

@@ -335,10 +335,13 @@ def pod_values(component: str) -> list[Valued]:
     ]
 
 
-def webhook_values(option: str, kind: str) -> Valued:
+def webhook_values(option: str, kind: str, webhooks: int) -> Valued:
+    """The option sets every webhook of its configuration (the mutating one has the pods'
+    and the DRA claims')."""
     return Valued({option: {"failurePolicy": "Fail", "timeoutSeconds": 10}},
-                  [(kind, "airlock", ("webhooks", 0, "failurePolicy"), becomes("Fail")),
-                   (kind, "airlock", ("webhooks", 0, "timeoutSeconds"), becomes(10))])
+                  [change for i in range(webhooks) for change in (
+                      (kind, "airlock", ("webhooks", i, "failurePolicy"), becomes("Fail")),
+                      (kind, "airlock", ("webhooks", i, "timeoutSeconds"), becomes(10)))])
 
 
 SECRET = {"name": "registry-credentials"}
@@ -348,8 +351,8 @@ VALUED = [
     Valued({"imagePullSecrets": [SECRET]},
            [("Deployment", f"airlock-{component}", (*POD, "imagePullSecrets"), appended(SECRET))
             for component in ("webhook", "controller")]),
-    webhook_values("mutatingWebhook", "MutatingWebhookConfiguration"),
-    webhook_values("validatingWebhook", "ValidatingWebhookConfiguration"),
+    webhook_values("mutatingWebhook", "MutatingWebhookConfiguration", 2),
+    webhook_values("validatingWebhook", "ValidatingWebhookConfiguration", 1),
 ]
 
 
@@ -462,7 +465,7 @@ def test_without_cert_manager_the_ca_bundle_goes_into_both_configurations(
     for kind in WEBHOOK_CONFIGURATIONS:
         config = one(docs, kind, "airlock")
         assert "annotations" not in config["metadata"]
-        assert [h["clientConfig"]["caBundle"] for h in config["webhooks"]] == [ca]
+        assert {h["clientConfig"]["caBundle"] for h in config["webhooks"]} == {ca}
     assert not [d for d in docs if d["apiVersion"].startswith("cert-manager.io/")]
     both = run_helm("template", RELEASE, str(CHART), "--set", f"webhook.caBundle={ca}",
                     check=False)

@@ -85,9 +85,12 @@ def test_every_namespaced_object_is_in_airlock_system(rendered: dict[str, Docs],
 
 @pytest.mark.parametrize("path", INSTALLS)
 def test_webhook_configurations_do_no_harm(rendered: dict[str, Docs], path: str) -> None:
-    hooks = dict(webhooks(rendered[path]))
-    assert set(hooks) == {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
-    for hook in hooks.values():
+    hooks = {hook["name"]: (kind, hook) for kind, hook in webhooks(rendered[path])}
+    assert {(name, kind) for name, (kind, _) in hooks.items()} == {
+        ("mutate.gpu-airlock.io", "MutatingWebhookConfiguration"),
+        ("claims.gpu-airlock.io", "MutatingWebhookConfiguration"),
+        ("validate.gpu-airlock.io", "ValidatingWebhookConfiguration")}
+    for _, hook in hooks.values():
         exprs = {e["key"]: e for e in hook["namespaceSelector"]["matchExpressions"]}
         excluded = exprs["kubernetes.io/metadata.name"]
         assert excluded["operator"] == "NotIn"
@@ -99,21 +102,27 @@ def test_webhook_configurations_do_no_harm(rendered: dict[str, Docs], path: str)
         assert hook["sideEffects"] == "None"
         # Fail open, for the reasons docs/operations.md gives (and how to change it).
         assert hook["failurePolicy"] == "Ignore"
-        assert hook["matchConditions"], "skip pods without accelerators in the apiserver"
+        assert hook["matchConditions"], "skip what Airlock has no say in, in the apiserver"
         service = hook["clientConfig"]["service"]
         assert (service["name"], service["namespace"], service["port"]) == (
             "airlock-webhook", SYSTEM_NAMESPACE, 443)
-        (rule,) = hook["rules"]
-        assert rule["resources"] == ["pods"]
-        assert rule["apiGroups"] == [""]
-    mutate, validate = hooks["MutatingWebhookConfiguration"], \
-        hooks["ValidatingWebhookConfiguration"]
-    assert mutate["clientConfig"]["service"]["path"] == "/mutate"
-    assert validate["clientConfig"]["service"]["path"] == "/validate"
+    paths = {name: hook["clientConfig"]["service"]["path"] for name, (_, hook) in hooks.items()}
+    assert paths == {"mutate.gpu-airlock.io": "/mutate", "claims.gpu-airlock.io": "/claims",
+                     "validate.gpu-airlock.io": "/validate"}
+    rules = {name: hook["rules"] for name, (_, hook) in hooks.items()}
+    for name in ("mutate.gpu-airlock.io", "validate.gpu-airlock.io"):
+        (rule,) = rules[name]
+        assert (rule["apiGroups"], rule["resources"]) == ([""], ["pods"])
+    (claims,) = rules["claims.gpu-airlock.io"]
+    assert claims["apiGroups"] == ["resource.k8s.io"]
+    assert set(claims["resources"]) == {"resourceclaims", "resourceclaimtemplates"}
+    # A claim is immutable once made: only its creation can be paired.
+    assert claims["operations"] == ["CREATE"]
+    mutate = hooks["mutate.gpu-airlock.io"][1]
     assert mutate["reinvocationPolicy"] == "IfNeeded"
-    assert mutate["rules"][0]["operations"] == ["CREATE"]
+    assert rules["mutate.gpu-airlock.io"][0]["operations"] == ["CREATE"]
     # UPDATE is what protects the gate from anyone but the controller.
-    assert {"CREATE", "UPDATE"} <= set(validate["rules"][0]["operations"])
+    assert {"CREATE", "UPDATE"} <= set(rules["validate.gpu-airlock.io"][0]["operations"])
 
 
 def test_the_service_reaches_the_webhook_port(rendered: dict[str, Docs]) -> None:

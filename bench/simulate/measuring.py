@@ -6,7 +6,7 @@ controller's decide() took, for each scheduler.
     .venv/bin/python -m bench.simulate [--jobs 10000] [--nodes 5000]
         [--scheduler airlock|stock|both] [--runtime-scale 4]
         [--scoring LeastAllocated|MostAllocated] [--pin nodes|domain]
-    .venv/bin/python -m bench.simulate --mixed [--no-baseline]
+    .venv/bin/python -m bench.simulate --mixed [--no-baseline] [--mixed-runtime-scale 0.5]
 
 The trace is the generator's, seeded: training gangs up to 128 pods, run times 4x the
 generator's medians, which asks for about 95% of the cluster's GPU-hours over the day.
@@ -54,6 +54,9 @@ def main() -> int:
                         "straddling models and pods off their models (exit 1 if any)")
     p.add_argument("--no-baseline", dest="baseline", action="store_false",
                    help="with --mixed: skip the uniform day beside it")
+    p.add_argument("--mixed-runtime-scale", type=float, default=mixed.RUNTIME_SCALE,
+                   help="with --mixed: multiply the generator's median run times (0.5: "
+                        "~45%% of the mixed cluster's GPU-hours asked for over the day)")
     args = p.parse_args()
     if args.mixed:
         return mixed.main(args)

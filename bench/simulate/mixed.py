@@ -161,7 +161,8 @@ def main(args: argparse.Namespace) -> int:
     pools, policy = read_pools(CLUSTER), mixed_policy()
     generated = generate(Mix(jobs=args.jobs, seconds=seconds, seed=args.seed,
                              max_pods=MAX_PODS,
-                             medians={c: m * RUNTIME_SCALE for c, m in base.medians.items()}))
+                             medians={c: m * args.mixed_runtime_scale
+                                      for c, m in base.medians.items()}))
     jobs = name_models(generated, model_sizes(pools, policy), policy, args.seed)
     measured = measure(jobs, policy, Shape(scoring=args.scoring, pools=pools), options,
                        seconds, check=True)

@@ -14,6 +14,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator
 
+from webhook.operators.karpenter.keys import NODE_POOL_LABEL
 from webhook.policy.fields import NAME, Strict
 from webhook.policy.sources import Loc
 from webhook.values import shown
@@ -29,6 +30,17 @@ class GpuModel(Strict):
         description="Labels every node of the model has, e.g. `{nvidia.com/gpu.product: "
         "NVIDIA-H100-80GB-HBM3}` as GPU feature discovery writes it. A pod of the model "
         "is pinned to them at ungate.")
+    node_pool: str | None = Field(
+        None, alias="nodePool", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=63,
+        description="The Karpenter NodePool that launches nodes of the model: a capacity "
+        "request (`spec.capacity.mode: placeholders`) for a gang that waits for the model "
+        "selects it (`karpenter.sh/nodepool`) beside `nodeLabels`. Without it, "
+        "`nodeLabels` alone select, which every NodePool whose nodes carry them matches.")
+    provisioning_class: str | None = Field(
+        None, alias="provisioningClass", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="The ProvisioningRequest class a request for a gang that waits for the "
+        "model names (`spec.capacity.mode: provisioningRequest`); default "
+        "`spec.capacity.provisioningClass`.")
 
     @field_validator("name")
     @classmethod
@@ -39,6 +51,12 @@ class GpuModel(Strict):
 
     def selects(self, labels: Mapping[str, str]) -> bool:
         return all(labels.get(k) == v for k, v in self.node_labels.items())
+
+    def requested_labels(self) -> dict[str, str]:
+        """What a capacity request for the model's nodes selects: its labels, and its
+        Karpenter NodePool where it names one."""
+        pool = {NODE_POOL_LABEL: self.node_pool} if self.node_pool else {}
+        return {**self.node_labels, **pool}
 
 
 def model_of(models: Sequence[GpuModel], labels: Mapping[str, str]) -> str | None:
@@ -88,10 +106,14 @@ def models_for(models: Sequence[GpuModel], order: Sequence[str] | None, named: S
 
 
 def model_problems(models: Sequence[GpuModel]) -> Iterator[tuple[int, Loc, str]]:
-    """Two models one node could be. Each as (index, path inside the model, message), for
-    the merger's `file:line`."""
+    """Two models one node could be, or one NodePool launches. Each as (index, path
+    inside the model, message), for the merger's `file:line`."""
     for i, model in enumerate(models):
         for other in models[:i]:
+            if model.node_pool is not None and model.node_pool == other.node_pool:
+                yield i, ("nodePool",), (f"model {model.name} names NodePool "
+                                         f"{model.node_pool}, as {other.name} does; a "
+                                         f"request for one would grow the other's nodes")
             if _overlap(other.node_labels, model.node_labels):
                 both = ("has the same nodeLabels as " + other.name
                         if model.node_labels == other.node_labels else

@@ -18,7 +18,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from tests.builders import policy_yaml
 from tests.kube import (
     DRA_NODES,
+    KARPENTER_POOLS,
     KARPENTER_STATIC,
+    MIXED_POOLS,
     Controllers,
     NamespaceFactory,
     NodeFactory,
@@ -173,15 +175,12 @@ def gang_plane(newest_binaries: Binaries, tmp_path_factory: pytest.TempPathFacto
 
 # --- a cluster that grows: the real Karpenter --------------------------------------------
 
-@pytest.fixture(scope="module")
-def karpenter_plane(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory,
-                    session_policies: Path) -> Iterator[WiredPlane]:
-    """What `airlock sandbox up --autoscaler karpenter --nodes 2` makes, on a control
-    plane of its own: 2 static GPU nodes, Airlock's webhook wired in, and the real
-    Karpenter (its kwok provider) launching 8-GPU nodes for Unschedulable pods and
-    consolidating empty ones. The controller's credentials are handed to the test."""
+def _karpenter_plane(binaries: Binaries, workdir: Path, policies: Path, shape: Shape
+                     ) -> Iterator[WiredPlane]:
+    """A control plane of its own with `shape`'s static nodes, Airlock's webhook wired in,
+    and the real Karpenter (its kwok provider) launching nodes of each pool's size for
+    Unschedulable pods (a NodePool per pool) and consolidating empty ones."""
     plane = ControlPlane(binaries).start()
-    workdir = tmp_path_factory.mktemp("airlock-karpenter")
     hook: Webhook | None = None
     running: list[RunningCommand] = []
 
@@ -191,14 +190,58 @@ def karpenter_plane(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory
                 api, plane.url, plane.ca_file, workdir / "controller.kubeconfig")
 
     try:
-        hook = start_webhook(workdir, session_policies)
-        asyncio.run(_prepare(plane, hook, KARPENTER_STATIC))
+        hook = start_webhook(workdir, policies)
+        asyncio.run(_prepare(plane, hook, shape))
         controller = asyncio.run(wire())
-        running = start_karpenter(workdir, plane.admin_kubeconfig, plane.pki.ca,
-                                  KARPENTER_STATIC, print)
+        running = start_karpenter(workdir, plane.admin_kubeconfig, plane.pki.ca, shape,
+                                  print)
         yield WiredPlane(plane, controller)
     finally:
         stop(running)
+        if hook:
+            hook.running.process.terminate()
+            hook.running.process.wait(timeout=20)
+        plane.remove()
+
+
+@pytest.fixture(scope="module")
+def karpenter_plane(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory,
+                    session_policies: Path) -> Iterator[WiredPlane]:
+    """What `airlock sandbox up --autoscaler karpenter --nodes 2` makes: 2 static GPU
+    nodes, and Karpenter launching 8-GPU nodes. The controller's credentials are handed
+    to the test."""
+    yield from _karpenter_plane(binaries, tmp_path_factory.mktemp("airlock-karpenter"),
+                                session_policies, KARPENTER_STATIC)
+
+
+@pytest.fixture(scope="module")
+def pools_karpenter_plane(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory,
+                          session_policies: Path) -> Iterator[WiredPlane]:
+    """What `airlock sandbox up --pools h100=1x8,a100=1x8 --autoscaler karpenter` makes:
+    a node of each model, and a Karpenter NodePool per pool launching more of it."""
+    yield from _karpenter_plane(binaries, tmp_path_factory.mktemp("airlock-pools-karpenter"),
+                                session_policies, KARPENTER_POOLS)
+
+
+@pytest.fixture(scope="module")
+def pools_plane(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory,
+                session_policies: Path) -> Iterator[WiredPlane]:
+    """What `airlock sandbox up --pools h100=2x8,a100=4x8` makes, on a control plane of
+    its own: 16 H100 GPUs and 32 A100 GPUs, labelled as GPU feature discovery labels
+    them, Airlock's webhook wired in."""
+    plane = ControlPlane(binaries).start()
+    hook: Webhook | None = None
+
+    async def wire() -> Path:
+        async with await from_kubeconfig(plane.admin_kubeconfig) as api:
+            return await wiring.controller_kubeconfig(
+                api, plane.url, plane.ca_file, plane.workdir / "controller.kubeconfig")
+
+    try:
+        hook = start_webhook(tmp_path_factory.mktemp("airlock-pools"), session_policies)
+        asyncio.run(_prepare(plane, hook, MIXED_POOLS))
+        yield WiredPlane(plane, asyncio.run(wire()))
+    finally:
         if hook:
             hook.running.process.terminate()
             hook.running.process.wait(timeout=20)

@@ -4,6 +4,7 @@ each, borrowing as the queue's fungibility says, pinned there by the model's lab
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -21,9 +22,11 @@ from tests.builders import (
     model_node,
     models_cluster,
     pod,
+    preempting,
     preempts,
     running,
     tracked,
+    victims_record,
     waits,
 )
 from webhook.admission.explaining import explain_pod
@@ -271,3 +274,18 @@ def test_a_gang_that_waits_for_capacity_asks_for_its_models_nodes(
         policy.gpu_models, request.model, default), (), requested(policy.gpu_models, model))
     assert pr["spec"]["provisioningClassName"] == provisioning_class
     assert templates[0]["template"]["spec"]["nodeSelector"] == pins
+
+
+def test_a_preemptor_awaiting_its_victims_holds_its_queues_quota_of_the_model() -> None:
+    # `train` evicted team-b's H100 pods (terminating); team-a's 8 H100s are held for it,
+    # so `next` goes to the A100s, not to the free H100 node past the H100 quota.
+    policy = _two_queues([{"model": "h100", "nominal": 8, "borrowingLimit": 0},
+                          {"model": "a100", "nominal": 8}], [])
+    terminating = [dataclasses.replace(p, deleting=True)
+                   for p in running("old", ["h100-n0"], ns="team-b")]
+    train = preempting(1, victims_record(None, terminating, ["h100-n0"], NOW - 5),
+                       ns="team-a")
+    later = gang("next", 1, ns="team-a", created=1)
+    actions = _round(policy, terminating, train, later, nodes=models_cluster(h100=2, a100=1))
+    assert "not all gone yet" in waits(actions)["train"]
+    assert {g: m for g, (m, _) in _models(actions).items()} == {"next": "a100"}

@@ -247,8 +247,11 @@ class Queueing:
         """A preemptor whose victims are evicted but not gone: it stays gated, its room
         held (the nodes, and its queue's quota), until they are."""
         members = tuple(gang.waiting)
-        self.admitted(gang, members, charge=False)
         record = hold.record
+        # The model of the nodes it planned: held of its queue's quota of that model too.
+        of_node = self.cluster.models.of_node
+        model = next((m for n in record.nodes if (m := of_node.get(n)) is not None), NO_MODEL)
+        self.admitted(gang, members, charge=False, model=model)
         where = f"domain {record.domain}" if record.domain else "its nodes"
         return Wait(gang.id, members, "AwaitingVictims",
                     f"{len(members)} pods present; the {len(record.victims)} pods it "

@@ -109,9 +109,11 @@ async def mixed_namespaces(mixed_api: client.ApiClient) -> AsyncIterator[Namespa
         yield make
 
 
-async def _one_queue(policy_file: PolicyFileFactory, controllers: Controllers,
-                     namespace: str, *more: str) -> None:
-    """The models, the queue that has them all, `more` policy files; the controller."""
+async def _one_queue(namespaces: NamespaceFactory, policy_file: PolicyFileFactory,
+                     controllers: Controllers, *more: str) -> str:
+    """A namespace; the models, the queue of it that has them all, `more` policy files;
+    the controller."""
+    namespace = await namespaces()
     policy_file("92-models.yaml", policy_yaml("e2e-mixed", {
         "gpuModels": MODELS, "queues": [{"name": "mixed", "namespaces": [namespace],
                                          "models": [
@@ -121,6 +123,7 @@ async def _one_queue(policy_file: PolicyFileFactory, controllers: Controllers,
         policy_file(f"93-more-{i}.yaml", text)
     controllers.start()
     await asyncio.sleep(3)  # the webhook reloads its policy within 2 s
+    return namespace
 
 
 async def _job(api: client.ApiClient, ns: str, name: str, pods: int, cls: str = "training",
@@ -137,26 +140,51 @@ async def _bound(api: client.ApiClient, ns: str, name: str, pods: int, within: f
     return await _models_of(api, ns, name)
 
 
+async def _placed(api: client.ApiClient, ns: str, name: str, pods: int,
+                  models: str | None = None) -> set[tuple[str, str]]:
+    """A training Job made, and once bound, its nodes' products and its pods' pins."""
+    await _job(api, ns, name, pods, models=models)
+    return await _bound(api, ns, name, pods)
+
+
 async def _alive(api: client.ApiClient, ns: str, prefix: str) -> list[dict[str, Any]]:
     return [p for p in await pods_of(api, ns, prefix)
             if not p["metadata"].get("deletionTimestamp")]
 
 
-async def _ran_an_hour(api: client.ApiClient, ns: str, prefix: str) -> None:
-    for p in await pods_of(api, ns, prefix):
-        await running_since(api, p, 1)
-
-
 H100, A100 = PRODUCTS["h100"], PRODUCTS["a100"]
+MODEL_OF = {H100: "h100", A100: "a100"}
+
+
+async def _running(api: client.ApiClient, ns: str, jobs: dict[str, tuple[str, float]],
+                   cls: str = "training") -> None:
+    """Jobs of 2 workers, each on its product (name -> product, hours run), bound there
+    and said to have run that long."""
+    for name, (product, _) in jobs.items():
+        await _job(api, ns, name, 2, cls=cls, models=MODEL_OF[product])
+    for name, (product, hours) in jobs.items():
+        assert await _bound(api, ns, name, 2) == {(product, product)}
+        for p in await pods_of(api, ns, name):
+            await running_since(api, p, hours)
+
+
+async def _evicted_for(api: client.ApiClient, victims: tuple[str, str],
+                       gang: tuple[str, str], kept: tuple[str, str]) -> None:
+    """The H100 Job `victims` (namespace, name) goes, the H100 `gang` of 2 lands on H100
+    in its room, and `kept` runs on."""
+    async def evicted() -> bool:
+        return not await _alive(api, *victims)
+
+    await until(evicted, within=90)
+    assert await _bound(api, *gang, 2) == {(H100, H100)}
+    assert len(await _alive(api, *kept)) == 2
 
 
 async def test_an_h100_gang_waits_for_the_h100_quota_with_a100_nodes_free(
         mixed_api: client.ApiClient, mixed_namespaces: NamespaceFactory,
         mixed_controllers: Controllers, policy_file: PolicyFileFactory) -> None:
-    ns = await mixed_namespaces()
-    await _one_queue(policy_file, mixed_controllers, ns)
-    await _job(mixed_api, ns, "first", 2, models="h100")
-    assert await _bound(mixed_api, ns, "first", 2) == {(H100, H100)}
+    ns = await _one_queue(mixed_namespaces, policy_file, mixed_controllers)
+    assert await _placed(mixed_api, ns, "first", 2, "h100") == {(H100, H100)}
     await _job(mixed_api, ns, "second", 1, models="h100")
 
     async def waiting() -> bool:
@@ -179,37 +207,21 @@ async def test_an_h100_gang_waits_for_the_h100_quota_with_a100_nodes_free(
 async def test_a_gang_of_no_model_lands_whole_on_a100_and_never_straddles(
         mixed_api: client.ApiClient, mixed_namespaces: NamespaceFactory,
         mixed_controllers: Controllers, policy_file: PolicyFileFactory) -> None:
-    ns = await mixed_namespaces()
-    await _one_queue(policy_file, mixed_controllers, ns)
-    await _job(mixed_api, ns, "half", 1, models="h100")
-    assert await _bound(mixed_api, ns, "half", 1) == {(H100, H100)}
+    ns = await _one_queue(mixed_namespaces, policy_file, mixed_controllers)
+    assert await _placed(mixed_api, ns, "half", 1, "h100") == {(H100, H100)}
     # 8 H100 GPUs free, and 8 of the quota: 16 GPUs would fit only split across models.
-    await _job(mixed_api, ns, "whole", 2)
-    assert await _bound(mixed_api, ns, "whole", 2) == {(A100, A100)}
+    assert await _placed(mixed_api, ns, "whole", 2) == {(A100, A100)}
 
 
 async def test_a_higher_priority_h100_gang_evicts_only_h100_work(
         mixed_api: client.ApiClient, mixed_namespaces: NamespaceFactory,
         mixed_controllers: Controllers, policy_file: PolicyFileFactory) -> None:
-    ns = await mixed_namespaces()
-    await _one_queue(policy_file, mixed_controllers, ns, PREEMPT_NOW)
+    ns = await _one_queue(mixed_namespaces, policy_file, mixed_controllers, PREEMPT_NOW)
     # Scavengers on both models; those on A100 have run less: the cheaper victims, were
     # they on the model the gang needs.
-    await _job(mixed_api, ns, "scav-h", 2, cls="scavenger", models="h100")
-    await _job(mixed_api, ns, "scav-a", 2, cls="scavenger", models="a100")
-    assert await _bound(mixed_api, ns, "scav-h", 2) == {(H100, H100)}
-    assert await _bound(mixed_api, ns, "scav-a", 2) == {(A100, A100)}
-    for p in await pods_of(mixed_api, ns, "scav-h"):
-        await running_since(mixed_api, p, 5)
-    await _ran_an_hour(mixed_api, ns, "scav-a")
+    await _running(mixed_api, ns, {"scav-h": (H100, 5), "scav-a": (A100, 1)}, "scavenger")
     await _job(mixed_api, ns, "urgent", 2, models="h100")
-
-    async def evicted() -> bool:
-        return not await _alive(mixed_api, ns, "scav-h")
-
-    await until(evicted, within=90)
-    assert await _bound(mixed_api, ns, "urgent", 2) == {(H100, H100)}
-    assert len(await _alive(mixed_api, ns, "scav-a")) == 2
+    await _evicted_for(mixed_api, (ns, "scav-h"), (ns, "urgent"), (ns, "scav-a"))
 
 
 async def test_borrowing_of_one_model_is_reclaimed_on_that_model_only(
@@ -227,21 +239,11 @@ async def test_borrowing_of_one_model_is_reclaimed_on_that_model_only(
     policy_file("93-preempt-now.yaml", PREEMPT_NOW)
     mixed_controllers.start()
     await asyncio.sleep(3)  # the webhook reloads its policy within 2 s
-    await _job(mixed_api, borrower, "on-a100", 2, models="a100")
-    await _job(mixed_api, borrower, "on-h100", 2, models="h100")
-    assert await _bound(mixed_api, borrower, "on-a100", 2) == {(A100, A100)}
-    assert await _bound(mixed_api, borrower, "on-h100", 2) == {(H100, H100)}
-    for name in ("on-a100", "on-h100"):
-        await _ran_an_hour(mixed_api, borrower, name)
+    await _running(mixed_api, borrower, {"on-a100": (A100, 1), "on-h100": (H100, 1)})
     # The owner's gang, of the same priority: only a reclaim makes room.
     await _job(mixed_api, owner, "mine", 2, models="h100")
-
-    async def reclaimed() -> bool:
-        return not await _alive(mixed_api, borrower, "on-h100")
-
-    await until(reclaimed, within=90)
-    assert await _bound(mixed_api, owner, "mine", 2) == {(H100, H100)}
-    assert len(await _alive(mixed_api, borrower, "on-a100")) == 2
+    await _evicted_for(mixed_api, (borrower, "on-h100"), (owner, "mine"),
+                       (borrower, "on-a100"))
     told = await events(mixed_api, borrower)
     assert any(m.startswith("Preempted: its queue borrowed GPUs their owner now reclaims")
                for m in told)
@@ -251,12 +253,9 @@ async def test_status_shows_usage_per_queue_and_model(
         pools_plane: WiredPlane, mixed_api: client.ApiClient,
         mixed_namespaces: NamespaceFactory, mixed_controllers: Controllers,
         policy_file: PolicyFileFactory, session_policies: Path) -> None:
-    ns = await mixed_namespaces()
-    await _one_queue(policy_file, mixed_controllers, ns)
-    await _job(mixed_api, ns, "h", 1, models="h100")
-    await _job(mixed_api, ns, "a", 3, models="a100")
-    await _bound(mixed_api, ns, "h", 1)
-    await _bound(mixed_api, ns, "a", 3)
+    ns = await _one_queue(mixed_namespaces, policy_file, mixed_controllers)
+    await _placed(mixed_api, ns, "h", 1, "h100")
+    await _placed(mixed_api, ns, "a", 3, "a100")
     shown = await asyncio.create_subprocess_exec(
         *airlock_command("status", "--kubeconfig", str(pools_plane.plane.admin_kubeconfig),
                          "--policies", str(session_policies), "-o", "json"),

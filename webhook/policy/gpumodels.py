@@ -59,6 +59,10 @@ class GpuModel(Strict):
         return {**self.node_labels, **pool}
 
 
+def model_named(models: Sequence[GpuModel], name: str | None) -> GpuModel | None:
+    return next((m for m in models if m.name == name), None)
+
+
 def model_of(models: Sequence[GpuModel], labels: Mapping[str, str]) -> str | None:
     """The first model whose labels a node has, or None."""
     return next((m.name for m in models if m.selects(labels)), None)

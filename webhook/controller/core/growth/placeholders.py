@@ -25,7 +25,7 @@ from webhook.keys import (
     PLACEHOLDER_PRIORITY_CLASS,
     SYSTEM_NAMESPACE,
 )
-from webhook.policy.gpumodels import GpuModel
+from webhook.policy.gpumodels import GpuModel, model_named
 
 IMAGE = "registry.k8s.io/pause:3.10"
 _KINDS: dict[str, UnitKind] = {"gang": "gang", "pod": "pod"}
@@ -66,7 +66,7 @@ def _keeping_out(terms: Sequence[Mapping[str, Any]], key: str, avoid: Sequence[s
 
 def requested(models: Sequence[GpuModel], model: str | None) -> dict[str, str]:
     """The node labels a request for GPU `model`'s nodes selects (no model: none)."""
-    found = next((m for m in models if m.name == model), None)
+    found = model_named(models, model)
     return {} if found is None else found.requested_labels()
 
 

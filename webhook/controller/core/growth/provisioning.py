@@ -25,7 +25,7 @@ from webhook.operators.clusterautoscaler.keys import (
     PROVISIONED,
     VERSION,
 )
-from webhook.policy.gpumodels import GpuModel
+from webhook.policy.gpumodels import GpuModel, model_named
 
 # Conditions after which the request gives no room: the autoscaler gave up, the booking
 # ran out before the pods came, or the room was taken back.
@@ -39,7 +39,7 @@ def request_name(unit: UnitId) -> str:
 def class_for(models: Sequence[GpuModel], model: str | None, default: str) -> str:
     """The ProvisioningRequest class for a gang of GPU `model`: the model's, else
     `default` (the policy's)."""
-    found = next((m for m in models if m.name == model), None)
+    found = model_named(models, model)
     return default if found is None or found.provisioning_class is None else \
         found.provisioning_class
 

@@ -34,7 +34,7 @@ class GpuModel(Strict):
         None, alias="nodePool", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=63,
         description="The Karpenter NodePool that launches nodes of the model: a capacity "
         "request (`spec.capacity.mode: placeholders`) for a gang that waits for the model "
-        "selects it (`karpenter.sh/nodepool`) beside `nodeLabels`. Without it, "
+        f"selects it (`{NODE_POOL_LABEL}`) beside `nodeLabels`. Without it, "
         "`nodeLabels` alone select, which every NodePool whose nodes carry them matches.")
     provisioning_class: str | None = Field(
         None, alias="provisioningClass", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",

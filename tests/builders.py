@@ -490,6 +490,18 @@ def workload(api_version: str, kind: str, name: str = "w", namespace: str = "ml"
             "metadata": {"name": name, "namespace": namespace}, "spec": copy.deepcopy(spec)}
 
 
+def indexed_job(name: str, pods: int, annotations: dict[str, str] | None = None,
+                cls: str = "training", gpus: int = 8) -> dict[str, Any]:
+    """An indexed Job of `pods` workers of `gpus` GPUs each, of class `cls`, as a user
+    writes it: a gang as large as its parallelism."""
+    pod_template = template(gpus=gpus, labels={CLASS_LABEL: cls})
+    pod_template["metadata"]["annotations"] = dict(annotations or {})
+    pod_template["spec"]["restartPolicy"] = "Never"
+    return {"metadata": {"name": name},
+            "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed",
+                     "template": pod_template}}
+
+
 def replica_specs(**replicas: int | tuple[int, dict[str, Any]]) -> dict[str, Any]:
     """Training-operator replica specs: `Master=1, Worker=3`, or `(count, extra fields)`."""
     out: dict[str, Any] = {}

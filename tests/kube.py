@@ -29,6 +29,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from tests.builders import GPU, claim_template, gang_pod, iso
 from tests.commands import airlock_command
 from webhook.keys import GATE
+from webhook.pools import parse_spec
 from webhook.sandbox import wiring
 from webhook.sandbox.controlplane import ControlPlane
 from webhook.sandbox.devices import CHANNEL_CLASS, GPU_CLASS
@@ -44,6 +45,11 @@ DRA_NODES = Shape(nodes=16, nodes_per_domain=8, dra=True)
 # The Karpenter sandbox's static nodes (`sandbox up --autoscaler karpenter --nodes 2`):
 # one domain of 16 GPUs; what it launches is in a domain of its own.
 KARPENTER_STATIC = Shape(nodes=2, nodes_per_domain=2)
+# The mixed sandbox's (`sandbox up --pools h100=2x8,a100=4x8`): 16 H100 GPUs and 32 A100.
+MIXED_POOLS = Shape(pools=parse_spec("h100=2x8,a100=4x8"))
+# And with Karpenter (`--pools h100=1x8,a100=1x8 --autoscaler karpenter`): a node of each
+# model, and a NodePool per pool.
+KARPENTER_POOLS = Shape(pools=parse_spec("h100=1x8,a100=1x8"))
 
 # What the e2e fixtures hand a test: make a namespace, add a policy file (name, text),
 # add nodes (manifests).

@@ -6,6 +6,7 @@ missing prerequisite fails the run."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -18,7 +19,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from tests.builders import policy_yaml
 from tests.kube import (
     DRA_NODES,
+    KARPENTER_POOLS,
     KARPENTER_STATIC,
+    MIXED_POOLS,
     Controllers,
     NamespaceFactory,
     NodeFactory,
@@ -37,7 +40,7 @@ from webhook.sandbox.binaries import Binaries
 from webhook.sandbox.clients import from_kubeconfig, service_account_token
 from webhook.sandbox.controlplane import ControlPlane
 from webhook.sandbox.nodes import Shape, create_nodes, topology
-from webhook.sandbox.operating import RunningCommand, stop
+from webhook.sandbox.operating import stop
 from webhook.sandbox.processes import Webhook, start_webhook, webhook_reading
 
 
@@ -157,7 +160,30 @@ def dra_controllers(dra_sandbox: WiredPlane, tmp_path: Path, session_policies: P
         yield running
 
 
-# --- Kubernetes 1.37 with workload-aware scheduling on --------------------------------
+# --- control planes of a fixture's own ------------------------------------------------
+
+@contextlib.contextmanager
+def _wired(plane: ControlPlane, workdir: Path, policies: Path, shape: Shape = NODES
+           ) -> Iterator[WiredPlane]:
+    """`plane` (started) with `shape`'s nodes, Airlock's webhook reading `policies` wired
+    in, and the controller's credentials on it; all of it removed afterwards."""
+    hook: Webhook | None = None
+
+    async def wire() -> Path:
+        async with await from_kubeconfig(plane.admin_kubeconfig) as api:
+            return await wiring.controller_kubeconfig(
+                api, plane.url, plane.ca_file, plane.workdir / "controller.kubeconfig")
+
+    try:
+        hook = start_webhook(workdir, policies)
+        asyncio.run(_prepare(plane, hook, shape))
+        yield WiredPlane(plane, asyncio.run(wire()))
+    finally:
+        if hook:
+            hook.running.process.terminate()
+            hook.running.process.wait(timeout=20)
+        plane.remove()
+
 
 @pytest.fixture(scope="module")
 def gang_plane(newest_binaries: Binaries, tmp_path_factory: pytest.TempPathFactory,
@@ -167,56 +193,55 @@ def gang_plane(newest_binaries: Binaries, tmp_path_factory: pytest.TempPathFacto
     plane, Airlock's webhook wired in; and the controller's credentials on it."""
     plane = ControlPlane(newest_binaries, feature_gates=("GenericWorkload=true",),
                          runtime_config=("scheduling.k8s.io/v1beta1=true",)).start()
-    hook: Webhook | None = None
+    with _wired(plane, tmp_path_factory.mktemp("airlock-gangs"), session_policies) as wired:
+        yield wired
 
-    async def wire() -> Path:
-        async with await from_kubeconfig(plane.admin_kubeconfig) as api:
-            return await wiring.controller_kubeconfig(
-                api, plane.url, plane.ca_file, plane.workdir / "controller.kubeconfig")
 
-    try:
-        hook = start_webhook(tmp_path_factory.mktemp("airlock-gangs"), session_policies)
-        asyncio.run(_prepare(plane, hook))
-        yield WiredPlane(plane, asyncio.run(wire()))
-    finally:
-        if hook:
-            hook.running.process.terminate()
-            hook.running.process.wait(timeout=20)
-        plane.remove()
+@pytest.fixture(scope="module")
+def pools_plane(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory,
+                session_policies: Path) -> Iterator[WiredPlane]:
+    """What `airlock sandbox up --pools h100=2x8,a100=4x8` makes, on a control plane of
+    its own: 16 H100 GPUs and 32 A100 GPUs, labelled as GPU feature discovery labels
+    them, Airlock's webhook wired in."""
+    with _wired(ControlPlane(binaries).start(), tmp_path_factory.mktemp("airlock-pools"),
+                session_policies, MIXED_POOLS) as wired:
+        yield wired
 
 
 # --- a cluster that grows: the real Karpenter --------------------------------------------
 
+def _karpenter_plane(binaries: Binaries, workdir: Path, policies: Path, shape: Shape
+                     ) -> Iterator[WiredPlane]:
+    """A control plane of its own with `shape`'s static nodes, Airlock's webhook wired in,
+    and the real Karpenter (its kwok provider) launching nodes of each pool's size for
+    Unschedulable pods (a NodePool per pool) and consolidating empty ones."""
+    with _wired(ControlPlane(binaries).start(), workdir, policies, shape) as wired:
+        plane = wired.plane
+        running = start_karpenter(workdir, plane.admin_kubeconfig, plane.pki.ca, shape,
+                                  print)
+        try:
+            yield wired
+        finally:
+            stop(running)
+
+
 @pytest.fixture(scope="module")
 def karpenter_plane(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory,
                     session_policies: Path) -> Iterator[WiredPlane]:
-    """What `airlock sandbox up --autoscaler karpenter --nodes 2` makes, on a control
-    plane of its own: 2 static GPU nodes, Airlock's webhook wired in, and the real
-    Karpenter (its kwok provider) launching 8-GPU nodes for Unschedulable pods and
-    consolidating empty ones. The controller's credentials are handed to the test."""
-    plane = ControlPlane(binaries).start()
-    workdir = tmp_path_factory.mktemp("airlock-karpenter")
-    hook: Webhook | None = None
-    running: list[RunningCommand] = []
+    """What `airlock sandbox up --autoscaler karpenter --nodes 2` makes: 2 static GPU
+    nodes, and Karpenter launching 8-GPU nodes. The controller's credentials are handed
+    to the test."""
+    yield from _karpenter_plane(binaries, tmp_path_factory.mktemp("airlock-karpenter"),
+                                session_policies, KARPENTER_STATIC)
 
-    async def wire() -> Path:
-        async with await from_kubeconfig(plane.admin_kubeconfig) as api:
-            return await wiring.controller_kubeconfig(
-                api, plane.url, plane.ca_file, workdir / "controller.kubeconfig")
 
-    try:
-        hook = start_webhook(workdir, session_policies)
-        asyncio.run(_prepare(plane, hook, KARPENTER_STATIC))
-        controller = asyncio.run(wire())
-        running = start_karpenter(workdir, plane.admin_kubeconfig, plane.pki.ca,
-                                  KARPENTER_STATIC, print)
-        yield WiredPlane(plane, controller)
-    finally:
-        stop(running)
-        if hook:
-            hook.running.process.terminate()
-            hook.running.process.wait(timeout=20)
-        plane.remove()
+@pytest.fixture(scope="module")
+def pools_karpenter_plane(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory,
+                          session_policies: Path) -> Iterator[WiredPlane]:
+    """What `airlock sandbox up --pools h100=1x8,a100=1x8 --autoscaler karpenter` makes:
+    a node of each model, and a Karpenter NodePool per pool launching more of it."""
+    yield from _karpenter_plane(binaries, tmp_path_factory.mktemp("airlock-pools-karpenter"),
+                                session_policies, KARPENTER_POOLS)
 
 
 @pytest.fixture

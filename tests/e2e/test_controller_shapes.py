@@ -11,7 +11,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from tests.builders import template
+from tests.builders import indexed_job
 from tests.kube import (
     Controllers,
     NodeFactory,
@@ -24,7 +24,6 @@ from tests.kube import (
     until,
 )
 from webhook.keys import (
-    CLASS_LABEL,
     GANG_MIN_SIZE_ANNOTATION,
     REQUIRED_TOPOLOGY_ANNOTATION,
     SLICE_REQUIRED_TOPOLOGY_ANNOTATION,
@@ -33,16 +32,6 @@ from webhook.keys import (
 from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL, Shape, node_manifest
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-
-
-def indexed_job(name: str, pods: int, annotations: dict[str, str]) -> dict[str, Any]:
-    """An indexed Job of `pods` 8-GPU training workers, as a user writes it."""
-    pod_template = template(gpus=8, labels={CLASS_LABEL: "training"})
-    pod_template["metadata"]["annotations"] = annotations
-    pod_template["spec"]["restartPolicy"] = "Never"
-    return {"metadata": {"name": name},
-            "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed",
-                     "template": pod_template}}
 
 
 def second_block() -> list[dict[str, Any]]:

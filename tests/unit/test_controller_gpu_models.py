@@ -4,6 +4,7 @@ each, borrowing as the queue's fungibility says, pinned there by the model's lab
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -21,19 +22,26 @@ from tests.builders import (
     model_node,
     models_cluster,
     pod,
+    preempting,
     preempts,
     running,
     tracked,
+    victims_record,
     waits,
 )
 from webhook.admission.explaining import explain_pod
-from webhook.controller.core.actions import Action, Admit
+from webhook.controller.core.actions import Action, Admit, Wait
 from webhook.controller.core.configuring import quotas_of
+from webhook.controller.core.growth.asking import CapacitySettings, grow
+from webhook.controller.core.growth.placeholders import manifest, requested
+from webhook.controller.core.growth.provisioning import class_for, objects
 from webhook.controller.core.records import Record
 from webhook.controller.core.reporting import report
 from webhook.controller.core.rounds import Rounds
 from webhook.controller.shells.patches import ungate_patch
 from webhook.keys import GPU_MODELS_ANNOTATION
+from webhook.operators.karpenter.keys import NODE_POOL_LABEL
+from webhook.policy.capacity import CapacitySpec
 from webhook.policy.queues import Queue
 
 
@@ -197,3 +205,87 @@ def test_explain_says_which_models_a_pod_may_get(namespace: str, named: str | No
     if named is not None:
         b.annotation(GPU_MODELS_ANNOTATION, named)
     assert explain_pod(b.build(), policy, {})["gpuModels"] == expected
+
+
+def _two_queues(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> Any:
+    return make_policy(gpu_models=GPU_MODELS, queues=tuple(Queue.model_validate(
+        {"name": f"team-{q}", "namespaces": [f"team-{q}"], "models": models})
+        for q, models in (("a", a), ("b", b))))
+
+
+@pytest.mark.parametrize(("a", "b", "running_b", "victims"), [
+    # team-b borrows H100 but holds no more than its queue's nominal over both models
+    # (8 H100 + 8 A100 against 16 A100): its H100s are reclaimed all the same, and its
+    # A100 work stays.
+    ([{"model": "h100", "nominal": 8}], [{"model": "a100", "nominal": 16}],
+     {"h100": ["h100-n0"], "a100": ["a100-n0"]}, ["gang team-b/b-h100"]),
+    # team-b's own H100 quota is not reclaimed though it borrows A100s (over its queue's
+    # nominal over both models): it is A100 that it borrows.
+    ([{"model": "h100", "nominal": 8}], [{"model": "h100", "nominal": 8}],
+     {"h100": ["h100-n0"], "a100": ["a100-n0"]}, []),
+    # team-a is below its nominal over both models, but at its H100 quota: taking more
+    # H100 is borrowing, which reclaims nothing.
+    ([{"model": "h100", "nominal": 0}, {"model": "a100", "nominal": 16}], [],
+     {"h100": ["h100-n0"]}, []),
+])
+def test_borrowing_of_one_model_is_reclaimed_on_that_model_only(
+        a: list[dict[str, Any]], b: list[dict[str, Any]], running_b: dict[str, list[str]],
+        victims: list[str]) -> None:
+    # team-a's gang may use only H100s, and outranks nothing: what it takes, it reclaims.
+    urgent = gang("urgent", 1, ns="team-a", marks={GPU_MODELS_ANNOTATION: "h100"})
+    work = [p for model, nodes in running_b.items()
+            for p in running(f"b-{model}", nodes, ns="team-b")]
+    rounds = Rounds()
+    rounds.accounts.list_pdbs([])
+    cluster = tracked(models_cluster(h100=1, a100=2), work + urgent)
+    found = preempts(rounds.run(_two_queues(a, b), cluster, NOW))
+    assert [str(v.unit) for p in found for v in p.victims] == victims
+    assert all(v.cause == "reclaim" for p in found for v in p.victims)
+
+
+@pytest.mark.parametrize(("named", "model", "pins", "provisioning_class"), [
+    ("h100", "h100", {PRODUCT: PRODUCTS["h100"], NODE_POOL_LABEL: "gpu-h100"},
+     "queued-provisioning.gke.io"),
+    # A model that names no NodePool or class: its labels, and the policy's class.
+    ("a100", "a100", {PRODUCT: PRODUCTS["a100"]}, CapacitySpec().provisioning_class),
+])
+def test_a_gang_that_waits_for_capacity_asks_for_its_models_nodes(
+        named: str, model: str, pins: dict[str, str], provisioning_class: str) -> None:
+    models = (GPU_MODELS[0].model_copy(update={
+        "node_pool": "gpu-h100", "provisioning_class": "queued-provisioning.gke.io"}),
+        *GPU_MODELS[1:])
+    policy = make_policy(gpu_models=models, queues=(Queue.model_validate(
+        {"name": "team-a", "namespaces": ["team-a"],
+         "models": [{"model": "h100", "nominal": 64}, {"model": "a100", "nominal": 64}]}),))
+    # Two 8-GPU pods, one node of each model: it fits on neither, and more nodes of the
+    # model it names would let it in.
+    big = gang("big", 2, ns="team-a", marks={GPU_MODELS_ANNOTATION: named})
+    actions = _round(policy, big, nodes=models_cluster(h100=1, a100=1))
+    (wait,) = [a for a in actions if isinstance(a, Wait)]
+    assert (wait.may_grow, wait.model) == (True, model)
+    (request,) = grow(actions, quotas_of(policy, policy.counted()), [], {}, NOW,
+                      CapacitySettings()).make
+    assert request.model == model
+    placeholder = manifest(request.unit, request.pods[0], 0, (),
+                           requested(policy.gpu_models, request.model))
+    assert placeholder["spec"]["nodeSelector"] == pins
+    default = policy.capacity.provisioning_class
+    *templates, pr = objects(request.unit, request.pods, class_for(
+        policy.gpu_models, request.model, default), (), requested(policy.gpu_models, model))
+    assert pr["spec"]["provisioningClassName"] == provisioning_class
+    assert templates[0]["template"]["spec"]["nodeSelector"] == pins
+
+
+def test_a_preemptor_awaiting_its_victims_holds_its_queues_quota_of_the_model() -> None:
+    # `train` evicted team-b's H100 pods (terminating); team-a's 8 H100s are held for it,
+    # so `next` goes to the A100s, not to the free H100 node past the H100 quota.
+    policy = _two_queues([{"model": "h100", "nominal": 8, "borrowingLimit": 0},
+                          {"model": "a100", "nominal": 8}], [])
+    terminating = [dataclasses.replace(p, deleting=True)
+                   for p in running("old", ["h100-n0"], ns="team-b")]
+    train = preempting(1, victims_record(None, terminating, ["h100-n0"], NOW - 5),
+                       ns="team-a")
+    later = gang("next", 1, ns="team-a", created=1)
+    actions = _round(policy, terminating, train, later, nodes=models_cluster(h100=2, a100=1))
+    assert "not all gone yet" in waits(actions)["train"]
+    assert {g: m for g, (m, _) in _models(actions).items()} == {"next": "a100"}

@@ -100,6 +100,12 @@ def test_a_node_is_the_first_model_whose_labels_it_has(tmp_path: Path) -> None:
     pytest.param(({"gpuModels": [H100], "queues": [_queue(fungibility="Sometimes")]},),
                  ["10-more.yaml:15: spec.queues.0.fungibility: Input should be "
                   "'NextModelFirst' or 'BorrowFirst', got 'Sometimes'"], id="bad fungibility"),
+    pytest.param(({"gpuModels": [{**H100, "nodePool": "GPU pool"}]},),
+                 ["10-more.yaml:10: spec.gpuModels.0.nodePool: String should match pattern "
+                  "'^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$', got 'GPU pool'"], id="bad NodePool"),
+    pytest.param(({"gpuModels": [{**H100, "nodePool": "gpu"}, {**A100, "nodePool": "gpu"}]},),
+                 ["10-more.yaml:14: model a100 names NodePool gpu, as h100 does; a request "
+                  "for one would grow the other's nodes"], id="one NodePool two models"),
 ])
 def test_lint_names_each_problem_at_its_line(tmp_path: Path, specs: tuple[dict[str, Any], ...],
                                              expected: list[str]) -> None:

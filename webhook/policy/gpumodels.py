@@ -16,6 +16,7 @@ from typing import Annotated
 from pydantic import Field, field_validator, model_validator
 
 from webhook.devices.kinds import AttributeValue
+from webhook.operators.karpenter.keys import NODE_POOL_LABEL
 from webhook.policy.fields import NAME, Strict
 from webhook.policy.sources import Loc
 from webhook.values import shown
@@ -31,6 +32,17 @@ class GpuModel(Strict):
         description="Labels every node of the model has, e.g. `{nvidia.com/gpu.product: "
         "NVIDIA-H100-80GB-HBM3}` as GPU feature discovery writes it. A pod of the model "
         "is pinned to them at ungate.")
+    node_pool: str | None = Field(
+        None, alias="nodePool", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=63,
+        description="The Karpenter NodePool that launches nodes of the model: a capacity "
+        "request (`spec.capacity.mode: placeholders`) for a gang that waits for the model "
+        f"selects it (`{NODE_POOL_LABEL}`) beside `nodeLabels`. Without it, "
+        "`nodeLabels` alone select, which every NodePool whose nodes carry them matches.")
+    provisioning_class: str | None = Field(
+        None, alias="provisioningClass", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="The ProvisioningRequest class a request for a gang that waits for the "
+        "model names (`spec.capacity.mode: provisioningRequest`); default "
+        "`spec.capacity.provisioningClass`.")
     device_attributes: dict[Annotated[str, Field(min_length=1)], AttributeValue] = Field(
         default_factory=dict, alias="deviceAttributes",
         description="Attributes of the DRA devices (of a DeviceClass mapped as a GPU) that "
@@ -58,6 +70,16 @@ class GpuModel(Strict):
         attribute (by qualified name, and by bare name) has on some GPU device of it."""
         return all(labels.get(k) == v for k, v in self.node_labels.items()) and all(
             v in (devices or {}).get(k, ()) for k, v in self.device_attributes.items())
+
+    def requested_labels(self) -> dict[str, str]:
+        """What a capacity request for the model's nodes selects: its labels, and its
+        Karpenter NodePool where it names one."""
+        pool = {NODE_POOL_LABEL: self.node_pool} if self.node_pool else {}
+        return {**self.node_labels, **pool}
+
+
+def model_named(models: Sequence[GpuModel], name: str | None) -> GpuModel | None:
+    return next((m for m in models if m.name == name), None)
 
 
 def model_of(models: Sequence[GpuModel], labels: Mapping[str, str],
@@ -113,10 +135,21 @@ def models_for(models: Sequence[GpuModel], order: Sequence[str] | None, named: S
 
 
 def model_problems(models: Sequence[GpuModel]) -> Iterator[tuple[int, Loc, str]]:
-    """Two models one node could be. Each as (index, path inside the model, message), for
-    the merger's `file:line`."""
+    """Two models one node could be, or one NodePool launches. Each as (index, path
+    inside the model, message), for the merger's `file:line`."""
     for i, model in enumerate(models):
         for other in models[:i]:
+            if model.node_pool is not None and model.node_pool == other.node_pool:
+                yield i, ("nodePool",), (f"model {model.name} names NodePool "
+                                         f"{model.node_pool}, as {other.name} does; a "
+                                         f"request for one would grow the other's nodes")
+            if _overlap(other.node_labels, model.node_labels):
+                both = ("has the same nodeLabels as " + other.name
+                        if model.node_labels == other.node_labels else
+                        f"and {other.name} could both be one node "
+                        f"({_text({**other.node_labels, **model.node_labels})})")
+                yield i, ("nodeLabels",), (f"model {model.name} {both}; give each model a "
+                                           f"label value of its own")
             if (clash := _clash(model, other)) is not None:
                 where = "nodeLabels" if model.node_labels else "deviceAttributes"
                 yield i, (where,), clash

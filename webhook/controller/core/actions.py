@@ -67,6 +67,9 @@ class Wait:
     # The head of the queue: the domain reserved for it, reserved again next round
     # (`placement.reservation`).
     reserves: str | None = None
+    # The GPU model it waits for room of, where policy names models: what a capacity
+    # request asks for.
+    model: str | None = None
 
     @property
     def message(self) -> str:

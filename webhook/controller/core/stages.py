@@ -225,7 +225,7 @@ def make_room(r: Round, u: Unit) -> Verdict:
         # and no eviction makes it fit.
         return Wait(gang.id, tuple(u.members), u.outcome.code,
                     f"{present(gang, u.members, u.size)}{u.outcome.reason}", warning=True,
-                    may_grow=_grows(r, u))
+                    may_grow=_grows(r, u), model=u.model)
     # A unit whose victims are going (`hold`) waits for them: the watch may not have told
     # of every deletion yet, and preempting again would evict more than it needs.
     if u.started or u.hold is not None:
@@ -233,12 +233,12 @@ def make_room(r: Round, u: Unit) -> Verdict:
     # Room reserved for the head is lent on a promise to end in time, never taken by
     # evicting what runs there; nor is room held for another preemptor.
     avoid, head = r.reservation.nodes | r.held | u.model_off, r.reservation.head is None
-    preempt = r.queues.preempt(gang, u.members, avoid, head=head) \
+    preempt = r.queues.preempt(gang, u.members, avoid, head=head, model=u.model) \
         if r.queues.may_preempt(gang, u.members) else None
     # The head that free GPUs would hold, were they in one domain: a few pods moved.
     if preempt is None and head and u.over is None and isinstance(u.outcome, NoFit) and \
             u.outcome.code == "NoDomainFits" and r.queues.may_move(gang, u.members):
-        preempt = r.queues.move(gang, u.members, avoid)
+        preempt = r.queues.move(gang, u.members, avoid, u.model)
     if preempt is None:
         return None
     r.reservation.claim(gang, NoFit(""))  # strict order waits behind it
@@ -256,7 +256,7 @@ def reserve(r: Round, u: Unit) -> Verdict:
             r.reservation.claim(gang, u.outcome, u.members)
         reserves = u.outcome.best_domain if r.reservation.head == gang.id else None
         return Wait(gang.id, tuple(u.members), u.outcome.code, f"{said}{u.outcome.reason}",
-                    may_grow=_grows(r, u), reserves=reserves)
+                    may_grow=_grows(r, u), reserves=reserves, model=u.model)
     # Over quota: it reserves no capacity, which units of other queues may use.
     return Wait(gang.id, tuple(u.members), "OverQuota", f"{said}{u.over}")
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.controller.core.growth.asking import CapacitySettings, Growth, events_of
-from webhook.controller.core.growth.placeholders import manifest, too_small
+from webhook.controller.core.growth.placeholders import manifest, requested, too_small
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.nodes import NodeInfo
 from webhook.controller.core.pods import PodInfo
@@ -20,6 +20,7 @@ from webhook.controller.shells.applying import Applier
 from webhook.controller.shells.metrics import ControllerMetrics
 from webhook.keys import SYSTEM_NAMESPACE
 from webhook.kuberaw import json_of
+from webhook.policy.gpumodels import GpuModel
 
 log = logging.getLogger("airlock.controller")
 
@@ -35,13 +36,14 @@ class Placeholding:
         self.failed: dict[UnitId, float] = {}
 
     async def apply(self, growth: Growth, settings: CapacitySettings,
-                    nodes: Iterable[NodeInfo]) -> None:
+                    nodes: Iterable[NodeInfo], models: Sequence[GpuModel] = ()) -> None:
         self.failed = dict(growth.backing_off)
         # Removed first: the gang they stood for may be lifted into their room next.
         await asyncio.gather(*(self._delete(name) for r in growth.release
                                for name in r.names))
         nodes = list(nodes) if growth.make else []
-        await asyncio.gather(*(self._create(manifest(r.unit, pod, i, _avoid(nodes, r.pods)))
+        await asyncio.gather(*(self._create(manifest(r.unit, pod, i, _avoid(nodes, r.pods),
+                                                     requested(models, r.model)))
                                for r in growth.make for i, pod in enumerate(r.pods)))
         for request in growth.make:
             self.metrics.capacity_requests.labels("requested").inc()

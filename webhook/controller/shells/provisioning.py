@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -16,8 +16,13 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from webhook.controller.core.actions import Action, Admit
 from webhook.controller.core.growth.asking import Asking, CapacitySettings, Growth, events_of
-from webhook.controller.core.growth.placeholders import digest, too_small
-from webhook.controller.core.growth.provisioning import consuming, objects, request_name
+from webhook.controller.core.growth.placeholders import digest, requested, too_small
+from webhook.controller.core.growth.provisioning import (
+    class_for,
+    consuming,
+    objects,
+    request_name,
+)
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.nodes import NodeInfo
 from webhook.controller.shells.applying import Applier
@@ -25,6 +30,7 @@ from webhook.controller.shells.metrics import ControllerMetrics
 from webhook.keys import PLACEHOLDER_LABEL
 from webhook.kuberaw import json_of
 from webhook.operators.clusterautoscaler.keys import GROUP, PLURAL, VERSION
+from webhook.policy.gpumodels import GpuModel
 
 log = logging.getLogger("airlock.controller")
 
@@ -44,15 +50,17 @@ class Provisioning:
 
     @staticmethod
     def consume(actions: list[Action], open_units: Iterable[UnitId],
-                provisioning_class: str) -> list[Action]:
+                provisioning_class: str, models: Sequence[GpuModel] = ()) -> list[Action]:
         """The round's admissions of gangs with a request open, writing the annotations
-        that have their pods consume what it booked."""
+        that have their pods consume what it booked (of their model's class)."""
         asked = set(open_units)
-        return [dataclasses.replace(a, annotations=consuming(a.unit, provisioning_class))
+        return [dataclasses.replace(a, annotations=consuming(a.unit, class_for(
+            models, a.record.model, provisioning_class)))
                 if isinstance(a, Admit) and a.unit in asked else a for a in actions]
 
     async def apply(self, growth: Growth, settings: CapacitySettings,
-                    nodes: Iterable[NodeInfo], provisioning_class: str) -> None:
+                    nodes: Iterable[NodeInfo], provisioning_class: str,
+                    models: Sequence[GpuModel] = ()) -> None:
         self.failed = dict(growth.backing_off)
         ended = [r for r in growth.release if r.ending != "provisioned"]
         await asyncio.gather(*(self._delete(r.unit) for r in ended))
@@ -60,7 +68,9 @@ class Provisioning:
         for request in growth.make:
             key = request.pods[0].marks.topology_key
             avoid = too_small(nodes, key, request.pods) if key else []
-            for obj in objects(request.unit, request.pods, provisioning_class, avoid):
+            for obj in objects(request.unit, request.pods,
+                               class_for(models, request.model, provisioning_class), avoid,
+                               requested(models, request.model)):
                 await self._create(obj)
             self.metrics.capacity_requests.labels("requested").inc()
             log.info("capacity requested", extra={"gang": str(request.unit),

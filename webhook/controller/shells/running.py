@@ -185,13 +185,14 @@ class Controller:
         if mode == "placeholders" or placeholders:
             await self.placeholding.apply(grow(
                 actions if mode == "placeholders" else [], quotas, placeholders.values(),
-                self.placeholding.failed, now, settings), settings, nodes)
+                self.placeholding.failed, now, settings), settings, nodes, policy.gpu_models)
         if mode == "provisioningRequest" or requests:
             actions = self.provisioning.consume(actions, open_units(requests.values()),
-                                                pr_class)
+                                                pr_class, policy.gpu_models)
             await self.provisioning.apply(grow(
                 actions if mode == "provisioningRequest" else [], quotas, requests.values(),
-                self.provisioning.failed, now, settings), settings, nodes, pr_class)
+                self.provisioning.failed, now, settings), settings, nodes, pr_class,
+                policy.gpu_models)
         self.metrics.placeholders.set(len(placeholders))
         return actions
 

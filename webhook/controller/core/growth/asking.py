@@ -41,6 +41,8 @@ class Request:
 
     unit: UnitId
     pods: tuple[PodInfo, ...]
+    # The GPU model it waits for, where policy names models: the request is for its nodes.
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,16 +70,16 @@ class CapacitySettings:
     backoff: float = 300.0
 
 
-def askers(actions: Iterable[Action], quotas: Quotas) -> dict[UnitId, tuple[PodInfo, ...]]:
+def askers(actions: Iterable[Action], quotas: Quotas) -> dict[UnitId, Wait]:
     """The gangs that ask this round: per queue, the first whose wait says it may grow."""
-    asking: dict[UnitId, tuple[PodInfo, ...]] = {}
+    asking: dict[UnitId, Wait] = {}
     queues: set[str] = set()
     for action in actions:
         if isinstance(action, Wait) and action.may_grow:
             queue = quotas.queue_of(action.unit.namespace)
             if queue not in queues:
                 queues.add(queue)
-                asking[action.unit] = action.pods
+                asking[action.unit] = action
     return asking
 
 
@@ -86,7 +88,7 @@ def grow(actions: list[Action], quotas: Quotas, there: Iterable[Asking],
     """What to make and end, given the round's `actions`, what asks `there`, and when each
     unit's last request `failed`."""
     backing_off = {u: at for u, at in failed.items() if now - at < settings.backoff}
-    asking = {u: pods for u, pods in askers(actions, quotas).items() if u not in backing_off}
+    asking = {u: wait for u, wait in askers(actions, quotas).items() if u not in backing_off}
     admitted = {a.unit: a.ungate for a in actions if isinstance(a, Admit)}
     pods_of = {a.unit: a.pods for a in actions if isinstance(a, Wait)}
     by_unit: dict[UnitId, list[Asking]] = {}
@@ -101,12 +103,13 @@ def grow(actions: list[Action], quotas: Quotas, there: Iterable[Asking],
         elif unit not in asking:
             release.append(Release(unit, names, "withdrawn", pods_of.get(unit, ())))
         elif gave_up is not None:
-            release.append(Release(unit, names, "failed", asking.pop(unit), gave_up))
+            release.append(Release(unit, names, "failed", asking.pop(unit).pods, gave_up))
             backing_off[unit] = now
         elif now - min(a.created for a in held) >= settings.timeout:
-            release.append(Release(unit, names, "expired", asking.pop(unit)))
+            release.append(Release(unit, names, "expired", asking.pop(unit).pods))
             backing_off[unit] = now
-    make = tuple(Request(u, pods) for u, pods in asking.items() if u not in by_unit)
+    make = tuple(Request(u, wait.pods, wait.model) for u, wait in asking.items()
+                 if u not in by_unit)
     return Growth(make, tuple(release), backing_off)
 
 

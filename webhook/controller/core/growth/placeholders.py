@@ -25,6 +25,7 @@ from webhook.keys import (
     PLACEHOLDER_PRIORITY_CLASS,
     SYSTEM_NAMESPACE,
 )
+from webhook.policy.gpumodels import GpuModel, model_named
 
 IMAGE = "registry.k8s.io/pause:3.10"
 _KINDS: dict[str, UnitKind] = {"gang": "gang", "pod": "pod"}
@@ -63,10 +64,16 @@ def _keeping_out(terms: Sequence[Mapping[str, Any]], key: str, avoid: Sequence[s
             for term in terms or ({},)]
 
 
-def manifest(unit: UnitId, pod: PodInfo, index: int, avoid: Sequence[str] = ()
-             ) -> dict[str, Any]:
+def requested(models: Sequence[GpuModel], model: str | None) -> dict[str, str]:
+    """The node labels a request for GPU `model`'s nodes selects (no model: none)."""
+    found = model_named(models, model)
+    return {} if found is None else found.requested_labels()
+
+
+def manifest(unit: UnitId, pod: PodInfo, index: int, avoid: Sequence[str] = (),
+             pins: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The placeholder for the `index`th pod of `unit`, kept out of the `avoid` domains
-    (of its topology key)."""
+    (of its topology key), on nodes with the labels it `pins` (its GPU model's)."""
     tag = digest(unit)
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"airlock-placeholder-{tag}-{index}",
@@ -74,12 +81,14 @@ def manifest(unit: UnitId, pod: PodInfo, index: int, avoid: Sequence[str] = ()
                          "labels": {PLACEHOLDER_LABEL: tag},
                          "annotations": {PLACEHOLDER_FOR_ANNOTATION:
                                          f"{unit.kind}/{unit.path}"}},
-            "spec": stand_in(unit, pod, avoid)}
+            "spec": stand_in(unit, pod, avoid, pins)}
 
 
-def stand_in(unit: UnitId, pod: PodInfo, avoid: Sequence[str] = ()) -> dict[str, Any]:
+def stand_in(unit: UnitId, pod: PodInfo, avoid: Sequence[str] = (),
+             pins: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The spec of a pod that stands in for `pod` before an autoscaler: a placeholder's,
-    or a ProvisioningRequest's pod template."""
+    or a ProvisioningRequest's pod template; on nodes with the labels it `pins` (the
+    GPU model the gang waits for: the autoscaler then grows that model's nodes)."""
     tag = digest(unit)
     # A DRA claim cannot be copied onto a placeholder: what it asks for is left out.
     requests = {k: _quantity(k, v) for k, v in sorted(pod.requests.items())
@@ -112,8 +121,8 @@ def stand_in(unit: UnitId, pod: PodInfo, avoid: Sequence[str] = ()) -> dict[str,
                                 "capabilities": {"drop": ["ALL"]}}}],
         "tolerations": list(pod.constraints.tolerations),
     }
-    if pod.constraints.node_selector:
-        spec["nodeSelector"] = dict(pod.constraints.node_selector)
+    if pod.constraints.node_selector or pins:
+        spec["nodeSelector"] = {**pod.constraints.node_selector, **(pins or {})}
     if affinity:
         spec["affinity"] = affinity
     return spec

@@ -25,6 +25,7 @@ from webhook.operators.clusterautoscaler.keys import (
     PROVISIONED,
     VERSION,
 )
+from webhook.policy.gpumodels import GpuModel, model_named
 
 # Conditions after which the request gives no room: the autoscaler gave up, the booking
 # ran out before the pods came, or the room was taken back.
@@ -35,9 +36,19 @@ def request_name(unit: UnitId) -> str:
     return f"airlock-{digest(unit)}"
 
 
+def class_for(models: Sequence[GpuModel], model: str | None, default: str) -> str:
+    """The ProvisioningRequest class for a gang of GPU `model`: the model's, else
+    `default` (the policy's)."""
+    found = model_named(models, model)
+    return default if found is None or found.provisioning_class is None else \
+        found.provisioning_class
+
+
 def objects(unit: UnitId, pods: Sequence[PodInfo], provisioning_class: str,
-            avoid: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The pod templates, then the request naming them: one pod set per kind of pod."""
+            avoid: Sequence[str] = (), pins: Mapping[str, str] | None = None
+            ) -> list[dict[str, Any]]:
+    """The pod templates, then the request naming them: one pod set per kind of pod, on
+    nodes with the labels it `pins` (its GPU model's)."""
     name, tag = request_name(unit), digest(unit)
     labels = {PLACEHOLDER_LABEL: tag}
     meta = {"namespace": unit.namespace, "labels": labels,
@@ -49,7 +60,7 @@ def objects(unit: UnitId, pods: Sequence[PodInfo], provisioning_class: str,
     templates = [{"apiVersion": "v1", "kind": "PodTemplate",
                   "metadata": {**meta, "name": template},
                   "template": {"metadata": {"labels": labels},
-                               "spec": stand_in(unit, alike[0], avoid)}}
+                               "spec": stand_in(unit, alike[0], avoid, pins)}}
                  for template, alike in zip(names, kinds.values(), strict=True)]
     request = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ProvisioningRequest",
                "metadata": {**meta, "name": name},

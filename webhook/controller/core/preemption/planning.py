@@ -7,7 +7,9 @@ A unit may be a victim of a preemptor when
   preempt (its pods' `preemptionPolicy` is not `Never`); or
 - it runs in another queue that is above its nominal, evicting it keeps that queue at or
   above its nominal, and either the priority rule above holds or the preemptor's queue
-  *reclaims*: it is below its nominal and stays within it with the gang admitted;
+  *reclaims*: it is below its nominal and stays within it with the gang admitted. Where
+  the gang takes a GPU model, these nominals are the queues' quotas of that model
+  (`Quota`): borrowing of one model is reclaimed on that model only;
 and the budgets that cover its pods can lose them. The head of the queue may also take a
 unit backfilled onto its room that ran past its expected end, whatever its priority and
 queue (`criteria.overran`), when its class may preempt.
@@ -70,6 +72,40 @@ class Choice:
         return sum(v.lost for v in self.victims)
 
 
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """The usage a plan is judged by: the queues' over all GPUs, and, where the gang takes
+    a GPU model, the queues' of that model. With a model, whether the gang reclaims and
+    which victims' queues stay at their guarantee are of that model alone: a queue that
+    borrows A100s but keeps to its H100 quota loses no H100 work, and one short of its
+    H100 quota reclaims H100s though it uses its quota over all models. The gang is
+    admitted only where both would admit it."""
+
+    queues: Ledger
+    model: Ledger | None = None
+
+    @property
+    def guarantees(self) -> Ledger:
+        return self.queues if self.model is None else self.model
+
+    def reclaiming(self, queue: str, need: GpuEquivalents) -> bool:
+        """Whether the queue stays within its nominal with `need` more: it reclaims."""
+        ledger = self.guarantees
+        return ledger.used.get(queue, 0) + need <= ledger.quotas.spec(queue).nominal
+
+    def admissible(self, queue: str, need: GpuEquivalents,
+                   released: Mapping[str, GpuEquivalents]) -> str | None:
+        why = self.queues.admissible(queue, need, released)
+        if why is None and self.model is not None:
+            why = self.model.admissible(queue, need, released)
+        return why
+
+    def add(self, queue: str, amount: GpuEquivalents) -> None:
+        self.queues.add(queue, amount)
+        if self.model is not None:
+            self.model.add(queue, amount)
+
+
 @dataclass(slots=True)
 class _Trial:
     """Victims tried in one domain. On a fork of the snapshot: whatever is tried leaves the
@@ -97,6 +133,8 @@ class Preemptor:
         self.premium = premium
         self.gpus_of = units.cluster.occupancy.gpus_of
         self.ledger = ledger
+        # The plan under way's (`plan`).
+        self.quota = Quota(ledger)
         self.units = units
         self.budgets = units.budgets
         self.allowance = dict(units.allowance)
@@ -117,8 +155,9 @@ class Preemptor:
         by_priority = outranks(unit, priority, may_preempt)
         if unit.queue == queue:
             return unit if by_priority else None
-        spec = self.ledger.quotas.spec(unit.queue)
-        left = self.ledger.used.get(unit.queue, 0) - released.get(unit.queue, 0) - unit.gpus
+        guarantees = self.quota.guarantees
+        spec = guarantees.quotas.spec(unit.queue)
+        left = guarantees.used.get(unit.queue, 0) - released.get(unit.queue, 0) - unit.gpus
         if left < spec.nominal:
             return None  # no eviction pushes a queue below its guarantee
         if by_priority:
@@ -130,7 +169,7 @@ class Preemptor:
     def _fits(self, t: _Trial, members: Sequence[PodInfo], queue: str, need: GpuEquivalents
               ) -> Plan | None:
         """Where the gang goes on the trial's nodes, or None."""
-        if t.room.total < need or self.ledger.admissible(queue, need, t.released) is not None:
+        if t.room.total < need or self.quota.admissible(queue, need, t.released) is not None:
             return None
         if not t.room.could_pack(self._sizes(members)):
             return None
@@ -151,8 +190,7 @@ class Preemptor:
                 need: GpuEquivalents, head: bool) -> tuple[list[Victim], Plan] | None:
         """Units taken cheapest first, until the gang fits: them and the plan, or None."""
         anchor = members[0]
-        spec = self.ledger.quotas.spec(queue)
-        reclaiming = self.ledger.used.get(queue, 0) + need <= spec.nominal
+        reclaiming = self.quota.reclaiming(queue, need)
         keys = [k for k in self.rankings.ranking(usable).order if k not in self.rankings.taken]
         chosen: list[Victim] = []
         # Pods of a gang taken one by one (an elastic gang's above its minimum), by gang:
@@ -203,7 +241,7 @@ class Preemptor:
         for unit in sorted(chosen, key=cost, reverse=True):
             self._give_back(t, unit)
             if used.isdisjoint(p.node_name for p in unit.pods) and \
-                    self.ledger.admissible(queue, need, t.released) is None:
+                    self.quota.admissible(queue, need, t.released) is None:
                 stale = True
             elif (trimmed := self._fits(t, members, queue, need)) is not None:
                 plan, used, stale = trimmed, set(trimmed.assignments.values()), False
@@ -236,13 +274,14 @@ class Preemptor:
             t.spent[b.name] -= sum(1 for p in unit.pods if p.key in b.pods)
 
     def plan(self, members: Sequence[PodInfo], queue: str, avoid: frozenset[str] | set[str],
-             head: bool = False) -> Choice | None:
+             head: bool = False, model: Ledger | None = None) -> Choice | None:
         """The cheapest victims that let the whole gang fit, or None; the `head` of the
-        queue may take backfills that overran too."""
+        queue may take backfills that overran too. `model`: the queues' usage of the GPU
+        model the gang takes (`avoid` keeps it to that model's nodes)."""
         anchor = members[0]
         need = self.snap.need(members)
-        reclaiming = self.ledger.used.get(queue, 0) + need <= self.ledger.quotas.spec(
-            queue).nominal
+        self.quota = Quota(self.ledger, model)
+        reclaiming = self.quota.reclaiming(queue, need)
         if not anchor.may_preempt and not reclaiming:
             return None  # it may take nothing by priority, and reclaims nothing
         key = anchor.marks.topology_key if anchor.marks.topology_mode == "required" else None
@@ -307,16 +346,19 @@ class Preemptor:
                     best = Choice(domain, key, tuple(victims), Plan(domain, plan.assignments))
         return best
 
-    def commit(self, choice: Choice, members: Sequence[PodInfo], queue: str) -> None:
-        """The victims are gone and their room is the preemptor's, in this snapshot."""
+    def commit(self, choice: Choice, members: Sequence[PodInfo], queue: str,
+               model: Ledger | None = None) -> None:
+        """The victims are gone and their room is the preemptor's, in this snapshot and
+        the ledgers (`model`: of the GPU model it takes)."""
+        quota = Quota(self.ledger, model)
         for victim in choice.victims:
             self.rankings.take(victim)
             self._free(self.snap, victim)
-            self.ledger.add(victim.queue, -victim.gpus)
+            quota.add(victim.queue, -victim.gpus)
             for b in self.budgets:
                 self.allowance[b.name] -= sum(1 for p in victim.pods if p.key in b.pods)
         take_plan(choice.plan, members, self.snap)
-        self.ledger.add(queue, self.snap.need(members))
+        quota.add(queue, self.snap.need(members))
 
 
 def _compared(whole: Choice, spread: Choice, level: str, took: bool) -> str:

@@ -92,7 +92,8 @@ class ModelLedgers:
         self._models = models
         self._ledgers: dict[str, Ledger] = {}
 
-    def _ledger(self, model: str) -> Ledger:
+    def ledger(self, model: str) -> Ledger:
+        """The queues' usage of `model` and their quotas of it."""
         found = self._ledgers.get(model)
         if found is None:
             found = self._ledgers[model] = Ledger(self.settings.quotas[model],
@@ -103,16 +104,16 @@ class ModelLedgers:
     def within_nominal(self, queue: str, model: Model, amount: GpuEquivalents) -> bool:
         if model is NO_MODEL:
             return True
-        ledger = self._ledger(model)
+        ledger = self.ledger(model)
         return ledger.used.get(queue, 0) + amount <= ledger.quotas.spec(queue).nominal
 
     def admissible(self, queue: str, model: Model, amount: GpuEquivalents) -> str | None:
         """None when `amount` more GPUs of `model` fit the queue's quota of it."""
         if model is NO_MODEL:
             return None
-        why = self._ledger(model).admissible(queue, amount)
+        why = self.ledger(model).admissible(queue, amount)
         return None if why is None else f"{model}: {why}"
 
     def add(self, queue: str, model: Model, amount: GpuEquivalents) -> None:
         if model is not NO_MODEL:
-            self._ledger(model).add(queue, amount)
+            self.ledger(model).add(queue, amount)

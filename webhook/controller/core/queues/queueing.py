@@ -27,7 +27,7 @@ from webhook.controller.core.preemption.moving import plan_moves
 from webhook.controller.core.preemption.notices import deadline, due
 from webhook.controller.core.preemption.planning import Choice, Preemptor
 from webhook.controller.core.queues.fairshare import FairShare
-from webhook.controller.core.queues.modelquotas import Model, ModelLedgers, ModelQuotas
+from webhook.controller.core.queues.modelquotas import NO_MODEL, Model, ModelLedgers, ModelQuotas
 from webhook.controller.core.queues.order import queue_order
 from webhook.controller.core.queues.quotas import Ledger, Quotas
 from webhook.controller.core.records import PreemptionRecord
@@ -247,8 +247,11 @@ class Queueing:
         """A preemptor whose victims are evicted but not gone: it stays gated, its room
         held (the nodes, and its queue's quota), until they are."""
         members = tuple(gang.waiting)
-        self.admitted(gang, members, charge=False)
         record = hold.record
+        # The model of the nodes it planned: held of its queue's quota of that model too.
+        of_node = self.cluster.models.of_node
+        model = next((m for n in record.nodes if (m := of_node.get(n)) is not None), NO_MODEL)
+        self.admitted(gang, members, charge=False, model=model)
         where = f"domain {record.domain}" if record.domain else "its nodes"
         return Wait(gang.id, members, "AwaitingVictims",
                     f"{len(members)} pods present; the {len(record.victims)} pods it "
@@ -278,18 +281,24 @@ class Queueing:
         return self.state.preemption.enabled and self._waited(gang, members)
 
     def preempt(self, gang: Gang, members: Sequence[PodInfo], avoid: set[str] | frozenset[str],
-                head: bool = False) -> Preempt | None:
-        """Evict the cheapest victims that make the gang fit; the room is then held for
-        it in this round's snapshot and ledger. The `head` of the queue may also evict
-        backfills that overran, whatever their priority and queue."""
+                head: bool = False, model: Model = NO_MODEL) -> Preempt | None:
+        """Evict the cheapest victims that make the gang fit on GPU `model` (its nodes
+        alone are not in `avoid`); the room is then held for it in this round's snapshot
+        and ledgers. The `head` of the queue may also evict backfills that overran,
+        whatever their priority and queue."""
         if self.plans >= PLANS_PER_ROUND:
             return None
         self.plans += 1
         queue = self.queue_of(gang)
-        choice = self._planner().plan(members, queue, avoid, head)
+        choice = self._planner().plan(members, queue, avoid, head, self._model_ledger(model))
         if choice is None:
             return None
-        return self._carried_out(gang, members, queue, choice)
+        return self._carried_out(gang, members, queue, choice, model)
+
+    def _model_ledger(self, model: Model) -> Ledger | None:
+        """The queues' usage of `model`, where policy names models and it is one."""
+        return None if self.models is None or model is NO_MODEL else \
+            self.models.ledger(model)
 
     def _planner(self) -> Preemptor:
         if self._preemptor is None:
@@ -303,8 +312,8 @@ class Queueing:
         moves = self.state.preemption.moves_per_hour > 0 and self.state.moves_left > 0
         return moves and self._waited(gang, members)
 
-    def move(self, gang: Gang, members: Sequence[PodInfo], avoid: set[str] | frozenset[str]
-             ) -> Preempt | None:
+    def move(self, gang: Gang, members: Sequence[PodInfo], avoid: set[str] | frozenset[str],
+             model: Model = NO_MODEL) -> Preempt | None:
         """Pods moved out of one domain of the level the gang requires, which then holds
         it (`moving`): only when the free GPUs it may use add up to what it needs."""
         anchor = members[0]
@@ -328,12 +337,12 @@ class Queueing:
         return self._carried_out(gang, members, self.queue_of(gang), Choice(
             found.domain, key, victims, found.plan, note=(
                 f"moving {found.gpus:g} GPUs out of {key} domain {found.domain} frees it "
-                f"whole for {need:g}")))
+                f"whole for {need:g}")), model)
 
     def _carried_out(self, gang: Gang, members: Sequence[PodInfo], queue: str,
-                     choice: Choice) -> Preempt:
-        """The choice committed in the round's snapshot and ledger, and its action."""
-        self._planner().commit(choice, members, queue)
+                     choice: Choice, model: Model) -> Preempt:
+        """The choice committed in the round's snapshot and ledgers, and its action."""
+        self._planner().commit(choice, members, queue, self._model_ledger(model))
         pods = [p for v in choice.victims for p in v.pods]
         record = PreemptionRecord(choice.domain, choice.topology_key,
                                   tuple(str(p.key) for p in pods),

@@ -143,13 +143,6 @@ def model_problems(models: Sequence[GpuModel]) -> Iterator[tuple[int, Loc, str]]
                 yield i, ("nodePool",), (f"model {model.name} names NodePool "
                                          f"{model.node_pool}, as {other.name} does; a "
                                          f"request for one would grow the other's nodes")
-            if _overlap(other.node_labels, model.node_labels):
-                both = ("has the same nodeLabels as " + other.name
-                        if model.node_labels == other.node_labels else
-                        f"and {other.name} could both be one node "
-                        f"({_text({**other.node_labels, **model.node_labels})})")
-                yield i, ("nodeLabels",), (f"model {model.name} {both}; give each model a "
-                                           f"label value of its own")
             if (clash := _clash(model, other)) is not None:
                 where = "nodeLabels" if model.node_labels else "deviceAttributes"
                 yield i, (where,), clash

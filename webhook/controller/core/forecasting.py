@@ -29,7 +29,7 @@ import copy
 import dataclasses
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from webhook.accelerators import GpuEquivalents
@@ -41,6 +41,7 @@ from webhook.controller.core.placement.runtimes import Runtimes
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.queueing import Queueing
 from webhook.controller.core.reasons import WaitReason
+from webhook.controller.core.resources import Resources
 from webhook.controller.core.round import Round
 from webhook.controller.core.stages import consider
 
@@ -72,15 +73,14 @@ class Prediction:
 UNKNOWN: Final = Prediction(None)
 
 
-@dataclass(order=True, slots=True)
+@dataclass(slots=True)
 class _End:
     """What is expected to end at `at`: room on nodes, and usage of a queue."""
 
     at: float
-    seq: int
-    pods: list[tuple[str, PodInfo]] = field(compare=False)
-    queue: str = field(compare=False)
-    gpus: GpuEquivalents = field(compare=False)
+    pods: list[tuple[str, PodInfo]]
+    queue: str
+    gpus: GpuEquivalents
 
 
 class _Ends:
@@ -88,7 +88,9 @@ class _Ends:
     nobody knows (unit -> node -> GPUs)."""
 
     def __init__(self) -> None:
-        self.heap: list[_End] = []
+        # (when, sequence, what): tuples compare in C, a dataclass's order in Python
+        # (tens of thousands of ends are pushed and popped per forecast).
+        self.heap: list[tuple[float, int, _End]] = []
         self.unknown: dict[UnitId, dict[str, GpuEquivalents]] = {}
         self.gone: set[PodKey] = set()
         self._seq = 0
@@ -101,15 +103,15 @@ class _Ends:
                 held[node] = held.get(node, 0) + each.get(pod.key, 0)
             return
         self._seq += 1
-        heapq.heappush(self.heap, _End(at, self._seq, list(pods), queue, gpus))
+        heapq.heappush(self.heap, (at, self._seq, _End(at, list(pods), queue, gpus)))
 
     def next(self, now: float) -> list[_End]:
         """The ends of the next step: the soonest, and those close after it."""
-        first = heapq.heappop(self.heap)
+        first = heapq.heappop(self.heap)[2]
         found = [first]
         last = first.at + max(COALESCE, (first.at - now) * SPREAD)
-        while self.heap and self.heap[0].at <= last:
-            found.append(heapq.heappop(self.heap))
+        while self.heap and self.heap[0][0] <= last:
+            found.append(heapq.heappop(self.heap)[2])
         return found
 
 
@@ -145,13 +147,24 @@ def forecast(r: Round, actions: Iterable[Action], steps: int = STEPS
             break
         step = ends.next(r.now)
         now = max(now, step[-1].at)
-        for end in step:
-            for node, pod in end.pods:
-                snap.take(node, {k: -v for k, v in with_pod_slot(pod.requests).items()})
-                ends.gone.add(pod.key)
-            queues.ledger.add(end.queue, -end.gpus)
+        _ended(step, queues, ends)
         pending = _step(r, queues, ends, pending, now, found)
     return found | _blocked(r, ends, pending)
+
+
+def _ended(step: Sequence[_End], queues: Queueing, ends: _Ends) -> None:
+    """What ends in `step` gives its room and its queue's usage back: one `take` per
+    node (each keeps the domains' rooms and the free indexes in step)."""
+    freed: dict[str, Resources] = {}
+    for end in step:
+        for node, pod in end.pods:
+            room = freed.setdefault(node, {})
+            for k, v in with_pod_slot(pod.requests).items():
+                room[k] = room.get(k, 0) - v
+            ends.gone.add(pod.key)
+        queues.ledger.add(end.queue, -end.gpus)
+    for node, room in freed.items():
+        queues.snap.take(node, room)
 
 
 def _running(r: Round, queues: Queueing) -> _Ends:

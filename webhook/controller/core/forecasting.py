@@ -56,6 +56,10 @@ WINDOW: Final = 200
 # a start so predicted is late by at most that share of its wait.
 SPREAD: Final = 0.1
 COALESCE: Final = 15.0
+# Preemptions planned per forecast at most: a plan on thousands of nodes costs up to a
+# few hundred ms, its rankings built again each step (up to a round's plans at every
+# step tripled a forecast's cost at 5,000 waiting gangs on 5,000 nodes).
+PLANS: Final = 8
 # Waits no end of another unit changes: the unit itself (or the cluster) must change.
 UNPREDICTABLE: Final[frozenset[WaitReason]] = frozenset(
     {"Incomplete", "SizeUnknown", "Oversize", "Invalid", "Growing", "AwaitingVictims",
@@ -153,14 +157,16 @@ def forecast(r: Round, actions: Iterable[Action], steps: int = STEPS
         if isinstance(action, Admit) and action.unit in r.plans:
             _started(ends, queues, r.plans[action.unit].assignments, action.ungate,
                      action.unit, r.now, queues.state.runtimes)
-    now = r.now
+    now, plans = r.now, PLANS
     for _ in range(steps):
         if not pending or not ends.heap:
             break
         step = ends.next(r.now)
         now = max(now, step[-1].at)
         _ended(step, queues, ends)
+        given = queues.afresh(plans)
         pending = _step(r, queues, ends, pending, now, found)
+        plans -= given - queues.plans_left()
     return found | _blocked(r, ends, pending)
 
 
@@ -217,7 +223,6 @@ def _step(r: Round, queues: Queueing, ends: _Ends, pending: list[Gang], now: flo
     """The waiting units at `now`, in queue order, through the round's stages: those
     admitted are predicted to start now; the others wait on."""
     queues.now = now
-    queues.afresh()
     step = Round(queues.snap, queues, r.sizes, now, r.options)
     step.held = set(r.held)
     if (backfill := step.reservation.backfill) is not None:

@@ -295,9 +295,15 @@ class Queueing:
             return None
         return self._carried_out(gang, members, queue, choice)
 
-    def afresh(self) -> None:
-        """A forecast's next step: its preemptions planned anew, on what runs then."""
-        self.plans, self._preemptor = 0, None
+    def afresh(self, plans: int) -> int:
+        """A forecast's next step: at most `plans` preemptions (up to a round's) planned
+        anew, on what runs then; how many it may plan."""
+        given = min(plans, PLANS_PER_ROUND)
+        self.plans, self._preemptor = PLANS_PER_ROUND - given, None
+        return given
+
+    def plans_left(self) -> int:
+        return PLANS_PER_ROUND - self.plans
 
     def _planner(self) -> Preemptor:
         if self._preemptor is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,6 +50,11 @@ class Failed:
 
 
 def _serve(work: Callable[[], T], out: Connection) -> None:
+    # The parent's loop handles its signals through a wakeup fd the child shares: a
+    # signal to the child must not reach the parent's handlers that way.
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
     started = time.process_time()
     try:
         value = work()

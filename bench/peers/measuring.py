@@ -15,7 +15,9 @@ spread (`bench.peers.aggregating`).
 
 Prints `{"systems": {"stock": {...}, "coscheduling": {...}, "kueue": {...},
 "airlock": {...}}, "simulation": {...}, "timers": {...}}` with `-o json` (the keys of
-`airlock simulate`; a system that could not be built or started is `{"error": "..."}`),
+`airlock simulate`; a system that could not be built or started is `{"error": "..."}`;
+Airlock's also has `predictions`, its predicted starts' error as `airlock simulate
+--predictions` reports it, from the controller's annotation on each job's pods),
 a table otherwise; writes the table (peers.md), the JSON (peers.json) and the plots into
 `--out`. With more than one replay a system's object is `{"figures": {"utilization":
 {"median", "min", "max", "runs"}, "wait.p99": {...}, ...}, "runs": [{...one run's keys,
@@ -54,6 +56,7 @@ from webhook.sandbox.nodes import Shape
 from webhook.sandbox.operating import build_operators
 from webhook.sandbox.operators import Operator, OperatorError
 from webhook.simulation import clusters
+from webhook.simulation.forecasts import accuracy
 from webhook.simulation.runs import Run, Stats
 from webhook.simulation.simulating import simulate
 from webhook.simulation.timelines import summarize
@@ -134,6 +137,9 @@ def _summary(outcome: Outcome, sim_shape: clusters.Shape) -> dict[str, Any]:
     out: dict[str, Any] = {"ended": outcome.ended,
                            "setupSeconds": round(outcome.setup_seconds, 1)}
     out.update(summarize(outcome.timelines, sim_shape.capacity))
+    if outcome.system == "airlock":
+        # From the controller's annotation, as `airlock simulate --predictions` has them.
+        out["predictions"] = accuracy(outcome.timelines)
     return out
 
 

@@ -20,7 +20,10 @@ The recorder also plays two parts a real cluster's workloads play themselves:
   deletes those (`Finish`).
 
 It counts Airlock's backfills as `airlock simulate` does: each admission whose placement
-record, on its anchor pod, says `backfilledUntil`.
+record, on its anchor pod, says `backfilledUntil`. And Airlock's predicted starts as
+`airlock simulate --predictions` records them (`webhook.simulation.forecasts`): the first
+time the controller's annotation `gpu-airlock.io/predicted-start` on a job's pod says,
+and whether it said "unknown" before it said a time.
 
 Times are seconds on the replay's clock, scaled back to the trace's (times the speed) in the
 timelines, so figures compare with the trace and with `airlock simulate`.
@@ -34,10 +37,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.peers.manifests import ATTEMPT_LABEL, JOB_LABEL, Attempt
-from webhook.keys import PLACEMENT_ANNOTATION
+from webhook.keys import PLACEMENT_ANNOTATION, PREDICTED_START_ANNOTATION
 from webhook.simulation.pacing import Pace
 from webhook.simulation.timelines import Timeline
 from webhook.simulation.traces import Job
+from webhook.values import instant
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,9 @@ class _Job:
     # Pods whose placement record says Airlock let them onto the room reserved for the head
     # (`backfilledUntil`): one record, on its anchor, for each admission.
     backfilled: set[str] = field(default_factory=set)
+    # Its first predicted start (wall-clock seconds) and whether "unknown" came first.
+    predicted: float | None = None
+    unknown_first: bool = False
 
     def current(self) -> Attempt:
         return Attempt(self.job, self.attempt)
@@ -129,6 +136,20 @@ def _backfilled(meta: dict[str, Any]) -> bool:
     return isinstance(record, dict) and record.get("backfilledUntil") is not None
 
 
+def _predicted(record: _Job, meta: dict[str, Any]) -> None:
+    """The job's first predicted start, from the controller's annotation (`predicting`:
+    a time, or `unknown...`); a value it cannot read is no prediction."""
+    text = (meta.get("annotations") or {}).get(PREDICTED_START_ANNOTATION)
+    if not text or record.predicted is not None:
+        return
+    if text.startswith("unknown"):
+        record.unknown_first = True
+        return
+    at = instant(PREDICTED_START_ANNOTATION, text)
+    if isinstance(at, float):
+        record.predicted = at
+
+
 def never_runnable(job: Job, gpus_per_node: int, capacity: int) -> bool:
     """A job no node, or not the whole cluster, can hold (an elastic job: its minimum)."""
     return job.gpus > gpus_per_node or job.least * job.gpus > capacity
@@ -138,6 +159,8 @@ class Recorder:
     def __init__(self, jobs: Sequence[Job], gpus_per_node: int, capacity: int,
                  speed: float) -> None:
         self._speed = speed
+        # The wall-clock time at the replay's clock zero: a predicted start is a time.
+        self.epoch = 0.0
         self._jobs = {(j.namespace, j.name): _Job(j) for j in jobs}
         self._never = {key for key, j in self._jobs.items()
                        if never_runnable(j.job, gpus_per_node, capacity)}
@@ -156,6 +179,7 @@ class Recorder:
         seen = record.pods.setdefault(meta["name"], _Pod(record.job.gpus))
         if meta["name"] not in record.backfilled and _backfilled(meta):
             record.backfilled.add(meta["name"])
+        _predicted(record, meta)
         phase = (pod.get("status") or {}).get("phase")
         if seen.bound is None and (pod.get("spec") or {}).get("nodeName"):
             seen.bound = now
@@ -245,6 +269,7 @@ class Recorder:
             holds = [(p.bound * speed, (p.released if p.released is not None else end) * speed,
                       p.gpus) for p in r.pods.values() if p.bound is not None]
             whole = scaled(r.whole)
+            predicted = None if r.predicted is None else (r.predicted - self.epoch) * speed
             if r.whole_since is not None:
                 whole += scaled([(r.whole_since, end)])
             out.append(Timeline(
@@ -252,5 +277,6 @@ class Recorder:
                 submit=j.submit, holds=holds, whole=whole,
                 completed=None if r.completed is None else r.completed * speed,
                 preemptions=r.preemptions, never_runnable=r.rejected or key in self._never,
-                backfilled=len(r.backfilled)))
+                backfilled=len(r.backfilled), predicted=predicted,
+                unknown_first=r.unknown_first))
         return out

@@ -203,6 +203,7 @@ class _Replay:
             listed = await (await self.core.list_pod_for_all_namespaces(
                 label_selector=JOB_LABEL, _preload_content=False)).json()
             self.t0, self.epoch = time.monotonic(), time.time()
+            self.recorder.epoch = self.epoch
             watcher = asyncio.create_task(self.watch(listed["metadata"]["resourceVersion"]))
             submitter = asyncio.create_task(self.submit())
             try:

@@ -62,6 +62,12 @@ _ROWS: tuple[tuple[str, Callable[[Figures], str]], ...] = (
     ("partial-gang GPU-hours", _hours("partialGangGpuSeconds")),
     ("preemptions", lambda f: _cell(f, "preemptions")),
     ("GPU-hours lost to preemption", _hours("lostGpuSeconds")),
+    # Airlock's own predicted starts, for the jobs that waited more than 5 minutes.
+    ("predicted start error p50", _seconds("predictions.medianErrorSeconds")),
+    ("... p50 as a share of the wait", lambda f: _cell(
+        f, "predictions.medianErrorShareOfWait", lambda v: f"{v:.0%}")),
+    ("... within ±25% (or ±60 s)", lambda f: _cell(
+        f, "predictions.withinShare", lambda v: f"{v:.0%}")),
 )
 
 

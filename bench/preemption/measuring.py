@@ -13,9 +13,10 @@ gated by the webhook), each a gang of one to the round.
 needing one: each plan then prices victims anywhere and in each domain, and frees one
 domain within the policy's premium (`preemption.preferredDomainPremium`).
 
-`--predictions` also times the forecast after each round (`forecasting`: every waiting
-gang's predicted start), with every pod stating a run time (running ones end within the
-next 1-6 hours, waiting gangs run 1-4 hours), so the forecast plays many ends forward.
+`--predictions` also times the forecast after each round (`bench.preemption.forecasting`:
+in the process, and forked off the event loop as the controller makes it), with every
+pod stating a run time (running ones end within the next 1-6 hours, waiting gangs run
+1-4 hours), so the forecast plays many ends forward.
 
 `--reclaim` plans the victims (2.) for gangs whose queue reclaims: the waiting gangs'
 namespace gets a queue with half the cluster's GPUs as its nominal, which the running
@@ -50,7 +51,6 @@ import statistics
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,7 @@ from bench.common import (
     sandbox,
 )
 from bench.controller.measuring import GPU, gang_pods, ready_nodes
+from bench.preemption import forecasting
 from tests.builders import (
     SCAVENGER,
     TRAINING,
@@ -78,9 +79,7 @@ from tests.builders import (
 )
 from webhook.accelerators import Accelerators
 from webhook.controller.core.cluster.tracking import Tracked
-from webhook.controller.core.deciding import QueueState, decide, decided
-from webhook.controller.core.forecasting import STEPS as FORECAST_STEPS
-from webhook.controller.core.forecasting import forecast
+from webhook.controller.core.deciding import QueueState, decide
 from webhook.controller.core.nodes import NodeInfo
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.criteria import PreemptionSettings
@@ -145,27 +144,6 @@ def _stated(pods: list[PodInfo], rng: random.Random) -> list[PodInfo]:
     by_gang: dict[str | None, float] = {}
     return [_runs(p, by_gang.setdefault(p.marks.gang, rng.uniform(1, 4) * 3600))
             for p in pods]
-
-
-def _forecasts(cluster: Tracked, state: QueueState, rounds: int,
-               churn: Callable[[], None]) -> None:
-    """Rounds, each followed by its forecast: the two timed apart."""
-    decided_ms, forecast_ms, known, total = [], [], 0, 0
-    for _ in range(rounds):
-        churn()
-        started = time.process_time()
-        actions, r = decided(cluster, {}, NOW, state=state)
-        decided_ms.append((time.process_time() - started) * 1000)
-        started = time.process_time()
-        found = forecast(r, actions)
-        forecast_ms.append((time.process_time() - started) * 1000)
-        known, total = sum(1 for p in found.values() if p.at is not None), len(found)
-    both = [a + b for a, b in zip(decided_ms, forecast_ms, strict=True)]
-    print(f"with predictions: the round p50 {statistics.median(decided_ms):.1f} ms, p99 "
-          f"{pct(decided_ms, 0.99):.1f} ms; its forecast p50 "
-          f"{statistics.median(forecast_ms):.1f} ms, p99 {pct(forecast_ms, 0.99):.1f} ms; "
-          f"both p99 {pct(both, 0.99):.1f} ms ({known:,} of {total:,} waiting units with a "
-          f"known start, at most {FORECAST_STEPS} steps)")
 
 
 def singles(count: int) -> list[PodInfo]:
@@ -345,7 +323,8 @@ def main() -> int:
           f"rounds, {args.churn} pods changed before each)")
 
     if args.predictions:
-        _forecasts(cluster, state, args.rounds, churn)
+        forecasting.in_process(cluster, state, NOW, args.rounds, churn)
+        forecasting.forked(cluster, state, NOW, args.rounds, churn)
 
     # The waiting gangs' namespace and the running pods' (see `waiting` and `_pod`).
     quotas = Quotas((QueueSpec("train", ("train",), nominal=len(nodes) * 8 // 2),

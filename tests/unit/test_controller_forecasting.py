@@ -11,6 +11,7 @@ import pytest
 from tests.builders import (
     HOUR,
     NOW,
+    TRAINING,
     cluster,
     gang,
     iso,
@@ -94,6 +95,15 @@ CASES: dict[str, Case] = {
     "past every learned run: it ends now at the soonest": Case(
         TWO, [*running("a", ["d0-n0", "d0-n1"], ran=2000), *gang("b", 2)],
         {"b": (0, None)}, runtimes=Runtimes({("ml", ""): (100, 200, 300, 400, 1000)})),
+    "it preempts once ends leave room enough, though in no one domain": Case(
+        # At 600 s a node is free in each domain; the scavengers beside them state no
+        # end, started a minute ago (too soon to preempt at the round: the policy's
+        # minimum run time), and the gang of higher priority evicts one of them then.
+        cluster({"d0": 2, "d1": 2}),
+        [*running("a0", ["d0-n0"], ran=60), *_ends_in("x", ["d0-n1"], 600),
+         *_ends_in("y", ["d1-n0"], 600), *running("a1", ["d1-n1"], ran=60),
+         *gang("b", 2, priority=TRAINING)],
+        {"b": (600, None)}),
     "ends within seconds of each other are one step": Case(
         TWO, [*_ends_in("a", ["d0-n0"], 600), *_ends_in("z", ["d0-n1"], 605),
               *gang("b", 2)],

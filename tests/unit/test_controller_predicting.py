@@ -1,25 +1,28 @@
 """The controller's predictions as written: the annotation on a waiting gang's pods and an
-event when the prediction moves past the margin, at most one forecast per cadence, and
-the error of the first known prediction observed when the gang is admitted."""
+event when the prediction moves past the margin, at most one forecast per cadence (and
+at most one under way, off the round: the round never waits for it), and the error of
+the first known prediction observed when the gang is admitted."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 import pytest
 
 from tests.builders import HOUR, NOW, cluster, gang, iso, running, tracked, with_marks
-from webhook.controller.core.actions import Event
+from webhook.controller.core.actions import Action, Event
 from webhook.controller.core.forecasting import Prediction
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.rounds import Rounds
+from webhook.controller.shells.forking import Done, Failed
 from webhook.controller.shells.metrics import ControllerMetrics
 from webhook.controller.shells.predicting import (
     EVERY,
     MARGIN,
     WRITES,
+    Found,
     Predicting,
     annotation_value,
     moved,
@@ -79,11 +82,12 @@ def _blocked(end: float, gangs: int = 1) -> list[PodInfo]:
 def test_the_prediction_is_written_once_then_its_error_observed(policy: Policy) -> None:
     nodes = cluster({"d0": 2})
     rounds, written, metrics = Rounds(), Written(), ControllerMetrics()
+    # The controller's own offload: each forecast in a forked child.
     predicting = Predicting(written, metrics)
 
     def round_at(at: float, pods: list[PodInfo]) -> None:
         actions = rounds.run(policy, tracked(nodes, pods, policy.counted()), at)
-        asyncio.run(predicting.tell(predicting.forecast(rounds, actions, at)))
+        asyncio.run(_after(predicting, rounds, actions, at))
 
     round_at(NOW, _blocked(600))
     value = iso(NOW + 600)
@@ -104,17 +108,58 @@ def test_the_prediction_is_written_once_then_its_error_observed(policy: Policy) 
     assert PREDICTED_START_ANNOTATION in written.patches[0][1][0]["path"].replace("~1", "/")
 
 
+async def _after(predicting: Predicting, rounds: Rounds, actions: list[Action],
+                 at: float) -> None:
+    """A round's forecast, when one is due, and what it tells."""
+    task = predicting.after(rounds, actions, at)
+    if task is not None:
+        await task
+
+
+async def _inline(work: Callable[[], Found]) -> Done[Found] | Failed:
+    return Done(work(), 0.0)
+
+
 def test_a_forecast_writes_a_bounded_number_of_pods(policy: Policy) -> None:
     rounds, written = Rounds(), Written()
-    predicting = Predicting(written, ControllerMetrics())
+    predicting = Predicting(written, ControllerMetrics(), _inline)
     gangs = WRITES  # two pods each: twice what one forecast may write
     actions = rounds.run(policy, tracked(cluster({"d0": 2}), _blocked(600, gangs),
                                          policy.counted()), NOW)
-    told = predicting.forecast(rounds, actions, NOW)
-    assert len(told) == gangs
-    asyncio.run(predicting.tell(told))
+    asyncio.run(_after(predicting, rounds, actions, NOW))
     assert len(written.patches) == WRITES
     # The rest are told at the next forecast.
     actions = rounds.run(policy, tracked(cluster({"d0": 2}), _blocked(600 - EVERY, gangs),
                                          policy.counted()), NOW + EVERY)
-    assert len(predicting.forecast(rounds, actions, NOW + EVERY)) == gangs - WRITES // 2
+    asyncio.run(_after(predicting, rounds, actions, NOW + EVERY))
+    assert len({name for name, _ in written.patches}) == 2 * gangs
+
+
+def test_the_round_never_waits_for_its_forecast(policy: Policy) -> None:
+    """The round only starts the forecast: what it finds is told when it ends, and no
+    other is started meanwhile, however long it takes."""
+    rounds, written = Rounds(), Written()
+    started: list[Callable[[], Found]] = []
+
+    async def rounds_while_forecasting() -> None:
+        answer: asyncio.Future[Done[Found] | Failed] = \
+            asyncio.get_running_loop().create_future()
+
+        def held(work: Callable[[], Found]) -> Awaitable[Done[Found] | Failed]:
+            started.append(work)
+            return answer
+
+        predicting = Predicting(written, ControllerMetrics(), held)
+        for step in range(3):
+            at = NOW + step * EVERY
+            actions = rounds.run(policy, tracked(cluster({"d0": 2}), _blocked(600 - step * EVERY),
+                                                 policy.counted()), at)
+            predicting.after(rounds, actions, at)
+            await asyncio.sleep(0)
+        assert (len(started), written.patches) == (1, [])
+        answer.set_result(Done(started[0](), 0.0))
+        assert predicting.running is not None
+        await predicting.running
+
+    asyncio.run(rounds_while_forecasting())
+    assert [name for name, _ in written.patches] == ["b0-0", "b0-1"]

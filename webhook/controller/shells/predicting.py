@@ -1,14 +1,16 @@
 """Predicted starts in the controller: the last round played forward (`forecasting`) at a
 bounded cadence, told where people look.
 
-- Right after a round (the forecast reads the tracked cluster as that round saw it), at
-  most every `EVERY` seconds, or `SOON` when a gang waits that no forecast has seen: a
-  forecast costs many rounds' worth at thousands of waiting gangs (docs/benchmarks.md),
-  so it is not made every round.
-- A gang whose prediction moved by more than `MARGIN` (or between known and unknown)
-  since it was last told: the annotation `gpu-airlock.io/predicted-start` on its waiting
-  pods, and a `PredictedStart` event on its anchor. At most `WRITES` pods a forecast:
-  the rest are told at the next one.
+- Started right after a round, in a child forked then (`forking`): it reads the tracked
+  cluster as that round saw it, and the event loop goes on with rounds, watches and
+  /healthz while it runs. At most one at a time, at most every `EVERY` seconds, or `SOON`
+  when a gang waits that no forecast has seen: a forecast costs many rounds' worth of CPU
+  at thousands of waiting gangs (docs/benchmarks.md).
+- When the forecast ends, a gang still waiting at the last round whose prediction moved
+  by more than `MARGIN` (or between known and unknown) since it was last told: the
+  annotation `gpu-airlock.io/predicted-start` on its waiting pods, and a
+  `PredictedStart` event on its anchor. At most `WRITES` pods a forecast: the rest are
+  told at the next one.
 - When a gang is admitted: how far its first known prediction was from now, in the
   histogram `airlock_prediction_error_seconds`.
 """
@@ -17,8 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Final, Protocol
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -28,6 +29,7 @@ from webhook.controller.core.forecasting import Prediction
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.rounds import Rounds
+from webhook.controller.shells.forking import Done, Failed, in_child
 from webhook.controller.shells.leading import NotLeading
 from webhook.controller.shells.metrics import ControllerMetrics
 from webhook.controller.shells.patches import annotation_patch
@@ -43,6 +45,9 @@ SOON: Final = 5.0
 MARGIN: Final = 120.0
 # Pods annotated per forecast at most: the gates' writes come first.
 WRITES: Final = 100
+# A forecast's child is killed past this (one costs about 2 s of CPU at 5,000 waiting
+# gangs on 5,000 nodes): the next is started at the next cadence.
+LIMIT: Final = 120.0
 
 
 class Writer(Protocol):
@@ -69,43 +74,76 @@ def moved(told: Prediction | None, now: Prediction) -> bool:
     return abs(told.at - now.at) > MARGIN
 
 
+Found = dict[UnitId, Prediction]
+# Starts `work` (the forecast) off the event loop, on the state as it is when called.
+Offload = Callable[[Callable[[], Found]], Awaitable["Done[Found] | Failed"]]
+
+
+def forked(work: Callable[[], Found]) -> Awaitable[Done[Found] | Failed]:
+    """The forecast in a child forked now (`forking`: why a fork), bounded by `LIMIT`."""
+    return in_child(work, LIMIT)
+
+
 class Predicting:
-    def __init__(self, applier: Writer, metrics: ControllerMetrics) -> None:
+    def __init__(self, applier: Writer, metrics: ControllerMetrics,
+                 offload: Offload = forked) -> None:
         self.applier = applier
         self.metrics = metrics
+        self.offload = offload
         self.at = float("-inf")
         # What each waiting gang was last told, and its first known prediction.
         self.told: dict[UnitId, Prediction] = {}
         self.first: dict[UnitId, float] = {}
-        # The gangs waiting at the last forecast.
+        # The gangs waiting at the last forecast; those at the last round, and their pods.
         self.seen: set[UnitId] = set()
+        self.waiting: dict[UnitId, tuple[PodInfo, ...]] = {}
+        # The forecast under way (at most one): it tells what it found when it ends.
+        self.running: asyncio.Task[None] | None = None
 
-    def forecast(self, rounds: Rounds, actions: Sequence[Action], now: float
-                 ) -> list[tuple[UnitId, Prediction, tuple[PodInfo, ...]]]:
-        """After a round: the error of each admitted gang's prediction observed; when a
-        forecast is due, what to tell (gang, prediction, its waiting pods)."""
+    def after(self, rounds: Rounds, actions: Sequence[Action], now: float
+              ) -> asyncio.Task[None] | None:
+        """After a round, before anything awaits (the forecast starts on the cluster as
+        that round saw it): the error of each admitted gang's prediction observed; when
+        a forecast is due and none is under way, it is started off the loop, and the task
+        that tells what it finds is returned."""
         for action in actions:
             if isinstance(action, Admit):
                 self.told.pop(action.unit, None)
                 first = self.first.pop(action.unit, None)
                 if first is not None:
                     self.metrics.prediction_error.observe(abs(now - first))
-        waits = {a.unit: a.pods for a in actions if isinstance(a, Wait)}
-        fresh = not waits.keys() <= self.seen
-        if now - self.at < (SOON if fresh else EVERY):
-            return []
+        self.waiting = {a.unit: a.pods for a in actions if isinstance(a, Wait)}
+        fresh = not self.waiting.keys() <= self.seen
+        if (self.running is not None and not self.running.done()) or \
+                now - self.at < (SOON if fresh else EVERY):
+            return None
         self.at = now
-        self.seen = set(waits)
-        started = time.perf_counter()
-        found = rounds.predict()
-        self.metrics.forecast_seconds.observe(time.perf_counter() - started)
+        self.seen = set(self.waiting)
+        self.running = asyncio.get_running_loop().create_task(
+            self._tell_when_found(self.offload(rounds.predict)))
+        return self.running
+
+    async def _tell_when_found(self, pending: Awaitable[Done[Found] | Failed]) -> None:
+        answer = await pending
+        if isinstance(answer, Failed):
+            log.warning("no forecast", extra={"why": answer.why})
+            return
+        self.metrics.forecast_seconds.observe(answer.seconds)
+        await self.tell(self.found(answer.value))
+
+    def found(self, found: Found) -> list[tuple[UnitId, Prediction, tuple[PodInfo, ...]]]:
+        """What to tell of a forecast (gang, prediction, its waiting pods): the gangs
+        still waiting at the last round whose prediction moved."""
+        waits = self.waiting
         self.told = {u: p for u, p in self.told.items() if u in waits}
         self.first = {u: at for u, at in self.first.items() if u in waits}
         tell = []
         for unit, p in found.items():
+            if unit not in waits:
+                continue
             if p.at is not None:
                 self.first.setdefault(unit, p.at)
-            if moved(self.told.get(unit), p) and unit in waits:
+            if moved(self.told.get(unit), p):
                 tell.append((unit, p, waits[unit]))
         return tell
 

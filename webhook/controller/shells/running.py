@@ -159,13 +159,13 @@ class Controller:
                                        *self.cache.requests.values()]))
         self.deciding_seconds = time.perf_counter() - started
         self.metrics.fit_seconds.observe(self.deciding_seconds)
-        # Before anything awaits: the forecast reads the cluster as the round saw it.
-        predicted = self.predicting.forecast(self.rounds, actions, now)
+        # Before anything awaits: the forecast, forked off the loop, reads the cluster as
+        # the round saw it, and tells what it finds when it ends.
+        self.predicting.after(self.rounds, actions, now)
         if self.accounts.newly_short and now - self.remembered_at >= REMEMBER_AT_MOST_EVERY:
             await self.remember()
         actions = await self._grow(actions, now)
         await self.applier.apply(actions)
-        await self.predicting.tell(predicted)
         self.rounds_run += 1
         if self.rounds_run % 500 == 0:
             self.applier.forget_all_but(self.cache.pods.keys())

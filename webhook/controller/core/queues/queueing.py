@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from webhook.controller.core.actions import Preempt, Victim, Wait
@@ -65,8 +66,9 @@ class QueueState:
     spared: frozenset[str] = frozenset()
     # Since when each running gang has been short of members (`mending`).
     short_since: Mapping[UnitId, float] = field(default_factory=dict)
-    # Uids of pods this controller deleted that the watch may not have reported yet.
-    deleted: frozenset[str] = frozenset()
+    # Uids of pods this controller deleted that the watch may not have reported yet (a
+    # forecast adds those it plays to their end as it goes: `forecasting`).
+    deleted: AbstractSet[str] = frozenset()
     # Units whose capacity request is open and not all there yet (placeholders not all
     # bound, a ProvisioningRequest not Provisioned): they wait for the room they asked
     # for, rather than take part of it and part of what was there.
@@ -116,6 +118,8 @@ class Queueing:
         self.charges: dict[str, float] = {}
         self._preemptor: Preemptor | None = None
         self.plans = 0
+        # Where the pods of each unit that preempted go once their victims are gone.
+        self.preempting: dict[UnitId, Mapping[PodKey, str]] = {}
 
     def queue_of(self, gang: Gang) -> str:
         return self.state.quotas.queue_of(gang.id.namespace)
@@ -300,6 +304,16 @@ class Queueing:
         return None if self.models is None or model is NO_MODEL else \
             self.models.ledger(model)
 
+    def afresh(self, plans: int) -> int:
+        """A forecast's next step: at most `plans` preemptions (up to a round's) planned
+        anew, on what runs then; how many it may plan."""
+        given = min(plans, PLANS_PER_ROUND)
+        self.plans, self._preemptor = PLANS_PER_ROUND - given, None
+        return given
+
+    def plans_left(self) -> int:
+        return PLANS_PER_ROUND - self.plans
+
     def _planner(self) -> Preemptor:
         if self._preemptor is None:
             state = self.state
@@ -343,6 +357,7 @@ class Queueing:
                      choice: Choice, model: Model) -> Preempt:
         """The choice committed in the round's snapshot and ledgers, and its action."""
         self._planner().commit(choice, members, queue, self._model_ledger(model))
+        self.preempting[gang.id] = choice.plan.assignments
         pods = [p for v in choice.victims for p in v.pods]
         record = PreemptionRecord(choice.domain, choice.topology_key,
                                   tuple(str(p.key) for p in pods),

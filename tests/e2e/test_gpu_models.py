@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from tests.builders import PRODUCT, PRODUCTS, indexed_job, policy_yaml
+from tests.builders import PRODUCT, PRODUCTS, indexed_job, policy_yaml, template, workload
 from tests.commands import airlock_command
 from tests.kube import (
     Controllers,
@@ -32,6 +32,7 @@ from tests.kube import (
     WiredPlane,
     all_bound,
     create_gang,
+    dry_run,
     events,
     free_gpus,
     fresh_namespaces,
@@ -79,6 +80,40 @@ async def test_a_queue_takes_its_h100s_then_its_a100s_each_gang_whole_on_one_mod
     await until(lambda: all_bound(api, namespace, "second", 2), within=60)
     a100 = PRODUCTS["a100"]
     assert await _models_of(api, namespace, "second") == {(a100, a100)}
+
+
+@pytest.mark.usefixtures("airlock")
+async def test_a_serving_replica_that_names_a_model_lands_on_it_ungated(
+        api: client.ApiClient, namespace: str, extra_nodes: NodeFactory,
+        policy_file: PolicyFileFactory) -> None:
+    """A Deployment's replicas are inference, which Airlock does not gate: no controller
+    places them, so admission keeps them to their model in their required node affinity,
+    and the real kube-scheduler (spreading over the emptiest nodes, most of them H100)
+    binds them on the two A100 nodes only."""
+    shape = Shape()
+    await extra_nodes([node_manifest(f"a100-{i}", 8, {CLIQUE_LABEL: "clique-a100"},
+                                     PRODUCTS["a100"], shape.taint_gpus) for i in range(2)])
+    policy_file("92-models.yaml", policy_yaml("e2e-models", {
+        "gpuModels": [{"name": m, "nodeLabels": {PRODUCT: PRODUCTS[m]}}
+                      for m in ("h100", "a100")]}))
+    pod_template = template("vllm/vllm-openai:v0.6.3", gpus=1, labels={"app": "vllm"})
+    pod_template["metadata"]["annotations"] = {GPU_MODELS_ANNOTATION: "a100"}
+
+    async def reloaded() -> bool:  # the webhook reads the new policy within 2 s
+        probe = {**pod_template, "apiVersion": "v1", "kind": "Pod", "metadata": {
+            **pod_template["metadata"], "name": "probe", "namespace": namespace}}
+        stored = await dry_run(api, namespace, probe)  # denied until it knows a100
+        return "nodeAffinity" in json.dumps(stored.get("spec"))
+
+    await until(reloaded, within=30)
+    await client.AppsV1Api(api).create_namespaced_deployment(namespace, body=workload(
+        "apps/v1", "Deployment", "vllm", namespace, replicas=4,
+        selector={"matchLabels": {"app": "vllm"}}, template=pod_template))
+    await until(lambda: all_bound(api, namespace, "vllm-", 4), within=60)
+    nodes = await nodes_by_name(api)
+    replicas = await pods_of(api, namespace, "vllm-")
+    assert {nodes[p["spec"]["nodeName"]][PRODUCT] for p in replicas} == {PRODUCTS["a100"]}
+    assert not any(gated(p) for p in replicas)
 
 
 # --- the mixed sandbox (`sandbox up --pools h100=2x8,a100=4x8`) -------------------------

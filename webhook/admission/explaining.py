@@ -27,18 +27,17 @@ import yaml
 from webhook.admission import engine
 from webhook.admission.aligning import as_admitted
 from webhook.admission.claiming import ClaimKey, Claims, claimed, entry, kind_of
+from webhook.admission.modelpins import models_of
 from webhook.admission.prioritizing import value_of
 from webhook.admission.reviews import Request
 from webhook.devices.claims import Ask, claims_gpus
-from webhook.keys import GPU_MODELS_ANNOTATION, IGNORE_NAMESPACE_LABEL, QUEUED_ANNOTATION
+from webhook.keys import IGNORE_NAMESPACE_LABEL, QUEUED_ANNOTATION
 from webhook.operators.registry import EXPANSIONS, supported
 from webhook.operators.sizing import owner_size
 from webhook.pods import PodShapeError, PodView
 from webhook.policy.classifying import classify
-from webhook.policy.gpumodels import models_for, named_models
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.policy.model import Policy
-from webhook.policy.queues import queue_named
 from webhook.workloads.documents import Document, parse_documents
 from webhook.workloads.expansions import Context, Expansion
 from webhook.workloads.kinds import NO_PODS, group_kind
@@ -83,7 +82,7 @@ def explain_pod(obj: Mapping[str, Any], policy: Policy, namespace_labels: Mappin
         # DRA devices its claims ask for, by DeviceClass.
         "devices": {c: n for c, k in policy.device_kinds.items()
                     if (n := (pod.devices or {}).get(k.resource))},
-        "gpuModels": _models(pod, policy) if decision.in_scope else None,
+        "gpuModels": _listed(models_of(pod, policy)) if decision.in_scope else None,
     }
     if namespace_labels.get(IGNORE_NAMESPACE_LABEL) == "true":
         # The webhook's namespaceSelector keeps such pods from reaching Airlock at all.
@@ -114,18 +113,8 @@ def explain_pod(obj: Mapping[str, Any], policy: Policy, namespace_labels: Mappin
     return result
 
 
-def _models(pod: PodView, policy: Policy) -> list[str] | None:
-    """The GPU models the pod may get, in the order its queue tries them; None where
-    policy names no models."""
-    if not policy.gpu_models:
-        return None
-    queues = {q.name: q for q in policy.queues}
-    queue = queues.get(queue_named(pod.namespace, ((q.name, q.namespaces)
-                                                   for q in policy.queues)) or "")
-    order = [m.model for m in queue.models] if queue is not None and queue.models else None
-    return list(models_for(policy.gpu_models, order,
-                           named_models(pod.annotations.get(GPU_MODELS_ANNOTATION)),
-                           pod.node_selector))
+def _listed(models: tuple[str, ...] | None) -> list[str] | None:
+    return None if models is None else list(models)
 
 
 def _joins(policy: Policy, claims: Claims) -> Callable[[Any], bool]:

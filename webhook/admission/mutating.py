@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 from webhook.accelerators import to_record
 from webhook.admission import asking, prioritizing, slicing
+from webhook.admission.modelpins import model_affinity
 from webhook.admission.patches import PatchBuilder
 from webhook.admission.priorities import UNKNOWN, Priorities
 from webhook.conventions.base import label_value
@@ -220,23 +221,35 @@ def _spread(b: PatchBuilder, pod: PodView, cls: ClassName, key: str) -> None:
 
 
 def _placement(b: PatchBuilder, pod: PodView, decision: Decision, spec: ClassSpec,
-               policy: Policy, topology: TopologyPlacement | None) -> None:
+               policy: Policy, topology: TopologyPlacement | None) -> dict[str, Any] | None:
+    """The pod's affinity as its class's placement changes it, or None (no change)."""
     gang, cls = decision.gang, decision.class_
     assert cls is not None
     if gang is None and spec.placement == "spread":
         _spread(b, pod, cls, policy.topology_levels[spec.placement_level])
-        return
+        return None
     if (gang is None and spec.placement == "none") or (gang is not None and topology is None):
-        return
+        return None
     if gang is None:
-        changed = _preferred_pod_affinity(
+        return _preferred_pod_affinity(
             pod.affinity, {CLASS_LABEL: cls}, policy.topology_levels[spec.placement_level], 50)
-    else:
-        assert topology is not None
-        key = policy.topology_levels[topology.level]
-        changed = _node_label_required(pod.affinity, key) if topology.mode == "required" \
-            else _preferred_pod_affinity(pod.affinity, {GANG_LABEL: _gang_label(gang.name)},
-                                         key, 100)
+    assert topology is not None
+    key = policy.topology_levels[topology.level]
+    return _node_label_required(pod.affinity, key) if topology.mode == "required" \
+        else _preferred_pod_affinity(pod.affinity, {GANG_LABEL: _gang_label(gang.name)},
+                                     key, 100)
+
+
+def _affinity(b: PatchBuilder, pod: PodView, policy: Policy, placed: dict[str, Any] | None,
+              gated: bool, warnings: list[str]) -> None:
+    """The placement's affinity, and for a pod the controller never places (not gated),
+    the GPU models it may get (`modelpins`)."""
+    changed = placed
+    if not gated:
+        kept, why = model_affinity(pod, policy, placed if placed is not None else pod.affinity)
+        changed = kept if kept is not None else changed
+        if why is not None:
+            warnings.append(f"not kept to its GPU models: {why}")
     if changed is not None:
         b.spec_field("affinity", changed)
 
@@ -284,7 +297,8 @@ def mutate(pod: PodView, decision: Decision, policy: Policy, operation: str,
         _slice(b, sliced, warnings)
         tolerations += sliced.offer.tolerations
     _tolerations(b, pod, tolerations)
-    _placement(b, pod, decision, spec, policy, topology)
+    _affinity(b, pod, policy, _placement(b, pod, decision, spec, policy, topology), gated,
+              warnings)
     if gated and GATE not in pod.gates:
         b.append("schedulingGates", {"name": GATE})
     b.strip(PREFIX, _marks_of_others)

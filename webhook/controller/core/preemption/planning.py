@@ -28,6 +28,7 @@ from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.actions import Victim
 from webhook.controller.core.cluster.capacity import Room, with_pod_slot
 from webhook.controller.core.cluster.snapshot import Snapshot
+from webhook.controller.core.gangs import Gang
 from webhook.controller.core.identities import GangId, PodKey
 from webhook.controller.core.placement.packing import Plan, place_in, take_plan
 from webhook.controller.core.pods import PodInfo
@@ -236,17 +237,22 @@ class Preemptor:
             t.spent[b.name] -= sum(1 for p in unit.pods if p.key in b.pods)
 
     def plan(self, members: Sequence[PodInfo], queue: str, avoid: frozenset[str] | set[str],
-             head: bool = False) -> Choice | None:
+             head: bool = False, gang: Gang | None = None) -> Choice | None:
         """The cheapest victims that let the whole gang fit, or None; the `head` of the
-        queue may take backfills that overran too."""
+        queue may take backfills that overran too. The `gang` the members are of, if
+        given, keeps what they need: most plans end at the glance below, and counting a
+        hundred pods' GPUs there was most of their cost."""
         anchor = members[0]
-        need = self.snap.need(members)
+        snap = self.snap
+        need = snap.need(members) if gang is None else snap.unit_need(gang, members)
         reclaiming = self.ledger.used.get(queue, 0) + need <= self.ledger.quotas.spec(
             queue).nominal
         if not anchor.may_preempt and not reclaiming:
             return None  # it may take nothing by priority, and reclaims nothing
         key = anchor.marks.topology_key if anchor.marks.topology_mode == "required" else None
-        shape = len(members), min(self._sizes(members))
+        sizes = gang.sizes(snap.accelerators) if gang is not None and gang.whole(members) \
+            else self._sizes(members)
+        shape = len(members), sizes[-1]
         avoid = frozenset(avoid)  # once, not once per domain (`Rankings.without`)
         # Nodes where backfills that overran run: the glance below counts by priority,
         # and such a unit goes first whatever its priority.
@@ -258,14 +264,15 @@ class Preemptor:
             if smallest > 0 and self.units.cluster.room_below(anchor.priority,
                                                               smallest) < count:
                 return None
-        best = self._cheapest(members, queue, need, head, key, avoid, reclaiming)
+        best = self._cheapest(members, queue, need, shape, head, key, avoid, reclaiming)
         preferred = anchor.marks.topology_key \
             if anchor.marks.topology_mode == "preferred" else None
         if best is None or preferred is None:
             return best
         # A gang that prefers one domain: room made in one costs more than room made
         # anywhere, and is worth it up to the premium (never at a higher priority).
-        whole = self._cheapest(members, queue, need, head, preferred, avoid, reclaiming)
+        whole = self._cheapest(members, queue, need, shape, head, preferred, avoid,
+                               reclaiming)
         if whole is None:
             return dataclasses.replace(best, note=f"no {preferred} domain could be freed for "
                                        f"it; spread over several")
@@ -274,13 +281,13 @@ class Preemptor:
         return dataclasses.replace(whole, note=_compared(whole, best, preferred, True))
 
     def _cheapest(self, members: Sequence[PodInfo], queue: str, need: GpuEquivalents,
-                  head: bool, key: str | None, avoid: frozenset[str] | set[str],
-                  reclaiming: bool) -> Choice | None:
-        """The cheapest victims in one domain of level `key` (None: anywhere)."""
+                  shape: tuple[int, GpuEquivalents], head: bool, key: str | None,
+                  avoid: frozenset[str] | set[str], reclaiming: bool) -> Choice | None:
+        """The cheapest victims in one domain of level `key` (None: anywhere), for
+        members of `shape` (pods, GPUs of the smallest)."""
         anchor = members[0]
         everywhere = {None: self.snap.eligible_nodes(anchor)}
         sig = anchor.constraints.signature
-        shape = len(members), min(self._sizes(members))
         domains = {name: Rankings.without((sig, key, name), nodes, avoid) for name, nodes in
                    (self.snap.domains(anchor, key) if key else everywhere).items()}
         overran = self.units.overran_nodes

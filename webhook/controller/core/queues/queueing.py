@@ -286,7 +286,7 @@ class Queueing:
             return None
         self.plans += 1
         queue = self.queue_of(gang)
-        choice = self._planner().plan(members, queue, avoid, head)
+        choice = self._planner().plan(members, queue, avoid, head, gang)
         if choice is None:
             return None
         return self._carried_out(gang, members, queue, choice)

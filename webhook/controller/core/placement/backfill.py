@@ -139,6 +139,7 @@ class Backfill:
         holding, pods = cluster.occupancy.holders, cluster.pods
         ends = [(self._end(pods[h.pod]), node, h.gpus)
                 for node in free for h in holding.get(node, ()) if h.pod not in self.gone]
+        sizes: Sequence[GpuEquivalents]
         if gang is not None and gang.whole(members):
             need, sizes = snap.unit_need(gang, members), gang.sizes(snap.accelerators)
         else:

@@ -82,6 +82,8 @@ class _Trial:
     # Free GPUs on the domain's nodes, kept as victims come and go: looking at every node
     # afresh per victim made planning quadratic on a domain of thousands.
     room: Room
+    # GPUs each member asks, most first.
+    sizes: Sequence[GpuEquivalents]
     # What the victims tried so far give back to each queue, and take from each budget.
     released: dict[str, GpuEquivalents] = field(default_factory=dict)
     spent: dict[str, int] = field(default_factory=dict)
@@ -133,7 +135,7 @@ class Preemptor:
         """Where the gang goes on the trial's nodes, or None."""
         if t.room.total < need or self.ledger.admissible(queue, need, t.released) is not None:
             return None
-        if not t.room.could_pack(self._sizes(members)):
+        if not t.room.could_pack(t.sizes):
             return None
         return place_in(members, t.snap, t.nodes)
 
@@ -141,10 +143,11 @@ class Preemptor:
         return sorted((self.snap.gpus(p.requests) for p in members), reverse=True)
 
     def _in_domain(self, members: Sequence[PodInfo], usable: Usable, queue: str,
-                   need: GpuEquivalents, head: bool) -> tuple[list[Victim], Plan] | None:
+                   need: GpuEquivalents, sizes: Sequence[GpuEquivalents], head: bool
+                   ) -> tuple[list[Victim], Plan] | None:
         nodes = usable.nodes
         t = _Trial(self.snap.fork(), nodes, frozenset(nodes),
-                   Room(self.snap.free_gpu[n] for n in nodes))
+                   Room(self.snap.free_gpu[n] for n in nodes), sizes)
         found = self._gather(t, members, usable, queue, need, head)
         return None if found is None else self._trim(t, members, queue, need, *found)
 
@@ -264,14 +267,14 @@ class Preemptor:
             if smallest > 0 and self.units.cluster.room_below(anchor.priority,
                                                               smallest) < count:
                 return None
-        best = self._cheapest(members, queue, need, shape, head, key, avoid, reclaiming)
+        best = self._cheapest(members, queue, need, sizes, head, key, avoid, reclaiming)
         preferred = anchor.marks.topology_key \
             if anchor.marks.topology_mode == "preferred" else None
         if best is None or preferred is None:
             return best
         # A gang that prefers one domain: room made in one costs more than room made
         # anywhere, and is worth it up to the premium (never at a higher priority).
-        whole = self._cheapest(members, queue, need, shape, head, preferred, avoid,
+        whole = self._cheapest(members, queue, need, sizes, head, preferred, avoid,
                                reclaiming)
         if whole is None:
             return dataclasses.replace(best, note=f"no {preferred} domain could be freed for "
@@ -281,11 +284,12 @@ class Preemptor:
         return dataclasses.replace(whole, note=_compared(whole, best, preferred, True))
 
     def _cheapest(self, members: Sequence[PodInfo], queue: str, need: GpuEquivalents,
-                  shape: tuple[int, GpuEquivalents], head: bool, key: str | None,
+                  sizes: Sequence[GpuEquivalents], head: bool, key: str | None,
                   avoid: frozenset[str] | set[str], reclaiming: bool) -> Choice | None:
         """The cheapest victims in one domain of level `key` (None: anywhere), for
-        members of `shape` (pods, GPUs of the smallest)."""
+        members asking `sizes` GPUs (most first)."""
         anchor = members[0]
+        shape = len(sizes), sizes[-1]
         everywhere = {None: self.snap.eligible_nodes(anchor)}
         sig = anchor.constraints.signature
         domains = {name: Rankings.without((sig, key, name), nodes, avoid) for name, nodes in
@@ -307,7 +311,7 @@ class Preemptor:
         ranked = self.rankings.ranked(domains, need, None if reclaiming else anchor.priority,
                                       estimate, overran)
         for _, _, domain in ranked[:EXACT_DOMAINS]:
-            found = self._in_domain(members, domains[domain], queue, need, head)
+            found = self._in_domain(members, domains[domain], queue, need, sizes, head)
             if found is not None and found[0]:
                 victims, plan = found
                 if best is None or set_cost(victims) < set_cost(best.victims):

@@ -23,12 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, os.getcwd())
 
-from webhook.controller.core.actions import Action, Wait  # noqa: E402
-from webhook.controller.core.rounds import Rounds  # noqa: E402
-from webhook.policy.loading import load_policy  # noqa: E402
-from webhook.simulation.clusters import Shape  # noqa: E402
-from webhook.simulation.generating import Mix, generate  # noqa: E402
-from webhook.simulation.simulating import simulate  # noqa: E402
+from webhook.controller.core.actions import Action, Wait
+from webhook.controller.core.rounds import Rounds
+from webhook.policy.loading import load_policy
+from webhook.simulation.clusters import Shape
+from webhook.simulation.generating import Mix, generate
+from webhook.simulation.simulating import simulate
 
 
 def _said(action: Action) -> str:

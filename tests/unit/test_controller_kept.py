@@ -1,10 +1,16 @@
 """What a round keeps instead of asking again, and what makes it ask again: the quota
 answers of a ledger (until it is charged), a gang's counts (for all of its members, not
 some), the reserved nodes a unit behind the head may not use (never the set the head's
-claim fills later), and a quota not asked of a unit that does not fit. Each case would
-fail were the answer kept past what changes it."""
+claim fills later), a quota not asked of a unit that does not fit, a learned run time
+(until one more is learned) and a shape (one object per shape). Each case would fail
+were the answer kept past what changes it. And a shortcut that must answer as the long
+way does: pods all alike packed by count."""
 
 from __future__ import annotations
+
+import random
+
+import pytest
 
 from tests.builders import (
     CLIQUE,
@@ -17,8 +23,9 @@ from tests.builders import (
     with_marks,
 )
 from webhook.controller.core.actions import Wait
+from webhook.controller.core.cluster.capacity import Room
 from webhook.controller.core.deciding import QueueState, decide
-from webhook.controller.core.gangs import gang_of
+from webhook.controller.core.gangs import Gang, gang_of
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.placement.backfill import Backfill
 from webhook.controller.core.placement.fitting import NoFit, fit
@@ -108,3 +115,42 @@ def test_a_unit_that_does_not_fit_waits_for_room_whatever_its_quota_says() -> No
                      state=state)
     said = {a.unit.name: a.reason for a in actions if isinstance(a, Wait)}
     assert said == {"fits": "OverQuota", "big": "NoDomainFits"}
+
+
+def test_a_learned_estimate_is_asked_again_once_a_run_is_learned() -> None:
+    runtimes = Runtimes({("ml", ""): (100.0, 200.0, 300.0, 400.0, 500.0)})
+    assert runtimes.estimate(("ml", "")) == 500.0
+    assert runtimes.estimate(("ml", "")) == 500.0  # kept
+    # Carried into the runtimes that learned one more, it would still say 500.
+    assert runtimes.learned(("ml", ""), 900.0).estimate(("ml", "")) == 900.0
+    assert runtimes.estimate(("ml", "")) == 500.0
+
+
+def test_a_shape_is_one_object_while_a_gang_holds_it() -> None:
+    def built(name: str, gpus: int) -> Gang:
+        pods = gang(name, 3, gpus=gpus)
+        return gang_of(UnitId.of_gang(pods[0].gang_id), pods)  # type: ignore[arg-type]
+
+    first, alike, other = built("a", 8), built("b", 8), built("c", 4)
+    assert first.shape is alike.shape
+    assert other.shape is not first.shape
+    assert other.shape != first.shape
+
+
+def _first_fit(room: Room, sizes: list[int]) -> bool:
+    """Pods placed one by one, each on the first node with room, most free first."""
+    left = sorted((a for a, c in room.counts.items() for _ in range(c)), reverse=True)
+    for size in sizes:
+        at = next((i for i, free in enumerate(left) if free >= size), None)
+        if at is None:
+            return False
+        left[at] -= size
+    return True
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_pods_all_alike_pack_by_count_as_they_would_one_by_one(seed: int) -> None:
+    rng = random.Random(seed)
+    room = Room(rng.choice([0, 1, 2, 3, 4, 6, 8]) for _ in range(rng.randint(0, 12)))
+    sizes = [rng.choice([1, 2, 3, 4, 8])] * rng.randint(1, 20)
+    assert room.could_pack(sizes) == _first_fit(room, sizes)

@@ -118,6 +118,7 @@ class Cluster:
                 self.domains.setdefault((key, value), []).append(i)
         self._matching: dict[tuple[Pin | None, Selector], list[int]] = {}
         self._largest: dict[tuple[str, Selector], int] = {}
+        self._selected: dict[Selector, tuple[int, int]] = {}
         self.free = list(self.gpus)
         self.residents: list[dict[PodKey, Resident]] = [{} for _ in self.names]
         # Nodes by free GPUs (0..most), in node order: the bin-packing pick is a lookup.
@@ -173,6 +174,16 @@ class Cluster:
 
     def release(self, i: int, key: PodKey) -> None:
         self._change(i, self.residents[i].pop(key), +1)
+
+    def selected(self, selector: Selector = ()) -> tuple[int, int]:
+        """The GPUs of the largest node `selector` selects, and of all of them: asked of
+        every job of a trace, once per selector."""
+        found = self._selected.get(selector)
+        if found is None:
+            nodes = self.matching(None, selector) if selector else range(len(self.names))
+            gpus = [self.gpus[i] for i in nodes]
+            found = self._selected[selector] = max(gpus, default=0), sum(gpus)
+        return found
 
     def largest(self, key: str, selector: Selector = ()) -> int:
         """The GPUs of the largest domain of the level labelled `key`, on the nodes

@@ -127,10 +127,9 @@ def never_runnable(job: Job, marked: Marked, cluster: Cluster, gated: bool) -> b
     """Larger than every node, or than the cluster, or than every domain where it needs
     one: counting only the nodes its nodeSelector selects."""
     selector = job.node_selector
-    nodes = cluster.matching(None, selector) if selector else range(len(cluster.names))
+    most, total = cluster.selected(selector)
     least = job.least * job.gpus
-    if job.gpus > max((cluster.gpus[i] for i in nodes), default=0) or \
-            least > sum(cluster.gpus[i] for i in nodes):
+    if job.gpus > most or least > total:
         return True
     key = marked.template.marks.topology_key
     return gated and job.pods > 1 and key is not None and \

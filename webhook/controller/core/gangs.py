@@ -17,6 +17,7 @@ one).
 from __future__ import annotations
 
 import functools
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,9 +36,10 @@ SizeAnswer = int | Elastic | SizeUnknown
 class Shape:
     """What decides where pods fit, in an order independent of theirs: gangs of one shape
     fit alike. Hashed once: a round looks a shape up for every gang that waits, and a
-    gang of a hundred pods is a deep tuple to hash."""
+    gang of a hundred pods is a deep tuple to hash. One object per shape while any gang
+    holds it (`of`): a look-up then finds it by identity, not by comparing the tuples."""
 
-    __slots__ = ("_hash", "fits")
+    __slots__ = ("__weakref__", "_hash", "fits")
 
     def __init__(self, fits: tuple[tuple[Any, int], ...]) -> None:
         self.fits = fits
@@ -45,8 +47,11 @@ class Shape:
 
     @classmethod
     def of(cls, pods: Iterable[PodInfo]) -> Shape:
-        counted = Counter(p.fit for p in pods)
-        return cls(tuple(sorted(counted.items())))
+        fits = tuple(sorted(Counter(p.fit for p in pods).items()))
+        found = _SHAPES.get(fits)
+        if found is None:
+            found = _SHAPES[fits] = cls(fits)
+        return found
 
     def __hash__(self) -> int:
         return self._hash
@@ -54,6 +59,10 @@ class Shape:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Shape) and self._hash == other._hash \
             and self.fits == other.fits
+
+
+_SHAPES: weakref.WeakValueDictionary[tuple[tuple[Any, int], ...], Shape] = \
+    weakref.WeakValueDictionary()
 
 
 @dataclass(frozen=True)

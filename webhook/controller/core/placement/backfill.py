@@ -30,7 +30,7 @@ from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.gangs import Gang
 from webhook.controller.core.identities import PodKey
-from webhook.controller.core.placement.runtimes import Runtimes
+from webhook.controller.core.placement.runtimes import Runtimes, key_of
 from webhook.controller.core.pods import PodInfo
 
 # A pod running on a kept node: when it is expected to end (None: unknown), its node, and
@@ -120,22 +120,29 @@ class Backfill:
     def _end(self, pod: PodInfo) -> float | None:
         if pod.namespace in self.spared:
             return None
-        runtime = self.runtimes.expected((pod,))
+        runtime = pod.marks.runtime
+        if runtime is None:
+            runtime = self.runtimes.estimate(key_of(pod))
         if runtime is None:
             return None
         # Not started yet: it starts now at the soonest. Past its expected end: it ends
         # now at the soonest. Either way no later than it really will.
         return max((pod.started or self.now) + runtime, self.now)
 
-    def start(self, members: Sequence[PodInfo], free: Mapping[str, GpuEquivalents]
-              ) -> Shadow | None:
-        """The shadow time of a head of `members` on the reserved nodes, which had `free`
-        GPUs when it became the head, and their room then."""
+    def start(self, members: Sequence[PodInfo], free: Mapping[str, GpuEquivalents],
+              gang: Gang | None = None) -> Shadow | None:
+        """The shadow time of a head of `members` (of `gang`, if given: it keeps their
+        GPUs) on the reserved nodes, which had `free` GPUs when it became the head, and
+        their room then."""
         snap = self.snap
         cluster = snap.cluster
         holding, pods = cluster.occupancy.holders, cluster.pods
         ends = [(self._end(pods[h.pod]), node, h.gpus)
                 for node in free for h in holding.get(node, ()) if h.pod not in self.gone]
-        sizes = [snap.gpus(p.requests) for p in members]
-        return shadow(snap.need(members), (len(sizes), min(sizes, default=0)), free, ends,
-                      self.now)
+        sizes: Sequence[GpuEquivalents]
+        if gang is not None and gang.whole(members):
+            need, sizes = snap.unit_need(gang, members), gang.sizes(snap.accelerators)
+        else:
+            sizes = [snap.gpus(p.requests) for p in members]
+            need = snap.need(members)
+        return shadow(need, (len(sizes), min(sizes, default=0)), free, ends, self.now)

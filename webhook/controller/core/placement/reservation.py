@@ -44,6 +44,7 @@ class Reservation:
         # start is judged from those, not from what backfills took since (they end
         # before it).
         self._members: Sequence[PodInfo] = ()
+        self._gang: Gang | None = None
         self._free: dict[str, GpuEquivalents] = {}
         self._start: float | None = None
         # Reserved nodes the head would not need even at its start (EASY's second rule).
@@ -68,13 +69,14 @@ class Reservation:
             if self.backfill is not None and self.nodes:
                 free = self.backfill.snap.free_gpu
                 self._members = members or gang.waiting
+                self._gang = gang
                 self._free = {n: free[n] for n in self.nodes}
 
     def start(self) -> float | None:
         """The head's shadow time: when it is expected to be able to start on its
         reserved nodes; None when unknown (or no backfill)."""
         if not self._judged and self.backfill is not None and self._free:
-            found = self.backfill.start(self._members, self._free)
+            found = self.backfill.start(self._members, self._free, self._gang)
             if found is not None:
                 self._start = found.at
                 if not any(p.marks.slice_key for p in self._members):
@@ -94,8 +96,9 @@ class Reservation:
             return set(), None  # a head that claims later fills `nodes`
         if self.backfill is None:
             return self.nodes, None
-        until = self.backfill.until(pods, stretch, gang)
         start = self.start()
+        # No end is asked of a unit while the head's start is unknown: nothing borrows.
+        until = None if start is None else self.backfill.until(pods, stretch, gang)
         if until is None or start is None or until > start:
             if self._kept is None:
                 self._kept = self.nodes - self._spare

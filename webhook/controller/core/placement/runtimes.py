@@ -49,6 +49,11 @@ class Runtimes:
     """Recent run times of gangs that succeeded, oldest first, per (namespace, class)."""
 
     seen: Mapping[Key, tuple[float, ...]] = field(default_factory=dict)
+    # Each key's estimate once asked: every round asks it of every unit that waits and
+    # of every pod on the head's room, and these run times change only by `learned`,
+    # which makes new ones.
+    _estimates: dict[Key, float | None] = field(default_factory=dict, init=False,
+                                                repr=False, compare=False)
 
     def learned(self, key: Key, seconds: float) -> Runtimes:
         """These run times and one more of `key`, the oldest beyond the window dropped."""
@@ -57,8 +62,12 @@ class Runtimes:
 
     def estimate(self, key: Key) -> float | None:
         """The learned run time of `key`, None before `LEAST` of it succeeded."""
-        runs = self.seen.get(key, ())
-        return max(runs) if len(runs) >= LEAST else None
+        try:
+            return self._estimates[key]
+        except KeyError:
+            runs = self.seen.get(key, ())
+            found = self._estimates[key] = max(runs) if len(runs) >= LEAST else None
+            return found
 
     def expected(self, pods: Sequence[PodInfo]) -> float | None:
         """How long `pods` (one unit) are expected to run: the longest any states, else

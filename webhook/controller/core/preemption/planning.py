@@ -30,6 +30,7 @@ from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.actions import Victim
 from webhook.controller.core.cluster.capacity import Room, with_pod_slot
 from webhook.controller.core.cluster.snapshot import Snapshot
+from webhook.controller.core.gangs import Gang
 from webhook.controller.core.identities import GangId, PodKey
 from webhook.controller.core.placement.packing import Plan, place_in, take_plan
 from webhook.controller.core.pods import PodInfo
@@ -117,6 +118,8 @@ class _Trial:
     # Free GPUs on the domain's nodes, kept as victims come and go: looking at every node
     # afresh per victim made planning quadratic on a domain of thousands.
     room: Room
+    # GPUs each member asks, most first.
+    sizes: Sequence[GpuEquivalents]
     # What the victims tried so far give back to each queue, and take from each budget.
     released: dict[str, GpuEquivalents] = field(default_factory=dict)
     spent: dict[str, int] = field(default_factory=dict)
@@ -171,7 +174,7 @@ class Preemptor:
         """Where the gang goes on the trial's nodes, or None."""
         if t.room.total < need or self.quota.admissible(queue, need, t.released) is not None:
             return None
-        if not t.room.could_pack(self._sizes(members)):
+        if not t.room.could_pack(t.sizes):
             return None
         return place_in(members, t.snap, t.nodes)
 
@@ -179,10 +182,11 @@ class Preemptor:
         return sorted((self.snap.gpus(p.requests) for p in members), reverse=True)
 
     def _in_domain(self, members: Sequence[PodInfo], usable: Usable, queue: str,
-                   need: GpuEquivalents, head: bool) -> tuple[list[Victim], Plan] | None:
+                   need: GpuEquivalents, sizes: Sequence[GpuEquivalents], head: bool
+                   ) -> tuple[list[Victim], Plan] | None:
         nodes = usable.nodes
         t = _Trial(self.snap.fork(), nodes, frozenset(nodes),
-                   Room(self.snap.free_gpu[n] for n in nodes))
+                   Room(self.snap.free_gpu[n] for n in nodes), sizes)
         found = self._gather(t, members, usable, queue, need, head)
         return None if found is None else self._trim(t, members, queue, need, *found)
 
@@ -274,18 +278,24 @@ class Preemptor:
             t.spent[b.name] -= sum(1 for p in unit.pods if p.key in b.pods)
 
     def plan(self, members: Sequence[PodInfo], queue: str, avoid: frozenset[str] | set[str],
-             head: bool = False, model: Ledger | None = None) -> Choice | None:
+             head: bool = False, model: Ledger | None = None,
+             gang: Gang | None = None) -> Choice | None:
         """The cheapest victims that let the whole gang fit, or None; the `head` of the
         queue may take backfills that overran too. `model`: the queues' usage of the GPU
-        model the gang takes (`avoid` keeps it to that model's nodes)."""
+        model the gang takes (`avoid` keeps it to that model's nodes). The `gang` the
+        members are of, if given, keeps what they need: most plans end at the glance
+        below, and counting a hundred pods' GPUs there was most of their cost."""
         anchor = members[0]
-        need = self.snap.need(members)
+        snap = self.snap
+        need = snap.need(members) if gang is None else snap.unit_need(gang, members)
         self.quota = Quota(self.ledger, model)
         reclaiming = self.quota.reclaiming(queue, need)
         if not anchor.may_preempt and not reclaiming:
             return None  # it may take nothing by priority, and reclaims nothing
         key = anchor.marks.topology_key if anchor.marks.topology_mode == "required" else None
-        shape = len(members), min(self._sizes(members))
+        sizes = gang.sizes(snap.accelerators) if gang is not None and gang.whole(members) \
+            else self._sizes(members)
+        shape = len(members), sizes[-1]
         avoid = frozenset(avoid)  # once, not once per domain (`Rankings.without`)
         # Nodes where backfills that overran run: the glance below counts by priority,
         # and such a unit goes first whatever its priority.
@@ -297,14 +307,15 @@ class Preemptor:
             if smallest > 0 and self.units.cluster.room_below(anchor.priority,
                                                               smallest) < count:
                 return None
-        best = self._cheapest(members, queue, need, head, key, avoid, reclaiming)
+        best = self._cheapest(members, queue, need, sizes, head, key, avoid, reclaiming)
         preferred = anchor.marks.topology_key \
             if anchor.marks.topology_mode == "preferred" else None
         if best is None or preferred is None:
             return best
         # A gang that prefers one domain: room made in one costs more than room made
         # anywhere, and is worth it up to the premium (never at a higher priority).
-        whole = self._cheapest(members, queue, need, head, preferred, avoid, reclaiming)
+        whole = self._cheapest(members, queue, need, sizes, head, preferred, avoid,
+                               reclaiming)
         if whole is None:
             return dataclasses.replace(best, note=f"no {preferred} domain could be freed for "
                                        f"it; spread over several")
@@ -313,13 +324,14 @@ class Preemptor:
         return dataclasses.replace(whole, note=_compared(whole, best, preferred, True))
 
     def _cheapest(self, members: Sequence[PodInfo], queue: str, need: GpuEquivalents,
-                  head: bool, key: str | None, avoid: frozenset[str] | set[str],
-                  reclaiming: bool) -> Choice | None:
-        """The cheapest victims in one domain of level `key` (None: anywhere)."""
+                  sizes: Sequence[GpuEquivalents], head: bool, key: str | None,
+                  avoid: frozenset[str] | set[str], reclaiming: bool) -> Choice | None:
+        """The cheapest victims in one domain of level `key` (None: anywhere), for
+        members asking `sizes` GPUs (most first)."""
         anchor = members[0]
+        shape = len(sizes), sizes[-1]
         everywhere = {None: self.snap.eligible_nodes(anchor)}
         sig = anchor.constraints.signature
-        shape = len(members), min(self._sizes(members))
         domains = {name: Rankings.without((sig, key, name), nodes, avoid) for name, nodes in
                    (self.snap.domains(anchor, key) if key else everywhere).items()}
         overran = self.units.overran_nodes
@@ -339,7 +351,7 @@ class Preemptor:
         ranked = self.rankings.ranked(domains, need, None if reclaiming else anchor.priority,
                                       estimate, overran)
         for _, _, domain in ranked[:EXACT_DOMAINS]:
-            found = self._in_domain(members, domains[domain], queue, need, head)
+            found = self._in_domain(members, domains[domain], queue, need, sizes, head)
             if found is not None and found[0]:
                 victims, plan = found
                 if best is None or set_cost(victims) < set_cost(best.victims):

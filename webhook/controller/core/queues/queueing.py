@@ -294,7 +294,8 @@ class Queueing:
             return None
         self.plans += 1
         queue = self.queue_of(gang)
-        choice = self._planner().plan(members, queue, avoid, head, self._model_ledger(model))
+        choice = self._planner().plan(members, queue, avoid, head, self._model_ledger(model),
+                                      gang)
         if choice is None:
             return None
         return self._carried_out(gang, members, queue, choice, model)

@@ -1,6 +1,7 @@
-"""How long work is expected to run, for backfill (`backfill`): what a pod states (the
-webhook's `expected-runtime-seconds`, from the user's `expected-runtime` or the pod's
-`activeDeadlineSeconds`), else what gangs of its namespace and class took lately.
+"""How long work is expected to run, for backfill (`backfill`) and forecasts
+(`forecasting`, `typical`): what a pod states (the webhook's `expected-runtime-seconds`,
+from the user's `expected-runtime` or the pod's `activeDeadlineSeconds`), else what gangs
+of its namespace and class took lately.
 
 A learned estimate is the longest run time of the last `WINDOW` gangs (and queued single
 pods) of that namespace and class that succeeded, once at least `LEAST` did; not a mean, nor

@@ -38,6 +38,7 @@ from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.accounting import Accounts
 from webhook.controller.core.queues.order import queue_order
 from webhook.controller.core.queues.queueing import QueueState
+from webhook.controller.core.records import dump_memory
 from webhook.controller.core.reporting import report
 from webhook.keys import (
     GANG_EXPECTED_MIN_ANNOTATION,
@@ -147,6 +148,35 @@ def test_a_stated_run_time_comes_before_a_learned_one() -> None:
     assert runtimes.expected(gang("g", 2)) == 600.0
 
 
+def test_what_runs_take_of_the_time_they_state_is_learned_for_forecasts_only() -> None:
+    """Runs that state a time teach the share of it they take (their namespace and
+    class's own); backfill still promises with the time stated, a forecast shortens it."""
+    runtimes = Runtimes()
+    for seconds in (500.0, 600.0, 800.0, 900.0):
+        runtimes = runtimes.learned(("ml", ""), seconds, stated=1000.0)
+    runtimes = runtimes.learned(("ml", ""), 4000.0)  # stated nothing: no ratio
+    stated = _stating(gang("g", 2), 2000)
+    assert runtimes.typical(stated) == 2000  # four ratios: not trusted yet
+    runtimes = runtimes.learned(("ml", ""), 700.0, stated=1000.0)
+    assert runtimes.ratios[("ml", "")] == (0.5, 0.6, 0.8, 0.9, 0.7)
+    assert runtimes.typical(stated) == 1400.0
+    assert runtimes.expected(stated) == 2000
+    assert runtimes.typical(_stating(gang("g", 2, ns="other"), 2000)) == 2000
+    # A unit stating nothing: the median of the run times, those that stated one too.
+    assert runtimes.typical(gang("g", 2)) == 750.0
+
+
+def test_the_ratios_are_kept_and_an_earlier_memory_without_them_still_reads() -> None:
+    runtimes = Runtimes()
+    for seconds in (300.0, 600.0):
+        runtimes = runtimes.learned(("ml", "a"), seconds, stated=600.0)
+    runtimes = runtimes.learned(("ml", "b"), 60.0)
+    assert Runtimes.loads(runtimes.dumps()) == runtimes
+    earlier = dump_memory("runtimes", {"seen": [{"namespace": "ml", "class": "a",
+                                                  "seconds": [300.0]}]})
+    assert Runtimes.loads(earlier) == Runtimes({("ml", "a"): (300.0,)})
+
+
 def _learned(seconds: float) -> Runtimes:
     """Enough runs of namespace ml, of pods of no class, to trust: all `seconds`."""
     runtimes = Runtimes()
@@ -174,6 +204,7 @@ def test_run_times_are_learned_from_gangs_that_succeed_and_kept(policy: Policy) 
     former.sample(policy, tracked(cluster({"a": 3}), _done(ok)), NOW + 10)
     key = ("ml", "")
     assert former.runtimes.seen[key] == (1010.0,)
+    assert former.runtimes.ratios == {}
     leader = Accounts()
     leader.carry_on(policy, former.memory(), NOW + 20)
     assert leader.runtimes == former.runtimes
@@ -183,6 +214,18 @@ def test_run_times_are_learned_from_gangs_that_succeed_and_kept(policy: Policy) 
     assert afresh.runtimes.seen == {}
 
 
+def test_a_gang_stating_its_run_time_teaches_what_share_of_it_runs_take(
+        policy: Policy) -> None:
+    ok = _stating(_admitted("ok", NOW - 1000, ["n0", "n1"]), 2020)
+    former = Accounts()
+    former.sample(policy, tracked(cluster({"a": 2}), ok), NOW)
+    former.sample(policy, tracked(cluster({"a": 2}), _done(ok)), NOW + 10)
+    assert former.runtimes.ratios[("ml", "")] == (0.5,)
+    leader = Accounts()
+    leader.carry_on(policy, former.memory(), NOW + 20)
+    assert leader.runtimes.ratios == former.runtimes.ratios
+
+
 def test_run_times_are_learned_from_queued_single_pods_too(policy: Policy) -> None:
     record = Record(None, None, ("one",), NOW - 500, 1)
     one = with_records(single("one", "a-n0", queued=True), placement=record)
@@ -190,6 +233,11 @@ def test_run_times_are_learned_from_queued_single_pods_too(policy: Policy) -> No
     accounts.sample(policy, tracked(cluster({"a": 1}), [one]), NOW)
     accounts.sample(policy, tracked(cluster({"a": 1}), _done([one])), NOW + 10)
     assert accounts.runtimes.seen[("ml", "")] == (510.0,)
+    stating = with_marks(one, runtime=1020)
+    accounts = Accounts()
+    accounts.sample(policy, tracked(cluster({"a": 1}), [stating]), NOW)
+    accounts.sample(policy, tracked(cluster({"a": 1}), _done([stating])), NOW + 10)
+    assert accounts.runtimes.ratios[("ml", "")] == (0.5,)
 
 
 def test_what_one_namespace_teaches_moves_no_other_namespaces_estimate(

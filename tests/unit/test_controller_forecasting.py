@@ -95,6 +95,17 @@ CASES: dict[str, Case] = {
     "past every learned run: it ends now at the soonest": Case(
         TWO, [*running("a", ["d0-n0", "d0-n1"], ran=2000), *gang("b", 2)],
         {"b": (0, None)}, runtimes=Runtimes({("ml", ""): (100, 200, 300, 400, 1000)})),
+    "a stated run time, before its namespace learned how runs keep to it: as stated": Case(
+        TWO, [*_runs(running("a", ["d0-n0", "d0-n1"], ran=60), 1000), *gang("b", 2)],
+        {"b": (940, None)}, runtimes=Runtimes(ratios={("ml", ""): (0.5, 0.6, 0.7, 0.8)})),
+    "a stated run time, times the median share of it its namespace's runs took": Case(
+        TWO, [*_runs(running("a", ["d0-n0", "d0-n1"], ran=60), 1000), *gang("b", 2)],
+        {"b": (640, None)},
+        runtimes=Runtimes(ratios={("ml", ""): (0.5, 0.6, 0.7, 0.8, 0.9)})),
+    "past that share: the median of the runs that took more of what they stated": Case(
+        TWO, [*_runs(running("a", ["d0-n0", "d0-n1"], ran=750), 1000), *gang("b", 2)],
+        {"b": (100, None)},
+        runtimes=Runtimes(ratios={("ml", ""): (0.5, 0.6, 0.7, 0.8, 0.9)})),
     "it preempts once ends leave room enough, though in no one domain": Case(
         # At 600 s a node is free in each domain; the scavengers beside them state no
         # end, started a minute ago (too soon to preempt at the round: the policy's

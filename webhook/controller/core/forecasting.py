@@ -9,7 +9,8 @@ round (`stages`), in queue order, at that time: the order, quotas and borrowing,
 head's reservation, backfill and preemption are the round's own rules (a unit that
 preempts starts then; its victims' ends are gone with them). A unit admitted at a step is
 predicted to start then, and is expected to end its run time later (`runtimes`: stated,
-`activeDeadlineSeconds`, or learned per namespace and class).
+or `activeDeadlineSeconds`, times the share of it runs of its namespace and class took;
+else learned per namespace and class).
 
 Honest about what it cannot know: a unit that still waits once every known end has
 passed, while something of unknown end (no run time stated, none learned) holds room it
@@ -17,11 +18,12 @@ could use, is predicted "unknown", blocked by the unit of unknown end that holds
 GPUs on the nodes it may use. A unit still waiting when the steps run out, or with
 nothing left to end, is unknown with no blocker.
 
-Where it is wrong (docs/predictions.md): run times are estimates (stated ones run
-shorter, mostly); units that are not here yet, capacity requests and GPU-model quotas
-are not played forward; what has no known end never frees room (unless preempted); the
-head's shadow time sees only what ran when the forecast began; a step lets preemption
-try only where as much is free as a unit of its window needs. Pure, the clock passed in.
+Where it is wrong (docs/predictions.md): run times are estimates (a stated one is
+taken as stated until 5 runs of its kind taught how long they run); units that are not
+here yet, capacity requests and GPU-model quotas are not played forward; what has no
+known end never frees room (unless preempted); the head's shadow time sees only what ran
+when the forecast began; a step lets preemption try only where as much is free as a
+unit of its window needs. Pure, the clock passed in.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""How long work is expected to run, for backfill (`backfill`): what a pod states (the
-webhook's `expected-runtime-seconds`, from the user's `expected-runtime` or the pod's
-`activeDeadlineSeconds`), else what gangs of its namespace and class took lately.
+"""How long work is expected to run, for backfill (`backfill`) and forecasts
+(`forecasting`, `typical`): what a pod states (the webhook's `expected-runtime-seconds`,
+from the user's `expected-runtime` or the pod's `activeDeadlineSeconds`), else what gangs
+of its namespace and class took lately.
 
 A learned estimate is the longest run time of the last `WINDOW` gangs (and queued single
 pods) of that namespace and class that succeeded, once at least `LEAST` did; not a mean, nor
@@ -19,12 +20,21 @@ namespace can only mislead its own backfills.
 A gang's run time is from its admission (its placement record) to when the controller
 saw its last member succeed: what a backfill promises is counted from its admission too.
 
+A forecast (`typical`) wants the expected run time, not a safe bound: the median of the
+window, and for a unit that states its run time, what it states times the median ratio
+of run time to stated time that gangs of its namespace and class which stated one showed
+(once `LEAST` did). Stated times are mostly long (users round up, and a deadline must
+leave room): on `shaped.jsonl` the runs take a median 0.84 of what they state, and a
+forecast taking the stated time at its word predicts what waits behind them late. Backfill
+keeps the stated time as it is: a promise shortened by a ratio would overrun.
+
 Kept in the cluster by the leader beside the fair share (`remembering`), and read back
 when a leader starts. Pure."""
 
 from __future__ import annotations
 
-import statistics
+import bisect
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -49,16 +59,23 @@ class Runtimes:
     """Recent run times of gangs that succeeded, oldest first, per (namespace, class)."""
 
     seen: Mapping[Key, tuple[float, ...]] = field(default_factory=dict)
+    # Of the recent gangs that stated a run time: what they ran over what they stated.
+    ratios: Mapping[Key, tuple[float, ...]] = field(default_factory=dict)
     # Each key's estimate once asked: every round asks it of every unit that waits and
     # of every pod on the head's room, and these run times change only by `learned`,
     # which makes new ones.
     _estimates: dict[Key, float | None] = field(default_factory=dict, init=False,
                                                 repr=False, compare=False)
 
-    def learned(self, key: Key, seconds: float) -> Runtimes:
-        """These run times and one more of `key`, the oldest beyond the window dropped."""
-        return replace(self, seen={**self.seen,
-                                   key: (*self.seen.get(key, ()), seconds)[-WINDOW:]})
+    def learned(self, key: Key, seconds: float, stated: float | None = None) -> Runtimes:
+        """These run times and one more of `key`, which stated `stated` (None: nothing),
+        the oldest beyond the window dropped."""
+        seen = {**self.seen, key: (*self.seen.get(key, ()), seconds)[-WINDOW:]}
+        if stated is None or stated <= 0:
+            return replace(self, seen=seen)
+        ratio = seconds / stated
+        return replace(self, seen=seen, ratios={
+            **self.ratios, key: (*self.ratios.get(key, ()), ratio)[-WINDOW:]})
 
     def estimate(self, key: Key) -> float | None:
         """The learned run time of `key`, None before `LEAST` of it succeeded."""
@@ -84,32 +101,60 @@ class Runtimes:
 
     def typical(self, pods: Sequence[PodInfo], ran: float = 0.0) -> float | None:
         """How long `pods` (one unit), which ran `ran` seconds so far, typically run in
-        all, for a forecast rather than a promise: the longest any states, else the
-        median of the runs their namespace and class learned that lasted longer than
-        that (`estimate`, the longest, keeps backfills safe; a forecast with it would be
-        late for most), or `ran` when none did."""
-        stated = [p.marks.runtime for p in pods if p.marks.runtime is not None]
-        if stated:
-            return max(stated)
-        runs = self.seen.get(key_of(pods[0]), ()) if pods else ()
-        if len(runs) < LEAST:
+        all, for a forecast rather than a promise (`estimate`, the longest, keeps
+        backfills safe; a forecast with it would be late for most). Of the runs their
+        namespace and class learned, those that lasted longer than `ran`, the median:
+        as what they ran of what they stated, times the longest any of `pods` states,
+        when one states a time (the time stated as it is until `LEAST` such runs are
+        known); else of their run times. `ran` when no run lasted longer."""
+        if not pods:
             return None
-        longer = [r for r in runs if r > ran]
-        return statistics.median(longer) if longer else ran
+        key = key_of(pods[0])
+        stated = max((r for p in pods if (r := p.marks.runtime) is not None), default=None)
+        if stated is not None:
+            ratios = self.ratios.get(key, ())
+            return stated if len(ratios) < LEAST or stated <= 0 else _beyond(ratios, ran, stated)
+        runs = self.seen.get(key, ())
+        return None if len(runs) < LEAST else _beyond(runs, ran)
 
     def dumps(self) -> str:
-        return dump_memory("runtimes", {"seen": [{"namespace": n, "class": c, "seconds": list(runs)}
-                                          for (n, c), runs in sorted(self.seen.items())]})
+        return dump_memory("runtimes", {"seen": [
+            {"namespace": n, "class": c, "seconds": list(runs),
+             "ratios": list(self.ratios.get((n, c), ()))}
+            for (n, c), runs in sorted(self.seen.items())]})
 
     @classmethod
     def loads(cls, text: str) -> Runtimes:
         """What a former leader kept; nothing learned when it is not readable (nothing
         is then backfilled on an estimate until gangs succeed again). Estimates an earlier
-        version kept per queue are not carried over: they mixed namespaces."""
+        version kept per queue are not carried over: they mixed namespaces; one kept
+        without ratios (an earlier version) has learned none."""
         raw = load_memory("runtimes", text, legacy=lambda _: {})
         try:
-            return cls({(str(e["namespace"]), str(e["class"])):
-                        tuple(float(s) for s in e["seconds"])[-WINDOW:]
-                        for e in (raw or {}).get("seen", ()) if "namespace" in e})
+            entries = [((str(e["namespace"]), str(e["class"])), e)
+                       for e in (raw or {}).get("seen", ()) if "namespace" in e]
+            return cls({k: tuple(float(s) for s in e["seconds"])[-WINDOW:] for k, e in entries},
+                       {k: tuple(float(r) for r in e["ratios"])[-WINDOW:]
+                        for k, e in entries if e.get("ratios")})
         except (ValueError, KeyError, TypeError, AttributeError):
             return cls()
+
+
+def _beyond(runs: tuple[float, ...], ran: float, scale: float = 1.0) -> float:
+    """The median of `runs` (each times `scale`, > 0) that lasted longer than `ran`, else
+    `ran`. Asked for each of tens of thousands of running pods per forecast: the runs are
+    sorted once per window."""
+    ordered = _ordered(runs)
+    first = bisect.bisect_right(ordered, ran / scale)
+    if first == len(ordered):
+        return ran
+    # The median of the sorted tail, without sorting it again.
+    half, odd = divmod(len(ordered) - first, 2)
+    middle = ordered[first + half] if odd else (ordered[first + half - 1]
+                                                + ordered[first + half]) / 2
+    return scale * middle
+
+
+@functools.lru_cache(maxsize=256)
+def _ordered(runs: tuple[float, ...]) -> tuple[float, ...]:
+    return tuple(sorted(runs))

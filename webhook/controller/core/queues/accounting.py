@@ -78,10 +78,11 @@ class Accounts:
         # The head of the queue at the last round, and the domain reserved for it.
         self.reservation: tuple[UnitId, str] | None = None
         # Gangs and queued single pods Airlock admitted that run: their namespace and
-        # class, and when they were admitted; one done ran that long. Gangs short of
-        # members now: (present, size). Both kept current from what changed in the
-        # cluster (`_catch_up`); `_caught_up` once the first look at the cluster is taken.
-        self._running: dict[UnitId, tuple[Key, float]] = {}
+        # class, when they were admitted, and the run time they state (None: none); one
+        # done ran that long. Gangs short of members now: (present, size). Both kept
+        # current from what changed in the cluster (`_catch_up`); `_caught_up` once the
+        # first look at the cluster is taken.
+        self._running: dict[UnitId, tuple[Key, float, float | None]] = {}
         self._short: dict[UnitId, tuple[int, int]] = {}
         self._caught_up = False
         self._configured: tuple[Policy, Accelerators, Quotas, PreemptionSettings,
@@ -127,8 +128,9 @@ class Accounts:
         """What changed in the cluster since the last look: gangs short of members now;
         gangs and queued single pods Airlock admitted that run, and what those that
         succeeded teach of run times (from their admission to now, the moment they are
-        found done: an estimate a little long only backfills less). The first look learns
-        nothing: what finished before this leader led is not its to judge."""
+        found done: an estimate a little long only backfills less), and of what they ran
+        of the time they stated, if they stated one. The first look learns nothing: what
+        finished before this leader led is not its to judge."""
         learn, self._caught_up = self._caught_up, True
         membership, pods = cluster.membership, cluster.pods
         for unit in membership.changed():
@@ -141,20 +143,21 @@ class Accounts:
             if gang is None:
                 ran = self._running.pop(unit, None)
                 if ran is not None and learn and membership.succeeded[unit] > 0:
-                    self.runtimes = self.runtimes.learned(ran[0], now - ran[1])
+                    self.runtimes = self.runtimes.learned(ran[0], now - ran[1], ran[2])
             elif gang.records and unit not in self._running:
-                self._running[unit] = key_of(gang.members[0]), gang.records[0].at
+                self._running[unit] = (key_of(gang.members[0]), gang.records[0].at,
+                                       gang.stated_runtime)
         # A queued single is a unit only until it is bound; it runs as a plain pod that
         # keeps its own record.
         for key in cluster.changed_singles():
             pod, unit = pods.get(key), UnitId.of_pod(key)
             record = pod.recorded.placement if pod is not None else None
             if pod is not None and pod.active and pod.node_name and record is not None:
-                self._running.setdefault(unit, (key_of(pod), record.at))
+                self._running.setdefault(unit, (key_of(pod), record.at, pod.marks.runtime))
                 continue
             ran = self._running.pop(unit, None)
             if ran is not None and learn and pod is not None and pod.succeeded:
-                self.runtimes = self.runtimes.learned(ran[0], now - ran[1])
+                self.runtimes = self.runtimes.learned(ran[0], now - ran[1], ran[2])
 
     def memory(self) -> dict[str, str]:
         """What the next leader needs to carry on: the fair-share usage, since when

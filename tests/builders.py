@@ -337,16 +337,19 @@ def _running(raw: dict[str, Any], node: str, ran: float, checkpointed: float | N
 
 def running(name: str, nodes: list[str], gpus: int = 8, ran: float = HOUR,
             priority: int = SCAVENGER, ns: str = "ml", checkpointed: float | None = None,
-            minimum: int | None = None) -> list[PodInfo]:
+            minimum: int | None = None, size: int | None = None) -> list[PodInfo]:
     """A gang running one pod per node in `nodes` since `ran` seconds before NOW,
     checkpointed `checkpointed` seconds before NOW when given; with `minimum`, an elastic
-    gang admitted with that minimum (recorded on its first pod)."""
+    gang admitted with that minimum (recorded on its first pod), of `size` members (its
+    running ones when not given; the rest, `elastic`'s, wait)."""
+    size = size or len(nodes)
+
     def raw(i: int) -> dict[str, Any]:
         if minimum is None:
-            return raw_member(name, i, gpus, len(nodes), priority=priority, ns=ns)
+            return raw_member(name, i, gpus, size, priority=priority, ns=ns)
         record = Record(None, None, tuple(f"{name}-{j}" for j in range(len(nodes))),
-                        NOW - ran, len(nodes), minimum=minimum)
-        return raw_member(name, i, gpus, len(nodes), priority=priority, ns=ns,
+                        NOW - ran, size, minimum=minimum)
+        return raw_member(name, i, gpus, size, priority=priority, ns=ns,
                           marks={GANG_EXPECTED_MIN_ANNOTATION: str(minimum)},
                           placement=record if i == 0 else None, created=i)
     return [_running(raw(i), n, ran, checkpointed) for i, n in enumerate(nodes)]

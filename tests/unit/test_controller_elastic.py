@@ -131,6 +131,19 @@ def test_an_elastic_gangs_pods_above_its_minimum_go_first_and_its_minimum_goes_w
     assert set(victims) <= among
 
 
+def test_an_elastic_gang_evicted_in_a_round_does_not_grow_in_it() -> None:
+    # el runs its minimum on a-n0 and a-n1, its two pods above it wait; train needs five
+    # of a's six nodes and evicts el. The one node left would take an el pod, but el's
+    # running members go: a pod let go beside them would run alone.
+    running_gang = running("el", ["a-n0", "a-n1"], minimum=2, size=4)
+    preemptor = [member("train", i, size=5, priority=TRAINING) for i in range(5)]
+    pods = [*running_gang, *elastic("el", range(2, 4), priority=running_gang[0].priority),
+            *preemptor]
+    actions = decide(tracked(cluster({"a": 6}), pods), {}, NOW)
+    assert _preempted(actions) == ["el-0", "el-1", "el-2", "el-3"]
+    assert admitted(actions) == []
+
+
 @pytest.mark.parametrize(("mode", "joins"), [("preferred", True), ("required", False)])
 def test_a_gang_that_prefers_its_domain_grows_elsewhere_when_it_is_full(
         mode: str, joins: bool) -> None:

@@ -111,7 +111,8 @@ def _decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float
         if (hold := holds.get(gang.id)) is not None:
             actions.extend(_guarded(gang, partial(_resume, r, gang, hold)))
     for gang in queues.order(g for g in waiting if g.id not in holds):
-        actions.extend(_guarded(gang, partial(consider, r, gang)))
+        if gang.id not in queues.evicting:  # its running members go: nothing joins them
+            actions.extend(_guarded(gang, partial(consider, r, gang)))
     return actions, r
 
 

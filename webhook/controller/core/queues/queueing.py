@@ -120,6 +120,9 @@ class Queueing:
         self.plans = 0
         # Where the pods of each unit that preempted go once their victims are gone.
         self.preempting: dict[UnitId, Mapping[PodKey, str]] = {}
+        # Units this round evicts: none of them is also let go (an elastic gang grown)
+        # in the same round.
+        self.evicting: set[UnitId] = set()
 
     def queue_of(self, gang: Gang) -> str:
         return self.state.quotas.queue_of(gang.id.namespace)
@@ -359,6 +362,7 @@ class Queueing:
         """The choice committed in the round's snapshot and ledgers, and its action."""
         self._planner().commit(choice, members, queue, self._model_ledger(model))
         self.preempting[gang.id] = choice.plan.assignments
+        self.evicting.update(v.unit for v in choice.victims)
         pods = [p for v in choice.victims for p in v.pods]
         record = PreemptionRecord(choice.domain, choice.topology_key,
                                   tuple(str(p.key) for p in pods),

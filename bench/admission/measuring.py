@@ -234,7 +234,7 @@ def _count(commands: tuple[Command, Command], ca: Path, bodies: list[Path], requ
     print(f"\nbare/webhook: {counts[BARE].per_request / counts[HOOK].per_request:.1%}")
 
 
-def main() -> int:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.admission",
                                      description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--duration", type=int, default=10)
@@ -250,7 +250,11 @@ def main() -> int:
                         help="measured requests per server with --instructions")
     parser.add_argument("--idle", type=float, default=20,
                         help="seconds of idle measured with --instructions")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = _arguments()
     package = "valgrind" if args.instructions else "wrk"
     tools = ("callgrind_control", "taskset") if args.instructions else ("taskset",)
     for tool in (package, *tools):
@@ -281,6 +285,12 @@ def main() -> int:
                                                            args.pause_ms)):
                         results.append(_measure(server, mode, bodies, args.duration,
                                                 args.connections, pause))
+    _report(results, args)
+    return 0
+
+
+def _report(results: list[Result], args: argparse.Namespace) -> None:
+    """The runs side by side, and the goals' medians over the turns."""
     print(f"\nadmission benchmark: {args.connections} connections, {args.duration}s, "
           f"{args.turns} turns, bodies: {', '.join(BODIES)}; servers on core {SERVER_CORE}, "
           f"wrk on core {LOAD_CORE}\n")
@@ -313,4 +323,3 @@ def main() -> int:
           "answer, so latency there is mostly queueing (connections / throughput); even the "
           "bare endpoint's p99 shows it. Paced is the apiserver's case: a steady load below "
           "capacity.")
-    return 0

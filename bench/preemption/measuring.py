@@ -51,6 +51,7 @@ import statistics
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -248,7 +249,7 @@ def on_sandbox(args: argparse.Namespace) -> None:
               f"p99 {pct(values, 0.99):.2f} s, max {max(values):.2f} s")
 
 
-def main() -> int:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--gangs", type=int, default=None,
@@ -273,7 +274,11 @@ def main() -> int:
     parser.add_argument("--sandbox-nodes", type=int, default=32)
     parser.add_argument("--gang-size", type=int, default=4,
                         help="with --sandbox: pods of 8 GPUs per gang (a domain holds 4)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = _arguments()
     if args.sandbox:
         args.gangs = args.gangs or 20
         on_sandbox(args)
@@ -306,6 +311,17 @@ def main() -> int:
             cluster.drop_pod(p.key)
             cluster.put_pod(p)
 
+    _rounds(cluster, state, args, churn, len(nodes), len(running))
+    if args.predictions:
+        forecasting.in_process(cluster, state, NOW, args.rounds, churn)
+        forecasting.forked(cluster, state, NOW, args.rounds, churn)
+    _plans(cluster, gangs, args, churn, len(nodes))
+    return 0
+
+
+def _rounds(cluster: Tracked, state: QueueState, args: argparse.Namespace,
+            churn: Callable[[], None], nodes: int, running: int) -> None:
+    """The first round, then `--rounds` more, each after `--churn` pods changed."""
     started = time.process_time()
     decide(cluster, {}, NOW, state=state)
     first_round = (time.process_time() - started) * 1000
@@ -316,18 +332,19 @@ def main() -> int:
         actions = decide(cluster, {}, NOW, state=state)
         times.append((time.process_time() - started) * 1000)
         preempted = sum(1 for a in actions if type(a).__name__ == "Preempt")
-    print(f"{len(nodes):,} nodes, {len(running):,} running pods, {args.gangs} waiting gangs, "
+    print(f"{nodes:,} nodes, {running:,} running pods, {args.gangs} waiting gangs, "
           f"{args.singles} waiting single pods: the first round {first_round:.1f} ms; then one "
           f"round p50 {statistics.median(times):.1f} ms, p99 {pct(times, 0.99):.1f} ms, "
           f"max {max(times):.1f} ms ({preempted} preemptions per round, {args.rounds} "
           f"rounds, {args.churn} pods changed before each)")
 
-    if args.predictions:
-        forecasting.in_process(cluster, state, NOW, args.rounds, churn)
-        forecasting.forked(cluster, state, NOW, args.rounds, churn)
 
+def _plans(cluster: Tracked, gangs: list[PodInfo], args: argparse.Namespace,
+           churn: Callable[[], None], nodes: int) -> None:
+    """Each waiting gang's victims planned: the first plan of a round (for the first
+    `--first-plans` gangs, after a churn) and a later one of the same round."""
     # The waiting gangs' namespace and the running pods' (see `waiting` and `_pod`).
-    quotas = Quotas((QueueSpec("train", ("train",), nominal=len(nodes) * 8 // 2),
+    quotas = Quotas((QueueSpec("train", ("train",), nominal=nodes * 8 // 2),
                      QueueSpec("scavenge", ("scavenge",)))) if args.reclaim else Quotas()
     members: dict[str, list[PodInfo]] = {}
     for p in gangs:
@@ -364,4 +381,3 @@ def main() -> int:
     print("victims planned, by cause: " + ", ".join(f"{n:,} {cause}"
                                                      for cause, n in sorted(causes.items()))
           + f"; the work they would lose: {lost / 3600:,.0f} GPU-hours")
-    return 0

@@ -98,25 +98,47 @@ class Replay:
         self.seen: dict[str, list[Seen]] = {}  # every pod's history, by uid
         self.first_seen: float | None = None
 
+    def _pod(self, uid: str, seen: Seen) -> Pod:
+        """The pod `seen` is of, followed from its first sight."""
+        pod = self.pods.get(uid)
+        if pod is not None:
+            return pod
+        raw = seen.pod
+        meta = raw["metadata"]
+        gang = meta.get("labels", {}).get(GANG_LABEL)
+        pod = self.pods[uid] = Pod(
+            f"{meta['namespace']}/{meta['name']}",
+            GangId(meta["namespace"], gang) if gang else None,
+            pod_requests(raw["spec"]).get(GPU, 0))
+        pod.placeholder = placeholder_of(raw) is not None
+        if seen.kind != "DELETED" and not pod.placeholder and \
+                CLASS_LABEL not in (meta.get("labels") or {}):
+            self.found.violations["pods stored without Airlock's marks"].append(
+                f"{pod.name}: stored without {CLASS_LABEL}{self.story(uid)}")
+        return pod
+
+    def _bound(self, uid: str, pod: Pod, node: str, at: float) -> None:
+        """The pod's first bind: what kept it from binding sooner, if anything did."""
+        pod.bound, pod.landed = at, node
+        if (unplaced := self.unplaced.pop(uid, None)) is not None:
+            since, free = unplaced
+            if self.placeholder_left.get(node, -1.0) >= since:
+                self.found.displaced_placeholders += 1
+            elif free.get(node, 0) >= pod.gpus:
+                # The room was there: the scheduler's cache was behind the apiserver
+                # (its watches take up to 30 s to come back after a restart).
+                self.found.placed_late.append(at - since)
+            elif pod.gang is not None:
+                self.partial.setdefault(pod.gang, uid)
+
     def see(self, seen: Seen) -> None:
         raw = seen.pod
         meta = raw["metadata"]
         uid = meta["uid"]
-        gang = meta.get("labels", {}).get(GANG_LABEL)
         self.seen.setdefault(uid, []).append(seen)
         if self.first_seen is None:
             self.first_seen = seen.at
-        pod = self.pods.get(uid)
-        if pod is None:
-            pod = self.pods[uid] = Pod(
-                f"{meta['namespace']}/{meta['name']}",
-                GangId(meta["namespace"], gang) if gang else None,
-                pod_requests(raw["spec"]).get(GPU, 0))
-            pod.placeholder = placeholder_of(raw) is not None
-            if seen.kind != "DELETED" and not pod.placeholder and \
-                    CLASS_LABEL not in (meta.get("labels") or {}):
-                self.found.violations["pods stored without Airlock's marks"].append(
-                    f"{pod.name}: stored without {CLASS_LABEL}{self.story(uid)}")
+        pod = self._pod(uid, seen)
         if pod.gang is not None:
             self.arrived.setdefault(pod.gang, seen.at)
         if seen.kind == "DELETED":
@@ -128,17 +150,7 @@ class Replay:
         finished = phase in ("Succeeded", "Failed")
         self._place(uid, pod, None if finished else node, seen.at)
         if node and pod.bound is None:
-            pod.bound, pod.landed = seen.at, node
-            if (unplaced := self.unplaced.pop(uid, None)) is not None:
-                since, free = unplaced
-                if self.placeholder_left.get(node, -1.0) >= since:
-                    self.found.displaced_placeholders += 1
-                elif free.get(node, 0) >= pod.gpus:
-                    # The room was there: the scheduler's cache was behind the apiserver
-                    # (its watches take up to 30 s to come back after a restart).
-                    self.found.placed_late.append(seen.at - since)
-                elif pod.gang is not None:
-                    self.partial.setdefault(pod.gang, uid)
+            self._bound(uid, pod, node, seen.at)
         if not gated(raw) and pod.ungated is None:
             pod.ungated = seen.at
         disruption = _condition(raw, "DisruptionTarget")

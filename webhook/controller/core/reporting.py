@@ -212,7 +212,16 @@ def report(policy: Policy, cluster: Tracked, events: Iterable[Mapping[str, Any]]
                                 float(sum(accelerators.count(p.requests) for p in members)),
                                 reason, why, None if said.at is None else rfc3339(said.at),
                                 None if said.blocker is None else _gang_name(said.blocker)))
-    # One `Preempting` event per preemptor pod: one line per preemption.
+    return Report(queues, tuple(waiting), _preemptions(events),
+                  (*_requests("placeholders", placeholders, waiting, now),
+                   *_requests("provisioningRequest", requests, waiting, now)),
+                  _backfilled(cluster, quotas, now), tuple(model_usage(policy, cluster)),
+                  tuple(m.name for m in policy.gpu_models if not cluster.models.nodes.get(m.name)))
+
+
+def _preemptions(events: Iterable[Mapping[str, Any]]) -> tuple[PreemptionLine, ...]:
+    """The recent preemptions, newest first: one `Preempting` event per preemptor pod, so
+    one line per preemption."""
     told: dict[str, PreemptionLine] = {}
     for e in sorted(events, key=lambda e: e.get("lastTimestamp") or "", reverse=True):
         involved = e.get("involvedObject") or {}
@@ -221,11 +230,7 @@ def report(policy: Policy, cluster: Tracked, events: Iterable[Mapping[str, Any]]
                 e.get("lastTimestamp") or "",
                 f"{involved.get('namespace', '')}/{involved.get('name', '')}",
                 e.get("message", ""))
-    return Report(queues, tuple(waiting), tuple(told.values())[:RECENT],
-                  (*_requests("placeholders", placeholders, waiting, now),
-                   *_requests("provisioningRequest", requests, waiting, now)),
-                  _backfilled(cluster, quotas, now), tuple(model_usage(policy, cluster)),
-                  tuple(m.name for m in policy.gpu_models if not cluster.models.nodes.get(m.name)))
+    return tuple(told.values())[:RECENT]
 
 
 def _backfilled(cluster: Tracked, quotas: Quotas, now: float) -> tuple[BackfillLine, ...]:

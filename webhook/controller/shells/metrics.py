@@ -16,6 +16,12 @@ from webhook.controller.core.reasons import WAIT_REASONS, WaitReason
 class ControllerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self._decisions()
+        self._queues()
+        self._upkeep()
+
+    def _decisions(self) -> None:
+        """What the rounds decided, and what it cost."""
         self.gangs_waiting = Gauge("airlock_gangs_waiting",
                                    "Gangs (and queued single pods) waiting to be admitted, "
                                    "by why (docs/controller.md, wait reasons).", ["reason"],
@@ -51,6 +57,8 @@ class ControllerMetrics:
             "Work lost to preemption, in GPU-hours since each victim's start or checkpoint.",
             ["cause"], registry=self.registry)
 
+    def _queues(self) -> None:
+        """Each queue's quota, use and share, also per GPU model."""
         self.queue_used = Gauge("airlock_queue_gpus_used",
                                 "GPU-equivalents a queue's pods hold.", ["queue"],
                                 registry=self.registry)
@@ -74,6 +82,8 @@ class ControllerMetrics:
             "A queue's decayed usage (GPU-seconds) divided by its weight; lower goes first.",
             ["queue"], registry=self.registry)
 
+    def _upkeep(self) -> None:
+        """What the controller mended, passed over or asked an autoscaler for."""
         self.requeued = Counter(
             "airlock_gangs_requeued", "Running gangs short of members past the grace "
             "period, whose rest was evicted to start again whole.", registry=self.registry)

@@ -34,6 +34,7 @@ from bench.peers.manifests import (
     pod_group,
     pods,
 )
+from bench.peers.models import MODELS_FILE, kueue_flavors
 from bench.peers.peers import KUEUE_NAMESPACE, PEERS, at_speed
 from bench.peers.recording import Action, Finish, Recorder, Restart, Run
 from bench.peers.timers import policies_at_speed
@@ -63,6 +64,9 @@ class Options:
     timeout: float = 1800.0
     # Where each system's component logs are kept (LOGS/<system>/), for a look after.
     logs: Path | None = None
+    # On a mixed cluster (`shape.pools`): the policy file of its models and a queue per
+    # team (`bench.peers.models`), added to Airlock's policies; the merged policy holds it.
+    models_file: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +94,16 @@ def replay(system: System, jobs: Sequence[Job], policy: Policy, options: Options
             policies = policies_at_speed(options.policies, plane.workdir / "policies",
                                          policy, options.speed)
             (policies / "95-trace-grants.yaml").write_text(trace_grants(jobs))
+            if options.models_file is not None:
+                shutil.copyfile(options.models_file, policies / MODELS_FILE)
             airlock = _start_airlock(plane, policies)
         if peer is not None:
             operators = start_operators([at_speed(peer, options.speed)], plane.workdir,
                                         plane.admin_kubeconfig, plane.pki.ca, progress)
         if system == "kueue":
-            asyncio.run(_apply(plane.admin_kubeconfig, kueue_queues(namespaces, options.shape)))
+            queues = kueue_flavors(policy, options.shape.pools) if options.shape.pools \
+                else kueue_queues(namespaces, options.shape)
+            asyncio.run(_apply(plane.admin_kubeconfig, queues))
         setup = time.monotonic() - started
         progress(f"{system}: sandbox up in {setup:.0f}s; replaying {len(jobs)} jobs at "
                  f"{options.speed:g}x")

@@ -28,6 +28,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from bench.common import trace_grants
 from bench.peers.manifests import (
     JOB_LABEL,
+    KUEUE_API,
     Attempt,
     System,
     kueue_queues,
@@ -235,6 +236,7 @@ class _Replay:
             await json_of(await self.core.delete_namespaced_pod(
                 name, probe.job.namespace, grace_period_seconds=0, _preload_content=False))
         await self.until_probe(probe, lambda phases: not phases, within)
+        await self.forget(probe)
 
     async def until_probe(self, probe: Attempt, done: Callable[[list[str | None]], bool],
                           within: float) -> None:
@@ -365,8 +367,21 @@ class _Replay:
                 await json_of(await self.core.delete_namespaced_pod(
                     name, namespace, grace_period_seconds=0, _preload_content=False))
 
+    async def forget(self, attempt: Attempt) -> None:
+        """Under Kueue, a gang's Workload once its pods are deleted for good, as its user
+        would: Kueue keeps a plain pod group whose pods did not all succeed waiting for
+        their replacements, its quota reserved (the probe's held 2 GPUs of quota through
+        a whole run). A single pod's Workload ends with its pod."""
+        if self.system != "kueue" or attempt.job.pods < 2:
+            return
+        group, version = KUEUE_API.split("/")
+        with contextlib.suppress(ApiException):  # gone already
+            await self.custom.delete_namespaced_custom_object(
+                group, version, attempt.job.namespace, "workloads", attempt.group)
+
     async def restart(self, action: Restart) -> None:
         await self.delete(action.old.job.namespace, action.old.pod_names)
+        await self.forget(action.old)
         await self.create(action.new)
 
 

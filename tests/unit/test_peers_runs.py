@@ -277,12 +277,9 @@ def test_a_mixed_model_cluster_refuses_policies_with_models_of_their_own(
 
 def test_a_trace_naming_a_model_the_policy_lacks_stops_with_its_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    trace = tmp_path / "models.jsonl"
-    trace.write_text(TINY.read_text().rstrip("\n").replace(
-        '"runtime": 300}', '"runtime": 300, "gpuModels": ["a100"]}', 1) + "\n")
-    assert '"gpuModels"' in trace.read_text()
-    assert main(["--trace", str(trace), "--pools", "h100=2x8,l4=2x1",
-                 "--out", str(tmp_path / "out")]) == 1
+    models = ROOT / "bench" / "traces" / "models.jsonl"
+    assert main(["--trace", str(models), "--pools", "h100=2x8,l4=2x1",
+                 "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err
-    assert f"{trace}:" in err
+    assert err.startswith(f"{models}:4: job team-a/a-first: gpuModels ")
     assert "a100" in err

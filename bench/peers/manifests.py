@@ -16,7 +16,12 @@ differs is how a gang, and what the job states of itself, is said:
   for a run time a job expects;
 - `airlock`: N pods with the class label and the gang name, and the annotations a trace's
   fields are in Airlock's words (`airlock_annotations`, as `airlock simulate` writes
-  them): the webhook sets the PriorityClass, tolerations, topology and gate itself.
+  them, `gpu-airlock.io/gpu-models` for the models a job names): the webhook sets the
+  PriorityClass, tolerations, topology and gate itself.
+
+A job's `nodeSelector` is every system's pods' own; the models it names (`gpuModels`)
+are, but for Airlock, a required node affinity on the models' node labels
+(`model_affinity`).
 
 Each pod also carries the bench's own labels (job, attempt), by which the watch maps it
 back to its job. A job that loses a pod to preemption starts again as a new attempt with
@@ -88,8 +93,24 @@ def _pod(attempt: Attempt, index: int) -> dict[str, Any]:
                      "annotations": {}},
         "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
                  "containers": [{"name": "main", "image": "bench/job",
-                                 "resources": {"requests": gpus, "limits": gpus}}]},
+                                 "resources": {"requests": gpus, "limits": gpus}}],
+                 **({"nodeSelector": dict(job.node_selector)} if job.node_selector else {})},
     }
+
+
+def model_affinity(job: Job, policy: Policy) -> dict[str, Any] | None:
+    """The models a job names (`gpuModels`), as a user of a system without Airlock's word
+    for them writes it: a required node affinity, a term per model (any of them), each
+    on the model's node labels. The order of preference is not said: Kueue tries its
+    flavors in the ClusterQueue's order, the schedulers score nodes as they do."""
+    if not job.gpu_models:
+        return None
+    labels = {m.name: m.node_labels for m in policy.gpu_models}  # every name: check_models
+    terms = [{"matchExpressions": [{"key": key, "operator": "In", "values": [value]}
+                                   for key, value in sorted(labels[name].items())]}
+             for name in job.gpu_models]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": terms}}}
 
 
 def _user_priority(pod: dict[str, Any], job: Job, policy: Policy) -> None:
@@ -113,6 +134,8 @@ def pods(system: System, attempt: Attempt, policy: Policy, speed: float = 1.0
             annotations.update(airlock_annotations(job, speed))
         else:
             _user_priority(pod, job, policy)
+            if (affinity := model_affinity(job, policy)) is not None:
+                pod["spec"]["affinity"] = affinity
         if system == "coscheduling":
             pod["spec"]["schedulerName"] = COSCHEDULER
             if gang:
@@ -154,8 +177,8 @@ def pod_group(attempt: Attempt) -> dict[str, Any] | None:
             "spec": {"minMember": attempt.job.least}}
 
 
-def _cluster_queue(namespace: str) -> str:
-    return f"{namespace}-gpus"
+def cluster_queue_name(team: str) -> str:
+    return f"{team}-gpus"
 
 
 def kueue_queues(namespaces: list[str], shape: Shape) -> list[dict[str, Any]]:
@@ -180,7 +203,7 @@ def kueue_queues(namespaces: list[str], shape: Shape) -> list[dict[str, Any]]:
     for ns in namespaces:
         out += [
             {"apiVersion": KUEUE_API, "kind": "ClusterQueue",
-             "metadata": {"name": _cluster_queue(ns)},
+             "metadata": {"name": cluster_queue_name(ns)},
              "spec": {"cohortName": COHORT,
                       "namespaceSelector": {"matchLabels": {
                           "kubernetes.io/metadata.name": ns}},
@@ -189,6 +212,6 @@ def kueue_queues(namespaces: list[str], shape: Shape) -> list[dict[str, Any]]:
                       "resourceGroups": quota(0)}},
             {"apiVersion": KUEUE_API, "kind": "LocalQueue",
              "metadata": {"name": LOCAL_QUEUE, "namespace": ns},
-             "spec": {"clusterQueue": _cluster_queue(ns)}},
+             "spec": {"clusterQueue": cluster_queue_name(ns)}},
         ]
     return out

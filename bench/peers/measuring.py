@@ -39,17 +39,19 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 
 from bench.peers import family
 from bench.peers.aggregating import Summary, median_run, medians, ran, spread, system_json
 from bench.peers.family import Member
 from bench.peers.manifests import SYSTEMS, System
+from bench.peers.models import MODELS_FILE, models_policy
 from bench.peers.peers import PEERS, peer_timers
 from bench.peers.plotting import plot_spread
 from bench.peers.replaying import Options, Outcome, replay
 from bench.peers.reporting import gap, markdown
 from bench.peers.timers import airlock_timers
-from webhook.policy.loading import PolicyError, load_policy
+from webhook.policy.loading import PolicyError, load_policy, policy_files
 from webhook.policy.model import Policy
 from webhook.pools import pools_argument
 from webhook.sandbox.nodes import Shape
@@ -60,7 +62,7 @@ from webhook.simulation.forecasts import accuracy
 from webhook.simulation.runs import Run, Stats
 from webhook.simulation.simulating import simulate
 from webhook.simulation.timelines import summarize
-from webhook.simulation.traces import TraceError
+from webhook.simulation.traces import check_models
 
 
 def _systems(spec: str) -> list[System]:
@@ -115,8 +117,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--pools", type=pools_argument, default=(), metavar="SPEC|FILE",
                    help="a mixed-model cluster in place of the three flags above, as "
                         "`airlock sandbox up --pools` takes it (h100=8x8/4,a100=8x8,l4=4x1, "
-                        "or a file); not for Kueue, which would need a ResourceFlavor per "
-                        "model")
+                        "or a file): each system gets the pools' models as its users "
+                        "configure them (bench.peers.models)")
     p.add_argument("--policies", type=Path, default=Path("policies"))
     p.add_argument("--stall", type=float, default=30.0,
                    help="real seconds with nothing moving, every job submitted and none "
@@ -161,7 +163,7 @@ def _build(peers: list[Operator]) -> int:
     try:
         built = build_operators(peers, _progress)
     except OperatorError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(e, file=sys.stderr)
         return 1
     for op in built:
         print(f"operator {op.name}: built")
@@ -220,6 +222,32 @@ def _replay_all(args: argparse.Namespace, members: list[Member], policy: Policy,
     return replays
 
 
+def _policy(args: argparse.Namespace, members: list[Member]) -> tuple[Policy, Path | None]:
+    """The policy every Airlock run (and `airlock simulate`) gets; on a mixed cluster,
+    with the pools' models and a queue per team of the traces written beside the results
+    (`bench.peers.models`), which the replay adds to Airlock's policies and Kueue mirrors.
+    ValueError where the policies given define models or queues already; TraceError for a
+    job naming a model the policy does not define."""
+    policy = load_policy(args.policies)
+    if not args.pools:
+        for m in members:
+            check_models(m.jobs, policy.gpu_models, m.label)
+        return policy, None
+    if policy.gpu_models or policy.queues:
+        raise ValueError(f"{args.policies}: --pools writes the GPU models and a queue per "
+                          "team itself (bench.peers.models), so that Kueue's flavors and "
+                          "queues mirror them; these policies define gpuModels or queues "
+                          "already")
+    teams = sorted({job.namespace for m in members for job in m.jobs})
+    args.out.mkdir(parents=True, exist_ok=True)
+    models_file = args.out / MODELS_FILE
+    models_file.write_text(yaml.safe_dump(models_policy(args.pools, teams), sort_keys=False))
+    policy = load_policy([*policy_files(args.policies), models_file])
+    for m in members:
+        check_models(m.jobs, policy.gpu_models, m.label)
+    return policy, models_file
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
@@ -227,13 +255,10 @@ def main(argv: list[str] | None = None) -> int:
         return _build(args.build)
     if args.trace is None:
         p.error("--trace is required (or --build NAMES)")
-    if args.pools and "kueue" in args.systems:
-        p.error("--pools: not for kueue (one ResourceFlavor per model is not written); "
-                "name the other systems with --systems")
     try:
         members = family.members(args.trace)
-        policy = load_policy(args.policies)
-    except (TraceError, PolicyError) as e:
+        policy, models_file = _policy(args, members)
+    except (ValueError, PolicyError) as e:  # TraceError among them
         print(e, file=sys.stderr)
         return 1
     shape = Shape(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
@@ -241,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     sim_shape = clusters.Shape(args.nodes, args.gpus_per_node, args.nodes_per_domain,
                                pools=args.pools)
     options = Options(shape=shape, speed=args.speed, policies=args.policies,
-                      stall=args.stall, timeout=args.timeout, logs=args.out / "logs")
+                      stall=args.stall, timeout=args.timeout, logs=args.out / "logs",
+                      models_file=models_file)
     replays = _replay_all(args, members, policy, options, sim_shape)
     simulated = [simulate(m.jobs, policy, sim_shape, "airlock", label="airlock simulate")
                  for m in members]

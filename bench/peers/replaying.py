@@ -28,12 +28,14 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from bench.common import trace_grants
 from bench.peers.manifests import (
     JOB_LABEL,
+    KUEUE_API,
     Attempt,
     System,
     kueue_queues,
     pod_group,
     pods,
 )
+from bench.peers.models import MODELS_FILE, kueue_flavors
 from bench.peers.peers import KUEUE_NAMESPACE, PEERS, at_speed
 from bench.peers.recording import Action, Finish, Recorder, Restart, Run
 from bench.peers.timers import policies_at_speed
@@ -63,6 +65,9 @@ class Options:
     timeout: float = 1800.0
     # Where each system's component logs are kept (LOGS/<system>/), for a look after.
     logs: Path | None = None
+    # On a mixed cluster (`shape.pools`): the policy file of its models and a queue per
+    # team (`bench.peers.models`), added to Airlock's policies; the merged policy holds it.
+    models_file: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +95,16 @@ def replay(system: System, jobs: Sequence[Job], policy: Policy, options: Options
             policies = policies_at_speed(options.policies, plane.workdir / "policies",
                                          policy, options.speed)
             (policies / "95-trace-grants.yaml").write_text(trace_grants(jobs))
+            if options.models_file is not None:
+                shutil.copyfile(options.models_file, policies / MODELS_FILE)
             airlock = _start_airlock(plane, policies)
         if peer is not None:
             operators = start_operators([at_speed(peer, options.speed)], plane.workdir,
                                         plane.admin_kubeconfig, plane.pki.ca, progress)
         if system == "kueue":
-            asyncio.run(_apply(plane.admin_kubeconfig, kueue_queues(namespaces, options.shape)))
+            queues = kueue_flavors(policy, options.shape.pools) if options.shape.pools \
+                else kueue_queues(namespaces, options.shape)
+            asyncio.run(_apply(plane.admin_kubeconfig, queues))
         setup = time.monotonic() - started
         progress(f"{system}: sandbox up in {setup:.0f}s; replaying {len(jobs)} jobs at "
                  f"{options.speed:g}x")
@@ -227,6 +236,7 @@ class _Replay:
             await json_of(await self.core.delete_namespaced_pod(
                 name, probe.job.namespace, grace_period_seconds=0, _preload_content=False))
         await self.until_probe(probe, lambda phases: not phases, within)
+        await self.forget(probe)
 
     async def until_probe(self, probe: Attempt, done: Callable[[list[str | None]], bool],
                           within: float) -> None:
@@ -357,8 +367,21 @@ class _Replay:
                 await json_of(await self.core.delete_namespaced_pod(
                     name, namespace, grace_period_seconds=0, _preload_content=False))
 
+    async def forget(self, attempt: Attempt) -> None:
+        """Under Kueue, a gang's Workload once its pods are deleted for good, as its user
+        would: Kueue keeps a plain pod group whose pods did not all succeed waiting for
+        their replacements, its quota reserved (the probe's held 2 GPUs of quota through
+        a whole run). A single pod's Workload ends with its pod."""
+        if self.system != "kueue" or attempt.job.pods < 2:
+            return
+        group, version = KUEUE_API.split("/")
+        with contextlib.suppress(ApiException):  # gone already
+            await self.custom.delete_namespaced_custom_object(
+                group, version, attempt.job.namespace, "workloads", attempt.group)
+
     async def restart(self, action: Restart) -> None:
         await self.delete(action.old.job.namespace, action.old.pod_names)
+        await self.forget(action.old)
         await self.create(action.new)
 
 

@@ -38,15 +38,17 @@ from webhook.sandbox.operating import RunningCommand, start_operators, stop
 from webhook.simulation.traces import Job
 
 TINY = ROOT / "bench" / "traces" / "tiny.jsonl"
+MODELS = ROOT / "bench" / "traces" / "models.jsonl"
 KEYS = {"jobs", "completed", "makespan", "wait", "utilization", "partialGangGpuSeconds",
         "preemptions"}
 
 
-def bench_peers(systems: str, out: Path, runs: int = 1) -> dict[str, Any]:
+def bench_peers(systems: str, out: Path, runs: int = 1, trace: Path = TINY,
+                cluster: tuple[str, ...] = ("--nodes", "4")) -> dict[str, Any]:
     replays = runs * len(systems.split(","))
     run = subprocess.run(
-        [sys.executable, "-m", "bench.peers", "--trace", str(TINY), "--systems", systems,
-         "--nodes", "4", "--speed", "50", "--stall", "5", "--timeout", "60",
+        [sys.executable, "-m", "bench.peers", "--trace", str(trace), "--systems", systems,
+         *cluster, "--speed", "50", "--stall", "5", "--timeout", "60",
          "--runs", str(runs), "--out", str(out), "-o", "json"],
         cwd=ROOT, capture_output=True, text=True, timeout=50 + 85 * replays, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -101,6 +103,22 @@ def test_a_peer_runs_the_trace(peer: str, tmp_path: Path) -> None:
     assert "error" not in summary, summary
     assert summary.keys() >= KEYS
     assert summary["completed"] == summary["jobs"] == 4
+
+
+@pytest.mark.usefixtures("binaries")
+def test_kueue_on_a_mixed_cluster_runs_each_gang_on_the_model_it_names(tmp_path: Path) -> None:
+    """A ResourceFlavor per model and quotas per flavor (bench.peers.models): the H100
+    gang is admitted on the idle H100s while the second A100 gang waits for the first;
+    a quota still held by the probe's finished group would keep it waiting too."""
+    require_built("kueue")
+    body = bench_peers("kueue", tmp_path, trace=MODELS,
+                       cluster=("--pools", "h100=2x8/2,a100=2x8/2"))
+    summary = body["systems"]["kueue"]
+    assert "error" not in summary, summary
+    assert summary["completed"] == summary["jobs"] == 3
+    assert summary["partialGangGpuSeconds"] == 0
+    teams = summary["namespaces"]
+    assert teams["team-b"]["wait"]["p99"] < teams["team-a"]["wait"]["p99"]
 
 
 # Coscheduling's cluster: 3 nodes of 8 GPUs, only its scheduler's pods on them.

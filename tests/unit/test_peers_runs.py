@@ -239,8 +239,47 @@ def test_a_mixed_model_cluster_reaches_the_sandbox_and_the_simulation(
     assert body["simulation"]["airlock"]["completed"] == 4
 
 
-def test_a_mixed_model_cluster_is_refused_for_kueue(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit):
-        main(["--trace", str(TINY), "--pools", "h100=2x8,l4=2x1"])
-    assert "--pools: not for kueue" in capsys.readouterr().err
+def test_a_mixed_model_cluster_gives_every_system_the_pools_models_and_queues(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen: dict[str, tuple[Policy, Options]] = {}
+
+    def replay(system: System, _jobs: Sequence[Job], policy: Policy, options: Options,
+               _progress: Any) -> Outcome:
+        seen[system] = (policy, options)
+        raise RuntimeError("not run")
+
+    monkeypatch.setattr(measuring_module, "replay", replay)
+    assert main(["--trace", str(TINY), "--pools", "h100=2x8,l4=2x1",
+                 "--out", str(tmp_path), "-o", "json"]) == 0
+    assert list(seen) == ["stock", "coscheduling", "kueue", "airlock"]
+    policy, options = seen["kueue"]
+    assert [m.name for m in policy.gpu_models] == ["h100", "l4"]
+    assert [q.name for q in policy.queues] == ["team-a", "team-b"]
+    # The file the Airlock run adds to its policies, kept beside the results.
+    assert options.models_file == tmp_path / "96-pool-models.yaml"
+    assert "gpuModels" in options.models_file.read_text()
+
+
+def test_a_mixed_model_cluster_refuses_policies_with_models_of_their_own(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    for path in (ROOT / "policies").glob("*.yaml"):
+        (policies / path.name).write_text(path.read_text())
+    (policies / "50-queues.yaml").write_text(
+        "apiVersion: gpu-airlock.io/v1alpha1\nkind: AirlockPolicy\nmetadata: {name: q}\n"
+        "spec:\n  queues: [{name: team, namespaces: [team-a]}]\n")
+    assert main(["--trace", str(TINY), "--pools", "h100=2x8,l4=2x1", "--policies",
+                 str(policies), "--out", str(tmp_path / "out")]) == 1
+    assert "--pools writes the GPU models and a queue per team itself" in \
+        capsys.readouterr().err
+
+
+def test_a_trace_naming_a_model_the_policy_lacks_stops_with_its_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    models = ROOT / "bench" / "traces" / "models.jsonl"
+    assert main(["--trace", str(models), "--pools", "h100=2x8,l4=2x1",
+                 "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{models}:4: job team-a/a-first: gpuModels ")
+    assert "a100" in err

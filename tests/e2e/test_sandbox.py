@@ -35,7 +35,7 @@ from webhook.keys import IGNORE_NAMESPACE_LABEL, PLACEMENT_ANNOTATION
 from webhook.pools import CLIQUE_LABEL, COUNT_LABEL, MEMORY_LABEL, PRODUCT_LABEL
 from webhook.sandbox.binaries import Binaries
 from webhook.sandbox.clients import from_kubeconfig
-from webhook.sandbox.devices import CHANNEL_DRIVER, GPU_CLASS, GPU_DRIVER
+from webhook.sandbox.devices import CHANNEL_DRIVER, GPU_CLASS, GPU_DRIVER, NIC_DRIVER
 from webhook.sandbox.launching import alive
 
 
@@ -210,7 +210,10 @@ def test_pools_of_two_models_label_their_nodes_and_devices_apart(state_dir: Path
         **{(GPU_DRIVER, n): ["NVIDIA H100 80GB HBM3"] * 8 for n in ("h100-0000", "h100-0001")},
         **{(GPU_DRIVER, n): ["NVIDIA L4"] for n in ("l4-0000", "l4-0001")},
         # IMEX channels only on the nodes with NVLink between them.
-        **{(CHANNEL_DRIVER, n): [None] for n in ("h100-0000", "h100-0001")}}
+        **{(CHANNEL_DRIVER, n): [None] for n in ("h100-0000", "h100-0001")},
+        # An RDMA NIC beside each GPU, as dranet publishes them (no product of theirs).
+        **{(NIC_DRIVER, n): [None] * 8 for n in ("h100-0000", "h100-0001")},
+        **{(NIC_DRIVER, n): [None] for n in ("l4-0000", "l4-0001")}}
     # The real scheduler reads the product label: the pod that selects an L4 gets one.
     assert server["node"].startswith("l4-")
     assert [(r["pool"], r["device"]) for r in server["devices"]] == [(server["node"], "gpu-0")]

@@ -43,13 +43,6 @@ def _order(pod: PodView, policy: Policy) -> list[str] | None:
     return [m.model for m in queue.models] if queue is not None and queue.models else None
 
 
-def _narrowed(pod: PodView, policy: Policy) -> bool:
-    """Whether the pod may get fewer nodes than any: its queue lists models, or it names
-    some (a queue that lists none may use every model, then nodes of no model)."""
-    return _order(pod, policy) is not None or bool(
-        named_models(pod.annotations.get(GPU_MODELS_ANNOTATION)))
-
-
 def _expressions(model: GpuModel) -> list[dict[str, Any]]:
     return [{"key": k, "operator": "In", "values": [v]}
             for k, v in sorted(model.node_labels.items())]
@@ -71,11 +64,18 @@ def model_affinity(pod: PodView, policy: Policy, affinity: Mapping[str, Any]
     """`affinity` (the pod's, as admission leaves it so far) with every required node term
     kept to the nodes of one of the models the pod may get; or None and why not (None,
     None: it needs no change)."""
-    allowed = models_of(pod, policy)
-    if allowed is None or not _narrowed(pod, policy):
+    if not policy.gpu_models:
         return None, None
-    by_name = {m.name: m for m in policy.gpu_models}
-    models = [by_name[n] for n in allowed]
+    # Once per pod: a queue that lists no models, and a pod that names none, may use every
+    # model and then nodes of no model, which no affinity needs to say.
+    order = _order(pod, policy)
+    named = named_models(pod.annotations.get(GPU_MODELS_ANNOTATION))
+    if order is None and not named:
+        return None, None
+    by_name = policy.derived("gpu-models-by-name",
+                             lambda p: {m.name: m for m in p.gpu_models})
+    models = [by_name[n] for n in models_for(policy.gpu_models, order, named,
+                                              pod.node_selector)]
     if not models:
         return None, ("it may get no GPU model (those it names are not its queue's); "
                       "kube-scheduler may place it on any")

@@ -583,11 +583,15 @@ def make_policy(**overrides: Any) -> Policy:
 # --- DRA: claims, templates and the slices that stand in for GPUs ------------------------
 
 def claim_template(name: str, device_class: str = "gpu.nvidia.com", count: int = 8,
-                   namespace: str = "ml", mode: str = "ExactCount") -> dict[str, Any]:
-    """A ResourceClaimTemplate asking for `count` devices of `device_class`."""
+                   namespace: str = "ml", mode: str = "ExactCount",
+                   selector: str | None = None) -> dict[str, Any]:
+    """A ResourceClaimTemplate asking for `count` devices of `device_class`, those the
+    CEL `selector` selects."""
     exactly: dict[str, Any] = {"deviceClassName": device_class, "allocationMode": mode}
     if mode == "ExactCount":
         exactly["count"] = count
+    if selector is not None:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"spec": {"devices": {"requests": [{"name": "devices",

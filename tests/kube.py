@@ -382,9 +382,9 @@ async def scrape(url: str, token: str | None = None,
 # --- DRA: what kube-controller-manager and kube-scheduler made of pods' claims ----------
 
 async def create_template(api: client.ApiClient, ns: str, name: str, device_class: str,
-                          count: int = GPUS_PER_NODE) -> None:
+                          count: int = GPUS_PER_NODE, selector: str | None = None) -> None:
     await client.ResourceV1Api(api).create_namespaced_resource_claim_template(
-        ns, claim_template(name, device_class, count, ns))
+        ns, claim_template(name, device_class, count, ns, selector=selector))
 
 
 async def airlock_status(kubeconfig: Path, policies: Path) -> dict[str, Any]:

@@ -195,6 +195,10 @@ class PodView:
     # What the claims ask for, by the resource each mapped DeviceClass counts as: added
     # to `resources` once the claims are looked up (`claimed`).
     devices: Mapping[str, int] | None = None
+    # The GPU models the claims' selectors allow (`productName`), most wanted first; None:
+    # any; (): none the policy defines, and why (`claim_problem`).
+    claim_models: tuple[str, ...] | None = None
+    claim_problem: str | None = None
 
     @classmethod
     def parse(cls, obj: Any, namespace: str = "") -> PodView:
@@ -258,10 +262,12 @@ class PodView:
             if (claims := spec.get("resourceClaims")) else (),
         )
 
-    def claimed(self, devices: Mapping[str, int]) -> PodView:
-        """This pod, asking also for the devices its claims come to."""
+    def claimed(self, devices: Mapping[str, int], models: tuple[str, ...] | None = None,
+                problem: str | None = None) -> PodView:
+        """This pod, asking also for the devices its claims come to, of the GPU `models`
+        they select (None: any; (): none, for the reason `problem` gives)."""
         return dataclasses.replace(self, resources=self.resources.union(devices),
-                                   devices=devices)
+                                   devices=devices, claim_models=models, claim_problem=problem)
 
     def all_containers(self) -> Iterator[Container]:
         yield from self.init_containers

@@ -169,7 +169,7 @@ def test_a_gang_whose_pods_name_different_models_is_told_and_not_placed() -> Non
     assert not _models(actions)
     assert waits(actions)["mixed"].endswith(
         "its pods name different GPU models: mixed-0 (h100), mixed-1 (a100); a gang runs on "
-        "one model, so give every pod the same gpu-airlock.io/gpu-models")
+        "one model, so give every pod the same gpu-airlock.io/gpu-models and DRA claims")
 
 
 def test_a_gang_that_preempts_evicts_only_work_on_its_model() -> None:

@@ -27,7 +27,7 @@ from webhook.devices.alignment import free_pairs, paired_devices
 from webhook.devices.claims import asks_of, demand
 from webhook.devices.kinds import PCIE_ROOT, aligned_class, resource_of
 from webhook.devices.pairing import paired
-from webhook.policy.gpumodels import GpuModel, attributes_named
+from webhook.policy.gpumodels import GpuModel
 from webhook.sandbox.devices import GPU_DRIVER, NIC_CLASS, NIC_DRIVER
 
 KINDS = shipped_policy().device_kinds
@@ -169,7 +169,7 @@ def test_a_node_is_of_the_model_its_gpus_dra_attributes_name() -> None:
               GpuModel.model_validate({"name": "a100", "deviceAttributes": {
                   "gpu.nvidia.com/productName": "NVIDIA A100 SXM4 80GB"}}))
     cache = Cache(policy.counted(), SEAL, policy.device_kinds)
-    assert cache.count_devices_as(policy.device_kinds, attributes_named(models))
+    assert cache.count_devices_as(policy.device_kinds, models)
     cache.list_nodes([node("h-0", "a", gpus=0), node("a-0", "b", gpus=0),
                       node("bare", "b", gpus=0)])
     cache.cluster.sort_models(models)

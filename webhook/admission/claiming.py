@@ -16,6 +16,7 @@ from typing import Any
 
 from webhook.devices.claims import Ask, ClaimKind, asks_of, claim_spec, demand, named
 from webhook.pods import PodView
+from webhook.policy.gpumodels import claimed_models, selection_problem
 from webhook.policy.model import Policy
 
 # A claim or template, by kind and name, in the pod's namespace.
@@ -71,4 +72,7 @@ def claimed(pod: PodView, claims: Claims, policy: Policy) -> PodView | str:
         asks.extend(found)
     # How many devices `All` comes to depends on the node; here only whether the pod asks
     # for GPUs at all matters.
-    return pod.claimed(demand(tuple(asks), policy.device_kinds, lambda _: 1))
+    found, kinds = tuple(asks), policy.device_kinds
+    models = claimed_models(policy.gpu_models, found, kinds)
+    return pod.claimed(demand(found, kinds, lambda _: 1), models,
+                       selection_problem(policy.gpu_models, found, kinds) if models == () else None)

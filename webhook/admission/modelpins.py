@@ -31,9 +31,15 @@ def models_of(pod: PodView, policy: Policy) -> tuple[str, ...] | None:
     policy names no models."""
     if not policy.gpu_models:
         return None
-    return models_for(policy.gpu_models, _order(pod, policy),
-                      named_models(pod.annotations.get(GPU_MODELS_ANNOTATION)),
-                      pod.node_selector)
+    return models_for(policy.gpu_models, _order(pod, policy), _named(pod), pod.node_selector)
+
+
+def _named(pod: PodView) -> tuple[str, ...]:
+    """The models the pod names, by annotation, kept to those its DRA claims select."""
+    named = named_models(pod.annotations.get(GPU_MODELS_ANNOTATION))
+    if pod.claim_models is None:
+        return named
+    return tuple(m for m in named if m in pod.claim_models) if named else pod.claim_models
 
 
 def _order(pod: PodView, policy: Policy) -> list[str] | None:
@@ -64,7 +70,8 @@ def model_affinity(pod: PodView, policy: Policy, affinity: Mapping[str, Any]
     """`affinity` (the pod's, as admission leaves it so far) with every required node term
     kept to the nodes of one of the models the pod may get; or None and why not (None,
     None: it needs no change)."""
-    if not policy.gpu_models:
+    if not policy.gpu_models or pod.claim_models is not None:
+        # Where its claims select models, the scheduler's DRA allocator keeps it to them.
         return None, None
     # Once per pod: a queue that lists no models, and a pod that names none, may use every
     # model and then nodes of no model, which no affinity needs to say.

@@ -20,7 +20,7 @@ from webhook.keys import (
 )
 from webhook.pods import PodView
 from webhook.policy.classifying import Decision
-from webhook.policy.gpumodels import unknown_models
+from webhook.policy.gpumodels import named_models, unknown_models
 from webhook.policy.model import Policy
 from webhook.values import Refused, devices, shown
 
@@ -99,7 +99,15 @@ def _priority_problem(pod: PodView, decision: Decision, policy: Policy) -> str |
 def _model_problem(pod: PodView, policy: Policy) -> str | None:
     text = pod.annotations.get(GPU_MODELS_ANNOTATION)
     why = None if text is None else unknown_models(text, policy.gpu_models)
-    return None if why is None else f"annotation {GPU_MODELS_ANNOTATION} {why}"
+    if why is not None:
+        return f"annotation {GPU_MODELS_ANNOTATION} {why}"
+    if pod.claim_problem is not None:
+        return pod.claim_problem
+    named = named_models(text)
+    if named and pod.claim_models and not set(named) & set(pod.claim_models):
+        return (f"annotation {GPU_MODELS_ANNOTATION} names {', '.join(named)}, but its DRA "
+                f"claims select GPUs of {', '.join(pod.claim_models)}; name a model both allow")
+    return None
 
 
 def _forged_record(pod: PodView) -> str | None:

@@ -15,11 +15,12 @@ Accepts the shapes of `resource.k8s.io/v1` (a request's `exactly`) and of `v1bet
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from webhook.devices.kinds import DeviceKind, aligned_class
+from webhook.devices.selectors import Selection, selection
 from webhook.values import MAX_DEVICES
 
 ClaimKind = Literal["ResourceClaim", "ResourceClaimTemplate"]
@@ -28,9 +29,12 @@ ClaimKind = Literal["ResourceClaim", "ResourceClaimTemplate"]
 @dataclass(frozen=True, slots=True)
 class Ask:
     """One request: the classes it may be met from, in the scheduler's order of
-    preference (one unless `firstAvailable`), each with its count (None: `All`)."""
+    preference (one unless `firstAvailable`), each with its count (None: `All`), and
+    the attribute values its CEL selectors require of each (`selectors`; none where
+    they require nothing)."""
 
     choices: tuple[tuple[str, int | None], ...]
+    selected: tuple[Selection, ...] = ()
 
 
 def _choice(request: Mapping[str, Any]) -> tuple[str, int | None] | None:
@@ -58,13 +62,14 @@ def asks_of(spec: Any) -> tuple[Ask, ...]:
             continue
         alternatives = request.get("firstAvailable")
         if isinstance(alternatives, list) and alternatives:
-            found = [_choice(a) for a in alternatives if isinstance(a, Mapping)]
+            options = [a for a in alternatives if isinstance(a, Mapping)]
         else:
             exactly = request.get("exactly")
-            found = [_choice(exactly if isinstance(exactly, Mapping) else request)]
-        choices = tuple(c for c in found if c is not None)
-        if choices:
-            asks.append(Ask(choices))
+            options = [exactly if isinstance(exactly, Mapping) else request]
+        found = [(c, selection(o)) for o in options if (c := _choice(o)) is not None]
+        if found:
+            selected = tuple(s for _, s in found)
+            asks.append(Ask(tuple(c for c, _ in found), selected if any(selected) else ()))
             by_name[str(request.get("name", ""))] = asks[-1]
     constraints = devices.get("constraints") if isinstance(devices, Mapping) else None
     for constraint in constraints if isinstance(constraints, list) else ():
@@ -116,6 +121,20 @@ def demand(asks: tuple[Ask, ...], kinds: Mapping[str, DeviceKind],
             amount = most(device_class) if count is None else count
             found[kind.resource] = found.get(kind.resource, 0) + amount
             break
+    return found
+
+
+def gpu_selections(asks: Iterable[Ask], kinds: Mapping[str, DeviceKind]
+                   ) -> list[tuple[Selection, ...]]:
+    """For each request that may take GPUs and selects what it takes, the selections of
+    its GPU alternatives, in order: what tells which GPU models it allows
+    (`webhook.policy.gpumodels`)."""
+    found = []
+    for ask in asks:
+        gpus = tuple(s for (device_class, _), s in zip(ask.choices, ask.selected, strict=False)
+                     if (kind := kinds.get(device_class)) is not None and kind.gpu)
+        if gpus:
+            found.append(gpus)
     return found
 
 

@@ -15,7 +15,9 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
-from webhook.devices.kinds import AttributeValue
+from webhook.devices.claims import Ask, gpu_selections
+from webhook.devices.kinds import AttributeValue, DeviceKind
+from webhook.devices.selectors import Selection
 from webhook.operators.karpenter.keys import NODE_POOL_LABEL
 from webhook.policy.fields import NAME, Strict
 from webhook.policy.sources import Loc
@@ -132,6 +134,54 @@ def models_for(models: Sequence[GpuModel], order: Sequence[str] | None, named: S
     labels = {m.name: m.node_labels for m in models}
     return tuple(m for m in allowed if all(
         node_selector.get(k, v) == v for k, v in labels.get(m, {}).items()))
+
+
+def _declares(model: GpuModel, attribute: str) -> AttributeValue | None:
+    """The value the model says its devices have for a qualified attribute, if it says."""
+    bare = attribute.rpartition("/")[2]
+    return model.device_attributes.get(attribute, model.device_attributes.get(bare))
+
+
+def _selected(models: Sequence[GpuModel], selection: Selection) -> tuple[str, ...] | None:
+    """The models whose devices a request's selection allows: those that declare a value
+    it requires of an attribute, and that value; None where it requires nothing of the
+    attributes models are told apart by (any model, as far as Airlock knows)."""
+    told = [(a, set(values)) for a, values in selection
+            if any(_declares(m, a) is not None for m in models)]
+    if not told:
+        return None
+    return tuple(m.name for m in models
+                 if all(_declares(m, a) in values for a, values in told))
+
+
+def claimed_models(models: Sequence[GpuModel], asks: Sequence[Ask],
+                   kinds: Mapping[str, DeviceKind]) -> tuple[str, ...] | None:
+    """The models a pod's DRA claims (their `asks`) name (`productName` in a selector),
+    in the order its first GPU request prefers them: each GPU request allows the models
+    of any alternative, and the pod, on one node, only those all its requests allow.
+    None: they name none. (): no model of the policy is what they select."""
+    named: tuple[str, ...] | None = None
+    for alternatives in gpu_selections(asks, kinds):
+        found = [_selected(models, s) for s in alternatives]
+        if any(f is None for f in found):
+            continue  # an alternative of any model
+        allowed = tuple(dict.fromkeys(m for f in found if f is not None for m in f))
+        named = allowed if named is None else tuple(m for m in named if m in allowed)
+    return named
+
+
+def selection_problem(models: Sequence[GpuModel], asks: Sequence[Ask],
+                      kinds: Mapping[str, DeviceKind]) -> str | None:
+    """Why a pod's DRA claims select no model the policy defines, or None."""
+    if claimed_models(models, asks, kinds) != ():
+        return None
+    wanted = sorted({f"{a.rpartition('/')[2]} {' or '.join(map(shown, values))}"
+                     for alternatives in gpu_selections(asks, kinds)
+                     for s in alternatives for a, values in s})
+    offered = [f"{m.name} ({', '.join(f'{k}={v}' for k, v in m.device_attributes.items())})"
+               for m in models if m.device_attributes]
+    return (f"its DRA claims select GPUs of {'; '.join(wanted)}, which no GPU model of the "
+            f"policy is; the models on offer: {', '.join(offered) or 'none'}")
 
 
 def model_problems(models: Sequence[GpuModel]) -> Iterator[tuple[int, Loc, str]]:

@@ -47,6 +47,9 @@ class Constraints:
     affinity_depth: int = 0
     # The GPU models it names (`gpu-airlock.io/gpu-models`), most wanted first.
     gpu_models: tuple[str, ...] = ()
+    # The models its DRA claims' selectors allow (`productName`), most wanted first;
+    # None: they name none; (): no model of the policy.
+    claim_models: tuple[str, ...] | None = None
     # The one node its required node affinity allows by name (`matchFields`
     # `metadata.name In [node]` in every term that matches anything): how Airlock pins a
     # pod to its planned node at ungate, and how a pod may name its node itself.
@@ -77,6 +80,16 @@ class Constraints:
                    _depth(affinity, node_affinity),
                    gpu_models=named_models(annotations.get(GPU_MODELS_ANNOTATION)),
                    pinned=_pinned(terms))
+
+    @property
+    def models_named(self) -> tuple[str, ...] | None:
+        """The models it names either way, most wanted first: () where it names none;
+        None where the two ways leave it none (`claim_models` says which)."""
+        if self.claim_models is None:
+            return self.gpu_models
+        if not self.gpu_models:
+            return self.claim_models or None
+        return tuple(m for m in self.gpu_models if m in self.claim_models) or None
 
     def requesting(self, requests: Resources) -> Constraints:
         """The same constraints on a pod that now asks for `requests`."""

@@ -192,8 +192,10 @@ class PodInfo:
     def active(self) -> bool:
         return not self.terminal and not self.deleting
 
-    def with_claims(self, claimed: Resources) -> PodInfo:
-        """The pod, its DRA claims now asking for `claimed`."""
+    def with_claims(self, claimed: Resources, models: tuple[str, ...] | None = None
+                    ) -> PodInfo:
+        """The pod, its DRA claims now asking for `claimed`, and allowing the GPU
+        `models` (None: any)."""
         requests = dict(self.requests)
         for k, v in (self.claimed or {}).items():
             left = requests.get(k, 0) - v
@@ -204,6 +206,8 @@ class PodInfo:
         add(requests, claimed)
         constraints = self.constraints.requesting(requests) \
             if self.constraints.devices or self.claimed or claimed else self.constraints
+        if models != constraints.claim_models:
+            constraints = dataclasses.replace(constraints, claim_models=models)
         return dataclasses.replace(self, requests=requests, constraints=constraints,
                                    claimed=claimed or None)
 

@@ -145,14 +145,16 @@ def _on_models(r: Round, u: Unit, reserved: str | None) -> Verdict:
     the queue's quota of it; else the first it could borrow; else the first with room,
     over quota; else it waits for the first model with room."""
     anchor, gang = u.anchor, u.gang
-    named = anchor.constraints.gpu_models
-    apart = [p for p in u.members if p.constraints.gpu_models != named]
+    named = anchor.constraints.models_named
+    apart = [p for p in u.members if p.constraints.models_named != named]
     if apart:
         # The webhook sees one pod at a time: only here do the gang's pods meet.
         return Wait(gang.id, tuple(u.members), "Invalid",
                     f"its pods name different GPU models: {_models_named(anchor)}, "
                     f"{_models_named(apart[0])}; a gang runs on one model, so give every pod "
-                    f"the same gpu-airlock.io/gpu-models", warning=True)
+                    f"the same gpu-airlock.io/gpu-models and DRA claims", warning=True)
+    if named is None:
+        return Wait(gang.id, tuple(u.members), "Invalid", _no_model(anchor), warning=True)
     order = r.queues.model_order(gang, named)
     if not order:
         return Wait(gang.id, tuple(u.members), "NeverFits",
@@ -190,7 +192,19 @@ def _on_models(r: Round, u: Unit, reserved: str | None) -> Verdict:
 
 
 def _models_named(pod: PodInfo) -> str:
-    return f"{pod.name} ({', '.join(pod.constraints.gpu_models) or 'any'})"
+    named = pod.constraints.models_named
+    return f"{pod.name} ({'none' if named is None else ', '.join(named) or 'any'})"
+
+
+def _no_model(pod: PodInfo) -> str:
+    c = pod.constraints
+    if not c.claim_models:
+        return (f"pod {pod.name}'s DRA claims select GPUs of no model the policy defines "
+                f"(spec.gpuModels[].deviceAttributes); change the claim's selector or the "
+                f"policy")
+    return (f"pod {pod.name} names GPU models {', '.join(c.gpu_models)} "
+            f"(gpu-airlock.io/gpu-models), but its DRA claims select "
+            f"{', '.join(c.claim_models)}; name one model both allow")
 
 
 def _choose(u: Unit, choice: Choice, over: str | None = None) -> Verdict:

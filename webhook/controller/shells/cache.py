@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.accelerators import Accelerators
@@ -30,6 +30,7 @@ from webhook.controller.shells.lifecycling import tell
 from webhook.devices.claims import ClaimKind
 from webhook.devices.kinds import DeviceKind
 from webhook.keys import SYSTEM_NAMESPACE
+from webhook.policy.gpumodels import GpuModel, attributes_named
 
 log = logging.getLogger("airlock.controller")
 
@@ -111,8 +112,9 @@ class Cache:
             self._placeholder(info, obj)
         if (obj.get("spec") or {}).get("resourceClaims"):
             self._recount |= self.devices.pod_put(info.key, obj)
-            if claimed := self.devices.claimed(info.key):
-                info = info.with_claims(claimed)
+            claimed, models = self.devices.claimed(info.key), self.devices.models(info.key)
+            if claimed or models is not None:
+                info = info.with_claims(claimed, models)
         return info
 
     def _placeholder(self, info: PodInfo, obj: dict[str, Any]) -> None:
@@ -148,7 +150,7 @@ class Cache:
         for key in pods:
             info = self.cluster.pods.get(key)
             if info is not None:
-                again = info.with_claims(self.devices.claimed(key))
+                again = info.with_claims(self.devices.claimed(key), self.devices.models(key))
                 if again != info:
                     self._put(again)
         self.changed.set()
@@ -205,16 +207,19 @@ class Cache:
                                    devices=attributes or {})
 
     def count_devices_as(self, kinds: Mapping[str, DeviceKind],
-                         wanted: frozenset[str] = frozenset()) -> bool:
+                         models: Sequence[GpuModel] = ()) -> bool:
         """Count DRA devices by the policy's current DeviceClasses, and read the GPU
-        attributes its models are told apart by (`wanted`); whether either changed (then
-        what slices offer must be listed again)."""
-        if kinds == self.devices.kinds and wanted == self.devices.wanted:
+        attributes its `models` are told apart by; whether either changed (then what
+        slices offer must be listed again)."""
+        models, wanted = tuple(models), attributes_named(models)
+        recount = kinds != self.devices.kinds or wanted != self.devices.wanted
+        if kinds != self.devices.kinds or models != self.devices.gpu_models:
+            # What pods' claims ask for, and the models their selectors name.
+            self.devices.kinds, self.devices.gpu_models = kinds, models
+            self._claims_changed(self.devices.claiming())
+        if not recount:
             return False
         self.devices.wanted = wanted
-        if kinds != self.devices.kinds:
-            self.devices.kinds = kinds
-            self._claims_changed(self.devices.claiming())
         return True
 
     def list_pods(self, listed: list[tuple[PodInfo, int]]) -> None:

@@ -65,7 +65,6 @@ from webhook.devices.claims import claims_gpus
 from webhook.keys import SYSTEM_NAMESPACE
 from webhook.kubewatch import passed_over
 from webhook.logs import setup_logging
-from webhook.policy.gpumodels import attributes_named
 from webhook.policy.model import Policy
 from webhook.policy.reloading import PolicyStore
 
@@ -201,8 +200,7 @@ class Controller:
         cluster = self.cache.cluster
         cluster.count_as(self.accelerators())
         policy = self._policy()
-        if self.cache.count_devices_as(policy.device_kinds,
-                                       attributes_named(policy.gpu_models)):
+        if self.cache.count_devices_as(policy.device_kinds, policy.gpu_models):
             self.watches.relist_slices()
         return cluster
 

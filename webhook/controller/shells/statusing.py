@@ -26,7 +26,6 @@ from webhook.devices.claims import ClaimKind
 from webhook.keys import SYSTEM_NAMESPACE
 from webhook.kuberaw import json_of
 from webhook.operators.clusterautoscaler import keys as provisioning_api
-from webhook.policy.gpumodels import attributes_named
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.policy.model import Policy
 
@@ -90,7 +89,7 @@ async def survey(api: client.ApiClient, policy: Policy, patience: float = 60.0) 
     # The controller's own way in: DRA devices first, so pods' claims count at once.
     slices, templates, claims = devices
     cache.list_nodes([NodeInfo.parse(n) for n in nodes])
-    cache.count_devices_as(policy.device_kinds, attributes_named(policy.gpu_models))
+    cache.count_devices_as(policy.device_kinds, policy.gpu_models)
     cache.list_slices([cache.parse_slice(s) for s in slices])
     pairs: tuple[tuple[ClaimKind, list[dict[str, Any]]], ...] = (
         ("ResourceClaimTemplate", templates), ("ResourceClaim", claims))

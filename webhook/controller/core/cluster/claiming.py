@@ -41,6 +41,7 @@ from webhook.devices.slices import (
     node_of,
     pool_of,
 )
+from webhook.policy.gpumodels import GpuModel, claimed_models
 
 # A claim or template: its namespace, kind and name.
 ClaimRef = tuple[str, ClaimKind, str]
@@ -99,7 +100,9 @@ class DeviceIndex:
         self._holder: dict[DeviceId, ClaimRef] = {}
         self._pool_node: dict[tuple[str, str], str] = {}
         self.touched: set[str] = set()
-        # The device attributes GPU models are told apart by, and each node's GPUs' values.
+        # The GPU models policy defines; the device attributes they are told apart by, and
+        # each node's GPUs' values.
+        self.gpu_models: tuple[GpuModel, ...] = ()
         self.wanted: frozenset[str] = frozenset()
         self.attributes: dict[str, DeviceAttributes] = {}
 
@@ -220,6 +223,14 @@ class DeviceIndex:
                 continue  # a shared claim counts once, on the first of its pods
             asks.extend(self._asks.get(ref, ()))
         return demand(tuple(asks), self.kinds, self._most_of) if asks else {}
+
+    def models(self, key: PodKey) -> tuple[str, ...] | None:
+        """The GPU models the pod's claims select (`webhook.devices.selectors`); None:
+        any. A shared claim binds every pod that shares it."""
+        if not self.gpu_models:
+            return None
+        asks = tuple(a for ref in self._refs.get(key, ()) for a in self._asks.get(ref, ()))
+        return claimed_models(self.gpu_models, asks, self.kinds)
 
     def asks(self, ref: ClaimRef) -> tuple[Ask, ...] | None:
         return self._asks.get(ref)

@@ -98,7 +98,7 @@ def _simulate(args: argparse.Namespace) -> int:
         from webhook.recording.commands import live_pools
 
         try:
-            args.cluster = live_pools(args.cluster_from)
+            args.cluster = live_pools(args.cluster_from, args.context)
         except PoolError as e:
             print(e, file=sys.stderr)
             return 2

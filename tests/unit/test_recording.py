@@ -235,6 +235,21 @@ def test_a_cluster_without_gpus_makes_no_pools() -> None:
         "nvidia.com/gpu: no pool to simulate"
 
 
+def test_simulate_names_the_kubeconfig_whose_context_it_lacks(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "a",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "a", "context": {"cluster": "c", "user": "u"}}]}))
+    done = airlock("simulate", "--trace", str(tmp_path / "unread.jsonl"),
+                   "--cluster-from", str(kubeconfig), "--context", "elsewhere")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"{kubeconfig}: cannot list the cluster's nodes: "), \
+        done.stderr
+    assert "elsewhere" in done.stderr
+
+
 def test_what_the_simulation_cannot_replay_is_said_and_left_out() -> None:
     long = UnitId("pod", "n" * 51, "a")
     runs, until = fold([

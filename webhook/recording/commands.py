@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.config import ConfigException
 
 from webhook import kubeclient
 from webhook.controller.core.identities import PodKey
@@ -168,17 +169,18 @@ def run_record(args: argparse.Namespace) -> int:
 
 # --- simulate --cluster-from -------------------------------------------------------------
 
-async def _nodes(kubeconfig: Path) -> list[NodeInfo]:
-    configuration = await kubeclient.load_configuration(kubeconfig)
+async def _nodes(kubeconfig: Path, context: str | None) -> list[NodeInfo]:
+    configuration = await kubeclient.load_configuration(kubeconfig, context)
     async with kubeclient.api_client(configuration) as api:
         listed = await client.CoreV1Api(api).list_node(_preload_content=False)
         return [NodeInfo.parse(item) for item in (await listed.json()).get("items") or ()]
 
 
-def live_pools(kubeconfig: Path) -> tuple[Pool, ...]:
-    """The pools of the cluster `kubeconfig` reaches; PoolError saying why there are none."""
+def live_pools(kubeconfig: Path, context: str | None = None) -> tuple[Pool, ...]:
+    """The pools of the cluster `kubeconfig` (its `context`, else its current one)
+    reaches; PoolError saying why there are none."""
     try:
-        nodes = asyncio.run(_nodes(kubeconfig))
-    except (ApiException, OSError) as e:
+        nodes = asyncio.run(_nodes(kubeconfig, context))
+    except (ApiException, OSError, ConfigException) as e:
         raise PoolError(f"{kubeconfig}: cannot list the cluster's nodes: {e}") from None
     return pools_of_nodes(nodes, f"the nodes of {kubeconfig}")

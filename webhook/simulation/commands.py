@@ -43,6 +43,8 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     pools.add_argument("--cluster-from", type=Path, default=None, metavar="KUBECONFIG",
                         help="node pools read from a live cluster's nodes (their GPUs, "
                              "product and NVLink labels), in place of --cluster")
+    parser.add_argument("--context", default=None,
+                        help="the context of --cluster-from's kubeconfig to use")
     parser.add_argument("--scoring", choices=SCORINGS, default=shape.scoring,
                         help="kube-scheduler's NodeResourcesFit scoring: LeastAllocated (its "
                              "default, the emptiest node) or MostAllocated (bin-packing)")

@@ -63,14 +63,13 @@ def model_sizes(pools: Sequence[Pool], policy: Policy) -> dict[str, tuple[int, i
     return sizes
 
 
-def name_models(jobs: Sequence[Job], sizes: dict[str, tuple[int, int]], policy: Policy,
+def name_models(jobs: Sequence[Job], sizes: dict[str, tuple[int, int]],
                 seed: int, share: float = NAMING) -> list[Job]:
     """The jobs, `share` of them naming 1 to 3 models whose nodes hold their pods, most
-    wanted first. Only jobs whose pods Airlock gates name any: the annotation binds only
-    what the controller places (an ungated pod is the scheduler's, wherever it fits)."""
+    wanted first: gangs the controller places on one of them, and pods it does not gate,
+    which admission keeps to them by required node affinity."""
     rng = random.Random(f"{seed}-models")
-    gated = [i for i, job in enumerate(jobs) if job.pods > 1 or policy.queued(job.cls)]
-    chosen = set(rng.sample(gated, min(len(gated), round(len(jobs) * share))))
+    chosen = set(rng.sample(range(len(jobs)), round(len(jobs) * share)))
     named = list(jobs)
     for i in sorted(chosen):
         job = jobs[i]
@@ -163,7 +162,7 @@ def main(args: argparse.Namespace) -> int:
                              max_pods=MAX_PODS,
                              medians={c: m * args.mixed_runtime_scale
                                       for c, m in base.medians.items()}))
-    jobs = name_models(generated, model_sizes(pools, policy), policy, args.seed)
+    jobs = name_models(generated, model_sizes(pools, policy), args.seed)
     measured = measure(jobs, policy, Shape(scoring=args.scoring, pools=pools), options,
                        seconds, check=True)
     columns["mixed"] = _rows(measured, jobs)

@@ -71,18 +71,18 @@ def test_a_third_of_the_jobs_name_models_whose_nodes_hold_their_pods() -> None:
     assert {p.gpus_per_node for p in pools} == {1, 2, 4, 8}
     assert sum(p.count for p in pools) >= 1000
     generated = generate(Mix(jobs=600, seed=3, max_pods=16))
-    jobs = name_models(generated, sizes, policy, seed=3)
+    jobs = name_models(generated, sizes, seed=3)
     named = [j for j in jobs if j.gpu_models]
     assert len(named) == round(len(jobs) * NAMING)
     assert all(sizes[m][0] >= j.gpus for j in named for m in j.gpu_models)
     assert [dataclasses.replace(j, gpu_models=()) for j in jobs] == generated
-    assert name_models(generated, sizes, policy, seed=3) == jobs
+    assert name_models(generated, sizes, seed=3) == jobs
 
 
 def test_a_small_mixed_day_keeps_every_gang_on_one_model_and_every_pod_on_its_own() -> None:
     pools, policy = read_pools(CLUSTER), mixed_policy()
     generated = generate(Mix(jobs=300, seconds=1800.0, seed=5, max_pods=16))
-    jobs = name_models(generated, model_sizes(pools, policy), policy, seed=5)
+    jobs = name_models(generated, model_sizes(pools, policy), seed=5)
     measured = measure(jobs, policy, Shape(pools=pools), DecideOptions(), 1800.0, check=True)
     landings = measured.landings
     assert landings is not None

@@ -75,6 +75,19 @@ def test_jobs_that_name_gpu_models_land_whole_on_the_first_they_name_with_room(
     assert landed == {"first": {H100}, "second": {"NVIDIA-A100-SXM4-80GB"}, "small": {L4}}
 
 
+@pytest.mark.parametrize("scheduler", ["airlock", "stock"])
+def test_a_pod_airlock_does_not_gate_keeps_to_the_models_it_names(
+        scheduler: Scheduler, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Serving replicas go straight to the scheduler, A100s first in node order: only the
+    # required node affinity admission writes keeps them to the H100s and L4s they name
+    # (the emptiest of those nodes: the H100s, under LeastAllocated).
+    policy = make_policy(gpu_models=GPU_MODELS)
+    jobs = [job(f"serve{i}", 1, 1, submit=i, gpu_models=("l4", "h100")) for i in range(4)]
+    landed = products(jobs, policy, scheduler, monkeypatch)
+    assert len(landed) == 4
+    assert set().union(*landed.values()) <= {L4, H100}
+
+
 def test_simulate_stops_at_the_line_of_a_model_the_policy_lacks(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
     trace.write_text(job("serve", 1, 1).to_json() + "\n"

@@ -223,6 +223,27 @@ class Cluster:
                 best = i
         return best
 
+    def pick_any(self, gpus: int, pin: Pin | None, off: frozenset[int],
+                 selectors: tuple[Selector, ...]) -> int | None:
+        """`pick` for a pod whose node must carry one of the label sets `selectors` (one
+        per required node affinity term): the best of each set's best."""
+        if len(selectors) == 1:
+            return self.pick(gpus, pin, off, selectors[0])
+        found = [n for s in selectors if (n := self.pick(gpus, pin, off, s)) is not None]
+        if not found:
+            return None
+        if self.shape.scoring == "MostAllocated":
+            return min(found, key=lambda i: (self.free[i], i))
+        return min(found, key=lambda i: (-self.free[i], i))
+
+    def victims_any(self, gpus: int, priority: int, pin: Pin | None, off: frozenset[int],
+                    selectors: tuple[Selector, ...]) -> tuple[int, list[PodKey]] | None:
+        """`victims` for a pod whose node must carry one of the label sets `selectors`:
+        the first set's where it has any."""
+        return next((found for s in selectors
+                     if (found := self.victims(gpus, priority, pin, off, s)) is not None),
+                    None)
+
     def victims(self, gpus: int, priority: int, pin: Pin | None,
                 off: frozenset[int] = frozenset(), selector: Selector = ()
                 ) -> tuple[int, list[PodKey]] | None:

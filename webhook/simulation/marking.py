@@ -8,6 +8,7 @@ without a second copy of any rule."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,10 +19,11 @@ from webhook.admission.reviews import Request
 from webhook.controller.core.pods import PodInfo
 from webhook.keys import CLASS_LABEL, CLASSES, GANG_NAME_LABEL
 from webhook.policy.model import Grant, Policy
-from webhook.simulation.clusters import Cluster
+from webhook.simulation.clusters import Cluster, Selector
 from webhook.simulation.traces import Job, airlock_annotations
 
 _USER = "airlock-simulate"
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +34,9 @@ class Marked:
     template: PodInfo
     # Whether the scheduler may evict lower-priority pods for these (`preemptionPolicy`).
     preempts: bool
+    # The label sets one of which a node must carry, by its nodeSelector and required
+    # node affinity: one per GPU model admission keeps a pod it does not gate to.
+    selectors: tuple[Selector, ...] = ((),)
 
     def pods(self, attempt: int, now: float) -> list[PodInfo]:
         """The pods of one attempt (a job preempted while running starts again with new
@@ -92,7 +97,22 @@ def mark(job: Job, policy: Policy) -> Marked | Rejected:
     # pod by its Job, which targeted defragmentation reads (`moving`).
     info = PodInfo.parse(mutated)
     owners = _JOB if info.marks.single else info.owners
-    return Marked(job, dataclasses.replace(info, owned=True, owners=owners), preempts)
+    return Marked(job, dataclasses.replace(info, owned=True, owners=owners), preempts,
+                  _selectors(job.node_selector, spec))
+
+
+def _selectors(selector: Selector, spec: Mapping[str, Any]) -> tuple[Selector, ...]:
+    """The label sets a node must carry one of: the nodeSelector, and each term of the
+    required node affinity admission wrote (the labels its `In` expressions of one value
+    name, all the simulated nodes carry)."""
+    node = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    terms = (node.get(_REQUIRED) or {}).get("nodeSelectorTerms")
+    if not terms:
+        return (selector,)
+    return tuple(dict.fromkeys(tuple(sorted({**dict(selector), **{
+        e["key"]: e["values"][0] for e in term.get("matchExpressions") or ()
+        if e.get("operator") == "In" and len(e.get("values") or ()) == 1}}.items()))
+        for term in terms))
 
 
 _JOB = ({"apiVersion": "batch/v1", "kind": "Job", "name": "simulated", "controller": True},)

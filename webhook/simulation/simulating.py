@@ -86,16 +86,17 @@ class _Pod:
     pin: Pin | None = None
     # Nodes its affinity keeps it off (the room Airlock reserved for others).
     off: frozenset[int] = frozenset()
-    # Its nodeSelector: the job's, and the labels of the model Airlock admitted it on.
-    selector: Selector = ()
+    # The label sets a node must carry one of: the job's nodeSelector (with each GPU
+    # model admission keeps it to), and the labels of the model Airlock admitted it on.
+    selectors: tuple[Selector, ...] = ((),)
     # Of a job that ended while this pod still waited (an elastic job's pod above its
     # minimum): the scheduler drops it when it comes to it.
     gone: bool = False
 
 
 # Pods the scheduler places alike, in one FIFO: (priority, GPUs, may preempt, pin, off,
-# nodeSelector).
-_Kind = tuple[int, int, bool, Pin | None, frozenset[int], Selector]
+# the label sets a node must carry one of).
+_Kind = tuple[int, int, bool, Pin | None, frozenset[int], tuple[Selector, ...]]
 
 
 class Simulation:
@@ -151,8 +152,8 @@ class Simulation:
     # --- pods arriving, binding, leaving ------------------------------------------
 
     def _create(self, job: _Job, now: float) -> None:
-        selector = job.marked.job.node_selector
-        job.pods = [_Pod(info, job, self._next(), selector=selector)
+        selectors = job.marked.selectors
+        job.pods = [_Pod(info, job, self._next(), selectors=selectors)
                     for info in job.marked.pods(job.attempt, now)]
         for pod in job.pods:
             if self.scheduler == "airlock" and pod.info.gated:
@@ -165,7 +166,7 @@ class Simulation:
     def _enqueue(self, pod: _Pod) -> None:
         preempts = pod.job.marked.preempts
         kind = (pod.info.priority, pod.job.timeline.gpus, preempts, pod.pin, pod.off,
-                pod.selector)
+                pod.selectors)
         self.pending.setdefault(kind, deque()).append(pod)
 
     def _bind(self, pod: _Pod, node: int, now: float) -> None:
@@ -255,15 +256,15 @@ class Simulation:
         heapq.heapify(heads)
         while heads:
             _, _, kind = heapq.heappop(heads)
-            priority, gpus, preempts, pin, off, selector = kind
+            priority, gpus, preempts, pin, off, selectors = kind
             queue = self.pending[kind]
             while queue and queue[0].gone:
                 queue.popleft()
             if not queue:
                 continue
-            node = self.cluster.pick(gpus, pin, off, selector)
+            node = self.cluster.pick_any(gpus, pin, off, selectors)
             if node is None and preempts:
-                found = self.cluster.victims(gpus, priority, pin, off, selector)
+                found = self.cluster.victims_any(gpus, priority, pin, off, selectors)
                 if found is not None:
                     node, keys = found
                     self._evict(keys, now)
@@ -346,9 +347,9 @@ class Simulation:
                 (record.slice_key, sliced) if record.slice_key and sliced else pin
             pod.off = off
             if record.model_labels:
-                pod.selector = tuple(sorted({**dict(pod.selector),
-                                             **dict(record.model_labels)}.items()))
-            node = self.cluster.pick(pod.job.timeline.gpus, pod.pin, off, pod.selector)
+                pod.selectors = tuple(tuple(sorted({**dict(s), **dict(record.model_labels)}
+                                                   .items())) for s in pod.selectors)
+            node = self.cluster.pick_any(pod.job.timeline.gpus, pod.pin, off, pod.selectors)
             if node is None:
                 self._enqueue(pod)
             else:

@@ -42,7 +42,7 @@ from webhook.sandbox.nodes import (
     shape_of,
     topology,
 )
-from webhook.sandbox.operating import build_operators, start_operators
+from webhook.sandbox.operating import RunningCommand, build_operators, start_operators
 from webhook.sandbox.operators import (
     AUTOSCALERS,
     KARPENTER,
@@ -57,7 +57,13 @@ from webhook.sandbox.processes import (
     start_webhook,
     webhook_reading,
 )
-from webhook.sandbox.showing import create_demo, pods_table
+from webhook.sandbox.showing import (
+    DEMO_FILES,
+    WITH_OPERATORS,
+    WITHOUT_OPERATORS,
+    create_demo,
+    pods_table,
+)
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
@@ -80,14 +86,19 @@ def _write_state(state_dir: Path, state: dict[str, Any]) -> None:
 
 async def _wire(plane: ControlPlane, hook_url: str, ca: bytes, shape: Shape,
                 policies: Path) -> tuple[Path, NodeTimes]:
+    """Airlock wired into the plane, each part at once: none needs another, and each
+    waits on a different controller (namespaces' ServiceAccounts, KWOK's nodes, the
+    apiserver's policies), which one after another added up."""
     async with await from_kubeconfig(plane.admin_kubeconfig) as api:
-        await wiring.create_priority_classes(api, load_policy(policies))
-        await wiring.publish_policy(api, policies)
-        times = await create_nodes(api, topology(shape), dra=shape.dra)
-        await wiring.apply_webhook_configurations(api, wiring.webhook_configurations(hook_url, ca))
-        await wiring.apply_admission_policies(api)
-        return await wiring.controller_kubeconfig(
-            api, plane.url, plane.ca_file, plane.workdir / "controller.kubeconfig"), times
+        _, _, times, _, _, kubeconfig = await asyncio.gather(
+            wiring.create_priority_classes(api, load_policy(policies)),
+            wiring.publish_policy(api, policies),
+            create_nodes(api, topology(shape), dra=shape.dra),
+            wiring.apply_webhook_configurations(api, wiring.webhook_configurations(hook_url, ca)),
+            wiring.apply_admission_policies(api),
+            wiring.controller_kubeconfig(api, plane.url, plane.ca_file,
+                                         plane.workdir / "controller.kubeconfig"))
+        return kubeconfig, times
 
 
 def _pids(state: dict[str, Any]) -> list[int]:
@@ -110,14 +121,8 @@ def _record(state: dict[str, Any], name: str, pid: int, log: Path,
                                **({"argv": argv, "ready": ready} if argv else {})})
 
 
-def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
-           binaries: Binaries, operators: list[Operator], shape: Shape,
-           hook_starting: concurrent.futures.Future[Webhook] | None) -> tuple[
-               ControlPlane, Webhook, NodeTimes]:
-    """The control plane, the webhook (already starting, or with `--dra` started now, to
-    read pods' claims from the plane), the wiring, the controller and the operators; each
-    process in `state` as soon as it runs, so `down` can stop whatever started even if a
-    later step fails."""
+def _start_plane(binaries: Binaries, shape: Shape, state_dir: Path,
+                 state: dict[str, Any]) -> ControlPlane:
     plane = ControlPlane(binaries, workdir=state_dir, detached=True,
                          node_lease_seconds=lease_seconds(shape.node_count)).start()
     state.update(kubeconfig=str(plane.admin_kubeconfig), apiserver=plane.url)
@@ -126,6 +131,15 @@ def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
     _write_state(state_dir, state)
     parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in plane.timings.items())
     print(f"control plane ready in {plane.start_seconds:.1f}s ({parts})", file=sys.stderr)
+    return plane
+
+
+def _start_airlock(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
+                   plane: ControlPlane, shape: Shape,
+                   hook_starting: concurrent.futures.Future[Webhook] | None
+                   ) -> tuple[Webhook, NodeTimes]:
+    """The webhook (already starting, or with `--dra` started now, to read pods' claims
+    from the plane), the wiring and the controller."""
     hook = hook_starting.result() if hook_starting else start_webhook(
         state_dir, args.policies, True, extra=webhook_reading(plane.admin_kubeconfig))
     state["webhook"] = hook.url
@@ -139,14 +153,45 @@ def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
     _record(state, "airlock-controller", controller.process.pid, controller.log,
             controller.argv, controller.ready)
     _write_state(state_dir, state)
-    if operators:
-        operators_started = time.monotonic()
-        for op in start_operators(operators, state_dir, plane.admin_kubeconfig,
-                                  plane.pki.ca, _progress, detached=True):
-            _record(state, op.name, op.process.pid, op.log)
-        _write_state(state_dir, state)
-        print(f"operators {', '.join(o.name for o in operators)} ready in "
-              f"{time.monotonic() - operators_started:.1f}s", file=sys.stderr)
+    return hook, times
+
+
+def _start_operators(operators: list[Operator], state_dir: Path, plane: ControlPlane
+                     ) -> tuple[list[RunningCommand], float]:
+    """The operators, and the seconds they took to serve."""
+    started = time.monotonic()
+    running = start_operators(operators, state_dir, plane.admin_kubeconfig, plane.pki.ca,
+                              _progress, detached=True)
+    return running, time.monotonic() - started
+
+
+def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
+           binaries: Binaries, operators: list[Operator], shape: Shape,
+           hook_starting: concurrent.futures.Future[Webhook] | None) -> tuple[
+               ControlPlane, Webhook, NodeTimes]:
+    """The control plane, then Airlock and the operators side by side (and, with
+    `--demo`, the example workloads that need no operator); each process in `state` as
+    soon as it runs, so `down` can stop whatever started even if a later step fails."""
+    plane = _start_plane(binaries, shape, state_dir, state)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        # The operators need only the apiserver, which takes seconds over their CRDs, and
+        # each takes seconds more to serve: time in which Airlock is wired and started.
+        operators_starting = pool.submit(_start_operators, operators, state_dir, plane) \
+            if operators else None
+        try:
+            hook, times = _start_airlock(args, state_dir, state, plane, shape,
+                                         hook_starting)
+            if args.demo:
+                _create_demo(plane.admin_kubeconfig, WITHOUT_OPERATORS)
+        finally:
+            # Recorded even when Airlock failed to start: `down` stops them too.
+            if operators_starting is not None:
+                running, seconds = operators_starting.result()
+                for op in running:
+                    _record(state, op.name, op.process.pid, op.log)
+                _write_state(state_dir, state)
+                print(f"operators {', '.join(o.name for o in operators)} ready in "
+                      f"{seconds:.1f}s", file=sys.stderr)
     if args.autoscaler == KARPENTER.name:
         for op in start_karpenter(state_dir, plane.admin_kubeconfig, plane.pki.ca, shape,
                                   _progress, detached=True):
@@ -224,7 +269,7 @@ def up(args: argparse.Namespace) -> int:
     print(f"sandbox up in {time.monotonic() - built:.1f}s "
           f"({time.monotonic() - started:.1f}s with the binary check)", file=sys.stderr)
     print(f"kubeconfig: {plane.admin_kubeconfig}")
-    return _demo(state, args) if args.demo else 0
+    return _demo(state, args, WITH_OPERATORS) if args.demo else 0
 
 
 def down(args: argparse.Namespace) -> int:
@@ -260,14 +305,21 @@ def status(args: argparse.Namespace) -> int:
 
 
 
-def _demo(state: dict[str, Any], args: argparse.Namespace) -> int:
+def _create_demo(kubeconfig: Path, files: tuple[str, ...]) -> None:
+    _progress(f"creating {', '.join(files)} from examples/demo ...")
+    asyncio.run(create_demo(kubeconfig, files))
+
+
+def _demo(state: dict[str, Any], args: argparse.Namespace,
+          files: tuple[str, ...] = DEMO_FILES) -> int:
+    """Create the demo's `files` (those left when `up` made the ones that need no
+    operator already), then print the table once every pod has settled."""
     kubeconfig = Path(state["kubeconfig"])
     if TRAINING_OPERATOR.name not in {p["name"] for p in state["processes"]}:
         print("error: this sandbox runs no training-operator to make the demo's PyTorchJob "
               "pods; `airlock sandbox down`, then `airlock sandbox up --demo`", file=sys.stderr)
         return 1
-    print("creating the example workloads from examples/demo ...", file=sys.stderr)
-    asyncio.run(create_demo(kubeconfig))
+    _create_demo(kubeconfig, files)
     print(asyncio.run(pods_table(kubeconfig, within=args.settle)))
     return 0
 

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kubernetes_asyncio.client import ApiClient
+
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.sandbox import wiring
 from webhook.sandbox.autoscaling import launches, start_karpenter
@@ -46,6 +48,7 @@ from webhook.sandbox.operating import RunningCommand, build_operators, start_ope
 from webhook.sandbox.operators import (
     AUTOSCALERS,
     KARPENTER,
+    PYTORCH_ONLY,
     TRAINING_OPERATOR,
     Operator,
     OperatorError,
@@ -84,21 +87,50 @@ def _write_state(state_dir: Path, state: dict[str, Any]) -> None:
     tmp.replace(state_dir / "state.json")
 
 
-async def _wire(plane: ControlPlane, hook_url: str, ca: bytes, shape: Shape,
-                policies: Path) -> tuple[Path, NodeTimes]:
-    """Airlock wired into the plane, each part at once: none needs another, and each
-    waits on a different controller (namespaces' ServiceAccounts, KWOK's nodes, the
-    apiserver's policies), which one after another added up."""
+async def _wire(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
+                plane: ControlPlane, hook: Webhook, shape: Shape) -> NodeTimes:
+    """Airlock wired into the plane while its components past the apiserver get ready:
+    the controller's credentials first, and the controller started at once (it takes a
+    second or two to start); then the rest at once, since no part needs another and each
+    waits on a different component (kube-controller-manager makes namespaces'
+    ServiceAccounts, KWOK the nodes Ready, the apiserver enforces the policies)."""
     async with await from_kubeconfig(plane.admin_kubeconfig) as api:
-        _, _, times, _, _, kubeconfig = await asyncio.gather(
-            wiring.create_priority_classes(api, load_policy(policies)),
-            wiring.publish_policy(api, policies),
-            create_nodes(api, topology(shape), dra=shape.dra),
-            wiring.apply_webhook_configurations(api, wiring.webhook_configurations(hook_url, ca)),
-            wiring.apply_admission_policies(api),
-            wiring.controller_kubeconfig(api, plane.url, plane.ca_file,
-                                         plane.workdir / "controller.kubeconfig"))
-        return kubeconfig, times
+
+        async def wire() -> NodeTimes:
+            await _start_controller(api, args, state_dir, state, plane)
+            return (await asyncio.gather(
+                wiring.create_priority_classes(api, load_policy(args.policies)),
+                wiring.publish_policy(api, args.policies),
+                create_nodes(api, topology(shape), dra=shape.dra),
+                wiring.apply_webhook_configurations(api, wiring.webhook_configurations(
+                    hook.url, hook.certs.ca.read_bytes())),
+                wiring.apply_admission_policies(api)))[2]
+
+        wired = asyncio.ensure_future(wire())
+        try:
+            # A component that fails to start is that error at once, not a wiring step
+            # that waits on it until it times out.
+            await asyncio.to_thread(_plane_ready, plane)
+        except Exception:
+            wired.cancel()
+            raise
+        return await wired
+
+
+async def _start_controller(api: ApiClient, args: argparse.Namespace, state_dir: Path,
+                            state: dict[str, Any], plane: ControlPlane) -> None:
+    kubeconfig = await wiring.controller_kubeconfig(
+        api, plane.url, plane.ca_file, plane.workdir / "controller.kubeconfig")
+    running = start_controller(state_dir, kubeconfig, args.policies, detached=True)
+    _record(state, "airlock-controller", running.process.pid, running.log, running.argv,
+            running.ready)
+    _write_state(state_dir, state)
+
+
+def _plane_ready(plane: ControlPlane) -> None:
+    plane.wait_ready()
+    parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in plane.timings.items())
+    print(f"control plane ready in {plane.start_seconds:.1f}s ({parts})", file=sys.stderr)
 
 
 def _pids(state: dict[str, Any]) -> list[int]:
@@ -123,14 +155,14 @@ def _record(state: dict[str, Any], name: str, pid: int, log: Path,
 
 def _start_plane(binaries: Binaries, shape: Shape, state_dir: Path,
                  state: dict[str, Any]) -> ControlPlane:
+    """The control plane, its apiserver ready and the rest starting (`_wire` awaits
+    them)."""
     plane = ControlPlane(binaries, workdir=state_dir, detached=True,
-                         node_lease_seconds=lease_seconds(shape.node_count)).start()
+                         node_lease_seconds=lease_seconds(shape.node_count)).start_apiserver()
     state.update(kubeconfig=str(plane.admin_kubeconfig), apiserver=plane.url)
     for c in plane.components:
         _record(state, c.name, c.process.pid, c.log, c.argv, c.ready)
     _write_state(state_dir, state)
-    parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in plane.timings.items())
-    print(f"control plane ready in {plane.start_seconds:.1f}s ({parts})", file=sys.stderr)
     return plane
 
 
@@ -146,14 +178,7 @@ def _start_airlock(args: argparse.Namespace, state_dir: Path, state: dict[str, A
     _record(state, "airlock-webhook", hook.running.process.pid, hook.running.log,
             hook.running.argv, hook.running.ready)
     _write_state(state_dir, state)
-    controller_kubeconfig, times = asyncio.run(
-        _wire(plane, hook.url, hook.certs.ca.read_bytes(), shape, args.policies))
-    controller = start_controller(state_dir, controller_kubeconfig, args.policies,
-                                  detached=True)
-    _record(state, "airlock-controller", controller.process.pid, controller.log,
-            controller.argv, controller.ready)
-    _write_state(state_dir, state)
-    return hook, times
+    return hook, asyncio.run(_wire(args, state_dir, state, plane, hook, shape))
 
 
 def _start_operators(operators: list[Operator], state_dir: Path, plane: ControlPlane
@@ -169,7 +194,7 @@ def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
            binaries: Binaries, operators: list[Operator], shape: Shape,
            hook_starting: concurrent.futures.Future[Webhook] | None) -> tuple[
                ControlPlane, Webhook, NodeTimes]:
-    """The control plane, then Airlock and the operators side by side (and, with
+    """The apiserver, then Airlock and the operators side by side (and, with
     `--demo`, the example workloads that need no operator); each process in `state` as
     soon as it runs, so `down` can stop whatever started even if a later step fails."""
     plane = _start_plane(binaries, shape, state_dir, state)
@@ -233,8 +258,9 @@ def up(args: argparse.Namespace) -> int:
         load_policy(args.policies)
         release: Release = args.kubernetes or kubernetes_release()
         binaries = ensure_binaries(_progress, release)
-        # The demo's PyTorchJob needs the training-operator to make its pods.
-        operators = [*args.operators, *([TRAINING_OPERATOR] if args.demo else [])]
+        # The demo's PyTorchJob needs the training-operator to make its pods; that for
+        # PyTorchJobs only, unless --operators names the whole of it (the later wins).
+        operators = [*([PYTORCH_ONLY] if args.demo else []), *args.operators]
         operators = build_operators(operators, _progress)
         if args.autoscaler:
             build_operators([AUTOSCALERS[args.autoscaler]], _progress)

@@ -183,10 +183,10 @@ async def _create_rbac(api: client.ApiClient, doc: dict[str, Any]) -> None:
 
 
 async def apply_rbac(api: client.ApiClient, source: Path) -> None:
-    """Create each RBAC object of a deploy/ file (one that exists is left as it is)."""
-    for doc in yaml.safe_load_all(source.read_text()):
-        if doc:
-            await _create_rbac(api, doc)
+    """Create each RBAC object of a deploy/ file (one that exists is left as it is), all
+    at once: a binding may name a role not yet there."""
+    await asyncio.gather(*(_create_rbac(api, doc)
+                           for doc in yaml.safe_load_all(source.read_text()) if doc))
 
 
 async def account_kubeconfig(api: client.ApiClient, server: str, ca_file: Path, path: Path,
@@ -201,8 +201,8 @@ async def account_kubeconfig(api: client.ApiClient, server: str, ca_file: Path, 
     except ApiException as e:
         if e.status != 409:
             raise
-    for source in (CONTROLLER_RBAC, WEBHOOK_RBAC, METRICS_RBAC):
-        await apply_rbac(api, source)
+    await asyncio.gather(*(apply_rbac(api, source)
+                           for source in (CONTROLLER_RBAC, WEBHOOK_RBAC, METRICS_RBAC)))
     token = await client.CoreV1Api(api).create_namespaced_service_account_token(
         account, "airlock-system", body={"spec": {"expirationSeconds": 86400}})
     return write_kubeconfig(path, server, ca_file.read_bytes(), account,

@@ -98,7 +98,9 @@ def _documents(op: Operator, files: Iterable[str]) -> list[dict[str, Any]]:
 
 
 def crds(op: Operator) -> list[dict[str, Any]]:
-    docs = [d for d in _documents(op, op.crds) if op.serves([d["spec"]["names"]["plural"]])]
+    docs = _documents(op, op.crds)
+    if op.resources:
+        docs = [d for d in docs if op.serves([d["spec"]["names"]["plural"]])]
     if op.strip_crd_labels:
         for doc in docs:
             doc["metadata"].pop("labels", None)

@@ -137,16 +137,19 @@ async def create_or_replace(create: Callable[[], Awaitable[Any]],
 
 async def create_namespace(api: client.ApiClient, name: str,
                            labels: dict[str, str] | None = None,
-                           within: float = 30.0) -> None:
+                           within: float = 30.0, pods: bool = True) -> None:
     """A namespace, returned once kube-controller-manager has made its `default`
     ServiceAccount: the ServiceAccount admission plugin refuses pods until then, so a
-    pod created right after would race it."""
+    pod created right after would race it. Without `pods` (none will be created in it
+    here), returned once it exists."""
     core = client.CoreV1Api(api)
     try:
         await core.create_namespace(body={"metadata": {"name": name, "labels": labels or {}}})
     except ApiException as e:
         if e.status != 409:
             raise
+    if not pods:
+        return
     deadline = time.monotonic() + within
     while True:
         try:
@@ -194,7 +197,9 @@ async def account_kubeconfig(api: client.ApiClient, server: str, ca_file: Path, 
     """A kubeconfig for Airlock's ServiceAccount `account` (airlock-controller or
     airlock-webhook), with exactly the RBAC that deploy/ grants Airlock: the sandbox and
     the tests run each component as it runs in a cluster."""
-    await create_namespace(api, "airlock-system")
+    # Not waiting on kube-controller-manager, which may still be starting: no pod of
+    # Airlock's runs in the namespace here.
+    await create_namespace(api, "airlock-system", pods=False)
     try:
         await client.CoreV1Api(api).create_namespaced_service_account(
             "airlock-system", body={"metadata": {"name": account}})

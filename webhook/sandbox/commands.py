@@ -190,6 +190,17 @@ def _start_operators(operators: list[Operator], state_dir: Path, plane: ControlP
     return running, time.monotonic() - started
 
 
+def _record_operators(state_dir: Path, state: dict[str, Any], operators: list[Operator],
+                      starting: concurrent.futures.Future[tuple[list[RunningCommand], float]]
+                      ) -> None:
+    running, seconds = starting.result()
+    for op in running:
+        _record(state, op.name, op.process.pid, op.log)
+    _write_state(state_dir, state)
+    print(f"operators {', '.join(o.name for o in operators)} ready in {seconds:.1f}s",
+          file=sys.stderr)
+
+
 def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
            binaries: Binaries, operators: list[Operator], shape: Shape,
            hook_starting: concurrent.futures.Future[Webhook] | None) -> tuple[
@@ -208,15 +219,15 @@ def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
                                          hook_starting)
             if args.demo:
                 _create_demo(plane.admin_kubeconfig, WITHOUT_OPERATORS)
-        finally:
-            # Recorded even when Airlock failed to start: `down` stops them too.
+        except BaseException:
             if operators_starting is not None:
-                running, seconds = operators_starting.result()
-                for op in running:
-                    _record(state, op.name, op.process.pid, op.log)
-                _write_state(state_dir, state)
-                print(f"operators {', '.join(o.name for o in operators)} ready in "
-                      f"{seconds:.1f}s", file=sys.stderr)
+                # Recorded even so, for `down` to stop them too; Airlock's failure is the
+                # one to tell (one of the plane's takes the operators down with it).
+                with contextlib.suppress(Exception):
+                    _record_operators(state_dir, state, operators, operators_starting)
+            raise
+        if operators_starting is not None:
+            _record_operators(state_dir, state, operators, operators_starting)
     if args.autoscaler == KARPENTER.name:
         for op in start_karpenter(state_dir, plane.admin_kubeconfig, plane.pki.ca, shape,
                                   _progress, detached=True):

@@ -71,7 +71,7 @@ def test_demo_lands_every_pod_and_the_gang_in_one_domain(state_dir: Path) -> Non
     assert len(pods) == 7, up.stdout
     assert all(r["GATED"] == "no" and r["NODE"] != "-" for r in pods.values()), up.stdout
     # The real controllers made the Deployment's and the Job's pods; KWOK runs them all,
-    # and the Job's pod has finished its 5 s run time.
+    # and the Job's pod has finished its 2 s run time.
     assert {r["STATUS"] for n, r in pods.items() if "embeddings" not in n} == {"Running"}, \
         up.stdout
 

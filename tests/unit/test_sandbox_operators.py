@@ -20,6 +20,7 @@ from webhook.sandbox.operators import (
     CERT_MANAGER,
     JOBSET,
     OPERATORS,
+    PYTORCH_ONLY,
     TRAINING_OPERATOR,
     UnknownOperator,
     select,
@@ -94,6 +95,36 @@ def test_webhooks_are_the_operators_own_patched_and_pointed_at_loopback(
                                         "caBundle": base64.b64encode(b"PEM").decode()}
     assert docs[1]["webhooks"][0]["clientConfig"]["url"] == \
         "https://127.0.0.1:9443/validate-jobset"
+
+
+def _validator(plural: str) -> dict[str, object]:
+    return {"name": f"validator.{plural}", "rules": [{"resources": [plural]}],
+            "clientConfig": {"service": {"name": "s", "path": f"/validate-{plural}"}}}
+
+
+def test_the_demos_training_operator_installs_and_serves_pytorchjobs_only(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("AIRLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    plurals = {rel: rel.rsplit("_", 1)[1].removesuffix(".yaml") for rel in TRAINING_OPERATOR.crds}
+    files = {rel: yaml.safe_dump({"kind": "CustomResourceDefinition",
+                                  "metadata": {"name": plural},
+                                  "spec": {"names": {"plural": plural}}})
+             for rel, plural in plurals.items()}
+    files[TRAINING_OPERATOR.webhooks[0]] = yaml.safe_dump({
+        "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "v"},
+        "webhooks": [_validator(plural) for plural in plurals.values()]})
+    files[TRAINING_OPERATOR.webhook_patches[0][0]] = "[]"
+    store_manifests(TRAINING_OPERATOR, _source(files, tmp_path / "module"))
+    assert [d["metadata"]["name"] for d in crds(PYTORCH_ONLY)] == ["pytorchjobs"]
+    assert len(crds(TRAINING_OPERATOR)) == 6
+    (only,) = webhook_configurations(PYTORCH_ONLY, "https://127.0.0.1:9443", b"PEM")
+    assert [h["clientConfig"]["url"] for h in only["webhooks"]] == \
+        ["https://127.0.0.1:9443/validate-pytorchjobs"]
+    (whole,) = webhook_configurations(TRAINING_OPERATOR, "https://127.0.0.1:9443", b"PEM")
+    assert len(whole["webhooks"]) == 6
+    # The same binary, its controllers and webhooks for PyTorchJobs only.
+    assert PYTORCH_ONLY.tool == TRAINING_OPERATOR.tool
+    assert PYTORCH_ONLY.commands[0].args[-2:] == ("--enable-scheme", "pytorchjob")
 
 
 def test_helm_template_labels_are_dropped_from_cert_managers_crds(

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kubernetes_asyncio.client import ApiClient
+
 from webhook.policy.loading import PolicyError, load_policy
 from webhook.sandbox import wiring
 from webhook.sandbox.autoscaling import launches, start_karpenter
@@ -42,10 +44,11 @@ from webhook.sandbox.nodes import (
     shape_of,
     topology,
 )
-from webhook.sandbox.operating import build_operators, start_operators
+from webhook.sandbox.operating import RunningCommand, build_operators, start_operators
 from webhook.sandbox.operators import (
     AUTOSCALERS,
     KARPENTER,
+    PYTORCH_ONLY,
     TRAINING_OPERATOR,
     Operator,
     OperatorError,
@@ -57,7 +60,13 @@ from webhook.sandbox.processes import (
     start_webhook,
     webhook_reading,
 )
-from webhook.sandbox.showing import create_demo, pods_table
+from webhook.sandbox.showing import (
+    DEMO_FILES,
+    WITH_OPERATORS,
+    WITHOUT_OPERATORS,
+    create_demo,
+    pods_table,
+)
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
@@ -78,16 +87,50 @@ def _write_state(state_dir: Path, state: dict[str, Any]) -> None:
     tmp.replace(state_dir / "state.json")
 
 
-async def _wire(plane: ControlPlane, hook_url: str, ca: bytes, shape: Shape,
-                policies: Path) -> tuple[Path, NodeTimes]:
+async def _wire(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
+                plane: ControlPlane, hook: Webhook, shape: Shape) -> NodeTimes:
+    """Airlock wired into the plane while its components past the apiserver get ready:
+    the controller's credentials first, and the controller started at once (it takes a
+    second or two to start); then the rest at once, since no part needs another and each
+    waits on a different component (kube-controller-manager makes namespaces'
+    ServiceAccounts, KWOK the nodes Ready, the apiserver enforces the policies)."""
     async with await from_kubeconfig(plane.admin_kubeconfig) as api:
-        await wiring.create_priority_classes(api, load_policy(policies))
-        await wiring.publish_policy(api, policies)
-        times = await create_nodes(api, topology(shape), dra=shape.dra)
-        await wiring.apply_webhook_configurations(api, wiring.webhook_configurations(hook_url, ca))
-        await wiring.apply_admission_policies(api)
-        return await wiring.controller_kubeconfig(
-            api, plane.url, plane.ca_file, plane.workdir / "controller.kubeconfig"), times
+
+        async def wire() -> NodeTimes:
+            await _start_controller(api, args, state_dir, state, plane)
+            return (await asyncio.gather(
+                wiring.create_priority_classes(api, load_policy(args.policies)),
+                wiring.publish_policy(api, args.policies),
+                create_nodes(api, topology(shape), dra=shape.dra),
+                wiring.apply_webhook_configurations(api, wiring.webhook_configurations(
+                    hook.url, hook.certs.ca.read_bytes())),
+                wiring.apply_admission_policies(api)))[2]
+
+        wired = asyncio.ensure_future(wire())
+        try:
+            # A component that fails to start is that error at once, not a wiring step
+            # that waits on it until it times out.
+            await asyncio.to_thread(_plane_ready, plane)
+        except Exception:
+            wired.cancel()
+            raise
+        return await wired
+
+
+async def _start_controller(api: ApiClient, args: argparse.Namespace, state_dir: Path,
+                            state: dict[str, Any], plane: ControlPlane) -> None:
+    kubeconfig = await wiring.controller_kubeconfig(
+        api, plane.url, plane.ca_file, plane.workdir / "controller.kubeconfig")
+    running = start_controller(state_dir, kubeconfig, args.policies, detached=True)
+    _record(state, "airlock-controller", running.process.pid, running.log, running.argv,
+            running.ready)
+    _write_state(state_dir, state)
+
+
+def _plane_ready(plane: ControlPlane) -> None:
+    plane.wait_ready()
+    parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in plane.timings.items())
+    print(f"control plane ready in {plane.start_seconds:.1f}s ({parts})", file=sys.stderr)
 
 
 def _pids(state: dict[str, Any]) -> list[int]:
@@ -110,43 +153,81 @@ def _record(state: dict[str, Any], name: str, pid: int, log: Path,
                                **({"argv": argv, "ready": ready} if argv else {})})
 
 
-def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
-           binaries: Binaries, operators: list[Operator], shape: Shape,
-           hook_starting: concurrent.futures.Future[Webhook] | None) -> tuple[
-               ControlPlane, Webhook, NodeTimes]:
-    """The control plane, the webhook (already starting, or with `--dra` started now, to
-    read pods' claims from the plane), the wiring, the controller and the operators; each
-    process in `state` as soon as it runs, so `down` can stop whatever started even if a
-    later step fails."""
+def _start_plane(binaries: Binaries, shape: Shape, state_dir: Path,
+                 state: dict[str, Any]) -> ControlPlane:
+    """The control plane, its apiserver ready and the rest starting (`_wire` awaits
+    them)."""
     plane = ControlPlane(binaries, workdir=state_dir, detached=True,
-                         node_lease_seconds=lease_seconds(shape.node_count)).start()
+                         node_lease_seconds=lease_seconds(shape.node_count)).start_apiserver()
     state.update(kubeconfig=str(plane.admin_kubeconfig), apiserver=plane.url)
     for c in plane.components:
         _record(state, c.name, c.process.pid, c.log, c.argv, c.ready)
     _write_state(state_dir, state)
-    parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in plane.timings.items())
-    print(f"control plane ready in {plane.start_seconds:.1f}s ({parts})", file=sys.stderr)
+    return plane
+
+
+def _start_airlock(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
+                   plane: ControlPlane, shape: Shape,
+                   hook_starting: concurrent.futures.Future[Webhook] | None
+                   ) -> tuple[Webhook, NodeTimes]:
+    """The webhook (already starting, or with `--dra` started now, to read pods' claims
+    from the plane), the wiring and the controller."""
     hook = hook_starting.result() if hook_starting else start_webhook(
         state_dir, args.policies, True, extra=webhook_reading(plane.admin_kubeconfig))
     state["webhook"] = hook.url
     _record(state, "airlock-webhook", hook.running.process.pid, hook.running.log,
             hook.running.argv, hook.running.ready)
     _write_state(state_dir, state)
-    controller_kubeconfig, times = asyncio.run(
-        _wire(plane, hook.url, hook.certs.ca.read_bytes(), shape, args.policies))
-    controller = start_controller(state_dir, controller_kubeconfig, args.policies,
-                                  detached=True)
-    _record(state, "airlock-controller", controller.process.pid, controller.log,
-            controller.argv, controller.ready)
+    return hook, asyncio.run(_wire(args, state_dir, state, plane, hook, shape))
+
+
+def _start_operators(operators: list[Operator], state_dir: Path, plane: ControlPlane
+                     ) -> tuple[list[RunningCommand], float]:
+    """The operators, and the seconds they took to serve."""
+    started = time.monotonic()
+    running = start_operators(operators, state_dir, plane.admin_kubeconfig, plane.pki.ca,
+                              _progress, detached=True)
+    return running, time.monotonic() - started
+
+
+def _record_operators(state_dir: Path, state: dict[str, Any], operators: list[Operator],
+                      starting: concurrent.futures.Future[tuple[list[RunningCommand], float]]
+                      ) -> None:
+    running, seconds = starting.result()
+    for op in running:
+        _record(state, op.name, op.process.pid, op.log)
     _write_state(state_dir, state)
-    if operators:
-        operators_started = time.monotonic()
-        for op in start_operators(operators, state_dir, plane.admin_kubeconfig,
-                                  plane.pki.ca, _progress, detached=True):
-            _record(state, op.name, op.process.pid, op.log)
-        _write_state(state_dir, state)
-        print(f"operators {', '.join(o.name for o in operators)} ready in "
-              f"{time.monotonic() - operators_started:.1f}s", file=sys.stderr)
+    print(f"operators {', '.join(o.name for o in operators)} ready in {seconds:.1f}s",
+          file=sys.stderr)
+
+
+def _start(args: argparse.Namespace, state_dir: Path, state: dict[str, Any],
+           binaries: Binaries, operators: list[Operator], shape: Shape,
+           hook_starting: concurrent.futures.Future[Webhook] | None) -> tuple[
+               ControlPlane, Webhook, NodeTimes]:
+    """The apiserver, then Airlock and the operators side by side (and, with
+    `--demo`, the example workloads that need no operator); each process in `state` as
+    soon as it runs, so `down` can stop whatever started even if a later step fails."""
+    plane = _start_plane(binaries, shape, state_dir, state)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        # The operators need only the apiserver, which takes seconds over their CRDs, and
+        # each takes seconds more to serve: time in which Airlock is wired and started.
+        operators_starting = pool.submit(_start_operators, operators, state_dir, plane) \
+            if operators else None
+        try:
+            hook, times = _start_airlock(args, state_dir, state, plane, shape,
+                                         hook_starting)
+            if args.demo:
+                _create_demo(plane.admin_kubeconfig, WITHOUT_OPERATORS)
+        except BaseException:
+            if operators_starting is not None:
+                # Recorded even so, for `down` to stop them too; Airlock's failure is the
+                # one to tell (one of the plane's takes the operators down with it).
+                with contextlib.suppress(Exception):
+                    _record_operators(state_dir, state, operators, operators_starting)
+            raise
+        if operators_starting is not None:
+            _record_operators(state_dir, state, operators, operators_starting)
     if args.autoscaler == KARPENTER.name:
         for op in start_karpenter(state_dir, plane.admin_kubeconfig, plane.pki.ca, shape,
                                   _progress, detached=True):
@@ -188,8 +269,9 @@ def up(args: argparse.Namespace) -> int:
         load_policy(args.policies)
         release: Release = args.kubernetes or kubernetes_release()
         binaries = ensure_binaries(_progress, release)
-        # The demo's PyTorchJob needs the training-operator to make its pods.
-        operators = [*args.operators, *([TRAINING_OPERATOR] if args.demo else [])]
+        # The demo's PyTorchJob needs the training-operator to make its pods; that for
+        # PyTorchJobs only, unless --operators names the whole of it (the later wins).
+        operators = [*([PYTORCH_ONLY] if args.demo else []), *args.operators]
         operators = build_operators(operators, _progress)
         if args.autoscaler:
             build_operators([AUTOSCALERS[args.autoscaler]], _progress)
@@ -224,7 +306,7 @@ def up(args: argparse.Namespace) -> int:
     print(f"sandbox up in {time.monotonic() - built:.1f}s "
           f"({time.monotonic() - started:.1f}s with the binary check)", file=sys.stderr)
     print(f"kubeconfig: {plane.admin_kubeconfig}")
-    return _demo(state, args) if args.demo else 0
+    return _demo(state, args, WITH_OPERATORS) if args.demo else 0
 
 
 def down(args: argparse.Namespace) -> int:
@@ -260,14 +342,21 @@ def status(args: argparse.Namespace) -> int:
 
 
 
-def _demo(state: dict[str, Any], args: argparse.Namespace) -> int:
+def _create_demo(kubeconfig: Path, files: tuple[str, ...]) -> None:
+    _progress(f"creating {', '.join(files)} from examples/demo ...")
+    asyncio.run(create_demo(kubeconfig, files))
+
+
+def _demo(state: dict[str, Any], args: argparse.Namespace,
+          files: tuple[str, ...] = DEMO_FILES) -> int:
+    """Create the demo's `files` (those left when `up` made the ones that need no
+    operator already), then print the table once every pod has settled."""
     kubeconfig = Path(state["kubeconfig"])
     if TRAINING_OPERATOR.name not in {p["name"] for p in state["processes"]}:
         print("error: this sandbox runs no training-operator to make the demo's PyTorchJob "
               "pods; `airlock sandbox down`, then `airlock sandbox up --demo`", file=sys.stderr)
         return 1
-    print("creating the example workloads from examples/demo ...", file=sys.stderr)
-    asyncio.run(create_demo(kubeconfig))
+    _create_demo(kubeconfig, files)
     print(asyncio.run(pods_table(kubeconfig, within=args.settle)))
     return 0
 

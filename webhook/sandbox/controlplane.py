@@ -17,6 +17,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -50,8 +51,8 @@ class Component:
         return tail(self.log, lines)
 
 
-# A component just started, the URL that answers 200 once it is ready, and how to trust it.
-Readiness = tuple[Component, str, ssl.SSLContext | None]
+# A component just started (its `ready` URL set), and how to trust that URL.
+Readiness = tuple[Component, ssl.SSLContext | None]
 
 
 @dataclass
@@ -73,6 +74,9 @@ class ControlPlane:
     start_seconds: float = 0.0
     # Seconds each component took to become ready, for the start-time figure.
     timings: dict[str, float] = field(default_factory=dict)
+    # Started and not yet awaited (start_apiserver, wait_ready).
+    _starting: list[Readiness] = field(default_factory=list)
+    _began: float = 0.0
 
     def __post_init__(self) -> None:
         self.pki = Pki(self.workdir / "pki")
@@ -93,11 +97,10 @@ class ControlPlane:
         self.components.append(component)
         return component
 
-    def _wait(self, component: Component, url: str, timeout: float,
+    def _wait(self, component: Component, timeout: float,
               context: ssl.SSLContext | None) -> None:
-        component.ready = url
         self.timings[component.name] = wait_ready(
-            component.name, component.process, component.log, url, timeout, context,
+            component.name, component.process, component.log, component.ready, timeout, context,
             since=component.started)
 
     def _admin_context(self) -> ssl.SSLContext:
@@ -106,25 +109,42 @@ class ControlPlane:
         return ctx
 
     def start(self, timeout: float = 60.0) -> ControlPlane:
-        started = time.monotonic()
+        return self.start_apiserver(timeout).wait_ready(timeout)
+
+    def start_apiserver(self, timeout: float = 60.0) -> ControlPlane:
+        """etcd and kube-apiserver, ready; the rest, which need only the apiserver,
+        started and not awaited (`wait_ready`): meanwhile the caller may use the
+        apiserver."""
+        self._began = time.monotonic()
         if not self.detached:
             atexit.register(self.stop)
-        try:
+        with self._stopped_on_failure():
             self._start_etcd(timeout)
             self._start_apiserver(timeout)
-            # The rest need only the apiserver: started together, then awaited.
-            waits = [self._start_scheduler(), self._start_controller_manager(),
-                     self._start_kwok()]
-            for component, url, context in waits:
-                self._wait(component, url, timeout, context)
+            self._starting = [self._start_scheduler(), self._start_controller_manager(),
+                              self._start_kwok()]
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> ControlPlane:
+        """Back once every component serves; one that exits or is not ready within
+        `timeout` of its start is an error that stops the plane."""
+        with self._stopped_on_failure():
+            for component, context in self._starting:
+                self._wait(component, timeout, context)
+        self._starting = []
+        self.start_seconds = time.monotonic() - self._began
+        return self
+
+    @contextlib.contextmanager
+    def _stopped_on_failure(self) -> Iterator[None]:
+        try:
+            yield
         except StagesError as e:
             self.stop()
             raise ControlPlaneError(str(e)) from e
         except BaseException:
             self.stop()
             raise
-        self.start_seconds = time.monotonic() - started
-        return self
 
     def _start_etcd(self, timeout: float) -> None:
         client, peer = free_port(), free_port()
@@ -137,7 +157,8 @@ class ControlPlane:
             "--initial-cluster", f"default=http://127.0.0.1:{peer}",
             "--unsafe-no-fsync", "--log-level", "warn",
         ])
-        self._wait(etcd, f"{self.etcd_url}/health", timeout, None)
+        etcd.ready = f"{self.etcd_url}/health"
+        self._wait(etcd, timeout, None)
 
     def _start_apiserver(self, timeout: float) -> None:
         port = free_port()
@@ -172,7 +193,8 @@ class ControlPlane:
             *(["--runtime-config", ",".join(self.runtime_config)] if self.runtime_config
               else []),
         ])
-        self._wait(apiserver, f"{self.url}/readyz", timeout, self._admin_context())
+        apiserver.ready = f"{self.url}/readyz"
+        self._wait(apiserver, timeout, self._admin_context())
         self.pki.kubeconfig(self.admin_kubeconfig, self.url, "airlock-admin",
                             ("system:masters",))
 
@@ -195,7 +217,8 @@ class ControlPlane:
         insecure = ssl.create_default_context()
         insecure.check_hostname = False
         insecure.verify_mode = ssl.CERT_NONE
-        return component, f"https://127.0.0.1:{port}/healthz", insecure
+        component.ready = f"https://127.0.0.1:{port}/healthz"
+        return component, insecure
 
     def _start_scheduler(self) -> Readiness:
         # The default 50 requests a second caps binding at 50 pods a second, fewer with
@@ -262,7 +285,8 @@ class ControlPlane:
             # INFO logs every lease renewal: 500 lines a second at 5,000 nodes.
             "--v", "WARN",
         ])
-        return kwok, f"http://127.0.0.1:{port}/healthz", None
+        kwok.ready = f"http://127.0.0.1:{port}/healthz"
+        return kwok, None
 
     def _apply(self, body: dict[str, object]) -> None:
         """Create a cluster-scoped RBAC object as the admin (409: it is there already)."""

@@ -99,6 +99,8 @@ def _documents(op: Operator, files: Iterable[str]) -> list[dict[str, Any]]:
 
 def crds(op: Operator) -> list[dict[str, Any]]:
     docs = _documents(op, op.crds)
+    if op.resources:
+        docs = [d for d in docs if op.serves([d["spec"]["names"]["plural"]])]
     if op.strip_crd_labels:
         for doc in docs:
             doc["metadata"].pop("labels", None)
@@ -140,6 +142,8 @@ def webhook_configurations(op: Operator, url: str, ca_pem: bytes) -> list[dict[s
         if name in patches:
             doc = jsonpatch.apply_patch(doc, patches[name])
         doc = merge_webhooks(doc, inline)
+        doc["webhooks"] = [hook for hook in doc["webhooks"] if op.serves(
+            [r for rule in hook.get("rules") or [] for r in rule.get("resources") or []])]
         doc["metadata"]["name"] = op.name_prefix + doc["metadata"]["name"]
         point_at(doc, url, ca_pem)
         out.append(doc)

@@ -11,6 +11,7 @@ docs/operators.md. Arguments and configuration files are `string.Template`s over
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -62,6 +63,13 @@ class Operator:
     # metrics server with its own certificates off, v0.12 to v0.17): given tls.crt and
     # tls.key for 127.0.0.1, signed by the sandbox CA.
     fixed_cert_dirs: tuple[str, ...] = ()
+    # The resources (CRDs' plurals) it is narrowed to, its CRDs and webhooks for them
+    # only; empty: all it has.
+    resources: frozenset[str] = frozenset()
+
+    def serves(self, resources: list[str]) -> bool:
+        """Whether a CRD or webhook rule for these resources is installed."""
+        return not self.resources or bool(self.resources.intersection(resources))
 
 
 # The kubebuilder Configuration both JobSet and LeaderWorkerSet read: no leader election,
@@ -137,6 +145,14 @@ TRAINING_OPERATOR = Operator(
     # v1.9.2 has no switch for it.
     rotator_namespace="kubeflow",
 )
+
+# `up --demo`'s: its PyTorchJobs only. Each of the other five CRDs (a pod template's schema
+# apiece) cost the apiserver a second or more of CPU to install, which the demo waited on.
+PYTORCH_ONLY = dataclasses.replace(
+    TRAINING_OPERATOR,
+    commands=tuple(dataclasses.replace(c, args=(*c.args, "--enable-scheme", "pytorchjob"))
+                   for c in TRAINING_OPERATOR.commands),
+    resources=frozenset({"pytorchjobs"}))
 
 KUBERAY = Operator(
     name="kuberay",

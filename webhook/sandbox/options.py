@@ -86,7 +86,8 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--operators", type=_operators, default=[],
                         help="with up: also run these real operators, built from their Go "
                              f"modules (comma-separated: {', '.join(OPERATORS)}, or all); "
-                             "--demo implies training-operator")
+                             "--demo runs training-operator, for PyTorchJobs only unless "
+                             "named here")
     parser.add_argument("--policies", type=Path, default=Path("policies"))
     parser.add_argument("--settle", type=float, default=30.0,
                         help="with --demo: at most this many seconds for every pod to land "

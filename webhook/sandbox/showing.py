@@ -22,15 +22,21 @@ from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo"
 
 
-async def create_demo(kubeconfig: Path) -> None:
-    # Serving first, as in a cluster where it already runs; then batch, then the gang,
-    # whose pods the training-operator makes.
-    docs = [d for f in ("inference-deployment.yaml", "scavenger-job.yaml",
-                        "training-pytorchjob.yaml")
-            for d in yaml.safe_load_all((DEMO / f).read_text()) if d]
+# Serving first, as in a cluster where it already runs; then batch, then the gang. The
+# Deployment's and the Job's pods need only Kubernetes' own controllers: `up --demo`
+# creates them while the operators start. The training-operator makes the gang's.
+WITHOUT_OPERATORS = ("inference-deployment.yaml", "scavenger-job.yaml")
+WITH_OPERATORS = ("training-pytorchjob.yaml",)
+DEMO_FILES = (*WITHOUT_OPERATORS, *WITH_OPERATORS)
+
+
+async def create_demo(kubeconfig: Path, files: tuple[str, ...] = DEMO_FILES) -> None:
+    """The objects of examples/demo's `files`, in their namespaces (one there already is
+    left as it is)."""
+    docs = [d for f in files for d in yaml.safe_load_all((DEMO / f).read_text()) if d]
     async with await from_kubeconfig(kubeconfig) as api:
-        for ns in ("research", "serving"):
-            await wiring.create_namespace(api, ns)
+        await asyncio.gather(*(wiring.create_namespace(api, ns) for ns in
+                               dict.fromkeys(d["metadata"]["namespace"] for d in docs)))
         for doc in docs:
             kind, meta = doc["kind"], doc["metadata"]
             try:

@@ -137,16 +137,19 @@ async def create_or_replace(create: Callable[[], Awaitable[Any]],
 
 async def create_namespace(api: client.ApiClient, name: str,
                            labels: dict[str, str] | None = None,
-                           within: float = 30.0) -> None:
+                           within: float = 30.0, pods: bool = True) -> None:
     """A namespace, returned once kube-controller-manager has made its `default`
     ServiceAccount: the ServiceAccount admission plugin refuses pods until then, so a
-    pod created right after would race it."""
+    pod created right after would race it. Without `pods` (none will be created in it
+    here), returned once it exists."""
     core = client.CoreV1Api(api)
     try:
         await core.create_namespace(body={"metadata": {"name": name, "labels": labels or {}}})
     except ApiException as e:
         if e.status != 409:
             raise
+    if not pods:
+        return
     deadline = time.monotonic() + within
     while True:
         try:
@@ -183,10 +186,10 @@ async def _create_rbac(api: client.ApiClient, doc: dict[str, Any]) -> None:
 
 
 async def apply_rbac(api: client.ApiClient, source: Path) -> None:
-    """Create each RBAC object of a deploy/ file (one that exists is left as it is)."""
-    for doc in yaml.safe_load_all(source.read_text()):
-        if doc:
-            await _create_rbac(api, doc)
+    """Create each RBAC object of a deploy/ file (one that exists is left as it is), all
+    at once: a binding may name a role not yet there."""
+    await asyncio.gather(*(_create_rbac(api, doc)
+                           for doc in yaml.safe_load_all(source.read_text()) if doc))
 
 
 async def account_kubeconfig(api: client.ApiClient, server: str, ca_file: Path, path: Path,
@@ -194,15 +197,17 @@ async def account_kubeconfig(api: client.ApiClient, server: str, ca_file: Path, 
     """A kubeconfig for Airlock's ServiceAccount `account` (airlock-controller or
     airlock-webhook), with exactly the RBAC that deploy/ grants Airlock: the sandbox and
     the tests run each component as it runs in a cluster."""
-    await create_namespace(api, "airlock-system")
+    # Not waiting on kube-controller-manager, which may still be starting: no pod of
+    # Airlock's runs in the namespace here.
+    await create_namespace(api, "airlock-system", pods=False)
     try:
         await client.CoreV1Api(api).create_namespaced_service_account(
             "airlock-system", body={"metadata": {"name": account}})
     except ApiException as e:
         if e.status != 409:
             raise
-    for source in (CONTROLLER_RBAC, WEBHOOK_RBAC, METRICS_RBAC):
-        await apply_rbac(api, source)
+    await asyncio.gather(*(apply_rbac(api, source)
+                           for source in (CONTROLLER_RBAC, WEBHOOK_RBAC, METRICS_RBAC)))
     token = await client.CoreV1Api(api).create_namespaced_service_account_token(
         account, "airlock-system", body={"spec": {"expirationSeconds": 86400}})
     return write_kubeconfig(path, server, ca_file.read_bytes(), account,

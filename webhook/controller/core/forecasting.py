@@ -40,6 +40,7 @@ from webhook.controller.core.actions import Action, Admit, Preempt, Victim, Wait
 from webhook.controller.core.cluster.capacity import with_pod_slot
 from webhook.controller.core.gangs import Gang, membership
 from webhook.controller.core.identities import PodKey, UnitId
+from webhook.controller.core.placement.backfill import Placed
 from webhook.controller.core.placement.runtimes import Runtimes
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.queueing import Queueing
@@ -100,6 +101,9 @@ class _Ends:
         self.heap: list[tuple[float, int, _End]] = []
         self.unknown: dict[UnitId, dict[str, GpuEquivalents]] = {}
         self.gone: set[PodKey] = set()
+        # What the forecast started, per node: the head's shadow time counts its ends as
+        # it counts those of the pods that ran (`Backfill.placed`).
+        self.placed: dict[str, list[Placed]] = {}
         # Their uids: preemption chooses no victim among them (the candidates skip them).
         self.gone_uids: set[str] = set()
         self._seq = 0
@@ -216,8 +220,10 @@ def _started(ends: _Ends, queues: Queueing, assignments: Mapping[PodKey, str],
     runtime = runtimes.typical(pods)
     each = {p.key: queues.snap.gpus(p.requests) for p in pods}
     placed = [(assignments[p.key], p) for p in pods if p.key in assignments]
-    ends.add(None if runtime is None else at + runtime, unit, placed,
-             queues.state.quotas.queue_of(unit.namespace), each)
+    end = None if runtime is None else at + runtime
+    ends.add(end, unit, placed, queues.state.quotas.queue_of(unit.namespace), each)
+    for node, pod in placed:
+        ends.placed.setdefault(node, []).append((end, pod.key, each[pod.key]))
 
 
 def _step(r: Round, queues: Queueing, ends: _Ends, pending: list[Gang], now: float,
@@ -228,7 +234,7 @@ def _step(r: Round, queues: Queueing, ends: _Ends, pending: list[Gang], now: flo
     step = Round(queues.snap, queues, r.sizes, now, r.options)
     step.held = set(r.held)
     if (backfill := step.reservation.backfill) is not None:
-        backfill.gone = ends.gone
+        backfill.gone, backfill.placed = ends.gone, ends.placed
     still: list[Gang] = []
     # Nothing goes while less is free than the least any unit of the window needs.
     need = queues.snap.unit_need

@@ -66,6 +66,9 @@ class Runtimes:
     # which makes new ones.
     _estimates: dict[Key, float | None] = field(default_factory=dict, init=False,
                                                 repr=False, compare=False)
+    # Each namespace's runs of every class, once asked (`typical`): asked per running pod.
+    _pooled: dict[str, tuple[float, ...]] = field(default_factory=dict, init=False,
+                                                  repr=False, compare=False)
 
     def learned(self, key: Key, seconds: float, stated: float | None = None) -> Runtimes:
         """These run times and one more of `key`, which stated `stated` (None: nothing),
@@ -106,7 +109,9 @@ class Runtimes:
         namespace and class learned, those that lasted longer than `ran`, the median:
         as what they ran of what they stated, times the longest any of `pods` states,
         when one states a time (the time stated as it is until `LEAST` such runs are
-        known); else of their run times. `ran` when no run lasted longer."""
+        known); else of their run times, or, before `LEAST` of their class succeeded,
+        of all their namespace's (its queue's history: a forecast of an end that is
+        only expected, never a promise). `ran` when no run lasted longer."""
         if not pods:
             return None
         key = key_of(pods[0])
@@ -115,7 +120,17 @@ class Runtimes:
             ratios = self.ratios.get(key, ())
             return stated if len(ratios) < LEAST or stated <= 0 else _beyond(ratios, ran, stated)
         runs = self.seen.get(key, ())
+        if len(runs) < LEAST:
+            runs = self._of_namespace(key[0])
         return None if len(runs) < LEAST else _beyond(runs, ran)
+
+    def _of_namespace(self, namespace: str) -> tuple[float, ...]:
+        try:
+            return self._pooled[namespace]
+        except KeyError:
+            found = self._pooled[namespace] = tuple(
+                s for (n, _), runs in sorted(self.seen.items()) if n == namespace for s in runs)
+            return found
 
     def dumps(self) -> str:
         return dump_memory("runtimes", {"seen": [

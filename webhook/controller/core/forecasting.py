@@ -41,7 +41,7 @@ from webhook.controller.core.cluster.capacity import with_pod_slot
 from webhook.controller.core.gangs import Gang, membership
 from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.placement.backfill import Placed
-from webhook.controller.core.placement.runtimes import Runtimes
+from webhook.controller.core.placement.runtimes import Key, Runtimes, key_of
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.queueing import Queueing
 from webhook.controller.core.reasons import WaitReason
@@ -154,11 +154,15 @@ def forecast(r: Round, actions: Iterable[Action], steps: int = STEPS
     # Preemption as the round has it; what the forecast ends or evicts is no victim
     # after (the candidates skip it as they skip pods deleted).
     ends.gone_uids.update(r.queues.state.deleted)
-    queues = Queueing(dataclasses.replace(r.queues.state, deleted=ends.gone_uids), snap, r.now)
+    held = _held(r)
+    state = r.queues.state
+    runtimes = state.runtimes.running(_going(held, r.now, state.spared))
+    queues = Queueing(dataclasses.replace(state, deleted=ends.gone_uids, runtimes=runtimes),
+                      snap, r.now)
     queues.ledger.used = dict(r.queues.ledger.used)
     queues.charges = dict(r.queues.charges)
     queues.models = copy.deepcopy(r.queues.models)
-    _running(r, queues, ends)
+    _running(r, queues, ends, held)
     for action in actions:
         if isinstance(action, Admit) and action.unit in r.plans:
             _started(ends, queues, r.plans[action.unit].assignments, action.ungate,
@@ -194,22 +198,46 @@ def _ended(step: Sequence[_End], queues: Queueing, ends: _Ends) -> None:
         queues.snap.take(node, room)
 
 
-def _running(r: Round, queues: Queueing, ends: _Ends) -> None:
+def _held(r: Round) -> list[tuple[str, PodInfo, UnitId]]:
+    """Every pod that holds GPUs: its node, and its unit."""
+    cluster = r.snap.cluster
+    return [(node, pod, membership(pod) or UnitId.of_pod(pod.key))
+            for node, holders in cluster.occupancy.holders.items()
+            for pod in (cluster.pods[h.pod] for h in holders)]
+
+
+def _going(held: Sequence[tuple[str, PodInfo, UnitId]], now: float,
+           spared: frozenset[str]) -> dict[Key, tuple[float, ...]]:
+    """How long each unit that holds GPUs and states no run time has run (since its
+    first pod started), per namespace and class: runs known to last at least that."""
+    first: dict[UnitId, PodInfo] = {}
+    stating: set[UnitId] = set()
+    for _, pod, unit in held:
+        if pod.marks.runtime is not None:
+            stating.add(unit)
+        if pod.started and (unit not in first or pod.started < (first[unit].started or 0)):
+            first[unit] = pod
+    going: dict[Key, list[float]] = {}
+    for unit, pod in first.items():
+        if unit not in stating and pod.namespace not in spared:
+            going.setdefault(key_of(pod), []).append(now - (pod.started or now))
+    return {key: tuple(times) for key, times in going.items()}
+
+
+def _running(r: Round, queues: Queueing, ends: _Ends,
+             held: Sequence[tuple[str, PodInfo, UnitId]]) -> None:
     """The expected end of every pod that holds GPUs, one end per unit and time."""
     cluster = r.snap.cluster
     runtimes, spared = queues.state.runtimes, queues.state.spared
     gpus_of, quotas = cluster.occupancy.gpus_of, queues.state.quotas
     by_end: dict[tuple[float | None, UnitId], list[tuple[str, PodInfo]]] = {}
-    for node, holders in cluster.occupancy.holders.items():
-        for h in holders:
-            pod = cluster.pods[h.pod]
-            unit = membership(pod) or UnitId.of_pod(pod.key)
-            ran = r.now - pod.started if pod.started else 0.0
-            runtime = None if pod.namespace in spared else runtimes.typical((pod,), ran)
-            # As the head's shadow time counts it (`backfill`): not started, it starts
-            # now at the soonest; past its end, it ends now at the soonest.
-            at = None if runtime is None else max((pod.started or r.now) + runtime, r.now)
-            by_end.setdefault((at, unit), []).append((node, pod))
+    for node, pod, unit in held:
+        ran = r.now - pod.started if pod.started else 0.0
+        runtime = None if pod.namespace in spared else runtimes.typical((pod,), ran)
+        # As the head's shadow time counts it (`backfill`): not started, it starts
+        # now at the soonest; past its end, it ends now at the soonest.
+        at = None if runtime is None else max((pod.started or r.now) + runtime, r.now)
+        by_end.setdefault((at, unit), []).append((node, pod))
     for (at, unit), pods in by_end.items():
         ends.add(at, unit, pods, quotas.queue_of(unit.namespace), gpus_of)
 

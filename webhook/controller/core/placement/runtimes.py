@@ -38,6 +38,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from webhook.controller.core.placement.survival import Survival, median_beyond, survival
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.records import dump_memory, load_memory
 from webhook.keys import CLASS_LABEL
@@ -66,9 +67,14 @@ class Runtimes:
     # which makes new ones.
     _estimates: dict[Key, float | None] = field(default_factory=dict, init=False,
                                                 repr=False, compare=False)
-    # Each namespace's runs of every class, once asked (`typical`): asked per running pod.
-    _pooled: dict[str, tuple[float, ...]] = field(default_factory=dict, init=False,
-                                                  repr=False, compare=False)
+    # How long the units that state no run time have run so far, those still running
+    # (a forecast's, `running`): what `typical` expects counts them as runs that last
+    # at least that long. Not kept: the cluster shows them.
+    going: Mapping[Key, tuple[float, ...]] = field(default_factory=dict)
+    # The survival `typical` reads, per (namespace, class), or per namespace (its
+    # fallback), once asked: asked per running pod.
+    _survivals: dict[Key | str, Survival | None] = field(default_factory=dict, init=False,
+                                                         repr=False, compare=False)
 
     def learned(self, key: Key, seconds: float, stated: float | None = None) -> Runtimes:
         """These run times and one more of `key`, which stated `stated` (None: nothing),
@@ -119,18 +125,33 @@ class Runtimes:
         if stated is not None:
             ratios = self.ratios.get(key, ())
             return stated if len(ratios) < LEAST or stated <= 0 else _beyond(ratios, ran, stated)
-        runs = self.seen.get(key, ())
-        if len(runs) < LEAST:
-            runs = self._of_namespace(key[0])
-        return None if len(runs) < LEAST else _beyond(runs, ran)
+        found = self._survival(key)
+        return None if found is None else median_beyond(found, ran)
 
-    def _of_namespace(self, namespace: str) -> tuple[float, ...]:
+    def running(self, going: Mapping[Key, tuple[float, ...]]) -> Runtimes:
+        """These run times, with units stating no time running for `going` seconds so
+        far, per (namespace, class)."""
+        return replace(self, going=going)
+
+    def _survival(self, key: Key) -> Survival | None:
+        """The survival of `key`'s runs, else (fewer than `LEAST` ended) of all its
+        namespace's, else None."""
         try:
-            return self._pooled[namespace]
+            return self._survivals[key]
         except KeyError:
-            found = self._pooled[namespace] = tuple(
-                s for (n, _), runs in sorted(self.seen.items()) if n == namespace for s in runs)
+            pass
+        runs = self.seen.get(key, ())
+        if len(runs) >= LEAST:
+            found = self._survivals[key] = survival(runs, self.going.get(key, ()))
             return found
+        namespace = key[0]
+        if namespace not in self._survivals:
+            pairs = [k for k in sorted(self.seen.keys() | self.going.keys()) if k[0] == namespace]
+            runs = tuple(t for k in pairs for t in self.seen.get(k, ()))
+            self._survivals[namespace] = None if len(runs) < LEAST else survival(
+                runs, [t for k in pairs for t in self.going.get(k, ())])
+        found = self._survivals[key] = self._survivals[namespace]
+        return found
 
     def dumps(self) -> str:
         return dump_memory("runtimes", {"seen": [

@@ -142,15 +142,17 @@ class Runtimes:
             pass
         runs = self.seen.get(key, ())
         if len(runs) >= LEAST:
-            found = self._survivals[key] = survival(runs, self.going.get(key, ()))
-            return found
-        namespace = key[0]
-        if namespace not in self._survivals:
-            pairs = [k for k in sorted(self.seen.keys() | self.going.keys()) if k[0] == namespace]
-            runs = tuple(t for k in pairs for t in self.seen.get(k, ()))
-            self._survivals[namespace] = None if len(runs) < LEAST else survival(
-                runs, [t for k in pairs for t in self.going.get(k, ())])
-        found = self._survivals[key] = self._survivals[namespace]
+            found: Survival | None = survival(runs, self.going.get(key, ()))
+        else:
+            namespace = key[0]
+            if namespace not in self._survivals:
+                pairs = [k for k in sorted(self.seen.keys() | self.going.keys())
+                         if k[0] == namespace]
+                runs = tuple(t for k in pairs for t in self.seen.get(k, ()))
+                self._survivals[namespace] = None if len(runs) < LEAST else survival(
+                    runs, [t for k in pairs for t in self.going.get(k, ())])
+            found = self._survivals[namespace]
+        self._survivals[key] = found
         return found
 
     def dumps(self) -> str:

@@ -10,7 +10,10 @@ head's reservation, backfill and preemption are the round's own rules (a unit th
 preempts starts then; its victims' ends are gone with them). A unit admitted at a step is
 predicted to start then, and is expected to end its run time later (`runtimes`: stated,
 or `activeDeadlineSeconds`, times the share of it runs of its namespace and class took;
-else learned per namespace and class).
+else learned per namespace and class, or per namespace before its class has runs enough,
+counting the units of the kind still running as runs at least as long as they ran so
+far). The head's shadow time, which backfill asks, counts the expected ends of what the
+forecast itself started as it counts those of the pods that ran.
 
 Honest about what it cannot know: a unit that still waits once every known end has
 passed, while something of unknown end (no run time stated, none learned) holds room it
@@ -21,9 +24,8 @@ nothing left to end, is unknown with no blocker.
 Where it is wrong (docs/predictions.md): run times are estimates (a stated one is
 taken as stated until 5 runs of its kind taught how long they run); units that are not
 here yet, capacity requests and GPU-model quotas are not played forward; what has no
-known end never frees room (unless preempted); the head's shadow time sees only what ran
-when the forecast began; a step lets preemption try only where as much is free as a
-unit of its window needs. Pure, the clock passed in.
+known end never frees room (unless preempted); a step lets preemption try only where as
+much is free as a unit of its window needs. Pure, the clock passed in.
 """
 
 from __future__ import annotations

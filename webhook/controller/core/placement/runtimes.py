@@ -28,6 +28,12 @@ leave room): on `shaped.jsonl` the runs take a median 0.84 of what they state, a
 forecast taking the stated time at its word predicts what waits behind them late. Backfill
 keeps the stated time as it is: a promise shortened by a ratio would overrun.
 
+The median of the window counts the units of the kind still running (`running`,
+`survival`): the runs that ended are the short ones, while the long ones still run.
+Before `LEAST` of a namespace and class succeeded, a forecast takes the runs of its
+namespace, every class (its queue's history); with fewer than `LEAST` there either, the
+end is unknown. Why these and not others: docs/benchmarks.md (predicted starts).
+
 Kept in the cluster by the leader beside the fair share (`remembering`), and read back
 when a leader starts. Pure."""
 

@@ -217,7 +217,7 @@ def _going(held: Sequence[tuple[str, PodInfo, UnitId]], now: float,
     for _, pod, unit in held:
         if pod.marks.runtime is not None:
             stating.add(unit)
-        if pod.started and (unit not in first or pod.started < (first[unit].started or 0)):
+        elif pod.started and (unit not in first or pod.started < (first[unit].started or 0)):
             first[unit] = pod
     going: dict[Key, list[float]] = {}
     for unit, pod in first.items():

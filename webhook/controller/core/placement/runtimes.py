@@ -123,7 +123,9 @@ class Runtimes:
         when one states a time (the time stated as it is until `LEAST` such runs are
         known); else of their run times, or, before `LEAST` of their class succeeded,
         of all their namespace's (its queue's history: a forecast of an end that is
-        only expected, never a promise). `ran` when no run lasted longer."""
+        only expected, never a promise); the units still `going` counted as runs that
+        last at least as long as they ran so far (`survival`). `ran` when no run lasted
+        longer."""
         if not pods:
             return None
         key = key_of(pods[0])

@@ -115,6 +115,26 @@ CASES: dict[str, Case] = {
          *_ends_in("y", ["d1-n0"], 600), *running("a1", ["d1-n1"], ran=60),
          *gang("b", 2, priority=TRAINING)],
         {"b": (600, None)}),
+    "nothing learned in its namespace and class: the median of its namespace's runs": Case(
+        TWO, [*running("a", ["d0-n0", "d0-n1"], ran=60), *gang("b", 2)],
+        {"b": (240, None)},
+        runtimes=Runtimes({("ml", "training"): (100, 200), ("ml", "scavenger"): (300, 400, 1000)})),
+    "nothing learned in its namespace: unknown, though another namespace learned": Case(
+        TWO, [*running("a", ["d0-n0", "d0-n1"], ran=60), *gang("b", 2)],
+        {"b": (None, "a")}, runtimes=Runtimes({("other", ""): (100, 200, 300, 400, 1000)})),
+    "a run still going counts as one lasting at least that long": Case(
+        # Of 100-500 the median is 300; `long` has run 5,000 s so far: 350.
+        cluster({"d0": 2, "d1": 1}),
+        [*running("a", ["d0-n0", "d0-n1"], ran=60), *running("long", ["d1-n0"], ran=5000),
+         *gang("b", 2)],
+        {"b": (290, None)}, runtimes=Runtimes({("ml", ""): (100, 200, 300, 400, 500)})),
+    "behind a head whose room the forecast filled, a short unit backfills": Case(
+        # `x` is admitted now onto the head's room; once `a` ends, the head `h` still
+        # waits for `x` (600 s), and `y` (200 s) ends before that.
+        cluster({"d0": 3}),
+        [*_ends_in("a", ["d0-n2"], 100), *_runs(gang("x", 1), 600),
+         *gang("h", 3, created=1), *_runs(gang("y", 1, created=2), 200)],
+        {"h": (600, None), "y": (100, None)}),
     "ends within seconds of each other are one step": Case(
         TWO, [*_ends_in("a", ["d0-n0"], 600), *_ends_in("z", ["d0-n1"], 605),
               *gang("b", 2)],

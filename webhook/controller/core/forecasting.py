@@ -10,7 +10,10 @@ head's reservation, backfill and preemption are the round's own rules (a unit th
 preempts starts then; its victims' ends are gone with them). A unit admitted at a step is
 predicted to start then, and is expected to end its run time later (`runtimes`: stated,
 or `activeDeadlineSeconds`, times the share of it runs of its namespace and class took;
-else learned per namespace and class).
+else learned per namespace and class, or per namespace before its class has runs enough,
+counting the units of the kind still running as runs at least as long as they ran so
+far). The head's shadow time, which backfill asks, counts the expected ends of what the
+forecast itself started as it counts those of the pods that ran.
 
 Honest about what it cannot know: a unit that still waits once every known end has
 passed, while something of unknown end (no run time stated, none learned) holds room it
@@ -21,9 +24,8 @@ nothing left to end, is unknown with no blocker.
 Where it is wrong (docs/predictions.md): run times are estimates (a stated one is
 taken as stated until 5 runs of its kind taught how long they run); units that are not
 here yet, capacity requests and GPU-model quotas are not played forward; what has no
-known end never frees room (unless preempted); the head's shadow time sees only what ran
-when the forecast began; a step lets preemption try only where as much is free as a
-unit of its window needs. Pure, the clock passed in.
+known end never frees room (unless preempted); a step lets preemption try only where as
+much is free as a unit of its window needs. Pure, the clock passed in.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ from webhook.controller.core.actions import Action, Admit, Preempt, Victim, Wait
 from webhook.controller.core.cluster.capacity import with_pod_slot
 from webhook.controller.core.gangs import Gang, membership
 from webhook.controller.core.identities import PodKey, UnitId
-from webhook.controller.core.placement.runtimes import Runtimes
+from webhook.controller.core.placement.backfill import Placed
+from webhook.controller.core.placement.runtimes import Key, Runtimes, key_of
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.queueing import Queueing
 from webhook.controller.core.reasons import WaitReason
@@ -100,6 +103,9 @@ class _Ends:
         self.heap: list[tuple[float, int, _End]] = []
         self.unknown: dict[UnitId, dict[str, GpuEquivalents]] = {}
         self.gone: set[PodKey] = set()
+        # What the forecast started, per node: the head's shadow time counts its ends as
+        # it counts those of the pods that ran (`Backfill.placed`).
+        self.placed: dict[str, list[Placed]] = {}
         # Their uids: preemption chooses no victim among them (the candidates skip them).
         self.gone_uids: set[str] = set()
         self._seq = 0
@@ -150,11 +156,15 @@ def forecast(r: Round, actions: Iterable[Action], steps: int = STEPS
     # Preemption as the round has it; what the forecast ends or evicts is no victim
     # after (the candidates skip it as they skip pods deleted).
     ends.gone_uids.update(r.queues.state.deleted)
-    queues = Queueing(dataclasses.replace(r.queues.state, deleted=ends.gone_uids), snap, r.now)
+    held = _held(r)
+    state = r.queues.state
+    runtimes = state.runtimes.running(_going(held, r.now, state.spared))
+    queues = Queueing(dataclasses.replace(state, deleted=ends.gone_uids, runtimes=runtimes),
+                      snap, r.now)
     queues.ledger.used = dict(r.queues.ledger.used)
     queues.charges = dict(r.queues.charges)
     queues.models = copy.deepcopy(r.queues.models)
-    _running(r, queues, ends)
+    _running(r, queues, ends, held)
     for action in actions:
         if isinstance(action, Admit) and action.unit in r.plans:
             _started(ends, queues, r.plans[action.unit].assignments, action.ungate,
@@ -190,22 +200,46 @@ def _ended(step: Sequence[_End], queues: Queueing, ends: _Ends) -> None:
         queues.snap.take(node, room)
 
 
-def _running(r: Round, queues: Queueing, ends: _Ends) -> None:
+def _held(r: Round) -> list[tuple[str, PodInfo, UnitId]]:
+    """Every pod that holds GPUs: its node, and its unit."""
+    cluster = r.snap.cluster
+    return [(node, pod, membership(pod) or UnitId.of_pod(pod.key))
+            for node, holders in cluster.occupancy.holders.items()
+            for pod in (cluster.pods[h.pod] for h in holders)]
+
+
+def _going(held: Sequence[tuple[str, PodInfo, UnitId]], now: float,
+           spared: frozenset[str]) -> dict[Key, tuple[float, ...]]:
+    """How long each unit that holds GPUs and states no run time has run (since its
+    first pod started), per namespace and class: runs known to last at least that."""
+    first: dict[UnitId, PodInfo] = {}
+    stating: set[UnitId] = set()
+    for _, pod, unit in held:
+        if pod.marks.runtime is not None:
+            stating.add(unit)
+        elif pod.started and (unit not in first or pod.started < (first[unit].started or 0)):
+            first[unit] = pod
+    going: dict[Key, list[float]] = {}
+    for unit, pod in first.items():
+        if unit not in stating and pod.namespace not in spared:
+            going.setdefault(key_of(pod), []).append(now - (pod.started or now))
+    return {key: tuple(times) for key, times in going.items()}
+
+
+def _running(r: Round, queues: Queueing, ends: _Ends,
+             held: Sequence[tuple[str, PodInfo, UnitId]]) -> None:
     """The expected end of every pod that holds GPUs, one end per unit and time."""
     cluster = r.snap.cluster
     runtimes, spared = queues.state.runtimes, queues.state.spared
     gpus_of, quotas = cluster.occupancy.gpus_of, queues.state.quotas
     by_end: dict[tuple[float | None, UnitId], list[tuple[str, PodInfo]]] = {}
-    for node, holders in cluster.occupancy.holders.items():
-        for h in holders:
-            pod = cluster.pods[h.pod]
-            unit = membership(pod) or UnitId.of_pod(pod.key)
-            ran = r.now - pod.started if pod.started else 0.0
-            runtime = None if pod.namespace in spared else runtimes.typical((pod,), ran)
-            # As the head's shadow time counts it (`backfill`): not started, it starts
-            # now at the soonest; past its end, it ends now at the soonest.
-            at = None if runtime is None else max((pod.started or r.now) + runtime, r.now)
-            by_end.setdefault((at, unit), []).append((node, pod))
+    for node, pod, unit in held:
+        ran = r.now - pod.started if pod.started else 0.0
+        runtime = None if pod.namespace in spared else runtimes.typical((pod,), ran)
+        # As the head's shadow time counts it (`backfill`): not started, it starts
+        # now at the soonest; past its end, it ends now at the soonest.
+        at = None if runtime is None else max((pod.started or r.now) + runtime, r.now)
+        by_end.setdefault((at, unit), []).append((node, pod))
     for (at, unit), pods in by_end.items():
         ends.add(at, unit, pods, quotas.queue_of(unit.namespace), gpus_of)
 
@@ -216,8 +250,10 @@ def _started(ends: _Ends, queues: Queueing, assignments: Mapping[PodKey, str],
     runtime = runtimes.typical(pods)
     each = {p.key: queues.snap.gpus(p.requests) for p in pods}
     placed = [(assignments[p.key], p) for p in pods if p.key in assignments]
-    ends.add(None if runtime is None else at + runtime, unit, placed,
-             queues.state.quotas.queue_of(unit.namespace), each)
+    end = None if runtime is None else at + runtime
+    ends.add(end, unit, placed, queues.state.quotas.queue_of(unit.namespace), each)
+    for node, pod in placed:
+        ends.placed.setdefault(node, []).append((end, pod.key, each[pod.key]))
 
 
 def _step(r: Round, queues: Queueing, ends: _Ends, pending: list[Gang], now: float,
@@ -228,7 +264,7 @@ def _step(r: Round, queues: Queueing, ends: _Ends, pending: list[Gang], now: flo
     step = Round(queues.snap, queues, r.sizes, now, r.options)
     step.held = set(r.held)
     if (backfill := step.reservation.backfill) is not None:
-        backfill.gone = ends.gone
+        backfill.gone, backfill.placed = ends.gone, ends.placed
     still: list[Gang] = []
     # Nothing goes while less is free than the least any unit of the window needs.
     need = queues.snap.unit_need

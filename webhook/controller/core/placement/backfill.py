@@ -36,6 +36,8 @@ from webhook.controller.core.pods import PodInfo
 # A pod running on a kept node: when it is expected to end (None: unknown), its node, and
 # the GPUs it frees there.
 Ending = tuple[float | None, str, GpuEquivalents]
+# A pod a forecast started on a node: when it is expected to end, its key, its GPUs.
+Placed = tuple[float | None, PodKey, GpuEquivalents]
 
 
 class Shadow(NamedTuple):
@@ -104,6 +106,9 @@ class Backfill:
         self.spared = spared
         # Pods a forecast has seen end (`forecasting`): their room is free already.
         self.gone: Collection[PodKey] = frozenset()
+        # Pods a forecast started, which the cluster does not hold: per node, each one's
+        # expected end (None: unknown), key and GPUs. The head's start waits for them too.
+        self.placed: Mapping[str, Sequence[Placed]] = {}
 
     def until(self, pods: Sequence[PodInfo], stretch: float = 1.0, gang: Gang | None = None
               ) -> float | None:
@@ -139,6 +144,8 @@ class Backfill:
         holding, pods = cluster.occupancy.holders, cluster.pods
         ends = [(self._end(pods[h.pod]), node, h.gpus)
                 for node in free for h in holding.get(node, ()) if h.pod not in self.gone]
+        ends += [(end, node, gpus) for node in free
+                 for end, key, gpus in self.placed.get(node, ()) if key not in self.gone]
         sizes: Sequence[GpuEquivalents]
         if gang is not None and gang.whole(members):
             need, sizes = snap.unit_need(gang, members), gang.sizes(snap.accelerators)

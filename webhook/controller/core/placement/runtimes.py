@@ -28,6 +28,12 @@ leave room): on `shaped.jsonl` the runs take a median 0.84 of what they state, a
 forecast taking the stated time at its word predicts what waits behind them late. Backfill
 keeps the stated time as it is: a promise shortened by a ratio would overrun.
 
+The median of the window counts the units of the kind still running (`running`,
+`survival`): the runs that ended are the short ones, while the long ones still run.
+Before `LEAST` of a namespace and class succeeded, a forecast takes the runs of its
+namespace, every class (its queue's history); with fewer than `LEAST` there either, the
+end is unknown. Why these and not others: docs/benchmarks.md (predicted starts).
+
 Kept in the cluster by the leader beside the fair share (`remembering`), and read back
 when a leader starts. Pure."""
 
@@ -38,6 +44,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from webhook.controller.core.placement.survival import Survival, median_beyond, survival
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.records import dump_memory, load_memory
 from webhook.keys import CLASS_LABEL
@@ -66,6 +73,14 @@ class Runtimes:
     # which makes new ones.
     _estimates: dict[Key, float | None] = field(default_factory=dict, init=False,
                                                 repr=False, compare=False)
+    # How long the units that state no run time have run so far, those still running
+    # (a forecast's, `running`): what `typical` expects counts them as runs that last
+    # at least that long. Not kept: the cluster shows them.
+    going: Mapping[Key, tuple[float, ...]] = field(default_factory=dict)
+    # The survival `typical` reads, per (namespace, class), or per namespace (its
+    # fallback), once asked: asked per running pod.
+    _survivals: dict[Key | str, Survival | None] = field(default_factory=dict, init=False,
+                                                         repr=False, compare=False)
 
     def learned(self, key: Key, seconds: float, stated: float | None = None) -> Runtimes:
         """These run times and one more of `key`, which stated `stated` (None: nothing),
@@ -106,7 +121,11 @@ class Runtimes:
         namespace and class learned, those that lasted longer than `ran`, the median:
         as what they ran of what they stated, times the longest any of `pods` states,
         when one states a time (the time stated as it is until `LEAST` such runs are
-        known); else of their run times. `ran` when no run lasted longer."""
+        known); else of their run times, or, before `LEAST` of their class succeeded,
+        of all their namespace's (its queue's history: a forecast of an end that is
+        only expected, never a promise); the units still `going` counted as runs that
+        last at least as long as they ran so far (`survival`). `ran` when no run lasted
+        longer."""
         if not pods:
             return None
         key = key_of(pods[0])
@@ -114,8 +133,35 @@ class Runtimes:
         if stated is not None:
             ratios = self.ratios.get(key, ())
             return stated if len(ratios) < LEAST or stated <= 0 else _beyond(ratios, ran, stated)
+        found = self._survival(key)
+        return None if found is None else median_beyond(found, ran)
+
+    def running(self, going: Mapping[Key, tuple[float, ...]]) -> Runtimes:
+        """These run times, with units stating no time running for `going` seconds so
+        far, per (namespace, class)."""
+        return replace(self, going=going)
+
+    def _survival(self, key: Key) -> Survival | None:
+        """The survival of `key`'s runs, else (fewer than `LEAST` ended) of all its
+        namespace's, else None."""
+        try:
+            return self._survivals[key]
+        except KeyError:
+            pass
         runs = self.seen.get(key, ())
-        return None if len(runs) < LEAST else _beyond(runs, ran)
+        if len(runs) >= LEAST:
+            found: Survival | None = survival(runs, self.going.get(key, ()))
+        else:
+            namespace = key[0]
+            if namespace not in self._survivals:
+                pairs = [k for k in sorted(self.seen.keys() | self.going.keys())
+                         if k[0] == namespace]
+                runs = tuple(t for k in pairs for t in self.seen.get(k, ()))
+                self._survivals[namespace] = None if len(runs) < LEAST else survival(
+                    runs, [t for k in pairs for t in self.going.get(k, ())])
+            found = self._survivals[namespace]
+        self._survivals[key] = found
+        return found
 
     def dumps(self) -> str:
         return dump_memory("runtimes", {"seen": [

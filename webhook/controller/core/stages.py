@@ -230,6 +230,10 @@ def make_room(r: Round, u: Unit) -> Verdict:
     # of every deletion yet, and preempting again would evict more than it needs.
     if u.started or u.hold is not None:
         return None
+    if not r.queues.plans_left():
+        # The round's plans are spent: neither evicting nor moving is looked at, and a
+        # deep queue ends here.
+        return None
     # Room reserved for the head is lent on a promise to end in time, never taken by
     # evicting what runs there; nor is room held for another preemptor.
     avoid, head = r.reservation.nodes | r.held | u.model_off, r.reservation.head is None

@@ -41,25 +41,44 @@ class _Cover:
     saved: list[float]
 
 
+# A node's pods holding GPUs, per priority: (priority, each pod as (saved from, GPUs),
+# their GPUs). Kept per node between rounds (`occupancy`): a set of nodes' costs are then
+# built from its nodes' parts, not from every pod on them.
+Part = list[tuple[int, list[tuple[float, GpuEquivalents]], GpuEquivalents]]
+
+
+def part_of(holdings: Iterable[Holder]) -> Part:
+    by_priority: dict[int, list[tuple[float, GpuEquivalents]]] = {}
+    gpus_at: dict[int, GpuEquivalents] = {}
+    for priority, started, gpus, _, checkpointed in holdings:
+        if gpus > 0:
+            saved = checkpointed or 0.0
+            pod = (saved if saved > started else started, gpus)  # `saved_from`
+            level = by_priority.get(priority)
+            if level is None:
+                by_priority[priority] = [pod]
+                gpus_at[priority] = gpus
+            else:
+                level.append(pod)
+                gpus_at[priority] += gpus
+    return [(p, pods, gpus_at[p]) for p, pods in by_priority.items()]
+
+
 class Costs:
     __slots__ = ("_covers", "_levels", "_priorities", "_totals")
 
-    def __init__(self, holdings: Iterable[Holder]) -> None:
-        # Built again for every set of nodes where a pod changed, so a round's first plan
-        # builds dozens: one pass, with no call per pod.
+    def __init__(self, holdings: Iterable[Holder] = (), parts: Iterable[Part] = ()) -> None:
+        """The costs of evicting `holdings`, and the pods of `parts` (`part_of`)."""
         by_priority: dict[int, list[tuple[float, GpuEquivalents]]] = {}
         gpus_at: dict[int, GpuEquivalents] = {}
-        for priority, started, gpus, _, checkpointed in holdings:
-            if gpus > 0:
-                saved = checkpointed or 0.0
-                pod = (saved if saved > started else started, gpus)  # `saved_from`
-                level = by_priority.get(priority)
-                if level is None:
-                    by_priority[priority] = [pod]
-                    gpus_at[priority] = gpus
-                else:
-                    level.append(pod)
-                    gpus_at[priority] += gpus
+        for priority, pods, gpus in itertools.chain(part_of(holdings), *parts):
+            level = by_priority.get(priority)
+            if level is None:
+                by_priority[priority] = [*pods]  # its own: parts are kept
+                gpus_at[priority] = gpus
+            else:
+                level.extend(pods)
+                gpus_at[priority] += gpus
         self._priorities = sorted(by_priority)
         # Per priority, lowest first: its pods (saved from, GPUs), and the GPUs of all
         # the pods up to it.

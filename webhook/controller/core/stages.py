@@ -297,7 +297,7 @@ STAGES: Final[tuple[Stage, ...]] = (members, queue, borrow, place, quota, shrink
 def consider(r: Round, gang: Gang, hold: Hold | None = None) -> list[Action]:
     """What the round decides for one unit (with room `hold` held for it, when it
     preempted and its victims are gone)."""
-    u = Unit(gang, hold)
+    u = Unit(gang, hold, gang.started)
     for stage in STAGES:
         verdict = stage(r, u)
         if verdict is not None:

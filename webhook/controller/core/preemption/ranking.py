@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.actions import Victim
@@ -24,10 +25,10 @@ from webhook.controller.core.preemption.criteria import OVERRAN, cost, old_enoug
 EXACT_DOMAINS = 3
 
 
-@dataclass(frozen=True, slots=True)
-class Usable:
+class Usable(NamedTuple):
     """A domain's nodes a preemptor may use, and what names them for the rankings: the
-    domain, and the nodes kept from it, if any."""
+    domain, and the nodes kept from it, if any. A NamedTuple: a plan makes one for each
+    of hundreds of domains."""
 
     nodes: list[str]
     key: tuple[object, ...]
@@ -82,19 +83,24 @@ class Rankings:
         self._costs_here.clear()
 
     @staticmethod
-    def without(domain: tuple[object, ...], nodes: list[str], avoid: Collection[str]
-                 ) -> Usable:
-        """The nodes of `domain` (which names the pods' signature, level and domain) but
-        those to `avoid` (a few, at most), named for the rankings without a pass over
-        thousands of nodes."""
-        if not avoid:
-            return Usable(nodes, domain)
-        here = set(nodes) if len(avoid) * 8 < len(nodes) else None
-        cut = frozenset(n for n in avoid if n in here) if here is not None else \
-            frozenset(avoid).intersection(nodes)
-        if not cut:
-            return Usable(nodes, domain)
-        return Usable([n for n in nodes if n not in cut], (*domain, cut))
+    def usable(domains: Mapping[str | None, list[str]], name: tuple[object, ...],
+               avoid: Collection[str], eligible: Collection[str],
+               domain_of: Callable[[str], str | None]) -> dict[str | None, Usable]:
+        """The nodes of each of `domains` (`name` names the pods' signature and level)
+        but those to `avoid` (a few, at most; an `eligible` one is in the domain
+        `domain_of` says), named for the rankings: each domain by its name, and the
+        nodes kept from it, if any. The nodes to avoid are sorted into their domains
+        once, not looked for in each of hundreds of domains."""
+        cuts: dict[str | None, set[str]] = {}
+        for n in avoid:
+            if n in eligible:
+                cuts.setdefault(domain_of(n), set()).add(n)
+        found = {}
+        for domain, nodes in domains.items():
+            cut = cuts.get(domain)
+            found[domain] = Usable(nodes, (*name, domain)) if cut is None else \
+                Usable([n for n in nodes if n not in cut], (*name, domain, frozenset(cut)))
+        return found
 
     def ranking(self, usable: Usable) -> Ranking:
         """The units on the nodes, cheapest first, with what each frees there (a gang may

@@ -43,8 +43,9 @@ class _Cover:
 
 # A node's pods holding GPUs, per priority: (priority, each pod as (saved from, GPUs),
 # their GPUs). Kept per node between rounds (`occupancy`): a set of nodes' costs are then
-# built from its nodes' parts, not from every pod on them.
-Part = list[tuple[int, list[tuple[float, GpuEquivalents]], GpuEquivalents]]
+# built from its nodes' parts, not from every pod on them. Tuples of numbers, which the
+# cyclic collector stops tracking: thousands of nodes keep one.
+Part = tuple[tuple[int, tuple[tuple[float, GpuEquivalents], ...], GpuEquivalents], ...]
 
 
 def part_of(holdings: Iterable[Holder]) -> Part:
@@ -61,7 +62,7 @@ def part_of(holdings: Iterable[Holder]) -> Part:
             else:
                 level.append(pod)
                 gpus_at[priority] += gpus
-    return [(p, pods, gpus_at[p]) for p, pods in by_priority.items()]
+    return tuple((p, tuple(pods), gpus_at[p]) for p, pods in by_priority.items())
 
 
 class Costs:
@@ -74,7 +75,7 @@ class Costs:
         for priority, pods, gpus in itertools.chain(part_of(holdings), *parts):
             level = by_priority.get(priority)
             if level is None:
-                by_priority[priority] = [*pods]  # its own: parts are kept
+                by_priority[priority] = [*pods]  # a list: other parts join it
                 gpus_at[priority] = gpus
             else:
                 level.extend(pods)

@@ -84,8 +84,8 @@ class Occupancy:
         the costs of evicting on sets of nodes that hold it."""
         for key in self._costs_on.pop(node, ()):
             self._costs.pop(key, None)
-        for parts in self._parts.values():
-            parts.pop(node, None)
+        for by_node in self._parts.values():
+            by_node.pop(node, None)
         for (priority, size), parts in self._room_parts.items():
             now = self._room_below(node, free_gpu, priority) // size
             before = parts.pop(node, 0)

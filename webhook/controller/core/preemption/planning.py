@@ -332,7 +332,8 @@ class Preemptor:
         shape = len(sizes), sizes[-1]
         nodes = self.snap.nodes
         domains = Rankings.usable(
-            self.snap.domains(anchor, key) if key else {None: self.snap.eligible_nodes(anchor)},
+            self.snap.domains(anchor, key).items() if key else
+            [(None, self.snap.eligible_nodes(anchor))],
             (anchor.constraints.signature, key), avoid, self.snap.eligible_set(anchor),
             (lambda n: nodes[n].labels.get(key)) if key else lambda _: None)
         overran = self.units.overran_nodes

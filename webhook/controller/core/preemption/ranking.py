@@ -239,4 +239,3 @@ class Rankings:
                 bounds.append((bound, str(domain), domain))
         bounds.sort()
         return bounds
-

@@ -78,6 +78,7 @@ def _state(t: Tracked) -> dict[str, Any]:
         "accelerators": t.accelerators,
         "gangs": {g: (tuple(x.members), tuple(x.records))
                   for g, x in membership.gangs().items()},
+        "pending": [g.id for g in membership.pending()],
     }
 
 
@@ -119,6 +120,7 @@ def test_tracking_event_by_event_equals_tracking_what_is_left(sequence: list[Ste
         t.capacity.domain_rooms(PODS[0], CLIQUE)
         t.capacity.domain_rooms(PODS[0], EVERYWHERE)
         t.membership.gangs()
+        t.membership.pending()
         t.room_below(2000, 4)
         t.occupancy.costs(("all",), NODE_NAMES, frozenset())
     fresh = Tracked.of(nodes.values(), pods.values(), POLICY_DEFAULT)

@@ -90,7 +90,7 @@ def _decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float
     gone = {r.unit for r in requeued}
     waiting: list[Gang] = []
     for gang in cluster.membership.pending():
-        if gang.id in gone:
+        if gone and gang.id in gone:
             continue
         if gang.invalid is not None:
             if gang.waiting:
@@ -107,10 +107,11 @@ def _decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float
         waiting, options.reservation_timeout + state.preemption.checkpoint_grace)}
     for held in holds.values():
         r.held.update(held.nodes)
-    for gang in waiting:
+    # Each of thousands of waiting units is looked up in these: only when there are any.
+    for gang in waiting if holds else ():
         if (hold := holds.get(gang.id)) is not None:
             actions.extend(_guarded(gang, partial(_resume, r, gang, hold)))
-    for gang in queues.order(g for g in waiting if g.id not in holds):
+    for gang in queues.order((g for g in waiting if g.id not in holds) if holds else waiting):
         if gang.id not in queues.evicting:  # its running members go: nothing joins them
             actions.extend(_guarded(gang, partial(consider, r, gang)))
     return actions, r

@@ -11,7 +11,7 @@ size (`Oversize`). Pure."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from webhook.controller.core.actions import Wait
 from webhook.controller.core.cluster.snapshot import Snapshot
@@ -21,12 +21,11 @@ from webhook.controller.core.pods import PodInfo
 from webhook.conventions.base import SizeUnknown
 
 
-@dataclass(frozen=True, slots=True)
-class Take:
+class Take(NamedTuple):
     """The members to take now; how many of them must go together (the rest, up to all,
     go too when they fit: an elastic gang's pods above its minimum); and how many of the
     first restore what the gang was admitted with, and are not charged to its queue
-    again."""
+    again. A NamedTuple: every waiting unit makes one every round."""
 
     members: list[PodInfo]
     must: int

@@ -86,6 +86,8 @@ class Unit:
     gang: Gang
     # Room held for it: it preempted, and its victims are gone.
     hold: Hold | None = None
+    # Part of it was admitted before (`Gang.started`), asked by most stages: read once.
+    started: bool = False
     size: int = 0
     # An elastic gang's minimum (None: it runs whole or not at all), and the fewest it
     # starts with (its size when not elastic).
@@ -114,10 +116,6 @@ class Unit:
     over: str | None = None
     # Whether its no-fit was judged now, not taken from a unit alike.
     fresh: bool = True
-
-    @property
-    def started(self) -> bool:
-        return self.gang.started
 
     @property
     def anchor(self) -> PodInfo:

@@ -244,6 +244,10 @@ def make_room(r: Round, u: Unit) -> Verdict:
     # of every deletion yet, and preempting again would evict more than it needs.
     if u.started or u.hold is not None:
         return None
+    if not r.queues.plans_left():
+        # The round's plans are spent: neither evicting nor moving is looked at, and a
+        # deep queue ends here.
+        return None
     # Room reserved for the head is lent on a promise to end in time, never taken by
     # evicting what runs there; nor is room held for another preemptor.
     avoid, head = r.reservation.nodes | r.held | u.model_off, r.reservation.head is None
@@ -307,7 +311,7 @@ STAGES: Final[tuple[Stage, ...]] = (members, queue, borrow, place, quota, shrink
 def consider(r: Round, gang: Gang, hold: Hold | None = None) -> list[Action]:
     """What the round decides for one unit (with room `hold` held for it, when it
     preempted and its victims are gone)."""
-    u = Unit(gang, hold)
+    u = Unit(gang, hold, gang.started)
     for stage in STAGES:
         verdict = stage(r, u)
         if verdict is not None:

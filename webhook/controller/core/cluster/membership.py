@@ -28,6 +28,9 @@ class Membership:
         # Per unit, its members gated or let go but not bound yet: what a round decides
         # for, or holds room for. The rest run, and a round need not look at them.
         self._pending: Counter[UnitId] = Counter()
+        # Those units in order, kept until one comes or goes: thousands may wait, and
+        # every round reads them.
+        self._pending_order: list[UnitId] | None = None
         # Gangs a member of which came, went or changed since their one reader (the
         # queues' accounts) last asked: it keeps what it derives from gangs (who is short
         # of members, who runs to teach a run time) current from these, not from a pass
@@ -49,6 +52,7 @@ class Membership:
                 self.pinned.add(key)
             if pod.gated or not pod.node_name:
                 self._pending[unit] += 1
+                self._pending_order = None
         if pod.recorded.distrusted and pod.active:
             self.distrusted.add(key)
         self._count(pod, 1)
@@ -67,6 +71,7 @@ class Membership:
             self.pinned.discard(key)
             if pod.gated or not pod.node_name:
                 self._drop(self._pending, unit)
+                self._pending_order = None
         self._count(pod, -1)
 
     @staticmethod
@@ -100,8 +105,11 @@ class Membership:
 
     def pending(self) -> list[Gang]:
         """The units with members gated, or let go and not bound yet, by id."""
+        order = self._pending_order
+        if order is None:
+            order = self._pending_order = sorted(self._pending)
         found = []
-        for unit in sorted(self._pending):
+        for unit in order:
             gang = self.gang(unit)
             assert gang is not None  # a pending unit has members
             found.append(gang)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.identities import PodKey
 from webhook.controller.core.pods import PodInfo
-from webhook.controller.core.preemption.costs import Costs, Holder
+from webhook.controller.core.preemption.costs import Costs, Holder, Part, part_of
 
 
 def holder_of(pod: PodInfo, gpus: GpuEquivalents) -> Holder:
@@ -36,6 +36,9 @@ class Occupancy:
         # gives the set and namespaces it spares, and node -> the names of sets it is in.
         self._costs: dict[tuple[object, ...], Costs] = {}
         self._costs_on: dict[str, set[tuple[object, ...]]] = {}
+        # Per spared namespaces, each node's holders as a part of those costs: a set is
+        # built again when one of its nodes changes, from its nodes' parts.
+        self._parts: dict[frozenset[str], dict[str, Part]] = {}
 
     def bind(self, pod: PodInfo, node: str, gpus: GpuEquivalents) -> None:
         """A bound, active pod: on `node`, holding `gpus`."""
@@ -73,6 +76,7 @@ class Occupancy:
     def forget_costs(self) -> None:
         self._costs.clear()
         self._costs_on.clear()
+        self._parts.clear()
 
     def touched(self, node: str, free_gpu: GpuEquivalents | None) -> None:
         """`node` changed (its holders or its free GPUs, now `free_gpu`; None: the node is
@@ -80,6 +84,8 @@ class Occupancy:
         the costs of evicting on sets of nodes that hold it."""
         for key in self._costs_on.pop(node, ()):
             self._costs.pop(key, None)
+        for by_node in self._parts.values():
+            by_node.pop(node, None)
         for (priority, size), parts in self._room_parts.items():
             now = self._room_below(node, free_gpu, priority) // size
             before = parts.pop(node, 0)
@@ -121,9 +127,17 @@ class Occupancy:
         key = (*name, spared)
         found = self._costs.get(key)
         if found is None:
-            holding = self.holders
-            found = self._costs[key] = Costs(
-                h for n in nodes for h in holding.get(n, ()) if h.pod.namespace not in spared)
+            found = self._costs[key] = Costs(parts=[self._part(n, spared) for n in nodes])
             for n in nodes:
                 self._costs_on.setdefault(n, set()).add(key)
+        return found
+
+    def _part(self, node: str, spared: frozenset[str]) -> Part:
+        parts = self._parts.get(spared)
+        if parts is None:
+            parts = self._parts[spared] = {}
+        found = parts.get(node)
+        if found is None:
+            found = parts[node] = part_of(h for h in self.holders.get(node, ())
+                                          if h.pod.namespace not in spared)
         return found

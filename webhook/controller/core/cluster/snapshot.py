@@ -159,4 +159,5 @@ class Snapshot:
 
     def free_gpus(self, names: Iterable[str]) -> GpuEquivalents:
         free_gpu = self.free_gpu
-        return sum(max(free_gpu[n], 0) for n in names)
+        # A list, not a generator of `max` calls: preemption asks it of every domain.
+        return sum([free if (free := free_gpu[n]) >= 0 else 0 for n in names])

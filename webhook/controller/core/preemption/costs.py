@@ -41,21 +41,50 @@ class _Cover:
     saved: list[float]
 
 
+# A node's pods holding GPUs, per priority: (priority, each pod as (saved from, GPUs),
+# their GPUs). Kept per node between rounds (`occupancy`): a set of nodes' costs are then
+# built from its nodes' parts, not from every pod on them. Tuples of numbers, which the
+# cyclic collector stops tracking: thousands of nodes keep one.
+Part = tuple[tuple[int, tuple[tuple[float, GpuEquivalents], ...], GpuEquivalents], ...]
+
+
+def part_of(holdings: Iterable[Holder]) -> Part:
+    by_priority: dict[int, list[tuple[float, GpuEquivalents]]] = {}
+    gpus_at: dict[int, GpuEquivalents] = {}
+    for priority, started, gpus, _, checkpointed in holdings:
+        if gpus > 0:
+            saved = checkpointed or 0.0
+            pod = (saved if saved > started else started, gpus)  # `saved_from`
+            level = by_priority.get(priority)
+            if level is None:
+                by_priority[priority] = [pod]
+                gpus_at[priority] = gpus
+            else:
+                level.append(pod)
+                gpus_at[priority] += gpus
+    return tuple((p, tuple(pods), gpus_at[p]) for p, pods in by_priority.items())
+
+
 class Costs:
     __slots__ = ("_covers", "_levels", "_priorities", "_totals")
 
-    def __init__(self, holdings: Iterable[Holder]) -> None:
+    def __init__(self, holdings: Iterable[Holder] = (), parts: Iterable[Part] = ()) -> None:
+        """The costs of evicting `holdings`, and the pods of `parts` (`part_of`)."""
         by_priority: dict[int, list[tuple[float, GpuEquivalents]]] = {}
-        for priority, started, gpus, _, checkpointed in holdings:
-            if gpus > 0:
-                by_priority.setdefault(priority, []).append(
-                    (max(started, checkpointed or 0.0), gpus))
+        gpus_at: dict[int, GpuEquivalents] = {}
+        for priority, pods, gpus in itertools.chain(part_of(holdings), *parts):
+            level = by_priority.get(priority)
+            if level is None:
+                by_priority[priority] = [*pods]  # a list: other parts join it
+                gpus_at[priority] = gpus
+            else:
+                level.extend(pods)
+                gpus_at[priority] += gpus
         self._priorities = sorted(by_priority)
         # Per priority, lowest first: its pods (saved from, GPUs), and the GPUs of all
         # the pods up to it.
         self._levels = [by_priority[p] for p in self._priorities]
-        self._totals = list(itertools.accumulate(
-            sum(g for _, g in pods) for pods in self._levels))
+        self._totals = list(itertools.accumulate(gpus_at[p] for p in self._priorities))
         # By the highest priority they take in: built by `bound` when first asked.
         self._covers: dict[int, _Cover] = {}
 
@@ -88,10 +117,12 @@ class Costs:
 
     def _covering(self, top: int) -> _Cover:
         """The pods of levels up to `top`, the last saved first."""
-        pods = sorted((pod for level in self._levels[:top + 1] for pod in level),
-                      reverse=True)
+        pods: list[tuple[float, GpuEquivalents]] = []
+        for level in self._levels[:top + 1]:
+            pods.extend(level)
+        pods.sort(reverse=True)
         cover = self._covers[top] = _Cover(
             pods[0][0] if pods else 0.0,
-            list(itertools.accumulate((g for _, g in pods), initial=0)),
-            list(itertools.accumulate((g * s for s, g in pods), initial=0.0)))
+            list(itertools.accumulate([g for _, g in pods], initial=0)),
+            list(itertools.accumulate([g * s for s, g in pods], initial=0.0)))
         return cover

@@ -330,10 +330,12 @@ class Preemptor:
         members asking `sizes` GPUs (most first)."""
         anchor = members[0]
         shape = len(sizes), sizes[-1]
-        everywhere = {None: self.snap.eligible_nodes(anchor)}
-        sig = anchor.constraints.signature
-        domains = {name: Rankings.without((sig, key, name), nodes, avoid) for name, nodes in
-                   (self.snap.domains(anchor, key) if key else everywhere).items()}
+        nodes = self.snap.nodes
+        domains = Rankings.usable(
+            self.snap.domains(anchor, key).items() if key else
+            [(None, self.snap.eligible_nodes(anchor))],
+            (anchor.constraints.signature, key), avoid, self.snap.eligible_set(anchor),
+            (lambda n: nodes[n].labels.get(key)) if key else lambda _: None)
         overran = self.units.overran_nodes
         late = overran if head else frozenset()
 

@@ -8,8 +8,9 @@ is costed afresh."""
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.actions import Victim
@@ -24,10 +25,10 @@ from webhook.controller.core.preemption.criteria import OVERRAN, cost, old_enoug
 EXACT_DOMAINS = 3
 
 
-@dataclass(frozen=True, slots=True)
-class Usable:
+class Usable(NamedTuple):
     """A domain's nodes a preemptor may use, and what names them for the rankings: the
-    domain, and the nodes kept from it, if any."""
+    domain, and the nodes kept from it, if any. A NamedTuple: a plan makes one for each
+    of hundreds of domains."""
 
     nodes: list[str]
     key: tuple[object, ...]
@@ -54,7 +55,6 @@ class Rankings:
     def __init__(self, snap: Snapshot, units: Candidates) -> None:
         self.snap = snap
         self.units = units
-        self.gpus_of = units.cluster.occupancy.gpus_of
         self.taken: set[UnitId] = set()
         self._rankings: dict[tuple[object, ...], Ranking] = {}
         # Unit -> the rankings it is in, to drop them once the unit is taken.
@@ -82,19 +82,24 @@ class Rankings:
         self._costs_here.clear()
 
     @staticmethod
-    def without(domain: tuple[object, ...], nodes: list[str], avoid: Collection[str]
-                 ) -> Usable:
-        """The nodes of `domain` (which names the pods' signature, level and domain) but
-        those to `avoid` (a few, at most), named for the rankings without a pass over
-        thousands of nodes."""
-        if not avoid:
-            return Usable(nodes, domain)
-        here = set(nodes) if len(avoid) * 8 < len(nodes) else None
-        cut = frozenset(n for n in avoid if n in here) if here is not None else \
-            frozenset(avoid).intersection(nodes)
-        if not cut:
-            return Usable(nodes, domain)
-        return Usable([n for n in nodes if n not in cut], (*domain, cut))
+    def usable(domains: Iterable[tuple[str | None, list[str]]], level: tuple[object, ...],
+               avoid: Collection[str], eligible: Collection[str],
+               domain_of: Callable[[str], str | None]) -> dict[str | None, Usable]:
+        """Each of `domains` (its name, its nodes) as a preemptor may use it: its nodes
+        but those to `avoid` (a few at most; an `eligible` one is in the domain
+        `domain_of` says), named for the rankings by `level` (the pods' signature and
+        topology key), the domain, and the nodes kept from it, if any. The nodes to avoid
+        are sorted into their domains once, not looked for in each of hundreds."""
+        cuts: dict[str | None, set[str]] = {}
+        for n in avoid:
+            if n in eligible:
+                cuts.setdefault(domain_of(n), set()).add(n)
+        found = {}
+        for domain, nodes in domains:
+            cut = cuts.get(domain)
+            found[domain] = Usable(nodes, (*level, domain)) if cut is None else \
+                Usable([n for n in nodes if n not in cut], (*level, domain, frozenset(cut)))
+        return found
 
     def ranking(self, usable: Usable) -> Ranking:
         """The units on the nodes, cheapest first, with what each frees there (a gang may
@@ -103,12 +108,11 @@ class Rankings:
         found = self._rankings.get(key)
         if found is None:
             here: dict[UnitId, tuple[Victim, GpuEquivalents]] = {}
-            taken, gpus_of, units = self.taken, self.gpus_of, self.units
-            pods, on_node = units.cluster.pods, units.cluster.occupancy.on_node
+            taken, units = self.taken, self.units
+            pods, holding = units.cluster.pods, units.cluster.occupancy.holders
             for n in nodes:
-                for pod_key in on_node.get(n, ()):
-                    if not (gpus := gpus_of.get(pod_key, 0)):
-                        continue
+                # The pods holding GPUs there: most of a node's pods hold none.
+                for _, _, gpus, pod_key, _ in holding.get(n, ()):
                     name = units.unit_of(pods[pod_key])
                     if name in taken or (unit := units.get(name)) is None:
                         continue
@@ -206,21 +210,32 @@ class Rankings:
         if len(domains) <= EXACT_DOMAINS:
             return sorted((cost, str(domain), domain) for domain, usable in domains.items()
                           if (cost := estimate(usable)) is not None)
-        now = self.units.now
-        bounds: list[Ranked] = []
-        for domain, usable in domains.items():
-            deficit = need - self.snap.free_gpus(usable.nodes)
-            bound = NOTHING if deficit <= 0 or (
-                overran and not overran.isdisjoint(usable.nodes)) else \
-                self.costs(usable).bound(deficit, now)
-            if bound is not None and (below is None or bound[0] < below):
-                bounds.append((bound, str(domain), domain))
-        bounds.sort()
         best: list[Ranked] = []
-        for bound, name, domain in bounds:
+        for bound, name, domain in self._bounds(domains, need, below, overran):
             if len(best) >= EXACT_DOMAINS and (bound, name) > best[EXACT_DOMAINS - 1][:2]:
                 break
             cost = estimate(domains[domain])
             if cost is not None:
                 bisect.insort(best, (cost, name, domain))
         return best
+
+    def _bounds(self, domains: Mapping[str | None, Usable], need: GpuEquivalents,
+                below: int | None, overran: frozenset[str]) -> list[Ranked]:
+        """Each domain's bound (`ranked`), lowest first."""
+        now, free_gpus, units = self.units.now, self.snap.free_gpus, self.units
+        # Hundreds of domains a plan: while this round took no victim, the costs kept
+        # between rounds are asked for in line.
+        kept = units.cluster.occupancy.costs if not self._gone_on else None
+        bounds: list[Ranked] = []
+        for domain, usable in domains.items():
+            deficit = need - free_gpus(usable.nodes)
+            if deficit <= 0 or (overran and not overran.isdisjoint(usable.nodes)):
+                bound: tuple[int, float] | None = NOTHING
+            else:
+                costs = self.costs(usable) if kept is None else \
+                    kept(usable.key, usable.nodes, units.spared)
+                bound = costs.bound(deficit, now)
+            if bound is not None and (below is None or bound[0] < below):
+                bounds.append((bound, str(domain), domain))
+        bounds.sort()
+        return bounds

@@ -25,6 +25,10 @@ def queue_order(gangs: Iterable[Gang], queue_of: Callable[[Gang], str] = lambda 
         lines.setdefault(queue_of(gang), []).append(gang)
     for line in lines.values():
         line.sort(key=lambda g: (-g.priority, g.id != head, g.arrival, g.id), reverse=True)
+    if len(lines) == 1:
+        # One queue: no pick between queues, so no share to read at each.
+        yield from reversed(next(iter(lines.values())))
+        return
     while lines:
         queue = min(lines, key=lambda q: (-lines[q][-1].priority, lines[q][-1].id != head,
                                           share(q), lines[q][-1].arrival, lines[q][-1].id))

@@ -16,6 +16,7 @@ import jsonpatch
 
 from webhook.admission import engine
 from webhook.admission.reviews import Request
+from webhook.controller.core.constraints import Constraints
 from webhook.controller.core.pods import PodInfo
 from webhook.keys import CLASS_LABEL, CLASSES, GANG_NAME_LABEL
 from webhook.policy.model import Grant, Policy
@@ -23,7 +24,6 @@ from webhook.simulation.clusters import Cluster, Selector
 from webhook.simulation.traces import Job, airlock_annotations
 
 _USER = "airlock-simulate"
-_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +105,8 @@ def _selectors(selector: Selector, spec: Mapping[str, Any]) -> tuple[Selector, .
     """The label sets a node must carry one of: the nodeSelector, and each term of the
     required node affinity admission wrote (the labels its `In` expressions of one value
     name, all the simulated nodes carry)."""
-    node = (spec.get("affinity") or {}).get("nodeAffinity") or {}
-    terms = (node.get(_REQUIRED) or {}).get("nodeSelectorTerms")
+    # The controller's own reading of a pod's required terms.
+    terms = Constraints.read(spec, {}, {}).affinity_terms
     if not terms:
         return (selector,)
     return tuple(dict.fromkeys(tuple(sorted({**dict(selector), **{

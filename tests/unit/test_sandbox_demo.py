@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from webhook.keys import GATE
-from webhook.sandbox.showing import phase, settled
+from webhook.sandbox.showing import WITH_OPERATORS, WITHOUT_OPERATORS, demo_pods, phase, settled
 
 
 def pod_in(phase: str, node: str | None = "gpu-0000") -> dict[str, Any]:
@@ -33,6 +33,15 @@ def job(condition: str | None) -> dict[str, Any]:
 def test_the_table_waits_until_pods_run_and_jobs_finish(
         pods: list[dict[str, Any]], jobs: list[dict[str, Any]], ready: bool) -> None:
     assert settled(pods, jobs) is ready
+
+
+def test_the_table_waits_for_every_pod_the_demo_makes() -> None:
+    # The Deployment's 2 replicas and the Job's 1 pod can settle before the
+    # training-operator has made the PyTorchJob's 1 master and 3 workers.
+    assert (demo_pods(WITHOUT_OPERATORS), demo_pods(WITH_OPERATORS), demo_pods()) == (3, 4, 7)
+    three = [pod_in("Running"), pod_in("Running"), pod_in("Succeeded")]
+    assert not settled(three, [job("Complete")], demo_pods())
+    assert settled(three * 3, [job("Complete")], demo_pods())
 
 
 def test_status_says_gated_terminating_or_the_phase() -> None:

@@ -65,6 +65,7 @@ from webhook.sandbox.showing import (
     WITH_OPERATORS,
     WITHOUT_OPERATORS,
     create_demo,
+    demo_pods,
     pods_table,
 )
 
@@ -357,7 +358,7 @@ def _demo(state: dict[str, Any], args: argparse.Namespace,
               "pods; `airlock sandbox down`, then `airlock sandbox up --demo`", file=sys.stderr)
         return 1
     _create_demo(kubeconfig, files)
-    print(asyncio.run(pods_table(kubeconfig, within=args.settle)))
+    print(asyncio.run(pods_table(kubeconfig, within=args.settle, expected=demo_pods())))
     return 0
 
 

@@ -30,10 +30,27 @@ WITH_OPERATORS = ("training-pytorchjob.yaml",)
 DEMO_FILES = (*WITHOUT_OPERATORS, *WITH_OPERATORS)
 
 
+def _demo_docs(files: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [d for f in files for d in yaml.safe_load_all((DEMO / f).read_text()) if d]
+
+
+def demo_pods(files: tuple[str, ...] = DEMO_FILES) -> int:
+    """How many pods the objects of examples/demo's `files` make: a table read before an
+    operator has made a gang's pods would show the rest settled and the gang missing."""
+    def pods(doc: dict[str, Any]) -> int:
+        spec = doc["spec"]
+        if doc["kind"] == "Deployment":
+            return int(spec.get("replicas", 1))
+        if doc["kind"] == "Job":
+            return int(spec.get("completions", 1))
+        return sum(int(r.get("replicas", 1)) for r in spec["pytorchReplicaSpecs"].values())
+    return sum(map(pods, _demo_docs(files)))
+
+
 async def create_demo(kubeconfig: Path, files: tuple[str, ...] = DEMO_FILES) -> None:
     """The objects of examples/demo's `files`, in their namespaces (one there already is
     left as it is)."""
-    docs = [d for f in files for d in yaml.safe_load_all((DEMO / f).read_text()) if d]
+    docs = _demo_docs(files)
     async with await from_kubeconfig(kubeconfig) as api:
         await asyncio.gather(*(wiring.create_namespace(api, ns) for ns in
                                dict.fromkeys(d["metadata"]["namespace"] for d in docs)))
@@ -54,18 +71,19 @@ async def create_demo(kubeconfig: Path, files: tuple[str, ...] = DEMO_FILES) -> 
                     raise
 
 
-def settled(pods: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> bool:
-    """Every pod on a node and out of Pending, and every Job finished: the moment the
-    demo's table is worth reading."""
+def settled(pods: list[dict[str, Any]], jobs: list[dict[str, Any]], expected: int = 1) -> bool:
+    """At least `expected` pods, every one on a node and out of Pending, and every Job
+    finished: the moment the demo's table is worth reading."""
     finished = ("Complete", "Failed")
-    return bool(pods) and all(
+    return len(pods) >= max(expected, 1) and all(
         p["spec"].get("nodeName") and (p.get("status") or {}).get("phase") != "Pending"
         for p in pods) and all(
         any(c["type"] in finished and c["status"] == "True"
             for c in (j.get("status") or {}).get("conditions") or []) for j in jobs)
 
 
-async def _settled_pods(api: client.ApiClient, within: float) -> list[dict[str, Any]]:
+async def _settled_pods(api: client.ApiClient, within: float,
+                        expected: int) -> list[dict[str, Any]]:
     """Every pod, once all have settled or after `within` seconds, whichever comes
     first: a table read at once would show a moment of the controllers' work."""
     core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
@@ -75,7 +93,7 @@ async def _settled_pods(api: client.ApiClient, within: float) -> list[dict[str, 
             _preload_content=False)).json())["items"]
         jobs = (await (await batch.list_job_for_all_namespaces(
             _preload_content=False)).json())["items"]
-        if settled(pods, jobs):
+        if settled(pods, jobs, expected):
             return pods
         if time.monotonic() >= deadline:
             if within:
@@ -95,9 +113,9 @@ def phase(pod: dict[str, Any]) -> str:
     return str((pod.get("status") or {}).get("phase") or "Pending")
 
 
-async def pods_table(kubeconfig: Path, within: float = 0.0) -> str:
+async def pods_table(kubeconfig: Path, within: float = 0.0, expected: int = 1) -> str:
     async with await from_kubeconfig(kubeconfig) as api:
-        pods = await _settled_pods(api, within)
+        pods = await _settled_pods(api, within, expected)
         nodes = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in (
             await (await client.CoreV1Api(api).list_node(_preload_content=False)).json()
         )["items"]}

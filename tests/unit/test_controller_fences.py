@@ -1,22 +1,27 @@
 """Room reserved for the head of the queue is kept from the scheduler too: a gang admitted
 elsewhere is pinned off the reserved nodes at ungate, since kube-scheduler would otherwise
-spread its pods wherever there is room, the reserved nodes included."""
+spread its pods wherever there is room, the reserved nodes included. So is room promised
+to pods let go but not bound yet, which the scheduler cannot see either."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jsonpatch
 import pytest
 
 from tests.builders import (
+    CLIQUE,
     NOW,
     TRAINING,
     admitted,
     cluster,
     gang,
     label,
+    let_go,
     queued,
+    raw_member,
     running,
     tracked,
     with_marks,
@@ -79,6 +84,44 @@ def test_the_kept_nodes_are_kept_in_the_sealed_record() -> None:
     record = Record(None, None, ("p",), NOW, fenced_off=("a-n1", "a-n2"))
     assert Record.of(record.body()) == record
     assert Record.of(Record(None, None, ("p",), NOW).body()).fenced_off == ()
+
+
+# --- room promised to pods not bound yet ------------------------------------------------
+
+def _in_flight(gpus: int) -> PodInfo:
+    """One pod of `gpus` GPUs admitted 5 s ago into domain a, let go, not bound yet."""
+    record = Record("a", CLIQUE, ("big-0",), NOW - 5, 1)
+    return let_go(raw_member("big", 0, gpus, size=1), record, anchor=True)
+
+
+def test_a_pod_admitted_while_a_gang_binds_is_fenced_off_its_room() -> None:
+    """The gang's pod was let go, its 8 GPUs promised on one node of a: to the scheduler
+    that node is empty, and its spreading would put the single pod there."""
+    actions = decide(tracked(cluster({"a": 2}), [_in_flight(8), queued("small", 8)]), {}, NOW)
+    assert len(_admits(actions)["pod/small"].fenced_off) == 1
+
+
+def test_a_node_with_room_left_beside_the_promise_is_not_fenced() -> None:
+    actions = decide(tracked(cluster({"a": 1}), [_in_flight(4), queued("small", 4)]), {}, NOW)
+    assert _admits(actions)["pod/small"].fenced_off == ()
+
+
+def test_units_admitted_in_one_round_are_fenced_off_each_others_room() -> None:
+    """The first admitted is fenced off the room of the one admitted after it, too: the
+    scheduler binds their pods in no order the round knows."""
+    pods = [queued("small", 4, priority=10), *gang("big", 1)]
+    records = _admits(decide(tracked(cluster({"a": 2}), pods), {}, NOW))
+    small, big = records["pod/small"].fenced_off, records["big"].fenced_off
+    assert len(small) == len(big) == 1
+    assert {*small, *big} == {"a-n0", "a-n1"}
+
+
+def test_members_pinned_to_their_nodes_need_no_fence() -> None:
+    pods = [dataclasses.replace(queued("small", 4, priority=10), owned=True),
+            *(dataclasses.replace(p, owned=True) for p in gang("big", 1))]
+    records = _admits(decide(tracked(cluster({"a": 2}), pods), {}, NOW))
+    assert [len(r.nodes) for r in records.values()] == [1, 1]
+    assert [r.fenced_off for r in records.values()] == [(), ()]
 
 
 def _pod(affinity: dict[str, Any] | None) -> dict[str, Any]:

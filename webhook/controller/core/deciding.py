@@ -13,7 +13,8 @@ A round, in order:
 5. units that preempted go next, into the room held for them once their victims are
    gone;
 6. every other unit with waiting members, in queue order, through the stages
-   (`stages`).
+   (`stages`);
+7. each unit admitted is fenced off the room promised to the others.
 Each unit is decided behind its own error boundary: one that raises is set aside as
 `Invalid`, and the round goes on for everyone else.
 """
@@ -37,6 +38,7 @@ from webhook.controller.core.actions import (
 )
 from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.cluster.tracking import Tracked
+from webhook.controller.core.fences import fence_promised
 from webhook.controller.core.gangs import Gang, SizeAnswer, membership
 from webhook.controller.core.identities import UnitId
 from webhook.controller.core.placement.joining import domain_nodes
@@ -114,7 +116,7 @@ def _decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float
     for gang in queues.order((g for g in waiting if g.id not in holds) if holds else waiting):
         if gang.id not in queues.evicting:  # its running members go: nothing joins them
             actions.extend(_guarded(gang, partial(consider, r, gang)))
-    return actions, r
+    return fence_promised(r, actions), r
 
 
 def _guarded(gang: Gang, step: Callable[[], list[Action]]) -> list[Action]:

@@ -20,11 +20,11 @@ status` all decide through these stages (`deciding`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from webhook.controller.core.actions import Action, Admit, Preempt, Wait
-from webhook.controller.core.cluster.snapshot import Snapshot
+from webhook.controller.core.fences import fenced_off
 from webhook.controller.core.gangs import Gang, Shape
 from webhook.controller.core.members import (
     joiners,
@@ -291,7 +291,7 @@ def admit(r: Round, u: Unit) -> Verdict:
                     slice_key=anchor.marks.slice_key if plan.slices else None,
                     slices=tuple(sorted((k.name, v) for k, v in plan.slices.items())),
                     backfilled_until=r.reservation.borrowed_until(plan, u.until),
-                    fenced_off=_fenced_off(u.off_limits - u.model_off, plan, r.snap, anchor,
+                    fenced_off=fenced_off(u.off_limits - u.model_off, plan, r.snap, anchor,
                                            u.key),
                     model=u.model, model_labels=r.pins(u.model),
                     nodes=planned_nodes(plan, u.members) if r.options.pin == "nodes" else ())
@@ -368,14 +368,3 @@ def _fewer(r: Round, u: Unit, least: int) -> tuple[list[PodInfo], Plan] | None:
         else:
             best, low = (pods[:middle], found), middle + 1
     return best
-
-
-def _fenced_off(off_limits: Collection[str], plan: Plan, snap: Snapshot, anchor: PodInfo,
-                key: str | None) -> tuple[str, ...]:
-    """The nodes off limits that the scheduler could otherwise pick for the unit: in its
-    domain, or among the nodes it may use at all. They are pinned away at ungate."""
-    if not off_limits:
-        return ()
-    near: Collection[str] = set(snap.domains(anchor, key).get(plan.domain, ())) \
-        if plan.domain is not None and key else snap.eligible_set(anchor)
-    return tuple(sorted(set(off_limits).intersection(near)))

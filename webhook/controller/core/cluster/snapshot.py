@@ -148,6 +148,15 @@ class Snapshot:
             found = self._ranked[key] = sorted((f, name) for name, f in free.items())
         return found
 
+    def promised(self, pods: Iterable[PodInfo]) -> set[str]:
+        """The nodes where the scheduler, which sees only bound pods, would find room for
+        one of `pods` that this round has promised to pods let go but not bound yet
+        (admitted now or before): a pod the scheduler places there strands them."""
+        needs = {tuple(sorted(n.items())): n for n in (with_pod_slot(p.requests) for p in pods)}
+        tracked = self.capacity.free
+        return {node for node in self._changed for need in needs.values()
+                if fits(tracked[node], need) and not fits(self.free[node], need)}
+
     def need(self, pods: Iterable[PodInfo]) -> GpuEquivalents:
         """GPUs the pods request together."""
         return sum(self.gpus(p.requests) for p in pods)

@@ -31,8 +31,8 @@ class Record:
     # expected to end. Past then, it is the first victim when the head is ready.
     backfilled_until: float | None = None
     # Nodes reserved for the head of the queue or held for a preemptor, which the gang may
-    # not use: fenced off at ungate (pinned away), since the scheduler would not know to
-    # leave them.
+    # not use, and nodes whose room is promised to pods let go but not bound yet: fenced
+    # off at ungate (pinned away), since the scheduler would not know to leave them.
     fenced_off: tuple[str, ...] = ()
     # The GPU model it was admitted on, and the node labels that pin it there.
     model: str | None = None

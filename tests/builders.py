@@ -712,6 +712,6 @@ def run_summary(utilization: float = 0.5, p99: float | None = 30.0,
                 "backfilled": 0, "lostGpuSeconds": 0}
 
     return {"ended": "settled", "setupSeconds": 10.0, **figures(training_mean),
-            "makespan": 100.0, "neverRunnableJobs": [],
+            "makespan": 100.0, "neverRunnableJobs": [], "partialGangJobs": {},
             "namespaces": {"ml": figures(training_mean)},
             "classes": {"training": figures(training_mean)}, **fields}

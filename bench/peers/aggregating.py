@@ -19,7 +19,8 @@ from typing import Any
 
 Summary = dict[str, Any]
 # Summaries' keys that are no figure of the comparison: a team's own figures, names.
-_LEFT_OUT = frozenset({"namespaces", "neverRunnableJobs", "ended", "run", "trace"})
+_LEFT_OUT = frozenset({"namespaces", "neverRunnableJobs", "partialGangJobs", "ended", "run",
+                       "trace"})
 
 
 @dataclass(frozen=True, slots=True)

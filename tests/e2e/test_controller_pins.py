@@ -181,3 +181,60 @@ async def test_a_pod_whose_planned_node_goes_not_ready_before_binding_is_replann
     plan = await planned(api, namespace, "pinned")
     for p in await live():
         assert p["spec"]["nodeName"] == plan[p["metadata"]["name"]] == kept
+
+
+async def test_a_pod_admitted_while_a_gang_binds_is_kept_off_the_gangs_room(
+        api: client.ApiClient, namespace: str, controllers: Controllers,
+        extra_nodes: NodeFactory) -> None:
+    """Bare pods, which Airlock pins to no node (nothing would make one again): a gang's
+    pod let go onto the empty node but not bound yet, then a single pod admitted beside
+    it. To the scheduler the gang's node is the emptiest, and `LeastAllocated` would put
+    the single pod there, stranding the gang; fenced off it, the pod goes to the other."""
+    pool = f"fence-{uuid.uuid4().hex[:6]}"
+    await extra_nodes(pool_nodes(pool))
+    empty, busy = f"{pool}-0", f"{pool}-1"
+    core = client.CoreV1Api(api)
+
+    def bare(name: str, gpus: int, labels: dict[str, str], **spec: Any) -> dict[str, Any]:
+        body = template(gpus=gpus, labels=labels)
+        body.setdefault("metadata", {}).update(name=name)
+        body["spec"].update(in_pool(pool), **spec)
+        return {"apiVersion": "v1", "kind": "Pod", **body}
+
+    # 2 of the busy node's GPUs taken by a pod that names its node (the admin may).
+    await core.create_namespaced_pod(namespace, body=bare("busy", 2, {}, nodeName=busy))
+    # The gang's one pod of 8 GPUs waits, once let go, for a loader that is not there yet.
+    beside = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {LOADER: pool}}, "topologyKey": POOL}]}}
+    held = bare("held-0", 8, {CLASS_LABEL: "training", GANG_NAME_LABEL: "held"},
+                affinity=beside)
+    held["metadata"]["annotations"] = {GANG_SIZE_ANNOTATION: "1"}
+    controllers.start()
+    await core.create_namespaced_pod(namespace, body=held)
+
+    async def let_go() -> bool:
+        (pod,) = await pods_of(api, namespace, "held")
+        return not gated(pod)
+
+    await until(let_go, within=60)
+    await core.create_namespaced_pod(namespace, body=bare("small", 4,
+                                                          {CLASS_LABEL: "training"}))
+
+    async def small_bound() -> bool:
+        (pod,) = await pods_of(api, namespace, "small")
+        return bool(pod["spec"].get("nodeName"))
+
+    await until(small_bound, within=60)
+    (small,) = await pods_of(api, namespace, "small")
+    record = json.loads(small["metadata"]["annotations"][PLACEMENT_ANNOTATION])
+    assert record.get("fencedOff") == [empty]
+    assert small["spec"]["nodeName"] == busy
+    # The loader comes: the gang's pod binds whole, where its room was kept.
+    await core.create_namespaced_pod(namespace, body=bare("loader", 0, {LOADER: pool},
+                                                          nodeName=empty))
+
+    async def held_bound() -> bool:
+        (pod,) = await pods_of(api, namespace, "held")
+        return bool(pod["spec"].get("nodeName") == empty)
+
+    await until(held_bound, within=60)

@@ -51,6 +51,7 @@ def test_under_the_stock_scheduler_half_a_gang_holds_its_gpus(policy: Policy) ->
     run = simulate(CONTENDED, policy, TWO_NODES, "stock").summary()
     # One pod of the gang sits on the free node from t=1 until the other binds at 100.
     assert run["partialGangGpuSeconds"] == 8 * 99
+    assert run["partialGangJobs"] == {"research/gang": 8 * 99}
     assert run["namespaces"]["research"]["wait"]["p50"] == 99.0
 
 
@@ -185,6 +186,7 @@ def test_figures_from_timelines_alone() -> None:
                       whole=[(5.0, 30.0)], completed=30.0)
     figures = summarize([gang, single], capacity=16)
     assert figures["partialGangGpuSeconds"] == 4 * 10
+    assert figures["partialGangJobs"] == {"ml/g": 4 * 10}
     assert figures["wait"]["p50"] == 0.0
     assert figures["wait"]["p99"] == 20.0
     assert figures["makespan"] == 60.0

@@ -8,7 +8,7 @@ Pure: timelines in, numbers out.
   makespan): GPUs held by half-placed gangs, and runs a preemption threw away, are not
   use;
 - `partialGangGpuSeconds`: GPU-seconds held by pods of a multi-pod job while the job was
-  not whole (bound, but waiting for the rest);
+  not whole (bound, but waiting for the rest); `partialGangJobs`, those jobs', most first;
 - `preemptions`: times a job lost pods to a preemption (a gang counts once per eviction);
   `lostGpuSeconds`: the work of runs a preemption cut short;
 - `backfilled`: admissions onto the room reserved for the head of the queue, on the promise
@@ -134,6 +134,11 @@ def summarize(timelines: Sequence[Timeline], capacity: int) -> dict[str, Any]:
     out["makespan"] = round(makespan, 1)
     out["neverRunnableJobs"] = [f"{t.namespace}/{t.name}" for t in timelines
                                 if t.never_runnable]
+    # Which jobs held GPUs while not whole, most first: where to look when the figure
+    # is not 0.
+    partial = sorted(((round(s), f"{t.namespace}/{t.name}") for t in timelines
+                      if (s := partial_seconds(t)) >= 1), reverse=True)
+    out["partialGangJobs"] = {name: seconds for seconds, name in partial}
     out["namespaces"] = {ns: _figures(ts, capacity, makespan) for ns, ts in
                          _grouped(timelines, lambda t: t.namespace).items()}
     out["classes"] = {c: _figures(ts, capacity, makespan) for c, ts in

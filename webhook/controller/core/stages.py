@@ -292,7 +292,7 @@ def admit(r: Round, u: Unit) -> Verdict:
                     slices=tuple(sorted((k.name, v) for k, v in plan.slices.items())),
                     backfilled_until=r.reservation.borrowed_until(plan, u.until),
                     fenced_off=fenced_off(u.off_limits - u.model_off, plan, r.snap, anchor,
-                                           u.key),
+                                          u.key),
                     model=u.model, model_labels=r.pins(u.model),
                     nodes=planned_nodes(plan, u.members) if r.options.pin == "nodes" else ())
     # A preemptor's pods are nominated to their nodes, where the victims may still be

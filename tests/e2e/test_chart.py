@@ -550,25 +550,39 @@ def missing_from(rendered: Any, live: Any, path: str = "") -> list[str]:
     return [] if rendered == live else [f"{path}: {rendered!r} became {live!r}"]
 
 
-def test_helm_installs_the_objects_kustomize_would(
+# cert-manager v1.11.5, the newest whose binaries the module proxy serves
+# (docs/operators.md), is built on Kubernetes 1.26's API, which has no matchConditions: its
+# cainjector writes each webhook configuration back without them. docs/install.md asks
+# users for v1.12 or newer, built on 1.27's API, which has the field.
+def dropped_by_cainjector(rendered: Mapping[Key, Doc]) -> dict[str, list[str]]:
+    dropped = {"/".join(key): [f".webhooks[{i}].matchConditions"
+                               for i, hook in enumerate(doc["webhooks"])
+                               if "matchConditions" in hook]
+               for key, doc in rendered.items() if key[0].endswith("WebhookConfiguration")}
+    return {key: paths for key, paths in dropped.items() if paths}
+
+
+async def test_helm_installs_the_objects_kustomize_would(
         installed: Docs, run_helm: Helm, binaries: Binaries, cluster: ControlPlane) -> None:
+    """Read once cainjector has written its CA, so what it rewrites is seen every time."""
     assert keyed(installed) == keyed(run_helm.template())
+    await ca_injected(installed, cluster)
     live = documents(kubectl(binaries.kubectl, "get", "-o", "yaml", "-f", "-",
                              kubeconfig=cluster.admin_kubeconfig,
                              stdin=yaml.safe_dump_all(installed)).stdout)[0]["items"]
     rendered, stored = keyed(installed), keyed(live)
     assert stored.keys() == rendered.keys()
     changed = {"/".join(key): missing_from(rendered[key], stored[key]) for key in rendered}
-    assert not {key: paths for key, paths in changed.items() if paths}
+    assert {key: paths for key, paths in changed.items() if paths} == \
+        dropped_by_cainjector(rendered)
     for key, doc in stored.items():
         assert doc["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm", key
         assert doc["metadata"]["annotations"]["meta.helm.sh/release-name"] == RELEASE, key
 
 
-async def test_cert_manager_issues_the_certificate_and_injects_its_ca(
-        installed: Docs, cluster: ControlPlane) -> None:
-    """The chart's CA chain works: the Secret the webhook Deployment mounts is issued,
-    and cainjector puts its CA into every webhook of both configurations."""
+async def ca_injected(installed: Docs, cluster: ControlPlane) -> None:
+    """Until the Secret the webhook Deployment mounts is issued and cainjector has put its
+    CA into every webhook of both configurations."""
     mounted = {v["secret"]["secretName"]
                for v in one(installed, "Deployment", "airlock-webhook")["spec"]["template"]
                ["spec"]["volumes"] if "secret" in v}
@@ -596,6 +610,13 @@ async def test_cert_manager_issues_the_certificate_and_injects_its_ca(
             return len(bundles) == 3 and set(bundles) == {ca}
 
         await until(injected, within=60)
+
+
+async def test_cert_manager_issues_the_certificate_and_injects_its_ca(
+        installed: Docs, cluster: ControlPlane) -> None:
+    """The chart's CA chain works: the Secret the webhook Deployment mounts is issued,
+    and cainjector puts its CA into every webhook of both configurations."""
+    await ca_injected(installed, cluster)
 
 
 def test_the_release_owns_the_namespace_with_its_labels(

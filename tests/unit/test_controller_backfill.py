@@ -17,6 +17,7 @@ from tests.builders import (
     cluster,
     gang,
     iso,
+    label,
     member,
     preempts,
     raw_queued,
@@ -475,3 +476,28 @@ def test_a_run_time_out_of_airlocks_scope_does_not_move_the_heads_start(
     actions = decide(tracked(cluster({"a": 4, "b": 4}), pods), {}, NOW,
                      DecideOptions(order="backfill"), QueueState(spared=spared))
     assert ("small" in admitted(actions)) is backfilled
+
+
+@pytest.mark.parametrize(("pods", "backfilled"), [(6, True), (4, False)],
+                         ids=["head bigger than any domain", "head that one domain holds"])
+def test_a_preferred_head_keeps_no_domain_it_could_never_start_in(
+        pods: int, backfilled: bool) -> None:
+    """Domains of 4 nodes of 8 GPUs; what runs ends nobody knows when, so room kept for
+    the head is lent to nobody. A preferred head of 6 pods will run across domains, so
+    keeping its best domain would only idle it; one of 4 could start there."""
+    busy = [*running("busy", ["a-n0"], ran=600, priority=TRAINING),
+            *running("full", [f"b-n{i}" for i in range(4)], ran=600, priority=TRAINING)]
+    pods_ = [*busy, *gang("head", pods, priority=10, created=1, mode="preferred"),
+             *gang("small", 1, created=2)]
+    actions = decide(tracked(cluster({"a": 4, "b": 4}), pods_), {}, NOW,
+                     DecideOptions(order="backfill"))
+    head = next(a for a in actions if isinstance(a, Wait) and label(a.unit) == "head")
+    # Either way it stays the head, first next round.
+    assert head.reserves == "a"
+    if backfilled:
+        assert admitted(actions) == {"small": "a"}
+        assert "more than one nvidia.com/gpu.clique domain holds, so it will run across " \
+            in head.message
+    else:
+        assert not admitted(actions)
+        assert "in one nvidia.com/gpu.clique domain, the best has 24 free" in head.message

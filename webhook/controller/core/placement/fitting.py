@@ -151,6 +151,15 @@ def _no_domain_room(pods: Sequence[PodInfo], asked: _Asked, snap: Snapshot,
     ranked = snap.ranked(anchor, topology_key)
     best_free = ranked[-1][0]
     best = ranked[bisect.bisect_left(ranked, (best_free, ""))][1]  # ties: the first by name
+    if snap.capacities(anchor, topology_key)[0][0] < need:
+        # Preferred, and more than any domain holds even empty: it will run across
+        # domains. Nodes kept for it in one domain could never start it and would only
+        # idle GPUs that backfill could use, so it keeps none; as the head it still keeps
+        # its place (`best_domain`), first wherever its room frees.
+        everywhere = usable(snap.eligible_nodes(anchor), avoid)
+        return NoFit(f"needs {need} GPUs, more than one {level} domain holds, so it will "
+                     f"run across domains; {snap.free_gpus(everywhere)} free on eligible "
+                     f"nodes", code="NoDomainFits", best_domain=best)
     best_nodes = tuple(usable(domains[best], avoid)) if best_free > 0 else ()
     nodes = snap.nodes
     if reserved is not None and reserved in domains and reserved != best and \

@@ -155,11 +155,12 @@ def _no_domain_room(pods: Sequence[PodInfo], asked: _Asked, snap: Snapshot,
         # Preferred, and more than any domain holds even empty: it will run across
         # domains. Nodes kept for it in one domain could never start it and would only
         # idle GPUs that backfill could use, so it keeps none; as the head it still keeps
-        # its place (`best_domain`), first wherever its room frees.
+        # its place (`best_domain`), first wherever its room frees. No room, not no
+        # domain: moving pods out of one domain (`make_room`) could never make it fit.
         everywhere = usable(snap.eligible_nodes(anchor), avoid)
         return NoFit(f"needs {need} GPUs, more than one {level} domain holds, so it will "
                      f"run across domains; {snap.free_gpus(everywhere)} free on eligible "
-                     f"nodes", code="NoDomainFits", best_domain=best)
+                     f"nodes", code="NoRoom", best_domain=best)
     best_nodes = tuple(usable(domains[best], avoid)) if best_free > 0 else ()
     nodes = snap.nodes
     if reserved is not None and reserved in domains and reserved != best and \

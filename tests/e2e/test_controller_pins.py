@@ -1,5 +1,6 @@
 """Placements that hold, on the real control plane with the real kube-scheduler (its
-default `LeastAllocated` scoring, which spreads small pods over the emptiest nodes): each
+default scoring, which weighs CPU and memory, not GPUs, and puts small pods on empty nodes
+first): each
 pod Airlock lets go is pinned to the node its gang's plan gave it, and lands there; a pod
 whose planned node goes NotReady before it is bound is re-planned, made again by its Job
 and placed on a node that takes it; and a controller killed half-way through a lift
@@ -188,8 +189,8 @@ async def test_a_pod_admitted_while_a_gang_binds_is_kept_off_the_gangs_room(
         extra_nodes: NodeFactory) -> None:
     """Bare pods, which Airlock pins to no node (nothing would make one again): a gang's
     pod let go onto the empty node but not bound yet, then a single pod admitted beside
-    it. To the scheduler the gang's node is the emptiest, and `LeastAllocated` would put
-    the single pod there, stranding the gang; fenced off it, the pod goes to the other."""
+    it. To the scheduler the gang's node is empty, and its scoring would put the single pod
+    there, stranding the gang; fenced off it, the pod goes to the other."""
     pool = f"fence-{uuid.uuid4().hex[:6]}"
     await extra_nodes(pool_nodes(pool))
     empty, busy = f"{pool}-0", f"{pool}-1"

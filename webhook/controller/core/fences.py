@@ -1,8 +1,8 @@
 """Fences: the nodes a unit's pods are pinned away from at ungate, since kube-scheduler
 knows nothing of what Airlock keeps. Off limits to the unit (the room reserved for the
 head of the queue, nodes held for a preemptor), and room promised to pods let go but not
-bound yet: the scheduler sees only bound pods, and its default `LeastAllocated` scoring
-spreads small pods over the emptiest nodes, those the plan counted on for others. Pure."""
+bound yet: the scheduler sees only bound pods, and its default scoring puts small pods on
+empty nodes first, those the plan counted on for others. Pure."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ def fence_promised(r: Round, actions: list[Action]) -> list[Action]:
     """`actions`, each unit the round admits also fenced off the nodes where the scheduler
     would find room for one of its pods that the round has promised to others, let go but
     not bound yet (admitted in this round, before or after it, or in an earlier one): the
-    scheduler sees only bound pods, and its default scoring spreads small pods over the
-    emptiest nodes. Judged once the round is over, so a unit admitted first is kept off
+    scheduler sees only bound pods, and its default scoring puts small pods on empty nodes
+    first. Judged once the round is over, so a unit admitted first is kept off
     the room of those admitted after it too. Members pinned to their node need no fence."""
     out: list[Action] = []
     for action in actions:

@@ -3,8 +3,9 @@ its pod. Pure.
 
 Airlock plans where every pod goes, then lifts the gates; kube-scheduler binds. Pinned to
 its domain only, a pod goes wherever the scheduler's scoring puts it in the domain: its
-default `LeastAllocated` spreads small pods, so they take the room the plan counted on for
-others, and a gang admitted after them is left half placed. Pinned to its planned node
+default weighs CPU and memory, not GPUs, and puts small pods on empty nodes first, so they
+take the room the plan counted on for others, and a gang admitted after them is left half
+placed. Pinned to its planned node
 (`--pin nodes`, the default), every pod goes where the plan put it.
 
 A pin outlives the plan's reasons: gates cannot be put back, nor a pin changed once they

@@ -1,10 +1,9 @@
 """Placements that hold, on the real control plane with the real kube-scheduler (its
 default scoring, which weighs CPU and memory, not GPUs, and puts small pods on empty nodes
-first): each
-pod Airlock lets go is pinned to the node its gang's plan gave it, and lands there; a pod
-whose planned node goes NotReady before it is bound is re-planned, made again by its Job
-and placed on a node that takes it; and a controller killed half-way through a lift
-leaves the next leader the nodes to pin the rest to."""
+first): each pod Airlock lets go is pinned to the node its gang's plan gave it, and lands
+there; a pod whose planned node goes NotReady before it is bound is re-planned, made again
+by its Job and placed on a node that takes it; and a controller killed half-way through a
+lift leaves the next leader the nodes to pin the rest to."""
 
 from __future__ import annotations
 

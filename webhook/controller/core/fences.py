@@ -38,8 +38,8 @@ def fence_promised(r: Round, actions: list[Action]) -> list[Action]:
     would find room for one of its pods that the round has promised to others, let go but
     not bound yet (admitted in this round, before or after it, or in an earlier one): the
     scheduler sees only bound pods, and its default scoring puts small pods on empty nodes
-    first. Judged once the round is over, so a unit admitted first is kept off
-    the room of those admitted after it too. Members pinned to their node need no fence."""
+    first. Judged once the round is over, so a unit admitted first is kept off the room of
+    those admitted after it too. Members pinned to their node need no fence."""
     out: list[Action] = []
     for action in actions:
         if isinstance(action, Admit) and (plan := r.plans.get(action.unit)) is not None:

@@ -5,8 +5,8 @@ Airlock plans where every pod goes, then lifts the gates; kube-scheduler binds. 
 its domain only, a pod goes wherever the scheduler's scoring puts it in the domain: its
 default weighs CPU and memory, not GPUs, and puts small pods on empty nodes first, so they
 take the room the plan counted on for others, and a gang admitted after them is left half
-placed. Pinned to its planned node
-(`--pin nodes`, the default), every pod goes where the plan put it.
+placed. Pinned to its planned node (`--pin nodes`, the default), every pod goes where the
+plan put it.
 
 A pin outlives the plan's reasons: gates cannot be put back, nor a pin changed once they
 are off. So Airlock pins only a pod a controller makes again when it is deleted (a pin

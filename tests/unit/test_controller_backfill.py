@@ -498,6 +498,9 @@ def test_a_preferred_head_keeps_no_domain_it_could_never_start_in(
         assert admitted(actions) == {"small": "a"}
         assert "more than one nvidia.com/gpu.clique domain holds, so it will run across " \
             in head.message
+        # No domain could ever hold it, so nothing is moved out of one for it.
+        assert head.reason == "NoRoom"
     else:
         assert not admitted(actions)
         assert "in one nvidia.com/gpu.clique domain, the best has 24 free" in head.message
+        assert head.reason == "NoDomainFits"

@@ -131,6 +131,27 @@ def test_an_elastic_gangs_pods_above_its_minimum_go_first_and_its_minimum_goes_w
     assert set(victims) <= among
 
 
+def test_a_pod_above_an_elastic_minimum_loses_its_whole_gangs_work() -> None:
+    # An elastic job restarts every worker from its last checkpoint when one leaves: el's
+    # pod above its minimum costs el's 32 GPU-hours, not its own 8, so the gang of two
+    # (16) goes instead. Both ran an hour, at the same priority.
+    el = running("el", [f"a-n{i}" for i in range(4)], minimum=2)
+    other = running("other", ["a-n4", "a-n5"])
+    preemptor = [member("train", 0, size=1, priority=TRAINING)]
+    actions = decide(tracked(cluster({"a": 6}), [*el, *other, *preemptor]), {}, NOW)
+    assert _preempted(actions) == ["other-0", "other-1"]
+
+
+def test_pods_above_an_elastic_minimum_taken_together_lose_the_gangs_work_once() -> None:
+    running_gang = running("el", [f"a-n{i}" for i in range(4)], minimum=2)
+    preemptor = [member("train", i, size=2, priority=TRAINING) for i in range(2)]
+    actions = decide(tracked(cluster({"a": 4}), [*running_gang, *preemptor]), {}, NOW)
+    (preempt,) = [a for a in actions if isinstance(a, Preempt)]
+    assert sorted(p.name for v in preempt.victims for p in v.pods) == ["el-2", "el-3"]
+    assert [round(v.lost / 3600) for v in preempt.victims] == [32, 32]
+    assert preempt.gpu_hours == pytest.approx(32)
+
+
 def test_an_elastic_gang_evicted_in_a_round_does_not_grow_in_it() -> None:
     # el runs its minimum on a-n0 and a-n1, its two pods above it wait; train needs five
     # of a's six nodes and evicts el. The one node left would take an el pod, but el's

@@ -6,11 +6,12 @@ that is not handled here, in the applier and in the runner fails type checking.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, assert_never
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.core.identities import UnitId
+from webhook.controller.core.identities import GangId, UnitId
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.reasons import WaitReason, lead
 from webhook.controller.core.records import PreemptionRecord, Record
@@ -77,23 +78,43 @@ class Wait:
 
 
 class Victim(NamedTuple):
-    """A unit of preemption: a whole gang (every active member), or one pod in none,
-    weighed by the victim order's terms (`criteria`). A NamedTuple: a round builds one
-    for every unit in a busy cluster (tens of thousands), and a tuple costs a third of a
-    frozen dataclass to build."""
+    """A unit of preemption: a whole gang (every active member), or one pod in none or
+    above its elastic gang's minimum, weighed by the victim order's terms (`criteria`).
+    A NamedTuple: a round builds one for every unit in a busy cluster (tens of
+    thousands), and a tuple costs a third of a frozen dataclass to build."""
 
     pods: tuple[PodInfo, ...]
     unit: UnitId
     queue: str
     priority: int
     gpus: GpuEquivalents
-    # GPU-seconds of work lost: since each pod's start or last stated checkpoint.
+    # GPU-seconds of work lost: since each pod's start or last stated checkpoint; for a
+    # pod above an elastic gang's minimum, every member's (`candidates.restarted`).
     lost: float
     # The latest start among its pods: its age, for "youngest first".
     started: float
     cause: Cause = "priority"
     # Backfilled onto the head's room and past the end it was admitted on: that end.
     overran: float | None = None
+
+    @property
+    def restarts(self) -> GangId | None:
+        """The elastic gang this pod above its minimum restarts when it goes: its `lost`
+        is that gang's, once however many of its pods go (`lost_of`)."""
+        return self.pods[0].gang_id if self.unit.kind == "pod" else None
+
+
+def lost_of(victims: Iterable[Victim]) -> float:
+    """GPU-seconds evicting all of `victims` loses: an elastic gang restarts once, however
+    many of its pods above its minimum go."""
+    total = 0.0
+    restarted: dict[GangId, float] = {}
+    for v in victims:
+        if (gang := v.restarts) is None:
+            total += v.lost
+        else:
+            restarted[gang] = max(restarted.get(gang, 0.0), v.lost)
+    return total + sum(restarted.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +138,7 @@ class Preempt:
 
     @property
     def gpu_hours(self) -> float:
-        return sum(v.lost for v in self.victims) / 3600
+        return lost_of(self.victims) / 3600
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from webhook.controller.core.actions import Victim
+from webhook.controller.core.actions import Victim, lost_of
 from webhook.controller.core.queues.accounting import QueueSample
 from webhook.controller.core.queues.modelquotas import ModelUsage
 from webhook.controller.core.reasons import WAIT_REASONS, WaitReason
@@ -54,7 +54,8 @@ class ControllerMetrics:
             ["cause"], registry=self.registry)
         self.preempted_gpu_hours = Counter(
             "airlock_preempted_gpu_hours",
-            "Work lost to preemption, in GPU-hours since each victim's start or checkpoint.",
+            "Work lost to preemption, in GPU-hours since each victim's start or checkpoint "
+            "(an elastic gang's pod above its minimum: its whole gang's, once).",
             ["cause"], registry=self.registry)
 
     def _queues(self) -> None:
@@ -137,6 +138,8 @@ class ControllerMetrics:
             self.model_nominal.labels(m.queue, m.model).set(m.nominal)
             self.model_borrowed.labels(m.queue, m.model).set(m.borrowed)
 
-    def preempted(self, victim: Victim) -> None:
-        self.preemptions.labels(victim.cause).inc()
-        self.preempted_gpu_hours.labels(victim.cause).inc(victim.lost / 3600)
+    def preempted(self, victims: Sequence[Victim]) -> None:
+        for cause in {v.cause for v in victims}:
+            by_cause = [v for v in victims if v.cause == cause]
+            self.preemptions.labels(cause).inc(len(by_cause))
+            self.preempted_gpu_hours.labels(cause).inc(lost_of(by_cause) / 3600)

@@ -246,8 +246,7 @@ class Controller:
                 case Wait():
                     waiting[action.unit] = action.reason
                 case Preempt():
-                    for victim in action.victims:
-                        self.metrics.preempted(victim)
+                    self.metrics.preempted(action.victims)
                 case Requeue():
                     self.metrics.requeued.inc()
                 case Replan():

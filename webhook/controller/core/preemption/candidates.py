@@ -1,7 +1,9 @@
 """The units that could be victims this round, whoever the preemptor: a whole gang (every
 active member, wherever it runs), or a single pod outside any gang; never part of a gang,
 but for an elastic gang's pods above its minimum: each of those is also a unit of its
-own, so they go first, one by one, and its minimum goes only with the whole gang. Built
+own, so they go first, one by one, and its minimum goes only with the whole gang. Such a
+pod frees only its own GPUs, but loses the whole gang's work since its checkpoint
+(`restarted`). Built
 when a plan first looks at their nodes: a round that plans in a few domains of a busy
 cluster never builds the rest.
 
@@ -33,16 +35,26 @@ from webhook.controller.core.queues.quotas import Quotas
 
 
 def unit_of(pods: Sequence[PodInfo], unit: UnitId, queue: str, now: float,
-            gpus_of: Mapping[PodKey, GpuEquivalents]) -> Victim:
-    """`pods` weighed as one unit, by the GPUs they hold."""
-    gpus: GpuEquivalents = 0
-    lost = 0.0
-    for p in pods:
-        if (g := gpus_of.get(p.key, 0)):
-            gpus += g
-            lost += work_lost(g, saved_from(p), now)
+            gpus_of: Mapping[PodKey, GpuEquivalents],
+            restarted: Sequence[PodInfo] | None = None) -> Victim:
+    """`pods` weighed as one unit, by the GPUs they hold and the work of `restarted` (by
+    default `pods` themselves) since their last checkpoint."""
+    gpus = sum(gpus_of.get(p.key, 0) for p in pods)
+    lost = sum(work_lost(g, saved_from(p), now) for p in restarted or pods
+               if (g := gpus_of.get(p.key, 0)))
     return Victim(tuple(pods), unit, queue, max(p.priority for p in pods), gpus, lost,
                   max(p.started for p in pods), overran=overran(pods, now))
+
+
+def restarted(cluster: Tracked, unit: UnitId, pods: Sequence[PodInfo]
+              ) -> Sequence[PodInfo] | None:
+    """Whose work since their last checkpoint evicting `unit` loses, where it is not the
+    unit's own pods: for a pod above an elastic gang's minimum, every member's. The gang
+    runs on, but an elastic job restarts all its workers from its last checkpoint when
+    one leaves (torchrun does; so do the bench's operator and `airlock simulate`)."""
+    gang = pods[0].gang_id if unit.kind == "pod" else None
+    members = cluster.membership.members.get(UnitId.of_gang(gang)) if gang else None
+    return list(members.values()) if members else None
 
 
 def above_minimum(cluster: Tracked, gang: UnitId) -> frozenset[PodKey]:
@@ -137,7 +149,8 @@ class Candidates:
                 not late and p.key in gpus_of and not old_enough(p.started, young))
                 for p in pods):
             return None
-        found = unit_of(pods, unit, self.queue_of(unit.namespace), self.now, gpus_of)
+        found = unit_of(pods, unit, self.queue_of(unit.namespace), self.now, gpus_of,
+                        restarted(cluster, unit, pods))
         if not found.gpus:
             return None
         allowance = self.allowance

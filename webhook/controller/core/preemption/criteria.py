@@ -5,7 +5,8 @@ A unit (a whole gang, or a pod in none: `Victim`) may go only when
 - the preemptor outranks it (`outranks`), or reclaims from its queue (`candidates`).
 Among those that may go, cheapest first (`cost`): the lowest priority, then the least
 work lost (GPUs times the time since each pod started, or since the checkpoint it states:
-`work_lost`), then the youngest. A set of victims costs (`set_cost`) its highest priority,
+`work_lost`; a pod above an elastic gang's minimum loses its whole gang's), then the
+youngest. A set of victims costs (`set_cost`) its highest priority,
 then its total work lost, then its oldest start, then its size.
 
 A unit backfilled onto the room reserved for the head of the queue that runs past the end it
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.core.actions import Victim
+from webhook.controller.core.actions import Victim, lost_of
 from webhook.controller.core.pods import PodInfo
 
 
@@ -100,16 +101,16 @@ def outranks(victim: Victim, priority: int, may_preempt: bool) -> bool:
     return may_preempt and victim.priority < priority
 
 
-def cost(unit: Victim) -> tuple[int, float, float]:
-    """Cheapest first: overran backfills, then lowest priority, least work lost,
-    youngest."""
-    return _rank(unit), unit.lost, -unit.started
+def cost(unit: Victim) -> tuple[int, float, bool, float]:
+    """Cheapest first: overran backfills, then lowest priority, least work lost, a pod
+    whose elastic gang runs on before a unit that stops (the same work lost), youngest."""
+    return _rank(unit), unit.lost, unit.restarts is None, -unit.started
 
 
 def set_cost(victims: Sequence[Victim]) -> tuple[int, float, float, int]:
     """What evicting all of `victims` costs, to compare sets: the highest priority among
     them, the work they lose, the oldest start, and how many they are."""
-    return (max(_rank(v) for v in victims), sum(v.lost for v in victims),
+    return (max(_rank(v) for v in victims), lost_of(victims),
             -min(v.started for v in victims), len(victims))
 
 
@@ -119,4 +120,4 @@ def whole_domain_worth(whole: Sequence[Victim], spread: Sequence[Victim],
     cheapest set anywhere: never at a higher priority, and for at most `premium` times
     the work that set would lose."""
     return set_cost(whole)[0] <= set_cost(spread)[0] and \
-        sum(v.lost for v in whole) <= premium * sum(v.lost for v in spread)
+        lost_of(whole) <= premium * lost_of(spread)

@@ -27,7 +27,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from webhook.accelerators import GpuEquivalents
-from webhook.controller.core.actions import Victim
+from webhook.controller.core.actions import Victim, lost_of
 from webhook.controller.core.cluster.capacity import Room, with_pod_slot
 from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.gangs import Gang
@@ -70,7 +70,7 @@ class Choice:
 
     @property
     def lost(self) -> float:
-        return sum(v.lost for v in self.victims)
+        return lost_of(self.victims)
 
 
 @dataclass(frozen=True, slots=True)

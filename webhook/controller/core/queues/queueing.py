@@ -20,6 +20,7 @@ from webhook.controller.core.preemption.budgets import Budget
 from webhook.controller.core.preemption.candidates import (
     Candidates,
     above_minimum,
+    restarted,
     unit_id,
     unit_of,
 )
@@ -225,7 +226,8 @@ class Queueing:
             above = above_minimum(self.cluster, UnitId.of_gang(of)) if of else frozenset()
             groups.setdefault(unit_id(pod, above), []).append(pod)
         quotas, gpus_of, state = self.state.quotas, self.gpus_of, self.state
-        units = [unit_of(members, unit, quotas.queue_of(unit.namespace), self.now, gpus_of)
+        units = [unit_of(members, unit, quotas.queue_of(unit.namespace), self.now, gpus_of,
+                         restarted(self.cluster, unit, members))
                  for unit, members in groups.items()]
         anchor = min(gang.members, key=lambda p: p.name)
         queue = self.queue_of(gang)

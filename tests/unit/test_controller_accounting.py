@@ -42,6 +42,12 @@ def test_policy_settings_in_the_cores_units(teams: Policy) -> None:
     assert quotas.spec("default").nominal == 0
     settings = preemption_of(teams)
     assert (settings.min_runtime, settings.delay, settings.requeue_backoff) == (60, 10, 60)
+    assert settings.preempts_by_priority_class == ()  # no class states `preempts`
+    inference = teams.classes["inference"]
+    stated = teams.model_copy(update={"classes": {**teams.classes, "inference": (
+        inference.model_copy(update={"preempts": False}))}})
+    assert preemption_of(stated).preempts_by_priority_class == (
+        (inference.priority_class.name, False),)
 
 
 def test_no_preemption_before_the_budgets_are_listed(teams: Policy) -> None:

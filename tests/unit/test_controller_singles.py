@@ -114,6 +114,24 @@ def test_a_queued_single_of_a_class_that_never_preempts_waits() -> None:
     assert waits(actions) == {one("scav"): "Waiting: needs 4 GPUs on eligible nodes; 0 free"}
 
 
+@pytest.mark.parametrize(("scheduler", "policy", "evicts"), [
+    ("Never", None, False),
+    # kube-scheduler is told Never, Airlock evicts: the class's `preempts: true`.
+    ("Never", True, True),
+    ("PreemptLowerPriority", None, True),
+    ("PreemptLowerPriority", False, False),
+])
+def test_airlock_evicts_for_a_class_as_its_policy_says_else_as_its_priority_class(
+        scheduler: str, policy: bool | None, evicts: bool) -> None:
+    busy = [single("s", "a-n0", gpus=8)]
+    serving = queued("serve", 4, priority=TRAINING, preemptionPolicy=scheduler,
+                     priorityClassName="airlock-inference")
+    stated = (("airlock-inference", policy),) if policy is not None else ()
+    state = QueueState(preemption=PreemptionSettings(preempts_by_priority_class=stated))
+    actions = decide(tracked(cluster({"a": 1}), [*busy, serving]), {}, NOW, state=state)
+    assert bool(preempts(actions)) == evicts
+
+
 def test_pods_alike_go_while_they_fit_and_only_alike_ones_wait_together() -> None:
     busy = [single("s", "a-n0", gpus=2)]
     pods = [queued(f"half-{i}", 4, created=i) for i in range(2)]

@@ -65,6 +65,9 @@ CASES: dict[str, list[str]] = {
     "grant-of-a-class-priority": [
         "10-grants.yaml:10: grant: priorityClasses names airlock-inference, class "
         "inference's own PriorityClass; grant the class instead (class: inference)"],
+    "preempts-without-a-gate": [
+        "00-base.yaml:16: class inference: preempts: true with priorityClass.preemptionPolicy: "
+        "Never needs queued: true: its single pods would carry no gate"],
     "queue-unknown-resource": [
         "10-queues.yaml:11: queue team-a: nominal names 'amd.com/gpu', which is not one of "
         "the policy's accelerators (nvidia.com/gpu)"],

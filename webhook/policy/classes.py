@@ -3,14 +3,17 @@ pods queue or may be asked for (`ClassSpec`, under `spec.classes`)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterator, Mapping
+from typing import Literal, TypeVar
 
 from pydantic import Field, field_validator
 
 from webhook.policy.fields import NAME, Strict, Toleration
+from webhook.policy.sources import Loc
 
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
 TopologyMode = Literal["required", "preferred"]
+Name = TypeVar("Name", bound=str)
 
 
 class PriorityClassSpec(Strict):
@@ -79,6 +82,15 @@ class ClassSpec(Strict):
         "admitted like a gang of one). Default: true for training and scavenger, false "
         "for inference, where latency matters. Gangs always queue.",
     )
+    preempts: bool | None = Field(
+        None,
+        description="Whether Airlock evicts lower-priority work (whole gangs, cheapest "
+        "first, past their minimum runtime, with notice) to make room for the class's "
+        "gangs and queued pods. Default: as its PriorityClass's `preemptionPolicy` "
+        "(`Never`: no). `true` with `preemptionPolicy: Never` and `queued: true` makes "
+        "Airlock the only one that evicts for the class: kube-scheduler's own preemption "
+        "evicts one pod at a time, a gang's as readily as any other.",
+    )
     requires_grant: bool = Field(
         False,
         alias="requiresGrant",
@@ -87,3 +99,26 @@ class ClassSpec(Strict):
         "in namespaces a `grants` entry names. An ask that is not granted is denied (the "
         "label) or replaced by the pod's own class's PriorityClass.",
     )
+
+    def queues_singles(self, name: str) -> bool:
+        """Whether single pods of this class, named `name`, queue (gangs always do)."""
+        return name != "inference" if self.queued is None else self.queued
+
+    @property
+    def airlock_preempts(self) -> bool:
+        """Whether Airlock evicts for the class (`preempts`, else its PriorityClass)."""
+        if self.preempts is None:
+            return self.priority_class.preemption_policy != "Never"
+        return self.preempts
+
+
+def preemption_problems(classes: Mapping[Name, ClassSpec]) -> Iterator[tuple[Name, Loc, str]]:
+    """Each class Airlock should evict for whose single pods nobody would make room: the
+    class's name, the path inside it, and the message."""
+    for name, spec in classes.items():
+        if spec.preempts and spec.priority_class.preemption_policy == "Never" and \
+                not spec.queues_singles(name):
+            yield name, ("preempts",), (
+                f"class {name}: preempts: true with priorityClass.preemptionPolicy: Never "
+                f"needs queued: true: its single pods would carry no gate, so neither "
+                f"Airlock nor kube-scheduler would make room for them")

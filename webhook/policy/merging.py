@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from webhook.keys import ClassName
 from webhook.policy.capacity import CapacitySpec
+from webhook.policy.classes import preemption_problems
 from webhook.policy.devices import DeviceClassMapping, device_class_problems
 from webhook.policy.gpumodels import GpuModel, model_problems
 from webhook.policy.grants import grant_problems
@@ -148,7 +149,8 @@ class _Merger:
     def _references(self, sources: tuple[str, ...]) -> None:
         classes = {name: spec for name, (spec, _) in self.classes.items()}
         rules = [rule for rule, _, _ in self.rules]
-        for subject, loc, message in dangling_references(classes, self.levels, rules):
+        for subject, loc, message in (*dangling_references(classes, self.levels, rules),
+                                      *preemption_problems(classes)):
             if isinstance(subject, int):
                 _, doc, i = self.rules[subject]
                 where: Loc = ("spec", "rules", i, *loc)

@@ -30,6 +30,7 @@ from webhook.policy.classes import (
     ClassSpec,
     PriorityClassSpec,
     TopologyPlacement,
+    preemption_problems,
 )
 from webhook.policy.devices import DeviceClassMapping, device_class_problems
 from webhook.policy.fields import NAME, Toleration, is_label_key
@@ -252,6 +253,7 @@ class Policy(_Strict):
     def _references(self) -> Policy:
         errors = [message for _, _, message in
                   dangling_references(self.classes, self.topology_levels, self.rules)]
+        errors += [message for _, _, message in preemption_problems(self.classes)]
         errors += [message for _, _, message in grant_problems(self.classes, self.grants)]
         errors += [message for _, _, message in model_problems(self.gpu_models)]
         errors += [message for _, _, message in model_quota_problems(
@@ -304,8 +306,7 @@ class Policy(_Strict):
 
     def queued(self, cls: ClassName) -> bool:
         """Whether single pods of the class queue (gangs always do)."""
-        stated = self.classes[cls].queued
-        return cls != "inference" if stated is None else stated
+        return self.classes[cls].queues_singles(cls)
 
     @property
     def shares(self) -> dict[str, Fraction]:

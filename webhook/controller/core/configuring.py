@@ -56,7 +56,10 @@ def preemption_of(policy: Policy) -> PreemptionSettings:
                               moves.moves_per_hour if moves.enabled else 0,
                               moves.max_moved_share,
                               frozenset(policy.classes[c].priority_class.name
-                                        for c in moves.protected_classes))
+                                        for c in moves.protected_classes),
+                              tuple((c.priority_class.name, c.preempts)
+                                    for c in policy.classes.values()
+                                    if c.preempts is not None))
 
 
 def fair_share_of(policy: Policy, current: FairShare | None, now: float) -> FairShare:

@@ -90,6 +90,7 @@ class Candidates:
                  settings: PreemptionSettings, budgets: Sequence[Budget] = (),
                  spared: Collection[str] = (), deleted: Collection[str] = ()) -> None:
         self.cluster = cluster
+        self.settings = settings
         self.queue_of = quotas.queue_of
         self.now = now
         self.young = now - settings.min_runtime

@@ -59,6 +59,17 @@ class PreemptionSettings:
     moves_per_hour: int = 0
     max_moved_share: float = 0.5
     protected_priority_classes: frozenset[str] = frozenset()
+    # Whether Airlock evicts for the pods of a PriorityClass, where its class's policy
+    # says so (`preempts`): kube-scheduler may be told `Never` while Airlock evicts.
+    preempts_by_priority_class: tuple[tuple[str, bool], ...] = ()
+
+    def may_preempt(self, pod: PodInfo) -> bool:
+        """Whether Airlock evicts lower-priority work for `pod`: as its class's policy
+        says, else as its PriorityClass's `preemptionPolicy`."""
+        for name, preempts in self.preempts_by_priority_class:
+            if name == pod.priority_class:
+                return preempts
+        return pod.may_preempt
 
 
 def old_enough(started: float, young: float) -> bool:

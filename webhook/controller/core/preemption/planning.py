@@ -4,7 +4,7 @@ core from the snapshot, the queues' usage and the disruption budgets, by the vic
 
 A unit may be a victim of a preemptor when
 - it runs in the preemptor's queue, at a lower priority, and the preemptor's class may
-  preempt (its pods' `preemptionPolicy` is not `Never`); or
+  preempt (its class's `preempts`, else its pods' `preemptionPolicy` is not `Never`); or
 - it runs in another queue that is above its nominal, evicting it keeps that queue at or
   above its nominal, and either the priority rule above holds or the preemptor's queue
   *reclaims*: it is below its nominal and stays within it with the gang admitted. Where
@@ -200,9 +200,10 @@ class Preemptor:
         # Pods of a gang taken one by one (an elastic gang's above its minimum), by gang:
         # looking through every unit chosen made a plan over thousands quadratic.
         alone: dict[GangId | None, list[Victim]] = {}
+        may_preempt = self.units.settings.may_preempt(anchor)
         for k in keys:
-            unit = self._allowed(self.units.get(k), queue, anchor.priority,
-                                 anchor.may_preempt, reclaiming, t.released, head)
+            unit = self._allowed(self.units.get(k), queue, anchor.priority, may_preempt,
+                                 reclaiming, t.released, head)
             if unit is None:
                 continue
             # An elastic gang whose pods above its minimum were taken one by one, now
@@ -290,7 +291,8 @@ class Preemptor:
         need = snap.need(members) if gang is None else snap.unit_need(gang, members)
         self.quota = Quota(self.ledger, model)
         reclaiming = self.quota.reclaiming(queue, need)
-        if not anchor.may_preempt and not reclaiming:
+        may_preempt = self.units.settings.may_preempt(anchor)
+        if not may_preempt and not reclaiming:
             return None  # it may take nothing by priority, and reclaims nothing
         key = anchor.marks.topology_key if anchor.marks.topology_mode == "required" else None
         sizes = gang.sizes(snap.accelerators) if gang is not None and gang.whole(members) \
@@ -338,6 +340,7 @@ class Preemptor:
             (lambda n: nodes[n].labels.get(key)) if key else lambda _: None)
         overran = self.units.overran_nodes
         late = overran if head else frozenset()
+        may_preempt = self.units.settings.may_preempt(anchor)
 
         def estimate(usable: Usable) -> tuple[int, float] | None:
             # Below its priority, could the pods pack on the nodes, node by node, among
@@ -347,7 +350,7 @@ class Preemptor:
                     not self.rankings.below(usable.nodes, anchor.priority, shape):
                 return None
             return self.rankings.estimate(usable, need, queue, anchor.priority,
-                                          anchor.may_preempt, reclaiming, head)
+                                          may_preempt, reclaiming, head)
 
         best: Choice | None = None
         ranked = self.rankings.ranked(domains, need, None if reclaiming else anchor.priority,

@@ -235,7 +235,7 @@ class Queueing:
         allowed: list[Victim] = []
         refused: list[tuple[Victim, str]] = []
         for unit in units:
-            by_priority = outranks(unit, gang.priority, anchor.may_preempt)
+            by_priority = outranks(unit, gang.priority, state.preemption.may_preempt(anchor))
             why = None
             if unit.pods[0].namespace in state.spared:
                 why = "its namespace is out of Airlock's scope"

@@ -3,9 +3,8 @@ active member, wherever it runs), or a single pod outside any gang; never part o
 but for an elastic gang's pods above its minimum: each of those is also a unit of its
 own, so they go first, one by one, and its minimum goes only with the whole gang. Such a
 pod frees only its own GPUs, but loses the whole gang's work since its checkpoint
-(`restarted`). Built
-when a plan first looks at their nodes: a round that plans in a few domains of a busy
-cluster never builds the rest.
+(`restarted`). Built when a plan first looks at their nodes: a round that plans in a few
+domains of a busy cluster never builds the rest.
 
 Never a unit in a `spared` namespace (out of Airlock's scope), with a pod holding GPUs
 that is not old enough (`criteria.old_enough`; a backfill that overran is, whatever its

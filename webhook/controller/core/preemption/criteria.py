@@ -6,8 +6,8 @@ A unit (a whole gang, or a pod in none: `Victim`) may go only when
 Among those that may go, cheapest first (`cost`): the lowest priority, then the least
 work lost (GPUs times the time since each pod started, or since the checkpoint it states:
 `work_lost`; a pod above an elastic gang's minimum loses its whole gang's), then the
-youngest. A set of victims costs (`set_cost`) its highest priority,
-then its total work lost, then its oldest start, then its size.
+youngest. A set of victims costs (`set_cost`) its highest priority, then its total work
+lost (an elastic gang's once), then its oldest start, then its size.
 
 A unit backfilled onto the room reserved for the head of the queue that runs past the end it
 was admitted on (`overran`) comes before all of them, whatever its priority: it holds

@@ -1,0 +1,150 @@
+"""Who evicts for a serving pod, on the real kube-scheduler: as shipped, a serving pod is
+not gated, and kube-scheduler's own preemption takes one pod of a training gang; with
+the class's PriorityClass telling kube-scheduler `Never`, `queued: true` and
+`preempts: true`, Airlock gates it and evicts one whole gang, with its events."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio import client
+
+from tests.builders import policy_yaml, template, workload
+from tests.kube import (
+    Controllers,
+    PolicyFileFactory,
+    all_bound,
+    create_gang,
+    dry_run,
+    events,
+    gated,
+    pods_of,
+    running_since,
+    until,
+)
+
+pytestmark = pytest.mark.usefixtures("airlock")
+
+SERVING = "e2e-serving"
+SHIPPED = "        name: airlock-inference\n        value: 100000\n"
+# Airlock alone evicts for serving pods: a PriorityClass of the same value that tells
+# kube-scheduler Never (a PriorityClass's preemptionPolicy cannot change, so a new one).
+AIRLOCK_ALONE = (f"        name: {SERVING}\n        value: 100000\n"
+                 "        preemptionPolicy: Never\n      queued: true\n      preempts: true\n")
+IMAGE = "vllm/vllm-openai:v0.6.3"
+
+
+def _vllm(namespace: str) -> dict[str, object]:
+    return workload("apps/v1", "Deployment", "vllm", namespace, replicas=1,
+                    selector={"matchLabels": {"app": "vllm"}},
+                    template=template(IMAGE, gpus=8, labels={"app": "vllm"}))
+
+
+async def _queued(api: client.ApiClient, namespace: str, expected: bool) -> bool:
+    """Whether the webhook, as it reads its policy now, gates a serving pod as `expected`."""
+    probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"},
+             "spec": {"containers": [{"name": "main", "image": IMAGE, "resources": {
+                 "limits": {"nvidia.com/gpu": "1"}}}]}}
+    stored = await dry_run(api, namespace, probe)
+    return "spec" in stored and gated(stored) == expected
+
+
+@pytest.fixture
+async def airlock_alone(api: client.ApiClient, namespace: str,
+                        session_policies: Path) -> AsyncIterator[None]:
+    """The shipped inference class made Airlock's alone to evict for, for one test; the
+    webhook reads it within 2 s, the controllers started after it at once."""
+    await client.SchedulingV1Api(api).create_priority_class(body={
+        "metadata": {"name": SERVING}, "value": 100000, "preemptionPolicy": "Never"})
+    classes = session_policies / "10-classes.yaml"
+    shipped = classes.read_text()
+    assert SHIPPED in shipped
+    classes.write_text(shipped.replace(SHIPPED, AIRLOCK_ALONE))
+    try:
+        await until(functools.partial(_queued, api, namespace, True), within=20)
+        yield
+    finally:
+        classes.write_text(shipped)
+        await until(functools.partial(_queued, api, namespace, False), within=20)
+        await client.SchedulingV1Api(api).delete_priority_class(SERVING)
+
+
+async def _full_of_training(api: client.ApiClient, namespace: str) -> None:
+    """Two training gangs of 4 whole nodes fill the 64 GPUs, running for an hour."""
+    for name in ("left", "right"):
+        await create_gang(api, namespace, name, 4, cls="training")
+    for name in ("left", "right"):
+        await until(functools.partial(all_bound, api, namespace, name, 4), within=60)
+    for p in await pods_of(api, namespace):
+        await running_since(api, p, 1)
+
+
+PREEMPT_NOW = policy_yaml("preempt-now", {"preemption": {
+    "minRuntime": "1s", "delay": "0", "requeueBackoff": "1m"}})
+
+
+TRAINING = [f"{gang}-{i}" for gang in ("left", "right") for i in range(4)]
+
+
+async def _gone(api: client.ApiClient, namespace: str) -> list[str]:
+    """The training pods evicted: being deleted, or deleted already (KWOK, like a
+    kubelet, ends a deleted pod within moments)."""
+    staying = {p["metadata"]["name"] for p in await pods_of(api, namespace)
+               if not p["metadata"].get("deletionTimestamp")}
+    return [name for name in TRAINING if name not in staying]
+
+
+async def _gone_count(api: client.ApiClient, namespace: str, count: int) -> bool:
+    return len(await _gone(api, namespace)) >= count
+
+
+async def _serving_runs(api: client.ApiClient, namespace: str) -> None:
+    async def bound() -> bool:
+        pods = await pods_of(api, namespace, "vllm-")
+        return len(pods) == 1 and bool(pods[0]["spec"].get("nodeName"))
+
+    await until(bound, within=60)
+
+
+async def test_as_shipped_kube_scheduler_takes_one_pod_of_a_training_gang(
+        api: client.ApiClient, namespace: str, controllers: Controllers,
+        policy_file: PolicyFileFactory) -> None:
+    policy_file("90-preempt-now.yaml", PREEMPT_NOW)
+    controllers.start()
+    await _full_of_training(api, namespace)
+    await client.AppsV1Api(api).create_namespaced_deployment(namespace, body=_vllm(namespace))
+    await until(lambda: _gone_count(api, namespace, 1), within=60)
+    (serving,) = await pods_of(api, namespace, "vllm-")
+    assert not gated(serving)
+    # One pod of a gang, chosen by kube-scheduler, which says so; no word of Airlock's.
+    (victim,) = await _gone(api, namespace)
+    told = await events(api, namespace, victim)
+    assert any(m.startswith("Preempted by pod") for m in told), told
+    assert not [m for m in told if m.startswith("Preempted:")]
+    await _serving_runs(api, namespace)
+
+
+
+@pytest.mark.usefixtures("airlock_alone")
+async def test_airlock_alone_evicts_a_whole_gang_for_a_serving_pod(
+        api: client.ApiClient, namespace: str, controllers: Controllers,
+        policy_file: PolicyFileFactory) -> None:
+    policy_file("90-preempt-now.yaml", PREEMPT_NOW)
+    controllers.start()
+    await _full_of_training(api, namespace)
+    await client.AppsV1Api(api).create_namespaced_deployment(namespace, body=_vllm(namespace))
+    await until(lambda: _gone_count(api, namespace, 4), within=60)
+    await _serving_runs(api, namespace)
+    gone = await _gone(api, namespace)
+    # One whole gang, and only it: every pod of it told why, by Airlock.
+    assert gone in ([f"left-{i}" for i in range(4)], [f"right-{i}" for i in range(4)])
+    (serving,) = await pods_of(api, namespace, "vllm-")
+    name = serving["metadata"]["name"]
+    told = [m for m in await events(api, namespace) if m.startswith("Preempted")]
+    assert len(told) == 4, told  # Airlock's, each "Preempted: ...", and none of kube-scheduler's
+    assert all(f"evicted to make room for pod {namespace}/{name}" in m for m in told)
+    assert serving["spec"]["priorityClassName"] == SERVING
+    assert serving["spec"]["preemptionPolicy"] == "Never"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
@@ -101,47 +102,45 @@ async def _gone_count(api: client.ApiClient, namespace: str, count: int) -> bool
     return len(await _gone(api, namespace)) >= count
 
 
-async def _serving_runs(api: client.ApiClient, namespace: str) -> None:
+async def _serving_comes(api: client.ApiClient, namespace: str, controllers: Controllers,
+                         policy_file: PolicyFileFactory, evicted: int
+                         ) -> tuple[dict[str, Any], list[str]]:
+    """A serving Deployment's pod comes to a cluster full of training: once `evicted`
+    training pods are gone and it is bound, the pod and the training pods gone."""
+    policy_file("90-preempt-now.yaml", PREEMPT_NOW)
+    controllers.start()
+    await _full_of_training(api, namespace)
+    await client.AppsV1Api(api).create_namespaced_deployment(namespace, body=_vllm(namespace))
+    await until(lambda: _gone_count(api, namespace, evicted), within=60)
+
     async def bound() -> bool:
         pods = await pods_of(api, namespace, "vllm-")
         return len(pods) == 1 and bool(pods[0]["spec"].get("nodeName"))
 
     await until(bound, within=60)
+    (serving,) = await pods_of(api, namespace, "vllm-")
+    return serving, await _gone(api, namespace)
 
 
 async def test_as_shipped_kube_scheduler_takes_one_pod_of_a_training_gang(
         api: client.ApiClient, namespace: str, controllers: Controllers,
         policy_file: PolicyFileFactory) -> None:
-    policy_file("90-preempt-now.yaml", PREEMPT_NOW)
-    controllers.start()
-    await _full_of_training(api, namespace)
-    await client.AppsV1Api(api).create_namespaced_deployment(namespace, body=_vllm(namespace))
-    await until(lambda: _gone_count(api, namespace, 1), within=60)
-    (serving,) = await pods_of(api, namespace, "vllm-")
+    serving, gone = await _serving_comes(api, namespace, controllers, policy_file, 1)
     assert not gated(serving)
     # One pod of a gang, chosen by kube-scheduler, which says so; no word of Airlock's.
-    (victim,) = await _gone(api, namespace)
+    (victim,) = gone
     told = await events(api, namespace, victim)
     assert any(m.startswith("Preempted by pod") for m in told), told
     assert not [m for m in told if m.startswith("Preempted:")]
-    await _serving_runs(api, namespace)
-
 
 
 @pytest.mark.usefixtures("airlock_alone")
 async def test_airlock_alone_evicts_a_whole_gang_for_a_serving_pod(
         api: client.ApiClient, namespace: str, controllers: Controllers,
         policy_file: PolicyFileFactory) -> None:
-    policy_file("90-preempt-now.yaml", PREEMPT_NOW)
-    controllers.start()
-    await _full_of_training(api, namespace)
-    await client.AppsV1Api(api).create_namespaced_deployment(namespace, body=_vllm(namespace))
-    await until(lambda: _gone_count(api, namespace, 4), within=60)
-    await _serving_runs(api, namespace)
-    gone = await _gone(api, namespace)
+    serving, gone = await _serving_comes(api, namespace, controllers, policy_file, 4)
     # One whole gang, and only it: every pod of it told why, by Airlock.
     assert gone in ([f"left-{i}" for i in range(4)], [f"right-{i}" for i in range(4)])
-    (serving,) = await pods_of(api, namespace, "vllm-")
     name = serving["metadata"]["name"]
     told = [m for m in await events(api, namespace) if m.startswith("Preempted")]
     assert len(told) == 4, told  # Airlock's, each "Preempted: ...", and none of kube-scheduler's

@@ -85,7 +85,7 @@ class ClassSpec(Strict):
     preempts: bool | None = Field(
         None,
         description="Whether Airlock evicts lower-priority work (whole gangs, cheapest "
-        "first, past their minimum runtime, with notice) to make room for the class's "
+        "first, past their minimum runtime, each told why) to make room for the class's "
         "gangs and queued pods. Default: as its PriorityClass's `preemptionPolicy` "
         "(`Never`: no). `true` with `preemptionPolicy: Never` and `queued: true` makes "
         "Airlock the only one that evicts for the class: kube-scheduler's own preemption "

@@ -104,13 +104,6 @@ class ClassSpec(Strict):
         """Whether single pods of this class, named `name`, queue (gangs always do)."""
         return name != "inference" if self.queued is None else self.queued
 
-    @property
-    def airlock_preempts(self) -> bool:
-        """Whether Airlock evicts for the class (`preempts`, else its PriorityClass)."""
-        if self.preempts is None:
-            return self.priority_class.preemption_policy != "Never"
-        return self.preempts
-
 
 def preemption_problems(classes: Mapping[Name, ClassSpec]) -> Iterator[tuple[Name, Loc, str]]:
     """Each class Airlock should evict for whose single pods nobody would make room: the

@@ -38,9 +38,16 @@ def unit_of(pods: Sequence[PodInfo], unit: UnitId, queue: str, now: float,
             restarted: Sequence[PodInfo] | None = None) -> Victim:
     """`pods` weighed as one unit, by the GPUs they hold and the work of `restarted` (by
     default `pods` themselves) since their last checkpoint."""
-    gpus = sum(gpus_of.get(p.key, 0) for p in pods)
-    lost = sum(work_lost(g, saved_from(p), now) for p in restarted or pods
-               if (g := gpus_of.get(p.key, 0)))
+    gpus: GpuEquivalents = 0
+    lost = 0.0
+    for p in pods:  # one pass: a round weighs tens of thousands of units
+        if (g := gpus_of.get(p.key, 0)):
+            gpus += g
+            if restarted is None:
+                lost += work_lost(g, saved_from(p), now)
+    if restarted is not None:
+        lost = sum(work_lost(g, saved_from(p), now) for p in restarted
+                   if (g := gpus_of.get(p.key, 0)))
     return Victim(tuple(pods), unit, queue, max(p.priority for p in pods), gpus, lost,
                   max(p.started for p in pods), overran=overran(pods, now))
 

@@ -204,10 +204,13 @@ def review(obj: Any, operation: str = "CREATE", old: Any = None, uid: str = "uid
 
 def gang_pod(gang: str, i: int, size: int, gpus: int = 8, cls: str | None = None,
              annotations: dict[str, str] | None = None,
-             templates: tuple[str, ...] = ()) -> dict[str, Any]:
+             templates: tuple[str, ...] = (), image: str | None = None) -> dict[str, Any]:
     """A gang member as a user creates it, in whatever namespace the request names; with
-    `templates`, its devices come from a claim made from each, and `gpus` is unused."""
+    `templates`, its devices come from a claim made from each, and `gpus` is unused;
+    `image`, what the rules may classify it by."""
     b = pod(f"{gang}-{i}").gang(gang, size)
+    if image:
+        b.image(image)
     for name in templates:
         claiming(b, template=name)
     if not templates:

@@ -1,10 +1,13 @@
 """Who evicts for a serving pod, on the real kube-scheduler: as shipped, a serving pod is
 not gated, and kube-scheduler's own preemption takes one pod of a training gang; with
 the class's PriorityClass telling kube-scheduler `Never`, `queued: true` and
-`preempts: true`, Airlock gates it and evicts one whole gang, with its events."""
+`preempts: true`, Airlock gates it and evicts one whole gang, with its events. And the
+room Airlock frees for a serving gang stays the gang's: its pods are nominated there
+before the victims go, so kube-scheduler gives that room to no serving pod of its own."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,7 +16,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from tests.builders import policy_yaml, template, workload
+from tests.builders import gang_pod, policy_yaml, template, workload
 from tests.kube import (
     Controllers,
     PolicyFileFactory,
@@ -26,6 +29,7 @@ from tests.kube import (
     running_since,
     until,
 )
+from webhook.sandbox.stages import TERMINATION_DELAY
 
 pytestmark = pytest.mark.usefixtures("airlock")
 
@@ -147,3 +151,51 @@ async def test_airlock_alone_evicts_a_whole_gang_for_a_serving_pod(
     assert all(f"evicted to make room for pod {namespace}/{name}" in m for m in told)
     assert serving["spec"]["priorityClassName"] == SERVING
     assert serving["spec"]["preemptionPolicy"] == "Never"
+
+
+async def test_the_room_freed_for_a_serving_gang_is_not_taken_by_a_serving_pod(
+        api: client.ApiClient, namespace: str, controllers: Controllers,
+        policy_file: PolicyFileFactory) -> None:
+    policy_file("90-preempt-now.yaml", PREEMPT_NOW)
+    controllers.start()
+    core = client.CoreV1Api(api)
+    # Half the cluster serves; the other half runs scavengers that take 15 s to end once
+    # deleted, as pods saving their work do.
+    await create_gang(api, namespace, "serve", 4, image=IMAGE)
+    await asyncio.gather(*(core.create_namespaced_pod(namespace, body=gang_pod(
+        "scav", i, 4, cls="scavenger", annotations={TERMINATION_DELAY: "15s"}))
+        for i in range(4)))
+    for name in ("serve", "scav"):
+        await until(functools.partial(all_bound, api, namespace, name, 4), within=60)
+    for p in await pods_of(api, namespace, "scav"):
+        await running_since(api, p, 1)
+    scav_nodes = {p["spec"]["nodeName"] for p in await pods_of(api, namespace, "scav")}
+
+    # A serving gang evicts the scavengers; while they end, its gated pods are nominated
+    # to their nodes.
+    await create_gang(api, namespace, "infer", 4, image=IMAGE)
+
+    async def nominated() -> bool:
+        pods, scav = await pods_of(api, namespace, "infer"), await pods_of(api, namespace,
+                                                                           "scav")
+        return len(pods) == 4 and all(gated(p) for p in pods) and \
+            {p["status"].get("nominatedNodeName") for p in pods} == scav_nodes and \
+            len(scav) == 4 and all(p["metadata"].get("deletionTimestamp") for p in scav)
+
+    await until(nominated, within=60)
+
+    # A serving Deployment's pod, not gated, of the same priority: kube-scheduler would
+    # give it the first node the scavengers free, and the gang would be one node short.
+    await client.AppsV1Api(api).create_namespaced_deployment(namespace, body=_vllm(namespace))
+
+    async def infer_bound() -> bool:
+        pods = await pods_of(api, namespace, "infer")
+        return len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods)
+
+    await until(infer_bound, within=60)
+    assert {p["spec"]["nodeName"] for p in await pods_of(api, namespace, "infer")} == \
+        scav_nodes
+    (serving,) = await pods_of(api, namespace, "vllm-")
+    assert not gated(serving)
+    assert not serving["spec"].get("nodeName")  # no room left for it: it waits
+    assert len(await pods_of(api, namespace, "serve")) == 4  # and took none from `serve`

@@ -25,6 +25,8 @@ EventType = Literal["Normal", "Warning"]
 # was backfilled onto the room reserved for the head of the queue and ran past its end, or
 # it is moved out of a domain the head needs whole (and made again elsewhere).
 Cause = Literal["priority", "reclaim", "backfill", "move"]
+# (pod name, node): the nodes to write as a gated gang's pods' nominated nodes.
+Nominations = tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +41,7 @@ class Admit:
     gpus: GpuEquivalents
     note: str = ""
     # (pod name, node) to write as the pods' nominated node before they are ungated.
-    nominate: tuple[tuple[str, str], ...] = ()
+    nominate: Nominations = ()
     # (key, value) to write on each pod as its gate is lifted: the annotations that
     # consume the room a ProvisioningRequest booked for it.
     annotations: tuple[tuple[str, str], ...] = ()
@@ -71,6 +73,9 @@ class Wait:
     # The GPU model it waits for room of, where policy names models: what a capacity
     # request asks for.
     model: str | None = None
+    # Its pods still nominated to nodes of a hold that ended unused: nominations to forget,
+    # or kube-scheduler keeps that room from every pod of no higher priority.
+    unnominate: tuple[PodInfo, ...] = ()
 
     @property
     def message(self) -> str:
@@ -135,6 +140,9 @@ class Preempt:
     notice_until: float | None = None
     # Why in this domain, or spread, for a gang that prefers one domain.
     note: str = ""
+    # (pod name, node) of the preemptor, written as nominated before the victims go, so
+    # kube-scheduler keeps the room they free from pods of no higher priority.
+    nominate: Nominations = ()
 
     @property
     def gpu_hours(self) -> float:

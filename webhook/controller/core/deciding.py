@@ -116,7 +116,21 @@ def _decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float
     for gang in queues.order((g for g in waiting if g.id not in holds) if holds else waiting):
         if gang.id not in queues.evicting:  # its running members go: nothing joins them
             actions.extend(_guarded(gang, partial(consider, r, gang)))
-    return fence_promised(r, actions), r
+    return fence_promised(r, _forget_nominations(actions, waiting, holds)), r
+
+
+def _forget_nominations(actions: list[Action], waiting: Sequence[Gang],
+                        holds: Mapping[UnitId, Hold]) -> list[Action]:
+    """Each unit that waits with pods still nominated to nodes, and no room held for it
+    (its hold timed out, or its victims were kept), is told to forget them: a stale
+    nomination keeps room from kube-scheduler's pods of no higher priority, room
+    Airlock may give to another unit."""
+    stale = {g.id: found for g in waiting if g.id not in holds
+             and (found := tuple(p for p in g.waiting if p.nominated))}
+    if not stale:
+        return actions
+    return [dataclasses.replace(a, unnominate=stale[a.unit])
+            if isinstance(a, Wait) and a.unit in stale else a for a in actions]
 
 
 def _guarded(gang: Gang, step: Callable[[], list[Action]]) -> list[Action]:

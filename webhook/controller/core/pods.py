@@ -171,6 +171,9 @@ class PodInfo:
     # Why the pod cannot be decided: a mark of Airlock's it carries out of bounds, or a
     # pod the watch could not read at all. Its unit waits as `Invalid`; never raised.
     invalid: str | None = None
+    # The node its status names as nominated while it is gated: only Airlock writes one
+    # there (kube-scheduler never looks at a gated pod), for a preemptor's room.
+    nominated: str | None = None
     # (namespace, name): a field, not a property, since rounds look it up for every pod
     # they weigh (a tenth of a large simulation went to building it again).
     key: PodKey = field(init=False, compare=False, repr=False)
@@ -229,6 +232,7 @@ class PodInfo:
         decided = marks.decided(node_name)
         uid, created = meta.get("uid", ""), timestamp(meta.get("creationTimestamp"))
         deleting = meta.get("deletionTimestamp") is not None
+        nominated = status.get("nominatedNodeName") if GATE in gates else None
         return cls(
             namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=uid,
             node_name=node_name, terminal=status.get("phase") in _TERMINAL_PHASES,
@@ -253,7 +257,8 @@ class PodInfo:
             else UNCONSTRAINED,
             recorded=Recorded.read(annotations, uid, created, seal,
                                    _evicted_for(status) if deleting else None),
-            invalid=marks.refused)
+            invalid=marks.refused,
+            nominated=nominated if type(nominated) is str and nominated else None)
 
 
 def unreadable(raw: Mapping[str, Any], reason: str) -> PodInfo:

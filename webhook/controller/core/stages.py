@@ -296,9 +296,10 @@ def admit(r: Round, u: Unit) -> Verdict:
                     model=u.model, model_labels=r.pins(u.model),
                     nodes=planned_nodes(plan, u.members) if r.options.pin == "nodes" else ())
     # A preemptor's pods are nominated to their nodes, where the victims may still be
-    # terminating: kube-scheduler then waits for them instead of preempting more.
-    nominate = tuple(sorted((name, node) for (_, name), node in plan.assignments.items())) \
-        if u.hold is not None else ()
+    # terminating: kube-scheduler then waits for them instead of preempting more. Pods
+    # nominated for a hold that ended are nominated anew, where they now go.
+    nominate = plan.nominations() \
+        if u.hold is not None or any(p.nominated for p in u.members) else ()
     return Admit(gang.id, record, min(u.members, key=lambda p: p.name), tuple(u.members),
                  r.snap.need(u.members), joining_note(gang, u.size) if u.started else "",
                  nominate)

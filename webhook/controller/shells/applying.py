@@ -133,7 +133,7 @@ class Applier:
         try:
             match action:
                 case Admit():
-                    await self._nominate(action)
+                    await self._nominate(action.ungate, action.nominate)
                     await self._record(action)
                     await self._ungate(tuple(p for p in action.ungate if p != action.anchor),
                                        action.record, action.annotations)
@@ -150,7 +150,11 @@ class Applier:
                     # DisruptionTarget condition stands.
                     await self._evict(action.pod, told, datetime.datetime.now(datetime.UTC),
                                       mark=False)
-                case Wait() | Ignore():
+                case Wait():
+                    # Nothing else to write: its event says why.
+                    await self._nominate(action.unnominate,
+                                         tuple((p.name, None) for p in action.unnominate))
+                case Ignore():
                     pass  # nothing to write: its event says why
                 case _:
                     assert_never(action)
@@ -188,11 +192,13 @@ class Applier:
                                          "domain": admit.record.domain,
                                          "pods": len(admit.ungate)})
 
-    async def _nominate(self, admit: Admit) -> None:
-        """A preemptor's pods get their nodes as nominated, while still gated."""
-        pods = {p.name: p for p in admit.ungate}
+    async def _nominate(self, gang: Iterable[PodInfo],
+                        nodes: Iterable[tuple[str, str | None]]) -> None:
+        """Pods of a gated `gang` get `nodes` as nominated (pod name, node; None to
+        forget one)."""
+        pods = {p.name: p for p in gang}
 
-        async def one(name: str, node: str) -> None:
+        async def one(name: str, node: str | None) -> None:
             pod = pods[name]
             async with self.limit:
                 self.fence.check()
@@ -200,7 +206,7 @@ class Applier:
                     pod.name, pod.namespace, body={"status": {"nominatedNodeName": node}},
                     _content_type="application/strategic-merge-patch+json",
                     _preload_content=False)))
-        await asyncio.gather(*(one(name, node) for name, node in admit.nominate))
+        await asyncio.gather(*(one(name, node) for name, node in nodes))
 
     async def _preempt(self, preempt: Preempt) -> None:
         """The decision goes on the preemptor's anchor first (unless it is there: a
@@ -213,6 +219,8 @@ class Applier:
                 "application/json-patch+json")
             if self.pause:
                 await asyncio.sleep(self.pause)
+        # Before the victims go, so no pod of kube-scheduler's takes the room they free.
+        await self._nominate(preempt.preemptor, preempt.nominate)
         told = {p.key: e for e in events_of(preempt)
                 if e.reason in ("Preempted", "PreemptionNotice") for p in e.pods}
         await asyncio.gather(self._evict_all([p for v in preempt.victims for p in v.pods], told),

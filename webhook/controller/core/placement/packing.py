@@ -27,6 +27,10 @@ class Plan:
     # A sliced gang: each member's domain of the slice level.
     slices: dict[PodKey, str] = field(default_factory=dict)
 
+    def nominations(self) -> tuple[tuple[str, str], ...]:
+        """(pod name, node) of every pod placed, in name order."""
+        return tuple(sorted((key.name, node) for key, node in self.assignments.items()))
+
 
 def pack(pods: Sequence[PodInfo], candidates: Sequence[str], snap: Snapshot,
          local: dict[str, Resources] | None = None) -> dict[PodKey, str] | None:

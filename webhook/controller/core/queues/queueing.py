@@ -372,5 +372,6 @@ class Queueing:
                                   self.now, tuple(p.uid for p in pods))
         anchor = min(members, key=lambda p: p.name)
         return self._told(Preempt(gang.id, anchor, record, tuple(members), choice.victims,
-                                  gang.priority, queue, note=choice.note))
+                                  gang.priority, queue, note=choice.note,
+                                  nominate=choice.plan.nominations()))
 

@@ -1,0 +1,115 @@
+"""Nominated nodes, decided in the pure core: a preemptor's pods are nominated to the
+room its victims free before they go, so kube-scheduler keeps that room from pods of no
+higher priority; a unit whose hold ended forgets them, or is nominated anew where it goes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tests.builders import (
+    CLIQUE,
+    HOUR,
+    NOW,
+    TRAINING,
+    cluster,
+    gang,
+    preempting,
+    preempts,
+    raw_member,
+    running,
+    tracked,
+    uid_of,
+    unit,
+)
+from webhook.controller.core.actions import Admit, Wait
+from webhook.controller.core.deciding import QueueState, decide
+from webhook.controller.core.pods import PodInfo
+from webhook.controller.core.records import PreemptionRecord
+
+RECORD = PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"), ("a-n0", "a-n1"), NOW - 5,
+                          (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
+
+
+def nominated(pods: list[PodInfo], *nodes: str) -> list[PodInfo]:
+    """`pods`, each nominated to the node of its place in `nodes`."""
+    return [dataclasses.replace(p, nominated=n) for p, n in zip(pods, nodes, strict=True)]
+
+
+def test_a_preemptor_is_nominated_to_the_room_its_victims_free() -> None:
+    nodes = cluster({"a": 2, "b": 2})
+    kept = running("kept", ["b-n0", "b-n1"], ran=10 * HOUR)
+    cheap = running("cheap", ["a-n0", "a-n1"], ran=HOUR)
+    (action,) = preempts(decide(tracked(nodes, kept + cheap + gang(
+        "train", 2, priority=TRAINING)), {}, NOW))
+    assert {p.name for v in action.victims for p in v.pods} == {"cheap-0", "cheap-1"}
+    assert {name for name, _ in action.nominate} == {"train-0", "train-1"}
+    assert sorted(node for _, node in action.nominate) == ["a-n0", "a-n1"]
+
+
+def test_a_unit_keeps_its_nominations_while_its_room_is_held() -> None:
+    nodes = cluster({"a": 2})
+    going = [dataclasses.replace(p, deleting=True) for p in running("s", ["a-n0", "a-n1"])]
+    train = nominated(preempting(2, RECORD), "a-n0", "a-n1")
+    (mine,) = [a for a in decide(tracked(nodes, going + train), {}, NOW)
+               if a.unit == unit("train")]
+    assert isinstance(mine, Wait)  # for its victims to be gone
+    assert mine.unnominate == ()
+
+
+def test_a_unit_forgets_its_nominations_once_its_hold_ends_unused() -> None:
+    # The hold timed out, and a gang of higher priority took the room since.
+    nodes = cluster({"a": 2})
+    busy = running("busy", ["a-n0", "a-n1"], ran=HOUR, priority=TRAINING * 2)
+    train = nominated(preempting(2, dataclasses.replace(RECORD, at=NOW - HOUR)),
+                      "a-n0", "a-n1")
+    (mine,) = [a for a in decide(tracked(nodes, busy + train), {}, NOW)
+               if a.unit == unit("train")]
+    assert isinstance(mine, Wait)
+    assert {p.name for p in mine.unnominate} == {"train-0", "train-1"}
+
+
+def test_a_unit_without_nominations_has_none_to_forget() -> None:
+    nodes = cluster({"a": 1})
+    actions = decide(tracked(nodes, running("s", ["a-n0"], ran=HOUR, priority=TRAINING * 2)
+                             + gang("train", 1, priority=TRAINING)), {}, NOW)
+    (mine,) = [a for a in actions if a.unit == unit("train")]
+    assert isinstance(mine, Wait)
+    assert mine.unnominate == ()
+
+
+def test_a_unit_nominated_for_an_ended_hold_is_nominated_where_it_now_goes() -> None:
+    # Its hold on b ended; a is free now. Left nominated to b, kube-scheduler would try b.
+    nodes = cluster({"a": 2, "b": 2})
+    train = nominated(preempting(2, dataclasses.replace(RECORD, at=NOW - HOUR)),
+                      "b-n0", "b-n1")
+    blocked = running("busy", ["b-n0", "b-n1"], ran=HOUR, priority=TRAINING * 2)
+    actions = decide(tracked(nodes, blocked + train), {}, NOW, state=QueueState())
+    (mine,) = [a for a in actions if a.unit == unit("train")]
+    assert isinstance(mine, Admit)
+    assert {name for name, _ in mine.nominate} == {"train-0", "train-1"}
+    assert sorted(node for _, node in mine.nominate) == ["a-n0", "a-n1"]
+
+
+def test_a_gang_admitted_without_a_hold_or_nominations_is_not_nominated() -> None:
+    nodes = cluster({"a": 2})
+    (mine,) = [a for a in decide(tracked(nodes, gang("train", 2, priority=TRAINING)), {}, NOW)
+               if a.unit == unit("train")]
+    assert isinstance(mine, Admit)
+    assert mine.nominate == ()
+
+
+@pytest.mark.parametrize(("gated", "status", "read"), [
+    (True, {"nominatedNodeName": "a-n0"}, "a-n0"),
+    (True, {}, None),
+    (True, {"nominatedNodeName": ""}, None),
+    (True, {"nominatedNodeName": ["a-n0"]}, None),  # not a string: not read, never raised
+    # Ungated, kube-scheduler's own: not Airlock's to keep or forget.
+    (False, {"nominatedNodeName": "a-n0"}, None),
+])
+def test_only_a_gated_pods_nominated_node_is_read(
+        gated: bool, status: dict[str, object], read: str | None) -> None:
+    raw = raw_member("train", 0, 8, 1, gated=gated)
+    raw["status"] = status
+    assert PodInfo.parse(raw).nominated == read

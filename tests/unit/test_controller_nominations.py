@@ -92,6 +92,15 @@ def test_a_unit_nominated_for_an_ended_hold_is_nominated_where_it_now_goes() -> 
     assert sorted(node for _, node in mine.nominate) == ["a-n0", "a-n1"]
 
 
+def test_a_preemptor_already_nominated_to_its_nodes_is_not_nominated_again() -> None:
+    # Its victims are gone; its pods carry the nominations written at the preemption.
+    nodes = cluster({"a": 2})
+    train = nominated(preempting(2, RECORD), "a-n0", "a-n1")
+    (mine,) = [a for a in decide(tracked(nodes, train), {}, NOW) if a.unit == unit("train")]
+    assert isinstance(mine, Admit)
+    assert mine.nominate == ()
+
+
 def test_a_gang_admitted_without_a_hold_or_nominations_is_not_nominated() -> None:
     nodes = cluster({"a": 2})
     (mine,) = [a for a in decide(tracked(nodes, gang("train", 2, priority=TRAINING)), {}, NOW)

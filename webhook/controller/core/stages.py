@@ -297,9 +297,11 @@ def admit(r: Round, u: Unit) -> Verdict:
                     nodes=planned_nodes(plan, u.members) if r.options.pin == "nodes" else ())
     # A preemptor's pods are nominated to their nodes, where the victims may still be
     # terminating: kube-scheduler then waits for them instead of preempting more. Pods
-    # nominated for a hold that ended are nominated anew, where they now go.
-    nominate = plan.nominations() \
-        if u.hold is not None or any(p.nominated for p in u.members) else ()
+    # nominated for a hold that ended are nominated anew, where they now go; a pod already
+    # nominated to its node (at the preemption) is not written again.
+    had = {p.name: p.nominated for p in u.members}
+    nominate = tuple(pair for pair in plan.nominations() if had[pair[0]] != pair[1]) \
+        if u.hold is not None or any(had.values()) else ()
     return Admit(gang.id, record, min(u.members, key=lambda p: p.name), tuple(u.members),
                  r.snap.need(u.members), joining_note(gang, u.size) if u.started else "",
                  nominate)

@@ -19,13 +19,14 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from bench.common import trace_grants
+from bench.peers.journal import Journal
 from bench.peers.manifests import (
     JOB_LABEL,
     KUEUE_API,
@@ -111,8 +112,9 @@ def replay(system: System, jobs: Sequence[Job], policy: Policy, options: Options
         pools = options.shape.node_pools()
         recorder = Recorder(jobs, max(p.gpus_per_node for p in pools),
                             sum(p.count * p.gpus_per_node for p in pools), options.speed)
-        end, ended = asyncio.run(_Replay(system, jobs, policy, recorder, options,
-                                         plane.admin_kubeconfig, progress).run())
+        with (plane.workdir / "pods.log").open("wb") as journal:
+            end, ended = asyncio.run(_Replay(system, jobs, policy, recorder, options,
+                                             plane.admin_kubeconfig, progress, journal).run())
         return Outcome(system, recorder.timelines(end), end * options.speed, setup, ended)
     finally:
         stop(operators)
@@ -184,10 +186,11 @@ async def _apply(kubeconfig: Path, docs: list[dict[str, Any]]) -> None:
 class _Replay:
     def __init__(self, system: System, jobs: Sequence[Job], policy: Policy,
                  recorder: Recorder, options: Options, kubeconfig: Path,
-                 progress: Progress) -> None:
+                 progress: Progress, journal: BinaryIO) -> None:
         self.system, self.jobs, self.policy = system, jobs, policy
         self.recorder, self.options, self.kubeconfig = recorder, options, kubeconfig
         self.progress = progress
+        self.journal, self.journaling = journal, Journal()
         self.tasks: set[asyncio.Task[None]] = set()
         self.t0 = 0.0
         self.epoch = 0.0  # the wall-clock time at t0, by which KWOK reads an end
@@ -319,6 +322,10 @@ class _Replay:
                     if kind == "BOOKMARK":
                         continue
                     self.last_event = self.now()
+                    if line := self.journaling.line(self.last_event * self.options.speed,
+                                                    self.epoch + self.last_event, obj,
+                                                    kind == "DELETED"):
+                        self.journal.write(line)
                     for action in self.recorder.observe(self.last_event, obj,
                                                         deleted=kind == "DELETED"):
                         self.spawn(self.act(action))

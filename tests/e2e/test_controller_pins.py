@@ -75,6 +75,40 @@ async def test_a_gang_of_small_pods_lands_exactly_on_its_planned_nodes(
                                         "values": [plan[p["metadata"]["name"]]]}]
 
 
+async def test_a_gang_of_bare_pods_lands_on_the_nodes_it_is_steered_to(
+        api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
+    """Pods no owner makes again are not pinned (a failed node would strand them): they
+    prefer their planned node, and kube-scheduler's scoring, which would spread them
+    over the emptiest nodes, puts them there."""
+    controllers.start()
+    core = client.CoreV1Api(api)
+    for i, gpus in enumerate((4, 4, 2, 2, 1, 1)):
+        body = template(gpus=gpus, labels={CLASS_LABEL: "training", GANG_NAME_LABEL: "bare"})
+        body["metadata"] = {**body.get("metadata", {}), "name": f"bare-{i}",
+                            "annotations": {GANG_SIZE_ANNOTATION: "6"}}
+        body["spec"]["restartPolicy"] = "Never"
+        await core.create_namespaced_pod(namespace, body={"apiVersion": "v1", "kind": "Pod",
+                                                          **body})
+
+    async def bound() -> bool:
+        pods = await pods_of(api, namespace, "bare")
+        return len(pods) == 6 and all(p["spec"].get("nodeName") for p in pods)
+
+    await until(bound, within=60)
+    pods = await pods_of(api, namespace, "bare")
+    plan = await planned(api, namespace, "bare")
+    assert {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods} == plan
+    for p in pods:
+        affinity = p["spec"]["affinity"]["nodeAffinity"]
+        assert affinity["preferredDuringSchedulingIgnoredDuringExecution"] == [
+            {"weight": 100, "preference": {"matchFields": [
+                {"key": "metadata.name", "operator": "In",
+                 "values": [plan[p["metadata"]["name"]]]}]}}]
+        assert all(f["operator"] == "NotIn" for term in affinity.get(
+            "requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])
+            for f in term.get("matchFields", [])), "preferred, never pinned"
+
+
 async def test_pins_survive_a_controller_killed_half_way_through_a_lift(
         api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
     """The next leader lifts the members still gated onto the nodes the record names."""

@@ -103,14 +103,14 @@ def test_under_pin_domain_nothing_is_pinned_to_a_node() -> None:
     assert _admit(decide(tracked(NODES, pods), {}, NOW, options)).record.nodes == ()
 
 
-def test_a_pod_no_owner_makes_again_or_that_names_its_node_is_not_pinned() -> None:
-    """Deleting such a pod would lose it, or override its own choice: it keeps today's
-    pin to its domain, and a failed node never gets it deleted."""
+def test_a_pod_that_names_its_node_is_not_sent_to_another() -> None:
+    """Its choice is its own. A pod no owner makes again is recorded with its planned
+    node, which it only prefers (`test_controller_steering`)."""
     raws = _raws((2, 2, 2))
     raws[0]["metadata"].pop("ownerReferences")
     raws[1]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "a-n3"}
     record = _admit(decide(tracked(NODES, _parsed(raws)), {}, NOW)).record
-    assert dict(record.nodes) == {"g-2": "a-n0"}
+    assert dict(record.nodes) == {"g-0": "a-n0", "g-2": "a-n0"}
 
 
 def test_the_record_keeps_the_nodes_and_an_old_record_reads_without_them() -> None:

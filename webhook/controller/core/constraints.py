@@ -17,6 +17,7 @@ from webhook.policy.gpumodels import named_models
 Signature = tuple[Any, ...]
 _NONE: Mapping[str, str] = {}
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
 @functools.lru_cache(maxsize=256)
@@ -54,6 +55,9 @@ class Constraints:
     # `metadata.name In [node]` in every term that matches anything): how Airlock pins a
     # pod to its planned node at ungate, and how a pod may name its node itself.
     pinned: str | None = None
+    # Whether its node affinity has preferred terms already: the ungate patch adds
+    # Airlock's preference for the planned node to them, not in their place.
+    preferring: bool = False
     # Pods with the same signature may use the same nodes. A field, not a property: rounds
     # group every pod they weigh by it.
     signature: Signature = field(init=False, compare=False, repr=False)
@@ -79,7 +83,8 @@ class Constraints:
                    affinity_depth=0 if required is not None else
                    _depth(affinity, node_affinity),
                    gpu_models=named_models(annotations.get(GPU_MODELS_ANNOTATION)),
-                   pinned=_pinned(terms))
+                   pinned=_pinned(terms),
+                   preferring=bool((node_affinity or {}).get(_PREFERRED)))
 
     @property
     def models_named(self) -> tuple[str, ...] | None:

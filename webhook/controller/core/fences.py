@@ -13,6 +13,7 @@ from collections.abc import Collection
 from webhook.controller.core.actions import Action, Admit
 from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.placement.packing import Plan
+from webhook.controller.core.placement.pins import pinnable
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.round import Round
 
@@ -39,7 +40,8 @@ def fence_promised(r: Round, actions: list[Action]) -> list[Action]:
     not bound yet (admitted in this round, before or after it, or in an earlier one): the
     scheduler sees only bound pods, and its default scoring puts small pods on empty nodes
     first. Judged once the round is over, so a unit admitted first is kept off the room of
-    those admitted after it too. Members pinned to their node need no fence."""
+    those admitted after it too. Members pinned to their node need no fence; those that
+    only prefer it do."""
     out: list[Action] = []
     for action in actions:
         if isinstance(action, Admit) and (plan := r.plans.get(action.unit)) is not None:
@@ -53,8 +55,9 @@ def fence_promised(r: Round, actions: list[Action]) -> list[Action]:
 
 def _fenced(snap: Snapshot, action: Admit, plan: Plan) -> Admit:
     record = action.record
-    pinned = {name for name, _ in record.nodes}
-    loose = [p for p in action.ungate if p.name not in pinned]
+    sent = {name for name, _ in record.nodes}
+    # A pod that only prefers its node may still be placed elsewhere: it is fenced too.
+    loose = [p for p in action.ungate if p.name not in sent or not pinnable(p)]
     promised = snap.promised(loose).difference(plan.assignments.values()) if loose else set()
     if not promised:
         return action

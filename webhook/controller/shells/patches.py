@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from webhook.controller.core.placement.pins import pinnable
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.records import Record, Seal
 from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_NOTICE_CONDITION
@@ -74,46 +75,79 @@ def ungate_patch(pod: PodInfo, record: Record,
     else:
         ops.extend({"op": "add", "path": f"/spec/nodeSelector/{escape(key)}", "value": value}
                    for key, value in pins.items())
-    if (node := record.node_of(pod.name)) is not None:
+    node = record.node_of(pod.name)
+    if node is not None and pinnable(pod):
         # The node by its name, as the DaemonSet controller pins its pods for
         # kube-scheduler: not by the `kubernetes.io/hostname` label, which need not be
         # the node's name (a kubelet's --hostname-override), and which a pod's own
         # nodeSelector may hold (such a pod is not pinned: `placement.pins`). The
         # scheduler's NodeAffinity pre-filter then looks at that node alone. It is
         # narrower than any fence, since the plan kept the node off them.
-        ops.extend(_narrow(pod, [{"key": "metadata.name", "operator": "In",
-                                  "values": [node]}]))
-    elif record.fenced_off:
+        ops.extend(_node_affinity(pod, [_named("In", node)]))
+    else:
         # One requirement per node: the apiserver takes one value per `metadata.name`
-        # requirement.
-        ops.extend(_narrow(pod, [{"key": "metadata.name", "operator": "NotIn", "values": [n]}
-                                 for n in record.fenced_off]))
+        # requirement. A pod without an owner only prefers its planned node: pinned
+        # there, it would be stranded if the node failed, with nothing to make it again.
+        ops.extend(_node_affinity(pod, [_named("NotIn", n) for n in record.fenced_off],
+                                  preferred=node))
     return ops
 
 
-_REQUIRED = "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution"
+_NODE_AFFINITY = "/spec/affinity/nodeAffinity"
+_REQUIRED_KEY = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED_KEY = "preferredDuringSchedulingIgnoredDuringExecution"
+_REQUIRED = f"{_NODE_AFFINITY}/{_REQUIRED_KEY}"
+_PREFERRED = f"{_NODE_AFFINITY}/{_PREFERRED_KEY}"
+
+
+def _named(operator: str, node: str) -> dict[str, Any]:
+    return {"key": "metadata.name", "operator": operator, "values": [node]}
+
+
+def _node_affinity(pod: PodInfo, requirements: list[dict[str, Any]],
+                   preferred: str | None = None) -> list[PatchOp]:
+    """A required node affinity that holds the pod to `requirements` (on `metadata.name`),
+    and a preference for the node `preferred` at the most weight, kube-scheduler's
+    NodeAffinity scoring then outweighing its spreading. A gated pod's required affinity
+    may be narrowed, never widened; its preferred terms may change at will."""
+    prefer = {"weight": 100, "preference": {"matchFields": [_named("In", preferred)]}} \
+        if preferred is not None else None
+    where = pod.constraints
+    if where.affinity_terms is None and where.affinity_depth < 2:
+        # No node affinity yet: one that holds both.
+        node_affinity: dict[str, Any] = {}
+        if requirements:
+            node_affinity[_REQUIRED_KEY] = {
+                "nodeSelectorTerms": [{"matchFields": requirements}]}
+        if prefer is not None:
+            node_affinity[_PREFERRED_KEY] = [prefer]
+        if not node_affinity:
+            return []
+        if where.affinity_depth == 1:
+            return [{"op": "add", "path": _NODE_AFFINITY, "value": node_affinity}]
+        return [{"op": "add", "path": "/spec/affinity",
+                 "value": {"nodeAffinity": node_affinity}}]
+    ops = _narrow(pod, requirements) if requirements else []
+    if prefer is not None:
+        # Added to the pod's own preferred terms, not in their place.
+        ops.append({"op": "add", "path": f"{_PREFERRED}/-", "value": prefer} if where.preferring
+                   else {"op": "add", "path": _PREFERRED, "value": [prefer]})
+    return ops
 
 
 def _narrow(pod: PodInfo, requirements: list[dict[str, Any]]) -> list[PatchOp]:
-    """A required node affinity that holds the pod to `requirements` (on `metadata.name`):
-    added to each of its terms (they are ORed, so each must), or as the one term. A
-    gated pod's required affinity may be narrowed this way, never widened."""
-    if pod.constraints.affinity_terms:
-        ops: list[PatchOp] = []
-        for i, term in enumerate(pod.constraints.affinity_terms):
-            if not term.get("matchExpressions") and not term.get("matchFields"):
-                continue  # matches no node, and the apiserver lets it gain nothing
-            fields = f"{_REQUIRED}/nodeSelectorTerms/{i}/matchFields"
-            if term.get("matchFields"):
-                ops.extend({"op": "add", "path": f"{fields}/-", "value": r}
-                           for r in requirements)
-            else:
-                ops.append({"op": "add", "path": fields, "value": requirements})
-        return ops
-    required: dict[str, Any] = {"nodeSelectorTerms": [{"matchFields": requirements}]}
-    if pod.constraints.affinity_terms is not None or pod.constraints.affinity_depth == 2:
-        return [{"op": "add", "path": _REQUIRED, "value": required}]
-    node_affinity = {"requiredDuringSchedulingIgnoredDuringExecution": required}
-    if pod.constraints.affinity_depth == 1:
-        return [{"op": "add", "path": "/spec/affinity/nodeAffinity", "value": node_affinity}]
-    return [{"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": node_affinity}}]
+    """`requirements` added to each term of the pod's required node affinity (they are
+    ORed, so each must), or as its one term: a pod that has a node affinity."""
+    if not pod.constraints.affinity_terms:
+        return [{"op": "add", "path": _REQUIRED,
+                 "value": {"nodeSelectorTerms": [{"matchFields": requirements}]}}]
+    ops: list[PatchOp] = []
+    for i, term in enumerate(pod.constraints.affinity_terms):
+        if not term.get("matchExpressions") and not term.get("matchFields"):
+            continue  # matches no node, and the apiserver lets it gain nothing
+        fields = f"{_REQUIRED}/nodeSelectorTerms/{i}/matchFields"
+        if term.get("matchFields"):
+            ops.extend({"op": "add", "path": f"{fields}/-", "value": r} for r in requirements)
+        else:
+            ops.append({"op": "add", "path": fields, "value": requirements})
+    return ops

@@ -11,8 +11,10 @@ plan put it.
 A pin outlives the plan's reasons: gates cannot be put back, nor a pin changed once they
 are off. So Airlock pins only a pod a controller makes again when it is deleted (a pin
 that fails it is undone by deleting it, and it is decided afresh), and never a pod that
-names its node itself (that choice is its own). A pod without an owner is pinned to its
-domain only, as before."""
+names its node itself (that choice is its own). A pod without an owner is *steered*
+instead: its domain pinned, and its planned node preferred (a preferred node affinity,
+which kube-scheduler's default scoring weighs above its spreading), so that it lands
+where the plan counted it and still goes elsewhere in its domain when that node fails."""
 
 from __future__ import annotations
 
@@ -32,31 +34,40 @@ PIN_MODES: tuple[PinMode, ...] = ("nodes", "domain")
 HOSTNAME = "kubernetes.io/hostname"
 
 
-def pinnable(pod: PodInfo) -> bool:
-    """Whether Airlock may pin the pod to one node: it has an owner that makes it again,
-    and it names no node itself."""
+def steerable(pod: PodInfo) -> bool:
+    """Whether Airlock may send the pod to one node: it names no node itself."""
     where = pod.constraints
-    return pod.owned and where.pinned is None and HOSTNAME not in where.node_selector
+    return where.pinned is None and HOSTNAME not in where.node_selector
+
+
+def pinnable(pod: PodInfo) -> bool:
+    """Whether Airlock may pin the pod to one node, rather than prefer it: it names no
+    node itself, and it has an owner that makes it again."""
+    return pod.owned and steerable(pod)
 
 
 def planned_nodes(plan: Plan, pods: Sequence[PodInfo]) -> tuple[tuple[str, str], ...]:
-    """(pod name, node) for the pods of `plan` that are pinned to their node."""
+    """(pod name, node) for the pods of `plan` sent to their node: pinned there, or
+    (without an owner) preferring it."""
     return tuple(sorted((p.name, plan.assignments[p.key]) for p in pods
-                        if pinnable(p) and p.key in plan.assignments))
+                        if steerable(p) and p.key in plan.assignments))
 
 
 def hold_pinned(pods: Sequence[PodInfo], record: Record, snap: Snapshot
                 ) -> tuple[tuple[tuple[str, str], ...], list[PodInfo]]:
-    """Of `pods` that `record` promised room: those pinned to a node (the record's, for a
-    member still gated; the one it carries, for one let go), their room taken there where
-    the node still takes them; and those pinned to none, to be placed in the domain. A
-    member still gated whose node no longer takes it is among the second: it is pinned
-    to its domain only. One let go holds nothing then, since it can go nowhere else."""
+    """Of `pods` that `record` promised room: those sent to a node (the record's, for a
+    member still gated or steered; the one it carries, for one let go pinned), their room
+    taken there where the node still takes them; and the others, to be placed in the
+    domain. A member still gated whose node no longer takes it is among the others: it
+    is pinned to its domain only; so is one let go that only prefers its node, which the
+    scheduler may pass over. One let go pinned holds nothing then: it can go nowhere
+    else."""
     held: list[tuple[str, str]] = []
     rest: list[PodInfo] = []
     planned = dict(record.nodes)
     for pod in pods:
-        node = planned.get(pod.name) if pod.gated else pod.constraints.pinned
+        pin = None if pod.gated else pod.constraints.pinned
+        node = pin or planned.get(pod.name)
         if node is None:
             rest.append(pod)
             continue
@@ -65,7 +76,7 @@ def hold_pinned(pods: Sequence[PodInfo], record: Record, snap: Snapshot
         if info is not None and eligible(pod, info) and fits(snap.free[node], need):
             snap.take(node, need)
             held.append((pod.name, node))
-        elif pod.gated:
+        elif pin is None:
             rest.append(pod)
     return tuple(held), rest
 

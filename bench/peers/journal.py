@@ -59,13 +59,18 @@ def _refusal(pod: dict[str, Any]) -> str | None:
 
 
 def _named_nodes(spec: dict[str, Any]) -> list[str]:
-    """The `metadata.name` requirements of the pod's required node affinity, as
-    `In:a,b` / `NotIn:c` (a pin to a node, a fence off nodes)."""
-    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}) \
-        .get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    """The `metadata.name` requirements of the pod's node affinity, as `In:a,b` /
+    `NotIn:c` where required (a pin to a node, a fence off nodes) and `Prefer:d` where
+    preferred (a node it is steered to)."""
+    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = [("", t) for t in required.get("nodeSelectorTerms") or []]
+    terms += [("Prefer:", t.get("preference") or {}) for t in
+              affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []]
     found = []
-    for term in affinity.get("nodeSelectorTerms") or []:
+    for prefix, term in terms:
         for field in term.get("matchFields") or []:
             if field.get("key") == "metadata.name":
-                found.append(f"{field.get('operator')}:{','.join(field.get('values') or [])}")
+                values = ",".join(field.get("values") or [])
+                found.append(f"{prefix or field.get('operator') + ':'}{values}")
     return found

@@ -20,7 +20,10 @@ def _pod(*, gated: bool = False, node: str | None = None, phase: str = "Pending"
     if fence:
         spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchFields": [
-                {"key": "metadata.name", "operator": "NotIn", "values": fence}]}]}}}
+                {"key": "metadata.name", "operator": "NotIn", "values": fence}]}]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": {
+                "matchFields": [{"key": "metadata.name", "operator": "In",
+                                 "values": ["gpu-0004"]}]}}]}}
     status: dict[str, Any] = {"phase": phase}
     if refused:
         status["conditions"] = [{"type": "PodScheduled", "status": "False",
@@ -44,7 +47,7 @@ def test_a_pod_let_go_refused_then_bound_is_read_back_with_its_fence() -> None:
                     (_pod(fence=["gpu-0003"], node="gpu-0004"), True)])
     assert [(e["gated"], e["node"]) for e in lines] == [
         (True, None), (False, None), (False, None), (False, "gpu-0004"), (False, "gpu-0004")]
-    assert lines[1]["nodeNames"] == ["NotIn:gpu-0003"]
+    assert lines[1]["nodeNames"] == ["NotIn:gpu-0003", "Prefer:gpu-0004"]
     assert lines[1]["nodeSelector"] == {"clique": "clique-2"}
     assert "nodeNames" not in lines[2]
     assert "nodeNames" not in lines[0]

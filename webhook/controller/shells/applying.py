@@ -188,9 +188,12 @@ class Applier:
         await self._patch(anchor, ops, "application/json-patch+json")
         if self.pause:
             await asyncio.sleep(self.pause)
+        # Where the plan sent each pod: what to compare with where it was bound.
         log.info("gang admitted", extra={"gang": str(admit.unit),
                                          "domain": admit.record.domain,
-                                         "pods": len(admit.ungate)})
+                                         "pods": len(admit.ungate),
+                                         "nodes": dict(admit.record.nodes),
+                                         "fencedOff": len(admit.record.fenced_off)})
 
     async def _nominate(self, gang: Iterable[PodInfo],
                         nodes: Iterable[tuple[str, str | None]]) -> None:

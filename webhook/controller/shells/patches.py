@@ -1,7 +1,7 @@
 """What the applier writes onto pods, built without I/O so that tests check them as data:
 the sealed record on the anchor, the gate lifted with the pod pinned to its domain and
-its planned node (or kept off fenced nodes), and the condition a victim keeps once
-evicted."""
+its planned node (or, without an owner, preferring that node and kept off fenced nodes),
+and the condition a victim keeps once evicted."""
 
 from __future__ import annotations
 

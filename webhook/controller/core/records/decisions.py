@@ -37,10 +37,11 @@ class Record:
     # The GPU model it was admitted on, and the node labels that pin it there.
     model: str | None = None
     model_labels: tuple[tuple[str, str], ...] = ()
-    # The node each member was planned on, for the members pinned there at ungate (none
-    # under `--pin domain`, nor for a pod that names its own node or has no owner to make
-    # it again): a new leader finishing the lift pins them to the same nodes, and only
-    # pods a record pins are re-planned when their node fails them.
+    # The node each member was planned on, for the members sent there at ungate (none
+    # under `--pin domain`, nor for a pod that names its own node): pinned there, or,
+    # for a pod no owner makes again, preferring it. A new leader finishing the lift
+    # sends them to the same nodes, and only pods a record pins (and that carry the pin)
+    # are re-planned when their node fails them.
     nodes: tuple[tuple[str, str], ...] = ()
 
     kind: ClassVar[Literal["placement"]] = "placement"

@@ -60,6 +60,9 @@ _ROWS: tuple[tuple[str, Callable[[Figures], str]], ...] = (
     ("training wait mean", _seconds("classes.training.wait.mean")),
     ("utilization", lambda f: _cell(f, "utilization", lambda v: f"{v:.1%}")),
     ("partial-gang GPU-hours", _hours("partialGangGpuSeconds")),
+    # Pods of a gang evicted or done, ending one by one: the apiserver's pace, not a
+    # half-placed gang.
+    ("draining GPU-hours", _hours("drainingGpuSeconds")),
     ("preemptions", lambda f: _cell(f, "preemptions")),
     ("GPU-hours lost to preemption", _hours("lostGpuSeconds")),
     # Airlock's own predicted starts, for the jobs that waited more than 5 minutes.

@@ -177,6 +177,30 @@ def test_the_same_trace_gives_the_same_figures(policy: Policy) -> None:
         assert first.summary() == again.summary()
 
 
+# (pods, holds, whole periods) -> (half-placed, draining) GPU-seconds.
+HELD = [
+    ("evicted whole, its pods going one by one", 2, [(10.0, 60.0, 4), (10.0, 62.0, 4)],
+     [(10.0, 60.0)], 0, 4 * 2),
+    ("half placed, then whole, then done apart", 2, [(10.0, 60.0, 4), (20.0, 65.0, 4)],
+     [(20.0, 60.0)], 4 * 10, 4 * 5),
+    ("never whole", 2, [(10.0, 30.0, 4)], [], 4 * 20, 0),
+    ("elastic, grown while whole", 3, [(0.0, 50.0, 4), (0.0, 50.0, 4), (20.0, 50.0, 4)],
+     [(0.0, 50.0)], 0, 0),
+    ("a single pod", 1, [(0.0, 10.0, 4)], [], 0, 0),
+]
+
+
+@pytest.mark.parametrize(("pods", "holds", "whole", "half_placed", "draining"),
+                         [h[1:] for h in HELD], ids=[h[0] for h in HELD])
+def test_a_gang_waiting_for_its_rest_is_half_placed_and_one_going_is_draining(
+        pods: int, holds: list[tuple[float, float, int]], whole: list[tuple[float, float]],
+        half_placed: int, draining: int) -> None:
+    t = Timeline("g", "ml", "training", pods, 4, submit=0.0, holds=holds, whole=whole)
+    figures = summarize([t], capacity=16)
+    assert (figures["partialGangGpuSeconds"], figures["drainingGpuSeconds"]) == \
+        (half_placed, draining)
+
+
 def test_figures_from_timelines_alone() -> None:
     """A real run's pod timelines give the same figures: no simulation needed."""
     gang = Timeline("g", "ml", "training", 2, 4, submit=0.0,

@@ -8,7 +8,10 @@ Pure: timelines in, numbers out.
   makespan): GPUs held by half-placed gangs, and runs a preemption threw away, are not
   use;
 - `partialGangGpuSeconds`: GPU-seconds held by pods of a multi-pod job while the job was
-  not whole (bound, but waiting for the rest); `partialGangJobs`, those jobs', most first;
+  not whole yet (bound, but waiting for the rest); `partialGangJobs`, those jobs', most
+  first;
+- `drainingGpuSeconds`: GPU-seconds held by pods of a multi-pod job after it stopped
+  running whole (evicted or done, its pods ending one by one);
 - `preemptions`: times a job lost pods to a preemption (a gang counts once per eviction);
   `lostGpuSeconds`: the work of runs a preemption cut short;
 - `backfilled`: admissions onto the room reserved for the head of the queue, on the promise
@@ -62,10 +65,21 @@ def _overlap(a: float, b: float, periods: Sequence[Period]) -> float:
 
 
 def partial_seconds(t: Timeline) -> float:
-    """GPU-seconds the job's pods held while the job was not whole."""
+    """GPU-seconds the job's pods held waiting for the rest of it: from each pod's binding
+    to the moment the job ran whole, or to its release when it never did."""
     if t.pods < 2:
         return 0.0
-    return sum(g * ((b - a) - _overlap(a, b, t.whole)) for a, b, g in t.holds)
+    return sum(g * (y - x) for a, b, g in t.holds
+               for x, y in _outside(a, b, t.whole)[:1] if x == a)
+
+
+def draining_seconds(t: Timeline) -> float:
+    """GPU-seconds the job's pods held after it stopped running whole: a gang evicted or
+    done, its pods going one by one. Neither use nor a half-placed gang."""
+    if t.pods < 2:
+        return 0.0
+    return sum(g * (y - x) for a, b, g in t.holds for x, y in _outside(a, b, t.whole)
+               if x > a)
 
 
 def _held_in(t: Timeline, periods: Sequence[Period]) -> float:
@@ -112,6 +126,7 @@ def _figures(ts: Sequence[Timeline], capacity: int, makespan: float) -> dict[str
         "utilization": round(used / (capacity * makespan), 4) if makespan > 0 else 0.0,
         "gpuSeconds": round(used),
         "partialGangGpuSeconds": round(sum(partial_seconds(t) for t in ts)),
+        "drainingGpuSeconds": round(sum(draining_seconds(t) for t in ts)),
         "preemptions": sum(t.preemptions for t in ts),
         "backfilled": sum(t.backfilled for t in ts),
         "lostGpuSeconds": round(sum(lost_seconds(t) for t in ts)),

@@ -49,6 +49,21 @@ async def planned(api: client.ApiClient, ns: str, prefix: str) -> dict[str, str]
     return found
 
 
+async def landed_as_planned(api: client.ApiClient, ns: str, prefix: str, count: int
+                            ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The `count` pods named `prefix`... once all are bound, and the plan they were bound
+    by: where the plan packed them (best fit), not where the scheduler's scoring alone
+    would have spread them (the emptiest nodes of the domain)."""
+    async def bound() -> bool:
+        pods = await pods_of(api, ns, prefix)
+        return len(pods) == count and all(p["spec"].get("nodeName") for p in pods)
+
+    await until(bound, within=60)
+    pods, plan = await pods_of(api, ns, prefix), await planned(api, ns, prefix)
+    assert {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods} == plan
+    return pods, plan
+
+
 async def test_a_gang_of_small_pods_lands_exactly_on_its_planned_nodes(
         api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
     controllers.start()
@@ -58,16 +73,7 @@ async def test_a_gang_of_small_pods_lands_exactly_on_its_planned_nodes(
         await batch.create_namespaced_job(namespace, body=job(f"mixed-{gpus}", "mixed", 6,
                                                               2, gpus))
 
-    async def bound() -> bool:
-        pods = await pods_of(api, namespace, "mixed")
-        return len(pods) == 6 and all(p["spec"].get("nodeName") for p in pods)
-
-    await until(bound, within=60)
-    pods = await pods_of(api, namespace, "mixed")
-    plan = await planned(api, namespace, "mixed")
-    # Where the plan packed them (best fit), not where the scheduler's scoring alone
-    # would have spread them (the emptiest nodes of the domain).
-    assert {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods} == plan
+    pods, plan = await landed_as_planned(api, namespace, "mixed", 6)
     for p in pods:
         (term,) = p["spec"]["affinity"]["nodeAffinity"][
             "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
@@ -90,14 +96,7 @@ async def test_a_gang_of_bare_pods_lands_on_the_nodes_it_is_steered_to(
         await core.create_namespaced_pod(namespace, body={"apiVersion": "v1", "kind": "Pod",
                                                           **body})
 
-    async def bound() -> bool:
-        pods = await pods_of(api, namespace, "bare")
-        return len(pods) == 6 and all(p["spec"].get("nodeName") for p in pods)
-
-    await until(bound, within=60)
-    pods = await pods_of(api, namespace, "bare")
-    plan = await planned(api, namespace, "bare")
-    assert {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods} == plan
+    pods, plan = await landed_as_planned(api, namespace, "bare", 6)
     for p in pods:
         affinity = p["spec"]["affinity"]["nodeAffinity"]
         assert affinity["preferredDuringSchedulingIgnoredDuringExecution"] == [

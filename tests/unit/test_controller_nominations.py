@@ -15,6 +15,7 @@ from tests.builders import (
     TRAINING,
     cluster,
     gang,
+    pod,
     preempting,
     preempts,
     raw_member,
@@ -24,7 +25,7 @@ from tests.builders import (
     unit,
 )
 from webhook.controller.core.actions import Admit, Wait
-from webhook.controller.core.deciding import QueueState, decide
+from webhook.controller.core.deciding import DecideOptions, QueueState, decide
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.records import PreemptionRecord
 
@@ -122,3 +123,53 @@ def test_only_a_gated_pods_nominated_node_is_read(
     raw = raw_member("train", 0, 8, 1, gated=gated)
     raw["status"] = status
     assert PodInfo.parse(raw).nominated == read
+
+
+# --- kube-scheduler's own nominations, of pods Airlock does not decide -----------------
+
+def serving(node: str | None = None, nominated_to: str | None = None,
+            gpus: int = 8) -> PodInfo:
+    """A serving pod, not gated (the shipped policy): bound to `node`, or pending with
+    kube-scheduler's nomination to `nominated_to` after its own preemption."""
+    raw = pod("web-0", "serving").gpus(gpus).build()
+    if node:
+        raw["spec"]["nodeName"] = node
+    if nominated_to:
+        raw["status"] = {"phase": "Pending", "nominatedNodeName": nominated_to}
+    return PodInfo.parse(raw)
+
+
+def _planned(pods: list[PodInfo]) -> str | None:
+    nodes = cluster({"a": 2})
+    (admit,) = [a for a in decide(tracked(nodes, pods), {}, NOW, DecideOptions())
+                if isinstance(a, Admit)]
+    return admit.record.node_of("g-0")
+
+
+def test_room_kube_scheduler_nominated_a_serving_pod_to_is_not_planned_for_a_gang() -> None:
+    """kube-scheduler binds a nominated pod where it nominated it, before any pod of
+    lower priority: a gang planned there would find its node taken."""
+    member = PodInfo.parse(raw_member("g", 0, 8, 1, owned=True))
+    assert _planned([member]) == "a-n0"
+    assert _planned([serving(nominated_to="a-n0"), member]) == "a-n1"
+
+
+def test_a_nomination_moves_with_the_pod_and_goes_when_it_binds_or_leaves() -> None:
+    nodes = cluster({"a": 2})
+    cluster_now = tracked(nodes, [serving(nominated_to="a-n0")])
+    assert cluster_now.capacity.free_gpu["a-n0"] == 0
+    cluster_now.put_pod(serving(nominated_to="a-n1"))
+    assert (cluster_now.capacity.free_gpu["a-n0"], cluster_now.capacity.free_gpu["a-n1"]) \
+        == (8, 0)
+    cluster_now.put_pod(serving(node="a-n1", nominated_to="a-n1"))  # bound where nominated
+    assert cluster_now.capacity.free_gpu["a-n1"] == 0
+    cluster_now.drop_pod(serving().key)
+    assert cluster_now.capacity.free_gpu["a-n1"] == 8
+
+
+def test_a_gated_pods_nomination_is_airlocks_own_and_takes_no_room() -> None:
+    """The preemption record holds a preemptor's room; its nomination is only the word
+    to kube-scheduler."""
+    nodes = cluster({"a": 2})
+    (gated_pod,) = nominated(gang("train", 1, priority=TRAINING), "a-n0")
+    assert tracked(nodes, [gated_pod]).capacity.free_gpu["a-n0"] == 8

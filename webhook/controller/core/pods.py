@@ -171,8 +171,10 @@ class PodInfo:
     # Why the pod cannot be decided: a mark of Airlock's it carries out of bounds, or a
     # pod the watch could not read at all. Its unit waits as `Invalid`; never raised.
     invalid: str | None = None
-    # The node its status names as nominated while it is gated: only Airlock writes one
-    # there (kube-scheduler never looks at a gated pod), for a preemptor's room.
+    # The node its status names as nominated while it is not bound. On a gated pod only
+    # Airlock writes one (kube-scheduler never looks at a gated pod), for a preemptor's
+    # room. On a pod Airlock does not decide (a serving pod, as shipped), kube-scheduler
+    # does, for the room its own preemption makes the pod: taken, as if bound there.
     nominated: str | None = None
     # (namespace, name): a field, not a property, since rounds look it up for every pod
     # they weigh (a tenth of a large simulation went to building it again).
@@ -194,6 +196,13 @@ class PodInfo:
     @property
     def active(self) -> bool:
         return not self.terminal and not self.deleting
+
+    @property
+    def room(self) -> str | None:
+        """The node whose room it takes: where it is bound, or where kube-scheduler
+        nominated it, not bound yet (never a gated pod's: Airlock's own nomination, whose
+        room the preemption record holds)."""
+        return self.node_name or (None if self.gated else self.nominated)
 
     def with_claims(self, claimed: Resources, models: tuple[str, ...] | None = None
                     ) -> PodInfo:
@@ -232,7 +241,8 @@ class PodInfo:
         decided = marks.decided(node_name)
         uid, created = meta.get("uid", ""), timestamp(meta.get("creationTimestamp"))
         deleting = meta.get("deletionTimestamp") is not None
-        nominated = status.get("nominatedNodeName") if GATE in gates else None
+        nominated = status.get("nominatedNodeName") \
+            if GATE in gates or not (node_name or decided) else None
         return cls(
             namespace=meta.get("namespace", ""), name=meta.get("name", ""), uid=uid,
             node_name=node_name, terminal=status.get("phase") in _TERMINAL_PHASES,

@@ -102,14 +102,14 @@ class Tracked:
             self._forget(old)
         self.pods[key] = pod
         new_names = self._recorded_names(pod, 1)
-        node = pod.node_name
-        if node and pod.active:
-            self.capacity.use(node, with_pod_slot(pod.requests), 1)
-            if not new_names:  # the recount binds it
+        node, room = pod.node_name, pod.room
+        if room and pod.active:
+            self.capacity.use(room, with_pod_slot(pod.requests), 1)
+            if node and not new_names:  # the recount binds it
                 gpus = self.capacity.gpus(pod.requests)
                 self.occupancy.bind(pod, node, gpus)
                 self.models.bind(key.namespace, node, gpus)
-            self._touched(node)
+            self._touched(room)
         self.membership.put(pod)
         if pod.active and pod.recorded.placement is not None and \
                 (until := pod.recorded.placement.backfilled_until) is not None:
@@ -134,12 +134,14 @@ class Tracked:
         """Take back what `pod` added (it is still in `pods` when replaced)."""
         self.pods.pop(pod.key, None)
         gone_names = self._recorded_names(pod, -1)
-        node = pod.node_name
-        if node and pod.active:
-            self.capacity.use(node, with_pod_slot(pod.requests), -1)
-            self.models.bind(pod.key.namespace, node, -self.occupancy.gpus_of.get(pod.key, 0))
-            self.occupancy.unbind(pod, node)
-            self._touched(node)
+        node, room = pod.node_name, pod.room
+        if room and pod.active:
+            self.capacity.use(room, with_pod_slot(pod.requests), -1)
+            if node:
+                self.models.bind(pod.key.namespace, node,
+                                 -self.occupancy.gpus_of.get(pod.key, 0))
+                self.occupancy.unbind(pod, node)
+            self._touched(room)
         self.membership.forget(pod)
         self.backfilled.pop(pod.key, None)
         if pod.marks.single and pod.recorded.placement is not None:

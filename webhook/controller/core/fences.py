@@ -13,7 +13,7 @@ from collections.abc import Collection
 from webhook.controller.core.actions import Action, Admit
 from webhook.controller.core.cluster.snapshot import Snapshot
 from webhook.controller.core.placement.packing import Plan
-from webhook.controller.core.placement.pins import pinnable
+from webhook.controller.core.placement.pins import pin_of
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.round import Round
 
@@ -55,9 +55,8 @@ def fence_promised(r: Round, actions: list[Action]) -> list[Action]:
 
 def _fenced(snap: Snapshot, action: Admit, plan: Plan) -> Admit:
     record = action.record
-    sent = {name for name, _ in record.nodes}
     # A pod that only prefers its node may still be placed elsewhere: it is fenced too.
-    loose = [p for p in action.ungate if p.name not in sent or not pinnable(p)]
+    loose = [p for p in action.ungate if pin_of(record, p) is None]
     promised = snap.promised(loose).difference(plan.assignments.values()) if loose else set()
     if not promised:
         return action

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from webhook.controller.core.placement.pins import pinnable
+from webhook.controller.core.placement.pins import pin_of
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.records import Record, Seal
 from webhook.keys import GATE, PLACEMENT_ANNOTATION, PREEMPTION_NOTICE_CONDITION
@@ -75,8 +75,7 @@ def ungate_patch(pod: PodInfo, record: Record,
     else:
         ops.extend({"op": "add", "path": f"/spec/nodeSelector/{escape(key)}", "value": value}
                    for key, value in pins.items())
-    node = record.node_of(pod.name)
-    if node is not None and pinnable(pod):
+    if (node := pin_of(record, pod)) is not None:
         # The node by its name, as the DaemonSet controller pins its pods for
         # kube-scheduler: not by the `kubernetes.io/hostname` label, which need not be
         # the node's name (a kubelet's --hostname-override), and which a pod's own
@@ -89,7 +88,7 @@ def ungate_patch(pod: PodInfo, record: Record,
         # requirement. A pod without an owner only prefers its planned node: pinned
         # there, it would be stranded if the node failed, with nothing to make it again.
         ops.extend(_node_affinity(pod, [_named("NotIn", n) for n in record.fenced_off],
-                                  preferred=node))
+                                  preferred=record.node_of(pod.name)))
     return ops
 
 

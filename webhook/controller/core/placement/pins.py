@@ -46,6 +46,13 @@ def pinnable(pod: PodInfo) -> bool:
     return pod.owned and steerable(pod)
 
 
+def pin_of(record: Record, pod: PodInfo) -> str | None:
+    """The node `record` pins `pod` to at ungate; None for a pod it only steers (which
+    prefers its node, and is fenced), or sends nowhere."""
+    node = record.node_of(pod.name)
+    return node if node is not None and pinnable(pod) else None
+
+
 def planned_nodes(plan: Plan, pods: Sequence[PodInfo]) -> tuple[tuple[str, str], ...]:
     """(pod name, node) for the pods of `plan` sent to their node: pinned there, or
     (without an owner) preferring it."""

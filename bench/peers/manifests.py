@@ -2,10 +2,10 @@
 out). Every system runs the same pods (same GPUs, same PriorityClass per class); what
 differs is how a gang, and what the job states of itself, is said:
 
-- `stock`: N plain pods, nothing more: the kube-scheduler places them one by one;
+- `stock`: N plain pods: the kube-scheduler places them one by one;
 - `coscheduling`: N pods for the second scheduler, labelled with their PodGroup, and the
   PodGroup with `minMember: N`, or an elastic job's `minPods` (the rest are scheduled as
-  room comes); it has no word for topology or run time;
+  room comes); it has no word for a run time;
 - `kueue`: N pods with the LocalQueue's name and Kueue's pod-group label and total count
   (a single pod: the queue label alone), and the topology: the job's `requiredTopology`
   (`kueue.x-k8s.io/podset-required-topology`), else the one the job's class asks of
@@ -21,7 +21,13 @@ differs is how a gang, and what the job states of itself, is said:
 
 A job's `nodeSelector` is every system's pods' own; the models it names (`gpuModels`)
 are, but for Airlock, a required node affinity on the models' node labels
-(`model_affinity`).
+(`model_affinity`). Neither scheduler has a word for a gang's topology, so the stock and
+coscheduling pods say it as a user of plain Kubernetes does (`gang_affinity`): an
+inter-pod affinity among the gang's pods on the level's node label, required for the
+job's `requiredTopology`, else as its class asks of Airlock; and a required one among
+each slice's pods, labelled with their slice, on the slice's level. Kueue and Airlock
+are given the same constraints in their own words, so no system's figures are bought by
+breaking one.
 
 Each pod also carries the bench's own labels (job, attempt), by which the watch maps it
 back to its job. A job that loses a pod to preemption starts again as a new attempt with
@@ -55,6 +61,8 @@ SYSTEMS: tuple[System, ...] = ("stock", "coscheduling", "kueue", "airlock")
 
 JOB_LABEL = "bench.gpu-airlock.io/job"
 ATTEMPT_LABEL = "bench.gpu-airlock.io/attempt"
+# A sliced job's pods, for the stock and coscheduling pods' affinity: the slice's index.
+SLICE_LABEL = "bench.gpu-airlock.io/slice"
 LOCAL_QUEUE = "gpus"
 COHORT = "gpus"
 FLAVOR = "gpu-nodes"
@@ -66,6 +74,8 @@ KUEUE_LEVELS = (BLOCK_LABEL, CLIQUE_LABEL, HOST_LABEL)
 KUEUE_TOPOLOGY = {"required": KUEUE_REQUIRED, "preferred": KUEUE_PREFERRED}
 # The GPU nodes' taint (webhook.sandbox.nodes): what the NVIDIA device plugin's users add.
 GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +123,47 @@ def model_affinity(job: Job, policy: Policy) -> dict[str, Any] | None:
         "nodeSelectorTerms": terms}}}
 
 
+def _together(attempt: Attempt, key: str, extra: dict[str, str] | None = None
+              ) -> dict[str, Any]:
+    """An affinity term: on the nodes sharing `key`'s value with the attempt's pods (of
+    the same slice, with `extra`)."""
+    labels = {JOB_LABEL: attempt.job.name, ATTEMPT_LABEL: str(attempt.number), **(extra or {})}
+    return {"labelSelector": {"matchLabels": labels}, "topologyKey": key}
+
+
+def gang_affinity(attempt: Attempt, index: int, policy: Policy) -> dict[str, Any] | None:
+    """The topology the gang's pod `index` is bound by, as a plain-Kubernetes user writes
+    it (the module's docstring); None for a single pod or a job with no topology. The
+    scheduler lets the first pod of a gang anywhere (no pod matches yet, and it matches
+    its own term), then keeps the rest beside it."""
+    job = attempt.job
+    if job.pods < 2:
+        return None
+    out: dict[str, list[dict[str, Any]]] = {}
+    if (wanted := _gang_level(job, policy)) is not None:
+        mode, label = wanted
+        term = _together(attempt, label)
+        if mode == "required":
+            out[_REQUIRED] = [term]
+        else:
+            out[_PREFERRED] = [{"weight": 100, "podAffinityTerm": term}]
+    if job.slice_topology is not None:
+        out.setdefault(_REQUIRED, []).append(_together(
+            attempt, policy.topology_levels[job.slice_topology],
+            {SLICE_LABEL: str(index // (job.slice_size or 1))}))
+    return dict(out) or None
+
+
+def _gang_level(job: Job, policy: Policy) -> tuple[str, str] | None:
+    """How the gang's pods must (`required`) or should (`preferred`) share a domain, and
+    the level's node label: the job's `requiredTopology`, else its class's topology."""
+    levels = policy.topology_levels
+    if job.required_topology is not None:
+        return "required", levels[job.required_topology]
+    wanted = policy.classes[job.cls].topology
+    return None if wanted is None else (wanted.mode, levels[wanted.level])
+
+
 def _user_priority(pod: dict[str, Any], job: Job, policy: Policy) -> None:
     """What a user of a system without Airlock writes for the same pod: the PriorityClass
     of its class (the cluster has them anyway) and the GPU toleration."""
@@ -136,6 +187,11 @@ def pods(system: System, attempt: Attempt, policy: Policy, speed: float = 1.0
             _user_priority(pod, job, policy)
             if (affinity := model_affinity(job, policy)) is not None:
                 pod["spec"]["affinity"] = affinity
+        if system in ("stock", "coscheduling") and \
+                (together := gang_affinity(attempt, index, policy)) is not None:
+            pod["spec"].setdefault("affinity", {})["podAffinity"] = together
+            if job.slice_size is not None:
+                labels[SLICE_LABEL] = str(index // job.slice_size)
         if system == "coscheduling":
             pod["spec"]["schedulerName"] = COSCHEDULER
             if gang:
@@ -151,18 +207,14 @@ def pods(system: System, attempt: Attempt, policy: Policy, speed: float = 1.0
 
 
 def _kueue_topology(job: Job, policy: Policy) -> dict[str, str]:
-    """The placement Airlock would give the job, in Kueue's words: the level the job
-    requires, else its class's level, required or preferred (none if neither has one);
-    and its slices' level and size."""
-    levels = policy.topology_levels
-    wanted = policy.classes[job.cls].topology
+    """The placement Airlock would give the job, in Kueue's words (`_gang_level`), and its
+    slices' level and size."""
     out: dict[str, str] = {}
-    if job.required_topology is not None:
-        out[KUEUE_REQUIRED] = levels[job.required_topology]
-    elif wanted is not None:
-        out[KUEUE_TOPOLOGY[wanted.mode]] = levels[wanted.level]
+    if (wanted := _gang_level(job, policy)) is not None:
+        mode, label = wanted
+        out[KUEUE_TOPOLOGY[mode]] = label
     if job.slice_topology is not None:
-        out |= {KUEUE_SLICE_TOPOLOGY: levels[job.slice_topology],
+        out |= {KUEUE_SLICE_TOPOLOGY: policy.topology_levels[job.slice_topology],
                 KUEUE_SLICE_SIZE: str(job.slice_size)}
     return out
 

@@ -29,10 +29,12 @@ from bench.peers.peers import COSCHEDULING, PEERS, POD_GROUP_LABEL
 from tests.builders import make_policy
 from tests.kube import events, pods_of, progress, until
 from tests.paths import ROOT
+from webhook.keys import ClassName
 from webhook.sandbox import wiring
 from webhook.sandbox.binaries import Binaries
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import ControlPlane
+from webhook.sandbox.nodes import HOST_LABEL as HOST
 from webhook.sandbox.nodes import Shape, create_nodes, topology
 from webhook.sandbox.operating import RunningCommand, start_operators, stop
 from webhook.simulation.traces import Job
@@ -121,8 +123,10 @@ def test_kueue_on_a_mixed_cluster_runs_each_gang_on_the_model_it_names(tmp_path:
     assert teams["team-b"]["wait"]["p99"] < teams["team-a"]["wait"]["p99"]
 
 
-# Coscheduling's cluster: 3 nodes of 8 GPUs, only its scheduler's pods on them.
-NODES = 3
+# Coscheduling's cluster: 4 nodes of 8 GPUs, two NVLink domains (and blocks) of two,
+# only its scheduler's pods on them.
+NODES = 4
+SHAPE = Shape(nodes=NODES, nodes_per_domain=2, domains_per_block=1)
 WITHIN = 60.0
 
 
@@ -138,7 +142,7 @@ def coscheduling(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory
         async def cluster() -> None:
             async with await from_kubeconfig(plane.admin_kubeconfig) as api:
                 await wiring.create_priority_classes(api, make_policy())
-                await create_nodes(api, topology(Shape(nodes=NODES)))
+                await create_nodes(api, topology(SHAPE))
 
         asyncio.run(cluster())
         running = start_operators([COSCHEDULING], tmp_path_factory.mktemp("coscheduling"),
@@ -176,22 +180,23 @@ async def clear(api: client.ApiClient, ns: str) -> None:
     await until(gone, within=WITHIN)
 
 
-def gang(ns: str, name: str, pods: int, gpus: int) -> Attempt:
-    return Attempt(Job(name=name, submit=0.0, namespace=ns, cls="training", pods=pods,
-                       gpus=gpus, runtime=1.0), 0)
+def gang(ns: str, name: str, pods: int, gpus: int, cls: ClassName = "scavenger",
+         node: str | None = None) -> Attempt:
+    """A job's first attempt; of a class with no topology unless `cls` says otherwise."""
+    return Attempt(Job(name=name, submit=0.0, namespace=ns, cls=cls, pods=pods, gpus=gpus,
+                       runtime=1.0, node_selector=((HOST, node),) if node else ()), 0)
 
 
 async def submit(api: client.ApiClient, attempt: Attempt, grouped: bool = True) -> None:
     """The gang as bench.peers writes it: its PodGroup (minMember: every pod), then its pods
     all at once. Not grouped: the same pods for the same scheduler, without the label."""
     group = pod_group(attempt)
-    assert group is not None
     core = client.CoreV1Api(api)
     made = pods("coscheduling", attempt, make_policy())
-    if grouped:
+    if group is not None and grouped:
         await client.CustomObjectsApi(api).create_namespaced_custom_object(
             "scheduling.x-k8s.io", "v1alpha1", attempt.job.namespace, "podgroups", group)
-    else:
+    elif group is not None:
         for pod in made:
             del pod["metadata"]["labels"][POD_GROUP_LABEL]
     await asyncio.gather(*(core.create_namespaced_pod(attempt.job.namespace, body=pod)
@@ -231,29 +236,63 @@ async def test_a_pod_group_that_fits_is_bound_whole_and_its_status_says_running(
     assert (await status()).get("running") == 4
 
 
-async def test_a_pod_group_that_cannot_fit_whole_binds_none_where_loose_pods_bind_three(
+async def test_a_pod_group_that_cannot_fit_whole_binds_none_where_loose_pods_bind_four(
         cosched_api: client.ApiClient, cosched_ns: str) -> None:
-    # 4 pods of 8 GPUs on 3 nodes of 8: three would fit, the fourth never.
-    attempt = gang(cosched_ns, "too-big", pods=4, gpus=8)
+    # 5 pods of 8 GPUs on 4 nodes of 8: four would fit, the fifth never.
+    attempt = gang(cosched_ns, "too-big", pods=NODES + 1, gpus=8)
     await submit(cosched_api, attempt)
 
     async def rejected() -> bool:
         return any("gets rejected" in m for m in await events(cosched_api, cosched_ns))
 
     # The scheduler took the gang, held the members that fit at Permit, failed the
-    # fourth and let the others go: from then on nothing of it can have been bound.
+    # fifth and let the others go: from then on nothing of it can have been bound.
     await until(rejected, within=WITHIN)
     items = await pods_of(cosched_api, cosched_ns)
-    assert len(items) == 4
+    assert len(items) == NODES + 1
     assert bound(items) == {}
     assert all(p["status"].get("phase") == "Pending" for p in items)
 
-    # The same pods without the group: the same scheduler places three of them, so it
+    # The same pods without the group: the same scheduler places four of them, so it
     # was the group that held them.
     await clear(cosched_api, cosched_ns)
-    await submit(cosched_api, gang(cosched_ns, "loose", pods=4, gpus=8), grouped=False)
+    await submit(cosched_api, gang(cosched_ns, "loose", pods=NODES + 1, gpus=8),
+                 grouped=False)
 
-    async def three_bound() -> bool:
+    async def four_bound() -> bool:
         return len(bound(await pods_of(cosched_api, cosched_ns))) == NODES
 
-    await until(three_bound, within=WITHIN)
+    await until(four_bound, within=WITHIN)
+
+
+async def test_a_pod_group_keeps_its_topology_by_pod_affinity_as_bench_peers_writes_it(
+        cosched_api: client.ApiClient, cosched_ns: str) -> None:
+    """Training's NVLink domain is required (the test policy's class): two 8-GPU pods
+    fit the cluster's free GPUs, one on each domain, but no one domain, so none binds
+    until a domain frees; then both bind in it. The pods in the way serve (a higher
+    priority): the gang cannot preempt them."""
+    for node in ("gpu-0000", "gpu-0002"):
+        await submit(cosched_api, gang(cosched_ns, f"fill-{node}", pods=1, gpus=4,
+                                       cls="inference", node=node))
+    attempt = gang(cosched_ns, "linked", pods=2, gpus=8, cls="training")
+    await submit(cosched_api, attempt)
+
+    async def rejected() -> bool:
+        return any("gets rejected" in m for m in await events(cosched_api, cosched_ns))
+
+    await until(rejected, within=WITHIN)
+    assert set(bound(await pods_of(cosched_api, cosched_ns))) == {
+        "fill-gpu-0000-0", "fill-gpu-0002-0"}
+
+    await client.CoreV1Api(cosched_api).delete_namespaced_pod(
+        "fill-gpu-0002-0", cosched_ns, grace_period_seconds=0)
+
+    async def placed() -> dict[str, str]:
+        got = bound(await pods_of(cosched_api, cosched_ns))
+        return {n: got[n] for n in attempt.pod_names if n in got}
+
+    async def whole() -> bool:
+        return len(await placed()) == 2
+
+    await until(whole, within=WITHIN)
+    assert sorted((await placed()).values()) == ["gpu-0002", "gpu-0003"]

@@ -135,7 +135,7 @@ def test_the_models_a_job_names_are_an_affinity_for_the_peers_and_a_key_for_airl
                                    "values": ["NVIDIA-H100-80GB-HBM3"]}]}]}
     for system in ("stock", "coscheduling", "kueue"):
         (pod, _) = pods(system, Attempt(job, 0), mixed)
-        assert pod["spec"]["affinity"] == affinity
+        assert pod["spec"]["affinity"]["nodeAffinity"] == affinity["nodeAffinity"]
         assert pod["spec"]["nodeSelector"] == {"example.com/zone": "a"}
     (pod, _) = pods("airlock", Attempt(job, 0), mixed)
     assert "affinity" not in pod["spec"]

@@ -15,7 +15,9 @@ from matplotlib.image import imread
 from bench.peers.manifests import (
     ATTEMPT_LABEL,
     JOB_LABEL,
+    SLICE_LABEL,
     Attempt,
+    System,
     kueue_queues,
     pod_group,
     pods,
@@ -114,10 +116,7 @@ def test_kueue_gang_pods_ask_kueue_for_the_topology_their_class_asks_of_airlock(
                                                                     mode="required")
     gang = pods("kueue", Attempt(GANG, 0), policy)
     assert all(p["metadata"]["annotations"][required] == CLIQUE_LABEL for p in gang)
-    training = policy.classes["training"].model_copy(
-        update={"topology": TopologyPlacement(level="nvlink", mode="preferred")})
-    lenient = policy.model_copy(update={"classes": {**policy.classes, "training": training}})
-    (first, _) = pods("kueue", Attempt(GANG, 0), lenient)
+    (first, _) = pods("kueue", Attempt(GANG, 0), preferring_nvlink(policy))
     assert first["metadata"]["annotations"][preferred] == CLIQUE_LABEL
     assert required not in first["metadata"]["annotations"]
     # A class with no topology, and a single pod, ask for none.
@@ -125,6 +124,13 @@ def test_kueue_gang_pods_ask_kueue_for_the_topology_their_class_asks_of_airlock(
     for pod in (*pods("kueue", Attempt(serving, 0), policy),
                 *pods("kueue", Attempt(SINGLE, 0), policy)):
         assert not {required, preferred} & set(pod["metadata"]["annotations"])
+
+
+def preferring_nvlink(policy: Policy) -> Policy:
+    """The policy with training's topology preferred, not required."""
+    training = policy.classes["training"].model_copy(
+        update={"topology": TopologyPlacement(level="nvlink", mode="preferred")})
+    return policy.model_copy(update={"classes": {**policy.classes, "training": training}})
 
 
 def with_blocks(policy: Policy) -> Policy:
@@ -182,6 +188,35 @@ def test_coscheduling_gets_an_elastic_jobs_minimum_and_stock_the_pods_alone(
         for job in (ELASTIC, SLICED):
             assert all(p["metadata"]["annotations"] == {}
                        for p in pods(system, Attempt(job, 0), policy))
+
+
+def together(job: str, key: str, **extra: str) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": {JOB_LABEL: job, ATTEMPT_LABEL: "0", **extra}},
+            "topologyKey": key}
+
+
+@pytest.mark.parametrize("system", ["stock", "coscheduling"])
+def test_stock_and_coscheduling_pods_keep_a_gangs_topology_by_pod_affinity(
+        system: System, policy: Policy) -> None:
+    policy = with_blocks(policy)
+    sliced = pods(system, Attempt(SLICED, 0), policy)
+    # The job's block for all eight, and each slice of four in one NVLink domain.
+    assert [p["metadata"]["labels"][SLICE_LABEL] for p in sliced] == list("00001111")
+    assert sliced[5]["spec"]["affinity"] == {"podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            together("sl", BLOCK_LABEL), together("sl", CLIQUE_LABEL, **{SLICE_LABEL: "1"})]}}
+    # No level of its own: its class's (nvlink, required here), as Kueue is given it.
+    (elastic, *_) = pods(system, Attempt(ELASTIC, 0), policy)
+    assert elastic["spec"]["affinity"]["podAffinity"] == {
+        "requiredDuringSchedulingIgnoredDuringExecution": [together("el", CLIQUE_LABEL)]}
+    assert SLICE_LABEL not in elastic["metadata"]["labels"]
+    (gang, _) = pods(system, Attempt(GANG, 0), preferring_nvlink(policy))
+    assert gang["spec"]["affinity"]["podAffinity"] == {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": together("llm", CLIQUE_LABEL)}]}
+    (single,) = pods(system, Attempt(SINGLE, 0), policy)
+    assert "affinity" not in single["spec"]
+    assert all("affinity" not in p["spec"] for p in pods("kueue", Attempt(SLICED, 0), policy))
 
 
 def test_a_job_paces_by_the_share_of_its_pods_bound() -> None:

@@ -20,7 +20,7 @@ from typing import Any
 Summary = dict[str, Any]
 # Summaries' keys that are no figure of the comparison: a team's own figures, names.
 _LEFT_OUT = frozenset({"namespaces", "neverRunnableJobs", "partialGangJobs", "ended", "run",
-                       "trace"})
+                       "trace", "topologyBrokenJobs"})
 
 
 @dataclass(frozen=True, slots=True)

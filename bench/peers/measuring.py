@@ -139,6 +139,8 @@ def _summary(outcome: Outcome, sim_shape: clusters.Shape) -> dict[str, Any]:
     out: dict[str, Any] = {"ended": outcome.ended,
                            "setupSeconds": round(outcome.setup_seconds, 1)}
     out.update(summarize(outcome.timelines, sim_shape.capacity))
+    out["topologyBroken"] = len(outcome.broken)
+    out["topologyBrokenJobs"] = outcome.broken
     if outcome.system == "airlock":
         # From the controller's annotation, as `airlock simulate --predictions` has them.
         out["predictions"] = accuracy(outcome.timelines)

@@ -19,6 +19,10 @@ The recorder also plays two parts a real cluster's workloads play themselves:
   a job done while some of its pods still wait (an elastic job's, above its minimum)
   deletes those (`Finish`).
 
+It judges, for a job whose trace requires a topology, whether its pods bound together
+kept it (`bench.peers.topologies`): the first attempt that broke it is told by
+`broken_topologies`.
+
 It counts Airlock's backfills as `airlock simulate` does: each admission whose placement
 record, on its anchor pod, says `backfilledUntil`. And Airlock's predicted starts as
 `airlock simulate --predictions` records them (`webhook.simulation.forecasts`): the first
@@ -37,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.peers.manifests import ATTEMPT_LABEL, JOB_LABEL, Attempt
+from bench.peers.topologies import Levels, NodeLabels, broken
 from webhook.keys import PLACEMENT_ANNOTATION, PREDICTED_START_ANNOTATION
 from webhook.simulation.pacing import Pace
 from webhook.simulation.timelines import Timeline
@@ -112,6 +117,10 @@ class _Job:
     # Its first predicted start (wall-clock seconds) and whether "unknown" came first.
     predicted: float | None = None
     unknown_first: bool = False
+    # For a job with a required topology: each attempt's pods bound now (index -> node),
+    # and what the first attempt to break it broke.
+    placed: dict[str, dict[int, str]] = field(default_factory=dict)
+    broken: str | None = None
 
     def current(self) -> Attempt:
         return Attempt(self.job, self.attempt)
@@ -157,8 +166,12 @@ def never_runnable(job: Job, gpus_per_node: int, capacity: int) -> bool:
 
 class Recorder:
     def __init__(self, jobs: Sequence[Job], gpus_per_node: int, capacity: int,
-                 speed: float) -> None:
+                 speed: float, nodes: NodeLabels | None = None, levels: Levels | None = None
+                 ) -> None:
+        """`nodes` (each node's labels) and `levels` (the policy's level -> node label)
+        judge required topologies; without them none is judged broken."""
         self._speed = speed
+        self._nodes, self._levels = nodes or {}, levels or {}
         # The wall-clock time at the replay's clock zero: a predicted start is a time.
         self.epoch = 0.0
         self._jobs = {(j.namespace, j.name): _Job(j) for j in jobs}
@@ -195,11 +208,28 @@ class Recorder:
         elif seen.gone is None and seen.succeeded is None and \
                 (deleted or phase == "Failed" or meta.get("deletionTimestamp")):
             seen.gone, lost = now, True
+        self._judge(record, labels.get(ATTEMPT_LABEL, "0"), meta["name"], seen,
+                    (pod.get("spec") or {}).get("nodeName"))
         if labels.get(ATTEMPT_LABEL) != str(record.attempt) or record.completed is not None:
             return []  # an attempt given up: only its pods' release times still count
         if lost and not record.done:
             return [self._restart(record, now)]
         return self._progress(record, now)
+
+    def _judge(self, record: _Job, attempt: str, name: str, seen: _Pod, node: str | None
+               ) -> None:
+        job = record.job
+        if record.broken is not None or not self._nodes or \
+                (job.required_topology is None and job.slice_topology is None):
+            return
+        placed = record.placed.setdefault(attempt, {})
+        index = int(name.rsplit("-", 1)[1])
+        if seen.released is not None:
+            placed.pop(index, None)
+        elif node and index not in placed:
+            placed[index] = node
+            if (what := broken(job, placed, self._nodes, self._levels)) is not None:
+                record.broken = f"attempt {attempt}: {what}"
 
     def _pods(self, record: _Job) -> list[_Pod]:
         """The current attempt's pods seen so far."""
@@ -251,6 +281,11 @@ class Recorder:
         """Every job completed, or never able to run."""
         return all(r.completed is not None or r.rejected or key in self._never
                    for key, r in self._jobs.items())
+
+    def broken_topologies(self) -> dict[str, str]:
+        """Each job some attempt of which broke its required topology: what it broke."""
+        return {f"{ns}/{name}": r.broken for (ns, name), r in self._jobs.items()
+                if r.broken is not None}
 
     def running(self) -> int:
         """Jobs running whole now."""

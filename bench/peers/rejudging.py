@@ -2,8 +2,8 @@
 journal's sights fed to the recorder as the pod watch fed them, and the figures drawn
 afresh. So a run recorded before a figure was defined, or defined anew, is measured as
 today's runs are: the placement figures (waits, utilization, partial, draining, lost
-work), not the ones read from annotations the journal does not keep (backfills,
-predicted starts).
+work, and the jobs that broke a required topology, on the sandbox's uniform nodes), not
+the ones read from annotations the journal does not keep (backfills, predicted starts).
 
     python -m bench.peers.rejudging --trace bench/traces/shaped.jsonl \\
         OUT/logs/run-1-1/airlock/pods.log ...
@@ -22,6 +22,9 @@ import orjson
 
 from bench.peers.manifests import ATTEMPT_LABEL, JOB_LABEL
 from bench.peers.recording import Recorder
+from bench.peers.topologies import Levels
+from webhook.policy.loading import load_policy
+from webhook.sandbox.nodes import Shape, topology
 from webhook.simulation.timelines import summarize
 from webhook.simulation.traces import Job, parse_trace
 
@@ -47,15 +50,20 @@ def sighting(entry: dict[str, Any]) -> dict[str, Any]:
             "status": {"phase": entry["phase"], "conditions": conditions}}
 
 
-def rejudge(jobs: Sequence[Job], entries: Iterable[dict[str, Any]], gpus_per_node: int,
-            capacity: int, speed: float) -> dict[str, Any]:
-    """The figures of the run the journal `entries` tell, in trace time (`t`)."""
-    recorder = Recorder(jobs, gpus_per_node, capacity, speed)
+def rejudge(jobs: Sequence[Job], entries: Iterable[dict[str, Any]], shape: Shape,
+            levels: Levels, speed: float) -> dict[str, Any]:
+    """The figures of the run the journal `entries` tell, in trace time (`t`), on the
+    uniform cluster `shape` with the policy's topology `levels`."""
+    capacity = shape.nodes * shape.gpus_per_node
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in topology(shape)}
+    recorder = Recorder(jobs, shape.gpus_per_node, capacity, speed, nodes, levels)
     end = 0.0
     for entry in entries:
         end = entry["t"] / speed
         recorder.observe(end, sighting(entry))
-    return summarize(recorder.timelines(end), capacity)
+    broken = recorder.broken_topologies()
+    return {**summarize(recorder.timelines(end), capacity), "topologyBroken": len(broken),
+            "topologyBrokenJobs": broken}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,16 +71,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", type=Path, required=True)
     parser.add_argument("--speed", type=float, default=100.0)
+    parser.add_argument("--nodes", type=int, default=16,
+                        help="the sandbox's uniform GPU nodes (bench.peers' --nodes)")
     parser.add_argument("--gpus-per-node", type=int, default=8)
-    parser.add_argument("--capacity", type=int, default=128, help="the cluster's GPUs")
+    parser.add_argument("--policies", type=Path, default=Path("policies"),
+                        help="the policy whose topology levels the trace's jobs name")
     parser.add_argument("journals", type=Path, nargs="+")
     args = parser.parse_args(argv)
     jobs = parse_trace(args.trace.read_text().splitlines(), str(args.trace))
+    shape = Shape(nodes=args.nodes, gpus_per_node=args.gpus_per_node)
+    levels = load_policy(args.policies).topology_levels
     for path in args.journals:
         entries = [orjson.loads(line) for line in path.read_bytes().splitlines() if line]
-        figures = rejudge(jobs, entries, args.gpus_per_node, args.capacity, args.speed)
+        figures = rejudge(jobs, entries, shape, levels, args.speed)
         keep = ("utilization", "partialGangGpuSeconds", "drainingGpuSeconds",
-                "lostGpuSeconds", "partialGangJobs")
+                "lostGpuSeconds", "partialGangJobs", "topologyBroken", "topologyBrokenJobs")
         sys.stdout.write(orjson.dumps({"journal": str(path),
                                        **{k: figures[k] for k in keep}}).decode() + "\n")
     return 0

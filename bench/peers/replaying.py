@@ -78,6 +78,8 @@ class Outcome:
     end: float  # trace seconds from the first submit slot to the end of the run
     setup_seconds: float  # wall-clock seconds to bring the sandbox and the system up
     ended: str  # "settled", "stalled" or "timeout"
+    # Jobs some attempt of which broke the topology the trace requires: what broke.
+    broken: dict[str, str]
 
 
 def replay(system: System, jobs: Sequence[Job], policy: Policy, options: Options,
@@ -110,12 +112,16 @@ def replay(system: System, jobs: Sequence[Job], policy: Policy, options: Options
         progress(f"{system}: sandbox up in {setup:.0f}s; replaying {len(jobs)} jobs at "
                  f"{options.speed:g}x")
         pools = options.shape.node_pools()
+        nodes = {n["metadata"]["name"]: n["metadata"]["labels"]
+                 for n in topology(options.shape)}
         recorder = Recorder(jobs, max(p.gpus_per_node for p in pools),
-                            sum(p.count * p.gpus_per_node for p in pools), options.speed)
+                            sum(p.count * p.gpus_per_node for p in pools), options.speed,
+                            nodes, policy.topology_levels)
         with (plane.workdir / "pods.log").open("wb") as journal:
             end, ended = asyncio.run(_Replay(system, jobs, policy, recorder, options,
                                              plane.admin_kubeconfig, progress, journal).run())
-        return Outcome(system, recorder.timelines(end), end * options.speed, setup, ended)
+        return Outcome(system, recorder.timelines(end), end * options.speed, setup, ended,
+                       recorder.broken_topologies())
     finally:
         stop(operators)
         for process in airlock:

@@ -60,6 +60,8 @@ _ROWS: tuple[tuple[str, Callable[[Figures], str]], ...] = (
     ("training wait mean", _seconds("classes.training.wait.mean")),
     ("utilization", lambda f: _cell(f, "utilization", lambda v: f"{v:.1%}")),
     ("partial-gang GPU-hours", _hours("partialGangGpuSeconds")),
+    # Jobs whose pods, bound together, broke the topology the trace requires of them.
+    ("jobs that broke a required topology", lambda f: _cell(f, "topologyBroken")),
     # Pods of a gang evicted or done, ending one by one: the apiserver's pace, not a
     # half-placed gang.
     ("draining GPU-hours", _hours("drainingGpuSeconds")),

@@ -11,6 +11,7 @@ from bench.peers.journal import Journal
 from bench.peers.manifests import ATTEMPT_LABEL, JOB_LABEL
 from bench.peers.recording import Recorder
 from bench.peers.rejudging import rejudge
+from webhook.sandbox.nodes import Shape
 from webhook.simulation.timelines import summarize
 from webhook.simulation.traces import Job
 
@@ -102,7 +103,7 @@ def test_a_run_judged_again_from_its_journal_has_the_figures_its_watch_gave() ->
         line = journal.line(now * SPEED, 1000.0 + now, pod, deleted=False)
         if line is not None:
             entries.append(orjson.loads(line))
-    again = rejudge([GANG], entries, 8, 32, SPEED)
+    again = rejudge([GANG], entries, Shape(nodes=4, gpus_per_node=8), {}, SPEED)
     figures = summarize(watched.timelines(9.0), 32)
     keys = ("utilization", "partialGangGpuSeconds", "drainingGpuSeconds", "lostGpuSeconds")
     assert {k: again[k] for k in keys} == {k: figures[k] for k in keys}

@@ -152,7 +152,7 @@ def replayed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
                                options.shape.nodes_per_domain, pools=options.shape.pools)
         run = simulate(jobs, policy, shape, "airlock" if system == "airlock" else "stock")
         late = 10.0 * len(calls)
-        return Outcome(system, run.timelines, run.end + late, 1.0, "settled")
+        return Outcome(system, run.timelines, run.end + late, 1.0, "settled", {})
 
     monkeypatch.setattr(measuring_module, "replay", replay)
     return calls

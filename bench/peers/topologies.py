@@ -1,12 +1,16 @@
 """Whether a gang's pods kept the topology its job requires (pure: placements in, what
 broke out). A job's `requiredTopology` puts all its pods in one domain of that level, and
-`sliceTopology` each `sliceSize` of them (by index) in one domain of the slice's level.
-The replay judges the pods of one attempt bound at the same time: a pod gone (preempted,
-done) no longer counts, so an attempt given up and its pods bound later are judged apart.
+`sliceTopology` each `sliceSize` of them in one domain of the slice's level. The replay's
+pods are bare, with no rank, and not every system is told which pod is in which slice
+(Kueue is told sizes only), so slices are judged by count: once all the job's pods are
+bound, each domain of the slice's level holds whole slices. The replay judges the pods
+of one attempt bound at the same time: a pod gone (preempted, done) no longer counts, so
+an attempt given up and its pods bound later are judged apart.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 from webhook.simulation.traces import Job
@@ -32,12 +36,11 @@ def broken(job: Job, placed: Mapping[int, str], labels: NodeLabels, levels: Leve
         found = _domains(list(placed.values()), job.required_topology, labels, levels)
         if len(found) > 1:
             said.append(f"its pods in {len(found)} {job.required_topology} domains")
-    if job.slice_topology is not None and job.slice_size:
-        slices: dict[int, list[str]] = {}
-        for index, node in placed.items():
-            slices.setdefault(index // job.slice_size, []).append(node)
-        for number, nodes in sorted(slices.items()):
-            found = _domains(nodes, job.slice_topology, labels, levels)
-            if len(found) > 1:
-                said.append(f"slice {number} in {len(found)} {job.slice_topology} domains")
+    if job.slice_topology is not None and job.slice_size and len(placed) == job.pods:
+        key = levels.get(job.slice_topology)
+        counts = Counter(None if key is None else labels.get(node, {}).get(key)
+                         for node in placed.values())
+        if any(n % job.slice_size for n in counts.values()):
+            said.append(f"slices of {job.slice_size} across {job.slice_topology} domains "
+                        f"(pods per domain: {', '.join(map(str, sorted(counts.values())))})")
     return "; ".join(said) or None

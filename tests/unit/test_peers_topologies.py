@@ -21,10 +21,12 @@ SLICED = Job("sl", 0.0, "ml", "training", 4, 8, 100.0, required_topology="block"
 
 @pytest.mark.parametrize(("placed", "said"), [
     ({0: "n0", 1: "n0", 2: "n1", 3: "n1"}, None),
-    ({0: "n0", 1: "n0"}, None),  # half bound: what is bound keeps it
-    ({0: "n0", 1: "n0", 2: "n1", 3: "n2"},
-     "its pods in 2 block domains; slice 1 in 2 nvlink domains"),
-    ({0: "n0", 1: "n1"}, "slice 0 in 2 nvlink domains"),
+    ({0: "n0", 1: "n1", 2: "n0", 3: "n1"}, None),  # no rank: any two in a domain are a slice
+    ({0: "n0", 1: "n1"}, None),  # half bound: its slices may yet be whole
+    ({0: "n0", 1: "n0", 2: "n1", 3: "n2"}, "its pods in 2 block domains; slices of 2 across "
+                                           "nvlink domains (pods per domain: 1, 1, 2)"),
+    ({0: "n0", 1: "n0", 2: "n0", 3: "n1"},
+     "slices of 2 across nvlink domains (pods per domain: 1, 3)"),
     ({0: "n0", 1: "n0", 2: "n4"}, "its pods in 2 block domains"),  # no label: apart
 ])
 def test_a_placement_is_judged_against_the_block_and_each_slice(
@@ -54,10 +56,13 @@ def test_the_recorder_tells_the_attempt_whose_pods_bound_together_broke_it() -> 
     recorder.observe(2.0, _sight("sl-0", "n0", gone=True))
     recorder.observe(3.0, _sight("sl-2", "n2"))
     assert recorder.broken_topologies() == {}
-    # Attempt 1: two pods of one slice on two NVLink domains of one block.
-    recorder.observe(4.0, _sight("sl-r1-0", "n0"))
-    recorder.observe(4.0, _sight("sl-r1-1", "n1"))
-    assert recorder.broken_topologies() == {"ml/sl": "attempt 1: slice 0 in 2 nvlink domains"}
+    # Attempt 1: in one block, but three pods on one NVLink domain and one on the other.
+    for index, node in enumerate(("n0", "n0", "n0")):
+        recorder.observe(4.0, _sight(f"sl-r1-{index}", node))
+    assert recorder.broken_topologies() == {}
+    recorder.observe(5.0, _sight("sl-r1-3", "n1"))
+    assert recorder.broken_topologies() == {
+        "ml/sl": "attempt 1: slices of 2 across nvlink domains (pods per domain: 1, 3)"}
 
 
 def test_without_the_nodes_labels_nothing_is_judged() -> None:

@@ -147,11 +147,15 @@ def gang_affinity(attempt: Attempt, index: int, policy: Policy) -> dict[str, Any
             out[_REQUIRED] = [term]
         else:
             out[_PREFERRED] = [{"weight": 100, "podAffinityTerm": term}]
-    if job.slice_topology is not None:
+    if job.slice_topology is not None and (number := _slice_of(job, index)) is not None:
         out.setdefault(_REQUIRED, []).append(_together(
-            attempt, policy.topology_levels[job.slice_topology],
-            {SLICE_LABEL: str(index // (job.slice_size or 1))}))
-    return dict(out) or None
+            attempt, policy.topology_levels[job.slice_topology], {SLICE_LABEL: number}))
+    return out or None
+
+
+def _slice_of(job: Job, index: int) -> str | None:
+    """The slice pod `index` of a sliced job is in (its `SLICE_LABEL`), by index."""
+    return None if job.slice_size is None else str(index // job.slice_size)
 
 
 def _gang_level(job: Job, policy: Policy) -> tuple[str, str] | None:
@@ -190,8 +194,8 @@ def pods(system: System, attempt: Attempt, policy: Policy, speed: float = 1.0
         if system in ("stock", "coscheduling") and \
                 (together := gang_affinity(attempt, index, policy)) is not None:
             pod["spec"].setdefault("affinity", {})["podAffinity"] = together
-            if job.slice_size is not None:
-                labels[SLICE_LABEL] = str(index // job.slice_size)
+            if (number := _slice_of(job, index)) is not None:
+                labels[SLICE_LABEL] = number
         if system == "coscheduling":
             pod["spec"]["schedulerName"] = COSCHEDULER
             if gang:

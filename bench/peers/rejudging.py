@@ -22,9 +22,9 @@ import orjson
 
 from bench.peers.manifests import ATTEMPT_LABEL, JOB_LABEL
 from bench.peers.recording import Recorder
-from bench.peers.topologies import Levels
+from bench.peers.topologies import Levels, node_labels
 from webhook.policy.loading import load_policy
-from webhook.sandbox.nodes import Shape, topology
+from webhook.sandbox.nodes import Shape
 from webhook.simulation.timelines import summarize
 from webhook.simulation.traces import Job, parse_trace
 
@@ -55,8 +55,7 @@ def rejudge(jobs: Sequence[Job], entries: Iterable[dict[str, Any]], shape: Shape
     """The figures of the run the journal `entries` tell, in trace time (`t`), on the
     uniform cluster `shape` with the policy's topology `levels`."""
     capacity = shape.nodes * shape.gpus_per_node
-    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in topology(shape)}
-    recorder = Recorder(jobs, shape.gpus_per_node, capacity, speed, nodes, levels)
+    recorder = Recorder(jobs, shape.gpus_per_node, capacity, speed, node_labels(shape), levels)
     end = 0.0
     for entry in entries:
         end = entry["t"] / speed

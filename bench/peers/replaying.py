@@ -37,18 +37,19 @@ from bench.peers.manifests import (
     pods,
 )
 from bench.peers.models import MODELS_FILE, kueue_flavors
-from bench.peers.peers import KUEUE_NAMESPACE, PEERS, at_speed
+from bench.peers.peers import PEERS, at_speed
 from bench.peers.recording import Action, Finish, Recorder, Restart, Run
+from bench.peers.systems import apply_objects, keep_logs, make_cluster, start_airlock
 from bench.peers.timers import policies_at_speed
+from bench.peers.topologies import node_labels
 from webhook.kuberaw import json_of
 from webhook.policy.model import Policy
-from webhook.sandbox import wiring
 from webhook.sandbox.binaries import ensure_binaries
 from webhook.sandbox.clients import from_kubeconfig
 from webhook.sandbox.controlplane import ControlPlane
-from webhook.sandbox.nodes import Shape, create_nodes, topology
+from webhook.sandbox.nodes import Shape
 from webhook.sandbox.operating import RunningCommand, start_operators, stop
-from webhook.sandbox.processes import AirlockProcess, start_controller, start_webhook
+from webhook.sandbox.processes import AirlockProcess
 from webhook.sandbox.stages import DELAY
 from webhook.simulation.timelines import Timeline
 from webhook.simulation.traces import Job
@@ -78,8 +79,7 @@ class Outcome:
     end: float  # trace seconds from the first submit slot to the end of the run
     setup_seconds: float  # wall-clock seconds to bring the sandbox and the system up
     ended: str  # "settled", "stalled" or "timeout"
-    # Jobs some attempt of which broke the topology the trace requires: what broke.
-    broken: dict[str, str]
+    broken: dict[str, str]  # Recorder.broken_topologies
 
 
 def replay(system: System, jobs: Sequence[Job], policy: Policy, options: Options,
@@ -93,30 +93,28 @@ def replay(system: System, jobs: Sequence[Job], policy: Policy, options: Options
     airlock: list[AirlockProcess] = []
     try:
         namespaces = sorted({j.namespace for j in jobs})
-        asyncio.run(_cluster(plane, policy, namespaces, options.shape, system))
+        asyncio.run(make_cluster(plane, policy, namespaces, options.shape, system))
         if system == "airlock":
             policies = policies_at_speed(options.policies, plane.workdir / "policies",
                                          policy, options.speed)
             (policies / "95-trace-grants.yaml").write_text(trace_grants(jobs))
             if options.models_file is not None:
                 shutil.copyfile(options.models_file, policies / MODELS_FILE)
-            airlock = _start_airlock(plane, policies)
+            airlock = start_airlock(plane, policies)
         if peer is not None:
             operators = start_operators([at_speed(peer, options.speed)], plane.workdir,
                                         plane.admin_kubeconfig, plane.pki.ca, progress)
         if system == "kueue":
             queues = kueue_flavors(policy, options.shape.pools) if options.shape.pools \
                 else kueue_queues(namespaces, options.shape)
-            asyncio.run(_apply(plane.admin_kubeconfig, queues))
+            asyncio.run(apply_objects(plane.admin_kubeconfig, queues))
         setup = time.monotonic() - started
         progress(f"{system}: sandbox up in {setup:.0f}s; replaying {len(jobs)} jobs at "
                  f"{options.speed:g}x")
         pools = options.shape.node_pools()
-        nodes = {n["metadata"]["name"]: n["metadata"]["labels"]
-                 for n in topology(options.shape)}
         recorder = Recorder(jobs, max(p.gpus_per_node for p in pools),
                             sum(p.count * p.gpus_per_node for p in pools), options.speed,
-                            nodes, policy.topology_levels)
+                            node_labels(options.shape), policy.topology_levels)
         with (plane.workdir / "pods.log").open("wb") as journal:
             end, ended = asyncio.run(_Replay(system, jobs, policy, recorder, options,
                                              plane.admin_kubeconfig, progress, journal).run())
@@ -130,63 +128,8 @@ def replay(system: System, jobs: Sequence[Job], policy: Policy, options: Options
                 process.process.wait(timeout=10)
         plane.stop()
         if options.logs is not None:
-            _keep_logs(plane.workdir, options.logs / system)
+            keep_logs(plane.workdir, options.logs / system)
         plane.remove()
-
-
-def _keep_logs(workdir: Path, into: Path) -> None:
-    shutil.rmtree(into, ignore_errors=True)
-    for log in workdir.rglob("*.log"):
-        target = into / log.relative_to(workdir)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(log, target)
-
-
-async def _cluster(plane: ControlPlane, policy: Policy, namespaces: list[str], shape: Shape,
-                   system: System) -> None:
-    async with await from_kubeconfig(plane.admin_kubeconfig) as api:
-        await wiring.create_priority_classes(api, policy)
-        await create_nodes(api, topology(shape))
-        for ns in [*namespaces, *([KUEUE_NAMESPACE] if system == "kueue" else [])]:
-            await wiring.create_namespace(api, ns)
-
-
-def _start_airlock(plane: ControlPlane, policies: Path) -> list[AirlockProcess]:
-    """As the sandbox runs Airlock: the webhook wired in by URL, the controller as its own
-    ServiceAccount with the RBAC deploy/ grants it."""
-    hook = start_webhook(plane.workdir, policies)
-    started = [hook.running]
-    try:
-        async def wire() -> Path:
-            async with await from_kubeconfig(plane.admin_kubeconfig) as api:
-                await wiring.apply_webhook_configurations(api, wiring.webhook_configurations(
-                    hook.url, hook.certs.ca.read_bytes()))
-                return await wiring.controller_kubeconfig(
-                    api, plane.url, plane.ca_file, plane.workdir / "controller.kubeconfig")
-
-        kubeconfig = asyncio.run(wire())
-        started.append(start_controller(plane.workdir, kubeconfig, policies))
-    except BaseException:
-        for process in started:
-            process.process.terminate()
-        raise
-    return started
-
-
-async def _apply(kubeconfig: Path, docs: list[dict[str, Any]]) -> None:
-    """Kueue's objects (cluster-scoped or namespaced, by their metadata), in order: a
-    flavor names its topology, a queue its cohort and flavor."""
-    async with await from_kubeconfig(kubeconfig) as api:
-        custom = client.CustomObjectsApi(api)
-        for doc in docs:
-            group, version = doc["apiVersion"].split("/")
-            kind = doc["kind"].lower()
-            plural = kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
-            ns = doc["metadata"].get("namespace")
-            if ns:
-                await custom.create_namespaced_custom_object(group, version, ns, plural, doc)
-            else:
-                await custom.create_cluster_custom_object(group, version, plural, doc)
 
 
 class _Replay:

@@ -13,11 +13,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+from webhook.sandbox.nodes import Shape, topology
 from webhook.simulation.traces import Job
 
 # node name -> its labels; a topology level's name -> its node label (the policy's).
 NodeLabels = Mapping[str, Mapping[str, str]]
 Levels = Mapping[str, str]
+
+
+def node_labels(shape: Shape) -> dict[str, Mapping[str, str]]:
+    """The labels of each node the sandbox makes for `shape`."""
+    return {n["metadata"]["name"]: n["metadata"]["labels"] for n in topology(shape)}
 
 
 def _domains(nodes: list[str], level: str, labels: NodeLabels, levels: Levels

@@ -108,7 +108,7 @@ def _decide(cluster: Tracked, looked_up: Mapping[UnitId, SizeAnswer], now: float
     holds = {h.unit: h for h in queues.holds(
         waiting, options.reservation_timeout + state.preemption.checkpoint_grace)}
     for held in holds.values():
-        r.held.update(held.nodes)
+        r.hold(held.unit, held.nodes)
     # Each of thousands of waiting units is looked up in these: only when there are any.
     for gang in waiting if holds else ():
         if (hold := holds.get(gang.id)) is not None:

@@ -3,7 +3,7 @@ the stages (`stages`). Data and small helpers; the stages do the work."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -50,8 +50,10 @@ class Round:
         state = queues.state
         self.reservation = Reservation(options.order, Backfill(
             snap, state.runtimes, state.quotas.queue_of, now, state.spared))
-        # Nodes held for units that preempted: nobody else may use them.
+        # Nodes held for units that preempted: nobody else may use them. Per unit too,
+        # to give a unit's back when it is admitted.
         self.held: set[str] = set()
+        self.held_for: dict[UnitId, frozenset[str]] = {}
         # Units that did not fit, by what decides their fit: one alike (a batch Job's
         # next pod, the next gang of a sweep) does not fit either, since in a round free
         # room only shrinks and the nodes off limits only grow (room a preemption frees
@@ -62,6 +64,22 @@ class Round:
         # The plans of the units admitted, where their pods go: a forecast gives their
         # room back when they are expected to end (`forecasting`).
         self.plans: dict[UnitId, Plan] = {}
+
+    def hold(self, unit: UnitId, nodes: Iterable[str]) -> None:
+        self.held_for[unit] = found = self.held_for.get(unit, frozenset()) | frozenset(nodes)
+        self.held.update(found)
+
+    def release(self, unit: UnitId) -> None:
+        """The nodes held for `unit` given back, once it is admitted: in its room or,
+        when that no longer holds it, elsewhere; held on, that room would be kept from
+        every other unit for the rest of the round, and the next preemptor would evict
+        for room that is free."""
+        if self.held_for.pop(unit, None) is not None:
+            self.held = set().union(*self.held_for.values())
+
+    def held_by_others(self, unit: UnitId) -> set[str]:
+        """The nodes held for units other than `unit`."""
+        return set().union(*(nodes for held, nodes in self.held_for.items() if held != unit))
 
     def outside(self, model: Model) -> frozenset[str]:
         """The nodes that are not of GPU `model` (of NO_MODEL: those of any model)."""

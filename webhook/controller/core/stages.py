@@ -93,7 +93,10 @@ def borrow(r: Round, u: Unit) -> Verdict:
     # its whole size takes at the pace of its minimum.
     stretch = 1.0 if u.minimum is None else u.size / u.least
     reserved, u.until = r.reservation.off_limits(u.members, stretch, u.gang)
-    u.off_limits = reserved if u.hold is not None or not r.held else reserved | r.held
+    if u.hold is not None:
+        u.off_limits = reserved | r.held_by_others(u.gang.id)
+    else:
+        u.off_limits = reserved | r.held if r.held else reserved
     if not u.started and u.hold is None:
         anchor, gang = u.anchor, u.gang
         u.alike = (anchor.marks.topology_key, anchor.marks.topology_mode, bool(reserved),
@@ -102,6 +105,22 @@ def borrow(r: Round, u: Unit) -> Verdict:
 
 
 def place(r: Round, u: Unit) -> Verdict:
+    if u.hold is None or u.started:
+        return _place(r, u)
+    # A preemptor goes first where its victims made room: admitted elsewhere (room other
+    # ends freed meanwhile), it would leave that room unused, and the next preemptor
+    # could evict for room that is free.
+    wide = u.off_limits
+    u.off_limits = wide | (r.snap.nodes.keys() - u.hold.nodes)
+    verdict = _place(r, u)
+    u.off_limits = wide
+    if verdict is None and isinstance(u.outcome, Plan) and u.over_model is None:
+        return None
+    u.over_model = None
+    return _place(r, u)
+
+
+def _place(r: Round, u: Unit) -> Verdict:
     anchor, gang = u.anchor, u.gang
     u.key = anchor.marks.topology_key
     if u.started:
@@ -260,7 +279,7 @@ def make_room(r: Round, u: Unit) -> Verdict:
     if preempt is None:
         return None
     r.reservation.claim(gang, NoFit(""))  # strict order waits behind it
-    r.held.update(preempt.record.nodes)
+    r.hold(gang.id, preempt.record.nodes)
     return preempt
 
 
@@ -284,6 +303,7 @@ def admit(r: Round, u: Unit) -> Verdict:
     assert isinstance(plan, Plan)  # not blocked: the stages before would have said
     take_plan(plan, u.members, r.snap)
     r.plans[gang.id] = plan
+    r.release(gang.id)
     r.queues.admitted(gang, u.members, model=u.model)
     names = tuple(sorted(p.name for p in u.members))
     record = Record(plan.domain, u.key if plan.domain else None, names, r.now, u.size,

@@ -84,8 +84,9 @@ async def test_a_gang_of_small_pods_lands_exactly_on_its_planned_nodes(
 async def test_a_gang_of_bare_pods_lands_on_the_nodes_it_is_steered_to(
         api: client.ApiClient, namespace: str, controllers: Controllers) -> None:
     """Pods no owner makes again are not pinned (a failed node would strand them): they
-    prefer their planned node, and kube-scheduler's scoring, which would spread them
-    over the emptiest nodes, puts them there."""
+    prefer their planned node, and are nominated to it, which kube-scheduler takes
+    before it scores any (its scoring would spread them over the emptiest nodes, and the
+    class's pod affinity ties with a preferred node)."""
     controllers.start()
     core = client.CoreV1Api(api)
     for i, gpus in enumerate((4, 4, 2, 2, 1, 1)):
@@ -98,6 +99,7 @@ async def test_a_gang_of_bare_pods_lands_on_the_nodes_it_is_steered_to(
 
     pods, plan = await landed_as_planned(api, namespace, "bare", 6)
     for p in pods:
+        assert p["status"].get("nominatedNodeName") == plan[p["metadata"]["name"]]
         affinity = p["spec"]["affinity"]["nodeAffinity"]
         assert affinity["preferredDuringSchedulingIgnoredDuringExecution"] == [
             {"weight": 100, "preference": {"matchFields": [

@@ -26,6 +26,7 @@ from tests.builders import (
 )
 from webhook.controller.core.actions import Admit, Wait
 from webhook.controller.core.deciding import DecideOptions, QueueState, decide
+from webhook.controller.core.placement.pins import PinMode
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.records import PreemptionRecord
 
@@ -102,12 +103,27 @@ def test_a_preemptor_already_nominated_to_its_nodes_is_not_nominated_again() -> 
     assert mine.nominate == ()
 
 
-def test_a_gang_admitted_without_a_hold_or_nominations_is_not_nominated() -> None:
+def test_a_pinned_gang_admitted_without_a_hold_or_nominations_is_not_nominated() -> None:
     nodes = cluster({"a": 2})
-    (mine,) = [a for a in decide(tracked(nodes, gang("train", 2, priority=TRAINING)), {}, NOW)
+    (mine,) = [a for a in decide(tracked(nodes, gang("train", 2, priority=TRAINING,
+                                                     owned=True)), {}, NOW)
                if a.unit == unit("train")]
     assert isinstance(mine, Admit)
     assert mine.nominate == ()
+
+
+@pytest.mark.parametrize(("pin", "nominated"), [("nodes", True), ("domain", False)])
+def test_a_steered_pod_is_nominated_to_its_planned_node(pin: PinMode, nominated: bool
+                                                        ) -> None:
+    # No owner makes these pods again: they prefer their node, and kube-scheduler takes a
+    # nominated node that fits before it scores any (with `--pin domain` none is planned).
+    nodes = cluster({"a": 2})
+    actions = decide(tracked(nodes, gang("train", 2, gpus=4, priority=TRAINING)), {}, NOW,
+                     options=DecideOptions(pin=pin))
+    (mine,) = [a for a in actions if a.unit == unit("train")]
+    assert isinstance(mine, Admit)
+    assert mine.nominate == (tuple(sorted(mine.record.nodes)) if nominated else ())
+    assert len({node for _, node in mine.nominate}) == (1 if nominated else 0), "packed"
 
 
 @pytest.mark.parametrize(("gated", "status", "read"), [

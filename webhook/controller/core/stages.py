@@ -36,7 +36,7 @@ from webhook.controller.core.members import (
 from webhook.controller.core.placement.fitting import NoFit, fit
 from webhook.controller.core.placement.joining import fit_joiners
 from webhook.controller.core.placement.packing import Plan, take_plan
-from webhook.controller.core.placement.pins import planned_nodes
+from webhook.controller.core.placement.pins import pinnable, planned_nodes, steerable
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.modelquotas import Model
 from webhook.controller.core.queues.queueing import Hold, Queueing
@@ -107,9 +107,8 @@ def borrow(r: Round, u: Unit) -> Verdict:
 def place(r: Round, u: Unit) -> Verdict:
     if u.hold is None or u.started:
         return _place(r, u)
-    # A preemptor goes first where its victims made room: admitted elsewhere (room other
-    # ends freed meanwhile), it would leave that room unused, and the next preemptor
-    # could evict for room that is free.
+    # A preemptor goes first where its victims made room, so other room freed meanwhile
+    # is left to the units after it, which would otherwise evict for more.
     wide = u.off_limits
     u.off_limits = wide | (r.snap.nodes.keys() - u.hold.nodes)
     verdict = _place(r, u)
@@ -318,10 +317,16 @@ def admit(r: Round, u: Unit) -> Verdict:
     # A preemptor's pods are nominated to their nodes, where the victims may still be
     # terminating: kube-scheduler then waits for them instead of preempting more. Pods
     # nominated for a hold that ended are nominated anew, where they now go; a pod already
-    # nominated to its node (at the preemption) is not written again.
+    # nominated to its node (at the preemption) is not written again. A pod only steered
+    # (`pins`) is nominated to its node too: kube-scheduler takes a nominated node that
+    # fits unscored, and its scoring ties the steering preference with the class's pod
+    # affinity, which would draw the pod to its gang's first pods, on others' room.
     had = {p.name: p.nominated for p in u.members}
-    nominate = tuple(pair for pair in plan.nominations() if had[pair[0]] != pair[1]) \
-        if u.hold is not None or any(had.values()) else ()
+    every = u.hold is not None or any(had.values())
+    steered = {p.name for p in u.members if steerable(p) and not pinnable(p)} \
+        if r.options.pin == "nodes" else set()
+    nominate = tuple(pair for pair in plan.nominations() if had[pair[0]] != pair[1]
+                     and (every or pair[0] in steered)) if every or steered else ()
     return Admit(gang.id, record, min(u.members, key=lambda p: p.name), tuple(u.members),
                  r.snap.need(u.members), joining_note(gang, u.size) if u.started else "",
                  nominate)

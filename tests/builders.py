@@ -278,6 +278,13 @@ def victims_record(domain: str | None, victims: Iterable[PodInfo], nodes: Iterab
                             tuple(p.uid for p in pods))
 
 
+def two_victims_record(at: float) -> PreemptionRecord:
+    """A preemption recorded at `at` of ml/s-0 and ml/s-1 (the builders' uids), which ran
+    on a-n0 and a-n1, in domain a."""
+    return PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"), ("a-n0", "a-n1"), at,
+                            (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
+
+
 def member(gang: str, i: int, gpus: int = 8, size: int | None = None, **kw: Any) -> PodInfo:
     return PodInfo.parse(raw_member(gang, i, gpus, size, **kw), SEAL)
 

@@ -8,7 +8,6 @@ import dataclasses
 from collections.abc import Sequence
 
 from tests.builders import (
-    CLIQUE,
     NOW,
     TRAINING,
     cluster,
@@ -17,15 +16,13 @@ from tests.builders import (
     preempts,
     running,
     tracked,
-    uid_of,
+    two_victims_record,
 )
 from webhook.controller.core.actions import Action, Admit
 from webhook.controller.core.deciding import decide
-from webhook.controller.core.records import PreemptionRecord
 
 # Its victims (gone now) ran on a-n0 and a-n1, in domain a.
-RECORD = PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"), ("a-n0", "a-n1"), NOW - 5,
-                          (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
+RECORD = two_victims_record(NOW - 5)
 
 
 def admitted(actions: Sequence[Action]) -> dict[str, list[str]]:

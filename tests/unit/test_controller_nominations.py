@@ -9,7 +9,6 @@ import dataclasses
 import pytest
 
 from tests.builders import (
-    CLIQUE,
     HOUR,
     NOW,
     TRAINING,
@@ -21,17 +20,15 @@ from tests.builders import (
     raw_member,
     running,
     tracked,
-    uid_of,
+    two_victims_record,
     unit,
 )
 from webhook.controller.core.actions import Admit, Wait
 from webhook.controller.core.deciding import DecideOptions, QueueState, decide
 from webhook.controller.core.placement.pins import PinMode
 from webhook.controller.core.pods import PodInfo
-from webhook.controller.core.records import PreemptionRecord
 
-RECORD = PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"), ("a-n0", "a-n1"), NOW - 5,
-                          (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
+RECORD = two_victims_record(NOW - 5)
 
 
 def nominated(pods: list[PodInfo], *nodes: str) -> list[PodInfo]:

@@ -29,6 +29,7 @@ from tests.builders import (
     single,
     told,
     tracked,
+    two_victims_record,
     uid_of,
     unit,
     waits,
@@ -205,9 +206,7 @@ def test_an_evicted_gang_backs_off_before_it_is_considered_again() -> None:
 def test_a_recorded_preemption_is_finished_by_the_next_leader() -> None:
     nodes = cluster({"a": 2, "b": 2})
     busy = running("s", ["a-n0", "a-n1"])
-    record = PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"),
-                              ("a-n0", "a-n1"), NOW - 5,
-                              (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
+    record = two_victims_record(NOW - 5)
     train = preempting(2, record)
     rival = gang("rival", 2, priority=TRAINING * 2)
     actions = decide(tracked(nodes, busy + train + rival), {}, NOW)
@@ -220,9 +219,7 @@ def test_a_recorded_preemption_is_finished_by_the_next_leader() -> None:
 
 def test_the_room_a_preemption_freed_is_held_for_the_preemptor() -> None:
     nodes = cluster({"a": 2})
-    record = PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"),
-                              ("a-n0", "a-n1"), NOW - 5,
-                              (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
+    record = two_victims_record(NOW - 5)
     train = preempting(2, record)
     small = gang("small", 1, priority=TRAINING * 2)  # would fit, and goes first otherwise
     actions = decide(tracked(nodes, train + small), {}, NOW)
@@ -265,9 +262,7 @@ def test_a_preemptor_is_lifted_only_once_its_victims_are_gone(
         victims_are: str, outcome: type) -> None:
     nodes = cluster({"a": 2})
     busy, deleted = _victims_as(victims_are)
-    record = PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"),
-                              ("a-n0", "a-n1"), NOW - 5,
-                              (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
+    record = two_victims_record(NOW - 5)
     # Would fit in the freed room, and goes first otherwise.
     rival = gang("rival", 1, priority=TRAINING * 2)
     actions = decide(tracked(nodes, busy + preempting(2, record) + rival), {}, NOW,
@@ -538,9 +533,7 @@ def test_victims_this_controller_deleted_are_not_evicted_twice() -> None:
     # The watch has not told of the deletion yet: the pods still look running.
     nodes = cluster({"a": 2, "b": 2})
     busy = running("s", ["a-n0", "a-n1"])
-    record = PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"),
-                              ("a-n0", "a-n1"), NOW - 1,
-                              (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
+    record = two_victims_record(NOW - 1)
     state = QueueState(deleted=frozenset(p.uid for p in busy))
     assert not preempts(decide(tracked(nodes, busy + preempting(2, record)), {}, NOW, state=state))
     assert preempts(decide(tracked(nodes, busy + preempting(2, record)), {}, NOW))
@@ -552,9 +545,7 @@ def test_a_preemptor_waits_for_its_victims_and_evicts_nobody_else() -> None:
     nodes = cluster({"a": 2, "b": 2})
     busy, others = (running(name, hosts)
                     for name, hosts in (("s", ["a-n0", "a-n1"]), ("t", ["b-n0", "b-n1"])))
-    record = PreemptionRecord("a", CLIQUE, ("ml/s-0", "ml/s-1"),
-                              ("a-n0", "a-n1"), NOW - 1,
-                              (uid_of("ml", "s-0"), uid_of("ml", "s-1")))
+    record = two_victims_record(NOW - 1)
     state = QueueState(deleted=frozenset(p.uid for p in busy),
                        preemption=PreemptionSettings(delay=0, min_runtime=0))
     actions = decide(tracked(nodes, busy + others + preempting(2, record)), {}, NOW, state=state)

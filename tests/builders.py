@@ -237,7 +237,10 @@ def raw_member(gang: str, i: int, gpus: int = 8, size: int | None = None, *,
     b = (pod(name or f"{gang}-{i}", ns).gpus(gpus, resource).cpu("8", "16Gi")
          .set("tolerations", [{"key": "nvidia.com/gpu", "operator": "Exists"}])
          .marked(gang, size, mode, gated))
-    b.meta["creationTimestamp"] = f"2026-11-22T10:{created:02d}:{i:02d}Z"
+    # Minutes and seconds past 10:00; a gang of 60 or more members runs into the next minute.
+    b.meta["creationTimestamp"] = (datetime.datetime(2026, 11, 22, 10, tzinfo=datetime.UTC)
+                                   + datetime.timedelta(minutes=created, seconds=i)
+                                   ).strftime("%Y-%m-%dT%H:%M:%SZ")
     b.meta["uid"] = uid_of(ns, name or f"{gang}-{i}")
     if placement:
         b.annotation(PLACEMENT_ANNOTATION, SEAL.dumps(placement, b.meta["uid"]))

@@ -262,7 +262,7 @@ def _step(r: Round, queues: Queueing, ends: _Ends, pending: list[Gang], now: flo
     admitted are predicted to start now; the others wait on."""
     queues.now = now
     step = Round(queues.snap, queues, r.sizes, now, r.options)
-    step.held, step.held_for = set(r.held), dict(r.held_for)
+    step.holds_of(r)
     if (backfill := step.reservation.backfill) is not None:
         backfill.gone, backfill.placed = ends.gone, ends.placed
     still: list[Gang] = []

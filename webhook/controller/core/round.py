@@ -50,10 +50,11 @@ class Round:
         state = queues.state
         self.reservation = Reservation(options.order, Backfill(
             snap, state.runtimes, state.quotas.queue_of, now, state.spared))
-        # Nodes held for units that preempted: nobody else may use them. Per unit too,
-        # to give a unit's back when it is admitted.
-        self.held: set[str] = set()
-        self.held_for: dict[UnitId, frozenset[str]] = {}
+        # Nodes held for units that preempted, per unit: nobody else may use them, and a
+        # unit's are given back when it is admitted. `held` is their union, kept once
+        # asked (every unit of the round asks it).
+        self._held_for: dict[UnitId, frozenset[str]] = {}
+        self._held: frozenset[str] | None = frozenset()
         # Units that did not fit, by what decides their fit: one alike (a batch Job's
         # next pod, the next gang of a sweep) does not fit either, since in a round free
         # room only shrinks and the nodes off limits only grow (room a preemption frees
@@ -65,21 +66,33 @@ class Round:
         # room back when they are expected to end (`forecasting`).
         self.plans: dict[UnitId, Plan] = {}
 
+    @property
+    def held(self) -> frozenset[str]:
+        """The nodes held for any unit."""
+        if self._held is None:
+            self._held = frozenset().union(*self._held_for.values())
+        return self._held
+
     def hold(self, unit: UnitId, nodes: Iterable[str]) -> None:
-        self.held_for[unit] = found = self.held_for.get(unit, frozenset()) | frozenset(nodes)
-        self.held.update(found)
+        self._held_for[unit] = self._held_for.get(unit, frozenset()) | frozenset(nodes)
+        self._held = None
+
+    def holds_of(self, other: Round) -> None:
+        """The nodes `other` holds, held here too (a forecast's step)."""
+        self._held_for, self._held = dict(other._held_for), other._held
 
     def release(self, unit: UnitId) -> None:
         """The nodes held for `unit` given back, once it is admitted: in its room or,
         when that no longer holds it, elsewhere; held on, that room would be kept from
         every other unit for the rest of the round, and the next preemptor would evict
         for room that is free."""
-        if self.held_for.pop(unit, None) is not None:
-            self.held = set().union(*self.held_for.values())
+        if self._held_for.pop(unit, None) is not None:
+            self._held = None
 
-    def held_by_others(self, unit: UnitId) -> set[str]:
+    def held_by_others(self, unit: UnitId) -> frozenset[str]:
         """The nodes held for units other than `unit`."""
-        return set().union(*(nodes for held, nodes in self.held_for.items() if held != unit))
+        return frozenset().union(*(nodes for held, nodes in self._held_for.items()
+                                   if held != unit))
 
     def outside(self, model: Model) -> frozenset[str]:
         """The nodes that are not of GPU `model` (of NO_MODEL: those of any model)."""

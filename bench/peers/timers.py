@@ -1,7 +1,8 @@
 """Airlock's own timers at the replay's speed (pure but for the copy it writes): a policy
 directory like the one given, with every duration of its preemption and fair-share
-settings divided by the speed, so that at 100x a gang preempts after 0.3 real seconds as
-it would after 30 at 1x, and past usage fades 100 times faster. `capacity` keeps its
+settings, and each class's own preemption delay, divided by the speed, so that at 100x a
+gang preempts after 0.3 real seconds as it would after 30 at 1x, and past usage fades 100
+times faster. `capacity` keeps its
 durations: they wait for an autoscaler, whose real latency the speed does not shrink
 (and the replay runs none), as the controller's --reservation-timeout waits for the
 scheduler.
@@ -49,8 +50,24 @@ def settings_at_speed(policy: Policy, speed: float) -> dict[str, dict[str, Any]]
 
 def airlock_timers(policy: Policy, speed: float) -> dict[str, str]:
     """Only the durations, by their path in the policy: what the report records."""
-    return {f"{name}.{t}": spec[t] for name, spec in settings_at_speed(policy, speed).items()
-            for t in TIMERS[name][1]}
+    timers = {f"{name}.{t}": spec[t]
+              for name, spec in settings_at_speed(policy, speed).items()
+              for t in TIMERS[name][1]}
+    timers.update({f"classes.{name}.preemptionDelay":
+                   duration(seconds(c.preemption_delay) / speed)
+                   for name, c in policy.classes.items() if c.preemption_delay is not None})
+    return timers
+
+
+def _scale_class_delays(spec: dict[str, Any], speed: float) -> bool:
+    """Divide by `speed`, in place, each class's own preemption delay the file `spec`
+    sets: whether it set any."""
+    classes = spec.get("classes")
+    timed = [c for c in classes.values() if isinstance(c, dict) and "preemptionDelay" in c] \
+        if isinstance(classes, dict) else []
+    for c in timed:
+        c["preemptionDelay"] = duration(seconds(c["preemptionDelay"]) / speed)
+    return bool(timed)
 
 
 def policies_at_speed(source: Path, into: Path, policy: Policy, speed: float) -> Path:
@@ -61,10 +78,9 @@ def policies_at_speed(source: Path, into: Path, policy: Policy, speed: float) ->
         docs = list(yaml.safe_load_all(path.read_text()))
         specs = [d["spec"] for d in docs if isinstance(d, dict) and isinstance(
             d.get("spec"), dict)]
-        if any(name in spec for spec in specs for name in TIMERS):
-            for spec in specs:
-                for name in TIMERS:
-                    spec.pop(name, None)
+        timed = [spec.pop(name) for spec in specs for name in TIMERS if name in spec]
+        scaled = [_scale_class_delays(spec, speed) for spec in specs]
+        if timed or any(scaled):
             (into / path.name).write_text(yaml.safe_dump_all(docs, sort_keys=False))
         else:
             shutil.copy(path, into / path.name)

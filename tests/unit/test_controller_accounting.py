@@ -42,12 +42,15 @@ def test_policy_settings_in_the_cores_units(teams: Policy) -> None:
     assert quotas.spec("default").nominal == 0
     settings = preemption_of(teams)
     assert (settings.min_runtime, settings.delay, settings.requeue_backoff) == (60, 10, 60)
-    assert settings.preempts_by_priority_class == ()  # no class states `preempts`
+    # No class states `preempts` or a delay of its own.
+    assert settings.preempts_by_priority_class == settings.delay_by_priority_class == ()
     inference = teams.classes["inference"]
     stated = teams.model_copy(update={"classes": {**teams.classes, "inference": (
-        inference.model_copy(update={"preempts": False}))}})
+        inference.model_copy(update={"preempts": False, "preemption_delay": "2m"}))}})
     assert preemption_of(stated).preempts_by_priority_class == (
         (inference.priority_class.name, False),)
+    assert preemption_of(stated).delay_by_priority_class == (
+        (inference.priority_class.name, 120.0),)
 
 
 def test_no_preemption_before_the_budgets_are_listed(teams: Policy) -> None:

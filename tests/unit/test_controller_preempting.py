@@ -185,6 +185,23 @@ def test_a_gang_waits_a_while_before_it_preempts() -> None:
     assert preempts(decide(tracked(nodes, busy + train), {}, complete + 40, state=settings))
 
 
+@pytest.mark.parametrize(("priority_class", "waits_for"), [
+    ("airlock-inference", 0.0),  # its class's own delay
+    ("airlock-training", 30.0),  # a class that sets none: the policy's
+])
+def test_a_class_may_preempt_after_a_delay_of_its_own(priority_class: str,
+                                                      waits_for: float) -> None:
+    nodes = cluster({"a": 2})
+    arrived = gang("serve", 2, priority=TRAINING * 2, priorityClassName=priority_class)
+    complete = max(p.created for p in arrived)
+    busy = running("s", ["a-n0", "a-n1"], ran=NOW - (complete - HOUR))
+    settings = QueueState(preemption=PreemptionSettings(
+        delay=30, delay_by_priority_class=(("airlock-inference", 0.0),)))
+    for after in (waits_for - 1, waits_for):
+        decided = decide(tracked(nodes, busy + arrived), {}, complete + after, state=settings)
+        assert bool(preempts(decided)) is (after >= waits_for)
+
+
 def test_disabled_preemption_only_waits() -> None:
     nodes = cluster({"a": 2})
     off = QueueState(preemption=PreemptionSettings(enabled=False))

@@ -6,7 +6,7 @@ report and its plots, and Kueue's inline webhook patches."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import yaml
@@ -51,10 +51,10 @@ from webhook.keys import (
     SLICE_SIZE_ANNOTATION,
 )
 from webhook.operators.kueue import keys as kueue
-from webhook.policy.classes import TopologyPlacement
+from webhook.policy.classes import ClassSpec, TopologyPlacement
 from webhook.policy.loading import load_policy
 from webhook.policy.model import Policy
-from webhook.policy.queues import FairShareSpec, PreemptionSpec
+from webhook.policy.queues import Duration, FairShareSpec, PreemptionSpec
 from webhook.sandbox.manifests import merge_webhooks
 from webhook.sandbox.nodes import BLOCK_LABEL, CLIQUE_LABEL, HOST_LABEL, Shape
 from webhook.simulation import clusters
@@ -292,7 +292,11 @@ def test_every_duration_of_airlocks_timed_settings_is_scaled(policy: Policy) -> 
         name: {f.alias or n for n, f in spec.model_fields.items() if duration in f.metadata}
         for name, spec in (("preemption", PreemptionSpec), ("fairShare", FairShareSpec))}
     assert durations == {name: set(timers) for name, (_, timers) in TIMERS.items()}
+    assert {f.alias for f in ClassSpec.model_fields.values()
+            if Duration in get_args(f.annotation)} == {"preemptionDelay"}
     timers = airlock_timers(policy, 100)
+    assert airlock_timers(load_policy(ROOT / "policies"), 100)[
+        "classes.inference.preemptionDelay"] == "0s"
     assert timers["preemption.delay"] == "0.3s"  # 30s
     assert timers["preemption.minRuntime"] == "3s"  # 5m
     assert timers["fairShare.halfLife"] == "864s"  # 24h
@@ -301,7 +305,9 @@ def test_every_duration_of_airlocks_timed_settings_is_scaled(policy: Policy) -> 
 def test_airlocks_policies_at_speed_keep_each_setting_defined_once(tmp_path: Path) -> None:
     source = tmp_path / "source"
     source.mkdir()
-    (source / "10-classes.yaml").write_text((ROOT / "policies" / "10-classes.yaml").read_text())
+    classes = (ROOT / "policies" / "10-classes.yaml").read_text()
+    (source / "10-classes.yaml").write_text(classes.replace(
+        "    training:\n", "    training:\n      preemptionDelay: 2m\n"))
     (source / "00-scope.yaml").write_text((ROOT / "policies" / "00-scope.yaml").read_text())
     (source / "20-rules.yaml").write_text((ROOT / "policies" / "20-rules.yaml").read_text())
     (source / "30-preempt.yaml").write_text(yaml.safe_dump(
@@ -313,12 +319,16 @@ def test_airlocks_policies_at_speed_keep_each_setting_defined_once(tmp_path: Pat
     assert sorted(p.name for p in copied.iterdir()) == [
         "00-scope.yaml", "10-classes.yaml", "20-rules.yaml", "30-preempt.yaml", TIMERS_FILE]
     # A file without timers is copied as it is, comments and all.
-    assert (copied / "10-classes.yaml").read_text() == \
-        (source / "10-classes.yaml").read_text()
+    assert (copied / "20-rules.yaml").read_text() == (source / "20-rules.yaml").read_text()
     scaled = load_policy(copied)
     assert (scaled.preemption.delay, scaled.preemption.min_runtime) == ("1s", "6s")
     assert scaled.fair_share.half_life == "8640s"
-    assert scaled.classes == policy.classes
+    # A class's own delay is scaled where it is set; the rest of the class is kept.
+    assert scaled.classes["training"].preemption_delay == "12s"
+    assert scaled.classes["inference"].preemption_delay == "0s"
+    assert {n: c.model_copy(update={"preemption_delay": None})
+            for n, c in scaled.classes.items()} == {
+        n: c.model_copy(update={"preemption_delay": None}) for n, c in policy.classes.items()}
 
 
 def observed(name: str, attempt: int = 0, node: str | None = None,

@@ -9,6 +9,7 @@ from typing import Literal, TypeVar
 from pydantic import Field, field_validator
 
 from webhook.policy.fields import NAME, Strict, Toleration
+from webhook.policy.queues import Duration
 from webhook.policy.sources import Loc
 
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
@@ -90,6 +91,13 @@ class ClassSpec(Strict):
         "(`Never`: no). `true` with `preemptionPolicy: Never` and `queued: true` makes "
         "Airlock the only one that evicts for the class: kube-scheduler's own preemption "
         "evicts one pod at a time, a gang's as readily as any other.",
+    )
+    preemption_delay: Duration | None = Field(
+        None,
+        alias="preemptionDelay",
+        description="How long a complete gang or queued pod of this class waits for room "
+        "before Airlock may evict for it. Default: the policy's `preemption.delay`. Serving "
+        "gangs want `0s`: kube-scheduler evicts for a single serving pod at once.",
     )
     requires_grant: bool = Field(
         False,

@@ -59,7 +59,10 @@ def preemption_of(policy: Policy) -> PreemptionSettings:
                                         for c in moves.protected_classes),
                               tuple((c.priority_class.name, c.preempts)
                                     for c in policy.classes.values()
-                                    if c.preempts is not None))
+                                    if c.preempts is not None),
+                              tuple((c.priority_class.name, seconds(c.preemption_delay))
+                                    for c in policy.classes.values()
+                                    if c.preemption_delay is not None))
 
 
 def fair_share_of(policy: Policy, current: FairShare | None, now: float) -> FairShare:

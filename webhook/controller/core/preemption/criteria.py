@@ -62,6 +62,9 @@ class PreemptionSettings:
     # Whether Airlock evicts for the pods of a PriorityClass, where its class's policy
     # says so (`preempts`): kube-scheduler may be told `Never` while Airlock evicts.
     preempts_by_priority_class: tuple[tuple[str, bool], ...] = ()
+    # A class's own `delay` where its policy sets one (`preemptionDelay`), by its pods'
+    # PriorityClass: serving gangs evict at once, as kube-scheduler does for their pods.
+    delay_by_priority_class: tuple[tuple[str, float], ...] = ()
 
     def may_preempt(self, pod: PodInfo) -> bool:
         """Whether Airlock evicts lower-priority work for `pod`: as its class's policy
@@ -70,6 +73,13 @@ class PreemptionSettings:
             if name == pod.priority_class:
                 return preempts
         return pod.may_preempt
+
+    def delay_for(self, pod: PodInfo) -> float:
+        """How long `pod`'s unit waits whole for room before it may preempt."""
+        for name, delay in self.delay_by_priority_class:
+            if name == pod.priority_class:
+                return delay
+        return self.delay
 
 
 def old_enough(started: float, young: float) -> bool:

@@ -282,9 +282,10 @@ class Queueing:
                                    notice_until=deadline(at, grace) if told else None)
 
     def _waited(self, gang: Gang, members: Sequence[PodInfo]) -> bool:
-        """Whether the gang has waited whole for room the policy's delay."""
+        """Whether the gang has waited whole for room the delay of its class's policy."""
         complete = gang.completed if gang.whole(members) else max(p.created for p in members)
-        return self.now - complete >= self.state.preemption.delay
+        anchor = max(members, key=lambda p: p.priority)
+        return self.now - complete >= self.state.preemption.delay_for(anchor)
 
     def may_preempt(self, gang: Gang, members: Sequence[PodInfo]) -> bool:
         return self.state.preemption.enabled and self._waited(gang, members)

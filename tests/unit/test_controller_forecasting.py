@@ -92,9 +92,15 @@ CASES: dict[str, Case] = {
     "past the learned median: the median of the runs that lasted longer": Case(
         TWO, [*running("a", ["d0-n0", "d0-n1"], ran=350), *gang("b", 2)],
         {"b": (350, None)}, runtimes=Runtimes({("ml", ""): (100, 200, 300, 400, 1000)})),
-    "past every learned run: it ends now at the soonest": Case(
+    "past every learned run: it runs as long again": Case(
         TWO, [*running("a", ["d0-n0", "d0-n1"], ran=2000), *gang("b", 2)],
-        {"b": (0, None)}, runtimes=Runtimes({("ml", ""): (100, 200, 300, 400, 1000)})),
+        {"b": (2000, None)}, runtimes=Runtimes({("ml", ""): (100, 200, 300, 400, 1000)})),
+    "past the time it states: as long again": Case(
+        TWO, [*_runs(running("a", ["d0-n0", "d0-n1"], ran=1200), 1000), *gang("b", 2)],
+        {"b": (1200, None)}),
+    "past every share of it its kind took, short of what it states: until then": Case(
+        TWO, [*_runs(running("a", ["d0-n0", "d0-n1"], ran=950), 1000), *gang("b", 2)],
+        {"b": (50, None)}, runtimes=Runtimes(ratios={("ml", ""): (0.5, 0.6, 0.7, 0.8, 0.9)})),
     "a stated run time, before its namespace learned how runs keep to it: as stated": Case(
         TWO, [*_runs(running("a", ["d0-n0", "d0-n1"], ran=60), 1000), *gang("b", 2)],
         {"b": (940, None)}, runtimes=Runtimes(ratios={("ml", ""): (0.5, 0.6, 0.7, 0.8)})),

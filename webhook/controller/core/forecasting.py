@@ -237,7 +237,7 @@ def _running(r: Round, queues: Queueing, ends: _Ends,
         ran = r.now - pod.started if pod.started else 0.0
         runtime = None if pod.namespace in spared else runtimes.typical((pod,), ran)
         # As the head's shadow time counts it (`backfill`): not started, it starts
-        # now at the soonest; past its end, it ends now at the soonest.
+        # now at the soonest; past what it was expected to run, as long again (`typical`).
         at = None if runtime is None else max((pod.started or r.now) + runtime, r.now)
         by_end.setdefault((at, unit), []).append((node, pod))
     for (at, unit), pods in by_end.items():

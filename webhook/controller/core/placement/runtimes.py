@@ -124,17 +124,22 @@ class Runtimes:
         known); else of their run times, or, before `LEAST` of their class succeeded,
         of all their namespace's (its queue's history: a forecast of an end that is
         only expected, never a promise); the units still `going` counted as runs that
-        last at least as long as they ran so far (`survival`). `ran` when no run lasted
-        longer."""
+        last at least as long as they ran so far (`survival`). When nothing learned or
+        stated lasts longer than `ran`: `as_long_again`."""
         if not pods:
             return None
         key = key_of(pods[0])
         stated = max((r for p in pods if (r := p.marks.runtime) is not None), default=None)
         if stated is not None:
             ratios = self.ratios.get(key, ())
-            return stated if len(ratios) < LEAST or stated <= 0 else _beyond(ratios, ran, stated)
-        found = self._survival(key)
-        return None if found is None else median_beyond(found, ran)
+            found = stated if len(ratios) < LEAST or stated <= 0 else _beyond(ratios, ran,
+                                                                              stated)
+        else:
+            survived = self._survival(key)
+            if survived is None:
+                return None
+            found = median_beyond(survived, ran)
+        return found if found > ran else as_long_again(ran, stated)
 
     def running(self, going: Mapping[Key, tuple[float, ...]]) -> Runtimes:
         """These run times, with units stating no time running for `going` seconds so
@@ -184,6 +189,15 @@ class Runtimes:
                         for k, e in entries if e.get("ratios")})
         except (ValueError, KeyError, TypeError, AttributeError):
             return cls()
+
+
+def as_long_again(ran: float, stated: float | None) -> float:
+    """The run time of a unit that ran `ran` seconds, longer than anything learned of its
+    kind says it should: as long again. With nothing known beyond its age, what is left
+    of it is as likely shorter than that age as longer. Ending it now, as before, was sure
+    to be early, and so was the prediction of what waits behind it (docs/benchmarks.md,
+    predicted starts). A time it states that is still ahead caps it."""
+    return min(2 * ran, stated) if stated is not None and stated > ran else 2 * ran
 
 
 def _beyond(runs: tuple[float, ...], ran: float, scale: float = 1.0) -> float:

@@ -37,13 +37,18 @@ def duration(value: float) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".") + "s"
 
 
+def at_speed(timer: str, speed: float) -> str:
+    """The policy duration `timer` divided by `speed`."""
+    return duration(seconds(timer) / speed)
+
+
 def settings_at_speed(policy: Policy, speed: float) -> dict[str, dict[str, Any]]:
     """The timed settings of the merged policy, whole (a setting is replaced, not merged),
     their durations divided by `speed`."""
     out = {}
     for name, (field, timers) in TIMERS.items():
         spec = getattr(policy, field).model_dump(by_alias=True, mode="json")
-        spec.update({t: duration(seconds(spec[t]) / speed) for t in timers})
+        spec.update({t: at_speed(spec[t], speed) for t in timers})
         out[name] = spec
     return out
 
@@ -53,8 +58,7 @@ def airlock_timers(policy: Policy, speed: float) -> dict[str, str]:
     timers = {f"{name}.{t}": spec[t]
               for name, spec in settings_at_speed(policy, speed).items()
               for t in TIMERS[name][1]}
-    timers.update({f"classes.{name}.preemptionDelay":
-                   duration(seconds(c.preemption_delay) / speed)
+    timers.update({f"classes.{name}.preemptionDelay": at_speed(c.preemption_delay, speed)
                    for name, c in policy.classes.items() if c.preemption_delay is not None})
     return timers
 
@@ -66,7 +70,7 @@ def _scale_class_delays(spec: dict[str, Any], speed: float) -> bool:
     timed = [c for c in classes.values() if isinstance(c, dict) and "preemptionDelay" in c] \
         if isinstance(classes, dict) else []
     for c in timed:
-        c["preemptionDelay"] = duration(seconds(c["preemptionDelay"]) / speed)
+        c["preemptionDelay"] = at_speed(c["preemptionDelay"], speed)
     return bool(timed)
 
 

@@ -236,9 +236,9 @@ def _running(r: Round, queues: Queueing, ends: _Ends,
     for node, pod, unit in held:
         ran = r.now - pod.started if pod.started else 0.0
         runtime = None if pod.namespace in spared else runtimes.typical((pod,), ran)
-        # As the head's shadow time counts it (`backfill`): not started, it starts
-        # now at the soonest; past what it was expected to run, as long again (`typical`).
-        at = None if runtime is None else max((pod.started or r.now) + runtime, r.now)
+        # Not started, it starts now at the soonest. Started, it ends after now: `typical`
+        # expects longer than it ran so far (as long again when nothing learned does).
+        at = None if runtime is None else (pod.started or r.now) + runtime
         by_end.setdefault((at, unit), []).append((node, pod))
     for (at, unit), pods in by_end.items():
         ends.add(at, unit, pods, quotas.queue_of(unit.namespace), gpus_of)

@@ -28,11 +28,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from webhook.accelerators import GpuEquivalents
 from webhook.controller.core.actions import Victim, lost_of
 from webhook.controller.core.pods import PodInfo
 
+T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class PreemptionSettings:
@@ -69,17 +71,17 @@ class PreemptionSettings:
     def may_preempt(self, pod: PodInfo) -> bool:
         """Whether Airlock evicts lower-priority work for `pod`: as its class's policy
         says, else as its PriorityClass's `preemptionPolicy`."""
-        for name, preempts in self.preempts_by_priority_class:
-            if name == pod.priority_class:
-                return preempts
-        return pod.may_preempt
+        return _of_class(self.preempts_by_priority_class, pod, pod.may_preempt)
 
     def delay_for(self, pod: PodInfo) -> float:
         """How long `pod`'s unit waits whole for room before it may preempt."""
-        for name, delay in self.delay_by_priority_class:
-            if name == pod.priority_class:
-                return delay
-        return self.delay
+        return _of_class(self.delay_by_priority_class, pod, self.delay)
+
+
+def _of_class(stated: tuple[tuple[str, T], ...], pod: PodInfo, default: T) -> T:
+    """What `pod`'s class states, by its PriorityClass (fixed at creation and given by
+    policy, unlike its labels), else `default`."""
+    return next((value for name, value in stated if name == pod.priority_class), default)
 
 
 def old_enough(started: float, young: float) -> bool:

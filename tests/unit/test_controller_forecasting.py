@@ -4,6 +4,7 @@ what runs, through the round's own stages (order, quotas, the head's reservation
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import pytest
@@ -141,6 +142,10 @@ CASES: dict[str, Case] = {
         [*_ends_in("a", ["d0-n2"], 100), *_runs(gang("x", 1), 600),
          *gang("h", 3, created=1), *_runs(gang("y", 1, created=2), 200)],
         {"h": (600, None), "y": (100, None)}),
+    "room pods being deleted hold frees in their grace period, not played forward": Case(
+        TWO, [*(dataclasses.replace(p, deleting=True) for p in running("a", ["d0-n0"])),
+              *_ends_in("z", ["d0-n1"], 600), *gang("b", 1)],
+        {"b": (0, None)}),
     "ends within seconds of each other are one step": Case(
         TWO, [*_ends_in("a", ["d0-n0"], 600), *_ends_in("z", ["d0-n1"], 605),
               *gang("b", 2)],

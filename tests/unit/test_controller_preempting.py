@@ -323,6 +323,44 @@ def test_a_preemptor_waiting_for_its_victims_keeps_its_queues_quota() -> None:
     assert admitted(actions) == {"want": "x"}
 
 
+def test_room_a_preemption_frees_beyond_its_hold_is_nobodys_until_its_pods_are_gone(
+) -> None:
+    # `train` evicted all four pods of `s` for the two nodes of domain a. Those on b are
+    # terminating: kube-scheduler counts them until they are gone, so a gang lifted onto
+    # b now would bind in part and hold GPUs while the rest waits (seen on the sandbox).
+    nodes = cluster({"a": 2, "b": 2})
+    going = [dataclasses.replace(p, deleting=True)
+             for p in running("s", ["a-n0", "a-n1", "b-n0", "b-n1"])]
+    record = two_victims_record(NOW - 5)
+    train = preempting(2, record)
+    other = gang("other", 2, priority=TRAINING, created=30)
+    actions = decide(tracked(nodes, going + train + other), {}, NOW)
+    assert admitted(actions) == {}
+    assert "other" in waits(actions)
+    assert preempts(actions) == []
+    # Gone from the API, their room is free: both go.
+    actions = decide(tracked(nodes, train + other), {}, NOW)
+    assert admitted(actions) == {"train": "a", "other": "b"}
+
+
+def test_a_gang_that_fits_where_pods_are_being_deleted_waits_for_them_not_evicting_more(
+) -> None:
+    # Room on b frees by itself within a grace period: evicting the scavengers on c
+    # instead would lose their work for nothing.
+    nodes = cluster({"b": 2, "c": 2})
+    going = [dataclasses.replace(p, deleting=True) for p in running("s", ["b-n0", "b-n1"])]
+    cheap = running("cheap", ["c-n0", "c-n1"])
+    other = gang("other", 2, priority=TRAINING)
+    actions = decide(tracked(nodes, going + cheap + other), {}, NOW)
+    assert preempts(actions) == []
+    assert waits(actions)["other"].endswith(
+        "the best has 0 free; pods being deleted hold room it would fit in, and it waits "
+        "for them rather than evict others")
+    # Running, not being deleted, the pods on b are victims like those on c.
+    actions = decide(tracked(nodes, running("s", ["b-n0", "b-n1"]) + cheap + other), {}, NOW)
+    assert len(preempts(actions)) == 1
+
+
 def test_in_the_round_it_preempts_the_room_is_the_preemptors() -> None:
     nodes = cluster({"a": 2})
     busy = running("s", ["a-n0", "a-n1"])

@@ -75,6 +75,7 @@ def _state(t: Tracked) -> dict[str, Any]:
         "holding": occupancy.holders,
         "members": members, "gated": set(membership.gated),
         "succeeded": +membership.succeeded, "deleting": +membership.deleting,
+        "leaving": dict(t.leaving),
         "accelerators": t.accelerators,
         "gangs": {g: (tuple(x.members), tuple(x.records))
                   for g, x in membership.gangs().items()},

@@ -121,6 +121,11 @@ class _Ends:
         placed = [(node, pod, each.get(pod.key, 0)) for node, pod in pods]
         heapq.heappush(self.heap, (at, self._seq, _End(at, placed, queue)))
 
+    def step_at(self, at: float) -> None:
+        """A step at `at` where nothing ends: the waiting units are tried again."""
+        self._seq += 1
+        heapq.heappush(self.heap, (at, self._seq, _End(at, [], "")))
+
     def evicted(self, victims: Iterable[Victim]) -> None:
         """Pods a forecast's preemption evicts: gone now, and their ends with them."""
         for victim in victims:
@@ -151,7 +156,10 @@ def forecast(r: Round, actions: Iterable[Action], steps: int = STEPS
     found: dict[UnitId, Prediction] = {w.unit: UNKNOWN for w in waits}
     if not pending:
         return found
-    snap = r.snap.fork()
+    # What pods marked for deletion hold frees in a grace period, not played forward:
+    # a step now tries the units in it.
+    gone = r.snap.once_gone()
+    snap = gone or r.snap.fork()
     ends = _Ends()
     # Preemption as the round has it; what the forecast ends or evicts is no victim
     # after (the candidates skip it as they skip pods deleted).
@@ -165,6 +173,8 @@ def forecast(r: Round, actions: Iterable[Action], steps: int = STEPS
     queues.charges = dict(r.queues.charges)
     queues.models = copy.deepcopy(r.queues.models)
     _running(r, queues, ends, held)
+    if gone is not None:
+        ends.step_at(r.now)
     for action in actions:
         if isinstance(action, Admit) and action.unit in r.plans:
             _started(ends, queues, r.plans[action.unit].assignments, action.ungate,

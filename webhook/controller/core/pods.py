@@ -198,6 +198,12 @@ class PodInfo:
         return not self.terminal and not self.deleting
 
     @property
+    def holds_room(self) -> bool:
+        """Whether kube-scheduler still counts what it requests where it is: until it
+        is terminal or gone from the API, marked for deletion or not."""
+        return not self.terminal
+
+    @property
     def room(self) -> str | None:
         """The node whose room it takes: where it is bound, or where kube-scheduler
         nominated it, not bound yet (never a gated pod's: Airlock's own nomination, whose

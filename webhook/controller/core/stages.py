@@ -20,7 +20,8 @@ status` all decide through these stages (`deciding`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable
 from typing import Final
 
 from webhook.controller.core.actions import Action, Admit, Preempt, Wait
@@ -39,8 +40,9 @@ from webhook.controller.core.placement.packing import Plan, take_plan
 from webhook.controller.core.placement.pins import pinnable, planned_nodes, steerable
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.modelquotas import Model
-from webhook.controller.core.queues.queueing import Hold, Queueing
+from webhook.controller.core.queues.queueing import Hold
 from webhook.controller.core.records import Record
+from webhook.controller.core.refitting import fits_once_gone, most_that_fits, over_quota
 from webhook.controller.core.round import Round, Unit
 
 
@@ -49,6 +51,8 @@ class _Stop:
 
 
 STOP: Final = _Stop()
+FREEING: Final = ("; pods being deleted hold room it would fit in, and it waits for them "
+                  "rather than evict others")
 Verdict = Wait | Admit | Preempt | _Stop | None
 Stage = Callable[[Round, Unit], Verdict]
 
@@ -149,7 +153,7 @@ def quota(r: Round, u: Unit) -> Verdict:
         # Blocked already: the stages after read no quota of a unit that does not fit
         # (a smaller elastic gang asks its own), and most of a deep queue does not.
         return None
-    u.over = u.over_model or _over_quota(r.queues, u.gang, u.members, u.exempt)
+    u.over = u.over_model or over_quota(r.queues, u.gang, u.members, u.exempt)
     if u.over is None and u.started and u.model is not None:
         u.over = r.queues.model_quota(u.gang, u.members[u.exempt:], u.model)[1]
     return None
@@ -234,7 +238,7 @@ def _choose(u: Unit, choice: Choice, over: str | None = None) -> Verdict:
 def shrink(r: Round, u: Unit) -> Verdict:
     if not _blocked(u) or u.must >= len(u.members):
         return None
-    fewer = _fewer(r, u, max(u.must, 1))
+    fewer = most_that_fits(r, u, max(u.must, 1))
     if fewer is not None:
         u.members, u.outcome = fewer
         u.over = None
@@ -265,6 +269,9 @@ def make_room(r: Round, u: Unit) -> Verdict:
     if not r.queues.plans_left():
         # The round's plans are spent: neither evicting nor moving is looked at, and a
         # deep queue ends here.
+        return None
+    if isinstance(u.outcome, NoFit) and fits_once_gone(r, u):
+        u.outcome = dataclasses.replace(u.outcome, reason=f"{u.outcome.reason}{FREEING}")
         return None
     # Room reserved for the head is lent on a promise to end in time, never taken by
     # evicting what runs there; nor is room held for another preemptor.
@@ -357,42 +364,3 @@ def _grows(r: Round, u: Unit) -> bool:
     """Whether more nodes would let it in: its queue would admit it into a grown
     cluster (never a unit that runs, or whose victims are going)."""
     return not u.started and u.hold is None and r.queues.may_grow(u.gang, u.members)
-
-
-def _over_quota(queues: Queueing, gang: Gang, pods: Sequence[PodInfo], exempt: int
-                ) -> str | None:
-    """Why admitting `pods` would take the gang's queue past its quota, but for the
-    first `exempt` of them: a running gang's replacements, which restore what it was
-    admitted with."""
-    charged = pods[exempt:]
-    return queues.over_quota(gang, charged) if charged else None
-
-
-def _fewer(r: Round, u: Unit, least: int) -> tuple[list[PodInfo], Plan] | None:
-    """The most of an elastic gang's members (the first ones, at least `least`) that fit
-    and, beyond the exempt first, its queue's quota; by halving, since any fewer of them
-    fit too."""
-    anchor, gang, pods = u.anchor, u.gang, u.members
-
-    def plan(count: int) -> Plan | None:
-        some = pods[:count]
-        if _over_quota(r.queues, gang, some, u.exempt) is not None or \
-                r.queues.model_quota(gang, some[u.exempt:], u.model)[1] is not None:
-            return None
-        if u.started:
-            outcome: Plan | NoFit = fit_joiners(gang, some, r.snap, u.avoid)[0]
-        else:
-            outcome = fit(some, r.snap, anchor.marks.topology_key, anchor.marks.topology_mode,
-                          avoid=u.avoid)
-        return outcome if isinstance(outcome, Plan) else None
-
-    best: tuple[list[PodInfo], Plan] | None = None
-    low, high = least, len(pods) - 1
-    while low <= high:
-        middle = (low + high) // 2
-        found = plan(middle)
-        if found is None:
-            high = middle - 1
-        else:
-            best, low = (pods[:middle], found), middle + 1
-    return best

@@ -69,6 +69,18 @@ class Snapshot:
         fork._ranked_free = {}
         return fork
 
+    def once_gone(self) -> Snapshot | None:
+        """A fork with the room that pods marked for deletion still hold given back, or
+        None while no such pod holds any."""
+        leaving = self.cluster.leaving
+        if not leaving:
+            return None
+        fork, pods = self.fork(), self.cluster.pods
+        for key, node in leaving.items():
+            if node in fork.free:
+                fork.take(node, {k: -v for k, v in with_pod_slot(pods[key].requests).items()})
+        return fork
+
     def take(self, node: str, requests: Resources) -> None:
         """Take `requests` on `node` (negative amounts give room back)."""
         free = self.free[node]

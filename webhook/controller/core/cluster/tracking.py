@@ -44,6 +44,9 @@ class Tracked:
         # reserved for the head of the queue, and until when: few, asked of every
         # preemption.
         self.backfilled: dict[PodKey, float] = {}
+        # Pods marked for deletion that kube-scheduler still counts where they are, and
+        # that node: the room they free by themselves.
+        self.leaving: dict[PodKey, str] = {}
         # Queued single pods with a placement record that changed since their one reader
         # (the queues' accounts, which learn run times from them) last asked.
         self._singles_changed: set[PodKey] = set()
@@ -103,9 +106,11 @@ class Tracked:
         self.pods[key] = pod
         new_names = self._recorded_names(pod, 1)
         node, room = pod.node_name, pod.room
-        if room and pod.active:
+        if room and pod.holds_room:
             self.capacity.use(room, with_pod_slot(pod.requests), 1)
-            if node and not new_names:  # the recount binds it
+            if not pod.active:
+                self.leaving[key] = room
+            elif node and not new_names:  # the recount binds it
                 gpus = self.capacity.gpus(pod.requests)
                 self.occupancy.bind(pod, node, gpus)
                 self.models.bind(key.namespace, node, gpus)
@@ -135,15 +140,16 @@ class Tracked:
         self.pods.pop(pod.key, None)
         gone_names = self._recorded_names(pod, -1)
         node, room = pod.node_name, pod.room
-        if room and pod.active:
+        if room and pod.holds_room:
             self.capacity.use(room, with_pod_slot(pod.requests), -1)
-            if node:
+            if node and pod.active:
                 self.models.bind(pod.key.namespace, node,
                                  -self.occupancy.gpus_of.get(pod.key, 0))
                 self.occupancy.unbind(pod, node)
             self._touched(room)
         self.membership.forget(pod)
         self.backfilled.pop(pod.key, None)
+        self.leaving.pop(pod.key, None)
         if pod.marks.single and pod.recorded.placement is not None:
             self._singles_changed.add(pod.key)
         if gone_names:

@@ -270,17 +270,22 @@ def make_room(r: Round, u: Unit) -> Verdict:
         # The round's plans are spent: neither evicting nor moving is looked at, and a
         # deep queue ends here.
         return None
+    head = r.reservation.head is None
+    may_preempt = r.queues.may_preempt(gang, u.members)
+    # The head that free GPUs would hold, were they in one domain: a few pods moved.
+    may_move = head and u.over is None and isinstance(u.outcome, NoFit) and \
+        u.outcome.code == "NoDomainFits" and r.queues.may_move(gang, u.members)
+    if not (may_preempt or may_move):
+        return None
     if isinstance(u.outcome, NoFit) and fits_once_gone(r, u):
         u.outcome = dataclasses.replace(u.outcome, reason=f"{u.outcome.reason}{FREEING}")
         return None
     # Room reserved for the head is lent on a promise to end in time, never taken by
     # evicting what runs there; nor is room held for another preemptor.
-    avoid, head = r.reservation.nodes | r.held | u.model_off, r.reservation.head is None
+    avoid = r.reservation.nodes | r.held | u.model_off
     preempt = r.queues.preempt(gang, u.members, avoid, head=head, model=u.model) \
-        if r.queues.may_preempt(gang, u.members) else None
-    # The head that free GPUs would hold, were they in one domain: a few pods moved.
-    if preempt is None and head and u.over is None and isinstance(u.outcome, NoFit) and \
-            u.outcome.code == "NoDomainFits" and r.queues.may_move(gang, u.members):
+        if may_preempt else None
+    if preempt is None and may_move:
         preempt = r.queues.move(gang, u.members, avoid, u.model)
     if preempt is None:
         return None

@@ -3,11 +3,12 @@ becomes of the placeholders there are, and what a placeholder looks like."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
-from tests.builders import CLIQUE, NOW, cluster, gang, member, tracked, unit
+from tests.builders import CLIQUE, NOW, TRAINING, cluster, gang, member, running, tracked, unit
 from webhook.controller.core.actions import Action, Admit, Wait
 from webhook.controller.core.deciding import DecideOptions, decide
 from webhook.controller.core.growth.asking import (
@@ -103,6 +104,20 @@ def test_a_gang_its_queue_would_admit_may_grow_the_cluster(quotas: Quotas, size:
     nodes = cluster({"clique-0": 2})
     actions = decide(tracked(nodes, gang("big", size)), {}, NOW, DecideOptions(),
                      QueueState(quotas=quotas))
+    (wait,) = [a for a in actions if isinstance(a, Wait)]
+    assert wait.may_grow is grows
+
+
+@pytest.mark.parametrize(("going", "grows"), [(True, False), (False, True)])
+def test_a_gang_that_fits_in_room_being_freed_does_not_grow_the_cluster(
+        going: bool, grows: bool) -> None:
+    # Pods being deleted free a domain within their grace period: nodes asked for now
+    # would come after it, for nothing. Running pods of higher priority free nothing.
+    nodes = cluster({"clique-0": 2})
+    there = running("s", ["clique-0-n0", "clique-0-n1"], priority=TRAINING * 2)
+    if going:
+        there = [dataclasses.replace(p, deleting=True) for p in there]
+    actions = decide(tracked(nodes, there + gang("big", 2, priority=TRAINING)), {}, NOW)
     (wait,) = [a for a in actions if isinstance(a, Wait)]
     assert wait.may_grow is grows
 

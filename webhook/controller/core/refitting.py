@@ -66,5 +66,5 @@ def fits_once_gone(r: Round, u: Unit) -> bool:
     kube-scheduler counts their room, so the unit may not have it; nor should it evict
     others for room that frees by itself in a grace period (kube-scheduler does not
     preempt for a pod whose nominated node holds a terminating one either)."""
-    gone = r.snap.once_gone()
+    gone = r.once_gone()
     return gone is not None and isinstance(_fit(u, u.members, gone), Plan)

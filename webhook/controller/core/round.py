@@ -65,6 +65,16 @@ class Round:
         # The plans of the units admitted, where their pods go: a forecast gives their
         # room back when they are expected to end (`forecasting`).
         self.plans: dict[UnitId, Plan] = {}
+        # The snapshot with the room of pods being deleted given back, as it stood when
+        # first asked: in a round, room only shrinks, so it may only say too much fits,
+        # and a unit waits one round more rather than evict or grow for nothing.
+        self._once_gone: tuple[Snapshot | None] | None = None
+
+    def once_gone(self) -> Snapshot | None:
+        """`Snapshot.once_gone`, made once a round."""
+        if self._once_gone is None:
+            self._once_gone = (self.snap.once_gone(),)
+        return self._once_gone[0]
 
     @property
     def held(self) -> frozenset[str]:

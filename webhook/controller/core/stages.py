@@ -367,5 +367,7 @@ def _blocked(u: Unit) -> bool:
 
 def _grows(r: Round, u: Unit) -> bool:
     """Whether more nodes would let it in: its queue would admit it into a grown
-    cluster (never a unit that runs, or whose victims are going)."""
-    return not u.started and u.hold is None and r.queues.may_grow(u.gang, u.members)
+    cluster (never a unit that runs, or whose victims are going, or that fits in room
+    pods being deleted free by themselves)."""
+    return not u.started and u.hold is None and r.queues.may_grow(u.gang, u.members) \
+        and not fits_once_gone(r, u)

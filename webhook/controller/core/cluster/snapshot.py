@@ -58,6 +58,8 @@ class Snapshot:
         self._ranked: dict[tuple[Any, ...], list[tuple[GpuEquivalents, str]]] = {}
         self._ranked_free: dict[tuple[Any, ...], dict[str, GpuEquivalents]] = {}
         self._indexes: dict[Any, FreeIndex] = {}
+        # Whether the room of pods being deleted is free here (`once_gone`).
+        self.leaving_given = False
 
     def fork(self) -> Snapshot:
         """A view that starts as this one is, for a what-if: what it takes stays its
@@ -71,11 +73,13 @@ class Snapshot:
 
     def once_gone(self) -> Snapshot | None:
         """A fork with the room that pods marked for deletion still hold given back, or
-        None while no such pod holds any."""
+        None while no such pod holds any (or it was given back already: this is such a
+        fork, or one of its forks)."""
         leaving = self.cluster.leaving
-        if not leaving:
+        if not leaving or self.leaving_given:
             return None
         fork, pods = self.fork(), self.cluster.pods
+        fork.leaving_given = True
         for key, node in leaving.items():
             if node in fork.free:
                 fork.take(node, {k: -v for k, v in with_pod_slot(pods[key].requests).items()})

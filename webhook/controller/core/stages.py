@@ -13,7 +13,8 @@ status` all decide through these stages (`deciding`).
     quota      whether its queue's quota and borrowing admit it (a unit that fits)
     shrink     an elastic gang that does not fit whole: the most of it that does
     make_room  blocked: it preempts, where it may and victims exist; or, the head, has
-               a few pods moved out of one domain (defragmentation)
+               a few pods moved out of one domain (defragmentation); neither where room
+               that pods being deleted free would hold it
     reserve    blocked still: it waits, and the first such heads the queue
     admit      its plan taken in the snapshot and recorded: admitted
 """

@@ -41,7 +41,8 @@ from webhook.controller.core.actions import (
     Wait,
     events_of,
 )
-from webhook.controller.core.deciding import QueueState, Record, decide
+from webhook.controller.core.deciding import QueueState, Record, decide, decided
+from webhook.controller.core.forecasting import Prediction, forecast
 from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.preemption.budgets import Budget
 from webhook.controller.core.preemption.criteria import PreemptionSettings
@@ -341,6 +342,27 @@ def test_room_a_preemption_frees_beyond_its_hold_is_nobodys_until_its_pods_are_g
     # Gone from the API, their room is free: both go.
     actions = decide(tracked(nodes, train + other), {}, NOW)
     assert admitted(actions) == {"train": "a", "other": "b"}
+
+
+def test_room_its_victims_hold_beyond_the_preemptors_nodes_is_nobodys_in_that_round(
+) -> None:
+    # `serve` evicts all four pods of `s` and needs two nodes. The other two stay `s`'s
+    # until its pods are gone: `other`, behind it in the same round, may not have them
+    # (lifted now, it would bind once they are gone, or in part), nor evict for them.
+    nodes = cluster({"a": 4})
+    busy = running("s", ["a-n0", "a-n1", "a-n2", "a-n3"])
+    serve = gang("serve", 2, priority=TRAINING * 2)
+    other = gang("other", 1, priority=TRAINING, created=30)
+    actions, r = decided(tracked(nodes, busy + serve + other), {}, NOW)
+    (preempt,) = preempts(actions)
+    assert preempt.unit == unit("serve")
+    assert victims(preempt) == {"s-0", "s-1", "s-2", "s-3"}
+    assert admitted(actions) == {}
+    assert waits(actions)["other"].endswith(
+        "pods being deleted hold room it would fit in, and it waits for them rather than "
+        "evict others")
+    # Predicted to start once they are gone: now, a grace period not played forward.
+    assert forecast(r, actions)[unit("other")] == Prediction(NOW)
 
 
 def test_a_gang_that_fits_where_pods_are_being_deleted_waits_for_them_not_evicting_more(

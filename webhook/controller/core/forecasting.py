@@ -45,6 +45,7 @@ from webhook.controller.core.identities import PodKey, UnitId
 from webhook.controller.core.placement.backfill import Placed
 from webhook.controller.core.placement.runtimes import Key, Runtimes, key_of
 from webhook.controller.core.pods import PodInfo
+from webhook.controller.core.preemption.planning import release
 from webhook.controller.core.queues.queueing import Queueing
 from webhook.controller.core.reasons import WaitReason
 from webhook.controller.core.resources import Resources
@@ -156,8 +157,8 @@ def forecast(r: Round, actions: Iterable[Action], steps: int = STEPS
     found: dict[UnitId, Prediction] = {w.unit: UNKNOWN for w in waits}
     if not pending:
         return found
-    # What pods marked for deletion hold frees in a grace period, not played forward:
-    # a step now tries the units in it.
+    # What pods marked for deletion, or evicted by the round, hold frees in a grace
+    # period, not played forward: a step now tries the units in it.
     gone = r.snap.once_gone()
     snap = gone or r.snap.fork()
     ends = _Ends()
@@ -173,12 +174,16 @@ def forecast(r: Round, actions: Iterable[Action], steps: int = STEPS
     queues.charges = dict(r.queues.charges)
     queues.models = copy.deepcopy(r.queues.models)
     _running(r, queues, ends, held)
-    if gone is not None:
-        ends.step_at(r.now)
+    freed = gone is not None
     for action in actions:
         if isinstance(action, Admit) and action.unit in r.plans:
             _started(ends, queues, r.plans[action.unit].assignments, action.ungate,
                      action.unit, r.now, queues.state.runtimes)
+        elif isinstance(action, Preempt) and action.unit in r.queues.preempting:
+            _preempted(ends, queues, action, r.queues.preempting[action.unit], r.now)
+            freed = True
+    if freed:
+        ends.step_at(r.now)
     now, plans = r.now, PLANS
     for _ in range(steps):
         if not pending or not ends.heap:
@@ -266,6 +271,20 @@ def _started(ends: _Ends, queues: Queueing, assignments: Mapping[PodKey, str],
         ends.placed.setdefault(node, []).append((end, pod.key, each[pod.key]))
 
 
+def _preempted(ends: _Ends, queues: Queueing, preempt: Preempt, where: Mapping[PodKey, str],
+               at: float) -> None:
+    """A preemption at `at`: the preemptor starts once its victims are gone, and a grace
+    period, seconds, is not played forward. Their room on its nodes is its own already
+    (`commit`); elsewhere it is given back now, and their ends go with them."""
+    ends.evicted(preempt.victims)
+    mine = set(where.values())
+    for victim in preempt.victims:
+        release(queues.snap, victim, queues.gpus_of,
+                only={p.node_name for p in victim.pods if p.node_name} - mine)
+    _started(ends, queues, where, preempt.preemptor, preempt.unit, at,
+             queues.state.runtimes)
+
+
 def _step(r: Round, queues: Queueing, ends: _Ends, pending: list[Gang], now: float,
           found: dict[UnitId, Prediction]) -> list[Gang]:
     """The waiting units at `now`, in queue order, through the round's stages: those
@@ -289,12 +308,8 @@ def _step(r: Round, queues: Queueing, ends: _Ends, pending: list[Gang], now: flo
             continue
         preempt = next((a for a in said if isinstance(a, Preempt)), None)
         if preempt is not None and gang.id in queues.preempting:
-            # It starts once its victims are gone: a grace period, seconds, is not
-            # played forward. The room is its own from now (`commit`).
-            ends.evicted(preempt.victims)
             found[gang.id] = Prediction(now)
-            _started(ends, queues, queues.preempting[gang.id], preempt.preemptor, gang.id,
-                     now, queues.state.runtimes)
+            _preempted(ends, queues, preempt, queues.preempting[gang.id], now)
             continue
         admit = next((a for a in said if isinstance(a, Admit)), None)
         if admit is None or gang.id not in step.plans:

@@ -65,15 +65,17 @@ class Round:
         # The plans of the units admitted, where their pods go: a forecast gives their
         # room back when they are expected to end (`forecasting`).
         self.plans: dict[UnitId, Plan] = {}
-        # The snapshot with the room of pods being deleted given back, as it stood when
-        # first asked: in a round, room only shrinks, so it may only say too much fits,
-        # and a unit waits one round more rather than evict or grow for nothing.
-        self._once_gone: tuple[Snapshot | None] | None = None
+        # The snapshot with the room of pods being deleted given back, and of the pods
+        # this round evicts, as it stood when first asked since the last eviction: in a
+        # round, room only shrinks, so it may only say too much fits, and a unit waits
+        # one round more rather than evict or grow for nothing.
+        self._once_gone: tuple[Snapshot | None, int] | None = None
 
     def once_gone(self) -> Snapshot | None:
-        """`Snapshot.once_gone`, made once a round."""
-        if self._once_gone is None:
-            self._once_gone = (self.snap.once_gone(),)
+        """`Snapshot.once_gone`, with the pods this round evicts gone too."""
+        going = self.queues.going
+        if self._once_gone is None or self._once_gone[1] != len(going):
+            self._once_gone = (self.snap.once_gone(going), len(going))
         return self._once_gone[0]
 
     @property

@@ -71,18 +71,21 @@ class Snapshot:
         fork._ranked_free = {}
         return fork
 
-    def once_gone(self) -> Snapshot | None:
-        """A fork with the room that pods marked for deletion still hold given back, or
-        None while no such pod holds any (or it was given back already: this is such a
-        fork, or one of its forks)."""
+    def once_gone(self, also: Sequence[PodInfo] = ()) -> Snapshot | None:
+        """A fork with the room that pods marked for deletion still hold given back, and
+        that of the bound pods `also` (evicted, not yet marked), or None while no such pod
+        holds any (or it was given back already: this is such a fork, or one of its
+        forks)."""
         leaving = self.cluster.leaving
-        if not leaving or self.leaving_given:
+        if not (leaving or also) or self.leaving_given:
             return None
         fork, pods = self.fork(), self.cluster.pods
         fork.leaving_given = True
-        for key, node in leaving.items():
+        held = [*((node, pods[key]) for key, node in leaving.items()),
+                *((p.node_name, p) for p in also)]
+        for node, pod in held:
             if node in fork.free:
-                fork.take(node, {k: -v for k, v in with_pod_slot(pods[key].requests).items()})
+                fork.take(node, {k: -v for k, v in with_pod_slot(pod.requests).items()})
         return fork
 
     def take(self, node: str, requests: Resources) -> None:

@@ -46,17 +46,24 @@ from webhook.controller.core.queues.quotas import Ledger
 
 
 def release(snap: Snapshot, unit: Victim, gpus_of: Collection[PodKey], sign: int = -1,
-            room: Room | None = None, here: Collection[str] = ()) -> None:
+            room: Room | None = None, here: Collection[str] = (),
+            only: Collection[str] | None = None) -> list[PodInfo]:
     """Free in `snap` (or, with `sign` 1, take back) what the unit's pods that hold GPUs
-    (`gpus_of`) hold, and in the `room` of the nodes `here` being tried."""
+    (`gpus_of`) hold, and in the `room` of the nodes `here` being tried; with `only`,
+    only on those nodes, and the pods left holding theirs elsewhere are returned."""
     free_gpu = snap.free_gpu
+    left = []
     for pod in unit.pods:
         node = pod.node_name
         if pod.key in gpus_of and node in snap.free:
+            if only is not None and node not in only:
+                left.append(pod)
+                continue
             before = free_gpu[node]
             snap.take(node, {k: sign * v for k, v in with_pod_slot(pod.requests).items()})
             if room is not None and node in here:
                 room.moved(before, free_gpu[node])
+    return left
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,18 +371,23 @@ class Preemptor:
         return best
 
     def commit(self, choice: Choice, members: Sequence[PodInfo], queue: str,
-               model: Ledger | None = None) -> None:
-        """The victims are gone and their room is the preemptor's, in this snapshot and
-        the ledgers (`model`: of the GPU model it takes)."""
+               model: Ledger | None = None) -> list[PodInfo]:
+        """The victims go: their room on the nodes the preemptor takes is its own, in
+        this snapshot, and their usage leaves the ledgers (`model`: of the GPU model it
+        takes). Their room elsewhere is still theirs until they are gone, as
+        kube-scheduler counts it: those pods are returned."""
         quota = Quota(self.ledger, model)
+        mine = set(choice.plan.assignments.values())
+        left = []
         for victim in choice.victims:
             self.rankings.take(victim)
-            self._free(self.snap, victim)
+            left += release(self.snap, victim, self.gpus_of, only=mine)
             quota.add(victim.queue, -victim.gpus)
             for b in self.budgets:
                 self.allowance[b.name] -= sum(1 for p in victim.pods if p.key in b.pods)
         take_plan(choice.plan, members, self.snap)
         quota.add(queue, self.snap.need(members))
+        return left
 
 
 def _compared(whole: Choice, spread: Choice, level: str, took: bool) -> str:

@@ -124,6 +124,8 @@ class Queueing:
         # Units this round evicts: none of them is also let go (an elastic gang grown)
         # in the same round.
         self.evicting: set[UnitId] = set()
+        # Their pods off their preemptors' nodes, whose room is still theirs.
+        self.going: list[PodInfo] = []
 
     def queue_of(self, gang: Gang) -> str:
         return self.state.quotas.queue_of(gang.id.namespace)
@@ -363,7 +365,8 @@ class Queueing:
     def _carried_out(self, gang: Gang, members: Sequence[PodInfo], queue: str,
                      choice: Choice, model: Model) -> Preempt:
         """The choice committed in the round's snapshot and ledgers, and its action."""
-        self._planner().commit(choice, members, queue, self._model_ledger(model))
+        self.going += self._planner().commit(choice, members, queue,
+                                             self._model_ledger(model))
         self.preempting[gang.id] = choice.plan.assignments
         self.evicting.update(v.unit for v in choice.victims)
         pods = [p for v in choice.victims for p in v.pods]

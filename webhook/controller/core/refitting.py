@@ -67,4 +67,12 @@ def fits_once_gone(r: Round, u: Unit) -> bool:
     others for room that frees by itself in a grace period (kube-scheduler does not
     preempt for a pod whose nominated node holds a terminating one either)."""
     gone = r.once_gone()
-    return gone is not None and isinstance(_fit(u, u.members, gone), Plan)
+    if gone is None:
+        return False
+    key = None if u.alike is None else (*u.alike, u.model)
+    known = None if key is None else r.fits_once_gone.get(key)
+    if known is None:
+        known = isinstance(_fit(u, u.members, gone), Plan)
+        if key is not None:
+            r.fits_once_gone[key] = known
+    return known

@@ -70,12 +70,16 @@ class Round:
         # round, room only shrinks, so it may only say too much fits, and a unit waits
         # one round more rather than evict or grow for nothing.
         self._once_gone: tuple[Snapshot | None, int] | None = None
+        # Whether units fit there, by what decides their fit and their GPU model: a deep
+        # queue of gangs alike is one fit, as for `no_room`.
+        self.fits_once_gone: dict[tuple[Any, ...], bool] = {}
 
     def once_gone(self) -> Snapshot | None:
         """`Snapshot.once_gone`, with the pods this round evicts gone too."""
         going = self.queues.going
         if self._once_gone is None or self._once_gone[1] != len(going):
             self._once_gone = (self.snap.once_gone(going), len(going))
+            self.fits_once_gone = {}
         return self._once_gone[0]
 
     @property

@@ -40,7 +40,7 @@ from bench.peers.models import MODELS_FILE, kueue_flavors
 from bench.peers.peers import PEERS, at_speed
 from bench.peers.recording import Action, Finish, Recorder, Restart, Run
 from bench.peers.systems import apply_objects, keep_logs, make_cluster, start_airlock
-from bench.peers.timers import policies_at_speed
+from bench.peers.timers import controller_flags, policies_at_speed
 from bench.peers.topologies import node_labels
 from webhook.kuberaw import json_of
 from webhook.policy.model import Policy
@@ -100,7 +100,7 @@ def replay(system: System, jobs: Sequence[Job], policy: Policy, options: Options
             (policies / "95-trace-grants.yaml").write_text(trace_grants(jobs))
             if options.models_file is not None:
                 shutil.copyfile(options.models_file, policies / MODELS_FILE)
-            airlock = start_airlock(plane, policies)
+            airlock = start_airlock(plane, policies, controller_flags(options.speed))
         if peer is not None:
             operators = start_operators([at_speed(peer, options.speed)], plane.workdir,
                                         plane.admin_kubeconfig, plane.pki.ca, progress)

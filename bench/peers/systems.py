@@ -39,9 +39,10 @@ async def make_cluster(plane: ControlPlane, policy: Policy, namespaces: list[str
             await wiring.create_namespace(api, ns)
 
 
-def start_airlock(plane: ControlPlane, policies: Path) -> list[AirlockProcess]:
+def start_airlock(plane: ControlPlane, policies: Path, flags: list[str]
+                  ) -> list[AirlockProcess]:
     """As the sandbox runs Airlock: the webhook wired in by URL, the controller as its own
-    ServiceAccount with the RBAC deploy/ grants it."""
+    ServiceAccount with the RBAC deploy/ grants it, given `flags`."""
     hook = start_webhook(plane.workdir, policies)
     started = [hook.running]
     try:
@@ -53,7 +54,7 @@ def start_airlock(plane: ControlPlane, policies: Path) -> list[AirlockProcess]:
                     api, plane.url, plane.ca_file, plane.workdir / "controller.kubeconfig")
 
         kubeconfig = asyncio.run(wire())
-        started.append(start_controller(plane.workdir, kubeconfig, policies))
+        started.append(start_controller(plane.workdir, kubeconfig, policies, flags))
     except BaseException:
         for process in started:
             process.process.terminate()

@@ -5,7 +5,8 @@ gang preempts after 0.3 real seconds as it would after 30 at 1x, and past usage 
 times faster. `capacity` keeps its
 durations: they wait for an autoscaler, whose real latency the speed does not shrink
 (and the replay runs none), as the controller's --reservation-timeout waits for the
-scheduler.
+scheduler. The controller's `--forecast-resolution` is divided too (`controller_flags`):
+at 15 real seconds, a forecast at 100x would take ends 25 trace-minutes apart as one.
 
 A setting may be defined once across the policy files, so the copy drops the settings
 from the files that define them and writes them, scaled, into a file of its own.
@@ -19,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from webhook.controller.core.round import DEFAULTS
 from webhook.policy.loading import policy_files
 from webhook.policy.model import Policy
 from webhook.policy.queues import seconds
@@ -54,13 +56,20 @@ def settings_at_speed(policy: Policy, speed: float) -> dict[str, dict[str, Any]]
 
 
 def airlock_timers(policy: Policy, speed: float) -> dict[str, str]:
-    """Only the durations, by their path in the policy: what the report records."""
+    """Only the durations, by their path in the policy (and the controller's flags): what
+    the report records."""
     timers = {f"{name}.{t}": spec[t]
               for name, spec in settings_at_speed(policy, speed).items()
               for t in TIMERS[name][1]}
     timers.update({f"classes.{name}.preemptionDelay": at_speed(c.preemption_delay, speed)
                    for name, c in policy.classes.items() if c.preemption_delay is not None})
+    timers["controller.forecastResolution"] = duration(DEFAULTS.forecast_resolution / speed)
     return timers
+
+
+def controller_flags(speed: float) -> list[str]:
+    """The controller's own timers at `speed`, as flags."""
+    return ["--forecast-resolution", f"{DEFAULTS.forecast_resolution / speed:g}"]
 
 
 def _scale_class_delays(spec: dict[str, Any], speed: float) -> bool:

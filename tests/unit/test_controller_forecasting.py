@@ -30,6 +30,7 @@ from webhook.controller.core.pods import PodInfo
 from webhook.controller.core.queues.queueing import QueueState
 from webhook.controller.core.queues.quotas import QueueSpec, Quotas
 from webhook.controller.core.reporting import report
+from webhook.controller.core.round import DecideOptions
 from webhook.policy.model import Policy
 
 
@@ -170,6 +171,17 @@ def test_the_round_is_left_as_it_was() -> None:
     before = dict(r.snap.free_gpu), dict(r.queues.ledger.used)
     assert forecast(r, actions) == {unit("b"): Prediction(NOW + 600)}
     assert (dict(r.snap.free_gpu), dict(r.queues.ledger.used)) == before
+
+
+@pytest.mark.parametrize(("resolution", "start"), [(15.0, 12.0), (1.0, 5.0), (0.0, 5.0)])
+def test_ends_closer_than_the_resolution_are_one_step(resolution: float, start: float
+                                                      ) -> None:
+    # `b` needs one node: `a`'s end 5 s on frees it, `z`'s 12 s on another; a step takes
+    # the ends within the controller's --forecast-resolution of its first, and is at its last.
+    pods = [*_ends_in("a", ["d0-n0"], 5), *_ends_in("z", ["d0-n1"], 12), *gang("b", 1)]
+    options = DecideOptions(forecast_resolution=resolution)
+    actions, r = decided(tracked(TWO, pods), {}, NOW, options)
+    assert forecast(r, actions) == {unit("b"): Prediction(NOW + start)}
 
 
 def test_steps_run_out_then_unknown_with_no_blocker() -> None:

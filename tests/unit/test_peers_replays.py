@@ -37,8 +37,15 @@ from bench.peers.peers import (
 )
 from bench.peers.recording import Finish, Recorder, Restart, Run
 from bench.peers.reporting import gap, markdown
-from bench.peers.timers import TIMERS, TIMERS_FILE, airlock_timers, policies_at_speed
+from bench.peers.timers import (
+    TIMERS,
+    TIMERS_FILE,
+    airlock_timers,
+    controller_flags,
+    policies_at_speed,
+)
 from tests.paths import ROOT
+from webhook.cli import build_parser
 from webhook.keys import (
     CLASS_LABEL,
     EXPECTED_RUNTIME_ANNOTATION,
@@ -300,6 +307,13 @@ def test_every_duration_of_airlocks_timed_settings_is_scaled(policy: Policy) -> 
     assert timers["preemption.delay"] == "0.3s"  # 30s
     assert timers["preemption.minRuntime"] == "3s"  # 5m
     assert timers["fairShare.halfLife"] == "864s"  # 24h
+    assert timers["controller.forecastResolution"] == "0.15s"  # 15s
+
+
+def test_the_controllers_forecast_resolution_is_scaled_and_it_accepts_the_flag() -> None:
+    flags = controller_flags(100)
+    assert flags == ["--forecast-resolution", "0.15"]
+    assert build_parser().parse_args(["controller", *flags]).forecast_resolution == 0.15
 
 
 def test_airlocks_policies_at_speed_keep_each_setting_defined_once(tmp_path: Path) -> None:

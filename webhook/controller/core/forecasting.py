@@ -58,10 +58,10 @@ STEPS: Final = 96
 # back rarely go before them (a backfill would), and a pass over thousands costs a round.
 WINDOW: Final = 200
 # A step takes the ends within this share of their distance from now of the first (and
-# at least `COALESCE` seconds): thousands of pods ending over hours are tens of steps, and
-# a start so predicted is late by at most that share of its wait.
+# at least the controller's `--forecast-resolution`, 15 s): thousands of pods ending over
+# hours are tens of steps, and a start so predicted is late by at most that share of its
+# wait.
 SPREAD: Final = 0.1
-COALESCE: Final = 15.0
 # Preemptions planned per forecast at most: a plan on thousands of nodes costs up to a
 # few hundred ms, its rankings built again each step (up to a round's plans at every
 # step tripled a forecast's cost at 5,000 waiting gangs on 5,000 nodes).
@@ -135,11 +135,11 @@ class _Ends:
                 self.gone.add(pod.key)
                 self.gone_uids.add(pod.uid)
 
-    def next(self, now: float) -> list[_End]:
+    def next(self, now: float, resolution: float) -> list[_End]:
         """The ends of the next step: the soonest, and those close after it."""
         first = heapq.heappop(self.heap)[2]
         found = [first]
-        last = first.at + max(COALESCE, (first.at - now) * SPREAD)
+        last = first.at + max(resolution, (first.at - now) * SPREAD)
         while self.heap and self.heap[0][0] <= last:
             found.append(heapq.heappop(self.heap)[2])
         return found
@@ -188,7 +188,7 @@ def forecast(r: Round, actions: Iterable[Action], steps: int = STEPS
     for _ in range(steps):
         if not pending or not ends.heap:
             break
-        step = ends.next(r.now)
+        step = ends.next(r.now, r.options.forecast_resolution)
         now = max(now, step[-1].at)
         _ended(step, queues, ends)
         given = queues.afresh(plans)

@@ -30,6 +30,9 @@ class DecideOptions:
     incomplete_warning_after: float = 300.0
     # What a pod let go is pinned to: its planned node, or only its domain (`pins`).
     pin: PinMode = "nodes"
+    # Seconds within which a forecast takes ends in one step (`forecasting`): a replay
+    # that runs the clock faster shrinks it with the run times.
+    forecast_resolution: float = 15.0
 
 
 DEFAULTS: Final = DecideOptions()

@@ -40,4 +40,18 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
                              "domain: only to its domain, kube-scheduler choosing the node")
     parser.add_argument("--incomplete-warning-after", type=float, default=300.0,
                         help="seconds before a gang with missing members gets a Warning event")
+    parser.add_argument("--forecast-resolution", type=_seconds, default=15.0,
+                        help="seconds within which predicted starts take expected ends as "
+                             "one (docs/predictions.md)")
     parser.add_argument("--patch-pause", type=float, default=0.0, help=argparse.SUPPRESS)
+
+
+def _seconds(text: str) -> float:
+    """A number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: seconds must be 0 or more, and finite")
+    return value

@@ -295,7 +295,7 @@ async def _main(args: argparse.Namespace, policies: PolicyStore) -> int:
     api = await connect(args.kubeconfig)
     options = DecideOptions(order=args.order, reservation_timeout=args.reservation_timeout,
                             incomplete_warning_after=args.incomplete_warning_after,
-                            pin=args.pin)
+                            pin=args.pin, forecast_resolution=args.forecast_resolution)
     fence = Fence(None if args.no_leader_election else RENEW_DEADLINE_SECONDS)
     seal = await load_seal(client.CoreV1Api(api), args.namespace)
     controller = Controller(api, options, args.identity, policies, seal,

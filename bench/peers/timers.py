@@ -63,13 +63,19 @@ def airlock_timers(policy: Policy, speed: float) -> dict[str, str]:
               for t in TIMERS[name][1]}
     timers.update({f"classes.{name}.preemptionDelay": at_speed(c.preemption_delay, speed)
                    for name, c in policy.classes.items() if c.preemption_delay is not None})
-    timers["controller.forecastResolution"] = duration(DEFAULTS.forecast_resolution / speed)
+    timers["controller.forecastResolution"] = duration(_resolution(speed))
     return timers
 
 
 def controller_flags(speed: float) -> list[str]:
     """The controller's own timers at `speed`, as flags."""
-    return ["--forecast-resolution", f"{DEFAULTS.forecast_resolution / speed:g}"]
+    return ["--forecast-resolution", f"{_resolution(speed):g}"]
+
+
+def _resolution(speed: float) -> float:
+    """The controller's forecast resolution at `speed`: what the report says and the flag
+    passes, from one place."""
+    return DEFAULTS.forecast_resolution / speed
 
 
 def _scale_class_delays(spec: dict[str, Any], speed: float) -> bool:

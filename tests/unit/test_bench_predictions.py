@@ -43,16 +43,28 @@ def test_a_stated_time_twice_the_run_is_the_whole_error_and_exact_leaves_almost_
     assert found["all exact"]["medianErrorShareOfWait"] < 0.05
 
 
-def test_the_table_names_each_trace_and_variant(tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
-    trace = tmp_path / "t.jsonl"
-    trace.write_text("".join(
+def _written(path: Path, *jobs: Job) -> Path:
+    path.write_text("".join(
         f'{{"name": "{j.name}", "submit": {j.submit}, "namespace": "team-a", '
         f'"class": "training", "pods": {j.pods}, "gpus": 8, "runtime": {j.runtime}'
         + (f', "expectedRuntime": {j.expected_runtime}' if j.expected_runtime else "")
-        + "}\n" for j in (FULL, BEHIND)))
+        + "}\n" for j in jobs))
+    return path
+
+
+def test_the_table_names_each_trace_and_variant(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    trace = _written(tmp_path / "t.jsonl", FULL, BEHIND)
     assert main(["--trace", str(trace)]) == 0
     out = capsys.readouterr().out
     assert "| trace | as written | stated exact | all exact |" in out
     row = next(line for line in out.splitlines() if line.startswith("| t.jsonl |"))
     assert row.count("(1/1)") == 3
+
+
+def test_traces_where_no_gang_waited_long_have_no_median_and_no_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    alone = [str(_written(tmp_path / f"{n}.jsonl", _job(n, 0.0, 1, 60.0))) for n in "ab"]
+    assert main(["--trace", alone[0], "--trace", alone[1]]) == 0
+    out = capsys.readouterr().out
+    assert "| median of the traces | - | - | - |" in out

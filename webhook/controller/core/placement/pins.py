@@ -67,8 +67,10 @@ def hold_pinned(pods: Sequence[PodInfo], record: Record, snap: Snapshot
     taken there where the node still takes them; and the others, to be placed in the
     domain. A member still gated whose node no longer takes it is among the others: it
     is pinned to its domain only; so is one let go that only prefers its node, which the
-    scheduler may pass over. One let go pinned holds nothing then: it can go nowhere
-    else."""
+    scheduler may pass over. One let go pinned can go nowhere else: while its node takes
+    it, its room there is held even where pods bound since fill it (a serving pod
+    kube-scheduler bound first), so that what they free is its and no other unit's;
+    `stranded` re-plans it once that hold is over."""
     held: list[tuple[str, str]] = []
     rest: list[PodInfo] = []
     planned = dict(record.nodes)
@@ -80,7 +82,8 @@ def hold_pinned(pods: Sequence[PodInfo], record: Record, snap: Snapshot
             continue
         need = with_pod_slot(pod.requests)
         info = snap.nodes.get(node)
-        if info is not None and eligible(pod, info) and fits(snap.free[node], need):
+        if info is not None and eligible(pod, info) and \
+                (pin is not None or fits(snap.free[node], need)):
             snap.take(node, need)
             held.append((pod.name, node))
         elif pin is None:

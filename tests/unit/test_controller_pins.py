@@ -255,11 +255,14 @@ def test_a_pod_whose_node_filled_up_is_replanned_once_its_room_is_no_longer_held
     assert "is too full of pods bound there to take it" in why
 
 
-def test_room_a_pod_bound_first_frees_on_a_pinned_pods_node_is_the_pinned_pods() -> None:
-    """A serving pod kube-scheduler bound on a-n0 before the pinned 8-GPU member could
-    take it leaves 4 GPUs there: while the member's room is held, a 4-GPU pod that fits
-    best there goes elsewhere, or the member would wait for both to end."""
-    record, pods = _lifted(_raws((8,)))
+@pytest.mark.parametrize("owned", [True, False], ids=["pinned", "steered (a bare pod)"])
+def test_room_a_pod_bound_first_frees_on_a_let_go_pods_node_is_the_let_go_pods(
+        owned: bool) -> None:
+    """A serving pod kube-scheduler bound on a-n0 before the 8-GPU member let go there
+    could take it leaves 4 GPUs: while the member's room is held, a 4-GPU pod that fits
+    best there goes elsewhere, or the member would wait for both to end. A steered one
+    binds elsewhere at once if its domain has room; its room is held where it waits."""
+    record, pods = _lifted([raw_member("g", 0, 8, 1, owned=owned)])
     assert record.node_of("g-0") == "a-n0"
     first = PodInfo.parse(raw_member("serving", 0, 4, 1, gated=False, node_name="a-n0"), SEAL)
     newcomer = PodInfo.parse(raw_member("h", 0, 4, 1, owned=True), SEAL)

@@ -65,12 +65,14 @@ def hold_pinned(pods: Sequence[PodInfo], record: Record, snap: Snapshot
     """Of `pods` that `record` promised room: those sent to a node (the record's, for a
     member still gated or steered; the one it carries, for one let go pinned), their room
     taken there where the node still takes them; and the others, to be placed in the
-    domain. A member still gated whose node no longer takes it is among the others: it
-    is pinned to its domain only; so is one let go that only prefers its node, which the
-    scheduler may pass over. One let go pinned can go nowhere else: while its node takes
-    it, its room there is held even where pods bound since fill it (a serving pod
-    kube-scheduler bound first), so that what they free is its and no other unit's;
-    `stranded` re-plans it once that hold is over."""
+    domain. A member still gated whose node has no room for it is among the others: it
+    is pinned to its domain only. One let go keeps its room on its node even where pods
+    bound since fill it (a serving pod kube-scheduler bound first), so that what they
+    free is its and no other unit's: a pinned one can go nowhere else, and a steered
+    one, nominated there, binds elsewhere in its domain at once if it can, and would
+    otherwise wait for that node while the room was given away. `stranded` re-plans a
+    pinned one once that hold is over; one let go whose node no longer takes it at all
+    holds nothing there (a steered one is placed in the domain)."""
     held: list[tuple[str, str]] = []
     rest: list[PodInfo] = []
     planned = dict(record.nodes)
@@ -83,7 +85,7 @@ def hold_pinned(pods: Sequence[PodInfo], record: Record, snap: Snapshot
         need = with_pod_slot(pod.requests)
         info = snap.nodes.get(node)
         if info is not None and eligible(pod, info) and \
-                (pin is not None or fits(snap.free[node], need)):
+                (not pod.gated or fits(snap.free[node], need)):
             snap.take(node, need)
             held.append((pod.name, node))
         elif pin is None:

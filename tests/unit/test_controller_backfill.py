@@ -504,26 +504,3 @@ def test_a_preferred_head_keeps_no_domain_it_could_never_start_in(
         assert not admitted(actions)
         assert "in one nvidia.com/gpu.clique domain, the best has 24 free" in head.message
         assert head.reason == "NoDomainFits"
-
-
-@pytest.mark.parametrize(("pods", "kept"), [(5, True), (8, False)],
-                         ids=["the GPUs are free, in pieces", "the GPUs are not free"])
-def test_a_head_bigger_than_any_domain_keeps_the_freest_nodes_once_its_gpus_are_free(
-        pods: int, kept: bool) -> None:
-    """Three domains of 4 nodes of 8 GPUs: 5 nodes have 6 free, 7 have 4 (58 free), and
-    what runs ends nobody knows when. A preferred head of 5 pods of 8 (40 GPUs) has its
-    GPUs free but on no node whole: it keeps the 5 freest nodes, the only ones where a
-    6-GPU pod behind it fits, so they free for it. A head of 8 (64) lacks the GPUs and
-    keeps none."""
-    nodes = [f"{d}-n{i}" for d in "abc" for i in range(4)]
-    busy = [*running("light", nodes[:5], gpus=2, ran=600, priority=TRAINING),
-            *running("heavy", nodes[5:], gpus=4, ran=600, priority=TRAINING)]
-    pods_ = [*busy, *gang("head", pods, priority=10, created=1, mode="preferred"),
-             *gang("small", 1, gpus=6, created=2)]
-    actions = decide(tracked(cluster({"a": 4, "b": 4, "c": 4}), pods_), {}, NOW,
-                     DecideOptions(order="backfill"))
-    head = next(a for a in actions if isinstance(a, Wait) and label(a.unit) == "head")
-    assert head.reason == "NoRoom"
-    assert f"needs {pods * 8} GPUs, more than one nvidia.com/gpu.clique domain holds" \
-        in head.message
-    assert ("small" in admitted(actions)) is not kept

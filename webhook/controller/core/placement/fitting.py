@@ -127,17 +127,12 @@ def _no_room(pods: Sequence[PodInfo], asked: _Asked, snap: Snapshot, level: str,
     never = _never(pods, asked, snap, None, level)
     if never is not None:
         return never
+    # Were it the head, it would reserve the nodes with the most free GPUs, one per pod:
+    # the room closest to taking it, and no more, so pods behind go elsewhere.
     everywhere = usable(snap.eligible_nodes(pods[0]), avoid)
+    closest = heapq.nlargest(len(pods), everywhere, key=snap.free_gpu.__getitem__)
     return NoFit(f"needs {need} GPUs on eligible nodes; {snap.free_gpus(everywhere)} free",
-                 _closest(pods, everywhere, snap))
-
-
-def _closest(pods: Sequence[PodInfo], nodes: Collection[str], snap: Snapshot
-             ) -> tuple[str, ...]:
-    """The room a head without one domain to take reserves: the nodes with the most free
-    GPUs, one per pod, the room closest to taking it and no more, so pods behind go
-    elsewhere."""
-    return tuple(heapq.nlargest(len(pods), nodes, key=snap.free_gpu.__getitem__))
+                 tuple(closest))
 
 
 def _no_domain_room(pods: Sequence[PodInfo], asked: _Asked, snap: Snapshot,
@@ -159,18 +154,13 @@ def _no_domain_room(pods: Sequence[PodInfo], asked: _Asked, snap: Snapshot,
     if snap.capacities(anchor, topology_key)[0][0] < need:
         # Preferred, and more than any domain holds even empty: it will run across
         # domains. Nodes kept for it in one domain could never start it and would only
-        # idle GPUs that backfill could use, so it keeps none while the cluster lacks its
-        # GPUs; as the head it still keeps its place (`best_domain`), first wherever its
-        # room frees. Once the free GPUs add up to it but lie in pieces its pods cannot
-        # use, it keeps the freest nodes (`_closest`): else what frees there goes to
-        # smaller units behind it, and the pieces never join. No room, not no domain:
-        # moving pods out of one domain (`make_room`) could never make it fit.
+        # idle GPUs that backfill could use, so it keeps none; as the head it still keeps
+        # its place (`best_domain`), first wherever its room frees. No room, not no
+        # domain: moving pods out of one domain (`make_room`) could never make it fit.
         everywhere = usable(snap.eligible_nodes(anchor), avoid)
-        free = snap.free_gpus(everywhere)
         return NoFit(f"needs {need} GPUs, more than one {level} domain holds, so it will "
-                     f"run across domains; {free} free on eligible nodes",
-                     _closest(pods, everywhere, snap) if free >= need else (),
-                     code="NoRoom", best_domain=best)
+                     f"run across domains; {snap.free_gpus(everywhere)} free on eligible "
+                     f"nodes", code="NoRoom", best_domain=best)
     best_nodes = tuple(usable(domains[best], avoid)) if best_free > 0 else ()
     nodes = snap.nodes
     if reserved is not None and reserved in domains and reserved != best and \

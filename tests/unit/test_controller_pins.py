@@ -347,3 +347,17 @@ def test_a_pod_let_go_pinned_and_not_bound_keeps_rounds_coming() -> None:
     assert cluster.membership.pinned == {pods[0].key}
     cluster.put_pod(dataclasses.replace(pods[0], node_name="a-n0"))
     assert cluster.membership.pinned == set()
+
+
+def test_a_pod_that_names_a_full_node_itself_holds_no_room_there() -> None:
+    """Only Airlock's record may hold room past what a node has free: a member that names
+    a-n0 in its own affinity, where a serving pod now leaves 4 GPUs, holds nothing there,
+    and a 4-GPU pod that fits best on a-n0 goes there."""
+    raws = [raw_member("g", 0, 8, 1, owned=True)]
+    raws[0]["spec"]["affinity"] = _required(_named("a-n0"))
+    record, pods = _lifted(raws)
+    assert dict(record.nodes) == {}
+    first = PodInfo.parse(raw_member("serving", 0, 4, 1, gated=False, node_name="a-n0"), SEAL)
+    newcomer = PodInfo.parse(raw_member("h", 0, 4, 1, owned=True), SEAL)
+    admit = _admit(decide(tracked(NODES, [*BUSY, *pods, first, newcomer]), {}, NOW + 1))
+    assert admit.record.node_of("h-0") == "a-n0"

@@ -70,7 +70,8 @@ def hold_pinned(pods: Sequence[PodInfo], record: Record, snap: Snapshot
     bound since fill it (a serving pod kube-scheduler bound first), so that what they
     free is its and no other unit's: a pinned one can go nowhere else, and a steered
     one, nominated there, binds elsewhere in its domain at once if it can, and would
-    otherwise wait for that node while the room was given away. `stranded` re-plans a
+    otherwise wait for that node while the room was given away; only on the node the
+    record names, not one a pod names itself. `stranded` re-plans a
     pinned one once that hold is over; one let go whose node no longer takes it at all
     holds nothing there (a steered one is placed in the domain)."""
     held: list[tuple[str, str]] = []
@@ -84,8 +85,11 @@ def hold_pinned(pods: Sequence[PodInfo], record: Record, snap: Snapshot
             continue
         need = with_pod_slot(pod.requests)
         info = snap.nodes.get(node)
+        # Held past what the node has free only where Airlock's own sealed record sent
+        # it: a pod may name a node itself, and must not hold another's room by that.
+        ours = not pod.gated and planned.get(pod.name) == node
         if info is not None and eligible(pod, info) and \
-                (not pod.gated or fits(snap.free[node], need)):
+                (ours or fits(snap.free[node], need)):
             snap.take(node, need)
             held.append((pod.name, node))
         elif pin is None:

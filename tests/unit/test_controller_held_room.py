@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from tests.builders import (
+    CLIQUE,
     NOW,
     TRAINING,
     cluster,
@@ -17,9 +18,11 @@ from tests.builders import (
     running,
     tracked,
     two_victims_record,
+    uid_of,
 )
 from webhook.controller.core.actions import Action, Admit
 from webhook.controller.core.deciding import decide
+from webhook.controller.core.records import PreemptionRecord
 
 # Its victims (gone now) ran on a-n0 and a-n1, in domain a.
 RECORD = two_victims_record(NOW - 5)
@@ -63,3 +66,16 @@ def test_room_held_for_another_preemptor_stays_held() -> None:
     train = preempting(2, RECORD)
     actions = decide(tracked(nodes, second + train), {}, NOW)
     assert admitted(actions) == {"second": ["b-n0", "b-n1"], "train": ["a-n0", "a-n1"]}
+
+
+def test_two_preemptors_in_one_domain_each_hold_only_the_nodes_planned_for_them() -> None:
+    # `one` made room on a-n2 in the same domain: had each held the whole domain, each
+    # would keep the other out, and both wait with the room free (shaped.jsonl, simulated:
+    # 40 GPUs idle for the hold's 300 s, then the same scavengers evicted again).
+    nodes = cluster({"a": 3})
+    one = preempting(1, PreemptionRecord("a", CLIQUE, ("ml/t-0",), ("a-n2",), NOW - 5,
+                                         (uid_of("ml", "t-0"),)), name="one")
+    train = preempting(2, RECORD)
+    actions = decide(tracked(nodes, one + train), {}, NOW)
+    assert admitted(actions) == {"one": ["a-n2"], "train": ["a-n0", "a-n1"]}
+    assert preempts(actions) == []

@@ -3,12 +3,12 @@ has, but no domain of the level it requires holds it. Moving a few pods out of o
 frees one, where evicting by priority finds nothing or costs more.
 
 A pod may be moved when its replacement comes back through Airlock's gate, so that
-Airlock places it outside the domain it was moved out of (the domain is held for the
-gang, as for a preemption): a single pod Airlock queued whose owner makes it again (a
-Deployment's or StatefulSet's replica, a Job's pod), or an elastic gang's pod above its
-minimum, whose replacement joins its gang. Never a pod of a protected class, nor one
-younger than the minimum runtime, out of scope, or past its PodDisruptionBudget (the
-same candidates as preemption's). Per domain, whole nodes closest to free come first,
+Airlock places it off the nodes of that domain the gang is planned on (they are held
+for the gang, as for a preemption): a single pod Airlock queued whose owner makes it
+again (a Deployment's or StatefulSet's replica, a Job's pod), or an elastic gang's pod
+above its minimum, whose replacement joins its gang. Never a pod of a protected class,
+nor one younger than the minimum runtime, out of scope, or past its PodDisruptionBudget
+(the same candidates as preemption's). Per domain, whole nodes closest to free come first,
 pods are taken until the gang fits, and those it does not need are given back; the
 domain that moves the fewest GPUs wins, if it moves at most `max_moved_share` of what
 the gang gets and no more pods than the hour's budget has left.

@@ -210,8 +210,12 @@ class Queueing:
             terminating = tuple(p for p in there if p.deleting or p.uid in deleted)
             remaining, refused = self._recheck(
                 gang, [p for p in there if not p.deleting and p.uid not in deleted])
-            nodes = (self.snap.domains(gang.members[0], record.topology_key).get(
-                record.domain, []) if record.domain and record.topology_key else record.nodes)
+            # The nodes the plan put its members on; the whole domain only for a record
+            # that names none. Holding the domain kept its other nodes from every other
+            # unit, and two preemptors in one domain each held the other's room.
+            nodes = record.nodes or (self.snap.domains(
+                gang.members[0], record.topology_key).get(record.domain, [])
+                if record.domain and record.topology_key else ())
             found.append(Hold(gang.id, record, frozenset(nodes), remaining, terminating,
                               refused))
         return found

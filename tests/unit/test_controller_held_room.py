@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+import pytest
+
 from tests.builders import (
     CLIQUE,
     NOW,
@@ -79,3 +81,20 @@ def test_two_preemptors_in_one_domain_each_hold_only_the_nodes_planned_for_them(
     actions = decide(tracked(nodes, one + train), {}, NOW)
     assert admitted(actions) == {"one": ["a-n2"], "train": ["a-n0", "a-n1"]}
     assert preempts(actions) == []
+
+
+@pytest.mark.parametrize(("planned", "lands"), [
+    # As the controller records it: the nodes its plan named, and a-n2 is free for `one`.
+    (("a-n0", "a-n1"), "a-n2"),
+    # A record an older controller wrote, naming no nodes: its domain is all that says
+    # where the room is, so the whole of it stays held.
+    ((), "b-n0"),
+], ids=["nodes-named", "older-record"])
+def test_a_preemptor_waiting_for_its_victims_holds_its_planned_nodes(
+        planned: tuple[str, ...], lands: str) -> None:
+    nodes = cluster({"a": 3, "b": 1})
+    going = [dataclasses.replace(p, deleting=True) for p in running("s", ["a-n0", "a-n1"])]
+    train = preempting(2, dataclasses.replace(RECORD, nodes=planned))
+    one = gang("one", 1, priority=TRAINING, ns="ml")
+    actions = decide(tracked(nodes, going + train + one), {}, NOW)
+    assert admitted(actions) == {"one": [lands]}

@@ -280,6 +280,13 @@ async def all_bound(api: client.ApiClient, ns: str, prefix: str, count: int) -> 
     return len(pods) == count and all(p["spec"].get("nodeName") for p in pods)
 
 
+async def all_running(api: client.ApiClient, ns: str, prefix: str, count: int) -> bool:
+    """Whether exactly `count` pods named from `prefix` exist, each Running (KWOK's word,
+    as a kubelet's)."""
+    pods = await pods_of(api, ns, prefix)
+    return len(pods) == count and all(p["status"].get("phase") == "Running" for p in pods)
+
+
 async def grant_edit(api: client.ApiClient, namespace: str, user: str) -> None:
     """`user` may do in `namespace` what Kubernetes' built-in ClusterRole `edit` allows (a
     RoleBinding): pods and the workloads that make them, budgets, claims, nothing of

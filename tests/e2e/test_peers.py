@@ -27,7 +27,7 @@ from kubernetes_asyncio import client
 from bench.peers.manifests import Attempt, pod_group, pods
 from bench.peers.peers import COSCHEDULING, PEERS, POD_GROUP_LABEL
 from tests.builders import make_policy
-from tests.kube import events, pods_of, progress, until
+from tests.kube import all_running, events, pods_of, progress, until
 from tests.paths import ROOT
 from webhook.keys import ClassName
 from webhook.sandbox import wiring
@@ -213,12 +213,7 @@ async def test_a_pod_group_that_fits_is_bound_whole_and_its_status_says_running(
     # 4 pods of 4 GPUs: 16 of the 24 GPUs, on at least two nodes.
     attempt = gang(cosched_ns, "fits", pods=4, gpus=4)
     await submit(cosched_api, attempt)
-
-    async def running() -> bool:
-        items = await pods_of(cosched_api, cosched_ns)
-        return len(items) == 4 and all(p["status"].get("phase") == "Running" for p in items)
-
-    await until(running, within=WITHIN)
+    await until(lambda: all_running(cosched_api, cosched_ns, "", 4), within=WITHIN)
     placed = bound(await pods_of(cosched_api, cosched_ns))
     assert sorted(placed) == attempt.pod_names
     assert len(set(placed.values())) >= 2

@@ -14,6 +14,7 @@ from tests.kube import (
     Controllers,
     PolicyFileFactory,
     all_bound,
+    all_running,
     create_gang,
     events,
     nodes_by_name,
@@ -41,13 +42,8 @@ async def test_a_full_cluster_of_scavengers_makes_room_in_one_nvlink_domain(
         template=template(gpus=1, labels={"app": "batch", CLASS_LABEL: "scavenger"}))
     await client.AppsV1Api(api).create_namespaced_deployment(namespace, body=scavengers)
     await until(lambda: all_bound(api, namespace, "batch", 64), within=120)
-
-    async def running() -> bool:
-        # KWOK's own Running, first: a start time said before it would be said over.
-        pods = await pods_of(api, namespace, "batch")
-        return len(pods) == 64 and all(p["status"].get("phase") == "Running" for p in pods)
-
-    await until(running, within=120)
+    # KWOK's own Running, first: a start time said before it would be said over.
+    await until(lambda: all_running(api, namespace, "batch", 64), within=120)
     # The youngest, so cheapest, pods on one node of each domain; the rest older.
     by_domain: dict[str, list[str]] = defaultdict(list)
     for name in gpus:
